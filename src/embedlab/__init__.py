@@ -1,0 +1,27 @@
+"""embedlab: word2vec with first-class experiment management.
+
+The public Python API is deliberately small: :func:`load` returns a vectors object
+(see :mod:`embedlab.vectors`). Everything else is reached through the ``embedlab`` CLI.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:  # pragma: no cover
+    from embedlab.vectors import Vectors
+
+
+def load(path: Any, **kwargs: Any) -> Vectors:
+    """Load word vectors from a run folder, a checkpoint folder or a word2vec text/binary file.
+
+    Imported lazily so that ``import embedlab`` stays cheap (no torch import).
+    """
+    from embedlab.vectors import load as _load
+
+    return _load(path, **kwargs)
+
+
+__all__ = ["__version__", "load"]

@@ -1,0 +1,92 @@
+"""The ``embedlab`` command line: a thin layer over the library.
+
+Commands live in their own modules (``embedlab.cli.<name>``) and are imported lazily, so
+``embedlab --help`` is fast and a command's heavy imports (torch, tensorboard) are paid only
+when it runs. Every error the user can fix is printed as one line and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from embedlab.errors import InputError, TrainingInterrupted
+
+# command name -> "module:attribute" (a click.Command)
+COMMANDS: dict[str, str] = {
+    "train": "embedlab.cli.train:train",
+    "prepare": "embedlab.cli.prepare:prepare",
+    "export": "embedlab.cli.query:export",
+    "neighbors": "embedlab.cli.query:neighbors",
+    "analogy": "embedlab.cli.query:analogy",
+    "eval": "embedlab.cli.query:eval_cmd",
+    "ckpt": "embedlab.cli.ckpt:ckpt",
+    "runs": "embedlab.cli.runs:runs",
+    "tensorboard": "embedlab.cli.runs:tensorboard",
+    "visualize": "embedlab.cli.runs:visualize",
+    "linreg": "embedlab.cli.linreg:linreg",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n in COMMANDS if self._load(n) is not None)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._load(cmd_name)
+
+    @staticmethod
+    def _load(name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # command not built (yet); hide it
+                return None
+            raise
+        cmd = getattr(module, attr, None)
+        return cmd if isinstance(cmd, click.Command) else None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="embedlab")
+def cli() -> None:
+    """embedlab — word2vec you can stop, resume exactly, reproduce and watch learn."""
+
+
+def _fail(message: str, code: int = 2) -> None:
+    # One line, no traceback: the message itself says what to do.
+    click.echo(f"embedlab: error: {message}", err=True)
+    sys.exit(code)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    try:
+        return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
+    except InputError as exc:
+        _fail(str(exc))
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(2)
+    except click.UsageError as exc:
+        hint = f" (see 'embedlab {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.info_name != "embedlab" else " (see 'embedlab --help')"
+        _fail(exc.format_message().replace("\n", " ") + hint)
+    except click.ClickException as exc:
+        _fail(exc.format_message().replace("\n", " "), exc.exit_code if exc.exit_code else 2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("embedlab: interrupted", err=True)
+        sys.exit(130)
+    except TrainingInterrupted as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    return None

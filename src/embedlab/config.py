@@ -1,0 +1,358 @@
+"""Typed, validated configuration: one frozen dataclass per component.
+
+A run is ``(config, run_dir)``. The resolved config (every default spelled out) is written to
+``RUN/config.json``; on resume the stored config is the truth and only keys in
+:data:`MUTABLE_ON_RESUME` may differ (see :func:`diff_for_resume`).
+
+Validation happens in ``__post_init__`` and raises :class:`~embedlab.errors.InputError` with a
+message that names the flag and the fix, so the CLI can print it as one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from embedlab.errors import InputError
+
+ModelKind = Literal["skipgram", "cbow"]
+LossKind = Literal["neg", "nce"]
+InitKind = Literal["centered", "uniform"]
+
+
+def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> None:
+    bad = not isinstance(value, (int, float)) or not math.isfinite(value)
+    bad = bad or (value < 0 if allow_zero else value <= 0)
+    if bad:
+        need = "a finite number >= 0" if allow_zero else "a finite number > 0"
+        raise InputError(f"--{name.replace('_', '-')} must be {need}, got {value!r}; pass e.g. "
+                         f"--{name.replace('_', '-')} {_EXAMPLES.get(name, 1)}")
+
+
+_EXAMPLES: dict[str, Any] = {
+    "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
+    "epochs": 5, "batch_size": 1024, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
+    "checkpoint_every": 5000, "checkpoint_secs": 120, "keep": 5, "log_every": 100,
+}
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the tokens come from and how the vocabulary is built."""
+
+    corpus: str = "demo"  # "demo", "text8", a file, a folder or a prepared folder
+    lowercase: bool = False
+    min_count: int = 5
+    max_vocab: int | None = None  # keep the N most frequent words (the lecture's VOCAB_SIZE)
+    unk: str | None = None  # map out-of-vocabulary words to this token (counts as one word)
+    max_distinct: int = 10_000_000  # prune rare words while counting beyond this many types
+
+    def __post_init__(self) -> None:
+        if not self.corpus:
+            raise InputError("--corpus is empty; pass a file, a folder, 'text8' or 'demo'")
+        _positive("min_count", self.min_count)
+        if self.max_vocab is not None:
+            _positive("max_vocab", self.max_vocab)
+            if self.unk is not None and self.max_vocab < 2:
+                raise InputError("--max-vocab must be >= 2 when --unk is set (UNK takes one slot)")
+        _positive("max_distinct", self.max_distinct)
+        if self.unk is not None and (not self.unk or any(c.isspace() for c in self.unk)):
+            raise InputError(f"--unk must be a non-empty token without spaces, got {self.unk!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The word2vec model: architecture, loss and the sampling that defines its data."""
+
+    model: ModelKind = "skipgram"
+    loss: LossKind = "neg"
+    dim: int = 100
+    window: int = 5  # maximum window; each centre draws b in [1, window] (word2vec's shrinking)
+    negative: int = 5  # noise words per positive pair (K)
+    shared_negatives: int = 0  # noise words drawn per step and shared by the batch; 0 = auto
+    noise_exponent: float = 0.75  # unigram^alpha noise distribution
+    sample: float = 1e-3  # subsampling threshold t; 0 disables
+    init: InitKind = "centered"  # word2vec's U(-0.5, 0.5)/dim; "uniform" is the lecture's U[0,1)
+
+    def __post_init__(self) -> None:
+        if self.model not in ("skipgram", "cbow"):
+            raise InputError(f"--model must be skipgram or cbow, got {self.model!r}")
+        if self.loss not in ("neg", "nce"):
+            raise InputError(f"--loss must be neg or nce, got {self.loss!r}")
+        if self.init not in ("centered", "uniform"):
+            raise InputError(f"--init must be centered or uniform, got {self.init!r}")
+        for name in ("dim", "window", "negative"):
+            _positive(name, getattr(self, name))
+            if not isinstance(getattr(self, name), int):
+                raise InputError(f"--{name} must be an integer, got {getattr(self, name)!r}")
+        _positive("shared_negatives", self.shared_negatives, allow_zero=True)
+        _positive("noise_exponent", self.noise_exponent, allow_zero=True)
+        _positive("sample", self.sample, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Plain SGD with word2vec's linear decay from ``lr`` to ``lr * min_lr_ratio``."""
+
+    lr: float = 0.025
+    min_lr_ratio: float = 1e-4
+    epochs: int = 5
+    batch_size: int = 1024  # centre words per step (each yields up to 2*window pairs)
+
+    def __post_init__(self) -> None:
+        _positive("lr", self.lr)
+        _positive("min_lr_ratio", self.min_lr_ratio)
+        if self.min_lr_ratio > 1:
+            raise InputError("--min-lr-ratio must be <= 1 (the final lr is lr * ratio)")
+        _positive("epochs", self.epochs)
+        _positive("batch_size", self.batch_size)
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """When to save and what to keep (retention roles: latest-K, best, archive)."""
+
+    every_steps: int | None = None  # --checkpoint-every
+    every_secs: float = 120.0  # --checkpoint-secs; whichever of the two comes first
+    keep: int = 5  # --keep: latest K (the lecture's max_to_keep)
+    keep_every: int | None = None  # --keep-every: archive checkpoints never deleted
+    best_metric: str = "loss:min"  # --best-metric NAME[:min|max]
+
+    def __post_init__(self) -> None:
+        if self.every_steps is not None:
+            _positive("checkpoint_every", self.every_steps)
+        _positive("checkpoint_secs", self.every_secs)
+        _positive("keep", self.keep)
+        if self.keep_every is not None:
+            _positive("keep_every", self.keep_every)
+        name, _, mode = self.best_metric.partition(":")
+        if not name or mode not in ("", "min", "max"):
+            raise InputError(f"--best-metric must be NAME[:min|max], got {self.best_metric!r}; "
+                             "e.g. --best-metric loss:min or --best-metric analogy:max")
+
+    @property
+    def best_name(self) -> str:
+        return self.best_metric.partition(":")[0]
+
+    @property
+    def best_mode(self) -> Literal["min", "max"]:
+        mode = self.best_metric.partition(":")[2]
+        if mode in ("min", "max"):
+            return mode  # type: ignore[return-value]
+        return "min" if "loss" in self.best_name else "max"
+
+
+@dataclass(frozen=True)
+class TrackConfig:
+    """Logging and TensorBoard cadence."""
+
+    log_every: int = 100  # steps per logging window (loss = mean per positive example)
+    tensorboard: bool = True
+    probe_words: tuple[str, ...] = ()  # empty = a few frequent words
+    projector_words: int = 2000
+    projector_each_checkpoint: bool = False
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        _positive("log_every", self.log_every)
+        _positive("projector_words", self.projector_words)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Evaluation during training (never perturbs training)."""
+
+    every_steps: int | None = None
+    analogies: str | None = None
+    similarity: tuple[str, ...] = ()
+    restrict_vocab: int = 30_000
+
+    def __post_init__(self) -> None:
+        if self.every_steps is not None:
+            _positive("eval_every", self.every_steps)
+        _positive("restrict_vocab", self.restrict_vocab)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    track: TrackConfig = field(default_factory=TrackConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    seed: int = 1
+    threads: int = 0  # 0 = all cores; resolved in resolve()
+    max_steps: int | None = None  # stop at this global step; the lr schedule is unchanged
+    init_from: str | None = None  # warm start: copy rows of shared words from this run/ckpt
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError(f"--seed must be an integer >= 0, got {self.seed!r}")
+        if self.threads < 0:
+            raise InputError(f"--threads must be >= 1 (or 0 for all cores), got {self.threads}")
+        if self.max_steps is not None:
+            _positive("max_steps", self.max_steps)
+
+    def resolve(self) -> TrainConfig:
+        """Spell out machine-dependent defaults (thread count)."""
+        threads = self.threads or max(1, len(os.sched_getaffinity(0)))
+        return dataclasses.replace(self, threads=threads)
+
+    # ---- (de)serialisation -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        kwargs: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in d:
+                continue
+            sub = _SECTIONS.get(f.name)
+            kwargs[f.name] = _from_plain(sub, d[f.name]) if sub else d[f.name]
+        return cls(**kwargs)
+
+
+_SECTIONS: dict[str, type] = {
+    "data": DataConfig, "model": ModelConfig, "optim": OptimConfig,
+    "checkpoint": CheckpointConfig, "track": TrackConfig, "eval": EvalConfig,
+}
+
+
+def _to_plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _to_plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_to_plain(v) for v in x]
+    return x
+
+
+def _from_plain(cls: type, d: dict[str, Any]) -> Any:
+    names = {f.name: f for f in fields(cls)}
+    kwargs = {}
+    for k, v in d.items():
+        if k in names:
+            kwargs[k] = tuple(v) if isinstance(v, list) else v
+    return cls(**kwargs)
+
+
+# ---- presets ------------------------------------------------------------------------------
+
+# The CS20 lecture's word2vec (../shared/seeds): VOCAB_SIZE 50,000 (incl. UNK), EMBED_SIZE 128,
+# SKIP_WINDOW 1, NCE with NUM_SAMPLED 64 shared by the batch, BATCH_SIZE 128, SGD lr 1.0,
+# 100,000 steps, a checkpoint every 5,000 steps (SKIP_STEP), max_to_keep 5. Deviation, on purpose:
+# the lecture's U[0,1) initialisation leaves the vectors nearly untrained (analogy ~0 after 100k
+# steps), so the preset uses word2vec's centred initialisation; pass --init uniform to replicate.
+PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
+    "cs20": {
+        "data": {"max_vocab": 50_000, "unk": "UNK", "min_count": 1},
+        "model": {"model": "skipgram", "loss": "nce", "dim": 128, "window": 1, "negative": 64,
+                  "shared_negatives": 64, "sample": 0.0, "init": "centered"},
+        "optim": {"lr": 1.0, "batch_size": 128, "epochs": 1},
+        "checkpoint": {"every_steps": 5_000, "keep": 5},
+        "max_steps": 100_000,
+    },
+}
+
+
+def apply_preset(name: str | None, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Merge a preset with explicit flag values (explicit flags win)."""
+    merged: dict[str, Any] = {}
+    if name is not None:
+        if name not in PRESETS:
+            raise InputError(f"unknown --preset {name!r}; available: {', '.join(sorted(PRESETS))}")
+        for k, v in PRESETS[name].items():
+            merged[k] = dict(v) if isinstance(v, dict) else v
+        merged["preset"] = name
+    for k, v in overrides.items():
+        if isinstance(v, dict):
+            merged.setdefault(k, {}).update(v)
+        else:
+            merged[k] = v
+    return merged
+
+
+# ---- resume rules -------------------------------------------------------------------------
+
+# Keys that may differ between the stored config and a resuming command. Everything else would
+# change the result, so a difference is refused. optim.epochs may only be *raised*: the linear
+# lr schedule is then stretched over the new total from the resumed position onwards.
+MUTABLE_ON_RESUME = (
+    "max_steps", "threads", "checkpoint.", "track.", "eval.", "preset",
+)
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
+    """Keys whose requested value would change the result; empty list = resume is allowed."""
+    a, b = flatten(stored.to_dict()), flatten(requested.to_dict())
+    bad = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME):
+            continue
+        if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
+            continue
+        bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r})")
+    return bad
+
+
+# ---- run naming ---------------------------------------------------------------------------
+
+# (config key, short tag) in the order they appear in a run name.
+_NAME_KEYS = (
+    ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
+    ("model.sample", "t"), ("optim.lr", "lr"), ("optim.batch_size", "b"), ("optim.epochs", "e"),
+    ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
+    ("model.noise_exponent", "alpha"), ("seed", "s"),
+)
+
+
+def corpus_tag(corpus: str) -> str:
+    if corpus in ("demo", "text8"):
+        return corpus
+    p = Path(corpus.rstrip("/"))
+    stem = p.name
+    for suffix in (".gz", ".bz2", ".xz", ".txt"):
+        stem = stem.removesuffix(suffix)
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", stem) or "corpus"
+
+
+def run_name(cfg: TrainConfig) -> str:
+    """A readable name from the hyperparameters that differ from the defaults.
+
+    e.g. ``demo-sg``, ``text8-sg-lr0.5``, ``text8-cbow-nce-d128``. Uniqueness against existing
+    folders is handled by the caller (it appends ``-2``, ``-3``... when a different config holds
+    the name).
+    """
+    flat = flatten(cfg.to_dict())
+    base_cfg = TrainConfig() if cfg.preset is None else TrainConfig.from_dict(apply_preset(cfg.preset, {}))
+    base = flatten(base_cfg.to_dict())
+    parts = [corpus_tag(cfg.data.corpus), "sg" if cfg.model.model == "skipgram" else "cbow"]
+    if cfg.preset:
+        parts.append(cfg.preset)
+    for key, tag in _NAME_KEYS:
+        if flat[key] != base[key]:
+            value = flat[key]
+            if isinstance(value, float):
+                value = f"{value:g}"
+            parts.append(f"{tag}{value}")
+    if cfg.data.lowercase:
+        parts.append("lc")
+    return "-".join(str(p) for p in parts)

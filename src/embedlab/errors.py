@@ -1,0 +1,22 @@
+"""User-facing errors.
+
+Anything the user can fix (bad path, bad flag value, empty corpus...) is raised as
+:class:`InputError`. The CLI prints it as one line ``embedlab: error: <message>`` and exits 2,
+never with a traceback. The message names the problem *and* the fix.
+"""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """A problem with the user's input; the message says what is wrong and what to do."""
+
+    exit_code = 2
+
+
+class TrainingInterrupted(Exception):
+    """Raised inside the trainer after a signal-triggered save; carries the exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
