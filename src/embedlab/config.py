@@ -342,7 +342,9 @@ def run_name(cfg: TrainConfig) -> str:
     the name).
     """
     flat = flatten(cfg.to_dict())
-    base_cfg = TrainConfig() if cfg.preset is None else TrainConfig.from_dict(apply_preset(cfg.preset, {}))
+    base_cfg = TrainConfig()
+    if cfg.preset is not None:
+        base_cfg = TrainConfig.from_dict(apply_preset(cfg.preset, {}))
     base = flatten(base_cfg.to_dict())
     parts = [corpus_tag(cfg.data.corpus), "sg" if cfg.model.model == "skipgram" else "cbow"]
     if cfg.preset:

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(2)
     except click.UsageError as exc:
-        hint = f" (see 'embedlab {exc.ctx.info_name} --help')" if exc.ctx and exc.ctx.info_name != "embedlab" else " (see 'embedlab --help')"
+        sub = exc.ctx.info_name if exc.ctx and exc.ctx.info_name != "embedlab" else None
+        hint = f" (see 'embedlab {sub} --help')" if sub else " (see 'embedlab --help')"
         _fail(exc.format_message().replace("\n", " ") + hint)
     except click.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "), exc.exit_code if exc.exit_code else 2)
