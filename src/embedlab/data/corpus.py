@@ -1,0 +1,253 @@
+"""Corpus readers: whitespace tokens from text files, in bounded memory.
+
+Supported inputs: a text file (text8's single 100 MB line or one sentence per line), the same
+compressed as ``.gz`` / ``.bz2`` / ``.xz``, or a folder of such files (recursively, sorted by
+path, hidden files skipped). Tokens are separated by any whitespace (``str.split()``); a newline
+ends a sentence, and so does the end of each file.
+
+Memory is bounded by :data:`PIECE_BYTES`: files are read in pieces of that many bytes and decoded
+with an incremental UTF-8 decoder, a token cut by a piece boundary is carried into the next piece,
+and a line is never held whole. Invalid UTF-8 is replaced by U+FFFD and counted in
+:attr:`ReadStats.invalid_utf8`; the caller decides how to warn about it.
+"""
+
+from __future__ import annotations
+
+import bz2
+import codecs
+import gzip
+import io
+import lzma
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from embedlab.errors import InputError
+
+#: bytes read from a (decompressed) file per piece; bounds the size of a block.
+PIECE_BYTES = 1 << 20
+#: a "token" longer than this (in characters) means the input is not whitespace-separated text.
+MAX_TOKEN_CHARS = 1 << 20
+#: share of U+FFFD replacements in a file's first piece above which the file is called binary.
+BINARY_REPLACEMENT_SHARE = 0.10
+
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+
+Block = tuple[list[str], bool]
+
+
+@dataclass
+class ReadStats:
+    """Counters filled in while reading; pass one instance to :func:`iter_blocks`.
+
+    ``tokens``: tokens yielded; ``invalid_utf8``: invalid byte sequences replaced by U+FFFD;
+    ``files``: files opened; ``sentences``: sentences ended (lines with at least one token);
+    ``source_bytes``: bytes consumed from disk (compressed size for compressed files).
+    """
+
+    tokens: int = 0
+    invalid_utf8: int = 0
+    files: int = 0
+    sentences: int = 0
+    source_bytes: int = 0
+    paths: list[Path] = field(default_factory=list)
+
+
+# ---- counting replacements -------------------------------------------------------------------
+# The stock "replace" handler does not say how often it fired, and counting U+FFFD in the output
+# would also count genuine U+FFFD characters in the input. A custom handler that replaces exactly
+# like "replace" and bumps a per-thread counter is exact and costs nothing on valid input.
+_ERRORS = "embedlab-count-replace"
+_tls = threading.local()
+
+
+def _count_replace(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    _tls.count = getattr(_tls, "count", 0) + 1
+    return "\ufffd", exc.end
+
+
+codecs.register_error(_ERRORS, _count_replace)
+
+
+def _decode(decoder: codecs.IncrementalDecoder, data: bytes, final: bool) -> tuple[str, int]:
+    """Decode a piece; return the text and how many replacements it needed."""
+    _tls.count = 0
+    text = decoder.decode(data, final)
+    return text, _tls.count
+
+
+# ---- files ------------------------------------------------------------------------------------
+def list_files(path: Path) -> list[Path]:
+    """The files a corpus path stands for (a file, or a folder's files sorted by path)."""
+    if not path.exists():
+        raise InputError(f"corpus not found: {path}; pass an existing file or folder, "
+                         "'text8' (downloads it) or 'demo'")
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise InputError(f"corpus {path} is not a regular file or folder; pass a text file "
+                         "or a folder of text files")
+    if (path / "meta.json").is_file() and (path / "ids.u32").is_file():
+        raise InputError(f"{path} is a prepared corpus, not raw text; pass it to 'train --corpus' "
+                         "or pass the original text file to 'prepare'")
+    files = sorted(
+        p for p in path.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+    )
+    if not files:
+        raise InputError(f"corpus folder {path} holds no files; put text files in it "
+                         "(plain, .gz, .bz2 or .xz)")
+    return files
+
+
+_DECOMPRESSORS: dict[str, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    ".bz2": lambda raw: bz2.BZ2File(raw, mode="rb"),
+    ".xz": lambda raw: lzma.LZMAFile(raw, mode="rb"),  # noqa: SIM115 - caller closes it
+}
+
+
+def _open_source(path: Path) -> tuple[io.BufferedIOBase, io.BufferedReader]:
+    """Open ``path`` for reading decompressed bytes; also return the raw file (for progress)."""
+    try:
+        raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
+    except OSError as exc:
+        raise InputError(f"cannot read corpus file {path} ({exc.strerror or exc}); "
+                         "check the path and its permissions") from None
+    wrap = _DECOMPRESSORS.get(path.suffix.lower())
+    return (wrap(raw) if wrap else raw), raw
+
+
+def _read(stream: io.BufferedIOBase, path: Path) -> bytes:
+    try:
+        return stream.read(PIECE_BYTES)
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise InputError(f"cannot decompress corpus file {path} ({exc}); the file is damaged "
+                         "or not in the format its suffix says — re-download or re-compress it"
+                         ) from None
+
+
+def _binary_error(path: Path, why: str) -> InputError:
+    return InputError(f"corpus file {path} looks binary ({why}); pass UTF-8 text with "
+                      "whitespace-separated tokens")
+
+
+# ---- tokenising -------------------------------------------------------------------------------
+def _split_piece(text: str, carry: str, path: Path) -> tuple[list[Block], str]:
+    """Split ``carry + text`` into per-line blocks; return them and the new carry.
+
+    The last, unfinished line yields its complete tokens with ``False``; a token touching the end
+    of the piece may continue in the next piece, so it is carried over.
+    """
+    text = carry + text
+    lines = text.split("\n")
+    blocks: list[Block] = [(line.split(), True) for line in lines[:-1]]
+    tail = lines[-1]
+    if tail and not tail[-1].isspace():
+        head, new_carry = _cut_last_token(tail)
+    else:
+        head, new_carry = tail, ""
+    if len(new_carry) > MAX_TOKEN_CHARS:
+        raise InputError(f"corpus file {path} has a 'word' longer than {MAX_TOKEN_CHARS:,} "
+                         "characters; pass whitespace-separated text")
+    blocks.append((head.split(), False))
+    return blocks, new_carry
+
+
+def _cut_last_token(tail: str) -> tuple[str, str]:
+    # rsplit(maxsplit=1) splits on the last whitespace run, with str.split()'s whitespace rules.
+    parts = tail.rsplit(maxsplit=1)
+    if len(parts) == 2:
+        return tail[: len(tail) - len(parts[1])], parts[1]
+    return "", tail
+
+
+def _file_blocks(
+    path: Path, lowercase: bool, stats: ReadStats, progress: Callable[[int], None] | None
+) -> Iterator[Block]:
+    """Raw per-file blocks (may include empty token lists); the file's end ends a sentence."""
+    stream, raw = _open_source(path)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors=_ERRORS)
+    carry, first, done_bytes = "", True, 0
+    with raw, stream:
+        while True:
+            data = _read(stream, path)
+            final = not data
+            if first and b"\x00" in data:
+                raise _binary_error(path, "it contains NUL bytes")
+            text, bad = _decode(decoder, data, final)
+            if first and bad > max(1, len(text)) * BINARY_REPLACEMENT_SHARE:
+                raise _binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "
+                                          f"{len(data):,} bytes")
+            first = False
+            stats.invalid_utf8 += bad
+            pos = raw.tell()
+            stats.source_bytes += pos - done_bytes
+            if progress is not None:
+                progress(pos - done_bytes)
+            done_bytes = pos
+            if lowercase:
+                text = text.lower()
+            if final:
+                yield from ((line.split(), True) for line in (carry + text).split("\n"))
+                return
+            blocks, carry = _split_piece(text, carry, path)
+            yield from blocks
+
+
+def _merge_ends(blocks: Iterator[Block]) -> Iterator[Block]:
+    """Drop empty blocks, moving a sentence end onto the block before it.
+
+    Holding back one block means a consumer never sees an empty token list and every sentence's
+    last block carries ``True``.
+    """
+    pending: list[str] | None = None
+    for tokens, ends in blocks:
+        if not tokens:
+            if ends and pending is not None:
+                yield pending, True
+                pending = None
+            continue
+        if pending is not None:
+            yield pending, False
+        if ends:
+            yield tokens, True
+            pending = None
+        else:
+            pending = tokens
+    if pending is not None:
+        yield pending, True
+
+
+def iter_blocks(
+    path: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    stats: ReadStats | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[Block]:
+    """Yield ``(tokens, ends_sentence)`` blocks from a corpus file or folder.
+
+    Invariants: ``tokens`` is never empty; a block holds tokens of one sentence only and at most
+    about :data:`PIECE_BYTES` bytes of text; the last block of each sentence (line, or file end)
+    has ``ends_sentence=True``. ``progress`` (optional) is called with the number of bytes
+    consumed from disk since its previous call. Raises :class:`InputError` for a missing,
+    unreadable, damaged or binary file, naming the file.
+    """
+    stats = stats if stats is not None else ReadStats()
+    for file in list_files(Path(path)):
+        stats.files += 1
+        stats.paths.append(file)
+        for tokens, ends in _merge_ends(_file_blocks(file, lowercase, stats, progress)):
+            stats.tokens += len(tokens)
+            stats.sentences += ends
+            yield tokens, ends
+
+
+def total_source_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes on disk of all files of a corpus (the total for a progress bar)."""
+    return sum(p.stat().st_size for p in list_files(Path(path)))

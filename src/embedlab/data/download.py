@@ -1,0 +1,154 @@
+"""Download and cache text8 (the lecture's data set), verified by size and SHA-1.
+
+The archive is streamed to a ``.part`` file next to its final place, checked, and only then
+renamed, so the cache never holds a partial or unverified file: an existing ``text8`` in the
+cache is complete by construction. The ``text8`` member is extracted the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+from typing import IO
+
+from tqdm import tqdm
+
+from embedlab.errors import InputError
+
+TEXT8_URL = "http://mattmahoney.net/dc/text8.zip"
+TEXT8_ZIP_SIZE = 31_344_016
+# SHA-1 of text8.zip as verified by GluonNLP's Text8 data set
+# (dmlc/gluon-nlp, src/gluonnlp/data/corpora/large_text_compression_benchmark.py:
+#  archive_file = ('text8.zip', '6c70299b...'), the extracted 'text8' is '0dc3edeb...').
+TEXT8_ZIP_SHA1 = "6c70299b93b7e1f927b42cd8f6ac1a31547c7a2e"
+TEXT8_MEMBER = "text8"
+CHUNK_BYTES = 1 << 20
+
+
+def resolve_cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``explicit``, else ``$EMBEDLAB_CACHE``, else ``~/.cache/embedlab``."""
+    if explicit is not None:
+        return Path(explicit)
+    env = os.environ.get("EMBEDLAB_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "embedlab"
+
+
+def fetch_text8(
+    cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    url: str | None = None,
+    progress: bool = True,
+    expected_size: int | None = TEXT8_ZIP_SIZE,
+    sha1: str | None = TEXT8_ZIP_SHA1,
+    timeout: float = 60.0,
+) -> Path:
+    """Return the path of the extracted ``text8`` file, downloading it on first use.
+
+    ``url`` defaults to ``$EMBEDLAB_TEXT8_URL`` or :data:`TEXT8_URL`. ``expected_size`` (bytes)
+    and ``sha1`` (hex) check the archive; ``None`` skips a check (tests). Any failure raises
+    :class:`InputError` naming the URL and the reason, and leaves nothing in the cache.
+    """
+    url = url or os.environ.get("EMBEDLAB_TEXT8_URL") or TEXT8_URL
+    folder = resolve_cache_dir(cache_dir)
+    target = folder / TEXT8_MEMBER
+    if target.is_file():
+        return target
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the cache folder {folder} ({exc.strerror or exc}); "
+                         "set EMBEDLAB_CACHE to a writable folder or pass --corpus PATH") from None
+    archive = folder / "text8.zip"
+    if not (archive.is_file() and _verify(archive, expected_size, sha1) is None):
+        _download(url, archive, expected_size=expected_size, sha1=sha1, progress=progress,
+                  timeout=timeout)
+    _extract(archive, target, url)
+    archive.unlink()  # the extracted file is all we need; keep the cache at 100 MB
+    return target
+
+
+def _fail(url: str, reason: str) -> InputError:
+    return InputError(f"could not download text8 from {url} ({reason}); check your network "
+                      "or pass --corpus PATH to a local copy")
+
+
+def _download(
+    url: str, archive: Path, *, expected_size: int | None, sha1: str | None, progress: bool,
+    timeout: float,
+) -> None:
+    fd, part_name = tempfile.mkstemp(prefix=archive.name + ".", suffix=".part", dir=archive.parent)
+    part = Path(part_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as resp:
+                    length = resp.headers.get("Content-Length")
+                    total = int(length) if length and length.isdigit() else expected_size
+                    _copy(resp, out, total, progress, desc="text8.zip")
+            except urllib.error.HTTPError as exc:
+                raise _fail(url, f"HTTP {exc.code} {exc.reason}") from None
+            except urllib.error.URLError as exc:
+                raise _fail(url, str(exc.reason)) from None
+            except (OSError, ValueError) as exc:  # timeouts, resets, malformed URLs
+                raise _fail(url, str(exc) or type(exc).__name__) from None
+            out.flush()
+            os.fsync(out.fileno())
+        problem = _verify(part, expected_size, sha1)
+        if problem is not None:
+            raise _fail(url, problem)
+        part.replace(archive)
+    finally:
+        part.unlink(missing_ok=True)
+
+
+def _copy(src: IO[bytes], dst: IO[bytes], total: int | None, progress: bool, desc: str) -> None:
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+              disable=None if progress else True, leave=False) as bar:
+        while chunk := src.read(CHUNK_BYTES):
+            dst.write(chunk)
+            bar.update(len(chunk))
+
+
+def _verify(path: Path, expected_size: int | None, sha1: str | None) -> str | None:
+    """None when ``path`` matches; otherwise what is wrong, in words."""
+    size = path.stat().st_size
+    if expected_size is not None and size != expected_size:
+        return f"got {size:,} bytes, expected {expected_size:,}"
+    if sha1 is not None:
+        digest = _sha1(path)
+        if digest != sha1.lower():
+            return f"SHA-1 {digest} does not match the published {sha1}"
+    return None
+
+
+def _sha1(path: Path) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK_BYTES):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _extract(archive: Path, target: Path, url: str) -> None:
+    fd, part_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
+    part = Path(part_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            try:
+                with zipfile.ZipFile(archive) as zf, zf.open(TEXT8_MEMBER) as member:
+                    shutil.copyfileobj(member, out, CHUNK_BYTES)
+            except (zipfile.BadZipFile, KeyError, OSError) as exc:
+                archive.unlink(missing_ok=True)
+                raise _fail(url, f"the archive is not a zip holding '{TEXT8_MEMBER}': {exc}"
+                            ) from None
+            out.flush()
+            os.fsync(out.fileno())
+        part.replace(target)
+    finally:
+        part.unlink(missing_ok=True)

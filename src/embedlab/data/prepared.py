@@ -1,0 +1,396 @@
+"""The prepared corpus: token ids on disk, memory-mapped, plus vocabulary and metadata.
+
+Layout of a prepared folder (format version 1)::
+
+    ids.u32        raw little-endian uint32 token ids, all sentences concatenated
+    sentences.i64  raw little-endian int64 exclusive end offsets into ids (strictly increasing,
+                   last == len(ids)); sentences left empty by OOV removal are omitted
+    vocab.tsv      word<TAB>count, id = line number (see embedlab.data.vocab)
+    meta.json      format, version, source files (size, mtime), options, token counts
+
+The folder is built in a temporary sibling and renamed into place, so it is either complete or
+absent, and an existing prepared folder is replaced only after the new one is complete.
+Nothing here unpickles: ids are read with ``np.memmap`` and metadata with ``json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+from tqdm import tqdm
+
+from embedlab import __version__
+from embedlab.config import DataConfig
+from embedlab.data.corpus import ReadStats, iter_blocks, list_files
+from embedlab.data.vocab import Vocab, WordCounter, build
+from embedlab.errors import InputError
+
+FORMAT = "embedlab-prepared"
+FORMAT_VERSION = 1
+IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE = "ids.u32", "sentences.i64", "vocab.tsv", "meta.json"
+#: names that are not paths (use ``./text8`` for a local file called text8)
+SPECIAL_CORPORA = ("text8", "demo")
+_FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedCorpus:
+    """A prepared folder, opened read-only. ``ids`` is a read-only memmap (uint32)."""
+
+    root: Path
+    ids: npt.NDArray[np.uint32]
+    sentence_ends: npt.NDArray[np.int64]
+    vocab: Vocab
+    meta: dict[str, Any]
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> PreparedCorpus:
+        """Open and check a prepared folder; :class:`InputError` if it is not a valid one."""
+        root = Path(path)
+        meta = _read_meta(root)
+        vocab = Vocab.load_tsv(root / VOCAB_FILE, unk=meta.get("unk"))
+        ids = _map(root / IDS_FILE, np.dtype("<u4"))
+        ends = _map(root / ENDS_FILE, np.dtype("<i8"))
+        problem = _check_consistency(meta, ids, ends, vocab)
+        if problem:
+            raise _invalid(root, problem)
+        return cls(root, ids, ends, vocab, meta)
+
+    @property
+    def raw_tokens(self) -> int:
+        """Corpus tokens before OOV removal (the denominator of words/s)."""
+        return int(self.meta["raw_tokens"])
+
+    def sentences(self) -> Iterator[npt.NDArray[np.uint32]]:
+        """Each sentence's ids as a view into the memmap."""
+        start = 0
+        for end in self.sentence_ends:
+            yield self.ids[start:int(end)]
+            start = int(end)
+
+
+def is_prepared(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` is a folder whose meta.json says it is a prepared corpus."""
+    meta = Path(path) / META_FILE
+    if not meta.is_file():
+        return False
+    try:
+        return bool(json.loads(meta.read_text(encoding="utf-8")).get("format") == FORMAT)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _invalid(root: Path, problem: str) -> InputError:
+    return InputError(f"{root} is not a valid prepared corpus ({problem}); re-create it with "
+                      f"'embedlab prepare CORPUS --out {root} --force'")
+
+
+def _read_meta(root: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((root / META_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _invalid(root, f"no {META_FILE}") from None
+    except (OSError, ValueError) as exc:
+        raise _invalid(root, f"unreadable {META_FILE}: {exc}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _invalid(root, f"{META_FILE} is not embedlab's")
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise InputError(f"{root} has prepared-corpus format version "
+                         f"{meta.get('format_version')!r}, this embedlab reads {FORMAT_VERSION}; "
+                         "re-run 'embedlab prepare' with this version")
+    return meta
+
+
+def _map(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise _invalid(path.parent, f"{path.name}: {exc.strerror or exc}") from None
+    if size % dtype.itemsize:
+        raise _invalid(path.parent, f"{path.name} has {size} bytes, not a multiple of "
+                                    f"{dtype.itemsize}")
+    if size == 0:  # np.memmap refuses empty files
+        return np.empty(0, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.NDArray[Any],
+                       vocab: Vocab) -> str | None:
+    if meta.get("tokens") != len(ids):
+        return f"{IDS_FILE} holds {len(ids):,} ids, {META_FILE} says {meta.get('tokens')!r}"
+    if meta.get("vocab_size") != len(vocab):
+        return f"{VOCAB_FILE} has {len(vocab):,} words, {META_FILE} says {meta.get('vocab_size')!r}"
+    if len(ends) != meta.get("sentences"):
+        return f"{ENDS_FILE} has {len(ends):,} entries, {META_FILE} says {meta.get('sentences')!r}"
+    if len(ids) and (not len(ends) or int(ends[-1]) != len(ids)):
+        return f"{ENDS_FILE} does not end at {len(ids):,}"
+    return None
+
+
+# ---- prepare ----------------------------------------------------------------------------------
+def prepare(
+    corpus: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    min_count: int = 5,
+    max_vocab: int | None = None,
+    unk: str | None = None,
+    max_distinct: int = 10_000_000,
+    progress: bool = True,
+    force: bool = False,
+) -> PreparedCorpus:
+    """Tokenise ``corpus`` (a path, or 'text8' / 'demo') into the prepared folder ``out_dir``.
+
+    Two passes over the corpus: count (bounded memory), then encode. Out-of-vocabulary tokens are
+    dropped (word2vec) unless ``unk`` is set, then they map to id 0. ``out_dir`` must be absent,
+    an empty folder, or (with ``force``) an existing prepared corpus. Warnings (invalid UTF-8,
+    pruning) go to stderr, one line each.
+    """
+    label = os.fspath(corpus)
+    DataConfig(corpus=label, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
+               unk=unk, max_distinct=max_distinct)  # validates the options, one message each
+    out = Path(out_dir)
+    _check_out(out, force)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700
+        tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(6)}"
+        tmp.mkdir()
+    except OSError as exc:
+        raise InputError(f"cannot create --out {out} ({exc.strerror or exc}); pass a folder "
+                         "in a writable location") from None
+    try:
+        source = _resolve_source(label, tmp / ".source", progress)
+        _check_not_inside(out, source)
+        files = list_files(source)
+        counter, stats = _count(source, lowercase, max_distinct, progress)
+        if stats.tokens == 0:
+            raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
+                             "whitespace-separated words")
+        vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                      total=counter.total)
+        encoded = _encode(source, vocab, lowercase, tmp, progress, stats)
+        vocab = encoded.vocab
+        vocab.save_tsv(tmp / VOCAB_FILE)
+        meta = _meta(label, source, files, lowercase, min_count, max_vocab, unk, max_distinct,
+                     stats, counter, encoded)
+        _write_json(tmp / META_FILE, meta)
+        shutil.rmtree(tmp / ".source", ignore_errors=True)
+        _fsync_files(tmp)
+        _commit(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _warn_about(label, stats, counter)
+    return PreparedCorpus.open(out)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.is_file() or (out.exists() and not out.is_dir()):
+        raise InputError(f"--out {out} is a file; pass a new folder name")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not is_prepared(out):
+        raise InputError(f"--out {out} is a folder that is not empty and holds no prepared "
+                         "corpus; pass a new or empty folder")
+    if not force:
+        raise InputError(f"--out {out} already holds a prepared corpus; pass --force to "
+                         "replace it, or choose another folder")
+
+
+def _check_not_inside(out: Path, source: Path) -> None:
+    if source.is_dir() and out.resolve().is_relative_to(source.resolve()):
+        raise InputError(f"--out {out} is inside the corpus folder {source}; the output would "
+                         "be read as corpus text — pass a folder outside it")
+
+
+def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
+    if label == "text8":
+        from embedlab.data.download import fetch_text8
+
+        return fetch_text8(progress=progress)
+    if label == "demo":
+        from embedlab.data.demo import write_demo_corpus  # another module; imported lazily
+
+        scratch.mkdir()
+        return Path(write_demo_corpus(scratch / "demo.txt"))
+    return Path(label)
+
+
+@contextlib.contextmanager
+def _bar(source: Path, desc: str, progress: bool) -> Iterator[tqdm[Any]]:
+    total = sum(p.stat().st_size for p in list_files(source))
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+              disable=None if progress else True, leave=False, file=sys.stderr) as bar:
+        yield bar
+
+
+def _count(source: Path, lowercase: bool, max_distinct: int,
+           progress: bool) -> tuple[WordCounter, ReadStats]:
+    counter, stats = WordCounter(max_distinct=max_distinct), ReadStats()
+    with _bar(source, "counting", progress) as bar:
+        for tokens, _ in iter_blocks(source, lowercase=lowercase, stats=stats,
+                                     progress=bar.update):
+            counter.update(tokens)
+    return counter, stats
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    vocab: Vocab  # with UNK's count made exact
+    tokens: int
+    sentences: int
+
+
+class _IdWriter:
+    """Buffers ids and sentence ends; writes them to disk in large numpy chunks.
+
+    Sentence ends are recorded as positions in the raw token stream and translated to positions
+    among the kept ids when the buffer is flushed, so OOV filtering stays vectorised.
+    """
+
+    def __init__(self, ids: IO[bytes], ends: IO[bytes]) -> None:
+        self.ids_file, self.ends_file = ids, ends
+        self.buf: list[int] = []
+        self.raw_ends: list[int] = []  # exclusive ends, relative to the buffer
+        self.kept = 0  # ids written so far
+        self.last_end = 0
+        self.sentences = 0
+        self.zeros = 0  # tokens with id 0 (= UNK's exact count when unk is set)
+
+    def flush(self) -> None:
+        arr = np.array(self.buf, dtype=np.int64)
+        keep = arr >= 0
+        kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept ids before raw position i
+        ends = self.kept + kept_before[np.array(self.raw_ends, dtype=np.int64)]
+        ends = np.unique(ends[ends > self.last_end])  # drop sentences that became empty
+        arr = arr[keep]
+        self.zeros += int(np.count_nonzero(arr == 0))
+        arr.astype("<u4").tofile(self.ids_file)
+        ends.astype("<i8").tofile(self.ends_file)
+        self.kept += len(arr)
+        if len(ends):
+            self.last_end = int(ends[-1])
+        self.sentences += len(ends)
+        self.buf, self.raw_ends = [], []
+
+
+def _encode(source: Path, vocab: Vocab, lowercase: bool, tmp: Path, progress: bool,
+            counted: ReadStats) -> _Encoded:
+    get = vocab.index.get
+    missing = 0 if vocab.unk is not None else -1
+    stats = ReadStats()
+    with open(tmp / IDS_FILE, "wb") as ids, open(tmp / ENDS_FILE, "wb") as ends, \
+            _bar(source, "encoding", progress) as bar:
+        writer = _IdWriter(ids, ends)
+        for tokens, ends_sentence in iter_blocks(source, lowercase=lowercase, stats=stats,
+                                                 progress=bar.update):
+            writer.buf.extend(map(get, tokens, repeat(missing)))
+            if ends_sentence:
+                writer.raw_ends.append(len(writer.buf))
+            if len(writer.buf) >= _FLUSH_TOKENS:
+                writer.flush()
+        writer.flush()
+    if stats.tokens != counted.tokens:
+        raise InputError(f"the corpus changed while it was being prepared ({counted.tokens:,} "
+                         f"tokens, then {stats.tokens:,}); run 'embedlab prepare' again")
+    if vocab.unk is not None:
+        counts = vocab.counts.copy()
+        counts[0] = writer.zeros
+        vocab = Vocab(vocab.words, counts, vocab.unk)
+    return _Encoded(vocab, writer.kept, writer.sentences)
+
+
+def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_count: int,
+          max_vocab: int | None, unk: str | None, max_distinct: int, stats: ReadStats,
+          counter: WordCounter, encoded: _Encoded) -> dict[str, Any]:
+    demo = label == "demo"
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "embedlab_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "source": label if label in SPECIAL_CORPORA else str(source.resolve()),
+        # the demo corpus is generated in a scratch folder that is deleted afterwards
+        "source_files": [] if demo else [
+            {"path": str(p.resolve()), "size": p.stat().st_size, "mtime": p.stat().st_mtime}
+            for p in files
+        ],
+        "lowercase": lowercase,
+        "min_count": min_count,
+        "max_vocab": max_vocab,
+        "unk": unk,
+        "max_distinct": max_distinct,
+        "raw_tokens": stats.tokens,
+        "tokens": encoded.tokens,
+        "sentences": encoded.sentences,
+        "vocab_size": len(encoded.vocab),
+        "invalid_utf8": stats.invalid_utf8,
+        "pruned": counter.prune.to_dict() if counter.prune.times else None,
+    }
+
+
+def _write_json(path: Path, obj: dict[str, Any]) -> None:
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _fsync_files(folder: Path) -> None:
+    for p in folder.iterdir():
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _commit(tmp: Path, out: Path) -> None:
+    """Move the finished folder into place; an old prepared folder goes only after that."""
+    old: Path | None = None
+    if out.exists() and any(out.iterdir()):
+        old = out.with_name(f".{out.name}.old-{os.getpid()}-{time.time_ns()}")
+        out.rename(old)
+    try:
+        os.replace(tmp, out)  # an empty `out` folder is replaced atomically
+    except BaseException:
+        if old is not None:
+            old.rename(out)
+        raise
+    _fsync_dir(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _warn(message: str) -> None:
+    print(f"embedlab: warning: {message}", file=sys.stderr)
+
+
+def _warn_about(label: str, stats: ReadStats, counter: WordCounter) -> None:
+    if stats.invalid_utf8:
+        _warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label} with U+FFFD; "
+              "re-encode the corpus as UTF-8 if that is wrong")
+    if counter.prune.times:
+        p = counter.prune
+        _warn(f"more than --max-distinct {counter.max_distinct:,} distinct words: pruned rare "
+              f"words {p.times} time(s) while counting (up to count {p.threshold}; "
+              f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate; raise "
+              "--max-distinct for exact counts")

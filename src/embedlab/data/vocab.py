@@ -1,0 +1,230 @@
+"""Vocabulary: counting in bounded memory, selection, and the ``vocab.tsv`` format.
+
+Ids follow the lecture's convention: when an UNK token is set it has id 0 and counts every token
+that is mapped to it (out-of-vocabulary tokens and literal occurrences of the UNK string); then
+words by count descending, ties broken by the word in ascending code-point order, so the same
+counts always give the same ids.
+
+``vocab.tsv`` holds one ``word<TAB>count`` line per word; the id is the 0-based line number.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from embedlab.errors import InputError
+
+
+@dataclass(frozen=True)
+class PruneInfo:
+    """What word2vec-style pruning did while counting (all zero = nothing was pruned).
+
+    ``times``: how often the table was pruned; ``threshold``: the last count at or below which
+    words were dropped; ``dropped_types``: distinct words dropped (a word dropped twice counts
+    twice); ``dropped_tokens``: occurrences discarded with them. Counts of words that survive
+    may be lower than their true counts by at most ``threshold`` per pruning.
+    """
+
+    times: int = 0
+    threshold: int = 0
+    dropped_types: int = 0
+    dropped_tokens: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"times": self.times, "threshold": self.threshold,
+                "dropped_types": self.dropped_types, "dropped_tokens": self.dropped_tokens}
+
+
+@dataclass
+class WordCounter:
+    """Counts words with at most about ``max_distinct`` entries (word2vec's ReduceVocab).
+
+    When the table grows beyond ``max_distinct`` distinct words, every word with a count
+    ``<= reduce`` is dropped and ``reduce`` grows by one, exactly like word2vec.c. ``total``
+    counts every token seen, pruned or not.
+    """
+
+    max_distinct: int = 10_000_000
+    counts: Counter[str] = field(default_factory=Counter)
+    total: int = 0
+    prune: PruneInfo = field(default_factory=PruneInfo)
+    _reduce: int = 1
+
+    def __post_init__(self) -> None:
+        if self.max_distinct < 1:
+            raise InputError(f"--max-distinct must be >= 1, got {self.max_distinct}; "
+                             "pass e.g. --max-distinct 10000000")
+
+    def update(self, tokens: Sequence[str]) -> None:
+        self.counts.update(tokens)
+        self.total += len(tokens)
+        while len(self.counts) > self.max_distinct:
+            self._prune()
+
+    def _prune(self) -> None:
+        drop = [w for w, c in self.counts.items() if c <= self._reduce]
+        tokens = 0
+        for w in drop:
+            tokens += self.counts.pop(w)
+        self.prune = PruneInfo(self.prune.times + 1, self._reduce,
+                               self.prune.dropped_types + len(drop),
+                               self.prune.dropped_tokens + tokens)
+        self._reduce += 1
+
+
+def _check_word(word: Any, where: str) -> None:
+    if not isinstance(word, str) or not word or word.split() != [word]:
+        raise InputError(f"invalid word {word!r} in {where}: words must be non-empty and "
+                         "contain no whitespace; fix or regenerate the vocabulary")
+
+
+@dataclass(frozen=True, eq=False)
+class Vocab:
+    """An immutable id <-> word mapping with counts.
+
+    Invariants: ``len(words) == len(counts)``; words are unique, non-empty, whitespace-free;
+    ``counts`` is int64 and >= 0; when ``unk`` is set, ``words[0] == unk``.
+    """
+
+    words: tuple[str, ...]
+    counts: npt.NDArray[np.int64]
+    unk: str | None = None
+    _index: dict[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        counts = np.asarray(self.counts, dtype=np.int64)
+        counts.setflags(write=False)
+        object.__setattr__(self, "words", tuple(self.words))
+        object.__setattr__(self, "counts", counts)
+        if counts.ndim != 1 or len(counts) != len(self.words):
+            raise ValueError(f"{len(self.words)} words but counts of shape {counts.shape}")
+        if len(counts) and counts.min() < 0:
+            raise ValueError("counts must be >= 0")
+        index = {w: i for i, w in enumerate(self.words)}
+        if len(index) != len(self.words):
+            raise ValueError("duplicate words in vocabulary")
+        if self.unk is not None and (not self.words or self.words[0] != self.unk):
+            raise ValueError(f"unk {self.unk!r} must be word 0")
+        object.__setattr__(self, "_index", index)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._index
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Vocab):
+            return NotImplemented
+        return (self.words == other.words and self.unk == other.unk
+                and np.array_equal(self.counts, other.counts))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def index(self) -> Mapping[str, int]:
+        """word -> id (read it, don't change it)."""
+        return self._index
+
+    @property
+    def total(self) -> int:
+        """Sum of all counts (tokens covered by the vocabulary, UNK included)."""
+        return int(self.counts.sum())
+
+    def id(self, word: str) -> int | None:
+        """The word's id; for an unknown word the UNK id 0 when ``unk`` is set, else None."""
+        i = self._index.get(word)
+        if i is None and self.unk is not None:
+            return 0
+        return i
+
+    # ---- vocab.tsv ----------------------------------------------------------------------------
+    def save_tsv(self, path: str | os.PathLike[str]) -> None:
+        """Write ``word<TAB>count`` lines (UTF-8, ``\\n``); the id is the line number."""
+        for w in self.words:
+            _check_word(w, "the vocabulary")
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(f"{w}\t{int(c)}\n" for w, c in zip(self.words, self.counts, strict=True))
+
+    @classmethod
+    def load_tsv(cls, path: str | os.PathLike[str], *, unk: str | None = None) -> Vocab:
+        """Read a file written by :meth:`save_tsv`. ``unk``, if given, must be the first word."""
+        try:
+            data = Path(path).read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read vocabulary {path} ({exc}); "
+                             "re-run 'embedlab prepare' to recreate it") from None
+        words: list[str] = []
+        counts: list[int] = []
+        lines = data.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        for n, line in enumerate(lines, 1):
+            word, tab, count = line.partition("\t")
+            if not tab or not count.isdigit() or not count.isascii():
+                raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
+                                 "re-run 'embedlab prepare' to recreate the vocabulary")
+            _check_word(word, f"{path}:{n}")
+            words.append(word)
+            counts.append(int(count))
+        if unk is not None and (not words or words[0] != unk):
+            raise InputError(f"{path}: the first word must be the UNK token {unk!r}; "
+                             "re-run 'embedlab prepare' to recreate the vocabulary")
+        try:
+            return cls(tuple(words), np.array(counts, dtype=np.int64), unk)
+        except ValueError as exc:
+            raise InputError(f"invalid vocabulary {path} ({exc}); "
+                             "re-run 'embedlab prepare' to recreate it") from None
+
+
+def build(
+    counts: Mapping[str, int],
+    *,
+    min_count: int = 5,
+    max_vocab: int | None = None,
+    unk: str | None = None,
+    total: int | None = None,
+) -> Vocab:
+    """Select and order the vocabulary.
+
+    Keeps words with ``count >= min_count``, the ``max_vocab`` most frequent (UNK counts among
+    them), sorted by count descending then word ascending. UNK's count is ``total`` (all tokens,
+    default ``sum(counts)``) minus the kept words' counts, i.e. every token that maps to UNK.
+    Raises :class:`InputError` when no word is left.
+    """
+    if min_count < 1:
+        raise InputError(f"--min-count must be >= 1, got {min_count}; pass e.g. --min-count 5")
+    if max_vocab is not None and max_vocab < (2 if unk is not None else 1):
+        raise InputError(f"--max-vocab must be >= {2 if unk is not None else 1}, got "
+                         f"{max_vocab}; pass e.g. --max-vocab 50000")
+    items = sorted(((w, c) for w, c in counts.items() if c >= min_count and w != unk),
+                   key=lambda wc: (-wc[1], wc[0]))
+    if not items:
+        raise InputError(_empty_message(counts, min_count))
+    if max_vocab is not None:
+        items = items[: max_vocab - (unk is not None)]
+    words = [w for w, _ in items]
+    kept = np.array([c for _, c in items], dtype=np.int64)
+    if unk is None:
+        return Vocab(tuple(words), kept, None)
+    total = sum(counts.values()) if total is None else total
+    unk_count = max(0, total - int(kept.sum()))
+    return Vocab((unk, *words), np.concatenate([[unk_count], kept]).astype(np.int64), unk)
+
+
+def _empty_message(counts: Mapping[str, int], min_count: int) -> str:
+    if not counts:
+        return "the corpus has no words; pass a non-empty corpus"
+    top, top_count = max(counts.items(), key=lambda wc: (wc[1], wc[0]))
+    return (f"no word occurs at least --min-count {min_count} times (the most frequent, "
+            f"{top!r}, occurs {top_count:,} times); lower --min-count, e.g. --min-count "
+            f"{max(1, min(top_count, math.ceil(min_count / 2)))}")

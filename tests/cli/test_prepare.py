@@ -1,0 +1,154 @@
+"""`embedlab prepare`: success summary, and one-line errors with exit code 2 for bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from embedlab.cli import main
+from embedlab.data.prepared import PreparedCorpus
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("embedlab: error: ")
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    p = tmp_path / "corpus.txt"
+    p.write_text("the quick brown fox\njumps over the lazy dog\n" * 5, encoding="utf-8")
+    return p
+
+
+def test_prepare_prints_a_summary(corpus: Path, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "prep"
+    code, stdout, err = run(["prepare", str(corpus), "--out", str(out), "--min-count", "5",
+                             "--no-progress"], capsys)
+    assert code == 0 and err == ""
+    assert stdout.startswith(f"prepared {out}: 45 tokens read, 45 kept, 10 sentences, "
+                             "8 words in the vocabulary (")
+    pc = PreparedCorpus.open(out)
+    assert pc.vocab.words[0] == "the" and pc.meta["min_count"] == 5
+
+
+def test_options_reach_the_vocabulary(corpus: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "prep"
+    code, _, _ = run(["prepare", str(corpus), "--out", str(out), "--min-count", "1",
+                      "--max-vocab", "3", "--unk", "<unk>", "--lowercase", "--no-progress"],
+                     capsys)
+    assert code == 0
+    pc = PreparedCorpus.open(out)
+    assert pc.vocab.words == ("<unk>", "the", "brown")
+    assert pc.meta["lowercase"] and pc.meta["unk"] == "<unk>" and pc.meta["max_vocab"] == 3
+
+
+def test_force_replaces(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "prep"
+    assert run(["prepare", str(corpus), "--out", str(out), "--no-progress"], capsys)[0] == 0
+    code, _, err = run(["prepare", str(corpus), "--out", str(out), "--no-progress"], capsys)
+    assert_one_line_error(code, err, "already holds a prepared corpus", "--force")
+    code, _, _ = run(["prepare", str(corpus), "--out", str(out), "--min-count", "1", "--force",
+                      "--no-progress"], capsys)
+    assert code == 0 and PreparedCorpus.open(out).meta["min_count"] == 1
+
+
+def test_missing_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["prepare", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o")],
+                       capsys)
+    assert_one_line_error(code, err, "corpus not found", "nope.txt", "pass an existing")
+    assert not (tmp_path / "o").exists()
+
+
+def test_empty_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.txt").write_bytes(b"")
+    code, _, err = run(["prepare", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "o")],
+                       capsys)
+    assert_one_line_error(code, err, "holds no tokens")
+    assert not (tmp_path / "o").exists()
+
+
+def test_binary_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 40)
+    code, _, err = run(["prepare", str(tmp_path / "garbage.bin"), "--out", str(tmp_path / "o")],
+                       capsys)
+    assert_one_line_error(code, err, "garbage.bin looks binary", "UTF-8 text")
+    assert not (tmp_path / "o").exists()
+
+
+def test_min_count_too_high(corpus: Path, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["prepare", str(corpus), "--out", str(tmp_path / "o"),
+                        "--min-count", "1000"], capsys)
+    assert_one_line_error(code, err, "no word occurs at least --min-count 1000 times",
+                          "lower --min-count")
+    assert not (tmp_path / "o").exists()
+
+
+def test_out_is_a_file(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "o").write_text("keep me")
+    code, _, err = run(["prepare", str(corpus), "--out", str(tmp_path / "o")], capsys)
+    assert_one_line_error(code, err, "is a file")
+    assert (tmp_path / "o").read_text() == "keep me"
+
+
+def test_out_is_a_foreign_folder(corpus: Path, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "x").write_text("keep me")
+    code, _, err = run(["prepare", str(corpus), "--out", str(tmp_path / "o"), "--force"], capsys)
+    assert_one_line_error(code, err, "not empty")
+    assert (tmp_path / "o" / "x").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("flags,needle", [(["--min-count", "0"], "--min-count"),
+                                          (["--min-count", "x"], "--min-count"),
+                                          (["--max-vocab", "1", "--unk", "UNK"], "--max-vocab"),
+                                          ([], "--out")])
+def test_bad_flags(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                   flags: list[str], needle: str) -> None:
+    argv = ["prepare", str(corpus), *flags]
+    if needle != "--out":
+        argv += ["--out", str(tmp_path / "o")]
+    code, _, err = run(argv, capsys)
+    assert_one_line_error(code, err, needle)
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["prepare", "--help"], capsys)
+    assert code == 0
+    for flag in ("--out", "--lowercase", "--min-count", "--max-vocab", "--unk",
+                 "--max-distinct", "--force"):
+        assert flag in out
+
+
+def test_real_process_exit_code_and_stderr(tmp_path: Path) -> None:
+    exe = Path(sys.executable).with_name("embedlab")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "embedlab"]
+    garbage = tmp_path / "g.dat"
+    garbage.write_bytes(b"\x00" * 100)
+    proc = subprocess.run([*cmd, "prepare", str(garbage), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "looks binary" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,201 @@
+"""Corpus readers: streaming, sentence ends, compression, folders, invalid UTF-8, bad input."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import lzma
+import tracemalloc
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.data import corpus
+from embedlab.data.corpus import ReadStats, iter_blocks
+from embedlab.errors import InputError
+
+
+def sentences_of(blocks: list[tuple[list[str], bool]]) -> list[list[str]]:
+    """Join blocks back into sentences (a block with True closes one)."""
+    out: list[list[str]] = []
+    cur: list[str] = []
+    for tokens, ends in blocks:
+        assert tokens, "blocks are never empty"
+        cur.extend(tokens)
+        if ends:
+            out.append(cur)
+            cur = []
+    assert not cur, "the last block must end a sentence"
+    return out
+
+
+def expected_sentences(text: str) -> list[list[str]]:
+    return [line.split() for line in text.split("\n") if line.split()]
+
+
+def write(tmp: Path, name: str, data: bytes) -> Path:
+    p = tmp / name
+    p.write_bytes(data)
+    return p
+
+
+# words of letters (incl. multi-byte ones) separated by whitespace runs that may hold newlines
+_word = st.text(alphabet=st.sampled_from("abcxyzéß語😀"), min_size=1, max_size=8)
+_gap = st.sampled_from([" ", "  ", "\t", "\n", " \n ", "\n\n", "\r\n"])
+_text = st.lists(st.tuples(_word, _gap), max_size=60).map(
+    lambda parts: "".join(w + g for w, g in parts))
+
+
+@settings(max_examples=120, deadline=None)
+@given(text=_text, lead=st.sampled_from(["", " ", "\n"]), piece=st.integers(1, 17))
+def test_blocks_equal_split_for_any_piece_size(tmp_path_factory: pytest.TempPathFactory,
+                                               text: str, lead: str, piece: int) -> None:
+    # Tiny pieces cut tokens and multi-byte characters at every possible place.
+    text = lead + text
+    path = write(tmp_path_factory.mktemp("c"), "c.txt", text.encode())
+    with mock.patch.object(corpus, "PIECE_BYTES", piece):
+        stats = ReadStats()
+        blocks = list(iter_blocks(path, stats=stats))
+    assert sentences_of(blocks) == expected_sentences(text)
+    assert stats.tokens == len(text.split())
+    assert stats.sentences == len(expected_sentences(text))
+    assert stats.invalid_utf8 == 0
+
+
+def test_text8_line_is_streamed_in_bounded_blocks(tmp_path: Path) -> None:
+    line = " ".join(f"w{i % 997}" for i in range(300_000))  # ~1.7 MB, one line, no newline
+    path = write(tmp_path, "text8", line.encode())
+    with mock.patch.object(corpus, "PIECE_BYTES", 1 << 16):
+        blocks = list(iter_blocks(path))
+    assert len(blocks) > 20
+    assert all(not ends for _, ends in blocks[:-1]) and blocks[-1][1]
+    assert max(sum(len(t) + 1 for t in toks) for toks, _ in blocks) <= (1 << 16) + 16
+    assert [t for toks, _ in blocks for t in toks] == line.split()
+
+
+def test_memory_stays_bounded_on_a_long_line(tmp_path: Path) -> None:
+    line = "abcdefgh " * 500_000  # 4.5 MB on one line
+    path = write(tmp_path, "one-line.txt", line.encode())
+    # 32 KiB pieces: streaming peaks near 1 MB; holding the line whole costs over 50 MB
+    with mock.patch.object(corpus, "PIECE_BYTES", 1 << 15):
+        tracemalloc.start()
+        n = sum(len(toks) for toks, _ in iter_blocks(path))
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert n == 500_000
+    assert peak < 2_000_000, f"peak {peak:,} bytes: the line was held whole"
+
+
+@pytest.mark.parametrize("suffix,opener", [(".gz", gzip.open), (".bz2", bz2.open),
+                                           (".xz", lzma.open)])
+def test_compressed_files_read_like_plain(tmp_path: Path, suffix: str, opener: object) -> None:
+    text = "the cat sat\non the mat\n" * 1000
+    path = tmp_path / f"c.txt{suffix}"
+    with opener(path, "wb") as f:  # type: ignore[operator]
+        f.write(text.encode())
+    with mock.patch.object(corpus, "PIECE_BYTES", 100):
+        assert sentences_of(list(iter_blocks(path))) == expected_sentences(text)
+
+
+def test_damaged_compressed_file_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.gz"
+    path.write_bytes(gzip.compress(b"hello world " * 100)[:30])
+    with pytest.raises(InputError, match=r"cannot decompress corpus file .*c\.gz"):
+        list(iter_blocks(path))
+
+
+def test_folder_is_read_in_sorted_order_recursively_skipping_hidden(tmp_path: Path) -> None:
+    (tmp_path / "b").mkdir()
+    write(tmp_path, "b/2.txt", b"four")
+    write(tmp_path, "a.txt", b"one two\nthree")
+    write(tmp_path, "c.txt.gz", gzip.compress(b"five"))
+    write(tmp_path, ".hidden", b"secret")
+    stats = ReadStats()
+    blocks = list(iter_blocks(tmp_path, stats=stats))
+    assert sentences_of(blocks) == [["one", "two"], ["three"], ["four"], ["five"]]
+    assert stats.files == 3
+    assert [p.name for p in stats.paths] == ["a.txt", "2.txt", "c.txt.gz"]
+
+
+def test_file_end_ends_a_sentence_even_without_newline(tmp_path: Path) -> None:
+    write(tmp_path, "a.txt", b"x y")
+    write(tmp_path, "b.txt", b"z\n\n")
+    assert sentences_of(list(iter_blocks(tmp_path))) == [["x", "y"], ["z"]]
+
+
+def test_lowercase(tmp_path: Path) -> None:
+    path = write(tmp_path, "c.txt", "The ÉCOLE Straße\n".encode())
+    assert sentences_of(list(iter_blocks(path, lowercase=True))) == [["the", "école", "straße"]]
+    assert sentences_of(list(iter_blocks(path))) == [["The", "ÉCOLE", "Straße"]]
+
+
+def test_invalid_utf8_is_replaced_and_counted_but_real_fffd_is_not(tmp_path: Path) -> None:
+    data = b"ok \xff bad \xe2\x82 cut " + "\ufffd".encode() + b" real " + b"word " * 100
+    path = write(tmp_path, "c.txt", data)
+    stats = ReadStats()
+    tokens = [t for toks, _ in iter_blocks(path, stats=stats) for t in toks]
+    assert tokens[:6] == ["ok", "\ufffd", "bad", "\ufffd", "cut", "\ufffd"]
+    assert stats.invalid_utf8 == 2
+
+
+def test_invalid_byte_at_piece_boundary_is_counted_once(tmp_path: Path) -> None:
+    path = write(tmp_path, "c.txt", b"abc \xe2\x82" + b" word" * 50)
+    with mock.patch.object(corpus, "PIECE_BYTES", 5):  # splits the broken sequence
+        stats = ReadStats()
+        list(iter_blocks(path, stats=stats))
+    assert stats.invalid_utf8 == 1
+
+
+def test_nul_bytes_mean_binary(tmp_path: Path) -> None:
+    path = write(tmp_path, "model.bin", b"abc\x00\x01\x02" * 100)
+    with pytest.raises(InputError, match=r"model\.bin looks binary \(it contains NUL bytes\)"):
+        list(iter_blocks(path))
+
+
+def test_mostly_invalid_utf8_means_binary(tmp_path: Path) -> None:
+    path = write(tmp_path, "latin1.txt", bytes(range(0x80, 0x100)) * 20)
+    with pytest.raises(InputError, match=r"latin1\.txt looks binary .*invalid UTF-8"):
+        list(iter_blocks(path))
+
+
+def test_missing_corpus(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"corpus not found: .*nope\.txt; pass an existing"):
+        list(iter_blocks(tmp_path / "nope.txt"))
+
+
+def test_empty_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="holds no files"):
+        list(iter_blocks(tmp_path))
+
+
+def test_prepared_folder_is_not_raw_text(tmp_path: Path) -> None:
+    write(tmp_path, "meta.json", b"{}")
+    write(tmp_path, "ids.u32", b"")
+    with pytest.raises(InputError, match="is a prepared corpus"):
+        list(iter_blocks(tmp_path))
+
+
+def test_endless_token_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "c.txt", b"x" * 5000)
+    with mock.patch.object(corpus, "PIECE_BYTES", 100), \
+            mock.patch.object(corpus, "MAX_TOKEN_CHARS", 1000), \
+            pytest.raises(InputError, match="longer than 1,000 characters"):
+        list(iter_blocks(path))
+
+
+def test_empty_file_yields_nothing(tmp_path: Path) -> None:
+    stats = ReadStats()
+    assert list(iter_blocks(write(tmp_path, "e.txt", b" \n\n "), stats=stats)) == []
+    assert stats.tokens == 0 and stats.files == 1
+
+
+def test_progress_reports_source_bytes(tmp_path: Path) -> None:
+    data = gzip.compress(b"a b c\n" * 10_000)
+    path = write(tmp_path, "c.gz", data)
+    seen: list[int] = []
+    stats = ReadStats()
+    list(iter_blocks(path, progress=seen.append, stats=stats))
+    assert sum(seen) == len(data) == stats.source_bytes

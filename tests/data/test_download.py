@@ -1,0 +1,147 @@
+"""text8 download against a local HTTP server on 127.0.0.1 (never the network)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import io
+import socket
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from embedlab.data import download
+from embedlab.data.download import fetch_text8, resolve_cache_dir
+from embedlab.errors import InputError
+
+TEXT = b" anarchism originated as a term of abuse " * 200
+
+
+def make_zip(member: str = "text8", data: bytes = TEXT) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(member, data)
+    return buf.getvalue()
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+        pass
+
+
+@pytest.fixture
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
+    """Serve tmp_path/www on a free port; yield (base URL, served folder)."""
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    www = tmp_path / "www"
+    www.mkdir()
+    handler = functools.partial(_Quiet, directory=str(www))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", www
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def cache_files(cache: Path) -> list[str]:
+    return sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+
+
+def test_download_verifies_extracts_and_caches(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, www = server
+    data = make_zip()
+    (www / "text8.zip").write_bytes(data)
+    cache = tmp_path / "cache"
+    path = fetch_text8(cache, url=f"{base}/text8.zip", progress=False, expected_size=len(data),
+                       sha1=hashlib.sha1(data).hexdigest())
+    assert path == cache / "text8" and path.read_bytes() == TEXT
+    assert cache_files(cache) == ["text8"]  # no archive, no .part left behind
+    (www / "text8.zip").unlink()  # a second call must not need the server
+    assert fetch_text8(cache, url=f"{base}/text8.zip", progress=False) == path
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(
+        server: tuple[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the bar is for people; logs and pipes stay clean (an error stays one line)
+    base, www = server
+    data = make_zip()
+    (www / "text8.zip").write_bytes(data)
+    fetch_text8(tmp_path / "c", url=f"{base}/text8.zip", progress=True, expected_size=None,
+                sha1=hashlib.sha1(data).hexdigest())
+    assert capsys.readouterr() == ("", "")
+
+
+def test_bad_checksum_is_refused_and_not_cached(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, www = server
+    data = make_zip()
+    (www / "text8.zip").write_bytes(data)
+    cache = tmp_path / "cache"
+    with pytest.raises(InputError) as err:
+        fetch_text8(cache, url=f"{base}/text8.zip", progress=False, expected_size=len(data),
+                    sha1="0" * 40)
+    msg = str(err.value)
+    assert msg.startswith(f"could not download text8 from {base}/text8.zip (SHA-1 ")
+    assert msg.endswith("; check your network or pass --corpus PATH to a local copy")
+    assert cache_files(cache) == []
+
+
+def test_wrong_size_is_refused(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, www = server
+    (www / "text8.zip").write_bytes(make_zip())
+    with pytest.raises(InputError, match=r"expected 31,344,016\); check your network"):
+        fetch_text8(tmp_path / "c", url=f"{base}/text8.zip", progress=False)
+    assert cache_files(tmp_path / "c") == []
+
+
+def test_http_error(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, _ = server
+    with pytest.raises(InputError, match=r"\(HTTP 404 .*\); check your network or pass --corpus"):
+        fetch_text8(tmp_path / "c", url=f"{base}/missing.zip", progress=False)
+    assert cache_files(tmp_path / "c") == []
+
+
+def test_server_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as s:  # a port that was free a moment ago and has no listener now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("EMBEDLAB_TEXT8_URL", f"http://127.0.0.1:{port}/text8.zip")
+    monkeypatch.setenv("EMBEDLAB_CACHE", str(tmp_path / "envcache"))
+    with pytest.raises(InputError, match=rf"could not download text8 from http://127\.0\.0\.1:"
+                                         rf"{port}/text8\.zip \(.*refused.*\); check your network"):
+        fetch_text8(progress=False)
+    assert cache_files(tmp_path / "envcache") == []
+
+
+def test_zip_without_text8_member(server: tuple[str, Path], tmp_path: Path) -> None:
+    base, www = server
+    data = make_zip(member="other")
+    (www / "text8.zip").write_bytes(data)
+    with pytest.raises(InputError, match="not a zip holding 'text8'"):
+        fetch_text8(tmp_path / "c", url=f"{base}/text8.zip", progress=False,
+                    expected_size=len(data), sha1=None)
+    assert cache_files(tmp_path / "c") == []
+
+
+def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("EMBEDLAB_CACHE", str(tmp_path))
+    assert resolve_cache_dir() == tmp_path
+    assert resolve_cache_dir(tmp_path / "x") == tmp_path / "x"
+    monkeypatch.delenv("EMBEDLAB_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert resolve_cache_dir() == tmp_path / "home" / ".cache" / "embedlab"
+
+
+def test_published_constants() -> None:
+    assert download.TEXT8_URL == "http://mattmahoney.net/dc/text8.zip"
+    assert download.TEXT8_ZIP_SIZE == 31_344_016
+    assert len(download.TEXT8_ZIP_SHA1) == 40

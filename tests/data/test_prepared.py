@@ -1,0 +1,294 @@
+"""Prepared corpus: ids round trip, atomic writes, refusal of bad input, open() checks."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.data import prepared as prep
+from embedlab.data.prepared import PreparedCorpus, is_prepared, prepare
+from embedlab.errors import InputError
+
+TEXT = "the cat sat on the mat\nthe dog sat\n\nrare words here\nthe cat\n"
+
+
+def decode(pc: PreparedCorpus) -> list[list[str]]:
+    return [[pc.vocab.words[i] for i in s] for s in pc.sentences()]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if ".tmp-" in p.name or ".old-" in p.name)
+
+
+@pytest.fixture
+def corpus_file(tmp_path: Path) -> Path:
+    p = tmp_path / "corpus.txt"
+    p.write_text(TEXT, encoding="utf-8")
+    return p
+
+
+def test_prepare_writes_ids_vocab_and_meta(corpus_file: Path, tmp_path: Path) -> None:
+    pc = prepare(corpus_file, tmp_path / "out", min_count=2, progress=False)
+    assert pc.vocab.words == ("the", "cat", "sat")
+    assert decode(pc) == [["the", "cat", "sat", "the"], ["the", "sat"], ["the", "cat"]]
+    assert pc.sentence_ends.tolist() == [4, 6, 8]
+    assert pc.ids.dtype == np.dtype("<u4") and isinstance(pc.ids, np.memmap)
+    assert not pc.ids.flags.writeable
+    m = pc.meta
+    assert (m["raw_tokens"], m["tokens"], m["sentences"], m["vocab_size"]) == (14, 8, 3, 3)
+    assert pc.raw_tokens == 14
+    assert m["source"] == str(corpus_file.resolve()) and m["pruned"] is None
+    assert m["source_files"][0]["size"] == corpus_file.stat().st_size
+    assert (tmp_path / "out" / "ids.u32").stat().st_size == 8 * 4
+    assert is_prepared(tmp_path / "out") and not is_prepared(tmp_path)
+    assert leftovers(tmp_path) == []
+
+
+def test_ids_file_is_raw_little_endian_uint32(corpus_file: Path, tmp_path: Path) -> None:
+    prepare(corpus_file, tmp_path / "out", min_count=2, progress=False)
+    raw = (tmp_path / "out" / "ids.u32").read_bytes()
+    assert raw[:8] == bytes([0, 0, 0, 0, 1, 0, 0, 0])  # the=0, cat=1
+
+
+def test_unk_maps_oov_to_zero_with_exact_count(corpus_file: Path, tmp_path: Path) -> None:
+    pc = prepare(corpus_file, tmp_path / "out", min_count=1, max_vocab=3, unk="UNK",
+                 progress=False)
+    assert pc.vocab.words == ("UNK", "the", "cat")
+    assert pc.meta["tokens"] == pc.meta["raw_tokens"] == 14
+    assert int(pc.vocab.counts[0]) == int(np.count_nonzero(np.asarray(pc.ids) == 0)) == 8
+    assert decode(pc)[1] == ["the", "UNK", "UNK"]
+
+
+_sentence = st.lists(st.sampled_from(["a", "b", "c", "dé", "語", "x1", "UNK"]), max_size=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sentences=st.lists(_sentence, max_size=12), lowercase=st.booleans())
+def test_round_trip_with_min_count_one(sentences: list[list[str]], lowercase: bool) -> None:
+    nonempty = [s for s in sentences if s]
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "c.txt"
+        src.write_text("\n".join(" ".join(s) for s in sentences), encoding="utf-8")
+        if not nonempty:
+            with pytest.raises(InputError, match="holds no tokens"):
+                prepare(src, Path(d) / "out", min_count=1, progress=False)
+            return
+        pc = prepare(src, Path(d) / "out", min_count=1, lowercase=lowercase, progress=False)
+        expect = [[w.lower() for w in s] if lowercase else s for s in nonempty]
+        assert decode(pc) == expect
+        assert int(pc.vocab.counts.sum()) == len(pc.ids) == pc.raw_tokens
+        del pc  # release the memmap before the folder goes
+
+
+def test_sentences_emptied_by_oov_removal_are_omitted(tmp_path: Path) -> None:
+    src = tmp_path / "c.txt"
+    src.write_text("a a\nzzz\na\n", encoding="utf-8")
+    pc = prepare(src, tmp_path / "out", min_count=2, progress=False)
+    assert pc.sentence_ends.tolist() == [2, 3]
+
+
+def test_folder_and_compressed_corpus(tmp_path: Path) -> None:
+    import gzip
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "1.txt").write_text("a b\n", encoding="utf-8")
+    (tmp_path / "src" / "2.txt.gz").write_bytes(gzip.compress(b"b c"))
+    pc = prepare(tmp_path / "src", tmp_path / "out", min_count=1, progress=False)
+    assert decode(pc) == [["a", "b"], ["b", "c"]]
+    assert len(pc.meta["source_files"]) == 2
+
+
+def test_invalid_utf8_gives_one_warning_line(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "c.txt"
+    src.write_bytes(b"good \xff word " * 3 + b"good " * 100)
+    pc = prepare(src, tmp_path / "out", min_count=1, progress=False)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"embedlab: warning: replaced 3 invalid UTF-8 sequences in {src} with U+FFFD; "
+                   "re-encode the corpus as UTF-8 if that is wrong"]
+    assert pc.meta["invalid_utf8"] == 3
+
+
+def test_pruning_gives_a_warning_and_meta(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "c.txt"
+    src.write_text("a a a a b c d e f\n", encoding="utf-8")
+    pc = prepare(src, tmp_path / "out", min_count=1, max_distinct=3, progress=False)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "pruned rare words 1 time(s)" in err[0]
+    assert "raise --max-distinct" in err[0]
+    assert pc.meta["pruned"] == {"times": 1, "threshold": 1, "dropped_types": 5,
+                                 "dropped_tokens": 5}
+    assert pc.vocab.words == ("a",)
+
+
+# ---- bad input: refused, and nothing on disk damaged --------------------------------------------
+def test_out_is_a_file(corpus_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.write_bytes(b"precious")
+    with pytest.raises(InputError, match=r"--out .*out is a file; pass a new folder name"):
+        prepare(corpus_file, out, min_count=1, progress=False)
+    assert out.read_bytes() == b"precious" and leftovers(tmp_path) == []
+
+
+def test_out_is_a_non_empty_other_folder(corpus_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="not empty and holds no prepared corpus"):
+        prepare(corpus_file, out, min_count=1, force=True, progress=False)
+    assert snapshot(out) == {"notes.txt": b"mine"}
+
+
+def test_empty_out_folder_is_used(corpus_file: Path, tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    assert prepare(corpus_file, tmp_path / "out", min_count=1, progress=False).meta["tokens"] == 14
+
+
+def test_existing_prepared_needs_force(corpus_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    before = snapshot(out)
+    with pytest.raises(InputError, match="already holds a prepared corpus; pass --force"):
+        prepare(corpus_file, out, min_count=1, progress=False)
+    assert snapshot(out) == before
+    pc = prepare(corpus_file, out, min_count=1, force=True, progress=False)
+    assert pc.meta["min_count"] == 1 and len(pc.vocab) > 3
+    assert leftovers(tmp_path) == []
+
+
+def test_failed_replacement_keeps_the_old_prepared_folder(corpus_file: Path,
+                                                          tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    before = snapshot(out)
+    with pytest.raises(InputError, match="no word occurs at least --min-count 99"):
+        prepare(corpus_file, out, min_count=99, force=True, progress=False)
+    assert snapshot(out) == before and leftovers(tmp_path) == []
+    PreparedCorpus.open(out)
+
+
+def test_crash_while_encoding_leaves_nothing(corpus_file: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(prep, "_encode", boom)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(corpus_file, tmp_path / "out", min_count=1, progress=False)
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("data,problem", [
+    (b"", "holds no tokens"),
+    (b" \n\t\n", "holds no tokens"),
+    (b"\x00\x01\x02\x03" * 64, "looks binary"),
+])
+def test_bad_corpus_content(tmp_path: Path, data: bytes, problem: str) -> None:
+    src = tmp_path / "c.txt"
+    src.write_bytes(data)
+    with pytest.raises(InputError, match=problem):
+        prepare(src, tmp_path / "out", min_count=1, progress=False)
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_missing_corpus(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="corpus not found"):
+        prepare(tmp_path / "nope", tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_out_inside_the_corpus_folder(tmp_path: Path) -> None:
+    (tmp_path / "c.txt").write_text("a b c\n")
+    with pytest.raises(InputError, match="inside the corpus folder"):
+        prepare(tmp_path, tmp_path / "out", min_count=1, progress=False)
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("kwargs,flag", [({"min_count": 0}, "--min-count"),
+                                         ({"max_vocab": 0}, "--max-vocab"),
+                                         ({"unk": "a b"}, "--unk"),
+                                         ({"max_distinct": 0}, "--max-distinct")])
+def test_bad_options(corpus_file: Path, tmp_path: Path, kwargs: dict[str, object],
+                     flag: str) -> None:
+    with pytest.raises(InputError, match=flag):
+        prepare(corpus_file, tmp_path / "out", progress=False, **kwargs)  # type: ignore[arg-type]
+    assert not (tmp_path / "out").exists()
+
+
+# ---- special corpora ----------------------------------------------------------------------------
+def test_demo_uses_the_demo_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("embedlab.data.demo")
+
+    def write_demo_corpus(path: Path, seed: int = 0) -> Path:
+        Path(path).write_text("king queen man woman\n" * 10, encoding="utf-8")
+        return Path(path)
+
+    fake.write_demo_corpus = write_demo_corpus  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "embedlab.data.demo", fake)
+    pc = prepare("demo", tmp_path / "out", min_count=1, progress=False)
+    assert pc.meta["source"] == "demo" and pc.meta["tokens"] == 40
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "ids.u32", "meta.json", "sentences.i64", "vocab.tsv"]
+
+
+def test_text8_uses_the_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.data import download
+
+    cached = tmp_path / "text8"
+    cached.write_text(" a b a b a", encoding="utf-8")
+    monkeypatch.setattr(download, "fetch_text8", lambda **kw: cached)
+    pc = prepare("text8", tmp_path / "out", min_count=1, progress=False)
+    assert pc.meta["source"] == "text8" and decode(pc) == [["a", "b", "a", "b", "a"]]
+
+
+# ---- open() ------------------------------------------------------------------------------------
+@pytest.fixture
+def prepared_dir(corpus_file: Path, tmp_path: Path) -> Path:
+    prepare(corpus_file, tmp_path / "out", min_count=1, progress=False)
+    return tmp_path / "out"
+
+
+def test_open_detects_truncated_ids(prepared_dir: Path) -> None:
+    ids = prepared_dir / "ids.u32"
+    ids.write_bytes(ids.read_bytes()[:-4])
+    with pytest.raises(InputError, match=r"not a valid prepared corpus \(ids\.u32 holds 13 ids, "
+                                         r"meta\.json says 14\)"):
+        PreparedCorpus.open(prepared_dir)
+
+
+def test_open_detects_odd_sized_ids(prepared_dir: Path) -> None:
+    ids = prepared_dir / "ids.u32"
+    ids.write_bytes(ids.read_bytes()[:-1])
+    with pytest.raises(InputError, match="not a multiple of 4"):
+        PreparedCorpus.open(prepared_dir)
+
+
+def test_open_detects_other_version(prepared_dir: Path) -> None:
+    meta_path = prepared_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["format_version"] = 99
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(InputError, match="format version 99"):
+        PreparedCorpus.open(prepared_dir)
+
+
+def test_open_a_non_prepared_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"not a valid prepared corpus \(no meta\.json\)"):
+        PreparedCorpus.open(tmp_path)
+    (tmp_path / "meta.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"unreadable meta\.json"):
+        PreparedCorpus.open(tmp_path)
+    assert not is_prepared(tmp_path)

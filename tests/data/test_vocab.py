@@ -1,0 +1,166 @@
+"""Vocabulary: counting with pruning, selection and order, vocab.tsv round trips."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.data.vocab import Vocab, WordCounter, build
+from embedlab.errors import InputError
+
+
+def reference_reduce_vocab(blocks: list[list[str]], max_distinct: int) -> dict[str, int]:
+    """word2vec.c's ReduceVocab, written plainly: prune after a block when over the limit."""
+    counts: dict[str, int] = {}
+    reduce = 1
+    for block in blocks:
+        for w in block:
+            counts[w] = counts.get(w, 0) + 1
+        while len(counts) > max_distinct:
+            counts = {w: c for w, c in counts.items() if c > reduce}
+            reduce += 1
+    return counts
+
+
+_words = st.lists(st.sampled_from([f"w{i}" for i in range(30)]), max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(blocks=st.lists(_words, max_size=12), max_distinct=st.integers(1, 40))
+def test_counter_matches_word2vec_reduce_vocab(blocks: list[list[str]], max_distinct: int) -> None:
+    c = WordCounter(max_distinct=max_distinct)
+    for b in blocks:
+        c.update(b)
+    assert dict(c.counts) == reference_reduce_vocab(blocks, max_distinct)
+    assert c.total == sum(map(len, blocks))
+    assert len(c.counts) <= max_distinct
+    exact = Counter(w for b in blocks for w in b)
+    if len(exact) <= max_distinct:
+        assert c.counts == exact and c.prune.times == 0
+    else:
+        assert c.prune.times >= 1
+        assert c.prune.dropped_tokens >= 1
+
+
+def test_pruning_is_reported() -> None:
+    c = WordCounter(max_distinct=2)
+    c.update(["a", "a", "a", "b", "c", "d"])
+    assert dict(c.counts) == {"a": 3}
+    assert (c.prune.times, c.prune.threshold, c.prune.dropped_types,
+            c.prune.dropped_tokens) == (1, 1, 3, 3)
+
+
+def test_build_orders_by_count_then_word() -> None:
+    v = build({"b": 3, "a": 3, "z": 9, "é": 3, "B": 3, "rare": 1}, min_count=2)
+    assert v.words == ("z", "B", "a", "b", "é")  # code-point order breaks ties
+    assert v.counts.tolist() == [9, 3, 3, 3, 3]
+    assert v.unk is None and len(v) == 5 and v.total == 21
+    assert v.id("a") == 2 and v.id("rare") is None and "rare" not in v
+
+
+def test_max_vocab_keeps_most_frequent() -> None:
+    v = build({"a": 5, "b": 4, "c": 3, "d": 2}, min_count=1, max_vocab=2)
+    assert v.words == ("a", "b")
+
+
+def test_unk_is_id_zero_counts_dropped_tokens_and_takes_a_slot() -> None:
+    counts = {"a": 5, "b": 4, "c": 3, "d": 2, "UNK": 1}
+    v = build(counts, min_count=1, max_vocab=3, unk="UNK")
+    assert v.words == ("UNK", "a", "b")
+    # dropped c (3) + d (2) + the literal UNK token (1)
+    assert v.counts.tolist() == [6, 5, 4]
+    assert v.id("c") == 0 and v.id("UNK") == 0 and v.id("b") == 2
+    assert v.total == sum(counts.values())
+
+
+def test_unk_count_uses_the_true_total_when_counts_were_pruned() -> None:
+    v = build({"a": 5}, min_count=1, unk="<unk>", total=12)
+    assert v.counts.tolist() == [7, 5]
+
+
+def test_min_count_emptying_the_vocabulary_is_an_input_error() -> None:
+    with pytest.raises(InputError, match=r"no word occurs at least --min-count 50 times "
+                                         r"\(the most frequent, 'a', occurs 7 times\); lower"):
+        build({"a": 7, "b": 2}, min_count=50)
+    with pytest.raises(InputError, match="no word occurs"):
+        build({"a": 7}, min_count=50, unk="UNK")  # UNK alone is no vocabulary
+    with pytest.raises(InputError, match="no words"):
+        build({}, min_count=1)
+
+
+@pytest.mark.parametrize("kwargs", [{"min_count": 0}, {"max_vocab": 0},
+                                    {"max_vocab": 1, "unk": "UNK"}])
+def test_bad_options(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InputError, match="--m"):
+        build({"a": 1}, **kwargs)  # type: ignore[arg-type]
+
+
+def test_vocab_invariants() -> None:
+    with pytest.raises(ValueError, match="duplicate"):
+        Vocab(("a", "a"), np.array([1, 1]))
+    with pytest.raises(ValueError, match="2 words"):
+        Vocab(("a", "b"), np.array([1]))
+    with pytest.raises(ValueError, match="word 0"):
+        Vocab(("a", "UNK"), np.array([1, 1]), unk="UNK")
+    v = Vocab(("a",), np.array([3]))
+    assert v.counts.dtype == np.int64
+    with pytest.raises(ValueError):
+        v.counts[0] = 5  # frozen means frozen
+
+
+# non-whitespace unicode words (any code point UTF-8 can encode, i.e. no lone surrogates)
+_word = st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).filter(
+    lambda w: w.split() == [w])
+
+
+@settings(max_examples=150, deadline=None)
+@given(words=st.lists(_word, unique=True, max_size=30),
+       counts=st.lists(st.integers(0, 2**62), min_size=30, max_size=30),
+       with_unk=st.booleans())
+def test_tsv_round_trip(tmp_path_factory: pytest.TempPathFactory, words: list[str],
+                        counts: list[int], with_unk: bool) -> None:
+    unk = words[0] if with_unk and words else None
+    v = Vocab(tuple(words), np.array(counts[: len(words)], dtype=np.int64), unk)
+    path = tmp_path_factory.mktemp("v") / "vocab.tsv"
+    v.save_tsv(path)
+    back = Vocab.load_tsv(path, unk=unk)
+    assert back == v
+    assert back.words == v.words and back.counts.tolist() == v.counts.tolist()
+    assert len(path.read_bytes().split(b"\n")) == len(words) + 1  # one line per word
+
+
+def test_tsv_format_is_word_tab_count(tmp_path: Path) -> None:
+    path = tmp_path / "vocab.tsv"
+    Vocab(("UNK", "the", "of"), np.array([2, 10, 7]), "UNK").save_tsv(path)
+    assert path.read_text(encoding="utf-8") == "UNK\t2\nthe\t10\nof\t7\n"
+
+
+@pytest.mark.parametrize("content,problem", [
+    ("the 10\n", "expected 'word<TAB>count'"),
+    ("the\tten\n", "expected 'word<TAB>count'"),
+    ("the\t-1\n", "expected 'word<TAB>count'"),
+    ("a\t1\na\t2\n", "duplicate"),
+    ("a b\t1\n", "invalid word"),
+])
+def test_bad_tsv_is_an_input_error(tmp_path: Path, content: str, problem: str) -> None:
+    path = tmp_path / "vocab.tsv"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=problem):
+        Vocab.load_tsv(path)
+
+
+def test_tsv_without_expected_unk(tmp_path: Path) -> None:
+    path = tmp_path / "vocab.tsv"
+    path.write_text("a\t1\n", encoding="utf-8")
+    with pytest.raises(InputError, match="first word must be the UNK token 'UNK'"):
+        Vocab.load_tsv(path, unk="UNK")
+
+
+def test_missing_tsv(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="cannot read vocabulary"):
+        Vocab.load_tsv(tmp_path / "nope.tsv")
