@@ -1,0 +1,70 @@
+"""Checkpoint save/restore time and size (medians of --repeats runs).
+
+Sizes: the lecture's 50,000 × 128 (two float32 matrices, ~51 MB) and 1,000,000 × 300 (two
+matrices, ~2.4 GB). Save = CheckpointManager.save (write, fsync, sha256 manifest, rename, index);
+restore = find_checkpoint + load_checkpoint (sha256 verification + safetensors load). The last
+column is the share of training time spent checkpointing at the default cadence
+(--checkpoint-secs 120): save / (120 + save).
+
+    .venv/bin/python benchmarks/checkpoint_io.py [--dir /tmp] [--repeats 3] [--small-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from embedlab.train import checkpoint as ck
+from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+
+DEFAULT_SECS = 120.0
+
+
+def bench(rows: int, dim: int, repeats: int, base: Path) -> tuple[float, float, int]:
+    g = torch.Generator().manual_seed(0)
+    tensors = {"input_embeddings": torch.rand(rows, dim, generator=g),
+               "output_embeddings": torch.rand(rows, dim, generator=g)}
+    saves, loads, size = [], [], 0
+    for i in range(repeats):
+        run = Path(tempfile.mkdtemp(prefix="ckpt-bench-", dir=base))
+        try:
+            m = CheckpointManager(run)
+            t0 = time.perf_counter()
+            path = m.save(1000 + i, tensors, {"cursor": i}, {"loss": 1.0})
+            saves.append(time.perf_counter() - t0)
+            size = sum(f.stat().st_size for f in path.iterdir())
+            ck._VERIFIED.clear()  # measure a cold verification, as a fresh process would do
+            t0 = time.perf_counter()
+            loaded, _ = load_checkpoint(find_checkpoint(run))
+            loads.append(time.perf_counter() - t0)
+            assert torch.equal(loaded["input_embeddings"], tensors["input_embeddings"])
+            del loaded
+        finally:
+            shutil.rmtree(run, ignore_errors=True)
+    return statistics.median(saves), statistics.median(loads), size
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--small-only", action="store_true")
+    args = ap.parse_args()
+    sizes = [(50_000, 128)] + ([] if args.small_only else [(1_000_000, 300)])
+    print(f"{'shape (x2)':>16} {'size MB':>9} {'save s':>8} {'restore s':>10} "
+          f"{'save MB/s':>10} {'share@120s':>11}")
+    for rows, dim in sizes:
+        save, load, size = bench(rows, dim, args.repeats, args.dir)
+        share = save / (DEFAULT_SECS + save)
+        print(f"{f'{rows:,}x{dim}':>16} {size / 1e6:9.1f} {save:8.3f} {load:10.3f} "
+              f"{size / 1e6 / save:10.0f} {share:11.3%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""``embedlab ckpt RUN``: list checkpoints (roles, verified), show tensors, export a subset."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import click
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return str(n)
+
+
+def _parse_map(pairs: tuple[str, ...]) -> dict[str, str]:
+    from embedlab.errors import InputError
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        new, sep, old = pair.partition("=")
+        if not sep or not new or not old:
+            raise InputError(f"--map expects NEW=STORED, got {pair!r}; "
+                             "e.g. --map embed_matrix=input_embeddings")
+        out[new] = old
+    return out
+
+
+@click.command()
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option("--tensors", "show_tensors", is_flag=True,
+              help="List names, shapes and dtypes of one checkpoint (latest by default).")
+@click.option("--step", type=int, default=None, help="Pick the checkpoint at this step.")
+@click.option("--best", is_flag=True, help="Pick the best checkpoint (by --best-metric).")
+@click.option("--export-subset", "export", type=click.Path(path_type=Path), default=None,
+              help="Write the picked checkpoint's tensors (see --names/--map) as a new run "
+                   "folder OUT with one verified checkpoint.")
+@click.option("--names", default=None, help="Comma-separated stored tensor names to export.")
+@click.option("--map", "maps", multiple=True, metavar="NEW=STORED",
+              help="Export STORED under the name NEW (repeatable).")
+def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Path | None,
+         names: str | None, maps: tuple[str, ...]) -> None:
+    """List the checkpoints of RUN: step, time, size, roles, verified.
+
+    \b
+    Examples:
+      embedlab ckpt runs/demo-sg
+      embedlab ckpt runs/demo-sg --tensors --best
+      embedlab ckpt runs/demo-sg --export-subset runs/emb-only \\
+          --names input_embeddings --map embed_matrix=input_embeddings
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from embedlab.errors import InputError
+    from embedlab.train.checkpoint import (
+        CheckpointManager,
+        find_checkpoint,
+        load_checkpoint,
+        tensor_specs,
+    )
+
+    console = Console(soft_wrap=True)
+    if export is not None:
+        src = find_checkpoint(run, step=step, best=best)
+        wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
+        tensors, state = load_checkpoint(src, names=wanted, rename=_parse_map(maps))
+        if (export / "checkpoints").exists():
+            raise InputError(f"{export} already holds checkpoints; pick a new folder")
+        src_step = int(state["step"])
+        state = {k: v for k, v in state.items() if k not in ("step", "metrics")}
+        state["exported_from"] = str(src)
+        out = CheckpointManager(export).save(src_step, tensors, state, {})
+        click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
+        return
+    if show_tensors or step is not None or best:
+        path = find_checkpoint(run, step=step, best=best)
+        table = Table(title=str(path))
+        for col in ("name", "shape", "dtype"):
+            table.add_column(col)
+        for name, shape, dtype in tensor_specs(path):
+            table.add_row(name, " × ".join(map(str, shape)) or "scalar", dtype)
+        console.print(table)
+        return
+    if not run.is_dir():
+        what = "is not a folder" if run.exists() else "does not exist"
+        raise InputError(f"{run} {what}; pass a run folder (see 'embedlab runs')")
+    infos = CheckpointManager(run).list()
+    if not infos:
+        raise InputError(f"{run} has no checkpoints; train it first "
+                         "('embedlab train --run RUN') or pass another run folder")
+    table = Table(title=f"checkpoints of {run}")
+    for col, justify in (("step", "right"), ("time", "left"), ("size", "right"),
+                         ("roles", "left"), ("verified", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for info in infos:
+        when = dt.datetime.fromtimestamp(info.time).strftime("%Y-%m-%d %H:%M:%S")
+        ok = "yes" if info.verified else f"NO: {info.problem}"
+        table.add_row(str(info.step), when, _size(info.size), ",".join(info.roles) or "-", ok)
+    console.print(table)

@@ -1,0 +1,259 @@
+"""Linear regression on a two-column table: the second model that proves the experiment core.
+
+The lecture's first TensorFlow example: life expectancy ``y`` from birth rate ``x``, fitted as
+``y ≈ w·x + b`` by minibatch SGD on the squared error. It uses, unchanged, what word2vec uses:
+counter-based seeding (:mod:`embedlab.seeding`), the checkpoint manager
+(:mod:`embedlab.train.checkpoint`), the run lock (:mod:`embedlab.train.lock`), the signal
+flag (:mod:`embedlab.train.signals`) and :mod:`embedlab.provenance`.
+
+Exact resume: the batch of step ``s`` is a pure function of ``(seed, s)`` (epoch
+``s // steps_per_epoch`` is a permutation drawn from the ``shuffle`` stream), so the checkpoint
+state is just ``w``, ``b`` and the step; a resumed run is bit-for-bit identical to an
+uninterrupted one.
+
+Table format: UTF-8, tab-separated, one header line; ``x`` is the second-to-last column and
+``y`` the last (so the lecture's ``Country<TAB>Birth rate<TAB>Life expectancy`` works as is).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from embedlab import provenance
+from embedlab.errors import InputError
+from embedlab.seeding import numpy_rng, torch_generator
+from embedlab.train.checkpoint import (
+    CheckpointManager,
+    atomic_write_text,
+    ckpt_name,
+    load_checkpoint,
+)
+from embedlab.train.lock import RunLock
+from embedlab.train.signals import SignalFlag, interrupted
+
+STREAMS = ("init", "shuffle")
+MODEL = "linreg"
+
+
+@dataclass(frozen=True)
+class LinRegConfig:
+    """Hyperparameters. ``steps`` counts SGD updates (one minibatch each)."""
+
+    steps: int = 2000
+    lr: float = 0.01
+    batch_size: int = 16
+    seed: int = 1
+    checkpoint_every: int = 500  # steps; whichever of this and checkpoint_secs comes first
+    checkpoint_secs: float = 120.0
+    keep: int = 5
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "checkpoint_every", "keep"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                flag = name.replace("_", "-")
+                raise InputError(f"--{flag} must be an integer >= 1, got {value!r}")
+        for name in ("lr", "checkpoint_secs"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value <= 0:
+                raise InputError(f"--{name.replace('_', '-')} must be a finite number > 0, "
+                                 f"got {value!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError(f"--seed must be an integer >= 0, got {self.seed!r}")
+
+
+# Keys whose change would alter the result of a resumed run (steps may be raised or lowered).
+FIXED_ON_RESUME = ("lr", "batch_size", "seed")
+
+
+@dataclass(frozen=True)
+class Table:
+    x: torch.Tensor  # (N,) float32
+    y: torch.Tensor  # (N,) float32
+    sha256: str
+
+
+def read_table(path: Path | str) -> Table:
+    """Parse a tab-separated table with a header; errors name the line and the fix."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        text = raw.decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"table {p} does not exist; pass a tab-separated file "
+                         "(header line, then rows ending in x<TAB>y)") from None
+    except IsADirectoryError:
+        raise InputError(f"table {p} is a folder; pass a tab-separated file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"table {p} is not UTF-8 text (byte {exc.start}); "
+                         "save it as UTF-8") from None
+    lines = text.splitlines()
+    xs: list[float] = []
+    ys: list[float] = []
+    for lineno, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise InputError(f"{p}:{lineno}: expected at least 2 tab-separated columns, found "
+                             f"{len(fields)}; separate columns with tabs")
+        try:
+            x, y = float(fields[-2]), float(fields[-1])
+        except ValueError:
+            raise InputError(f"{p}:{lineno}: {fields[-2]!r} / {fields[-1]!r} is not a number; "
+                             "the last two columns must be numeric (x, y)") from None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            raise InputError(f"{p}:{lineno}: values must be finite; fix or remove the row")
+        xs.append(x)
+        ys.append(y)
+    if len(xs) < 2:
+        raise InputError(f"table {p} has {len(xs)} data rows; it needs a header line and at "
+                         "least 2 rows of x<TAB>y")
+    return Table(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys, dtype=torch.float32),
+                 hashlib.sha256(raw).hexdigest())
+
+
+def batch_indices(seed: int, n: int, batch_size: int, step: int) -> np.ndarray:
+    """Row indices of the minibatch for update ``step`` (0-based): a pure function.
+
+    Each epoch is a fresh permutation of the rows; the last batch of an epoch may be short.
+    """
+    per_epoch = -(-n // batch_size)
+    epoch, k = divmod(step, per_epoch)
+    perm = numpy_rng(seed, "shuffle", epoch).permutation(n)
+    return perm[k * batch_size:(k + 1) * batch_size]
+
+
+def init_params(seed: int) -> dict[str, torch.Tensor]:
+    g = torch_generator(seed, "init")
+    return {"w": torch.randn(1, generator=g) * 0.01, "b": torch.zeros(1)}
+
+
+def sgd_step(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+             lr: float) -> dict[str, torch.Tensor]:
+    """One update on the mean squared error ``mean((w·x + b - y)^2)`` (gradient by hand)."""
+    err = params["w"] * x + params["b"] - y  # (B,)
+    grad_w = 2.0 * (err * x).mean()
+    grad_b = 2.0 * err.mean()
+    return {"w": params["w"] - lr * grad_w, "b": params["b"] - lr * grad_b}
+
+
+def mse(params: dict[str, torch.Tensor], table: Table) -> float:
+    return float(((params["w"] * table.x + params["b"] - table.y) ** 2).mean())
+
+
+@dataclass(frozen=True)
+class LinRegResult:
+    w: float
+    b: float
+    loss: float  # mean squared error on the whole table
+    step: int
+    resumed_from: int | None
+    checkpoint: Path
+
+
+def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig, *,
+                 argv: Sequence[str], max_steps: int | None = None) -> LinRegResult:
+    """Train (or resume) until ``cfg.steps`` or ``max_steps`` updates; checkpoint on the way.
+
+    Raises :class:`~embedlab.errors.TrainingInterrupted` (exit 130/143) after saving when
+    SIGINT/SIGTERM arrives.
+    """
+    if max_steps is not None and max_steps < 1:
+        raise InputError(f"--max-steps must be >= 1, got {max_steps}")
+    run = Path(run_dir)
+    table = read_table(table_path)
+    with RunLock(run, argv=list(argv)), SignalFlag() as flag:
+        manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss", best_mode="min")
+        params, step, resumed = _start(run, cfg, table, manager, argv)
+        stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
+        last_save, saved_at = time.monotonic(), step
+        n = len(table.x)
+        while step < stop:
+            idx = torch.from_numpy(batch_indices(cfg.seed, n, cfg.batch_size, step))
+            params = sgd_step(params, table.x[idx], table.y[idx], cfg.lr)
+            step += 1
+            due = step % cfg.checkpoint_every == 0
+            due = due or time.monotonic() - last_save >= cfg.checkpoint_secs
+            if flag or due:
+                _save(manager, run, params, step, table)
+                last_save, saved_at = time.monotonic(), step
+            if flag.signum is not None:
+                raise interrupted(flag.signum, step)
+        path = manager.root / ckpt_name(step)
+        if saved_at != step:  # the final checkpoint
+            path = _save(manager, run, params, step, table)
+    return LinRegResult(float(params["w"]), float(params["b"]), mse(params, table), step,
+                        resumed, path)
+
+
+def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManager,
+           argv: Sequence[str]) -> tuple[dict[str, torch.Tensor], int, int | None]:
+    """Fresh parameters, or the newest verified checkpoint's (after checking the config)."""
+    stored = provenance.read_config_json(run)
+    requested = {"model": MODEL, **asdict(cfg), "table_sha256": table.sha256}
+    if stored is not None:
+        _check_resume(run, stored, requested)
+    has_ckpts = (manager.root).is_dir() and any(manager.root.iterdir())
+    latest = manager.latest() if has_ckpts else None
+    if has_ckpts and latest is None:
+        raise InputError(f"no verified checkpoint in {run}; every checkpoint is incomplete or "
+                         "corrupted - use a new --run (or restore the folder from a backup)")
+    provenance.write_config_json(run, requested)
+    provenance.write_env_json(run, argv=argv, threads=torch.get_num_threads(), seed=cfg.seed,
+                              streams=STREAMS)
+    if latest is None:
+        return init_params(cfg.seed), 0, None
+    tensors, state = load_checkpoint(latest, names=["w", "b"])
+    step = int(state["step"])
+    manager.protect(step)
+    _truncate_metrics(run, step)
+    return tensors, step, step
+
+
+def _check_resume(run: Path, stored: dict[str, Any], requested: dict[str, Any]) -> None:
+    if stored.get("model") != MODEL:
+        raise InputError(f"{run} is not a linreg run (model {stored.get('model')!r}); "
+                         "use another --run folder")
+    if stored.get("table_sha256") != requested["table_sha256"]:
+        raise InputError(f"the table differs from the one {run} was trained on; pass the "
+                         "original table or use a new --run folder")
+    bad = [f"--{k.replace('_', '-')} (stored {stored.get(k)!r}, requested {requested[k]!r})"
+           for k in FIXED_ON_RESUME if stored.get(k) != requested[k]]
+    if bad:
+        raise InputError(f"cannot resume {run} with different settings: {', '.join(bad)}; "
+                         "drop those flags or use a new --run folder")
+
+
+def _save(manager: CheckpointManager, run: Path, params: dict[str, torch.Tensor], step: int,
+          table: Table) -> Path:
+    loss = mse(params, table)
+    path = manager.save(step, params, {"model": MODEL, "cursor": step}, {"loss": loss})
+    with open(run / "metrics.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"step": step, "loss": loss}) + "\n")
+    return path
+
+
+def _truncate_metrics(run: Path, step: int) -> None:
+    """Drop metric lines past the resumed step (work lost with the interrupted process)."""
+    path = run / "metrics.jsonl"
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line).get("step", 0) <= step:
+                kept.append(line)
+        except ValueError:
+            continue  # a torn last line from a killed process
+    atomic_write_text(path, "".join(k + "\n" for k in kept))

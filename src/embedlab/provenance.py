@@ -1,0 +1,146 @@
+"""Reproducibility records of a run: ``RUN/config.json`` and ``RUN/env.json``.
+
+``config.json`` is the resolved config (every default spelled out). ``env.json`` records what
+the result may depend on besides the config: package versions, Python, platform, CPU, thread
+count, the command line, the project's git commit (when the source is a git checkout) and the
+seed with its stream names. Both files are written atomically (tmp + fsync + rename).
+
+On resume ``env.json`` keeps the first record at the top level and appends the new one to
+``"resumes"``, so a run restarted on another machine says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from embedlab.train.checkpoint import atomic_write_text
+
+ENV_FILE = "env.json"
+CONFIG_FILE = "config.json"
+PACKAGES = ("embedlab", "torch", "numpy", "safetensors", "tensorboard", "click", "gensim")
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (None when not installed)."""
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (Linux), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit(path: Path | None = None, *, timeout: float = 2.0) -> dict[str, Any] | None:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: this
+    package's source), or None when it is not in a checkout or git is unavailable/slow."""
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(where), *args], capture_output=True,
+                                  text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": None if status is None else bool(status)}
+
+
+def environment(*, argv: Sequence[str], threads: int, seed: int,
+                streams: Sequence[str]) -> dict[str, Any]:
+    """The provenance record (plain JSON values)."""
+    try:
+        affinity: int | None = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        affinity = None
+    return {
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "argv": list(argv),
+        "cwd": os.getcwd(),
+        "packages": package_versions(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "host": socket.gethostname(),
+        "cpu": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": affinity,
+        "threads": threads,
+        "git": git_commit(),
+        "seed": seed,
+        "streams": list(streams),
+    }
+
+
+def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, seed: int,
+                   streams: Sequence[str]) -> Path:
+    """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list."""
+    path = Path(run_dir) / ENV_FILE
+    record = environment(argv=argv, threads=threads, seed=seed, streams=streams)
+    try:
+        existing = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        existing = None
+    if isinstance(existing, dict):
+        existing.setdefault("resumes", []).append(record)
+        record = existing
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def write_config_json(run_dir: Path | str, cfg: Any) -> Path:
+    """Write ``RUN/config.json`` from a config with ``to_dict()`` or a plain mapping."""
+    data = cfg.to_dict() if hasattr(cfg, "to_dict") else cfg
+    if not isinstance(data, Mapping):
+        raise TypeError(f"config must be a mapping or have to_dict(), got {type(cfg).__name__}")
+    path = Path(run_dir) / CONFIG_FILE
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(dict(data), indent=2) + "\n")
+    return path
+
+
+def read_config_json(run_dir: Path | str) -> dict[str, Any] | None:
+    """The stored config, or None when the run has none yet."""
+    path = Path(run_dir) / CONFIG_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        from embedlab.errors import InputError
+
+        raise InputError(f"{path} is unreadable ({exc}); restore it or start a new --run") from None
+    if not isinstance(data, dict):
+        from embedlab.errors import InputError
+
+        raise InputError(f"{path} is not a JSON object; restore it or start a new --run")
+    return data

@@ -1,0 +1,140 @@
+"""One trainer per run folder: ``RUN/.lock``.
+
+The lock is an ``flock`` on ``RUN/.lock``; the file also records who holds it (JSON: pid, host,
+start time, command line) so a refusal can name the holder. The kernel drops an ``flock`` when
+its process dies, so a lock file left by a killed process is *stale*: the next trainer takes it
+over with a one-line warning. A lock recorded by another host is never taken over (its pid
+cannot be checked from here); the message says to delete the file once that process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from embedlab.errors import InputError
+
+LOCK_FILE = ".lock"
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this pid exists on this host (it may belong to another user)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_lock(run_dir: Path | str) -> dict[str, Any] | None:
+    """The holder recorded in ``RUN/.lock`` (None when absent or unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class RunLock:
+    """Context manager holding ``RUN/.lock`` for the lifetime of a trainer.
+
+    Raises :class:`InputError` ("run DIR is in use by pid N; ...") when another live process
+    holds it. On exit the file is removed, so a lock file that outlives its process is stale.
+    """
+
+    def __init__(self, run_dir: Path | str, *, argv: list[str] | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self.argv = list(argv if argv is not None else sys.argv)
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+                raise self._busy() from None
+            # The holder may have unlinked the file between our open and flock; then we hold a
+            # lock on a dead inode. Retry until the locked inode is the one at the path.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self._fd = fd
+        self._take_over_if_stale()
+        self._write_record()
+        return self
+
+    def _busy(self) -> InputError:
+        holder = read_lock(self.run_dir) or {}
+        pid = holder.get("pid", "?")
+        host = holder.get("host", "?")
+        where = "" if host == socket.gethostname() else f" on host {host}"
+        return InputError(f"run {self.run_dir} is in use by pid {pid}{where}; wait for it to "
+                          "finish or stop it (Ctrl-C saves and exits), or use another --run")
+
+    def _take_over_if_stale(self) -> None:
+        old = read_lock(self.run_dir)
+        if not old or old.get("pid") == os.getpid():
+            return
+        pid, host = old.get("pid"), old.get("host")
+        if host != socket.gethostname():
+            assert self._fd is not None
+            os.close(self._fd)  # keep the other host's record: do not unlink
+            self._fd = None
+            raise InputError(f"run {self.run_dir} is locked by pid {pid} on host {host}; if that "
+                             f"process is gone, delete {self.path} and re-run")
+        state = "is no longer running" if not (isinstance(pid, int) and pid_alive(pid)) else (
+            "does not hold the lock (its pid was reused)")
+        print(f"embedlab: warning: taking over the stale lock of {self.run_dir} from pid {pid} "
+              f"(started {old.get('started', '?')}), which {state}", file=sys.stderr, flush=True)
+
+    def _write_record(self) -> None:
+        assert self._fd is not None
+        record = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": self.argv}
+        data = json.dumps(record).encode("utf-8")
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, data, 0)
+        os.fsync(self._fd)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        # Unlink while still holding the flock, so nobody can lock the old inode afterwards.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(self._fd)
+        self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,70 @@
+"""Graceful stop: SIGINT/SIGTERM only set a flag; the training loop checks it between steps.
+
+The loop then saves a checkpoint and raises :class:`~embedlab.errors.TrainingInterrupted` with
+:func:`exit_code_for` (130 for SIGINT, 143 for SIGTERM, the shell convention 128 + signal).
+A second signal while saving is noted and otherwise ignored: the save is atomic, and a
+half-written save would be skipped on resume anyway; SIGKILL remains the hard stop.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType, TracebackType
+from typing import Any
+
+from embedlab.errors import TrainingInterrupted
+
+_Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+def exit_code_for(signum: int) -> int:
+    """The conventional exit status of a process stopped by ``signum`` (128 + signum)."""
+    return 128 + int(signum)
+
+
+def interrupted(signum: int, step: int) -> TrainingInterrupted:
+    """The exception a loop raises after saving step ``step`` because of ``signum``."""
+    return TrainingInterrupted(f"saved step {step} — re-run the same command to resume",
+                               exit_code_for(signum))
+
+
+class SignalFlag:
+    """Context manager: SIGINT/SIGTERM set :attr:`signum` instead of interrupting.
+
+    Only the main thread can install handlers; elsewhere this is a no-op (the flag never
+    rises). Previous handlers are restored on exit.
+    """
+
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+        self.signals = signals
+        self.signum: int | None = None
+        self.count = 0
+        self._previous: dict[int, _Handler] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+            print(f"\nembedlab: {signal.Signals(signum).name} received; finishing the current "
+                  "step and saving", file=sys.stderr, flush=True)
+        else:
+            print("embedlab: still saving; the checkpoint is written atomically, please wait",
+                  file=sys.stderr, flush=True)
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    def __enter__(self) -> SignalFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.signals:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        self._previous.clear()

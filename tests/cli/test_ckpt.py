@@ -1,0 +1,76 @@
+"""``embedlab ckpt``: listing with roles/verification, tensors, subset export, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from embedlab.cli import cli, main
+from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    m = CheckpointManager(tmp_path / "run", keep=2, keep_every=2)
+    for step, loss in ((1, 0.1), (2, 0.9), (3, 0.8), (5, 0.7)):
+        m.save(step, {"input_embeddings": torch.full((4, 3), float(step)),
+                      "output_embeddings": torch.zeros(4, 3)}, {"epoch": 0}, {"loss": loss})
+    return tmp_path / "run"
+
+
+def _invoke(*args: str) -> str:
+    res = CliRunner().invoke(cli, ["ckpt", *args], env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def test_list_shows_roles_and_verification(run: Path) -> None:
+    data = (run / "checkpoints" / "ckpt-00000003" / "tensors.safetensors")
+    data.write_bytes(data.read_bytes()[:-4])
+    lines = {int(line.split("│")[1]): line for line in _invoke(str(run)).splitlines()
+             if line.startswith("│")}
+    assert set(lines) == {1, 2, 3, 5}
+    assert "best" in lines[1] and "archive" in lines[2] and "latest,kept" in lines[5]
+    assert "yes" in lines[5] and "NO:" in lines[3] and "truncated" in lines[3]
+
+
+def test_tensors_of_latest_step_and_best(run: Path) -> None:
+    out = _invoke(str(run), "--tensors")
+    assert "ckpt-00000005" in out and "input_embeddings" in out and "4 × 3" in out
+    assert "ckpt-00000001" in _invoke(str(run), "--best")
+    assert "ckpt-00000002" in _invoke(str(run), "--tensors", "--step", "2")
+
+
+def test_export_subset_with_rename(run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "emb"
+    _invoke(str(run), "--step", "2", "--export-subset", str(out), "--names",
+            "input_embeddings", "--map", "embed_matrix=input_embeddings")
+    tensors, state = load_checkpoint(find_checkpoint(out))
+    assert list(tensors) == ["embed_matrix"] and torch.equal(tensors["embed_matrix"],
+                                                            torch.full((4, 3), 2.0))
+    assert state["step"] == 2 and state["exported_from"].endswith("ckpt-00000002")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["{missing}"], "does not exist"),
+    (["{empty}"], "has no checkpoints"),
+    (["{run}", "--step", "4"], "no checkpoint at step 4"),
+    (["{run}", "--step", "2", "--best"], "mutually exclusive"),
+    (["{run}", "--export-subset", "{tmp}/x", "--names", "nce_w"], "no tensor named nce_w"),
+    (["{run}", "--export-subset", "{tmp}/x", "--map", "oops"], "--map expects NEW=STORED"),
+])
+def test_errors_are_one_line_exit_2(run: Path, tmp_path: Path, args: list[str], message: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    fmt = {"missing": tmp_path / "missing", "empty": tmp_path / "empty", "run": run,
+           "tmp": tmp_path}
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", *(a.format(**fmt) for a in args)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and message in err
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
+    assert not (tmp_path / "x").exists()

@@ -1,0 +1,185 @@
+"""Linear regression on the experiment core: fit, exact resume (in-process and after SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from embedlab.cli import cli, main
+from embedlab.errors import InputError, TrainingInterrupted
+from embedlab.linreg import LinRegConfig, batch_indices, read_table, train_linreg
+from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+
+
+def _table(path: Path, n: int = 60, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(1, 7, n)
+    y = 85 - 6 * x + rng.normal(0, 1, n)
+    rows = [f"C{i}\t{a:.3f}\t{b:.6f}" for i, (a, b) in enumerate(zip(x, y, strict=True))]
+    path.write_text("Country\tBirth rate\tLife expectancy\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def _params(run: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(find_checkpoint(run))[0]
+
+
+CFG = LinRegConfig(steps=600, lr=0.02, batch_size=8, checkpoint_every=50)
+
+
+def test_fits_the_line(tmp_path: Path) -> None:
+    res = train_linreg(_table(tmp_path / "t.tsv"), tmp_path / "run",
+                       LinRegConfig(steps=4000, lr=0.02, batch_size=8), argv=["test"])
+    assert res.step == 4000 and abs(res.w + 6) < 0.5 and abs(res.b - 85) < 2.5
+    x = read_table(tmp_path / "t.tsv")
+    ols = np.polyfit(x.x.numpy(), x.y.numpy(), 1)
+    assert res.loss < 1.5 * float(np.mean((np.polyval(ols, x.x.numpy()) - x.y.numpy()) ** 2))
+    for name in ("config.json", "env.json", "checkpoint", "metrics.jsonl"):
+        assert (tmp_path / "run" / name).is_file()
+
+
+def test_exact_resume_bit_for_bit(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t.tsv")
+    full = train_linreg(table, tmp_path / "a", CFG, argv=["a"])
+    assert full.resumed_from is None and full.step == 600
+    part = train_linreg(table, tmp_path / "b", CFG, argv=["b"], max_steps=237)
+    assert part.step == 237 and part.resumed_from is None
+    rest = train_linreg(table, tmp_path / "b", CFG, argv=["b"])
+    assert rest.resumed_from == 237 and rest.step == 600
+    a, b = _params(tmp_path / "a"), _params(tmp_path / "b")
+    assert torch.equal(a["w"], b["w"]) and torch.equal(a["b"], b["b"])
+    steps = [int(line.split('"step": ')[1].split(",")[0])
+             for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == sorted(set(steps))  # no duplicated or out-of-order lines after resume
+
+
+def test_sigkill_then_resume_matches(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t.tsv")
+    cfg = LinRegConfig(steps=200_000, lr=0.02, batch_size=8, checkpoint_every=500)
+    run = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "embedlab", "linreg", str(table), "--run", str(run),
+           "--steps", str(cfg.steps), "--lr", "0.02", "--batch-size", "8",
+           "--checkpoint-every", "500"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "checkpoint").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(random.uniform(0.0, 0.5))  # a random moment, possibly mid-save
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = int(load_checkpoint(find_checkpoint(run))[1]["step"])
+    assert 0 < killed_at < cfg.steps
+    stop = killed_at + 700
+    train_linreg(table, run, cfg, argv=["resume"], max_steps=stop)
+    train_linreg(table, tmp_path / "ref", cfg, argv=["ref"], max_steps=stop)
+    a, b = _params(run), _params(tmp_path / "ref")
+    assert torch.equal(a["w"], b["w"]) and torch.equal(a["b"], b["b"])
+
+
+def test_sigterm_saves_and_exits_143(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "linreg", str(table), "--run",
+                             str(run), "--steps", "10000000", "--checkpoint-every", "1000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (run / "checkpoint").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    last = err.strip().splitlines()[-1]
+    step = int(last.split()[2])
+    assert last == f"saved step {step} — re-run the same command to resume"
+    assert int(load_checkpoint(find_checkpoint(run))[1]["step"]) == step
+    assert not (run / ".lock").exists()
+
+
+def test_signal_in_process_raises_interrupted(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab.linreg as lr
+
+    real = lr.sgd_step
+    calls = {"n": 0}
+
+    def step_then_signal(*args: object, **kwargs: object) -> dict[str, torch.Tensor]:
+        calls["n"] += 1
+        if calls["n"] == 42:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lr, "sgd_step", step_then_signal)
+    with pytest.raises(TrainingInterrupted, match="saved step 42 — re-run") as e:
+        train_linreg(_table(tmp_path / "t.tsv"), tmp_path / "run", CFG, argv=["x"])
+    assert e.value.exit_code == 130
+    assert load_checkpoint(find_checkpoint(tmp_path / "run"))[1]["step"] == 42
+
+
+@given(n=st.integers(2, 50), bs=st.integers(1, 20), seed=st.integers(0, 5))
+def test_property_each_epoch_visits_every_row_once(n: int, bs: int, seed: int) -> None:
+    per_epoch = -(-n // bs)
+    for epoch in range(2):
+        rows = np.concatenate([batch_indices(seed, n, bs, epoch * per_epoch + k)
+                               for k in range(per_epoch)])
+        assert sorted(rows.tolist()) == list(range(n))
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    ("h\n1\t2\n", "has 1 data rows"),
+    ("h\n1\t2\n3\n", r"t\.tsv:3: expected at least 2 tab-separated columns"),
+    ("h\n1\tx\n3\t4\n", r"t\.tsv:2: '1' / 'x' is not a number"),
+    ("h\n1\tnan\n3\t4\n", "values must be finite"),
+])
+def test_bad_tables(tmp_path: Path, content: str, match: str) -> None:
+    (tmp_path / "t.tsv").write_text(content)
+    with pytest.raises(InputError, match=match):
+        read_table(tmp_path / "t.tsv")
+
+
+def test_cli_errors_are_one_line_and_leave_run_intact(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["linreg", str(table), "--run", str(run), "--steps", "100",
+                             "--checkpoint-every", "50"])
+    assert ok.exit_code == 0, ok.output
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "env.json"}
+    for args, msg in [
+        (["--lr", "0.5"], "cannot resume"),
+        (["--steps", "0"], "--steps must be an integer >= 1"),
+        (["--lr", "nan"], "--lr must be a finite number"),
+    ]:
+        code, err = _main(["linreg", str(table), "--run", str(run), *args], capsys)
+        assert code == 2 and err.count("\n") == 1 and msg in err
+        assert err.startswith("embedlab: error: ")
+    (tmp_path / "other.tsv").write_text("h\n1\t2\n3\t5\n")
+    code, err = _main(["linreg", str(tmp_path / "other.tsv"), "--run", str(run)], capsys)
+    assert code == 2 and "the table differs" in err
+    code, err = _main(["linreg", str(tmp_path / "missing.tsv"), "--run", str(run)], capsys)
+    assert code == 2 and "does not exist" in err
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "env.json"}
+    assert after == before
+
+
+def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The real entry point in-process (error formatting + exit code), cheaper than a subprocess."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    return int(e.value.code or 0), capsys.readouterr().err

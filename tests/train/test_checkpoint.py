@@ -1,0 +1,306 @@
+"""Checkpoint manager: atomic saves, verification/fallback, retention roles, subset restore."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from embedlab.errors import InputError
+from embedlab.train import checkpoint as ck
+from embedlab.train.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    find_checkpoint,
+    load_checkpoint,
+    read_index,
+)
+
+_FIXTURE_OK = [HealthCheck.function_scoped_fixture]
+
+
+@pytest.fixture
+def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Property tests check logic, not durability; fsync would dominate their run time."""
+    monkeypatch.setattr(ck.os, "fsync", lambda fd: None)
+
+
+def _tensors(step: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(step)
+    return {"input_embeddings": torch.randn(7, 3, generator=g),
+            "output_embeddings": torch.randn(7, 3, generator=g),
+            "output_bias": torch.arange(7, dtype=torch.float32) + step}
+
+
+def _save(m: CheckpointManager, step: int, loss: float | None = None) -> Path:
+    metrics = {"loss": loss if loss is not None else 1.0 / (step + 1)}
+    return m.save(step, _tensors(step), {"epoch": 0, "cursor": step * 10}, metrics)
+
+
+def test_round_trip_layout_and_index(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    path = _save(m, 12000)
+    assert path == tmp_path / "checkpoints" / "ckpt-00012000"
+    assert sorted(p.name for p in path.iterdir()) == ["MANIFEST.json", "state.json",
+                                                      "tensors.safetensors"]
+    manifest = json.loads((path / "MANIFEST.json").read_text())
+    assert set(manifest["files"]) == {"tensors.safetensors", "state.json"}
+    tensors, state = load_checkpoint(path)
+    for name, t in _tensors(12000).items():
+        assert torch.equal(tensors[name], t)
+    assert state == {"epoch": 0, "cursor": 120000, "step": 12000, "metrics": {"loss": 1 / 12001}}
+    index = (tmp_path / "checkpoint").read_text()
+    assert "latest: ckpt-00012000" in index
+    assert "kept: ckpt-00012000" in index
+    assert f"best: ckpt-00012000 loss={1 / 12001!r} (min)" in index
+    assert m.latest() == path and m.best() == path
+    assert not list((tmp_path / "checkpoints").glob("*.tmp-*"))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=_FIXTURE_OK)
+@given(shapes=st.dictionaries(st.text("abcxyz_", min_size=1, max_size=8),
+                              st.lists(st.integers(0, 4), max_size=3), min_size=1, max_size=4),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.int64, torch.uint8,
+                              torch.bfloat16]),
+       state=st.dictionaries(st.text(max_size=5).filter(lambda k: k not in ("step", "metrics")),
+                             st.integers() | st.text() | st.booleans() | st.none(), max_size=4))
+def test_property_save_load_round_trip(no_fsync: None, tmp_path: Path, shapes: dict[str, list[int]],
+                                       dtype: torch.dtype, state: dict[str, object]) -> None:
+    run = tmp_path / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    tensors = {n: (torch.rand(tuple(s)) * 100).to(dtype) for n, s in shapes.items()}
+    path = CheckpointManager(run).save(3, tensors, state, {"loss": 0.5})
+    got, got_state = load_checkpoint(path)
+    assert got.keys() == tensors.keys()
+    for n, t in tensors.items():
+        assert got[n].dtype == t.dtype and got[n].shape == t.shape and torch.equal(got[n], t)
+    assert got_state == {**state, "step": 3, "metrics": {"loss": 0.5}}
+
+
+def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = CheckpointManager(tmp_path, keep=2)
+    for s in (10, 20):
+        _save(m, s)
+    before_index = (tmp_path / "checkpoint").read_bytes()
+    root = tmp_path / "checkpoints"
+    before = {p.name: (p / "MANIFEST.json").read_bytes() for p in root.iterdir()}
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        Path(str(args[1])).write_bytes(b"partial")  # a torn write, then the failure
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ck, "save_file", disk_full)
+    with pytest.raises(CheckpointError, match="No space left on device; free disk space") as e:
+        _save(m, 30)
+    assert "\n" not in str(e.value)
+    assert (tmp_path / "checkpoint").read_bytes() == before_index
+    after = {p.name: (p / "MANIFEST.json").read_bytes() for p in root.iterdir()}
+    assert after == before  # no tmp folder left, nothing deleted or modified
+    assert m.latest() == tmp_path / "checkpoints" / "ckpt-00000020"
+    assert load_checkpoint(m.latest())[1]["step"] == 20  # type: ignore[arg-type]
+
+
+def test_failed_save_permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Simulated: the tests may run as root, where chmod does not deny anything.
+    m = CheckpointManager(tmp_path)
+    _save(m, 1)
+
+    def denied(path: Path, data: bytes) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(ck, "_write_file", denied)
+    with pytest.raises(CheckpointError, match=r"Permission denied; make .* writable"):
+        _save(m, 2)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
+
+
+def test_failure_of_other_kind_cleans_tmp(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    a = torch.zeros(4)
+    with pytest.raises(ValueError, match="disagrees"):
+        m.save(5, {"a": a}, {"step": 4}, {})
+    assert list((tmp_path / "checkpoints").iterdir()) == []
+    assert not (tmp_path / "checkpoint").exists()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "no_manifest", "state_edit"])
+def test_damaged_latest_is_skipped_with_warning(tmp_path: Path, damage: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    m = CheckpointManager(tmp_path)
+    _save(m, 1)
+    bad = _save(m, 2)
+    f = bad / "tensors.safetensors"
+    if damage == "flip":
+        data = bytearray(f.read_bytes())
+        data[-5] ^= 0x01
+        f.write_bytes(bytes(data))
+    elif damage == "truncate":
+        f.write_bytes(f.read_bytes()[:-10])
+    elif damage == "no_manifest":
+        (bad / "MANIFEST.json").unlink()
+    else:
+        st_ = json.loads((bad / "state.json").read_text())
+        st_["cursor"] = 0
+        (bad / "state.json").write_text(json.dumps(st_))
+    ck._VERIFIED.clear()
+    assert ck.verify(bad) is not None
+    assert m.latest() == tmp_path / "checkpoints" / "ckpt-00000001"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "skipping checkpoint" in err and "ckpt-00000002" in err
+    assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / "ckpt-00000001"
+    with pytest.raises(InputError, match="failed verification"):
+        load_checkpoint(bad)
+    with pytest.raises(InputError, match="failed verification"):
+        find_checkpoint(tmp_path, step=2)
+
+
+def test_tmp_dirs_are_ignored_and_none_verified_is_clear_error(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "ckpt-00000005.tmp-abc").mkdir(parents=True)
+    (root / "ckpt-00000005.tmp-abc" / "MANIFEST.json").write_text("{}")
+    m = CheckpointManager(tmp_path)
+    assert m.latest() is None and m.list() == []
+    with pytest.raises(InputError, match="no verified checkpoint"):
+        find_checkpoint(tmp_path)
+    (tmp_path / "fresh").mkdir()
+    with pytest.raises(InputError, match="holds no checkpoints"):
+        find_checkpoint(tmp_path / "fresh")
+    with pytest.raises(InputError, match="does not exist"):
+        find_checkpoint(tmp_path / "nope")
+
+
+def test_subset_and_rename(tmp_path: Path) -> None:
+    path = _save(CheckpointManager(tmp_path), 7)
+    t = _tensors(7)
+    got, _ = load_checkpoint(path, names=["input_embeddings"])
+    assert list(got) == ["input_embeddings"] and torch.equal(got["input_embeddings"],
+                                                               t["input_embeddings"])
+    got, _ = load_checkpoint(path, names=[], rename={"embed_matrix": "input_embeddings"})
+    assert list(got) == ["embed_matrix"] and torch.equal(got["embed_matrix"], t["input_embeddings"])
+    got, _ = load_checkpoint(path, rename={"embed_matrix": "input_embeddings"})
+    assert set(got) == {"embed_matrix", "output_embeddings", "output_bias"}
+    with pytest.raises(InputError, match="no tensor named nce_weight; it has: input_embeddings"):
+        load_checkpoint(path, names=["nce_weight"])
+    with pytest.raises(InputError, match="two tensors the name"):
+        load_checkpoint(path, rename={"output_bias": "input_embeddings"})
+
+
+def test_find_checkpoint_step_best_and_folder(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=2)
+    for s, loss in ((1, 5.0), (2, 1.0), (3, 3.0), (4, 4.0)):
+        _save(m, s, loss)
+    root = tmp_path / "checkpoints"
+    assert find_checkpoint(tmp_path, best=True) == root / "ckpt-00000002"
+    assert find_checkpoint(tmp_path, step=3) == root / "ckpt-00000003"
+    assert find_checkpoint(root / "ckpt-00000004") == root / "ckpt-00000004"
+    with pytest.raises(InputError, match=r"no checkpoint at step 1 \(available: 2, 3, 4\)"):
+        find_checkpoint(tmp_path, step=1)
+
+
+def test_best_max_mode_and_missing_metric(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=1, best_metric="analogy", best_mode="max")
+    m.save(1, _tensors(1), {}, {"loss": 3.0, "analogy": 0.2})
+    m.save(2, _tensors(2), {}, {"loss": 2.0})  # no analogy: best unchanged
+    m.save(3, _tensors(3), {}, {"analogy": 0.1})
+    m.save(4, _tensors(4), {}, {"analogy": math.nan})
+    idx = read_index(tmp_path)
+    assert idx.best == 1 and idx.best_value == 0.2 and idx.kept == (4,)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000001",
+                                                                          "ckpt-00000004"]
+
+
+def test_protect_keeps_resume_point_until_newer_commit(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=3, best_metric="none")
+    for s in (10, 20, 30):
+        _save(m, s)
+    # A run restarted from step 20 (e.g. --step) saves step 15 of a new branch.
+    m2 = CheckpointManager(tmp_path, keep=1, best_metric="none")
+    m2.protect(20)
+    _save(m2, 15)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["ckpt-00000015", "ckpt-00000020"]  # 10 and 30 are ours and past --keep
+    _save(m2, 25)  # newer than the protected one: protection ends
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000025"]
+
+
+def test_crash_between_commit_and_index_adopts_new_folder(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=1, best_metric="none")
+    _save(m, 1)
+    index = (tmp_path / "checkpoint").read_text()
+    _save(CheckpointManager(tmp_path, keep=5, best_metric="none"), 2)
+    (tmp_path / "checkpoint").write_text(index)  # as if the process died before the rewrite
+    _save(CheckpointManager(tmp_path, keep=1, best_metric="none"), 3)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000003"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=_FIXTURE_OK)
+@given(steps=st.lists(st.integers(1, 60), min_size=1, max_size=14, unique=True).map(sorted),
+       losses=st.lists(st.floats(0, 10, allow_nan=False), min_size=14, max_size=14),
+       keep=st.integers(1, 4), keep_every=st.none() | st.integers(2, 20),
+       mode=st.sampled_from(["min", "max"]))
+def test_property_retention_invariants(no_fsync: None, tmp_path: Path, steps: list[int],
+                                       losses: list[float], keep: int, keep_every: int | None,
+                                       mode: str) -> None:
+    run = tmp_path / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    root = run / "checkpoints"
+    root.mkdir(parents=True)
+    # Unknown folders: a user's notes, a foreign ckpt-like folder without our manifest, a tmp.
+    for name in ("notes", "ckpt-00000999", "ckpt-00000003.tmp-x"):
+        (root / name).mkdir()
+        (root / name / "keep.txt").write_text("mine")
+    m = CheckpointManager(run, keep=keep, keep_every=keep_every, best_metric="loss",
+                          best_mode=mode)  # type: ignore[arg-type]
+    best_step, best_val = None, None
+    for step, loss in zip(steps, losses, strict=False):
+        m.save(step, {"w": torch.tensor([float(step)])}, {}, {"loss": loss})
+        if best_val is None or (loss < best_val if mode == "min" else loss > best_val):
+            best_step, best_val = step, loss
+    present = {p.name for p in root.iterdir()}
+    for name in ("notes", "ckpt-00000999", "ckpt-00000003.tmp-x"):
+        assert (root / name / "keep.txt").read_text() == "mine"
+    ours = {n for n in present if n.startswith("ckpt-") and n != "ckpt-00000999"
+            and ".tmp-" not in n}
+    assert best_step is not None
+    expected = set(steps[-keep:]) | {best_step}
+    if keep_every:
+        expected |= {s for s in steps if s % keep_every == 0}
+    assert ours == {ck.ckpt_name(s) for s in expected}
+    idx = read_index(run)
+    assert idx.latest == steps[-1] and idx.best == best_step
+    assert set(idx.kept) == set(steps[-keep:])
+    for s in expected:
+        assert load_checkpoint(root / ck.ckpt_name(s))[0]["w"].item() == float(s)
+
+
+def test_list_roles_and_sizes(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=2, keep_every=2)
+    for s, loss in ((1, 0.1), (2, 0.5), (3, 0.4), (5, 0.3)):
+        _save(m, s, loss)
+    infos = {i.step: i for i in m.list()}
+    assert set(infos) == {1, 2, 3, 5}
+    assert infos[1].roles == ("best",) and infos[2].roles == ("archive",)
+    assert infos[5].roles == ("latest", "kept") and infos[3].roles == ("kept",)
+    assert all(i.verified and i.size > 0 and i.time > 0 for i in infos.values())
+
+
+def test_same_step_saved_twice_replaces(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    m.save(4, {"w": torch.zeros(2)}, {}, {})
+    m.save(4, {"w": torch.ones(2)}, {}, {})
+    assert torch.equal(load_checkpoint(m.latest())[0]["w"], torch.ones(2))  # type: ignore[arg-type]
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000004"]
+
+
+def test_no_pickle_on_load_path() -> None:
+    src = Path(ck.__file__).read_text()
+    for call in ("torch.load(", "pickle.load", "allow_pickle=True", "import pickle"):
+        assert call not in src

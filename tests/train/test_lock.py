@@ -1,0 +1,82 @@
+"""RunLock: one trainer per run folder; stale locks of dead processes are taken over."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from embedlab.errors import InputError
+from embedlab.train.lock import RunLock, pid_alive, read_lock
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    assert not pid_alive(proc.pid)
+    return proc.pid
+
+
+def test_records_holder_and_removes_file(tmp_path: Path) -> None:
+    with RunLock(tmp_path, argv=["embedlab", "train"]) as lock:
+        rec = read_lock(tmp_path)
+        assert rec is not None and rec["pid"] == os.getpid()
+        assert rec["host"] == socket.gethostname() and rec["argv"] == ["embedlab", "train"]
+        assert lock.held
+    assert not (tmp_path / ".lock").exists()
+
+
+def test_live_holder_refused(tmp_path: Path) -> None:
+    code = ("import sys, time; from embedlab.train.lock import RunLock\n"
+            f"with RunLock({str(tmp_path)!r}):\n    print('ok', flush=True); time.sleep(30)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ok"
+        with pytest.raises(InputError, match=rf"run {tmp_path} is in use by pid {proc.pid}; wait"):
+            RunLock(tmp_path).acquire()
+        assert read_lock(tmp_path)["pid"] == proc.pid  # type: ignore[index]
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    # Killed without cleanup: the file stays, the kernel lock is gone -> stale, taken over.
+    assert (tmp_path / ".lock").exists()
+    with RunLock(tmp_path):
+        assert read_lock(tmp_path)["pid"] == os.getpid()  # type: ignore[index]
+
+
+def test_stale_lock_taken_over_with_warning(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    pid = _dead_pid()
+    (tmp_path / ".lock").write_text(json.dumps({"pid": pid, "host": socket.gethostname(),
+                                                "started": "2024-01-01T00:00:00"}))
+    with RunLock(tmp_path):
+        assert read_lock(tmp_path)["pid"] == os.getpid()  # type: ignore[index]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"stale lock of {tmp_path} from pid {pid}" in err
+    assert "no longer running" in err
+
+
+def test_other_host_not_taken_over(tmp_path: Path) -> None:
+    rec = {"pid": 1, "host": "elsewhere.example", "started": "x"}
+    (tmp_path / ".lock").write_text(json.dumps(rec))
+    with pytest.raises(InputError, match=r"on host elsewhere\.example; if that process is gone"):
+        RunLock(tmp_path).acquire()
+    assert json.loads((tmp_path / ".lock").read_text()) == rec  # their record is untouched
+
+
+def test_garbage_lock_file_is_stale(tmp_path: Path) -> None:
+    (tmp_path / ".lock").write_text("{torn")
+    with RunLock(tmp_path):
+        pass
+    t0 = time.monotonic()
+    with RunLock(tmp_path), pytest.raises(InputError, match="in use by pid"):
+        RunLock(tmp_path).acquire()  # second acquire in the same process is refused too
+    assert time.monotonic() - t0 < 5
