@@ -1,0 +1,196 @@
+"""``embedlab train``: parse flags, pick the run folder, call the trainer."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+from embedlab.errors import InputError
+
+# flag name -> (config section or None for top level, config key)
+_FIELDS: dict[str, tuple[str | None, str]] = {
+    "corpus": ("data", "corpus"), "lowercase": ("data", "lowercase"),
+    "min_count": ("data", "min_count"), "max_vocab": ("data", "max_vocab"), "unk": ("data", "unk"),
+    "max_distinct": ("data", "max_distinct"),
+    "model": ("model", "model"), "loss": ("model", "loss"), "dim": ("model", "dim"),
+    "window": ("model", "window"), "negative": ("model", "negative"),
+    "shared_negatives": ("model", "shared_negatives"),
+    "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
+    "init": ("model", "init"),
+    "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
+    "checkpoint_every": ("checkpoint", "every_steps"),
+    "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
+    "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
+    "log_every": ("track", "log_every"), "tensorboard": ("track", "tensorboard"),
+    "probe": ("track", "probe_words"), "projector_words": ("track", "projector_words"),
+    "projector_each_checkpoint": ("track", "projector_each_checkpoint"),
+    "progress": ("track", "progress"),
+    "eval_every": ("eval", "every_steps"), "eval_analogies": ("eval", "analogies"),
+    "eval_similarity": ("eval", "similarity"), "eval_restrict_vocab": ("eval", "restrict_vocab"),
+    "seed": (None, "seed"), "threads": (None, "threads"), "max_steps": (None, "max_steps"),
+    "init_from": (None, "init_from"),
+}
+
+
+def _explicit(params: dict[str, Any]) -> dict[str, Any]:
+    """Only the flags the user actually gave, nested like TrainConfig.to_dict()."""
+    out: dict[str, Any] = {}
+    for name, (section, key) in _FIELDS.items():
+        value = params.get(name)
+        if value is None or value == ():
+            continue
+        if isinstance(value, tuple):
+            value = list(value)
+        if section is None:
+            out[key] = value
+        else:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+@click.command(context_settings={"show_default": True})
+@click.option("--corpus", help="demo (built in), text8 (downloaded), a file/folder (.gz/.bz2/.xz "
+              "ok) or a folder made by 'embedlab prepare'.  [default: demo]")
+@click.option("--run", "run", type=click.Path(path_type=Path),
+              help="Run folder: created, or resumed from its latest verified checkpoint.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
+              help="Parent of auto-named run folders (used without --run).")
+@click.option("--preset", type=click.Choice(["cs20"]), help="A named configuration (cs20: the "
+              "CS20 lecture's word2vec); explicit flags override it.")
+@click.option("--model", type=click.Choice(["skipgram", "cbow"]), help="[default: skipgram]")
+@click.option("--loss", type=click.Choice(["neg", "nce"]),
+              help="Negative sampling or noise-contrastive estimation.  [default: neg]")
+@click.option("--dim", type=int, help="Embedding size.  [default: 100]")
+@click.option("--window", type=int, help="Maximum window; each centre draws 1..window.  "
+              "[default: 5]")
+@click.option("--negative", type=int, help="Noise words per positive pair (K).  [default: 5]")
+@click.option("--shared-negatives", type=int, help="Noise words drawn per group of centres and "
+              "shared by it (0 = K).  [default: 0]")
+@click.option("--noise-exponent", type=float, help="Noise ∝ count^alpha.  [default: 0.75]")
+@click.option("--sample", type=float, help="Subsampling threshold t (0 = off).  [default: 0.001]")
+@click.option("--init", type=click.Choice(["centered", "uniform"]),
+              help="Input-vector initialisation.  [default: centered]")
+@click.option("--min-count", type=int, help="Drop words rarer than this.  [default: 5]")
+@click.option("--max-vocab", type=int, help="Keep the N most frequent words (incl. --unk).")
+@click.option("--unk", help="Map out-of-vocabulary words to this token (id 0).")
+@click.option("--lowercase/--no-lowercase", default=None, help="Lowercase tokens.")
+@click.option("--max-distinct", type=int, help="Prune rare words while counting beyond this "
+              "many distinct words.  [default: 10000000]")
+@click.option("--epochs", type=int, help="[default: 5]")
+@click.option("--lr", type=float, help="Initial learning rate; decays linearly to lr*1e-4.  "
+              "[default: 0.025]")
+@click.option("--min-lr-ratio", type=float, help="Final lr as a fraction of --lr.  "
+              "[default: 0.0001]")
+@click.option("--batch-size", type=int, help="Centre words per step.  [default: 1024]")
+@click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
+@click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
+@click.option("--max-steps", type=int, help="Stop at this global step (schedule unchanged); "
+              "re-run without it to continue.")
+@click.option("--checkpoint-every", type=int, help="Save every N steps (and every "
+              "--checkpoint-secs, whichever first).")
+@click.option("--checkpoint-secs", type=float, help="Save at least this often.  [default: 120]")
+@click.option("--keep", type=int, help="Keep the latest N checkpoints.  [default: 5]")
+@click.option("--keep-every", type=int, help="Archive (never delete) checkpoints at multiples "
+              "of N steps.")
+@click.option("--best-metric", help="Keep the best checkpoint by NAME[:min|max] (loss, analogy, "
+              "similarity/<file>).  [default: loss:min]")
+@click.option("--log-every", type=int, help="Steps per logging window.  [default: 100]")
+@click.option("--tensorboard/--no-tensorboard", default=None, help="Write TensorBoard events "
+              "(metrics.jsonl is always written).  [default: on]")
+@click.option("--probe", multiple=True, help="Probe word whose neighbours are logged (repeat).")
+@click.option("--projector-words", type=int, help="Words in the TensorBoard projector.  "
+              "[default: 2000]")
+@click.option("--projector-each-checkpoint/--no-projector-each-checkpoint", default=None,
+              help="Also export the projector at every checkpoint.")
+@click.option("--progress/--no-progress", default=None, help="Show a progress bar on a terminal.")
+@click.option("--eval-every", type=int, help="Evaluate every N steps (needs --eval-analogies "
+              "and/or --eval-similarity).")
+@click.option("--eval-analogies", type=click.Path(path_type=str),
+              help="questions-words file for evaluation during training.")
+@click.option("--eval-similarity", type=click.Path(path_type=str), multiple=True,
+              help="word-pair similarity file (repeatable).")
+@click.option("--eval-restrict-vocab", type=int, help="Analogies consider the N most frequent "
+              "words.  [default: 30000]")
+@click.option("--init-from", help="Warm start: copy rows of shared words from this run or "
+              "checkpoint.")
+@click.option("--restart", is_flag=True, help="Start the run over; the old folder is moved "
+              "aside to RUN.old-<time>, never deleted.")
+@click.option("--from", "from_ckpt", help="Resume from this checkpoint (folder, or 'best'); "
+              "newer checkpoints are moved aside.")
+def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
+          from_ckpt: str | None, **params: Any) -> None:
+    """Train word2vec; re-running the same command resumes exactly where it stopped."""
+    from embedlab.train.run import (
+        abandon_after,
+        check_run_dir,
+        choose_run_dir,
+        move_aside,
+        resolve_config,
+    )
+    from embedlab.train.trainer import train as run_training
+
+    explicit = _explicit(params)
+    if run is None:
+        run = choose_run_dir(runs_dir, explicit, preset)
+    check_run_dir(run)
+    if restart and from_ckpt:
+        raise InputError("--restart and --from exclude each other; pass one")
+    if restart and run.exists():
+        moved = move_aside(run)
+        click.echo(f"embedlab: --restart: moved the old run to {moved}", err=True)
+    cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
+    resume_from = None
+    if from_ckpt:
+        resume_from = _resolve_from(run, from_ckpt)
+        step = int(Path(resume_from).name.split("-")[-1])
+        moved_ckpts = abandon_after(run, step)
+        if moved_ckpts:
+            click.echo(f"embedlab: --from: moved {len(moved_ckpts)} newer checkpoint(s) to "
+                       f"{moved_ckpts[0].parent}", err=True)
+    click.echo(f"embedlab: run folder {run}", err=True)
+    result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from)
+    loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
+    state = "finished" if result.finished else f"stopped at --max-steps {cfg.max_steps}"
+    click.echo(f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "
+               f"{loss}, {result.train_seconds:.1f} s training; vectors in {run}", err=True)
+    if cfg.data.corpus == "demo" and result.finished:
+        _demo_report(result)
+
+
+def _resolve_from(run: Path, from_ckpt: str) -> str:
+    from embedlab.train.checkpoint import find_checkpoint
+
+    if from_ckpt == "best":
+        return str(find_checkpoint(run, best=True))
+    path = Path(from_ckpt)
+    if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
+        path = run / "checkpoints" / from_ckpt
+    return str(find_checkpoint(path))
+
+
+def _demo_report(result: Any) -> None:
+    """What `make demo` shows: planted-analogy accuracy and a few neighbour lists."""
+    from embedlab.data.demo import demo_probe_words, write_questions
+    from embedlab.vectors import Vectors
+
+    vectors = Vectors(result.vocab.words, result.w_in.numpy(), result.vocab.counts)
+    with tempfile.TemporaryDirectory() as tmp:
+        questions = write_questions(Path(tmp) / "questions.txt")
+        res = vectors.evaluate_analogies(questions)
+    total = res.total
+    click.echo(f"\nplanted analogies (3CosAdd): {res.accuracy:.1%} "
+               f"({total.correct}/{total.answered} answered, {total.skipped} skipped)")
+    for sec in res.sections:
+        click.echo(f"  {sec.name:<24} {sec.accuracy:6.1%}  ({sec.correct}/{sec.answered})")
+    click.echo("\nnearest neighbours (cosine):")
+    for word in demo_probe_words():
+        if word in vectors:
+            near = ", ".join(f"{w} {s:.2f}" for w, s in vectors.most_similar(word, k=5))
+            click.echo(f"  {word:<10} → {near}")
+    click.echo(f"\nnext: embedlab neighbors {result.run_dir} king   ·   "
+               f"tensorboard --logdir {result.run_dir.parent}")

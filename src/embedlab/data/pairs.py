@@ -1,0 +1,243 @@
+"""Batches of training examples, generated in chunks with a resumable cursor.
+
+The token stream (in-vocabulary ids of the prepared corpus) is cut into chunks of
+``chunk_tokens`` ids. Everything random about a chunk — which tokens subsampling drops, each
+centre's window size b in [1, window], the noise words — is drawn from generators keyed by
+``(seed, stream, epoch, chunk)`` (:mod:`embedlab.seeding`). A chunk can therefore be rebuilt
+bit-for-bit from its coordinates, and the data position is just ``(epoch, chunk, batch)``.
+
+A batch is ``B`` consecutive *kept* positions ("centres") plus ``window`` positions of halo on each
+side. Instead of materialising (centre, context) pairs we hand the model the centre ids, the span
+of ids around them and a ``B × (2·window+1)`` mask saying which offsets are real contexts
+(|offset| ≤ b_t, same sentence, inside the chunk). The model then scores all offsets with one
+strided view — each embedding row is gathered once per position, not once per pair.
+
+Windows never cross sentence ends; they do not cross chunk ends either (a chunk of 2^18 tokens loses
+at most ``window`` pairs at each end, well under 0.01%).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from embedlab.data.noise import NoiseDistribution
+from embedlab.seeding import numpy_rng
+
+PAD_SENTENCE = -1
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Data position: the next batch to train is batch ``batch`` of chunk ``chunk`` of ``epoch``."""
+
+    epoch: int = 0
+    chunk: int = 0
+    batch: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "chunk": self.chunk, "batch": self.batch}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, int]) -> Cursor:
+        return cls(int(d["epoch"]), int(d["chunk"]), int(d["batch"]))
+
+
+@dataclass
+class Batch:
+    """One optimisation step's data. Shapes use B = batch size, W = window, S = noise per group."""
+
+    centers: torch.Tensor  # (B,) int64: centre word ids (padding rows have weight 0)
+    span: torch.Tensor  # (B + 2W,) int64: ids of positions centre-W .. centre+W
+    mask: torch.Tensor  # (B, 2W+1) float32: 1 where offset j-W is a context of centre t
+    contexts: torch.Tensor  # (B,) float32: number of contexts of each centre (row sums of mask)
+    negatives: torch.Tensor  # (B // group, S) int64: noise ids shared by each group of centres
+    n_pairs: int  # positive (centre, context) pairs in this batch
+    n_centers: int  # real (non-padding) centres
+    words_done: int  # in-vocabulary tokens of this epoch consumed up to the end of this batch
+    cursor_next: Cursor  # where the stream continues after this batch
+
+
+class BatchStream:
+    """Deterministic, resumable source of :class:`Batch` es over ``epochs`` passes.
+
+    Args:
+        ids: in-vocabulary token ids (uint32, may be a read-only memmap).
+        sentence_ends: exclusive end offsets of sentences (last == len(ids)).
+        keep_prob: per-word probability of keeping a token (word2vec subsampling), float64 (V,).
+        noise: the noise distribution for negatives.
+    """
+
+    def __init__(
+        self,
+        ids: np.ndarray,
+        sentence_ends: np.ndarray,
+        keep_prob: np.ndarray | None,
+        noise: NoiseDistribution,
+        *,
+        window: int,
+        batch_size: int,
+        group: int,
+        noise_per_group: int,
+        seed: int,
+        epochs: int,
+        chunk_tokens: int = 1 << 18,
+        pad_to: int = 1,
+    ) -> None:
+        # Batches carry `rows` centre slots: batch_size real centres, padded up to a multiple of
+        # pad_to (the model's block size) and of group; padding slots have no contexts.
+        self.rows = math.lcm(pad_to, group) * math.ceil(batch_size / math.lcm(pad_to, group))
+        self.ids = ids
+        self.sentence_ends = np.asarray(sentence_ends, dtype=np.int64)
+        self.keep_prob = keep_prob
+        self.noise = noise
+        self.window = window
+        self.batch_size = batch_size
+        self.group = group
+        self.noise_per_group = noise_per_group
+        self.seed = seed
+        self.epochs = epochs
+        self.chunk_tokens = chunk_tokens
+        self.n_tokens = len(ids)
+        self.n_chunks = max(1, math.ceil(self.n_tokens / chunk_tokens))
+
+    # ---- one chunk --------------------------------------------------------------------------
+    def chunk_batches(self, epoch: int, chunk: int) -> list[Batch]:
+        """All batches of one chunk; a pure function of (seed, epoch, chunk)."""
+        W, B, R = self.window, self.batch_size, self.rows
+        lo = chunk * self.chunk_tokens
+        hi = min(self.n_tokens, lo + self.chunk_tokens)
+        tok = np.asarray(self.ids[lo:hi], dtype=np.int64)
+        pos = np.arange(lo, hi, dtype=np.int64)
+        if self.keep_prob is not None:
+            u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
+            keep = u < self.keep_prob[tok]
+            tok, pos = tok[keep], pos[keep]
+        sent = np.searchsorted(self.sentence_ends, pos, side="right")
+        n = len(tok)
+        n_batches = max(1, math.ceil(n / B))
+        total = (n_batches - 1) * B + R  # the last batch's padded rows fit too
+        # Pad W on the left, and on the right up to whole batches + W, with a sentence id that
+        # matches nothing, so every batch's span is a plain slice and padding is masked out.
+        tok_p = np.zeros(total + 2 * W, dtype=np.int64)
+        sent_p = np.full(total + 2 * W, PAD_SENTENCE, dtype=np.int64)
+        tok_p[W : W + n] = tok
+        sent_p[W : W + n] = sent
+        b = np.zeros(total, dtype=np.int64)
+        b[:n] = numpy_rng(self.seed, "window", epoch, chunk).integers(1, W + 1, size=n)
+        # mask[t, j]: offset o = j - W is a context of centre t (same sentence, |o| <= b_t)
+        mask = np.zeros((total, 2 * W + 1), dtype=bool)
+        centre_sent = sent_p[W : W + total]
+        for j in range(2 * W + 1):
+            o = j - W
+            if o != 0:
+                mask[:, j] = (sent_p[W + o : W + o + total] == centre_sent) & (abs(o) <= b)
+        mask[:, W] = False
+        mask[n:] = False
+        mask_f = mask.astype(np.float32)
+        contexts = mask_f.sum(axis=1)
+        rng_neg = numpy_rng(self.seed, "negatives", epoch, chunk)
+        groups = R // self.group
+        negs = self.noise.sample(rng_neg, (n_batches, groups, self.noise_per_group))
+        # words_done: in-vocab tokens of the epoch consumed once a batch is done (lr schedule).
+        # Dropped (subsampled) tokens count as consumed, like word2vec's word_count.
+        ends = np.minimum(np.arange(1, n_batches + 1) * B, n)  # exclusive, in kept positions
+        words_done = np.full(n_batches, hi, dtype=np.int64)
+        if n:
+            words_done = np.where(ends > 0, pos[np.maximum(ends - 1, 0)] + 1, lo)
+        words_done[-1] = hi
+        out = []
+        for i in range(n_batches):
+            s = i * B
+            m, ctx = mask_f[s : s + R], contexts[s : s + R]
+            if R != B:  # slots past the B real centres belong to the next batch: no contexts here
+                m, ctx = m.copy(), ctx.copy()
+                m[B:], ctx[B:] = 0.0, 0.0
+            nxt = self._after(epoch, chunk, i, n_batches)
+            out.append(
+                Batch(
+                    centers=torch.from_numpy(tok_p[W + s : W + s + R]),
+                    span=torch.from_numpy(tok_p[s : s + R + 2 * W]),
+                    mask=torch.from_numpy(m),
+                    contexts=torch.from_numpy(ctx),
+                    negatives=torch.from_numpy(negs[i]),
+                    n_pairs=int(ctx.sum()),
+                    n_centers=int(max(0, min(B, n - s))),
+                    words_done=int(words_done[i]),
+                    cursor_next=nxt,
+                )
+            )
+        return out
+
+    def _after(self, epoch: int, chunk: int, batch: int, n_batches: int) -> Cursor:
+        if batch + 1 < n_batches:
+            return Cursor(epoch, chunk, batch + 1)
+        if chunk + 1 < self.n_chunks:
+            return Cursor(epoch, chunk + 1, 0)
+        return Cursor(epoch + 1, 0, 0)
+
+    # ---- iteration ----------------------------------------------------------------------------
+    def iterate(self, start: Cursor, *, prefetch: int = 2) -> Iterator[Batch]:
+        """Yield batches from ``start`` to the end of the last epoch.
+
+        Chunks are built by a background thread (numpy and torch release the GIL in their
+        kernels), so data preparation overlaps with the model's compute.
+        """
+        q: queue.Queue[list[Batch] | BaseException | None] = queue.Queue(maxsize=prefetch)
+        stop = threading.Event()
+
+        def produce() -> None:
+            try:
+                epoch, chunk = start.epoch, start.chunk
+                while epoch < self.epochs and not stop.is_set():
+                    q.put(self.chunk_batches(epoch, chunk))
+                    chunk += 1
+                    if chunk >= self.n_chunks:
+                        epoch, chunk = epoch + 1, 0
+                q.put(None)
+            except BaseException as exc:  # surfaced in the consumer
+                q.put(exc)
+
+        thread = threading.Thread(target=produce, name="embedlab-batches", daemon=True)
+        thread.start()
+        first = True
+        try:
+            while True:
+                item = q.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                batches = item[start.batch :] if first else item
+                first = False
+                yield from batches
+        finally:
+            stop.set()
+            # Drain so the producer is not stuck on a full queue, then let it finish.
+            while thread.is_alive():
+                with contextlib.suppress(queue.Empty):
+                    q.get(timeout=0.05)
+            thread.join()
+
+
+def keep_probabilities(counts: np.ndarray, sample: float) -> np.ndarray | None:
+    """word2vec's subsampling: keep w with p = (sqrt(f/(t·N)) + 1) · t·N / f, capped at 1.
+
+    (The formula of word2vec.c, which gensim also uses; f = count(w), N = total words.)
+    Returns None when ``sample`` is 0 (keep everything).
+    """
+    if sample <= 0:
+        return None
+    f = np.asarray(counts, dtype=np.float64)
+    threshold = sample * f.sum()
+    with np.errstate(divide="ignore"):
+        p = (np.sqrt(f / threshold) + 1.0) * threshold / f
+    p[~np.isfinite(p)] = 1.0
+    return np.minimum(p, 1.0)

@@ -1,0 +1,247 @@
+"""word2vec as in Mikolov et al. (2013), with hand-written gradients and batched updates.
+
+Notation (per batch): B centres, window W, J = 2W+1 offsets, D dimensions, groups of ``group``
+centres that share S noise words, K = noise words per positive pair.
+
+* ``w_in``  (V×D): input vectors v (the embeddings users keep).
+* ``w_out`` (V×D): output vectors u. ``b_out`` (V,): output biases (NCE only).
+
+Skip-gram maximises, for each centre t and each context c of t,
+    log σ(v_t·u_c) + Σ_{k=1..K} log σ(−v_t·u_{n_k}),  n_k ~ Q (negative sampling),
+CBOW replaces v_t by h_t, the mean of the context input vectors, and predicts the centre.
+NCE (Gutmann & Hyvärinen; TensorFlow's ``nce_loss`` as in the CS20 lecture) uses logits
+s − log(K·Q(w)) with output biases.
+
+Updates are synchronous per batch: every gradient is computed from the same parameters and then
+applied with ``index_add_`` (deterministic on CPU: duplicates are summed in index order).
+Sharing noise words only within small groups keeps the number of contributions a noise row gets
+per step close to what it would get from sequential SGD, which is what keeps large batches stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from embedlab.data.pairs import Batch
+
+
+@dataclass
+class Word2VecParams:
+    w_in: torch.Tensor  # (V, D) float32
+    w_out: torch.Tensor  # (V, D) float32
+    b_out: torch.Tensor | None = None  # (V,) float32, NCE only
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = {"input_embeddings": self.w_in, "output_embeddings": self.w_out}
+        if self.b_out is not None:
+            out["output_bias"] = self.b_out
+        return out
+
+
+def init_params(
+    vocab_size: int, dim: int, *, init: str, nce: bool, generator: torch.Generator
+) -> Word2VecParams:
+    """word2vec's initialisation: v ~ U(−0.5, 0.5)/D, u = 0 (``init="centered"``).
+
+    ``init="uniform"`` is the CS20 lecture's U[0, 1) for the input vectors — kept for replication;
+    all-positive vectors start nearly collinear and barely train (analogy ≈ 0 after 100k steps).
+    """
+    w_in = torch.rand(vocab_size, dim, generator=generator, dtype=torch.float32)
+    if init == "centered":
+        w_in.sub_(0.5).div_(dim)
+    w_out = torch.zeros(vocab_size, dim, dtype=torch.float32)
+    b_out = torch.zeros(vocab_size, dtype=torch.float32) if nce else None
+    return Word2VecParams(w_in, w_out, b_out)
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    model: str  # "skipgram" | "cbow"
+    loss: str  # "neg" | "nce"
+    window: int
+    negative: int  # K
+    group: int  # centres sharing one set of S noise words
+    reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
+
+
+class Band:
+    """Banded products between R centres and their span of R+2W rows, as small dense GEMMs.
+
+    Centre t interacts with span rows t..t+2W (offsets −W..W). Cutting the centres into blocks
+    of L and multiplying each block with its (L+2W)-row slice of the span computes the whole band
+    with ``bmm`` — a few percent of wasted products, but GEMM speed instead of one tiny
+    dot product per pair. ``band(g)`` scatters a (R, J) matrix into the blocks' band positions.
+    """
+
+    def __init__(self, rows: int, window: int) -> None:
+        self.W, self.J = window, 2 * window + 1
+        self.L = self.block_length(window)
+        if rows % self.L:
+            raise ValueError(f"batch rows ({rows}) must be a multiple of the band block {self.L}")
+        self.R, self.nb = rows, rows // self.L
+        self.wide = self.L + 2 * window
+
+    @staticmethod
+    def block_length(window: int) -> int:
+        """A multiple of 16 and >= 2W (the overlap-add in :meth:`scatter` needs 2W <= L)."""
+        return 16 * max(1, -(-2 * window // 16))
+
+    def blocks(self, span_rows: torch.Tensor) -> torch.Tensor:
+        """(R+2W, D) -> (nb, L+2W, D) overlapping view: block b is rows b·L .. b·L+L+2W."""
+        d = span_rows.shape[1]
+        return span_rows.as_strided((self.nb, self.wide, d), (self.L * d, d, 1))
+
+    def _band_view(self, m: torch.Tensor) -> torch.Tensor:
+        """(nb, L, L+2W) -> (nb, L, J) view of the band: element [b, i, j] = m[b, i, i + j]."""
+        return m.as_strided((self.nb, self.L, self.J), (self.L * self.wide, self.wide + 1, 1))
+
+    def scores(self, x: torch.Tensor, span_rows: torch.Tensor) -> torch.Tensor:
+        """(R, J): x_t · span[t+j]."""
+        full = torch.bmm(x.view(self.nb, self.L, -1), self.blocks(span_rows).transpose(1, 2))
+        return self._band_view(full).reshape(self.R, self.J)
+
+    def band(self, g: torch.Tensor) -> torch.Tensor:
+        """(R, J) -> (nb, L, L+2W) zero matrix with g on the band."""
+        out = torch.zeros(self.nb, self.L, self.wide, dtype=g.dtype)
+        self._band_view(out).copy_(g.view(self.nb, self.L, self.J))
+        return out
+
+    def gather(self, gb: torch.Tensor, span_rows: torch.Tensor) -> torch.Tensor:
+        """(R, D): Σ_j g[t, j] · span[t+j]."""
+        return torch.bmm(gb, self.blocks(span_rows)).view(self.R, -1)
+
+    def scatter(self, gb: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """(R+2W, D): row r receives Σ_t g[t, r−t] · x_t (overlap-add of the blocks)."""
+        d = x.shape[1]
+        per_block = torch.bmm(gb.transpose(1, 2), x.view(self.nb, self.L, d))  # (nb, L+2W, D)
+        out = torch.zeros(self.R + 2 * self.W, d, dtype=x.dtype)
+        out[: self.R] += per_block[:, : self.L].reshape(self.R, d)
+        # the 2W tail rows of block b land on the first rows of block b+1 (2W <= L: no overlap)
+        tail = out.as_strided((self.nb, 2 * self.W, d), (self.L * d, d, 1), self.L * d)
+        tail += per_block[:, self.L :]
+        return out
+
+
+class Word2VecStep:
+    """One SGD step on a :class:`Batch`. Returns the summed loss (float64 tensor) over positives."""
+
+    def __init__(
+        self, cfg: StepConfig, params: Word2VecParams, log_kq: torch.Tensor | None, rows: int
+    ) -> None:
+        self.cfg = cfg
+        self.p = params
+        self.log_kq = log_kq  # (V,) log(K·Q(w)) for NCE
+        self.band = Band(rows, cfg.window)
+
+    def __call__(self, batch: Batch, lr: float) -> torch.Tensor:
+        if self.cfg.reduction == "mean":
+            lr = lr / max(1, batch.n_pairs)
+        if self.cfg.model == "skipgram":
+            return self._skipgram(batch, lr)
+        return self._cbow(batch, lr)
+
+    # ---- pieces shared by both architectures ----------------------------------------------------
+    def _noise_logits(
+        self, h: torch.Tensor, negatives: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores of each centre's representation h (R×D) against its group's noise rows."""
+        n_groups, s = negatives.shape
+        flat = negatives.reshape(-1)
+        noise_rows = self.p.w_out.index_select(0, flat).view(n_groups, s, -1)  # (G, S, D)
+        logits = torch.bmm(h.view(n_groups, -1, h.shape[1]), noise_rows.transpose(1, 2))
+        if self.cfg.loss == "nce":
+            assert self.p.b_out is not None and self.log_kq is not None
+            logits = logits + (self.p.b_out[flat] - self.log_kq[flat]).view(n_groups, 1, s)
+        return logits, noise_rows  # (G, R/G, S), (G, S, D)
+
+    def _nce_shift(self, ids: torch.Tensor) -> torch.Tensor | None:
+        """NCE compares s − log(K·Q(w)) with 0; negative sampling uses s itself."""
+        if self.cfg.loss != "nce":
+            return None
+        assert self.p.b_out is not None and self.log_kq is not None
+        return self.p.b_out[ids] - self.log_kq[ids]
+
+    def _apply_noise(self, negatives: torch.Tensor, g_neg: torch.Tensor, h: torch.Tensor,
+                     lr: float) -> None:
+        n_groups = negatives.shape[0]
+        d_noise = torch.bmm(g_neg.transpose(1, 2), h.view(n_groups, -1, h.shape[1]))  # (G, S, D)
+        flat = negatives.reshape(-1)
+        self.p.w_out.index_add_(0, flat, d_noise.view(-1, h.shape[1]), alpha=-lr)
+        if self.p.b_out is not None:
+            self.p.b_out.index_add_(0, flat, g_neg.sum(1).reshape(-1), alpha=-lr)
+
+    # ---- skip-gram ------------------------------------------------------------------------------
+    def _skipgram(self, batch: Batch, lr: float) -> torch.Tensor:
+        p, band = self.p, self.band
+        v = p.w_in.index_select(0, batch.centers)  # (R, D) centre input vectors
+        u_span = p.w_out.index_select(0, batch.span)  # (R+2W, D) output vectors around them
+        pos = band.scores(v, u_span)  # (R, J): v_t · u_{t+o}
+        shift = self._nce_shift(batch.span)
+        if shift is not None:
+            pos = pos + shift.as_strided((band.R, band.J), (1, 1))
+        mask = batch.mask
+        # each positive pair brings K noise terms; the group's S shared noise words stand in
+        n_groups, s = batch.negatives.shape
+        weight = (batch.contexts * (self.cfg.negative / s)).view(n_groups, -1, 1)
+        neg, noise_rows = self._noise_logits(v, batch.negatives)  # (G, R/G, S)
+
+        loss = -(F.logsigmoid(pos) * mask).sum(dtype=torch.float64)
+        loss -= (F.logsigmoid(-neg) * weight).sum(dtype=torch.float64)
+
+        # dL/dlogit: σ(s) − 1 for positives, σ(s) for noise
+        g_pos = band.band((torch.sigmoid(pos) - 1.0) * mask)  # (nb, L, L+2W)
+        g_neg = torch.sigmoid(neg) * weight  # (G, R/G, S)
+        d_v = band.gather(g_pos, u_span) + torch.bmm(g_neg, noise_rows).view(band.R, -1)
+        d_span = band.scatter(g_pos, v)
+
+        self._apply_noise(batch.negatives, g_neg, v, lr)
+        p.w_in.index_add_(0, batch.centers, d_v, alpha=-lr)
+        p.w_out.index_add_(0, batch.span, d_span, alpha=-lr)
+        if p.b_out is not None:
+            ones = torch.ones(band.R, 1)
+            p.b_out.index_add_(0, batch.span, band.scatter(g_pos, ones).view(-1), alpha=-lr)
+        return loss
+
+    # ---- CBOW -----------------------------------------------------------------------------------
+    def _cbow(self, batch: Batch, lr: float) -> torch.Tensor:
+        p, band = self.p, self.band
+        v_span = p.w_in.index_select(0, batch.span)  # (R+2W, D) context input vectors
+        count = batch.contexts.clamp(min=1.0)
+        avg = band.band(batch.mask / count.unsqueeze(1))  # averaging weights on the band
+        h = band.gather(avg, v_span)  # (R, D): mean of each centre's context vectors
+        has_ctx = (batch.contexts > 0).to(torch.float32)  # centres without context do not train
+        u = p.w_out.index_select(0, batch.centers)  # (R, D)
+        pos = (h * u).sum(1)
+        shift = self._nce_shift(batch.centers)
+        if shift is not None:
+            pos = pos + shift
+        n_groups, s = batch.negatives.shape
+        weight = (has_ctx * (self.cfg.negative / s)).view(n_groups, -1, 1)
+        neg, noise_rows = self._noise_logits(h, batch.negatives)
+
+        loss = -(F.logsigmoid(pos) * has_ctx).sum(dtype=torch.float64)
+        loss -= (F.logsigmoid(-neg) * weight).sum(dtype=torch.float64)
+
+        g_pos = (torch.sigmoid(pos) - 1.0) * has_ctx  # (R,)
+        g_neg = torch.sigmoid(neg) * weight  # (G, R/G, S)
+        d_h = g_pos.unsqueeze(1) * u + torch.bmm(g_neg, noise_rows).view(band.R, -1)
+        d_u = g_pos.unsqueeze(1) * h
+        # the mean spreads d_h back to each context with weight 1/count (gensim's cbow_mean=1)
+        d_span = band.scatter(avg, d_h)
+
+        self._apply_noise(batch.negatives, g_neg, h, lr)
+        p.w_in.index_add_(0, batch.span, d_span, alpha=-lr)
+        p.w_out.index_add_(0, batch.centers, d_u, alpha=-lr)
+        if p.b_out is not None:
+            p.b_out.index_add_(0, batch.centers, g_pos, alpha=-lr)
+        return loss
+
+
+def pairs_in(batch: Batch, model: str) -> int:
+    """Positive examples a batch trains: (centre, context) pairs for skip-gram, centres for CBOW."""
+    if model == "skipgram":
+        return batch.n_pairs
+    return int((batch.contexts > 0).sum())

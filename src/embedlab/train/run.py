@@ -1,0 +1,117 @@
+"""The run folder: which config applies (new run or resume), run naming, restart and branch moves.
+
+A run is ``(config, run_dir)``. A new run takes the defaults, the preset and the explicit flags; a
+resumed run takes the *stored* config and only the explicit flags on top, refusing any that would
+change the result (:func:`embedlab.config.diff_for_resume`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from embedlab.config import TrainConfig, apply_preset, diff_for_resume, run_name
+from embedlab.errors import InputError
+from embedlab.train.checkpoint import CKPT_DIR, parse_step
+
+CONFIG_FILE = "config.json"
+
+
+def check_run_dir(run_dir: Path) -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InputError(f"--run {run_dir} is a file, not a folder; pass a folder path "
+                         "(it is created if missing)")
+
+
+def stored_config(run_dir: Path) -> TrainConfig | None:
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        return None
+    try:
+        return TrainConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another --run "
+                         "or --restart to start over") from None
+
+
+def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None
+                   ) -> tuple[TrainConfig, TrainConfig | None]:
+    """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
+    stored = stored_config(run_dir) if run_dir is not None else None
+    if stored is None:
+        return TrainConfig.from_dict(apply_preset(preset, explicit)).resolve(), None
+    base = stored.to_dict()
+    if preset is not None and preset != stored.preset:
+        raise InputError(f"run {run_dir} was created with --preset {stored.preset}; "
+                         f"drop --preset {preset} to resume, or use --restart / another --run")
+    for key, value in explicit.items():
+        if isinstance(value, dict):
+            base.setdefault(key, {}).update(value)
+        else:
+            base[key] = value
+    requested = TrainConfig.from_dict(base)
+    if explicit.get("threads") is None:
+        requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
+    bad = diff_for_resume(stored, requested)
+    if bad:
+        raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
+                         "Drop those flags to resume, pass --restart to start over, or use "
+                         "another --run")
+    if requested.threads != stored.threads:
+        print(f"embedlab: warning: resuming with --threads {requested.threads} (the run used "
+              f"{stored.threads}); results may differ in the last bits from an uninterrupted run",
+              file=sys.stderr)
+    return requested, stored
+
+
+def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None) -> Path:
+    """A readable name from the non-default hyperparameters; ``-2``, ``-3``... on a clash.
+
+    A folder with the same name *and* the same result-relevant config is reused, so re-running
+    the same command resumes it.
+    """
+    cfg = TrainConfig.from_dict(apply_preset(preset, explicit)).resolve()
+    base = run_name(cfg)
+    for i in range(1, 10_000):
+        candidate = runs_dir / (base if i == 1 else f"{base}-{i}")
+        stored = stored_config(candidate) if candidate.is_dir() else None
+        if not candidate.exists() or (stored is not None and not diff_for_resume(stored, cfg)):
+            return candidate
+    raise InputError(f"too many runs named {base}* in {runs_dir}; pass --run DIR")
+
+
+def move_aside(run_dir: Path) -> Path:
+    """--restart: keep the old run's files in a sibling folder instead of deleting anything."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = run_dir.with_name(f"{run_dir.name}.old-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = run_dir.with_name(f"{run_dir.name}.old-{stamp}-{n}")
+    run_dir.rename(target)
+    return target
+
+
+def abandon_after(run_dir: Path, step: int) -> list[Path]:
+    """--from CKPT: checkpoints newer than ``step`` belong to the branch being abandoned.
+
+    They are moved (never deleted) into ``RUN/checkpoints-abandoned-<time>/`` so that automatic
+    resume does not jump back to them.
+    """
+    root = run_dir / CKPT_DIR
+    newer = [p for p in root.iterdir() if (s := parse_step(p.name)) is not None and s > step] \
+        if root.is_dir() else []
+    if not newer:
+        return []
+    dest = run_dir / f"checkpoints-abandoned-{time.strftime('%Y%m%d-%H%M%S')}"
+    dest.mkdir()
+    moved = []
+    for p in sorted(newer):
+        target = dest / p.name
+        shutil.move(str(p), target)
+        moved.append(target)
+    return moved

@@ -1,0 +1,360 @@
+"""The training loop: step → metrics → checkpoint → evaluation. Nothing else lives here.
+
+Exactness contract: everything the future depends on is either a pure function of the config and
+the data position (batches, noise words, learning rate: see :mod:`embedlab.data.pairs`) or part
+of the checkpoint (parameters, global step, data cursor, words seen, the open logging window's
+float64 sums, the best metric). Resuming from any checkpoint therefore replays the same steps
+with the same bits as an uninterrupted run, on the same machine and thread count.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import torch
+
+from embedlab.config import TrainConfig
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
+from embedlab.data.prepared import PreparedCorpus, is_prepared, prepare
+from embedlab.data.vocab import Vocab
+from embedlab.errors import InputError
+from embedlab.model.word2vec import (
+    Band,
+    StepConfig,
+    Word2VecParams,
+    Word2VecStep,
+    init_params,
+    pairs_in,
+)
+from embedlab.provenance import write_config_json, write_env_json
+from embedlab.seeding import STREAMS, torch_generator
+from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+from embedlab.train.lock import RunLock
+from embedlab.train.schedule import linear_lr
+from embedlab.train.signals import SignalFlag, interrupted
+
+PREPARED_DIR = "prepared"
+VOCAB_FILE = "vocab.tsv"
+# Noise words drawn per group of centres; a group shares them (one small GEMM per group).
+DEFAULT_GROUP = 32
+# Checkpointing must stay a small share of training time: the time-based cadence is stretched
+# to at least this multiple of the last save's duration (2% => 50x).
+SAVE_TIME_FACTOR = 50
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    words_seen: int
+    loss: float | None
+    train_seconds: float
+    finished: bool
+    vocab: Vocab
+    w_in: torch.Tensor
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool) -> PreparedCorpus:
+    """The run's prepared corpus: the folder named by --corpus, or RUN/prepared (made once)."""
+    corpus = cfg.data.corpus
+    if corpus not in ("demo", "text8") and is_prepared(corpus):
+        prepared = PreparedCorpus.open(corpus)
+        _check_prepared_matches(cfg, prepared)
+        return prepared
+    local = run_dir / PREPARED_DIR
+    if is_prepared(local):
+        return PreparedCorpus.open(local)
+    d = cfg.data
+    return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
+                   max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
+                   progress=progress)
+
+
+def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
+    meta, d = prepared.meta, cfg.data
+    wanted = {"lowercase": d.lowercase, "min_count": d.min_count, "max_vocab": d.max_vocab,
+              "unk": d.unk}
+    differ = [f"--{k.replace('_', '-')} {v!r} (prepared with {meta.get(k)!r})"
+              for k, v in wanted.items() if k in meta and meta.get(k) != v]
+    if differ:
+        raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
+                         f"options: {', '.join(differ)}; drop those flags or re-run "
+                         "'embedlab prepare' with them")
+
+
+# ---- the step configuration derived from the config ------------------------------------------
+
+def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
+    """(step config, noise words per group S, group size)."""
+    m, batch = cfg.model, cfg.optim.batch_size
+    s = m.shared_negatives or m.negative
+    # TensorFlow's nce_loss (the lecture) shares one noise sample across the whole batch
+    group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(DEFAULT_GROUP, batch)
+    band_block = Band.block_length(m.window)
+    reduction = "mean" if cfg.preset == "cs20" else "sum"
+    return (StepConfig(m.model, m.loss, m.window, m.negative, group, reduction), s,
+            math.lcm(band_block, group))
+
+
+# ---- the loop -------------------------------------------------------------------------------
+
+class _Window:
+    """The open logging window: float64 sums so the reported loss is exact."""
+
+    def __init__(self, state: dict[str, Any] | None = None) -> None:
+        state = state or {}
+        self.loss = float(state.get("loss", 0.0))
+        self.pairs = int(state.get("pairs", 0))
+        self.words = int(state.get("words", 0))
+        self.started = time.perf_counter()
+
+    def state(self) -> dict[str, Any]:
+        return {"loss": self.loss, "pairs": self.pairs, "words": self.words}
+
+
+def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None = None,
+          out: TextIO = sys.stderr) -> TrainResult:
+    """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with RunLock(run_dir, argv=argv):
+        return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out)
+
+
+def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
+                  out: TextIO) -> TrainResult:
+    from embedlab.track.runs import write_status
+    from embedlab.track.summaries import open_tracker
+
+    torch.set_num_threads(cfg.threads)
+    progress = cfg.track.progress and out.isatty()
+    manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep,
+                                keep_every=cfg.checkpoint.keep_every,
+                                best_metric=cfg.checkpoint.best_name,
+                                best_mode=cfg.checkpoint.best_mode)
+    ckpt = find_checkpoint(resume_from) if resume_from else manager.latest()
+    write_config_json(run_dir, cfg)
+    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
+
+    prepared = open_corpus(cfg, run_dir, progress=progress)
+    vocab = prepared.vocab
+    vocab.save_tsv(run_dir / VOCAB_FILE)
+    if len(prepared.ids) <= 1:
+        raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
+                         "token(s), fewer than a window needs; use a bigger corpus or lower "
+                         "--min-count")
+
+    m = cfg.model
+    noise = NoiseDistribution(vocab.counts, m.noise_exponent)
+    stepcfg, noise_per_group, pad_to = step_config(cfg)
+    stream = BatchStream(prepared.ids, prepared.sentence_ends,
+                         keep_probabilities(vocab.counts, m.sample), noise, window=m.window,
+                         batch_size=cfg.optim.batch_size, group=stepcfg.group,
+                         noise_per_group=noise_per_group, seed=cfg.seed,
+                         epochs=cfg.optim.epochs, pad_to=pad_to)
+
+    # ---- state: fresh, resumed or warm-started ----
+    state: dict[str, Any] = {}
+    if ckpt is not None:
+        tensors, state = load_checkpoint(ckpt)
+        params = Word2VecParams(tensors["input_embeddings"], tensors["output_embeddings"],
+                                tensors.get("output_bias"))
+        _check_shapes(params, len(vocab), m.dim, ckpt)
+        manager.protect(int(state["step"]))
+        print(f"embedlab: resuming {run_dir} from {ckpt.name} (step {state['step']})", file=out)
+    else:
+        params = init_params(len(vocab), m.dim, init=m.init, nce=m.loss == "nce",
+                             generator=torch_generator(cfg.seed, "init"))
+        if cfg.init_from:
+            print(warm_start(params, vocab, cfg.init_from), file=out)
+
+    step = int(state.get("step", 0))
+    cursor = Cursor.from_dict(state["cursor"]) if "cursor" in state else Cursor()
+    words_seen = int(state.get("words_seen", 0))
+    train_seconds = float(state.get("train_seconds", 0.0))
+    window = _Window(state.get("window"))
+    last_loss: float | None = state.get("last_loss")
+    metrics: dict[str, float] = dict(state.get("metrics", {}))
+
+    log_kq = torch.from_numpy(noise.log_expected_count(m.negative)) if m.loss == "nce" else None
+    model_step = Word2VecStep(stepcfg, params, log_kq, stream.rows)
+    evaluator = _make_evaluator(cfg)
+    n_tokens = len(prepared.ids)
+    total_words = cfg.optim.epochs * n_tokens
+    raw_per_token = prepared.raw_tokens / max(1, n_tokens)
+    started_wall = time.time()
+    write_status(run_dir, status="running", pid=os.getpid(), step=step,
+                 words_seen=words_seen, started=started_wall, train_seconds=train_seconds)
+
+    last_save = time.perf_counter()
+    saved_step = step if ckpt is not None else -1
+
+    def save(final: bool = False) -> None:
+        nonlocal last_save, saved_step
+        st = {"cursor": cursor.to_dict(), "words_seen": words_seen, "epoch": cursor.epoch,
+              "window": window.state(), "last_loss": last_loss, "train_seconds": train_seconds,
+              "finished": final}
+        manager.save(step, params.tensors(), st, metrics)
+        tracker.log_checkpoint(step, params.w_in, params.w_out)
+        last_save = time.perf_counter()
+        saved_step = step
+
+    bar = _progress_bar(progress, total_words, words_seen, out)
+    tracker = open_tracker(run_dir, cfg, vocab=vocab, resume_step=step if ckpt else None)
+    every_steps = cfg.checkpoint.every_steps
+    finished = False
+    try:
+        with SignalFlag() as flag:
+            t0 = time.perf_counter()
+            for batch in stream.iterate(cursor):
+                if cfg.max_steps is not None and step >= cfg.max_steps:
+                    break
+                done = cursor.epoch * n_tokens + batch.words_done
+                lr = linear_lr(cfg.optim.lr, cfg.optim.min_lr_ratio, done, total_words)
+                loss = model_step(batch, lr)
+                step += 1
+                advanced = done - words_seen
+                words_seen = done
+                cursor = batch.cursor_next
+                window.loss += float(loss)
+                window.pairs += pairs_in(batch, m.model)
+                window.words += advanced
+                bar.update(advanced)
+
+                if step % cfg.track.log_every == 0:
+                    now = time.perf_counter()
+                    train_seconds += now - t0
+                    t0 = now
+                    last_loss = window.loss / max(1, window.pairs)
+                    elapsed = max(1e-9, now - window.started)
+                    scalars = {"train/loss": last_loss, "train/lr": lr,
+                               "train/words_per_sec": window.words * raw_per_token / elapsed,
+                               "train/pairs_per_sec": window.pairs / elapsed,
+                               "train/progress": words_seen / total_words}
+                    metrics["loss"] = last_loss
+                    tracker.log_scalars(step, scalars)
+                    bar.set_postfix(loss=f"{last_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+                    window = _Window()
+                    write_status(run_dir, step=step, words_seen=words_seen, loss=last_loss,
+                                 train_seconds=train_seconds,
+                                 raw_words=int(words_seen * raw_per_token))
+                if cfg.eval.every_steps and step % cfg.eval.every_steps == 0 and evaluator:
+                    results = evaluator(vocab.words, params.w_in)
+                    metrics.update(results)
+                    tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
+                if flag:
+                    train_seconds += time.perf_counter() - t0
+                    save()
+                    write_status(run_dir, status="interrupted", step=step,
+                                 train_seconds=train_seconds)
+                    assert flag.signum is not None
+                    raise interrupted(flag.signum, step)
+                interval = max(cfg.checkpoint.every_secs,
+                               SAVE_TIME_FACTOR * (manager.last_save_seconds or 0.0))
+                if (every_steps and step % every_steps == 0) or \
+                        time.perf_counter() - last_save >= interval:
+                    train_seconds += time.perf_counter() - t0
+                    save()
+                    t0 = time.perf_counter()
+            else:
+                finished = True
+            train_seconds += time.perf_counter() - t0
+            if evaluator and finished:
+                results = evaluator(vocab.words, params.w_in)
+                metrics.update(results)
+                tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
+            if saved_step != step:
+                save(final=finished)
+            if finished:
+                tracker.log_final(step, params.w_in, params.w_out, cfg.to_dict(), metrics)
+            write_status(run_dir, status="finished" if finished else "interrupted", step=step,
+                         words_seen=words_seen, loss=last_loss, train_seconds=train_seconds,
+                         raw_words=int(words_seen * raw_per_token),
+                         wall_time=time.time() - started_wall)
+    except BaseException as exc:
+        from embedlab.errors import TrainingInterrupted
+
+        if not isinstance(exc, TrainingInterrupted):
+            write_status(run_dir, status="failed", step=step, error=str(exc)[:500])
+        raise
+    finally:
+        bar.close()
+        tracker.close()
+    return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, finished, vocab,
+                       params.w_in)
+
+
+def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path) -> None:
+    if tuple(params.w_in.shape) != (vocab_size, dim):
+        raise InputError(f"checkpoint {ckpt} holds {tuple(params.w_in.shape)} input embeddings "
+                         f"but the run's vocabulary × dim is {(vocab_size, dim)}; pass --restart "
+                         "to start over")
+
+
+def _make_evaluator(cfg: TrainConfig) -> Any:
+    if not (cfg.eval.analogies or cfg.eval.similarity):
+        if cfg.eval.every_steps:
+            raise InputError("--eval-every needs --eval-analogies FILE and/or "
+                             "--eval-similarity FILE")
+        return None
+    from embedlab.eval import make_evaluator
+
+    return make_evaluator(cfg.eval)
+
+
+def warm_start(params: Word2VecParams, vocab: Vocab, source: str) -> str:
+    """Copy the rows of words present in both vocabularies from another run or checkpoint."""
+    ckpt = find_checkpoint(source)
+    tensors, _ = load_checkpoint(ckpt)
+    src_vocab = Vocab.load_tsv(_vocab_of(ckpt))
+    w_in = tensors["input_embeddings"]
+    if w_in.shape[1] != params.w_in.shape[1]:
+        raise InputError(f"--init-from {source} has dim {w_in.shape[1]}, this run "
+                         f"{params.w_in.shape[1]}; pass a matching --dim")
+    index = src_vocab.index
+    pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
+    if pairs:
+        dst = torch.tensor([p[0] for p in pairs])
+        src = torch.tensor([p[1] for p in pairs])
+        params.w_in[dst] = w_in[src]
+        params.w_out[dst] = tensors["output_embeddings"][src]
+        if params.b_out is not None and "output_bias" in tensors:
+            params.b_out[dst] = tensors["output_bias"][src]
+    return (f"embedlab: warm start from {ckpt}: copied {len(pairs)} of {len(vocab)} words' rows "
+            f"(input and output embeddings); {len(vocab) - len(pairs)} new words initialised "
+            "as usual")
+
+
+def _vocab_of(ckpt: Path) -> Path:
+    for parent in (ckpt, *ckpt.parents[:3]):
+        if (parent / VOCAB_FILE).is_file():
+            return parent / VOCAB_FILE
+    raise InputError(f"no {VOCAB_FILE} found next to {ckpt}; pass a run folder to --init-from")
+
+
+class _NoBar:
+    def update(self, n: int) -> None: ...
+    def set_postfix(self, **kw: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def _progress_bar(enabled: bool, total: int, initial: int, out: TextIO) -> Any:
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="w", unit_scale=True, file=out,
+                dynamic_ncols=True, smoothing=0.1, desc="train")
+
+
+def vocab_matrix(result: TrainResult) -> tuple[list[str], np.ndarray]:
+    return list(result.vocab.words), result.w_in.numpy()
