@@ -45,6 +45,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if stored is None:
         return TrainConfig.from_dict(apply_preset(preset, explicit)).resolve(), None
     base = stored.to_dict()
+    base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
         raise InputError(f"run {run_dir} was created with --preset {stored.preset}; "
                          f"drop --preset {preset} to resume, or use --restart / another --run")

@@ -1,0 +1,92 @@
+"""Batches: every kept token is a centre exactly once; masks obey windows and sentences; chunks
+are pure functions of their coordinates, so resuming from a cursor replays the same batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
+
+
+def _stream(n: int = 500, window: int = 3, batch: int = 16, sample: float = 0.0, epochs: int = 2,
+            ends: list[int] | None = None, seed: int = 7) -> BatchStream:
+    rng = np.random.default_rng(1)
+    ids = rng.zipf(1.5, size=n).clip(1, 50).astype(np.uint32) - 1
+    counts = np.bincount(ids, minlength=50) + 1
+    keep = keep_probabilities(counts, sample)
+    return BatchStream(ids, np.array(ends or [n]), keep, NoiseDistribution(counts),
+                       window=window, batch_size=batch, group=8, noise_per_group=4, seed=seed,
+                       epochs=epochs, chunk_tokens=128, pad_to=16)
+
+
+def _same(a, b) -> bool:  # type: ignore[no-untyped-def]
+    return all(torch.equal(getattr(a, f), getattr(b, f))
+               for f in ("centers", "span", "mask", "contexts", "negatives")) and \
+        a.cursor_next == b.cursor_next and a.words_done == b.words_done
+
+
+def test_every_token_is_a_centre_once_without_subsampling() -> None:
+    s = _stream(epochs=1)
+    seen = []
+    for b in s.iterate(Cursor()):
+        seen.extend(b.centers[: b.n_centers].tolist())
+    assert seen == s.ids.astype(np.int64).tolist()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.lists(st.integers(1, 60), min_size=1, max_size=8))
+def test_mask_respects_window_and_sentences(window: int, lengths: list[int]) -> None:
+    ends = np.cumsum(lengths).tolist()
+    s = _stream(n=ends[-1], window=window, ends=ends, epochs=1)
+    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
+    pos = 0
+    for b in s.iterate(Cursor()):
+        for t in range(b.n_centers):
+            for j in np.nonzero(b.mask[t].numpy())[0]:
+                o = int(j) - window
+                assert 1 <= abs(o) <= window
+                assert sentence[pos + t + o] == sentence[pos + t]
+                assert int(b.span[t + j]) == int(s.ids[pos + t + o])
+        assert not b.mask[b.n_centers :].any()
+        pos += b.n_centers
+    assert pos == ends[-1]
+
+
+def test_resume_from_any_cursor_replays_identical_batches() -> None:
+    s = _stream(sample=1e-2)
+    full = list(s.iterate(Cursor()))
+    for k in (0, 1, 5, len(full) // 2, len(full) - 1):
+        resumed = list(s.iterate(full[k - 1].cursor_next if k else Cursor()))
+        assert len(resumed) == len(full) - k
+        assert all(_same(a, b) for a, b in zip(full[k:], resumed, strict=True))
+
+
+def test_streams_are_independent_and_seeded() -> None:
+    a = _stream(sample=1e-2).chunk_batches(0, 0)
+    b = _stream(sample=1e-2).chunk_batches(0, 0)
+    c = _stream(sample=1e-2, seed=8).chunk_batches(0, 0)
+    assert all(_same(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(_same(x, y) for x, y in zip(a, c, strict=False))
+    # a different epoch re-draws subsampling and windows
+    e1 = _stream(sample=1e-2).chunk_batches(1, 0)
+    assert not all(_same(x, y) for x, y in zip(a, e1, strict=False))
+
+
+def test_words_done_is_monotone_and_ends_at_the_corpus_size() -> None:
+    s = _stream(sample=1e-2, epochs=1)
+    done = [b.words_done for b in s.iterate(Cursor())]
+    assert done == sorted(done) and done[-1] == len(s.ids)
+
+
+def test_keep_probabilities_formula() -> None:
+    counts = np.array([1000, 10, 1])
+    p = keep_probabilities(counts, 1e-3)
+    assert p is not None
+    t = 1e-3 * counts.sum()
+    expected = np.minimum(1, (np.sqrt(counts / t) + 1) * t / counts)
+    np.testing.assert_allclose(p, expected)
+    assert keep_probabilities(counts, 0.0) is None

@@ -1,0 +1,115 @@
+"""The hand-written gradients must equal autograd on a plain per-pair reference loss."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import Batch, BatchStream, Cursor
+from embedlab.model.word2vec import Band, StepConfig, Word2VecParams, Word2VecStep, init_params
+from embedlab.seeding import torch_generator
+
+V, D, W = 40, 8, 2
+
+
+def _batches(group: int, rows_pad: int) -> tuple[BatchStream, list[Batch]]:
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, V, size=300).astype(np.uint32)
+    counts = np.bincount(ids, minlength=V) + 1
+    ends = np.array([70, 71, 150, 300])  # includes a one-word sentence
+    stream = BatchStream(ids, ends, None, NoiseDistribution(counts), window=W, batch_size=32,
+                         group=group, noise_per_group=3, seed=5, epochs=1, chunk_tokens=128,
+                         pad_to=rows_pad)
+    return stream, list(stream.iterate(Cursor()))
+
+
+def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.Tensor,
+                    b_out: torch.Tensor | None, log_kq: torch.Tensor | None,
+                    k: int) -> torch.Tensor:
+    """Per-pair loops, straight from the paper; slow but obviously right."""
+    rows, J = batch.mask.shape
+    n_groups, s = batch.negatives.shape
+    per_group = rows // n_groups
+
+    def logit(h: torch.Tensor, word: int) -> torch.Tensor:
+        z = h @ w_out[word]
+        if b_out is not None and log_kq is not None:
+            z = z + b_out[word] - log_kq[word]
+        return z
+
+    total = torch.zeros((), dtype=torch.float64)
+    for t in range(rows):
+        ctx = [int(batch.span[t + j]) for j in range(J) if batch.mask[t, j] > 0]
+        if not ctx:
+            continue
+        noise = [int(n) for n in batch.negatives[t // per_group]]
+        if model == "skipgram":
+            h = w_in[int(batch.centers[t])]
+            for c in ctx:
+                total = total - F.logsigmoid(logit(h, c)).double()
+                for n in noise:
+                    total = total - (k / s) * F.logsigmoid(-logit(h, n)).double()
+        else:
+            h = torch.stack([w_in[c] for c in ctx]).mean(0)
+            total = total - F.logsigmoid(logit(h, int(batch.centers[t]))).double()
+            for n in noise:
+                total = total - (k / s) * F.logsigmoid(-logit(h, n)).double()
+    return total
+
+
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+@pytest.mark.parametrize("loss", ["neg", "nce"])
+def test_step_matches_autograd(model: str, loss: str) -> None:
+    stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
+    g = torch_generator(0, "init")
+    params = init_params(V, D, init="centered", nce=loss == "nce", generator=g)
+    params.w_out.normal_(0, 0.3, generator=g)  # non-zero so both sides get gradients
+    if params.b_out is not None:
+        params.b_out.normal_(0, 0.1, generator=g)
+    counts = np.arange(1, V + 1)
+    log_kq = torch.from_numpy(NoiseDistribution(counts).log_expected_count(5)) \
+        if loss == "nce" else None
+    step = Word2VecStep(StepConfig(model, loss, W, 5, 8), params, log_kq, stream.rows)
+    lr = 0.1
+    for batch in batches[:3]:
+        leaves = [t.clone().requires_grad_(True) for t in (params.w_in, params.w_out)]
+        b_leaf = params.b_out.clone().requires_grad_(True) if params.b_out is not None else None
+        ref = _reference_loss(model, batch, leaves[0], leaves[1], b_leaf, log_kq, 5)
+        ref.backward()
+        expected_in = leaves[0].detach() - lr * leaves[0].grad
+        expected_out = leaves[1].detach() - lr * leaves[1].grad
+        got = step(batch, lr)
+        assert float(got) == pytest.approx(float(ref.detach()), rel=1e-5)
+        torch.testing.assert_close(params.w_in, expected_in, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(params.w_out, expected_out, rtol=1e-5, atol=1e-6)
+        if b_leaf is not None:
+            assert params.b_out is not None and b_leaf.grad is not None
+            torch.testing.assert_close(params.b_out, b_leaf.detach() - lr * b_leaf.grad,
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_mean_reduction_scales_by_pairs() -> None:
+    stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
+    g = torch_generator(0, "init")
+    a = init_params(V, D, init="centered", nce=False, generator=g)
+    b = Word2VecParams(a.w_in.clone(), a.w_out.clone())
+    batch = batches[0]
+    Word2VecStep(StepConfig("skipgram", "neg", W, 5, 8), a, None, stream.rows)(batch, 0.5)
+    Word2VecStep(StepConfig("skipgram", "neg", W, 5, 8, "mean"), b, None, stream.rows)(
+        batch, 0.5 * batch.n_pairs)
+    torch.testing.assert_close(a.w_in, b.w_in)
+
+
+def test_uniform_init_is_the_lectures() -> None:
+    p = init_params(10, 4, init="uniform", nce=True, generator=torch_generator(1, "init"))
+    assert (p.w_in >= 0).all() and (p.w_in < 1).all() and p.b_out is not None
+    q = init_params(10, 4, init="centered", nce=False, generator=torch_generator(1, "init"))
+    assert q.w_in.abs().max() <= 0.5 / 4 and not q.w_out.any() and q.b_out is None
+
+
+def test_band_rejects_rows_not_multiple_of_block() -> None:
+    with pytest.raises(ValueError):
+        Band(rows=20, window=2)
