@@ -1,0 +1,208 @@
+"""Run status (``RUN/status.json``) and the comparison table behind ``embedlab runs``.
+
+``status.json`` is rewritten atomically (temp file + fsync + rename), so a reader sees the old or
+the new status, never half of one. A status of ``running`` whose ``pid`` is no longer alive on
+this machine is *shown* as ``failed`` (the process was killed without a chance to say so); the
+file itself is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embedlab.config import TrainConfig, flatten
+from embedlab.errors import InputError
+from embedlab.track.summaries import METRICS_FILE, _atomic_write_text, read_metrics
+
+STATUS_FILE = "status.json"
+STATUSES = ("running", "finished", "interrupted", "failed")
+
+
+def write_status(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into ``RUN/status.json`` (atomically) and return the new status.
+
+    ``updated`` (unix seconds) and ``host`` are filled in on every write; ``status`` must be one
+    of :data:`STATUSES` when given. An unreadable old file is replaced, not merged.
+    """
+    if "status" in fields and fields["status"] not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {fields['status']!r}")
+    run_dir = Path(run_dir)
+    status = read_status(run_dir)
+    status.update(fields)
+    status["updated"] = time.time()
+    status.setdefault("host", socket.gethostname())
+    _atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n")
+    return status
+
+
+def read_status(run_dir: Path) -> dict[str, Any]:
+    """The stored status dict; ``{}`` when the file is missing or unreadable."""
+    try:
+        data = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def effective_status(status: dict[str, Any]) -> str:
+    """What to show: ``running`` with a dead pid on this host becomes ``failed``."""
+    state = str(status.get("status", "unknown"))
+    if state != "running":
+        return state
+    pid, host = status.get("pid"), status.get("host")
+    if host not in (None, socket.gethostname()) or not isinstance(pid, int):
+        return state  # cannot check another machine's processes
+    return state if pid_alive(pid) else "failed"
+
+
+# ---- listing ------------------------------------------------------------------------------
+
+
+@dataclass
+class RunInfo:
+    """One row of ``embedlab runs``."""
+
+    name: str
+    path: Path
+    status: str
+    step: int | None
+    words_seen: int | None
+    loss: float | None
+    best: str  # "eval/analogy 0.41 @1200" or ""
+    wall_time: float | None
+    hparams: dict[str, Any] = field(default_factory=dict)
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run folders (those holding ``config.json``) at or below ``root``, sorted by path."""
+    root = Path(root)
+    if not root.exists():
+        raise InputError(f"no such folder: {root}; pass the folder that holds your runs "
+                         "(e.g. embedlab runs runs/)")
+    if not root.is_dir():
+        raise InputError(f"{root} is not a folder; pass the folder that holds your runs")
+    if (root / "config.json").is_file():
+        return [root]
+    found = []
+    for cfg in sorted(root.rglob("config.json")):
+        run = cfg.parent
+        # a run's own sub-folders (checkpoints, exports, prepared) never hold runs
+        if not any((p / "config.json").is_file() for p in run.parents if root in p.parents):
+            found.append(run)
+    return found
+
+
+def _best(rows: list[dict[str, Any]], metric: str) -> str:
+    name, _, mode = metric.partition(":")
+    tags = [name, f"eval/{name}", f"train/{name}"]
+    mode = mode or ("min" if "loss" in name else "max")
+    for tag in tags:
+        pts = [(r[tag], r["step"]) for r in rows if isinstance(r.get(tag), (int, float))]
+        if pts:
+            value, step = (min if mode == "min" else max)(pts, key=lambda p: p[0])
+            return f"{tag} {value:.4g} @{step}"
+    return ""
+
+
+def run_info(run: Path, root: Path) -> RunInfo:
+    """Collect a run's row; raises InputError when its config.json is unreadable."""
+    try:
+        raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        cfg = TrainConfig.from_dict(raw)
+    except (OSError, ValueError, TypeError) as exc:
+        raise InputError(f"{run / 'config.json'} is unreadable ({exc}); "
+                         "fix or remove that run folder") from exc
+    status = read_status(run)
+    rows = read_metrics(run / METRICS_FILE)
+    losses = [r for r in rows if isinstance(r.get("train/loss"), (int, float))]
+    loss = status.get("loss")
+    if losses:
+        loss = losses[-1]["train/loss"]
+    name = str(run.relative_to(root)) if run != root else run.name
+    return RunInfo(
+        name=name, path=run, status=effective_status(status),
+        step=status.get("step"), words_seen=status.get("words_seen"),
+        loss=loss if isinstance(loss, (int, float)) else None,
+        best=_best(rows, cfg.checkpoint.best_metric),
+        wall_time=status.get("wall_time"), hparams=flatten(cfg.to_dict()),
+    )
+
+
+def differing_keys(infos: Sequence[RunInfo]) -> list[str]:
+    """Hyperparameter keys whose values are not the same in every listed run."""
+    keys = sorted({k for i in infos for k in i.hparams})
+    return [k for k in keys if len({json.dumps(i.hparams.get(k)) for i in infos}) > 1]
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def format_count(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+MAX_INLINE_HPARAMS = 6  # more differing keys than this go to a separate, transposed table
+
+
+def _hparam_cell(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[Any]:
+    """:class:`rich.table.Table` objects to print: the runs, then (if needed) hyperparameters.
+
+    Differing hyperparameters become extra columns of the runs table while they fit
+    (:data:`MAX_INLINE_HPARAMS`); with ``all_hparams`` or more keys they go to a second table with
+    one row per key and one column per run, which stays readable for ~45 keys.
+    """
+    from rich.table import Table
+
+    keys = sorted({k for i in infos for k in i.hparams}) if all_hparams else differing_keys(infos)
+    inline = keys if len(keys) <= MAX_INLINE_HPARAMS and not all_hparams else []
+    runs = Table(title=None)
+    for col in ("run", "status", "step", "words", "loss", "best", "wall"):
+        runs.add_column(col, justify="right" if col in ("step", "words", "loss", "wall")
+                        else "left")
+    for k in inline:
+        runs.add_column(k)
+    for i in infos:
+        cells = [i.name, i.status, "" if i.step is None else str(i.step),
+                 format_count(i.words_seen), "" if i.loss is None else f"{i.loss:.4f}",
+                 i.best, format_duration(i.wall_time)]
+        runs.add_row(*cells, *(_hparam_cell(i.hparams.get(k)) for k in inline))
+    tables = [runs]
+    if keys and not inline:
+        hp = Table(title="hyperparameters" if all_hparams else "differing hyperparameters")
+        hp.add_column("key")
+        for i in infos:
+            hp.add_column(i.name)
+        for k in keys:
+            hp.add_row(k, *(_hparam_cell(i.hparams.get(k)) for i in infos))
+        tables.append(hp)
+    return tables

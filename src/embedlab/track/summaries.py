@@ -1,0 +1,399 @@
+"""What a run reports while it learns: ``metrics.jsonl`` always, TensorBoard events when enabled.
+
+The trainer talks to one :class:`Tracker` and never asks "is TensorBoard on?": the tracker fans
+out to a list of sinks, and a disabled TensorBoard is simply a sink that is not in the list
+(the null-object pattern, as in torchtitan's ``metrics.py``).
+
+Invariants
+----------
+- Every scalar that reaches TensorBoard is also a line ``{"step": N, "<tag>": value, ...}`` in
+  ``RUN/metrics.jsonl``.
+- On resume from step ``S`` nothing logged after ``S`` survives: ``metrics.jsonl`` is rewritten
+  atomically keeping lines with ``step <= S``, the new event file carries ``purge_step = S + 1``
+  (TensorBoard hides older events with ``step >= S + 1``), and projector entries after ``S`` are
+  dropped. So curves continue without overlaps or duplicates.
+- Everything is written into the run folder itself (no per-run sub-folders), so
+  ``tensorboard --logdir runs`` shows one run per training run, hparams included.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import torch
+
+from embedlab.config import TrainConfig, flatten
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+METRICS_FILE = "metrics.jsonl"
+PROJECTOR_CONFIG = "projector_config.pbtxt"
+PROJECTOR_TAG = "input_embeddings"
+PCA_WORDS = 200  # words in the per-checkpoint PCA image: enough to see structure, cheap to draw
+HIST_BINS = 60
+NEIGHBOURS = 8  # neighbours shown per probe word
+DEFAULT_PROBES = 8  # probe words chosen when --probe is not given
+
+
+class VocabLike(Protocol):
+    """The part of :class:`embedlab.data.vocab.Vocab` the tracker relies on."""
+
+    @property
+    def words(self) -> tuple[str, ...]: ...
+
+    @property
+    def counts(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+class Sink(Protocol):
+    """One destination for summaries; methods that do not apply are no-ops."""
+
+    def log_scalars(self, step: int, values: Mapping[str, float]) -> None: ...
+
+    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None: ...
+
+    def log_final(self, step: int, w_in: torch.Tensor, hparams: Mapping[str, Any],
+                  metrics: Mapping[str, float]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# ---- metrics.jsonl ------------------------------------------------------------------------
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Parse ``metrics.jsonl``; a torn last line (a SIGKILL mid-write) or junk lines are skipped."""
+    rows: list[dict[str, Any]] = []
+    if not path.exists():
+        return rows
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("step"), int):
+                rows.append(row)
+    return rows
+
+
+def truncate_metrics(path: Path, resume_step: int) -> None:
+    """Keep only rows with ``step <= resume_step`` (atomic rewrite; a missing file stays so)."""
+    if not path.exists():
+        return
+    kept = [r for r in read_metrics(path) if r["step"] <= resume_step]
+    _atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+
+
+def _json_number(v: float) -> float | str:
+    # JSON has no NaN/inf; keep the information as a string rather than writing invalid JSON.
+    f = float(v)
+    return f if math.isfinite(f) else str(f)
+
+
+class JsonlSink:
+    """Appends one JSON object per scalar call to ``RUN/metrics.jsonl`` (line-buffered)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._f = (run_dir / METRICS_FILE).open("a", encoding="utf-8")
+
+    def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
+        row: dict[str, Any] = {"step": int(step)}
+        row.update({k: _json_number(v) for k, v in values.items()})
+        self._f.write(json.dumps(row) + "\n")
+        self._f.flush()
+
+    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None:
+        return None
+
+    def log_final(self, step: int, w_in: torch.Tensor, hparams: Mapping[str, Any],
+                  metrics: Mapping[str, float]) -> None:
+        if metrics:
+            self.log_scalars(step, {final_metric_tag(k): v for k, v in metrics.items()})
+
+    def close(self) -> None:
+        self._f.close()
+
+
+# ---- TensorBoard --------------------------------------------------------------------------
+
+
+def default_probes(words: Sequence[str], unk: str | None, n: int = DEFAULT_PROBES) -> list[str]:
+    """Frequent words at geometrically spaced ranks 10, 20, 40, ... (falling back to the top).
+
+    The very top of a frequency list is function words ("the", "of") whose neighbours say little;
+    spacing the ranks shows frequent content words as well.
+    """
+    candidates = [w for w in words if w != unk]
+    picks: list[str] = []
+    rank = 10
+    while len(picks) < n and rank < len(candidates):
+        picks.append(candidates[rank])
+        rank *= 2
+    for w in candidates:  # small vocabularies: top up with the most frequent words
+        if len(picks) >= n:
+            break
+        if w not in picks:
+            picks.append(w)
+    return picks
+
+
+def nearest_neighbours(w: torch.Tensor, ids: Sequence[int],
+                       k: int) -> list[list[tuple[int, float]]]:
+    """Top-``k`` cosine neighbours (excluding the word itself) for each row id in ``ids``."""
+    unit = torch.nn.functional.normalize(w.float(), dim=1)
+    sims = unit[list(ids)] @ unit.T  # (P, V)
+    sims[torch.arange(len(ids)), torch.tensor(list(ids))] = -math.inf
+    top = torch.topk(sims, k=min(k, w.shape[0] - 1), dim=1)
+    return [[(int(i), float(s)) for i, s in zip(ti, ts, strict=True)]
+            for ti, ts in zip(top.indices, top.values, strict=True)]
+
+
+def neighbours_markdown(words: Sequence[str], w: torch.Tensor, probes: Sequence[str],
+                        k: int = NEIGHBOURS) -> str:
+    """A markdown table: one row per probe word, its neighbours with cosine similarity."""
+    index = {word: i for i, word in enumerate(words)}
+    ids = [index[p] for p in probes if p in index]
+    if not ids or w.shape[0] < 2:
+        return "(no probe words in the vocabulary)"
+    lines = ["| word | nearest neighbours (cosine) |", "|---|---|"]
+    for i, row in zip(ids, nearest_neighbours(w, ids, k), strict=True):
+        cells = ", ".join(f"{words[j]} ({s:.2f})" for j, s in row)
+        lines.append(f"| **{words[i]}** | {cells} |")
+    return "\n".join(lines)
+
+
+def hparam_values(hparams: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """Flatten a (nested) config dict into values the hparams plugin accepts."""
+    out: dict[str, bool | int | float | str] = {}
+    for k, v in flatten(dict(hparams)).items():
+        if isinstance(v, (bool, int, float, str)):
+            out[k] = v
+        elif v is None:
+            out[k] = "none"
+        else:
+            out[k] = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+    return out
+
+
+def final_metric_tag(name: str) -> str:
+    """Tag under which a final metric is written (and which the hparams table references)."""
+    return f"final/{name}"
+
+
+class TensorBoardSink:
+    """Scalars, histograms, text, images, projector and hparams in the run's own event stream."""
+
+    def __init__(self, run_dir: Path, cfg: TrainConfig, vocab: VocabLike,
+                 resume_step: int | None) -> None:
+        from torch.utils.tensorboard import SummaryWriter  # heavy import: only when enabled
+
+        self._run_dir = run_dir
+        self._cfg = cfg
+        self._words = tuple(vocab.words)
+        self._counts = np.asarray(vocab.counts)
+        self._unk: str | None = getattr(vocab, "unk", None)
+        probes = list(cfg.track.probe_words) or default_probes(self._words, self._unk)
+        known = set(self._words)
+        self._probes = [p for p in probes if p in known]
+        purge = None if not resume_step else resume_step + 1
+        self._projector_steps: set[int] = set()
+        old_projector = _load_projector_config(run_dir, resume_step) if resume_step else None
+        self._w: SummaryWriter = SummaryWriter(str(run_dir), purge_step=purge)
+        if old_projector is not None:
+            # add_embedding rewrites the whole projector_config.pbtxt from the writer's own
+            # buffer; seed it with the pre-resume entries so they are not forgotten.
+            self._w._projector_config = old_projector
+            self._projector_steps = {_projector_step(e.tensor_path)
+                                     for e in old_projector.embeddings}
+
+    def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
+        for tag, v in values.items():
+            self._w.add_scalar(tag, float(v), global_step=step)
+
+    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None:
+        for name, w in (("input", w_in), ("output", w_out)):
+            w = w.detach().float().cpu()
+            self._histogram(f"embeddings/{name}", w.reshape(-1), step)
+            self._histogram(f"embeddings/{name}_norm", w.norm(dim=1), step)
+        w_in = w_in.detach().float().cpu()
+        if self._probes:
+            text = neighbours_markdown(self._words, w_in, self._probes)
+            self._w.add_text("neighbours", text, global_step=step)
+        self._log_pca(step, w_in)
+        if self._cfg.track.projector_each_checkpoint:
+            self._log_projector(step, w_in)
+        self._w.flush()
+
+    def log_final(self, step: int, w_in: torch.Tensor, hparams: Mapping[str, Any],
+                  metrics: Mapping[str, float]) -> None:
+        from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+        self._log_projector(step, w_in.detach().float().cpu())
+        tags = {final_metric_tag(k): float(v) for k, v in metrics.items()}
+        for tag, v in tags.items():
+            self._w.add_scalar(tag, v, global_step=step)
+        # Not add_hparams(): it writes into a new sub-folder, which TensorBoard shows as a second
+        # run. Writing the three hparams summaries into our own file keeps one run per run.
+        exp, ssi, sei = hparams_summary(hparam_values(hparams), tags)
+        fw = self._w._get_file_writer()
+        for summary in (exp, ssi, sei):
+            fw.add_summary(summary, global_step=step)
+        self._w.flush()
+
+    def close(self) -> None:
+        self._w.close()
+
+    def _histogram(self, tag: str, values: torch.Tensor, step: int) -> None:
+        # Bucketed with torch.histc: add_histogram's numpy path takes ~1 s on 7M values (text8's
+        # 71k×100), which alone would exceed the overhead budget at checkpoint cadence.
+        lo, hi = float(values.min()), float(values.max())
+        if hi <= lo:
+            hi = lo + 1e-6
+        counts = torch.histc(values, bins=HIST_BINS, min=lo, max=hi)
+        limits = torch.linspace(lo, hi, HIST_BINS + 1)[1:]
+        v64 = values.double()
+        self._w.add_histogram_raw(tag, min=lo, max=hi, num=values.numel(),
+                                  sum=float(v64.sum()), sum_squares=float((v64 * v64).sum()),
+                                  bucket_limits=limits.tolist(), bucket_counts=counts.tolist(),
+                                  global_step=step)
+
+    def _log_pca(self, step: int, w_in: torch.Tensor) -> None:
+        from embedlab.track.plots import plot_words, project_2d, top_word_ids
+
+        ids = top_word_ids(self._words, self._unk, PCA_WORDS)
+        if len(ids) < 3:
+            return
+        points = project_2d(w_in[ids].numpy(), "pca")
+        fig = plot_words([self._words[i] for i in ids], points,
+                         title=f"PCA of the {len(ids)} most frequent words, step {step}")
+        self._w.add_figure("embeddings/pca", fig, global_step=step, close=True)
+
+    def _log_projector(self, step: int, w_in: torch.Tensor) -> None:
+        if step in self._projector_steps:
+            return  # the per-checkpoint projector already holds this step
+        n = min(self._cfg.track.projector_words, w_in.shape[0])
+        metadata = [[w, str(int(c))] for w, c in zip(self._words[:n], self._counts[:n],
+                                                       strict=True)]
+        self._w.add_embedding(w_in[:n], metadata=metadata, metadata_header=["word", "count"],
+                              global_step=step, tag=PROJECTOR_TAG)
+        self._projector_steps.add(step)
+
+
+def _projector_step(tensor_path: str) -> int:
+    # add_embedding stores tensors under "<zero-padded step>/<tag>/tensors.tsv".
+    head = tensor_path.split("/", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def _load_projector_config(run_dir: Path, resume_step: int) -> Any:
+    """The run's projector config minus entries after ``resume_step`` (whose folders go too)."""
+    from google.protobuf import text_format
+    from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+    path = run_dir / PROJECTOR_CONFIG
+    if not path.exists():
+        return None
+    try:
+        old = text_format.Parse(path.read_text(encoding="utf-8"), ProjectorConfig())
+    except text_format.ParseError:
+        return None  # unreadable: start a fresh projector config (the tensors are still there)
+    kept = ProjectorConfig()
+    for e in old.embeddings:
+        step = _projector_step(e.tensor_path)
+        if 0 <= step <= resume_step:
+            kept.embeddings.add().CopyFrom(e)
+        elif step > resume_step:
+            shutil.rmtree(run_dir / e.tensor_path.split("/", 1)[0], ignore_errors=True)
+    return kept
+
+
+# ---- the tracker --------------------------------------------------------------------------
+
+
+class Tracker:
+    """Fans every call out to its sinks and keeps the seconds spent doing so.
+
+    ``seconds`` lets the trainer (and ``benchmarks/summary_overhead.py``) report the cost of
+    summaries as a share of training time.
+    """
+
+    def __init__(self, sinks: Sequence[Sink]) -> None:
+        self._sinks = list(sinks)
+        self.seconds = 0.0
+
+    def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
+        t = time.perf_counter()
+        for s in self._sinks:
+            s.log_scalars(step, values)
+        self.seconds += time.perf_counter() - t
+
+    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None:
+        """Histograms of values and row norms, probe neighbours, PCA image (and projector)."""
+        t = time.perf_counter()
+        for s in self._sinks:
+            s.log_checkpoint(step, w_in, w_out)
+        self.seconds += time.perf_counter() - t
+
+    def log_final(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor,
+                  hparams: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+        """Projector of the final input embeddings, final metrics and the hparams table.
+
+        ``metrics`` names (e.g. ``loss``, ``eval/analogy``) are written as scalars
+        ``final/<name>`` at ``step`` and referenced by the hparams table.
+        """
+        t = time.perf_counter()
+        del w_out  # in the contract for symmetry; the projector shows the input embeddings
+        for s in self._sinks:
+            s.log_final(step, w_in, hparams, metrics)
+        self.seconds += time.perf_counter() - t
+
+    def close(self) -> None:
+        for s in self._sinks:
+            s.close()
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_tracker(run_dir: Path, cfg: TrainConfig, *, vocab: VocabLike,
+                 resume_step: int | None = None) -> Tracker:
+    """Open the run's sinks. ``resume_step`` (the step of the checkpoint resumed from; None or 0
+    for a fresh run) drops everything logged after it, so resumed curves do not overlap."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if resume_step:
+        truncate_metrics(run_dir / METRICS_FILE, resume_step)
+    sinks: list[Sink] = [JsonlSink(run_dir)]
+    if cfg.track.tensorboard:
+        sinks.append(TensorBoardSink(run_dir, cfg, vocab, resume_step))
+    return Tracker(sinks)

@@ -1,0 +1,99 @@
+"""``embedlab visualize``: the labelled 2-D plot of a run's latest input embeddings.
+
+Loads the latest *verified* checkpoint with :func:`embedlab.train.checkpoint.find_checkpoint` /
+``load_checkpoint`` (safetensors + JSON, never pickle) and the words from ``RUN/vocab.tsv``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from embedlab.errors import InputError
+from embedlab.track.plots import Method, plot_words, project_2d, top_word_ids
+
+FORMATS = (".png", ".svg", ".pdf")
+
+
+def read_vocab_words(path: Path) -> list[str]:
+    """Words of ``vocab.tsv`` (word<TAB>count, id = line number)."""
+    if not path.is_file():
+        raise InputError(f"{path} not found; is this a run folder made by 'embedlab train'?")
+    words = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        word, sep, _count = line.partition("\t")
+        if not sep:
+            raise InputError(f"{path}:{n} is not word<TAB>count; restore the run's vocab.tsv")
+        words.append(word)
+    return words
+
+
+def load_input_embeddings(run_dir: Path) -> tuple[np.ndarray, int | None]:
+    """``(input_embeddings V×D float32, step)`` of the run's latest verified checkpoint."""
+    from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+
+    ckpt = find_checkpoint(run_dir)
+    tensors, state = load_checkpoint(ckpt, names=["input_embeddings"])
+    step = state.get("step")
+    return tensors["input_embeddings"].float().numpy(), step if isinstance(step, int) else None
+
+
+def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
+              out: Path | None = None) -> Path:
+    """Draw the ``words`` most frequent words of the run and save the figure; returns the path.
+
+    The default output is ``RUN/exports/<method>-step<N>.png``. The file is written to a temporary
+    name and renamed, so an existing plot is never left half-written.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise InputError(f"no such run folder: {run_dir}; pass a folder made by embedlab train "
+                         "(see embedlab runs)")
+    if words < 3:
+        raise InputError(f"--words must be >= 3, got {words}; e.g. --words 300")
+    if out is not None and out.suffix.lower() not in FORMATS:
+        raise InputError(f"--out {out}: unsupported file type; use one of {', '.join(FORMATS)}")
+    if out is not None and not out.parent.is_dir():
+        raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    vocab = read_vocab_words(run_dir / "vocab.tsv")
+    emb, step = load_input_embeddings(run_dir)
+    if emb.shape[0] != len(vocab):
+        raise InputError(f"vocab.tsv has {len(vocab)} words but the checkpoint has "
+                         f"{emb.shape[0]} rows; the run folder is inconsistent")
+    unk = _unk_of(run_dir)
+    ids = top_word_ids(vocab, unk, words)
+    points = project_2d(emb[ids], method)
+    label = "t-SNE" if method == "tsne" else "PCA"
+    at = f", step {step}" if step is not None else ""
+    fig = plot_words([vocab[i] for i in ids], points,
+                     title=f"{label} of the {len(ids)} most frequent words — {run_dir.name}{at}")
+    if out is None:
+        (run_dir / "exports").mkdir(exist_ok=True)
+        out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
+    _save_atomic(fig, out)
+    return out
+
+
+def _unk_of(run_dir: Path) -> str | None:
+    import json
+
+    try:
+        cfg = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        unk = cfg.get("data", {}).get("unk")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return unk if isinstance(unk, str) else None
+
+
+def _save_atomic(fig: object, out: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=out.suffix)
+    os.close(fd)
+    try:
+        fig.savefig(tmp)  # type: ignore[attr-defined]
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,101 @@
+"""A training-like run folder built with the real tracker (no trainer needed).
+
+Embeddings drift from noise towards planted clusters, so neighbours and the PCA picture change
+over steps the way a real run's do; the loss falls. Used by the tracker, CLI, server and browser
+tests (the browser test loads this file by path, so keep it import-free of test packages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from embedlab.config import TrackConfig, TrainConfig
+from embedlab.track.runs import write_status
+from embedlab.track.summaries import open_tracker
+
+CLUSTERS = {
+    "animal": ["cat", "dog", "horse", "cow", "sheep", "goat"],
+    "country": ["france", "germany", "spain", "italy", "england", "japan"],
+    "colour": ["red", "green", "blue", "yellow", "black", "white"],
+    "number": ["one", "two", "three", "four", "five", "six"],
+}
+
+
+@dataclass(frozen=True)
+class FakeVocab:
+    words: tuple[str, ...]
+    counts: np.ndarray
+    unk: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+def fake_vocab(extra: int = 40) -> FakeVocab:
+    words = ["the", "of", "and"] + [w for ws in CLUSTERS.values() for w in ws]
+    words += [f"word{i}" for i in range(extra)]
+    counts = np.array(sorted((1000 // (i + 1) + 5 for i in range(len(words))), reverse=True),
+                      dtype=np.int64)
+    return FakeVocab(tuple(words), counts)
+
+
+def embeddings_at(vocab: FakeVocab, step: int, total: int, dim: int = 16) -> torch.Tensor:
+    """Noise at step 0 that moves linearly towards one centre per planted cluster."""
+    g = torch.Generator().manual_seed(0)
+    noise = torch.randn(len(vocab), dim, generator=g)
+    target = noise.clone()
+    centres = torch.randn(len(CLUSTERS), dim, generator=g) * 3
+    for c, ws in enumerate(CLUSTERS.values()):
+        for w in ws:
+            target[vocab.words.index(w)] = centres[c] + 0.1 * noise[vocab.words.index(w)]
+    a = step / total
+    return (1 - a) * noise + a * target
+
+
+def make_config(**track: object) -> TrainConfig:
+    base = TrainConfig()
+    tc = dataclasses.replace(TrackConfig(), **{"log_every": 5, "projector_words": 30, **track})
+    return dataclasses.replace(base, track=tc)
+
+
+def write_run_files(run: Path, cfg: TrainConfig, vocab: FakeVocab) -> None:
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.json").write_text(json.dumps(cfg.to_dict(), indent=1))
+    (run / "vocab.tsv").write_text("".join(f"{w}\t{c}\n" for w, c in zip(vocab.words,
+                                                                         vocab.counts,
+                                                                         strict=True)))
+
+
+def simulate(run: Path, *, steps: int = 50, ckpt_every: int = 10, start: int = 0,
+             cfg: TrainConfig | None = None, final: bool = True) -> TrainConfig:
+    """Log like a trainer from ``start`` (a resume step, or 0) to ``steps``."""
+    cfg = cfg or make_config()
+    vocab = fake_vocab()
+    write_run_files(run, cfg, vocab)
+    tracker = open_tracker(run, cfg, vocab=vocab, resume_step=start)
+    write_status(run, status="running", step=start, words_seen=start * 1000, pid=None)
+    for step in range(start + 1, steps + 1):
+        if step % cfg.track.log_every == 0:
+            loss = 4 * math.exp(-step / 20) + 0.5
+            tracker.log_scalars(step, {"train/loss": loss, "train/lr": 0.025 * (1 - step / steps),
+                                       "train/words_per_sec": 1e5, "train/pairs_per_sec": 8e5,
+                                       "train/progress": step / steps})
+        if step % ckpt_every == 0:
+            w = embeddings_at(vocab, step, steps)
+            tracker.log_checkpoint(step, w, w * 0.5)
+            tracker.log_scalars(step, {"eval/analogy": step / steps / 2})
+            write_status(run, step=step, words_seen=step * 1000, loss=loss)
+    if final:
+        w = embeddings_at(vocab, steps, steps)
+        tracker.log_final(steps, w, w * 0.5, hparams=cfg.to_dict(),
+                          metrics={"loss": 0.6, "eval/analogy": 0.5})
+        write_status(run, status="finished", wall_time=12.5)
+    tracker.close()
+    return cfg

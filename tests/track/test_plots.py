@@ -1,0 +1,58 @@
+"""2-D projections and the labelled scatter plot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from embedlab.errors import InputError
+from embedlab.track.plots import plot_words, project_2d, top_word_ids
+
+
+def test_pca_matches_scikit_learn_up_to_sign() -> None:
+    from sklearn.decomposition import PCA
+
+    x = np.random.default_rng(0).normal(size=(50, 8)) * np.arange(1, 9)
+    ours = project_2d(x, "pca")
+    ref = PCA(n_components=2).fit_transform(x)
+    for k in range(2):
+        assert np.allclose(np.abs(ours[:, k]), np.abs(ref[:, k]), atol=1e-8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(3, 20), st.integers(1, 6)),
+              elements=st.floats(-100, 100)))
+def test_pca_shape_finite_and_centred(x: np.ndarray) -> None:
+    pts = project_2d(x, "pca")
+    assert pts.shape == (x.shape[0], 2) and np.isfinite(pts).all()
+    assert np.allclose(pts.mean(axis=0), 0, atol=1e-6 * (1 + np.abs(x).max()))
+
+
+def test_tsne_small_input() -> None:
+    x = np.random.default_rng(1).normal(size=(12, 5))
+    pts = project_2d(x, "tsne")
+    assert pts.shape == (12, 2) and np.isfinite(pts).all()
+
+
+def test_too_few_points_and_bad_method() -> None:
+    with pytest.raises(InputError, match="at least 3 words"):
+        project_2d(np.zeros((2, 4)), "pca")
+    with pytest.raises(InputError, match="unknown --method"):
+        project_2d(np.zeros((5, 4)), "umap")  # type: ignore[arg-type]
+
+
+def test_top_word_ids_skips_unk() -> None:
+    assert top_word_ids(["UNK", "the", "of", "a"], "UNK", 2) == [1, 2]
+    assert top_word_ids(["the", "of"], None, 5) == [0, 1]
+
+
+def test_plot_words_labels_every_point() -> None:
+    words = [f"w{i}" for i in range(40)]
+    fig = plot_words(words, np.random.default_rng(0).normal(size=(40, 2)), title="t")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == words
+    assert ax.get_title() == "t"
+    assert fig.get_size_inches()[0] >= 8

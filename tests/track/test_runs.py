@@ -1,0 +1,148 @@
+"""status.json, dead-pid detection, run discovery and the comparison table."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from embedlab.config import OptimConfig, TrainConfig
+from embedlab.errors import InputError
+from embedlab.track.runs import (
+    differing_keys,
+    effective_status,
+    find_runs,
+    format_count,
+    format_duration,
+    read_status,
+    run_info,
+    runs_tables,
+    write_status,
+)
+
+from .fakerun import fake_vocab, write_run_files
+
+
+def test_write_status_merges_and_stamps(tmp_path: Path) -> None:
+    write_status(tmp_path, status="running", step=0, pid=123)
+    st1 = write_status(tmp_path, step=10, loss=1.5)
+    assert read_status(tmp_path) == st1
+    assert st1["status"] == "running" and st1["step"] == 10 and st1["pid"] == 123
+    assert st1["loss"] == 1.5 and isinstance(st1["updated"], float)
+    assert not [p for p in tmp_path.iterdir() if p.name != "status.json"]  # no temp files left
+
+
+def test_write_status_rejects_unknown_state(tmp_path: Path) -> None:
+    write_status(tmp_path, status="finished")
+    with pytest.raises(ValueError, match="status must be one of"):
+        write_status(tmp_path, status="done")
+    assert read_status(tmp_path)["status"] == "finished"  # the saved file is untouched
+
+
+def test_read_status_missing_or_corrupt_is_empty(tmp_path: Path) -> None:
+    assert read_status(tmp_path) == {}
+    (tmp_path / "status.json").write_text('{"status": "runn')
+    assert read_status(tmp_path) == {}
+    assert write_status(tmp_path, status="failed")["status"] == "failed"
+
+
+json_values = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12),
+                        st.text(max_size=20), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.dictionaries(st.text(min_size=1, max_size=10).filter(lambda k: k not in ("status",
+                       "updated", "host")), json_values, max_size=6))
+def test_status_round_trip(tmp_path_factory: pytest.TempPathFactory, fields: dict) -> None:
+    run = tmp_path_factory.mktemp("st")
+    written = write_status(run, **fields)
+    back = read_status(run)
+    assert back == written
+    assert {k: back[k] for k in fields} == fields
+
+
+def test_running_with_dead_pid_shows_failed() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    import socket
+
+    host = socket.gethostname()
+    assert effective_status({"status": "running", "pid": proc.pid, "host": host}) == "failed"
+    import os
+
+    assert effective_status({"status": "running", "pid": os.getpid(), "host": host}) == "running"
+    assert effective_status({"status": "running", "pid": 1, "host": "elsewhere"}) == "running"
+    assert effective_status({"status": "interrupted", "pid": proc.pid}) == "interrupted"
+    assert effective_status({}) == "unknown"
+
+
+def _make_run(path: Path, **optim: object) -> None:
+    cfg = dataclasses.replace(TrainConfig(), optim=dataclasses.replace(OptimConfig(), **optim))
+    write_run_files(path, cfg, fake_vocab())
+
+
+def test_find_runs_nested_and_single(tmp_path: Path) -> None:
+    _make_run(tmp_path / "a")
+    _make_run(tmp_path / "group" / "b")
+    (tmp_path / "a" / "exports").mkdir()
+    (tmp_path / "a" / "exports" / "config.json").write_text("{}")  # inside a run: ignored
+    (tmp_path / "notarun").mkdir()
+    assert find_runs(tmp_path) == [tmp_path / "a", tmp_path / "group" / "b"]
+    assert find_runs(tmp_path / "a") == [tmp_path / "a"]
+    with pytest.raises(InputError, match="no such folder"):
+        find_runs(tmp_path / "missing")
+    with pytest.raises(InputError, match="not a folder"):
+        find_runs(tmp_path / "a" / "config.json")
+
+
+def test_run_info_and_table(tmp_path: Path) -> None:
+    _make_run(tmp_path / "sg-lr0.5", lr=0.5)
+    _make_run(tmp_path / "sg-lr1.0", lr=1.0)
+    write_status(tmp_path / "sg-lr0.5", status="finished", step=200, words_seen=1_234_567,
+                 loss=9.0, wall_time=3725.0)
+    with (tmp_path / "sg-lr0.5" / "metrics.jsonl").open("w") as f:
+        f.write(json.dumps({"step": 100, "train/loss": 2.5}) + "\n")
+        f.write(json.dumps({"step": 200, "train/loss": 2.0}) + "\n")
+    infos = [run_info(r, tmp_path) for r in find_runs(tmp_path)]
+    a, b = infos
+    assert (a.name, a.status, a.step, a.loss) == ("sg-lr0.5", "finished", 200, 2.0)
+    assert a.best == "train/loss 2 @200"
+    assert (b.status, b.step, b.loss, b.best) == ("unknown", None, None, "")
+    assert differing_keys(infos) == ["optim.lr"]
+    console = Console(width=200, record=True)
+    tables = runs_tables(infos)
+    assert len(tables) == 1
+    console.print(*tables)
+    out = console.export_text()
+    header = out.splitlines()[1]
+    assert "optim.lr" in header and "model.dim" not in out
+    row = next(line for line in out.splitlines() if "sg-lr0.5" in line)
+    for cell in ("finished", "200", "1.2M", "2.0000", "train/loss 2 @200", "1:02:05", "0.5"):
+        assert cell in row, cell
+    tables = runs_tables(infos, all_hparams=True)
+    assert len(tables) == 2
+    console = Console(width=200, record=True)
+    console.print(tables[1])
+    lines = console.export_text().splitlines()
+    dim = next(line for line in lines if "model.dim" in line)
+    assert dim.count("100") == 2  # one cell per run
+    assert len([line for line in lines if "│" in line]) == len(infos[0].hparams)  # body rows
+
+
+def test_run_info_unreadable_config(tmp_path: Path) -> None:
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "config.json").write_text("{not json")
+    with pytest.raises(InputError, match="unreadable"):
+        run_info(tmp_path / "r", tmp_path)
+
+
+def test_formatting() -> None:
+    assert format_duration(None) == "" and format_duration(59.9) == "0:00:59"
+    assert format_count(999) == "999" and format_count(17_000_000) == "17.0M"

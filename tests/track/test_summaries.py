@@ -1,0 +1,210 @@
+"""The tracker: what lands in the event files and metrics.jsonl, resume, null TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from embedlab.track.summaries import (
+    METRICS_FILE,
+    JsonlSink,
+    default_probes,
+    hparam_values,
+    neighbours_markdown,
+    read_metrics,
+    truncate_metrics,
+)
+
+from .fakerun import CLUSTERS, embeddings_at, fake_vocab, make_config, simulate
+
+TRAIN_TAGS = ["train/loss", "train/lr", "train/words_per_sec", "train/pairs_per_sec",
+              "train/progress"]
+
+
+def load_events(run: Path) -> EventAccumulator:
+    ea = EventAccumulator(str(run), size_guidance={"images": 0, "histograms": 0, "tensors": 0,
+                                                   "scalars": 0})
+    ea.Reload()
+    return ea
+
+
+@pytest.fixture(scope="module")
+def fresh_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One fake run (50 steps, checkpoints at 25 and 50) shared by the read-only tests."""
+    run = tmp_path_factory.mktemp("fresh") / "run"
+    simulate(run, steps=50, ckpt_every=25)
+    return run
+
+
+def test_fresh_run_writes_every_kind_of_summary(fresh_run: Path) -> None:
+    run = fresh_run
+    ea = load_events(run)
+    tags = ea.Tags()
+    assert set(TRAIN_TAGS) | {"eval/analogy", "final/loss", "final/eval/analogy"} \
+        <= set(tags["scalars"])
+    assert [e.step for e in ea.Scalars("train/loss")] == list(range(5, 51, 5))
+    assert sorted(tags["histograms"]) == ["embeddings/input", "embeddings/input_norm",
+                                         "embeddings/output", "embeddings/output_norm"]
+    assert [e.step for e in ea.Histograms("embeddings/input_norm")] == [25, 50]
+    assert [e.step for e in ea.Images("embeddings/pca")] == [25, 50]
+    png = ea.Images("embeddings/pca")[-1]
+    assert png.width >= 600 and png.encoded_image_string[:4] == b"\x89PNG"
+    text = ea.Tensors("neighbours/text_summary")
+    assert [e.step for e in text] == [25, 50]
+    # no sub-folders (add_hparams' pitfall): the only folder is the projector's step folder
+    assert sorted(p.name for p in run.iterdir() if p.is_dir()) == ["00050"]
+
+
+def test_every_scalar_is_in_metrics_jsonl(fresh_run: Path) -> None:
+    run = fresh_run
+    ea = load_events(run)
+    rows = read_metrics(run / METRICS_FILE)
+    for tag in ea.Tags()["scalars"]:
+        from_tb = [(e.step, e.value) for e in ea.Scalars(tag)]
+        from_json = [(r["step"], r[tag]) for r in rows if tag in r]
+        assert [s for s, _ in from_tb] == [s for s, _ in from_json], tag
+        np.testing.assert_allclose([v for _, v in from_tb], [v for _, v in from_json],
+                                   rtol=1e-6)
+
+
+def test_hparams_are_in_the_runs_own_event_file(fresh_run: Path) -> None:
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    run = fresh_run
+    content = load_events(run).PluginTagToContent("hparams")
+    assert set(content) == {"_hparams_/experiment", "_hparams_/session_start_info",
+                            "_hparams_/session_end_info"}
+    data = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hp = data.session_start_info.hparams
+    assert hp["optim.lr"].number_value == pytest.approx(0.025)
+    assert hp["model.loss"].string_value == "neg"
+    exp = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"])
+    metric_tags = {m.name.tag for m in exp.experiment.metric_infos}
+    assert metric_tags == {"final/loss", "final/eval/analogy"}
+    assert len(list(run.glob("events.out.tfevents.*"))) == 1
+
+
+def test_projector_files_have_word_and_count_metadata(fresh_run: Path) -> None:
+    run = fresh_run
+    folder = run / "00050" / "input_embeddings"
+    meta = (folder / "metadata.tsv").read_text().splitlines()
+    vocab = fake_vocab()
+    assert meta[0] == "word\tcount"
+    assert meta[1:] == [f"{w}\t{c}" for w, c in zip(vocab.words[:30], vocab.counts[:30],
+                                                    strict=True)]
+    rows = (folder / "tensors.tsv").read_text().splitlines()
+    assert len(rows) == 30 and len(rows[0].split("\t")) == 16
+    assert 'tensor_path: "00050/input_embeddings/tensors.tsv"' in \
+        (run / "projector_config.pbtxt").read_text()
+
+
+def test_resume_continues_curves_without_duplicates(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    cfg = make_config(projector_each_checkpoint=True)
+    # first process: logs up to 35 but its last checkpoint is at 20, then it is killed
+    simulate(run, steps=35, ckpt_every=20, cfg=cfg, final=False)
+    assert max(r["step"] for r in read_metrics(run / METRICS_FILE)) == 35
+    # second process resumes from the checkpoint at step 20 and runs to the end
+    simulate(run, steps=50, ckpt_every=20, start=20, cfg=cfg)
+    ea = load_events(run)
+    assert [e.step for e in ea.Scalars("train/loss")] == list(range(5, 51, 5))
+    assert [e.step for e in ea.Scalars("eval/analogy")] == [20, 40]
+    assert [e.step for e in ea.Histograms("embeddings/input")] == [20, 40]
+    steps = [r["step"] for r in read_metrics(run / METRICS_FILE) if "train/loss" in r]
+    assert steps == list(range(5, 51, 5))
+    pbtxt = (run / "projector_config.pbtxt").read_text()
+    for step in (20, 40, 50):
+        assert pbtxt.count(f'tensor_path: "{step:05d}/input_embeddings/tensors.tsv"') == 1
+
+
+def test_disabled_tensorboard_still_writes_metrics(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    simulate(run, steps=20, ckpt_every=10, cfg=make_config(tensorboard=False))
+    assert not list(run.glob("events.out.tfevents.*"))
+    assert not (run / "projector_config.pbtxt").exists()
+    rows = read_metrics(run / METRICS_FILE)
+    assert [r["step"] for r in rows if "train/loss" in r] == [5, 10, 15, 20]
+    assert rows[-1] == {"step": 20, "final/loss": 0.6, "final/eval/analogy": 0.5}
+
+
+def test_neighbours_show_the_planted_clusters() -> None:
+    vocab = fake_vocab()
+    w = embeddings_at(vocab, 50, 50)
+    text = neighbours_markdown(vocab.words, w, ["cat", "france"], k=5)
+    rows = text.splitlines()
+    assert rows[0].startswith("| word |") and len(rows) == 4
+    for row, cluster in ((rows[2], CLUSTERS["animal"]), (rows[3], CLUSTERS["country"])):
+        names = [cell.split(" (")[0] for cell in row.split("|")[2].strip().split(", ")]
+        assert set(names) <= set(cluster), row
+
+
+def test_neighbours_without_known_probe_words() -> None:
+    vocab = fake_vocab()
+    assert "no probe words" in neighbours_markdown(vocab.words, torch.zeros(len(vocab), 4),
+                                                   ["zebra"])
+
+
+@given(st.integers(1, 3000), st.integers(1, 12))
+def test_default_probes_are_distinct_frequent_words(v: int, n: int) -> None:
+    words = [f"w{i}" for i in range(v)]
+    probes = default_probes(words, "w0", n)
+    assert len(probes) == min(n, v - 1)
+    assert len(set(probes)) == len(probes) and "w0" not in probes
+    assert all(int(p[1:]) <= max(11 * 2 ** n, n + 1) for p in probes)
+
+
+def test_hparam_values_flattens_to_plain_types() -> None:
+    out = hparam_values({"a": {"b": None, "c": [1, 2]}, "d": 1.5, "e": True})
+    assert out == {"a.b": "none", "a.c": "1,2", "d": 1.5, "e": True}
+
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.dictionaries(
+    st.sampled_from(TRAIN_TAGS), finite, min_size=1)), max_size=20), st.integers(0, 10_000))
+def test_jsonl_round_trip_and_truncate(tmp_path_factory: pytest.TempPathFactory,
+                                       rows: list[tuple[int, dict[str, float]]],
+                                       resume: int) -> None:
+    run = tmp_path_factory.mktemp("run")
+    sink = JsonlSink(run)
+    for step, values in rows:
+        sink.log_scalars(step, values)
+    sink.close()
+    path = run / METRICS_FILE
+    expected = [{"step": s, **v} for s, v in rows]
+    assert read_metrics(path) == expected
+    truncate_metrics(path, resume)
+    assert read_metrics(path) == [r for r in expected if r["step"] <= resume]
+
+
+def test_jsonl_keeps_non_finite_values_as_strings_and_skips_torn_lines(tmp_path: Path) -> None:
+    sink = JsonlSink(tmp_path)
+    sink.log_scalars(1, {"train/loss": math.nan, "train/lr": math.inf})
+    sink.close()
+    with (tmp_path / METRICS_FILE).open("a") as f:
+        f.write('{"step": 2, "train/lo')  # a SIGKILL in the middle of a write
+    assert read_metrics(tmp_path / METRICS_FILE) == [
+        {"step": 1, "train/loss": "nan", "train/lr": "inf"}]
+    lines = (tmp_path / METRICS_FILE).read_text().splitlines()
+    json.loads(lines[0])  # still strict JSON
+
+
+def test_tracker_counts_its_own_time(tmp_path: Path) -> None:
+    from embedlab.track.summaries import open_tracker
+
+    vocab = fake_vocab()
+    with open_tracker(tmp_path, make_config(tensorboard=False), vocab=vocab,
+                      resume_step=None) as tracker:
+        assert tracker.seconds == 0.0
+        tracker.log_scalars(1, {"train/loss": 1.0})
+        assert tracker.seconds > 0.0
