@@ -152,7 +152,6 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
         if moved_ckpts:
             click.echo(f"embedlab: --from: moved {len(moved_ckpts)} newer checkpoint(s) to "
                        f"{moved_ckpts[0].parent}", err=True)
-    click.echo(f"embedlab: run folder {run}", err=True)
     result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from)
     loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
     state = "finished" if result.finished else f"stopped at --max-steps {cfg.max_steps}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -124,10 +125,20 @@ class _Window:
 
 def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None = None,
           out: TextIO = sys.stderr) -> TrainResult:
-    """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``."""
+    """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``.
+
+    A run folder this call created is removed again when the input is refused before anything
+    was trained (bad corpus, bad flags), so a corrected command starts cleanly.
+    """
+    created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    with RunLock(run_dir, argv=argv):
-        return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out)
+    try:
+        with RunLock(run_dir, argv=argv):
+            return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out)
+    except InputError:
+        if created and not any((run_dir / "checkpoints").glob("ckpt-*")):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
@@ -142,10 +153,9 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                 best_metric=cfg.checkpoint.best_name,
                                 best_mode=cfg.checkpoint.best_mode)
     ckpt = find_checkpoint(resume_from) if resume_from else manager.latest()
+    prepared = open_corpus(cfg, run_dir, progress=progress)
     write_config_json(run_dir, cfg)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
-
-    prepared = open_corpus(cfg, run_dir, progress=progress)
     vocab = prepared.vocab
     vocab.save_tsv(run_dir / VOCAB_FILE)
     if len(prepared.ids) <= 1:
@@ -174,6 +184,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     else:
         params = init_params(len(vocab), m.dim, init=m.init, nce=m.loss == "nce",
                              generator=torch_generator(cfg.seed, "init"))
+        print(f"embedlab: new run {run_dir}", file=out)
         if cfg.init_from:
             print(warm_start(params, vocab, cfg.init_from), file=out)
 
