@@ -1,0 +1,228 @@
+"""``embedlab export``, ``neighbors``, ``analogy`` and ``eval``: using trained vectors.
+
+Each command loads vectors with :func:`embedlab.vectors.load` (run folder, checkpoint folder,
+word2vec text/binary file or .npy export) and calls one method of the vectors object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from embedlab.errors import InputError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SOURCE_HELP = ("VECTORS is a run folder (newest verified checkpoint), a checkpoint folder, "
+                "a word2vec text/binary file or a .npy export.")
+
+
+def _source_options(func: F) -> F:
+    """VECTORS argument + --step/--best, shared by every command here."""
+    func = click.option("--best", is_flag=True,
+                        help="Use the run's best checkpoint (by its --best-metric).")(func)
+    func = click.option("--step", type=int, default=None, metavar="N",
+                        help="Use the run's checkpoint at step N.")(func)
+    return click.argument("source", metavar="VECTORS", type=click.Path(path_type=Path))(func)
+
+
+def _load(source: Path, step: int | None, best: bool) -> Any:
+    from embedlab.vectors import load
+
+    return load(source, step=step, best=best)
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # markup off: words like "[the]" must print as they are
+    return Console(soft_wrap=True, highlight=False, markup=False)
+
+
+def _table(columns: list[tuple[str, str]]) -> Any:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for name, justify in columns:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    return table
+
+
+def _show(title: str, table: Any) -> None:
+    console = _console()
+    console.print(title)
+    console.print(table)
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise InputError(f"-k must be >= 1, got {k}; e.g. -k 10")
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+@click.command()
+@_source_options
+@click.option("--format", "fmt", type=click.Choice(["word2vec", "word2vec-binary", "npy"]),
+              default="word2vec", show_default=True, help="Output format.")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Output file (default for a run folder: RUN/exports/vectors.{txt,bin,npy}).")
+@click.option("--force", is_flag=True, help="Overwrite existing output files.")
+def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | None,
+           force: bool) -> None:
+    """Write the input embeddings of VECTORS as word2vec text/binary or npy (+ vocab).
+
+    word2vec files load in gensim's KeyedVectors.load_word2vec_format (binary=True for
+    word2vec-binary). npy writes NAME.npy and NAME.vocab.tsv beside it. Existing files are
+    never overwritten without --force; files are written atomically.
+    """
+    from embedlab.export import SUFFIX, export_vectors
+
+    if out is None:
+        if not (source / "checkpoints").is_dir():
+            raise InputError(f"--out is required when exporting from {source}; "
+                             f"e.g. --out vectors{SUFFIX[fmt]}")  # type: ignore[index]
+        out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
+    vectors = _load(source, step, best)  # first: a bad source must not leave an exports/ behind
+    if out == source / "exports" / out.name:
+        out.parent.mkdir(exist_ok=True)
+    written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
+    for path in written:
+        click.echo(f"wrote {path} ({len(vectors)} words × {vectors.dim} dims)")
+
+
+# ---- neighbors / analogy -------------------------------------------------------------------
+
+@click.command()
+@_source_options
+@click.argument("word")
+@click.option("-k", "k", type=int, default=10, show_default=True, help="Number of neighbours.")
+@click.option("--metric", type=click.Choice(["cosine", "euclidean"]), default="cosine",
+              show_default=True, help="cosine similarity or Euclidean distance.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def neighbors(source: Path, step: int | None, best: bool, word: str, k: int, metric: str,
+              as_json: bool) -> None:
+    """The K nearest neighbours of WORD in VECTORS.
+
+    An unknown word exits with status 2 and suggests close words.
+    """
+    _check_k(k)
+    vectors = _load(source, step, best)
+    found = vectors.most_similar(word, k, metric=metric)
+    if as_json:
+        click.echo(json.dumps({"word": word, "metric": metric, "vectors": vectors.source,
+                               "neighbors": [{"word": w, "score": s} for w, s in found]}))
+        return
+    label = "cosine" if metric == "cosine" else "distance"
+    table = _table([("#", "right"), ("word", "left"), (label, "right")])
+    for rank, (w, s) in enumerate(found, 1):
+        table.add_row(str(rank), w, f"{s:.4f}")
+    _show(f"nearest to {word!r} ({metric}, {vectors.source})", table)
+
+
+@click.command()
+@_source_options
+@click.argument("a")
+@click.argument("b")
+@click.argument("c")
+@click.option("-k", "k", type=int, default=10, show_default=True, help="Number of answers.")
+@click.option("--method", type=click.Choice(["3cosadd", "3cosmul"]), default="3cosadd",
+              show_default=True, help="Analogy objective (Levy & Goldberg 2014).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+def analogy(source: Path, step: int | None, best: bool, a: str, b: str, c: str, k: int,
+            method: str, as_json: bool) -> None:
+    """A is to B as C is to ?  -- e.g. ``embedlab analogy RUN man king woman``.
+
+    The K best answers (A, B and C excluded) by 3CosAdd (cos with B - A + C) or 3CosMul.
+    """
+    _check_k(k)
+    vectors = _load(source, step, best)
+    found = vectors.analogy(a, b, c, k, method=method)
+    if as_json:
+        click.echo(json.dumps({"a": a, "b": b, "c": c, "method": method, "vectors": vectors.source,
+                               "answers": [{"word": w, "score": s} for w, s in found]}))
+        return
+    table = _table([("#", "right"), ("word", "left"), ("score", "right")])
+    for rank, (w, s) in enumerate(found, 1):
+        table.add_row(str(rank), w, f"{s:.4f}")
+    _show(f"{a} : {b} :: {c} : ?  ({method}, {vectors.source})", table)
+
+
+# ---- eval -----------------------------------------------------------------------------------
+
+@click.command(name="eval")
+@_source_options
+@click.option("--analogies", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="Analogy questions in the questions-words format.")
+@click.option("--similarity", type=click.Path(path_type=Path), multiple=True, metavar="FILE",
+              help="Word pairs with human scores (word<TAB>word<TAB>score); repeatable.")
+@click.option("--restrict-vocab", type=int, default=30_000, show_default=True, metavar="N",
+              help="Analogies consider only the N most frequent words (word2vec's convention; "
+                   "300000 is gensim's default).")
+@click.option("--method", type=click.Choice(["3cosadd", "3cosmul", "both"]), default="3cosadd",
+              show_default=True, help="Analogy objective(s).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
+             similarity: tuple[Path, ...], restrict_vocab: int, method: str,
+             as_json: bool) -> None:
+    """Evaluate VECTORS on analogies and/or word-pair similarity (gensim-compatible numbers).
+
+    Analogies: accuracy per section and in total, questions answered and skipped (a word outside
+    the N most frequent words). Similarity: Spearman and Pearson correlation and the share of
+    pairs with an unknown word (among the 300,000 most frequent words, gensim's default).
+    Matching is case-insensitive.
+    """
+    from embedlab.eval.analogy import read_questions
+    from embedlab.eval.similarity import read_pairs
+
+    if analogies is None and not similarity:
+        raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE")
+    if restrict_vocab < 1:
+        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; e.g. 30000")
+    # Read (and validate) the evaluation files before the possibly slow vector load.
+    questions = read_questions(analogies) if analogies is not None else None
+    pair_sets = [read_pairs(p) for p in similarity]
+    vectors = _load(source, step, best)
+    methods = ["3cosadd", "3cosmul"] if method == "both" else [method]
+    ana = ([vectors.evaluate_analogies(questions, restrict_vocab, m) for m in methods]
+           if questions is not None else [])
+    sims = [vectors.evaluate_similarity(p) for p in pair_sets]
+    if as_json:
+        click.echo(json.dumps({"vectors": vectors.source, "words": len(vectors), "dim": vectors.dim,
+                               "analogies": [r.to_dict() for r in ana],
+                               "similarity": [s.to_dict() for s in sims]}))
+        return
+    _console().print(f"{vectors.source}: {len(vectors)} words × {vectors.dim} dims")
+    for result in ana:
+        _show(_analogy_title(result), _analogy_table(result))
+    if sims:
+        _show("word-pair similarity", _similarity_table(sims))
+
+
+def _analogy_title(result: Any) -> str:
+    return (f"analogies {result.source} ({result.method}, top {result.restrict_vocab} words"
+            + (f", {result.invalid_lines} malformed lines skipped" if result.invalid_lines else "")
+            + ")")
+
+
+def _analogy_table(result: Any) -> Any:
+    table = _table([("section", "left"), ("accuracy", "right"), ("correct", "right"),
+                           ("answered", "right"), ("skipped (OOV)", "right")])
+    for s in (*result.sections, result.total):
+        table.add_row(s.name, f"{100 * s.accuracy:.1f}%", str(s.correct), str(s.answered),
+                      str(s.skipped))
+    return table
+
+
+def _similarity_table(results: list[Any]) -> Any:
+    table = _table([("file", "left"), ("spearman", "right"),
+                                            ("pearson", "right"), ("pairs", "right"),
+                                            ("OOV", "right")])
+    for r in results:
+        table.add_row(Path(r.source).name, f"{r.spearman:.4f}", f"{r.pearson:.4f}",
+                      str(r.pairs_used), f"{r.oov_ratio:.1f}%")
+    return table

@@ -1,0 +1,259 @@
+"""Word analogies in the questions-words format, evaluated exactly like gensim 4.
+
+File format: ``: section name`` lines start sections; every other line is ``a b c d``
+("a is to b as c is to d"). Lines without four words are skipped (counted as ``invalid``).
+
+Semantics (gensim's ``evaluate_word_analogies(restrict_vocab=N, case_insensitive=True)``):
+
+* only the first ``N`` words of the vocabulary are considered (vocabulary order = frequency
+  order), both for the question words and for the answers;
+* matching is case-insensitive via ``str.upper``; when several words share an upper-case form,
+  the first (most frequent) one stands for all of them;
+* a question with any word outside those ``N`` is skipped and counted as ``skipped``;
+* the prediction is the best-scoring word among the first ``N``, excluding the three question
+  words; like gensim we look at the top 5 of those and take the first that is not a case
+  variant of a question word (if all 5 are, the 5th counts);
+* accuracy = correct / answered (0 when nothing was answered); the total is over all sections.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from embedlab.errors import InputError
+from embedlab.eval.scoring import Method, cosmul, safe, unit_rows
+
+_TOP = 5  # gensim inspects this many candidates per question
+_SCORE_BUDGET = 1 << 25  # floats per batch of scores (128 MiB): bounds memory for big vocabularies
+
+
+@dataclass(frozen=True)
+class QuestionSet:
+    """Parsed questions. ``words`` is Q×4 (a, b, c, d) upper-cased; ``section`` is Q section ids."""
+
+    sections: tuple[str, ...]
+    words: tuple[tuple[str, str, str, str], ...]
+    section: np.ndarray
+    invalid_lines: int
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+@dataclass(frozen=True)
+class SectionScore:
+    """Counts for one section (or the total). ``answered`` excludes skipped (OOV) questions."""
+
+    name: str
+    correct: int
+    answered: int
+    skipped: int
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.answered if self.answered else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"section": self.name, "accuracy": self.accuracy, "correct": self.correct,
+                "answered": self.answered, "skipped": self.skipped}
+
+
+@dataclass(frozen=True)
+class AnalogyResult:
+    method: Method
+    restrict_vocab: int
+    sections: tuple[SectionScore, ...]
+    total: SectionScore
+    invalid_lines: int
+    source: str
+
+    @property
+    def accuracy(self) -> float:
+        """Total accuracy in [0, 1] over answered questions."""
+        return self.total.accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.source, "method": self.method, "restrict_vocab": self.restrict_vocab,
+                "accuracy": self.accuracy, "total": self.total.to_dict(),
+                "sections": [s.to_dict() for s in self.sections],
+                "invalid_lines": self.invalid_lines}
+
+
+def read_questions(path: str | os.PathLike[str]) -> QuestionSet:
+    """Parse a questions-words file; raises :class:`InputError` for a missing or malformed file."""
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"analogy file {p} does not exist; pass a questions-words file, e.g. "
+                         "--analogies questions-words.txt") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read analogy file {p} ({exc}); "
+                         "pass a UTF-8 questions-words file") from None
+    return parse_questions(text.split("\n"), str(p))
+
+
+def parse_questions(lines: Sequence[str], source: str = "<questions>") -> QuestionSet:
+    sections: list[str] = []
+    words: list[tuple[str, str, str, str]] = []
+    section: list[int] = []
+    invalid = 0
+    for n, line in enumerate(lines, 1):
+        if line.startswith(": "):
+            sections.append(line.lstrip(": ").strip())
+            continue
+        parts = line.upper().split()
+        if not parts:
+            continue
+        if not sections:
+            raise InputError(f"{source}:{n}: question before the first ': section' line; "
+                             "start the file with a line like ': capital-common-countries'")
+        if len(parts) != 4:
+            invalid += 1
+            continue
+        words.append((parts[0], parts[1], parts[2], parts[3]))
+        section.append(len(sections) - 1)
+    if not words:
+        raise InputError(f"{source} holds no analogy questions; expected ': section' lines "
+                         "followed by 'a b c d' lines (questions-words format)")
+    return QuestionSet(tuple(sections), tuple(words), np.asarray(section, dtype=np.int64),
+                       invalid, source)
+
+
+def case_groups(words: Sequence[str], n: int) -> tuple[dict[str, int], np.ndarray]:
+    """Among the first ``n`` words: upper-case form -> its first row; and each row's group
+    (the first row with the same upper-case form)."""
+    lookup: dict[str, int] = {}
+    group = np.empty(min(n, len(words)), dtype=np.int64)
+    for i in range(len(group)):
+        group[i] = lookup.setdefault(words[i].upper(), i)
+    return lookup, group
+
+
+def evaluate_analogies(words: Sequence[str], matrix: np.ndarray, norms: np.ndarray,
+                       questions: QuestionSet, *, restrict_vocab: int = 30_000,
+                       method: Method = "3cosadd") -> AnalogyResult:
+    """Score ``questions`` against the first ``restrict_vocab`` rows (see the module docstring).
+
+    Raises :class:`InputError` if no question can be answered (all out of vocabulary).
+    ``matrix`` (V×D) and ``norms`` (V) are only read.
+    """
+    if restrict_vocab < 1:
+        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
+                         "e.g. --restrict-vocab 30000")
+    n = min(restrict_vocab, len(words))
+    lookup, group = case_groups(words, n)
+    ids = np.array([[lookup.get(w, -1) for w in q] for q in questions.words], dtype=np.int64)
+    known: np.ndarray = np.all(ids >= 0, axis=1)
+    if not known.any():
+        raise InputError(f"all {len(questions)} questions in {questions.source} use words outside "
+                         f"the first {n} words of the vocabulary; check the file's language/case "
+                         "or raise --restrict-vocab")
+    hit = np.zeros(len(ids), dtype=bool)
+    hit[known] = _solve(matrix, norms, ids[known], group, n, method)
+    return _tally(questions, known, hit, method, restrict_vocab)
+
+
+def _solve(matrix: np.ndarray, norms: np.ndarray, ids: np.ndarray, group: np.ndarray, n: int,
+           method: Method) -> np.ndarray:
+    """Correctness flags (Q) for in-vocabulary questions (Q×4 row ids, which are group ids).
+
+    Fast path: mask the question words *and all their case variants*, then argmax. That equals
+    gensim's "first of the top 5 that is not a variant" whenever fewer than 5 other variants
+    exist; the rare questions with more (or tiny vocabularies) take gensim's exact path.
+    """
+    variants = _variant_rows(group)
+    batch = max(1, min(1024, _SCORE_BUDGET // max(n, 1)))
+    group_t = torch.from_numpy(group)
+    # Unit-normalised candidates, once: then one GEMM per batch yields cosines directly.
+    units = torch.from_numpy(matrix[:n] / safe(norms[:n])[:, None])
+    buf = torch.empty(min(batch, len(ids)), n)  # reused: fresh B×n tensors cost page faults
+    out = np.zeros(len(ids), dtype=bool)
+    for start in range(0, len(ids), batch):
+        q = ids[start:start + batch]
+        qt = torch.from_numpy(q)
+        scores = _batch_scores(matrix, norms, units, q, method, buf[:len(q)])
+        scores.scatter_(1, qt[:, :3], float("-inf"))  # never answer with a question word
+        extra = [_extra_variants(row, variants) for row in q[:, :3].tolist()]
+        hard = np.array([len(e) >= _TOP or n - 3 < _TOP for e in extra], dtype=bool)
+        if hard.any():
+            h = torch.from_numpy(np.flatnonzero(hard))
+            values, cand = torch.topk(scores[h], min(_TOP, n), dim=1)
+            out[start + h.numpy()] = _pick(values, cand, group_t, qt[h]).numpy()
+        rows = [i for i, e in enumerate(extra) for _ in e]
+        if rows:
+            cols = [c for e in extra for c in e]
+            scores[torch.tensor(rows), torch.tensor(cols)] = float("-inf")
+        best = scores.argmax(dim=1)
+        easy = ~hard
+        out[start:start + len(q)][easy] = (group_t[best] == qt[:, 3]).numpy()[easy]
+    return out
+
+
+def _batch_scores(matrix: np.ndarray, norms: np.ndarray, units: torch.Tensor, q: np.ndarray,
+                  method: Method, out: torch.Tensor) -> torch.Tensor:
+    """B×n candidate scores for a batch of questions (rows of ``q``: a, b, c, ...)."""
+    ua, ub, uc = (torch.from_numpy(unit_rows(matrix, norms, q[:, j])) for j in range(3))
+    if method == "3cosadd":
+        query = ub + uc - ua  # gensim: unit(mean of unit b, unit c, -unit a)
+        query /= query.norm(dim=1, keepdim=True).clamp_(min=1e-30)
+        return torch.mm(query, units.T, out=out)
+    cos_a = torch.mm(ua, units.T)
+    cos_b = torch.mm(ub, units.T)
+    return cosmul(cos_a, cos_b, torch.mm(uc, units.T, out=out))
+
+
+def _variant_rows(group: np.ndarray) -> dict[int, list[int]]:
+    """group id -> all rows in that group, for groups with more than one row (case variants)."""
+    sizes = np.bincount(group, minlength=len(group))
+    shared = np.flatnonzero(sizes[group] > 1)
+    members: dict[int, list[int]] = {}
+    for row in shared.tolist():
+        members.setdefault(int(group[row]), []).append(row)
+    return members
+
+
+def _extra_variants(question_rows: list[int], variants: dict[int, list[int]]) -> list[int]:
+    """Rows that are case variants of the question words, other than the words' own rows."""
+    if not variants:
+        return []
+    own = set(question_rows)
+    return sorted({r for g in own for r in variants.get(g, ()) if r not in own})
+
+
+def _pick(values: torch.Tensor, cand: torch.Tensor, group: torch.Tensor,
+          q: torch.Tensor) -> torch.Tensor:
+    """gensim's exact choice among the top candidates; returns B correctness flags."""
+    valid = values > float("-inf")  # fewer than _TOP candidates exist in tiny vocabularies
+    cg = group[cand]  # B×k group ids of the candidates
+    variant = (cg[:, :, None] == q[:, None, :3]).any(dim=2)
+    good = valid & ~variant
+    first_good = torch.where(good.any(dim=1), good.int().argmax(dim=1),
+                             valid.sum(dim=1) - 1)  # else the last candidate seen
+    has_any = valid.any(dim=1)
+    chosen = cg.gather(1, first_good.clamp(min=0)[:, None])[:, 0]
+    return has_any & (chosen == q[:, 3])
+
+
+def _tally(questions: QuestionSet, known: np.ndarray, hit: np.ndarray, method: Method,
+           restrict_vocab: int) -> AnalogyResult:
+    sec = questions.section
+    n_sec = len(questions.sections)
+    correct = np.bincount(sec, weights=hit, minlength=n_sec).astype(int)
+    answered = np.bincount(sec, weights=known, minlength=n_sec).astype(int)
+    total_q = np.bincount(sec, minlength=n_sec)
+    sections = tuple(
+        SectionScore(name, int(correct[i]), int(answered[i]), int(total_q[i] - answered[i]))
+        for i, name in enumerate(questions.sections))
+    total = SectionScore("Total accuracy", int(correct.sum()), int(answered.sum()),
+                         int(total_q.sum() - answered.sum()))
+    return AnalogyResult(method, restrict_vocab, sections, total, questions.invalid_lines,
+                         questions.source)

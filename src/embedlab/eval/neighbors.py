@@ -1,0 +1,64 @@
+"""Nearest neighbours and "did you mean" suggestions for unknown words."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+
+from embedlab.eval.scoring import safe
+
+Metric = Literal["cosine", "euclidean"]
+METRICS: tuple[Metric, ...] = ("cosine", "euclidean")
+
+_SUGGEST_POOL = 50_000  # fuzzy matching looks at this many most frequent words (it is O(V))
+
+
+def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
+            metric: Metric = "cosine", exclude: Sequence[int] = ()) -> list[tuple[int, float]]:
+    """The ``k`` rows closest to ``query`` (D), best first, as ``(row, score)``.
+
+    cosine: score = cosine similarity (higher is closer). euclidean: score = L2 distance (lower
+    is closer). Rows in ``exclude`` (e.g. the query words) are never returned.
+    One query is a GEMV: numpy's is faster than torch's here (no thread-pool hand-off).
+    """
+    q = np.asarray(query, dtype=np.float32)
+    dot = matrix @ q  # V
+    if metric == "cosine":
+        qn = float(np.linalg.norm(q))
+        scores = dot / (safe(norms) * (qn if qn > 0 else 1.0))
+    elif metric == "euclidean":
+        # ||x - q||² = ||x||² - 2 x·q + ||q||², one GEMV instead of a V×D difference
+        sq = np.square(norms, dtype=np.float32) - 2 * dot + float(q @ q)
+        scores = -np.maximum(sq, 0.0)  # negate so that "largest" means closest
+    else:
+        raise ValueError(f"unknown metric {metric!r}")
+    excluded = sorted(set(exclude))
+    scores[excluded] = -np.inf
+    k = min(k, len(scores) - len(excluded))
+    if k <= 0:
+        return []
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    top = top[np.argsort(-scores[top], kind="stable")]
+    values = np.sqrt(-scores[top]) if metric == "euclidean" else scores[top]
+    return [(int(i), float(v)) for i, v in zip(top.tolist(), values.tolist(), strict=True)]
+
+
+def suggest(word: str, words: Sequence[str], n: int = 5) -> list[str]:
+    """Words the user may have meant: case variants, then prefix matches, then close spellings.
+
+    Frequent words first (vocabulary order is frequency order).
+    """
+    low = word.lower()
+    pool = words[:_SUGGEST_POOL]
+    out: list[str] = [w for w in pool if w.lower() == low]
+    if len(out) < n and len(low) >= 2:
+        out += [w for w in pool if w.lower().startswith(low) and w not in out][: n - len(out)]
+    if len(out) < n:
+        # Length prefilter: difflib's ratio needs similar lengths anyway, and it is slow per word.
+        near = [w for w in pool if abs(len(w) - len(word)) <= 2]
+        close = difflib.get_close_matches(word, near, n=n, cutoff=0.75)
+        out += [w for w in close if w not in out]
+    return out[:n]

@@ -1,0 +1,101 @@
+"""The npy export: ``NAME.npy`` (V×D float32, ``np.save`` without pickle) + ``NAME.vocab.tsv``.
+
+The vocabulary file uses the run folder's ``vocab.tsv`` format: one word per line, id = line
+number (0-based), optionally ``word<TAB>count``. Counts are written when they are known (vectors
+from a run), otherwise the file holds words only (which is also TensorBoard projector metadata).
+Loading never unpickles (``allow_pickle=False``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from embedlab.errors import InputError
+from embedlab.export.atomic import atomic_open, check_writable
+from embedlab.export.word2vec import validate_words
+
+
+def vocab_path_for(npy_path: Path) -> Path:
+    """``vectors.npy`` -> ``vectors.vocab.tsv`` (beside the matrix)."""
+    return npy_path.with_name(npy_path.name.removesuffix(".npy") + ".vocab.tsv")
+
+
+def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
+              counts: np.ndarray | None = None, *, force: bool = False) -> tuple[Path, Path]:
+    """Write the matrix to ``path`` (must end in ``.npy``) and the vocabulary beside it.
+
+    Both destinations are checked before anything is written; each file is written atomically.
+    Returns ``(matrix_path, vocab_path)``.
+    """
+    if path.suffix != ".npy":
+        raise InputError(f"--out {path} must end in .npy for --format npy; e.g. --out vectors.npy")
+    if matrix.ndim != 2 or matrix.shape[0] != len(words):
+        raise ValueError(f"matrix shape {matrix.shape} does not match {len(words)} words")
+    validate_words(words)
+    vocab_path = vocab_path_for(path)
+    check_writable(path, force=force)
+    check_writable(vocab_path, force=force)
+    with atomic_open(vocab_path) as fh:
+        fh.write(_vocab_text(words, counts).encode("utf-8"))
+    with atomic_open(path) as fh:
+        np.save(fh, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
+    return path, vocab_path
+
+
+def read_npy(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """Read ``NAME.npy`` and its vocabulary (``NAME.vocab.tsv``, else ``vocab.tsv`` beside it)."""
+    vocab = vocab_path_for(path)
+    if not vocab.is_file():
+        vocab = path.with_name("vocab.tsv")
+    if not vocab.is_file():
+        raise InputError(f"no vocabulary beside {path}; expected {vocab_path_for(path).name} "
+                         "(written by 'embedlab export --format npy') in the same folder")
+    try:
+        matrix = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{path} is not a readable .npy matrix ({exc}); re-export it with "
+                         "'embedlab export --format npy'") from None
+    if matrix.ndim != 2 or not np.issubdtype(matrix.dtype, np.floating):
+        raise InputError(f"{path} holds a {matrix.dtype} array of shape {matrix.shape}, not a "
+                         "V×D float matrix; re-export it with 'embedlab export --format npy'")
+    words, counts = read_vocab_tsv(vocab)
+    if len(words) != matrix.shape[0]:
+        raise InputError(f"{vocab} lists {len(words)} words but {path} has {matrix.shape[0]} rows; "
+                         "re-export both files together")
+    return words, matrix.astype(np.float32, copy=False), counts
+
+
+def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
+    """Read ``word[<TAB>count]`` lines (id = line); counts only if every line has one."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path} is not valid UTF-8 (byte {exc.start}); "
+                         "regenerate the vocabulary file") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    words: list[str] = []
+    counts: list[int] = []
+    for i, line in enumerate(lines):
+        word, tab, count = line.partition("\t")
+        if not word:
+            raise InputError(f"{path} line {i + 1} has no word; regenerate the vocabulary file")
+        words.append(word)
+        if tab:
+            try:
+                counts.append(int(count))
+            except ValueError:
+                raise InputError(f"{path} line {i + 1}: count {count!r} is not an integer; "
+                                 "expected 'word<TAB>count'") from None
+    have_counts = len(counts) == len(words) and len(words) > 0
+    return words, (np.asarray(counts, dtype=np.int64) if have_counts else None)
+
+
+def _vocab_text(words: Sequence[str], counts: np.ndarray | None) -> str:
+    if counts is None:
+        return "".join(f"{w}\n" for w in words)
+    return "".join(f"{w}\t{int(c)}\n" for w, c in zip(words, counts, strict=True))

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from embedlab.cli import main
+from embedlab.vectors import Vectors, load
+
+WORDS = ("the", "king", "queen", "man", "woman", "paris", "france", "berlin", "germany", "of")
+
+
+@pytest.fixture
+def vecfile(tmp_path: Path) -> Path:
+    m = np.random.default_rng(0).standard_normal((len(WORDS), 8)).astype(np.float32)
+    return Vectors(WORDS, m).to_word2vec(tmp_path / "v.txt")
+
+
+@pytest.fixture
+def questions(tmp_path: Path) -> Path:
+    f = tmp_path / "q.txt"
+    f.write_text(": capitals\nparis france berlin germany\nberlin germany paris france\n"
+                 ": gender\nman woman king queen\nman woman king OOVWORD\n")
+    return f
+
+
+@pytest.fixture
+def pairs(tmp_path: Path) -> Path:
+    f = tmp_path / "ws.tsv"
+    f.write_text("# w1\tw2\tscore\nking\tqueen\t8\nman\twoman\t7\nparis\tthe\t1\nof\tzzz\t2\n")
+    return f
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("embedlab: error: ")
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    for cmd in ("export", "neighbors", "analogy", "eval"):
+        code, out, _ = run([cmd, "--help"], capsys)
+        assert code == 0 and "VECTORS" in out and "--step" in out
+
+
+def test_neighbors_table_and_json(vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["neighbors", str(vecfile), "king", "-k", "3"], capsys)
+    assert code == 0 and "nearest to 'king'" in out
+    code, out, _ = run(["neighbors", str(vecfile), "king", "-k", "3", "--json"], capsys)
+    got = json.loads(out)
+    expect = load(vecfile).most_similar("king", 3)
+    assert [(n["word"], n["score"]) for n in got["neighbors"]] == expect
+    code, out, _ = run(["neighbors", str(vecfile), "king", "--metric", "euclidean", "--json"],
+                       capsys)
+    assert code == 0 and len(json.loads(out)["neighbors"]) == 9
+
+
+def test_analogy(vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["analogy", str(vecfile), "man", "king", "woman", "-k", "4", "--json"],
+                       capsys)
+    assert code == 0
+    got = [a["word"] for a in json.loads(out)["answers"]]
+    assert got == [w for w, _ in load(vecfile).analogy("man", "king", "woman", 4)]
+    assert not {"man", "king", "woman"} & set(got)
+    code, out, _ = run(["analogy", str(vecfile), "man", "king", "woman"], capsys)
+    assert code == 0 and "man : king :: woman : ?" in out
+
+
+def test_eval_json_equals_gensim(vecfile: Path, questions: Path, pairs: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    second = pairs.with_name("b.tsv")
+    second.write_bytes(pairs.read_bytes())
+    code, out, _ = run(["eval", str(vecfile), "--analogies", str(questions), "--similarity",
+                        str(pairs), "--similarity", str(second), "--json", "--method", "both"],
+                       capsys)
+    assert code == 0
+    got = json.loads(out)
+    kv = KeyedVectors.load_word2vec_format(str(vecfile))
+    score, sections = kv.evaluate_word_analogies(str(questions), restrict_vocab=30000)
+    add = got["analogies"][0]
+    assert add["method"] == "3cosadd" and add["accuracy"] == score
+    assert [s["correct"] for s in add["sections"]] == [len(s["correct"]) for s in sections[:-1]]
+    assert add["total"]["answered"] == 3 and add["total"]["skipped"] == 1
+    assert got["analogies"][1]["method"] == "3cosmul"
+    pearson, spearman, oov = kv.evaluate_word_pairs(str(second))
+    assert len(got["similarity"]) == 2
+    sim = got["similarity"][1]
+    assert (sim["spearman"], sim["pearson"], sim["oov_ratio"]) == (
+        spearman.statistic, pearson.statistic, oov)
+
+
+def test_eval_human_output(vecfile: Path, questions: Path, pairs: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["eval", str(vecfile), "--analogies", str(questions), "--similarity",
+                        str(pairs)], capsys)
+    assert code == 0
+    for needle in ("capitals", "gender", "Total accuracy", "spearman", "ws.tsv"):
+        assert needle in out
+
+
+@pytest.mark.parametrize("fmt, name", [("word2vec", "o.txt"), ("word2vec-binary", "o.bin"),
+                                       ("npy", "o.npy")])
+def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    out_path = tmp_path / name
+    code, out, _ = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path)], capsys)
+    assert code == 0 and "wrote" in out
+    src, got = load(vecfile), load(out_path)
+    assert got.words == src.words and np.array_equal(got.matrix, src.matrix)
+    before = out_path.read_bytes()
+    code, _, err = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path)], capsys)
+    assert_one_line_error(code, err, "already exists", "--force")
+    assert out_path.read_bytes() == before
+    code, _, _ = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path),
+                      "--force"], capsys)
+    assert code == 0
+
+
+def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    from embedlab.data.vocab import Vocab
+    from embedlab.train.checkpoint import CheckpointManager
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    Vocab(("a", "b"), np.array([2, 1])).save_tsv(run_dir / "vocab.tsv")
+    m = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    CheckpointManager(run_dir).save(7, {"input_embeddings": m}, {})
+    code, _, _ = run(["export", str(run_dir), "--format", "word2vec-binary", "--step", "7"], capsys)
+    assert code == 0
+    kv = KeyedVectors.load_word2vec_format(str(run_dir / "exports" / "vectors.bin"), binary=True)
+    assert kv.index_to_key == ["a", "b"] and np.array_equal(kv.vectors, m.numpy())
+
+
+@pytest.mark.parametrize("argv, needles", [
+    (["neighbors", "{v}", "kinq"], ["'kinq' is not in the vocabulary", "did you mean king"]),
+    (["neighbors", "{v}", "king", "-k", "0"], ["-k must be >= 1"]),
+    (["neighbors", "{tmp}/missing.txt", "king"], ["does not exist"]),
+    (["neighbors", "{tmp}/junk.txt", "king"], ["not a word2vec file"]),
+    (["analogy", "{v}", "man", "king", "womn"], ["'womn' is not in the vocabulary", "woman"]),
+    (["analogy", "{v}", "man", "king", "woman", "-k", "-1"], ["-k must be >= 1"]),
+    (["eval", "{v}"], ["nothing to evaluate"]),
+    (["eval", "{v}", "--analogies", "{tmp}/nope.txt"], ["does not exist"]),
+    (["eval", "{v}", "--analogies", "{tmp}/oov.txt"], ["all 1 questions", "outside"]),
+    (["eval", "{v}", "--similarity", "{tmp}/oov.txt"], ["no word pairs"]),
+    (["eval", "{v}", "--analogies", "{tmp}/oov.txt", "--restrict-vocab", "0"],
+     ["--restrict-vocab must be >= 1"]),
+    (["export", "{v}"], ["--out is required"]),
+    (["export", "{v}", "--out", "{tmp}/nodir/x.txt"], ["does not exist", "mkdir"]),
+    (["export", "{v}", "--format", "npy", "--out", "{tmp}/x.txt"], ["must end in .npy"]),
+    (["export", "{v}", "--step", "3", "--out", "{tmp}/x.txt"], ["--step/--best"]),
+])
+def test_bad_input_is_one_line_exit_2(vecfile: Path, tmp_path: Path, argv: list[str],
+                                      needles: list[str],
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "junk.txt").write_text("hello\n")
+    (tmp_path / "oov.txt").write_text(": s\nzz1 zz2 zz3 zz4\n")
+    before = vecfile.read_bytes()
+    code, out, err = run([a.format(v=vecfile, tmp=tmp_path) for a in argv], capsys)
+    assert_one_line_error(code, err, *needles)
+    assert out == ""
+    assert vecfile.read_bytes() == before

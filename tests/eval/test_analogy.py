@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from embedlab.errors import InputError
+from embedlab.eval.analogy import evaluate_analogies, parse_questions, read_questions
+from embedlab.eval.scoring import row_norms
+
+from .conftest import Planted, make_planted
+
+
+def _ours(p: Planted, restrict: int, method: str = "3cosadd"):
+    return evaluate_analogies(p.words, p.matrix, row_norms(p.matrix), read_questions(p.questions),
+                              restrict_vocab=restrict, method=method)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("restrict", [120, 170, 30_000])
+def test_3cosadd_equals_gensim_per_section(tmp_path: Path, seed: int, restrict: int) -> None:
+    p = make_planted(tmp_path, seed=seed)
+    kv = KeyedVectors.load_word2vec_format(str(p.w2v))
+    assert np.array_equal(kv.vectors, p.matrix)
+    score, sections = kv.evaluate_word_analogies(str(p.questions), restrict_vocab=restrict,
+                                                 case_insensitive=True)
+    ours = _ours(p, restrict)
+    theirs = [(s["section"], len(s["correct"]), len(s["correct"]) + len(s["incorrect"]))
+              for s in sections]
+    mine = [(s.name, s.correct, s.answered) for s in (*ours.sections, ours.total)]
+    assert mine == theirs
+    assert ours.accuracy == score
+    if restrict == 30_000:  # the planted structure is found, but not perfectly
+        assert 0.2 < ours.accuracy < 0.98
+
+
+def test_counts_skipped_and_invalid(planted: Planted) -> None:
+    ours = _ours(planted, 30_000)
+    assert [s.skipped for s in ours.sections] == [1, 1, 1, 0]
+    assert ours.total.skipped == 3
+    assert ours.invalid_lines == 3
+    assert ours.sections[-1].answered == 0 and ours.sections[-1].accuracy == 0.0
+    assert ours.total.answered == 3 * 12 * 11
+
+
+def test_case_variant_rules_are_exercised(planted: Planted,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The gensim-equality tests only prove the case-variant rules if the data triggers them:
+    # some questions must take the exact top-5 path (>= 5 variants of a question word), and
+    # ignoring variants must change the result.
+    import embedlab.eval.analogy as mod
+
+    upper = [w.upper() for w in planted.words]
+    assert upper.count("CAPX0") >= 6
+    exact_rows: list[int] = []
+    real_pick = mod._pick
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        exact_rows.append(len(args[3]))
+        return real_pick(*args)
+
+    monkeypatch.setattr(mod, "_pick", spy)
+    with_rule = _ours(planted, 30_000).total.correct
+    assert sum(exact_rows) > 0
+    monkeypatch.setattr(mod, "_extra_variants", lambda rows, variants: [])
+    assert _ours(planted, 30_000).total.correct != with_rule
+
+
+def _gensim_cosmul_counts(p: Planted, restrict: int) -> list[tuple[str, int, int]]:
+    """gensim's evaluate_word_analogies loop with most_similar_cosmul over the first N words."""
+    first = p.words[:restrict]
+    kv = KeyedVectors(p.matrix.shape[1])
+    kv.add_vectors(first, p.matrix[:restrict])
+    ok = {w.upper(): kv.get_index(w) for w in reversed(first)}
+    out, name, correct, answered = [], None, 0, 0
+    for line in [*p.questions.read_text(encoding="utf-8").splitlines(), ": end"]:
+        if line.startswith(": "):
+            if name is not None:
+                out.append((name, correct, answered))
+            name, correct, answered = line[2:].strip(), 0, 0
+            continue
+        parts = line.upper().split()
+        if len(parts) != 4 or any(w not in ok for w in parts):
+            continue
+        a, b, c, d = parts
+        kv_keys = [kv.index_to_key[ok[w]] for w in (a, b, c)]
+        sims = kv.most_similar_cosmul(positive=[kv_keys[1], kv_keys[2]], negative=[kv_keys[0]],
+                                      topn=5)
+        predicted = None
+        for word, _ in sims:
+            predicted = word.upper()
+            if predicted not in {a, b, c}:
+                break
+        answered += 1
+        correct += predicted == d
+    out.append(("Total accuracy", sum(c for _, c, _ in out), sum(n for _, _, n in out)))
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:Call to deprecated `init_sims`:DeprecationWarning")
+@pytest.mark.parametrize("restrict", [150, 30_000])
+def test_3cosmul_equals_gensim_cosmul(planted: Planted, restrict: int) -> None:
+    ours = _ours(planted, restrict, "3cosmul")
+    mine = [(s.name, s.correct, s.answered) for s in (*ours.sections, ours.total)]
+    assert mine == _gensim_cosmul_counts(planted, restrict)
+    assert ours.accuracy > 0.2
+
+
+def test_methods_differ_somewhere(planted: Planted) -> None:
+    add, mul = _ours(planted, 30_000), _ours(planted, 30_000, "3cosmul")
+    assert add.method == "3cosadd" and mul.method == "3cosmul"
+    assert add.to_dict()["sections"] != mul.to_dict()["sections"] or add.accuracy == mul.accuracy
+
+
+def test_matrix_is_not_modified(planted: Planted) -> None:
+    before = planted.matrix.copy()
+    planted.matrix.flags.writeable = False  # any in-place write would raise
+    _ours(planted, 30_000)
+    _ours(planted, 30_000, "3cosmul")
+    assert np.array_equal(planted.matrix, before)
+
+
+def test_tiny_vocabulary_uses_exact_path() -> None:
+    words = ["a", "b", "c", "d", "e"]
+    m = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    qs = parse_questions([": s", "a b c d", "a b c e"])
+    r = evaluate_analogies(words, m, row_norms(m), qs, restrict_vocab=10)
+    assert r.total.answered == 2 and r.total.correct == 1  # only d and e can be answered
+
+
+def test_missing_section_header_is_an_input_error() -> None:
+    with pytest.raises(InputError, match="section"):
+        parse_questions(["a b c d"], "q.txt")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        read_questions(tmp_path / "nope.txt")
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    f = tmp_path / "q.txt"
+    f.write_text(": only-a-header\n")
+    with pytest.raises(InputError, match="no analogy questions"):
+        read_questions(f)
+
+
+def test_all_oov_says_so(planted: Planted) -> None:
+    qs = parse_questions([": s", "zz1 zz2 zz3 zz4"], "q.txt")
+    with pytest.raises(InputError, match="all 1 questions"):
+        evaluate_analogies(planted.words, planted.matrix, row_norms(planted.matrix), qs)
+
+
+def test_restrict_vocab_must_be_positive(planted: Planted) -> None:
+    with pytest.raises(InputError, match="restrict-vocab"):
+        _ours(planted, 0)

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from embedlab.errors import InputError
+from embedlab.eval.scoring import row_norms
+from embedlab.eval.similarity import evaluate_similarity, parse_pairs, read_pairs
+
+from .conftest import Planted, make_planted
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("restrict", [120, 300_000])
+def test_equals_gensim_evaluate_word_pairs(tmp_path: Path, seed: int, restrict: int) -> None:
+    p = make_planted(tmp_path, seed=seed)
+    kv = KeyedVectors.load_word2vec_format(str(p.w2v))
+    pearson, spearman, oov = kv.evaluate_word_pairs(str(p.pairs), restrict_vocab=restrict)
+    ours = evaluate_similarity(p.words, p.matrix, row_norms(p.matrix), read_pairs(p.pairs),
+                               restrict_vocab=restrict)
+    # the same arithmetic as gensim, so the same numbers (not merely close ones)
+    assert ours.spearman == spearman.statistic
+    assert ours.pearson == pearson.statistic
+    assert ours.oov_ratio == oov
+    assert ours.invalid_lines == 2
+    assert ours.pairs_oov >= 1
+
+
+def test_perfect_correlation_when_gold_is_the_cosine(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(30)]
+    m = rng.standard_normal((30, 8)).astype(np.float32)
+    u = m / np.linalg.norm(m, axis=1, keepdims=True)
+    lines = ["# comment"] + [f"w{i} w{i + 1} {float(u[i] @ u[i + 1])!r}" for i in range(29)]
+    r = evaluate_similarity(words, m, row_norms(m), parse_pairs(lines))
+    assert r.spearman == pytest.approx(1.0) and r.pearson == pytest.approx(1.0)
+    assert r.pairs_used == 29 and r.oov_ratio == 0.0
+
+
+def test_constant_gold_gives_zero_not_nan() -> None:
+    m = np.eye(3, dtype=np.float32) + 0.1
+    r = evaluate_similarity(["a", "b", "c"], m, row_norms(m), parse_pairs(["a b 1", "b c 1"]))
+    assert r.spearman == 0.0 and r.pearson == 0.0
+
+
+def test_all_oov_says_so(planted: Planted) -> None:
+    with pytest.raises(InputError, match="only 0 of 2 pairs"):
+        evaluate_similarity(planted.words, planted.matrix, row_norms(planted.matrix),
+                            parse_pairs(["zz yy 1", "xx ww 2"], "p.tsv"))
+
+
+def test_missing_and_empty_files(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        read_pairs(tmp_path / "nope.tsv")
+    f = tmp_path / "p.tsv"
+    f.write_text("# only a comment\n\n")
+    with pytest.raises(InputError, match="no word pairs"):
+        read_pairs(f)

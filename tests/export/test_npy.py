@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from embedlab.errors import InputError
+from embedlab.export.npy import read_npy, vocab_path_for, write_npy
+
+from .test_word2vec import WORD
+
+
+@settings(max_examples=40, deadline=None)
+@given(words=st.lists(WORD, min_size=1, max_size=8, unique=True), with_counts=st.booleans(),
+       data=st.data())
+def test_round_trip_is_exact(words: list[str], with_counts: bool, data: st.DataObject) -> None:
+    matrix = data.draw(arrays(np.float32, (len(words), 3),
+                              elements=st.floats(width=32, allow_nan=False)))
+    counts = np.arange(len(words), 0, -1, dtype=np.int64) * 7 if with_counts else None
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "vectors.npy"
+        written = write_npy(path, words, matrix, counts)
+        assert written == (path, Path(tmp) / "vectors.vocab.tsv")
+        got_words, got, got_counts = read_npy(path)
+    assert got_words == words
+    assert np.array_equal(got.view(np.int32), matrix.view(np.int32))
+    if counts is None:
+        assert got_counts is None
+    else:
+        assert got_counts is not None and np.array_equal(got_counts, counts)
+
+
+def test_vocab_beside_and_no_pickle(tmp_path: Path) -> None:
+    path = tmp_path / "v.npy"
+    write_npy(path, ["a", "b"], np.zeros((2, 2), np.float32))
+    assert vocab_path_for(path).read_text() == "a\nb\n"
+    np.save(path, np.array([{"evil": 1}, None], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match=r"not a readable \.npy"):
+        read_npy(path)
+
+
+def test_errors(tmp_path: Path) -> None:
+    m = np.zeros((2, 2), np.float32)
+    with pytest.raises(InputError, match=r"must end in \.npy"):
+        write_npy(tmp_path / "v.bin", ["a", "b"], m)
+    path = tmp_path / "v.npy"
+    write_npy(path, ["a", "b"], m)
+    with pytest.raises(InputError, match="--force"):
+        write_npy(path, ["a", "b"], m)
+    vocab_path_for(path).write_text("a\n")
+    with pytest.raises(InputError, match="lists 1 words"):
+        read_npy(path)
+    vocab_path_for(path).unlink()
+    with pytest.raises(InputError, match="no vocabulary"):
+        read_npy(path)

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from embedlab.errors import InputError
+from embedlab.export.word2vec import read_word2vec, write_word2vec
+
+# Words: any non-empty unicode text without whitespace (and no lone surrogates: not UTF-8).
+WORD = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1,
+               max_size=12).filter(lambda w: not any(c.isspace() for c in w))
+
+
+@st.composite
+def vocab_and_matrix(draw: st.DrawFn) -> tuple[list[str], np.ndarray]:
+    words = draw(st.lists(WORD, min_size=1, max_size=8, unique=True))
+    dim = draw(st.integers(1, 6))
+    floats = st.floats(width=32, allow_nan=False, allow_infinity=True)
+    matrix = draw(arrays(np.float32, (len(words), dim), elements=floats))
+    return words, matrix
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=vocab_and_matrix(), binary=st.booleans())
+def test_round_trip_is_exact(data: tuple[list[str], np.ndarray], binary: bool) -> None:
+    words, matrix = data
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "v.bin"
+        write_word2vec(path, words, matrix, binary=binary)
+        got_words, got = read_word2vec(path)
+    assert got_words == words
+    assert got.dtype == np.float32
+    assert np.array_equal(got.view(np.int32), matrix.view(np.int32))  # bit-exact, -0.0 too
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_gensim_loads_our_files(tmp_path: Path, binary: bool) -> None:
+    rng = np.random.default_rng(0)
+    words = ["the", "König", "naïve", "東京", "a_b", "x" * 40]
+    m = rng.standard_normal((len(words), 7)).astype(np.float32)
+    path = tmp_path / ("v.bin" if binary else "v.txt")
+    write_word2vec(path, words, m, binary=binary)
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=binary)
+    assert kv.index_to_key == words
+    assert np.array_equal(kv.vectors, m)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_we_load_gensim_files(tmp_path: Path, binary: bool) -> None:
+    rng = np.random.default_rng(1)
+    words = ["b", "ä", "c", "d"]
+    m = rng.standard_normal((4, 5)).astype(np.float32)
+    kv = KeyedVectors(5)
+    kv.add_vectors(words, m)
+    path = tmp_path / "g.w2v"
+    kv.save_word2vec_format(str(path), binary=binary)  # gensim's binary has no newlines
+    got_words, got = read_word2vec(path)
+    assert got_words == words and np.array_equal(got, m)
+
+
+def test_word2vec_c_text_with_trailing_spaces_and_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "c.txt"
+    path.write_text("3 2\nthe 0.5 -1 \nof 1e-3 2.0 \nthe 9 9 \n", encoding="utf-8")
+    words, m = read_word2vec(path)  # duplicates: first vector wins, as in gensim
+    assert words == ["the", "of"]
+    assert m.tolist() == [[0.5, -1.0], [np.float32(1e-3), 2.0]]
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"hello world\n", "first line"),
+    (b"", "first line"),
+    (b"2 3\na 1 2 3\n", "ends early"),
+    (b"1 3\na 1 2\n", "truncated"),  # wrong count: not text, too short for binary
+    (b"1 2\na 1 x\n", "truncated"),
+    (b"1 1\n\xff\xfe 1\n", "truncated"),
+    (b"0 5\n", "0 words"),
+])
+def test_not_word2vec_is_an_input_error(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match="not a word2vec file") as err:
+        read_word2vec(path)
+    assert problem in str(err.value)
+
+
+def test_refuses_to_overwrite_and_keeps_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt"
+    path.write_text("precious")
+    m = np.ones((1, 2), np.float32)
+    with pytest.raises(InputError, match="--force"):
+        write_word2vec(path, ["a"], m)
+    assert path.read_text() == "precious"
+    write_word2vec(path, ["a"], m, force=True)
+    assert read_word2vec(path)[0] == ["a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]  # no temporary leftovers
+
+
+def test_bad_words_fail_before_anything_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt"
+    path.write_text("precious")
+    with pytest.raises(InputError, match="whitespace"):
+        write_word2vec(path, ["ok", "not ok"], np.ones((2, 2), np.float32), force=True)
+    assert path.read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        write_word2vec(tmp_path / "no" / "v.txt", ["a"], np.ones((1, 1), np.float32))

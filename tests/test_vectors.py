@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gensim.models import KeyedVectors
+
+import embedlab
+from embedlab.data.vocab import Vocab
+from embedlab.errors import InputError
+from embedlab.train.checkpoint import CheckpointManager
+from embedlab.vectors import Vectors, load
+
+WORDS = (*(f"w{i}" for i in range(60)), "king", "queen", "man", "woman", "King")
+
+
+@pytest.fixture
+def vec() -> Vectors:
+    m = np.random.default_rng(0).standard_normal((len(WORDS), 16)).astype(np.float32)
+    return Vectors(WORDS, m, np.arange(len(WORDS), 0, -1), "test")
+
+
+def _kv(v: Vectors) -> KeyedVectors:
+    kv = KeyedVectors(v.dim)
+    kv.add_vectors(list(v.words), np.array(v.matrix))
+    return kv
+
+
+def make_run(root: Path, words: tuple[str, ...], steps: dict[int, np.ndarray],
+             best: dict[int, float] | None = None) -> Path:
+    """A run folder as the trainer writes it: vocab.tsv + verified checkpoints."""
+    root.mkdir(parents=True, exist_ok=True)
+    Vocab(words, np.arange(len(words), 0, -1, dtype=np.int64)).save_tsv(root / "vocab.tsv")
+    mgr = CheckpointManager(root, keep=10, best_metric="analogy", best_mode="max")
+    for step, m in steps.items():
+        tensors = {"input_embeddings": torch.from_numpy(m),
+                   "output_embeddings": torch.zeros_like(torch.from_numpy(m))}
+        mgr.save(step, tensors, {"epoch": 0}, {"analogy": (best or {}).get(step, 0.0)})
+    return root
+
+
+# ---- the object ---------------------------------------------------------------------------
+
+def test_matrix_is_read_only_and_caller_array_untouched() -> None:
+    m = np.ones((2, 3), np.float32)
+    v = Vectors(("a", "b"), m)
+    with pytest.raises(ValueError):
+        v.matrix[0, 0] = 5
+    m[0, 0] = 2  # the caller's array stays writable
+    assert v.dim == 3 and len(v) == 2 and "a" in v and "c" not in v
+
+
+def test_invalid_construction() -> None:
+    with pytest.raises(ValueError, match="unique"):
+        Vectors(("a", "a"), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="shape"):
+        Vectors(("a",), np.zeros((2, 2)))
+
+
+def test_most_similar_equals_gensim(vec: Vectors) -> None:
+    kv = _kv(vec)
+    ours = vec.most_similar("king", k=7)
+    theirs = kv.most_similar("king", topn=7)
+    assert [w for w, _ in ours] == [w for w, _ in theirs]
+    assert [s for _, s in ours] == pytest.approx([s for _, s in theirs], abs=1e-6)
+    multi = vec.most_similar(["king", "woman"], k=5)
+    assert [w for w, _ in multi] == [w for w, _ in kv.most_similar(["king", "woman"], topn=5)]
+
+
+def test_euclidean_neighbours_equal_brute_force(vec: Vectors) -> None:
+    d = np.linalg.norm(vec.matrix - vec.vector("man"), axis=1)
+    d[vec.index("man")] = np.inf
+    expect = np.argsort(d)[:6]
+    got = vec.most_similar("man", k=6, metric="euclidean")
+    assert [w for w, _ in got] == [vec.words[i] for i in expect]
+    assert [s for _, s in got] == pytest.approx(d[expect].tolist(), rel=1e-4)
+
+
+def test_k_larger_than_vocabulary() -> None:
+    v = Vectors(("a", "b", "c"), np.eye(3, dtype=np.float32))
+    assert len(v.most_similar("a", k=10)) == 2
+    assert v.analogy("a", "b", "c", k=10) == []
+
+
+@pytest.mark.filterwarnings("ignore:Call to deprecated `init_sims`:DeprecationWarning")
+def test_analogy_equals_gensim(vec: Vectors) -> None:
+    kv = _kv(vec)
+    add = vec.analogy("man", "king", "woman", k=5)
+    theirs = kv.most_similar(positive=["king", "woman"], negative=["man"], topn=5)
+    assert [w for w, _ in add] == [w for w, _ in theirs]
+    assert [s for _, s in add] == pytest.approx([s for _, s in theirs], abs=1e-6)
+    mul = vec.analogy("man", "king", "woman", k=5, method="3cosmul")
+    theirs = kv.most_similar_cosmul(positive=["king", "woman"], negative=["man"], topn=5)
+    assert [w for w, _ in mul] == [w for w, _ in theirs]
+    assert [s for _, s in mul] == pytest.approx([s for _, s in theirs], rel=1e-5)
+
+
+def test_similarity(vec: Vectors) -> None:
+    assert vec.similarity("king", "king") == pytest.approx(1.0)
+    expected = float(_kv(vec).similarity("king", "queen"))
+    assert vec.similarity("king", "queen") == pytest.approx(expected, abs=1e-6)
+
+
+def test_unknown_word_suggests(vec: Vectors) -> None:
+    with pytest.raises(InputError, match=r"'kinq' is not in the vocabulary.*did you mean king"):
+        vec.most_similar("kinq")
+    with pytest.raises(InputError, match="did you mean king, King"):
+        vec.vector("KING")
+    with pytest.raises(InputError, match="-k must be"):
+        vec.most_similar("king", k=0)
+    with pytest.raises(InputError, match="unknown analogy method"):
+        vec.analogy("man", "king", "woman", method="3cosfoo")  # type: ignore[arg-type]
+
+
+# ---- loading ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix, binary", [(".txt", False), (".bin", True), (".w2v", True)])
+def test_load_word2vec_files(vec: Vectors, tmp_path: Path, suffix: str, binary: bool) -> None:
+    path = vec.to_word2vec(tmp_path / f"v{suffix}", binary=binary)
+    got = embedlab.load(path)
+    assert got.words == vec.words and np.array_equal(got.matrix, vec.matrix)
+    assert got.counts is None
+
+
+def test_load_npy_keeps_counts(vec: Vectors, tmp_path: Path) -> None:
+    path, _ = vec.to_npy(tmp_path / "v.npy")
+    got = load(path)
+    assert got.words == vec.words and np.array_equal(got.matrix, vec.matrix)
+    assert got.counts is not None and np.array_equal(got.counts, vec.counts)
+
+
+def test_load_run_folder_step_best_and_checkpoint(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    mats = {s: rng.standard_normal((4, 3)).astype(np.float32) for s in (10, 20, 30)}
+    run = make_run(tmp_path / "run", ("UNK", "a", "b", "c"), mats, best={10: 0.1, 20: 0.9, 30: 0.5})
+    latest = load(run)
+    assert latest.words == ("UNK", "a", "b", "c")
+    assert np.array_equal(latest.matrix, mats[30])
+    assert latest.counts is not None and latest.counts.tolist() == [4, 3, 2, 1]
+    assert np.array_equal(load(run, step=10).matrix, mats[10])
+    assert np.array_equal(load(run, best=True).matrix, mats[20])
+    ckpt = run / "checkpoints" / "ckpt-00000020"
+    assert ckpt.is_dir()
+    assert np.array_equal(load(ckpt).matrix, mats[20])
+
+
+def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="does not exist"):
+        load(tmp_path / "nope")
+    junk = tmp_path / "notes.txt"
+    junk.write_text("just some text\n")
+    with pytest.raises(InputError, match="not a word2vec file"):
+        load(junk)
+    path = vec.to_word2vec(tmp_path / "v.txt")
+    with pytest.raises(InputError, match="--step/--best"):
+        load(path, step=3)
+    with pytest.raises(InputError, match="no checkpoints"):
+        load(tmp_path)
+    run = make_run(tmp_path / "run", ("a", "b"), {5: np.zeros((2, 2), np.float32)})
+    with pytest.raises(InputError, match="no checkpoint at step 7"):
+        load(run, step=7)
+    (run / "vocab.tsv").unlink()
+    with pytest.raises(InputError, match="no vocabulary"):
+        load(run)
+
+
+def test_vocab_checkpoint_mismatch(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", ("a", "b"), {5: np.zeros((3, 2), np.float32)})
+    with pytest.raises(InputError, match="inconsistent"):
+        load(run)
+
+
+def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:
+    path = vec.to_word2vec(tmp_path / "v.txt")
+    before = path.read_bytes()
+    with pytest.raises(InputError, match="already exists"):
+        vec.to_word2vec(path, binary=True)
+    assert path.read_bytes() == before
