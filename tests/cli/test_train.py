@@ -1,0 +1,338 @@
+"""``embedlab train`` end to end, in process: layout, bad input, resume rules, --restart/--from.
+
+Every refused command must exit 2 with one ``embedlab: error:`` line, no traceback, and leave
+an existing run folder byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+from embedlab.cli import main
+from embedlab.data.vocab import Vocab
+from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
+
+FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
+        "--no-tensorboard", "--log-every", "1", "--no-progress"]
+
+
+def write_corpus(path: Path, *, lines: int = 400, vocab: int = 200, seed: int = 0,
+                 prefix: str = "w") -> Path:
+    """Sentences of 5-14 words drawn from a Zipf(1.1) vocabulary ``<prefix>0..``."""
+    rng = np.random.default_rng(seed)
+    words = [f"{prefix}{i}" for i in range(vocab)]
+    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
+    p /= p.sum()
+    text = "".join(" ".join(words[i] for i in rng.choice(vocab, rng.integers(5, 15), p=p)) + "\n"
+                   for _ in range(lines))
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    """(exit code, stderr) of ``embedlab train ARGS`` run in this process."""
+    capsys.readouterr()
+    try:
+        main(["train", *(str(a) for a in args)])
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for folders)."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+            for p in sorted(root.rglob("*"))}
+
+
+def assert_refused(code: int, err: str, needle: str = "") -> str:
+    assert code == 2, err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("embedlab: error:")]
+    assert len(errors) == 1, err
+    assert err.rstrip("\n").splitlines()[-1] == errors[0]
+    assert needle in errors[0], errors[0]
+    return errors[0]
+
+
+def final_bytes(run: Path) -> bytes:
+    return (find_checkpoint(run) / "tensors.safetensors").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "c.txt")
+
+
+@pytest.fixture(scope="module")
+def trained(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 2-epoch run with a checkpoint every 10 steps (keep 50). Do not modify."""
+    run = tmp_path_factory.mktemp("trained") / "run"
+    main(["train", "--run", str(run), "--corpus", str(corpus), *FAST,
+          "--checkpoint-every", "10", "--keep", "50", "--best-metric", "loss:max"])
+    return run
+
+
+@pytest.fixture
+def copy(trained: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "run"
+    shutil.copytree(trained, target)
+    return target
+
+
+# ---- the one-step smoke test -----------------------------------------------------------------
+
+def test_one_step_smoke_and_run_layout(corpus: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, "--dim", "8", "--threads", "1",
+                      "--max-steps", "1", "--log-every", "1", "--no-progress")
+    assert code == 0, err
+    assert "stopped at --max-steps 1: step 1" in err
+    ckpt = run / "checkpoints" / "ckpt-00000001"
+    for name in ("config.json", "env.json", "vocab.tsv", "checkpoint", "metrics.jsonl",
+                 "status.json", "prepared", "checkpoints", "checkpoints/ckpt-00000001"):
+        assert (run / name).exists(), name
+    assert {p.name for p in ckpt.iterdir()} == {"tensors.safetensors", "state.json",
+                                                 "MANIFEST.json"}
+    assert list(run.glob("events.out.tfevents.*")), "TensorBoard is on by default"
+    assert not (run / ".lock").exists()
+
+    config = json.loads((run / "config.json").read_text())
+    assert config["model"]["dim"] == 8 and config["model"]["window"] == 5  # defaults spelled out
+    assert config["threads"] == 1 and config["data"]["corpus"] == str(corpus)
+    env = json.loads((run / "env.json").read_text())
+    assert env["threads"] == 1 and env["seed"] == 1 and "init" in env["streams"]
+    vocab = Vocab.load_tsv(run / "vocab.tsv")
+    tensors, state = load_checkpoint(ckpt)
+    assert tuple(tensors["input_embeddings"].shape) == (len(vocab), 8)
+    assert state["step"] == 1
+    assert read_index(run).latest == 1
+    status = json.loads((run / "status.json").read_text())
+    assert status["step"] == 1 and status["status"] in ("interrupted", "finished")
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows and math.isfinite(rows[0]["train/loss"]) and rows[0]["step"] == 1
+
+
+# ---- bad input -------------------------------------------------------------------------------
+
+def _bad_corpora(tmp: Path) -> dict[str, Path]:
+    (tmp / "empty.txt").write_text("")
+    (tmp / "binary.dat").write_bytes(bytes(range(256)) * 40)
+    (tmp / "one.txt").write_text("hello\n")
+    (tmp / "blanks.txt").write_text("\n  \n\t\n")
+    return {p.stem: p for p in tmp.iterdir()}
+
+
+BAD = [
+    (["--corpus", "{tmp}/missing.txt"], "missing.txt"),
+    (["--corpus", "{tmp}/empty.txt"], "no tokens"),
+    (["--corpus", "{tmp}/blanks.txt"], "no tokens"),
+    (["--corpus", "{tmp}/binary.dat"], "binary"),
+    (["--corpus", "{corpus}", "--min-count", "100000"], "--min-count"),
+    (["--corpus", "{tmp}/one.txt", "--min-count", "1"], "fewer than a window needs"),
+    (["--corpus", "{corpus}", "--lr", "0"], "--lr must be"),
+    (["--corpus", "{corpus}", "--lr", "-1"], "--lr must be"),
+    (["--corpus", "{corpus}", "--lr", "nan"], "--lr must be"),
+    (["--corpus", "{corpus}", "--lr", "inf"], "--lr must be"),
+    (["--corpus", "{corpus}", "--dim", "0"], "--dim must be"),
+    (["--corpus", "{corpus}", "--window", "0"], "--window must be"),
+    (["--corpus", "{corpus}", "--batch-size", "0"], "--batch-size must be"),
+    (["--corpus", "{corpus}", "--epochs", "-1"], "--epochs must be"),
+    (["--corpus", "{corpus}", "--sample", "nan"], "--sample must be"),
+    (["--corpus", "{corpus}", "--max-steps", "0"], "--max-steps must be"),
+    (["--corpus", "{corpus}", "--dim", "abc"], "'abc' is not a valid integer"),
+    (["--corpus", "{corpus}", "--restart", "--from", "best"], "exclude each other"),
+    (["--corpus", "{corpus}", "--init-from", "{tmp}/nowhere"], "does not exist"),
+    (["--corpus", "{corpus}", "--init-from", "{trained}", "--dim", "4"], "pass a matching --dim"),
+]
+
+
+@pytest.mark.parametrize(("args", "needle"), BAD)
+def test_bad_input_new_run(corpus: Path, trained: Path, tmp_path: Path, args: list[str],
+                           needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    _bad_corpora(tmp_path)
+    fmt = {"tmp": tmp_path, "corpus": corpus, "trained": trained}
+    before = snapshot(trained)
+    code, err = train(capsys, "--run", tmp_path / "new", *FAST, *(a.format(**fmt) for a in args))
+    assert_refused(code, err, needle)
+    assert snapshot(trained) == before
+
+
+@pytest.mark.parametrize(("args", "needle"), BAD)
+def test_bad_input_leaves_an_existing_run_untouched(corpus: Path, trained: Path, copy: Path,
+                                                    tmp_path: Path, args: list[str],
+                                                    needle: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _bad_corpora(tmp_path)
+    fmt = {"tmp": tmp_path, "corpus": corpus, "trained": trained}
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, *FAST, *(a.format(**fmt) for a in args))
+    assert_refused(code, err)
+    assert snapshot(copy) == before
+
+
+def test_run_pointing_at_a_file(corpus: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("precious")
+    code, err = train(capsys, "--run", f, "--corpus", corpus, *FAST)
+    assert_refused(code, err, "is a file, not a folder")
+    assert f.read_text() == "precious"
+
+
+@pytest.mark.parametrize(("first", "fixed"), [
+    (["--min-count", "100000"], []),
+    (["--corpus", "{tmp}/one.txt", "--min-count", "1"], []),
+])
+def test_a_refused_new_run_can_be_fixed_by_following_the_message(
+        corpus: Path, tmp_path: Path, first: list[str], fixed: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The error says "lower --min-count" / "use a bigger corpus": doing exactly that, with the
+    # same --run, must work - the failed attempt must not have pinned its config to the folder.
+    _bad_corpora(tmp_path)
+    run = tmp_path / "run"
+    args = [a.format(tmp=tmp_path) for a in first]
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, *args)
+    assert code == 2, err
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
+                      *fixed)
+    assert code == 0, err
+
+
+# ---- resume rules ----------------------------------------------------------------------------
+
+def test_changed_dim_is_refused_naming_the_key(copy: Path, corpus: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--dim", "9",
+                      "--window", "3")
+    line = assert_refused(code, err, "model.dim (stored 8, requested 9)")
+    assert "model.window (stored 5, requested 3)" in line and "--restart" in line
+    assert snapshot(copy) == before
+
+
+def test_lowered_epochs_is_refused(copy: Path, corpus: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "1")
+    assert_refused(code, err, "optim.epochs (stored 2, requested 1)")
+    assert snapshot(copy) == before
+
+
+def test_mutable_flags_are_allowed_on_resume(copy: Path, corpus: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    before = final_bytes(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--max-steps", "1000",
+                      "--keep", "2", "--log-every", "7", "--threads", "2",
+                      "--checkpoint-every", "3", "--no-tensorboard")
+    assert code == 0, err
+    assert "warning: resuming with --threads 2 (the run used 1)" in err
+    assert final_bytes(copy) == before  # finished already: nothing more to train
+
+
+def test_raised_epochs_continue_training(copy: Path, corpus: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    old = json.loads((copy / "status.json").read_text())["step"]
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST[:4], "--epochs", "3",
+                      *FAST[6:])
+    assert code == 0, err
+    status = json.loads((copy / "status.json").read_text())
+    assert status["status"] == "finished" and status["step"] > old
+    assert json.loads((copy / "config.json").read_text())["optim"]["epochs"] == 3
+
+
+def test_same_command_twice_resumes_to_identical_bytes(
+        corpus: Path, trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    args: list[str | Path] = ["--run", run, "--corpus", corpus, *FAST, "--checkpoint-every",
+                              "10", "--keep", "50", "--best-metric", "loss:max"]
+    assert train(capsys, *args, "--max-steps", "33")[0] == 0
+    code, err = train(capsys, *args)
+    assert code == 0, err
+    assert final_bytes(run) == final_bytes(trained)
+
+
+# ---- --restart / --from / --init-from --------------------------------------------------------
+
+def test_restart_moves_the_old_run_aside(copy: Path, corpus: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart",
+                      "--dim", "4", "--max-steps", "3")
+    assert code == 0, err
+    olds = list(copy.parent.glob("run.old-*"))
+    assert len(olds) == 1 and f"moved the old run to {olds[0]}" in err
+    assert snapshot(olds[0]) == before  # nothing deleted or changed
+    assert json.loads((copy / "config.json").read_text())["model"]["dim"] == 4
+    assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["ckpt-00000003"]
+
+
+def test_from_a_checkpoint_moves_newer_ones_aside_and_replays(
+        copy: Path, trained: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    newer = sorted(p.name for p in (copy / "checkpoints").iterdir()
+                   if p.name > "ckpt-00000020")
+    assert newer
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
+                      "ckpt-00000020")
+    assert code == 0, err
+    abandoned = list(copy.glob("checkpoints-abandoned-*"))
+    assert len(abandoned) == 1 and f"moved {len(newer)} newer checkpoint(s)" in err
+    assert sorted(p.name for p in abandoned[0].iterdir()) == newer
+    # the same run resumed from step 20 replays the same steps: the same final vectors
+    assert final_bytes(copy) == final_bytes(trained)
+
+
+def test_from_best(copy: Path, trained: Path, corpus: Path,
+                   capsys: pytest.CaptureFixture[str]) -> None:
+    best = read_index(copy).best
+    assert best is not None and best < read_index(copy).latest  # type: ignore[operator]
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", "best")
+    assert code == 0, err
+    abandoned = next(copy.glob("checkpoints-abandoned-*"))
+    steps = sorted(int(p.name.split("-")[1]) for p in abandoned.iterdir())
+    assert steps and min(steps) > best
+    assert final_bytes(copy) == final_bytes(trained)
+
+
+def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
+                      "ckpt-00000007")
+    assert_refused(code, err)
+    assert snapshot(copy) == before
+
+
+def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.txt"
+    text = write_corpus(tmp_path / "a.txt", lines=300, vocab=100, seed=5).read_text()
+    text += write_corpus(tmp_path / "b.txt", lines=300, vocab=100, seed=6, prefix="x").read_text()
+    other.write_text(text)
+    run = tmp_path / "warm"
+    # lr 1e-30: the one step cannot move float32 values of size ~1e-2, so step 1 shows the copy
+    code, err = train(capsys, "--run", run, "--corpus", other, *FAST, "--init-from", trained,
+                      "--max-steps", "1", "--lr", "1e-30")
+    assert code == 0, err
+    src, _ = load_checkpoint(find_checkpoint(trained))
+    dst, _ = load_checkpoint(find_checkpoint(run))
+    src_vocab, dst_vocab = Vocab.load_tsv(trained / "vocab.tsv"), Vocab.load_tsv(run / "vocab.tsv")
+    shared = [(i, src_vocab.id(w)) for i, w in enumerate(dst_vocab.words)
+              if src_vocab.id(w) is not None]
+    new = [i for i, w in enumerate(dst_vocab.words) if src_vocab.id(w) is None]
+    assert len(shared) > 10 and len(new) > 10
+    for i, j in shared:
+        assert torch.equal(dst["input_embeddings"][i], src["input_embeddings"][j])
+    # new words are initialised as usual: small centred values, not copies of anything
+    fresh = dst["input_embeddings"][new]
+    assert fresh.abs().max() <= 0.5 / 8 and fresh.abs().sum() > 0

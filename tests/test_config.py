@@ -1,0 +1,214 @@
+"""Typed config: JSON round trips, validation messages, presets, run names, resume rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from embedlab.config import (
+    CheckpointConfig,
+    DataConfig,
+    EvalConfig,
+    ModelConfig,
+    OptimConfig,
+    TrackConfig,
+    TrainConfig,
+    apply_preset,
+    corpus_tag,
+    diff_for_resume,
+    flatten,
+    run_name,
+)
+from embedlab.errors import InputError
+
+pos_float = st.floats(min_value=1e-6, max_value=1e3, allow_nan=False, allow_infinity=False)
+word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=8)
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> TrainConfig:
+    data = DataConfig(corpus=draw(st.sampled_from(["demo", "text8", "/data/c.txt.gz"])),
+                      lowercase=draw(st.booleans()), min_count=draw(st.integers(1, 50)),
+                      max_vocab=draw(st.none() | st.integers(2, 10**6)),
+                      unk=draw(st.none() | word))
+    model = ModelConfig(model=draw(st.sampled_from(["skipgram", "cbow"])),
+                        loss=draw(st.sampled_from(["neg", "nce"])),
+                        dim=draw(st.integers(1, 1024)), window=draw(st.integers(1, 20)),
+                        negative=draw(st.integers(1, 64)),
+                        shared_negatives=draw(st.integers(0, 64)),
+                        noise_exponent=draw(st.floats(0, 2)), sample=draw(st.floats(0, 0.1)),
+                        init=draw(st.sampled_from(["centered", "uniform"])))
+    optim = OptimConfig(lr=draw(pos_float), min_lr_ratio=draw(st.floats(1e-6, 1.0)),
+                        epochs=draw(st.integers(1, 100)), batch_size=draw(st.integers(1, 8192)))
+    ckpt = CheckpointConfig(every_steps=draw(st.none() | st.integers(1, 10**6)),
+                            every_secs=draw(pos_float), keep=draw(st.integers(1, 20)),
+                            keep_every=draw(st.none() | st.integers(1, 10**6)),
+                            best_metric=draw(st.sampled_from(["loss:min", "analogy:max", "x"])))
+    track = TrackConfig(log_every=draw(st.integers(1, 1000)), tensorboard=draw(st.booleans()),
+                        probe_words=tuple(draw(st.lists(word, max_size=3))))
+    ev = EvalConfig(similarity=tuple(draw(st.lists(word, max_size=2))),
+                    analogies=draw(st.none() | word))
+    return TrainConfig(data=data, model=model, optim=optim, checkpoint=ckpt, track=track,
+                       eval=ev, seed=draw(st.integers(0, 2**31)),
+                       threads=draw(st.integers(0, 64)),
+                       max_steps=draw(st.none() | st.integers(1, 10**7)),
+                       init_from=draw(st.none() | word))
+
+
+@given(configs())
+def test_round_trip_through_json(cfg: TrainConfig) -> None:
+    # config.json is the run's truth on resume: dumping and reading it must give the same config.
+    text = json.dumps(cfg.to_dict())
+    back = TrainConfig.from_dict(json.loads(text))
+    assert back == cfg
+    assert json.dumps(back.to_dict()) == text
+
+
+@given(configs())
+def test_diff_for_resume_of_identical_configs_is_empty(cfg: TrainConfig) -> None:
+    assert diff_for_resume(cfg, TrainConfig.from_dict(cfg.to_dict())) == []
+
+
+def test_to_dict_spells_out_every_default() -> None:
+    flat = flatten(TrainConfig().to_dict())
+    expected = {f"{s}.{f.name}" for s, sub in (("data", DataConfig), ("model", ModelConfig),
+                                                ("optim", OptimConfig),
+                                                ("checkpoint", CheckpointConfig),
+                                                ("track", TrackConfig), ("eval", EvalConfig))
+                for f in dataclasses.fields(sub)}
+    assert expected <= set(flat)
+    assert flat["model.dim"] == 100 and flat["optim.lr"] == 0.025 and flat["seed"] == 1
+
+
+def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
+    cfg = TrainConfig.from_dict({"model": {"dim": 7, "future_key": 1}, "extra": True})
+    assert cfg.model.dim == 7 and cfg.model.window == 5 and cfg.optim == OptimConfig()
+
+
+@pytest.mark.parametrize(("build", "needle"), [
+    (lambda: OptimConfig(lr=0), "--lr must be a finite number > 0"),
+    (lambda: OptimConfig(lr=-1), "--lr must be"),
+    (lambda: OptimConfig(lr=math.nan), "--lr must be"),
+    (lambda: OptimConfig(lr=math.inf), "--lr must be"),
+    (lambda: OptimConfig(min_lr_ratio=2), "--min-lr-ratio must be <= 1"),
+    (lambda: OptimConfig(batch_size=0), "--batch-size must be"),
+    (lambda: OptimConfig(epochs=0), "--epochs must be"),
+    (lambda: ModelConfig(dim=0), "--dim must be"),
+    (lambda: ModelConfig(dim=2.5), "--dim must be an integer"),  # type: ignore[arg-type]
+    (lambda: ModelConfig(window=0), "--window must be"),
+    (lambda: ModelConfig(negative=-3), "--negative must be"),
+    (lambda: ModelConfig(sample=-0.1), "--sample must be a finite number >= 0"),
+    (lambda: ModelConfig(sample=math.inf), "--sample must be"),
+    (lambda: ModelConfig(loss="hinge"), "--loss must be neg or nce"),  # type: ignore[arg-type]
+    (lambda: DataConfig(corpus=""), "--corpus is empty"),
+    (lambda: DataConfig(min_count=0), "--min-count must be"),
+    (lambda: DataConfig(max_vocab=1, unk="UNK"), "--max-vocab must be >= 2"),
+    (lambda: DataConfig(unk="a b"), "--unk must be a non-empty token"),
+    (lambda: CheckpointConfig(keep=0), "--keep must be"),
+    (lambda: CheckpointConfig(best_metric="loss:up"), "--best-metric must be NAME[:min|max]"),
+    (lambda: TrackConfig(log_every=0), "--log-every must be"),
+    (lambda: TrainConfig(seed=-1), "--seed must be an integer >= 0"),
+    (lambda: TrainConfig(threads=-2), "--threads must be >= 1"),
+    (lambda: TrainConfig(max_steps=0), "--max-steps must be"),
+])
+def test_validation_names_the_flag_and_the_fix(build: object, needle: str) -> None:
+    with pytest.raises(InputError) as e:
+        build()  # type: ignore[operator]
+    message = str(e.value)
+    assert needle in message and "\n" not in message
+
+
+def test_positive_message_suggests_an_example() -> None:
+    with pytest.raises(InputError, match=r"pass e\.g\. --lr 0\.025"):
+        OptimConfig(lr=0)
+
+
+def test_best_mode_defaults_from_the_metric_name() -> None:
+    assert CheckpointConfig(best_metric="loss").best_mode == "min"
+    assert CheckpointConfig(best_metric="analogy").best_mode == "max"
+    assert CheckpointConfig(best_metric="analogy:min").best_mode == "min"
+    assert CheckpointConfig(best_metric="analogy:max").best_name == "analogy"
+
+
+def test_resolve_spells_out_threads() -> None:
+    assert TrainConfig(threads=0).resolve().threads >= 1
+    assert TrainConfig(threads=3).resolve().threads == 3
+
+
+def test_preset_is_merged_under_explicit_flags() -> None:
+    # the CLI passes top-level flags (seed, threads) in the same dict as the sections
+    flags: dict[str, Any] = {"model": {"dim": 64}, "seed": 9}
+    cfg = TrainConfig.from_dict(apply_preset("cs20", flags))
+    assert cfg.preset == "cs20" and cfg.model.loss == "nce" and cfg.model.window == 1
+    assert cfg.model.dim == 64 and cfg.seed == 9 and cfg.max_steps == 100_000
+    with pytest.raises(InputError, match="unknown --preset 'nope'; available: cs20"):
+        apply_preset("nope", {})
+
+
+@pytest.mark.parametrize(("cfg", "name"), [
+    (TrainConfig(), "demo-sg"),
+    (TrainConfig(data=DataConfig(corpus="text8"), optim=OptimConfig(lr=0.5)), "text8-sg-lr0.5"),
+    (TrainConfig(data=DataConfig(corpus="text8"),
+                 model=ModelConfig(model="cbow", loss="nce", dim=128)), "text8-cbow-nce-d128"),
+    (TrainConfig(data=DataConfig(corpus="/x/my corpus.txt.gz", lowercase=True), seed=3),
+     "my_corpus-sg-s3-lc"),
+    (TrainConfig(model=ModelConfig(window=2, negative=10), optim=OptimConfig(epochs=1)),
+     "demo-sg-w2-n10-e1"),
+    (TrainConfig(threads=7, max_steps=10, checkpoint=CheckpointConfig(keep=1)), "demo-sg"),
+    (TrainConfig.from_dict(apply_preset("cs20", {})), "demo-sg-cs20"),
+    (TrainConfig.from_dict(apply_preset("cs20", {"model": {"dim": 64}})), "demo-sg-cs20-d64"),
+])
+def test_run_name_examples(cfg: TrainConfig, name: str) -> None:
+    assert run_name(cfg) == name
+
+
+def test_corpus_tag() -> None:
+    assert corpus_tag("demo") == "demo" and corpus_tag("text8") == "text8"
+    assert corpus_tag("/data/wiki.txt.bz2") == "wiki" and corpus_tag("/data/folder/") == "folder"
+
+
+def _with(cfg: TrainConfig, **changes: dict[str, object] | object) -> TrainConfig:
+    d = cfg.to_dict()
+    for key, value in changes.items():
+        section, _, name = key.partition("__")
+        if name:
+            d[section][name] = value
+        else:
+            d[section] = value
+    return TrainConfig.from_dict(d)
+
+
+@pytest.mark.parametrize("change", [
+    {"max_steps": 50}, {"threads": 8}, {"checkpoint__keep": 1}, {"checkpoint__every_steps": 3},
+    {"track__log_every": 1}, {"track__tensorboard": False}, {"eval__every_steps": 10},
+    {"optim__epochs": 9},
+])
+def test_resume_allows_flags_that_do_not_change_the_result(change: dict[str, object]) -> None:
+    stored = TrainConfig(optim=OptimConfig(epochs=3), threads=2)
+    assert diff_for_resume(stored, _with(stored, **change)) == []
+
+
+@pytest.mark.parametrize(("change", "key"), [
+    ({"model__dim": 50}, "model.dim"), ({"optim__lr": 0.1}, "optim.lr"),
+    ({"optim__epochs": 2}, "optim.epochs"), ({"seed": 2}, "seed"),
+    ({"data__min_count": 1}, "data.min_count"), ({"model__loss": "nce"}, "model.loss"),
+    ({"optim__batch_size": 8}, "optim.batch_size"), ({"init_from": "other"}, "init_from"),
+])
+def test_resume_refuses_result_changing_flags(change: dict[str, object], key: str) -> None:
+    stored = TrainConfig(optim=OptimConfig(epochs=3), threads=2)
+    bad = diff_for_resume(stored, _with(stored, **change))
+    assert len(bad) == 1 and bad[0].startswith(f"{key} (stored ")
+    assert "requested" in bad[0]
+
+
+def test_resume_diff_names_each_differing_key() -> None:
+    stored = TrainConfig()
+    bad = diff_for_resume(stored, _with(stored, model__dim=8, optim__lr=1.0, seed=4))
+    assert [b.split(" ")[0] for b in bad] == ["model.dim", "optim.lr", "seed"]
+    assert "model.dim (stored 100, requested 8)" in bad

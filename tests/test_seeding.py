@@ -1,0 +1,87 @@
+"""Counter-based seeding: stable keys, reproducible generators, independent named streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import BatchStream, keep_probabilities
+from embedlab.seeding import STREAMS, derive_key, numpy_rng, torch_generator
+
+seeds = st.integers(min_value=0, max_value=2**62)
+counters = st.lists(st.integers(min_value=0, max_value=2**40), max_size=3)
+
+
+def test_derive_key_is_stable_across_versions() -> None:
+    # Hard-coded on purpose: these values were computed once and written here so that a change
+    # of the key derivation (hash, packing, byte order) - which would silently change every
+    # run's random draws and break reproducing old runs - fails this test.
+    assert derive_key(1, "init") == 14695737228810521323
+    assert derive_key(0, "negatives", 3, 7) == 14234160097623689331
+    assert derive_key(2**40, "shuffle", -1) == 4170425272078251564
+
+
+@given(seeds, st.sampled_from(STREAMS), counters)
+def test_derive_key_is_a_64_bit_pure_function(seed: int, stream: str, cs: list[int]) -> None:
+    key = derive_key(seed, stream, *cs)
+    assert 0 <= key < 2**64
+    assert key == derive_key(seed, stream, *cs)
+
+
+def test_neighbouring_inputs_give_distinct_keys() -> None:
+    keys = {derive_key(s, name, e, c) for s in range(4) for name in STREAMS
+            for e in range(4) for c in range(4)}
+    assert len(keys) == 4 * len(STREAMS) * 16
+
+
+@given(seeds, st.sampled_from(STREAMS), counters)
+def test_generators_replay_the_same_draws(seed: int, stream: str, cs: list[int]) -> None:
+    a = numpy_rng(seed, stream, *cs).integers(0, 2**32, 8)
+    b = numpy_rng(seed, stream, *cs).integers(0, 2**32, 8)
+    assert np.array_equal(a, b)
+    ta = torch.rand(5, generator=torch_generator(seed, stream, *cs))
+    tb = torch.rand(5, generator=torch_generator(seed, stream, *cs))
+    assert torch.equal(ta, tb)
+
+
+def test_streams_do_not_shift_each_other() -> None:
+    # Drawing any amount from one stream leaves another stream's draws unchanged: each draw is a
+    # function of (seed, stream, counters) only, never of a shared generator's position.
+    fresh = numpy_rng(7, "init").random(16)
+    neg = numpy_rng(7, "negatives", 0, 0)
+    neg.random(10_000)
+    assert np.array_equal(numpy_rng(7, "init").random(16), fresh)
+    assert not np.array_equal(numpy_rng(7, "negatives").random(16), fresh)
+    assert not np.array_equal(numpy_rng(8, "init").random(16), fresh)
+
+
+def test_torch_generator_seed_fits_int64() -> None:
+    g = torch_generator(2**62, "init", 5)
+    assert 0 <= g.initial_seed() < 2**63
+
+
+def _stream(noise_per_group: int, seed: int = 3) -> BatchStream:
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 50, 5000).astype(np.uint32)
+    counts = np.bincount(ids, minlength=50).astype(np.int64) + 1
+    ends = np.arange(10, 5001, 10, dtype=np.int64)
+    return BatchStream(ids, ends, keep_probabilities(counts, 1e-2), NoiseDistribution(counts),
+                       window=3, batch_size=64, group=8, noise_per_group=noise_per_group,
+                       seed=seed, epochs=1, chunk_tokens=1024)
+
+
+def test_changing_negatives_does_not_shift_subsampling_or_windows() -> None:
+    a, b = _stream(4).chunk_batches(0, 1), _stream(9).chunk_batches(0, 1)
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x.centers, y.centers) and torch.equal(x.mask, y.mask)
+        assert torch.equal(x.span, y.span) and x.words_done == y.words_done
+    assert not torch.equal(a[0].negatives[:, :4], b[0].negatives[:, :4])
+
+
+def test_the_seed_changes_the_data_stream() -> None:
+    a, b = _stream(4, seed=3).chunk_batches(0, 0), _stream(4, seed=4).chunk_batches(0, 0)
+    assert not all(torch.equal(x.mask, y.mask) for x, y in zip(a, b, strict=False))

@@ -1,0 +1,188 @@
+"""Run-folder handling: which config applies, run naming, --restart and --from moves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from embedlab.config import TrainConfig
+from embedlab.errors import InputError
+from embedlab.train.checkpoint import CheckpointManager
+from embedlab.train.run import (
+    abandon_after,
+    check_run_dir,
+    choose_run_dir,
+    move_aside,
+    resolve_config,
+    stored_config,
+)
+
+
+def _store(run: Path, cfg: TrainConfig) -> Path:
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.json").write_text(json.dumps(cfg.to_dict()), encoding="utf-8")
+    return run
+
+
+def _checkpoints(run: Path, steps: tuple[int, ...]) -> CheckpointManager:
+    m = CheckpointManager(run, keep=10)
+    for s in steps:
+        m.save(s, {"input_embeddings": torch.full((2, 2), float(s))}, {"epoch": 0}, {})
+    return m
+
+
+# ---- check_run_dir / stored_config --------------------------------------------------------
+
+def test_run_pointing_at_a_file_is_refused(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("mine")
+    with pytest.raises(InputError, match="is a file, not a folder; pass a folder path"):
+        check_run_dir(f)
+    assert f.read_text() == "mine"
+    check_run_dir(tmp_path / "new")  # missing is fine: it is created
+    check_run_dir(tmp_path)
+
+
+def test_stored_config_absent_is_none(tmp_path: Path) -> None:
+    assert stored_config(tmp_path) is None
+
+
+@pytest.mark.parametrize("text", ["{not json", '"a string"', "[]", '{"model": 5}',
+                                  '{"optim": [1, 2]}'])
+def test_damaged_config_json_is_an_input_error(tmp_path: Path, text: str) -> None:
+    (tmp_path / "config.json").write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match="is not a valid embedlab config"):
+        stored_config(tmp_path)
+
+
+# ---- resolve_config --------------------------------------------------------------------------
+
+def test_new_run_takes_defaults_preset_and_flags(tmp_path: Path) -> None:
+    cfg, stored = resolve_config(None, {"model": {"dim": 8}, "seed": 3}, None)
+    assert stored is None and cfg.model.dim == 8 and cfg.seed == 3 and cfg.threads >= 1
+    cfg, _ = resolve_config(None, {"model": {"dim": 8}}, "cs20")
+    assert cfg.preset == "cs20" and cfg.model.dim == 8 and cfg.model.loss == "nce"
+
+
+def test_resume_takes_the_stored_config(tmp_path: Path) -> None:
+    stored = TrainConfig.from_dict({"model": {"dim": 8}, "optim": {"lr": 0.5}, "threads": 1,
+                                    "max_steps": 10})
+    run = _store(tmp_path / "run", stored)
+    cfg, got = resolve_config(run, {}, None)
+    assert got == stored
+    assert cfg.model.dim == 8 and cfg.optim.lr == 0.5 and cfg.threads == 1
+    assert cfg.max_steps is None  # a stop point belongs to one invocation
+
+
+@pytest.mark.parametrize("explicit", [
+    {"max_steps": 5}, {"checkpoint": {"keep": 1}}, {"track": {"log_every": 1}},
+    {"optim": {"epochs": 9}}, {"model": {"dim": 8}},
+])
+def test_resume_accepts_unchanged_or_mutable_flags(tmp_path: Path,
+                                                   explicit: dict[str, object]) -> None:
+    run = _store(tmp_path / "run", TrainConfig.from_dict({"model": {"dim": 8}, "threads": 1}))
+    cfg, _ = resolve_config(run, explicit, None)
+    assert cfg.model.dim == 8
+
+
+def test_resume_refuses_and_names_each_key(tmp_path: Path) -> None:
+    run = _store(tmp_path / "run", TrainConfig.from_dict({"model": {"dim": 8}, "threads": 1}))
+    before = (run / "config.json").read_bytes()
+    with pytest.raises(InputError) as e:
+        resolve_config(run, {"model": {"dim": 9, "window": 2}, "optim": {"epochs": 1}}, None)
+    msg = str(e.value)
+    assert "model.dim (stored 8, requested 9)" in msg and "model.window" in msg
+    assert "optim.epochs (stored 5, requested 1)" in msg and "--restart" in msg
+    assert "\n" not in msg
+    assert (run / "config.json").read_bytes() == before
+
+
+def test_resume_refuses_another_preset(tmp_path: Path) -> None:
+    run = _store(tmp_path / "run", TrainConfig(threads=1))
+    with pytest.raises(InputError, match="drop --preset cs20 to resume"):
+        resolve_config(run, {}, "cs20")
+
+
+def test_resume_with_other_threads_warns(tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    run = _store(tmp_path / "run", TrainConfig(threads=1))
+    cfg, _ = resolve_config(run, {"threads": 2}, None)
+    assert cfg.threads == 2
+    err = capsys.readouterr().err
+    assert "warning: resuming with --threads 2 (the run used 1)" in err
+    resolve_config(run, {"threads": 1}, None)
+    assert capsys.readouterr().err == ""
+
+
+def test_resume_with_threads_zero_resolves_to_a_count(tmp_path: Path) -> None:
+    # --threads 0 means "all cores" on a new run; on resume it must be resolved too, not handed
+    # to torch.set_num_threads(0), which raises.
+    run = _store(tmp_path / "run", TrainConfig(threads=1))
+    cfg, _ = resolve_config(run, {"threads": 0}, None)
+    assert cfg.threads >= 1
+
+
+# ---- choose_run_dir --------------------------------------------------------------------------
+
+def test_choose_run_dir_names_reuses_and_disambiguates(tmp_path: Path) -> None:
+    explicit = {"model": {"dim": 8}}
+    first = choose_run_dir(tmp_path, explicit, None)
+    assert first == tmp_path / "demo-sg-d8"
+    cfg, _ = resolve_config(None, explicit, None)
+    _store(first, cfg)
+    assert choose_run_dir(tmp_path, {**explicit, "max_steps": 3}, None) == first  # resumes
+    other = {"model": {"dim": 8}, "track": {"log_every": 1}, "optim": {"epochs": 1}}
+    second = choose_run_dir(tmp_path, other, None)
+    assert second == tmp_path / "demo-sg-d8-e1"
+    (tmp_path / "demo-sg-d8-e1").write_text("a file, not a run")
+    assert choose_run_dir(tmp_path, other, None) == tmp_path / "demo-sg-d8-e1-2"
+
+
+def test_choose_run_dir_same_name_different_config_gets_a_suffix(tmp_path: Path) -> None:
+    explicit: dict[str, object] = {"model": {"dim": 8}}
+    name = choose_run_dir(tmp_path, explicit, None)
+    stored = TrainConfig.from_dict({"model": {"dim": 8}, "data": {"lowercase": False},
+                                    "init_from": "elsewhere"})
+    _store(name, stored)
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-2"
+
+
+# ---- --restart / --from moves ------------------------------------------------------------
+
+def test_move_aside_keeps_everything(tmp_path: Path) -> None:
+    run = _store(tmp_path / "run", TrainConfig())
+    (run / "extra.txt").write_text("keep me")
+    first = move_aside(run)
+    assert not run.exists() and first.name.startswith("run.old-")
+    assert (first / "extra.txt").read_text() == "keep me" and (first / "config.json").is_file()
+    _store(run, TrainConfig())
+    second = move_aside(run)  # same second: a distinct name, nothing overwritten
+    assert second != first and first.is_dir() and second.is_dir()
+
+
+def test_abandon_after_moves_newer_checkpoints(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _checkpoints(run, (2, 4, 6, 8))
+    moved = abandon_after(run, 4)
+    assert [p.name for p in moved] == ["ckpt-00000006", "ckpt-00000008"]
+    assert all(p.is_dir() and (p / "MANIFEST.json").is_file() for p in moved)
+    assert moved[0].parent.name.startswith("checkpoints-abandoned-")
+    left = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert left == ["ckpt-00000002", "ckpt-00000004"]
+    assert abandon_after(run, 4) == []
+
+
+def test_abandon_twice_in_one_second_keeps_both_branches(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _checkpoints(run, (2, 4, 6))
+    first = abandon_after(run, 4)
+    second = abandon_after(run, 2)
+    assert first and second and first[0].is_dir() and second[0].is_dir()
+    assert {p.name for p in (*first, *second)} == {"ckpt-00000004", "ckpt-00000006"}
+
+
+def test_abandon_after_without_checkpoints(tmp_path: Path) -> None:
+    assert abandon_after(tmp_path, 3) == []

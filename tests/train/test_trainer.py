@@ -1,0 +1,236 @@
+"""The training loop, in process: determinism, --max-steps slices, warm start, messages.
+
+Runs use a tiny generated corpus (a Zipf vocabulary of 200 words) and dim 8, so each takes
+about a second. The subprocess and signal cases live in test_resume.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from embedlab.config import TrainConfig
+from embedlab.data.vocab import Vocab
+from embedlab.errors import InputError
+from embedlab.model.word2vec import init_params
+from embedlab.seeding import torch_generator
+from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+from embedlab.train.trainer import TrainResult, train, warm_start
+
+
+def write_corpus(path: Path, *, lines: int = 500, vocab: int = 200, seed: int = 0,
+                 prefix: str = "w") -> Path:
+    """Sentences of 5-14 words drawn from a Zipf(1.1) vocabulary ``<prefix>0..``."""
+    rng = np.random.default_rng(seed)
+    words = [f"{prefix}{i}" for i in range(vocab)]
+    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
+    p /= p.sum()
+    text = "".join(" ".join(words[i] for i in rng.choice(vocab, rng.integers(5, 15), p=p)) + "\n"
+                   for _ in range(lines))
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def make_cfg(corpus: Path, **over: Any) -> TrainConfig:
+    d: dict[str, Any] = {
+        "data": {"corpus": str(corpus)},
+        "model": {"dim": 8},
+        "optim": {"batch_size": 32, "epochs": 1},
+        "track": {"log_every": 1, "tensorboard": False, "progress": False},
+        "threads": 1,
+    }
+    for key, value in over.items():
+        if isinstance(value, dict):
+            d.setdefault(key, {}).update(value)
+        else:
+            d[key] = value
+    return TrainConfig.from_dict(d)
+
+
+def run_train(cfg: TrainConfig, run: Path) -> tuple[TrainResult, str]:
+    out = io.StringIO()
+    result = train(cfg, run, argv=["test"], out=out)
+    return result, out.getvalue()
+
+
+def final_bytes(run: Path) -> bytes:
+    return (find_checkpoint(run) / "tensors.safetensors").read_bytes()
+
+
+def logged(run: Path, tag: str = "train/loss") -> dict[int, float]:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r[tag] for r in rows if tag in r}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus") / "c.txt")
+
+
+@pytest.fixture(scope="module")
+def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted 2-epoch run; other tests compare against it bit for bit."""
+    run = tmp_path_factory.mktemp("ref") / "run"
+    result, _ = run_train(make_cfg(corpus, optim={"epochs": 2}), run)
+    assert result.finished and result.step > 50
+    return run
+
+
+def test_same_config_gives_identical_bytes(corpus: Path, reference: Path,
+                                           tmp_path: Path) -> None:
+    result, _ = run_train(make_cfg(corpus, optim={"epochs": 2}), tmp_path / "again")
+    assert result.finished
+    assert final_bytes(tmp_path / "again") == final_bytes(reference)
+    assert logged(tmp_path / "again") == logged(reference)
+
+
+def test_another_seed_gives_other_vectors(corpus: Path, reference: Path,
+                                          tmp_path: Path) -> None:
+    run_train(make_cfg(corpus, optim={"epochs": 2}, seed=2), tmp_path / "s2")
+    assert final_bytes(tmp_path / "s2") != final_bytes(reference)
+
+
+def test_training_lowers_the_loss(reference: Path) -> None:
+    loss = logged(reference)
+    steps = sorted(loss)
+    assert steps == list(range(1, len(steps) + 1))
+    first, last = np.mean([loss[s] for s in steps[:10]]), np.mean([loss[s] for s in steps[-10:]])
+    assert all(math.isfinite(v) for v in loss.values())
+    assert last < first
+
+
+@pytest.mark.parametrize("slices", [(17,), (25, 60)])
+def test_max_steps_slices_are_bit_identical(corpus: Path, reference: Path, tmp_path: Path,
+                                            slices: tuple[int, ...]) -> None:
+    run = tmp_path / "run"
+    for stop in slices:
+        result, _ = run_train(make_cfg(corpus, optim={"epochs": 2}, max_steps=stop), run)
+        assert result.step == stop and not result.finished
+        status = json.loads((run / "status.json").read_text())
+        assert status["step"] == stop and status["status"] == "interrupted"
+    result, _ = run_train(make_cfg(corpus, optim={"epochs": 2}), run)
+    assert result.finished
+    assert final_bytes(run) == final_bytes(reference)
+    assert logged(run) == logged(reference)
+    assert logged(run, "train/lr") == logged(reference, "train/lr")  # schedule unchanged
+
+
+def test_max_steps_beyond_the_end_just_finishes(corpus: Path, reference: Path,
+                                                tmp_path: Path) -> None:
+    result, _ = run_train(make_cfg(corpus, optim={"epochs": 2}, max_steps=10**6), tmp_path / "r")
+    assert result.finished and final_bytes(tmp_path / "r") == final_bytes(reference)
+
+
+@pytest.mark.parametrize(("model", "loss"), [("cbow", "neg"), ("skipgram", "nce")])
+def test_other_models_resume_exactly(corpus: Path, tmp_path: Path, model: str,
+                                     loss: str) -> None:
+    over: dict[str, Any] = {"model": {"model": model, "loss": loss}}
+    run_train(make_cfg(corpus, **over), tmp_path / "whole")
+    run_train(make_cfg(corpus, **over, max_steps=23), tmp_path / "cut")
+    result, message = run_train(make_cfg(corpus, **over), tmp_path / "cut")
+    assert result.finished and "from ckpt-00000023 (step 23)" in message
+    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
+    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
+
+
+def test_raising_epochs_continues_a_finished_run(corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    one, _ = run_train(make_cfg(corpus), run)
+    assert one.finished
+    two, _ = run_train(make_cfg(corpus, optim={"epochs": 2}), run)
+    assert two.finished and two.step > one.step and two.words_seen == 2 * one.words_seen
+    assert max(logged(run)) == two.step
+
+
+def test_rerunning_a_finished_run_changes_nothing(corpus: Path, reference: Path,
+                                                  tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    first, _ = run_train(make_cfg(corpus), run)
+    before = final_bytes(run)
+    again, _ = run_train(make_cfg(corpus), run)
+    assert again.finished and again.step == first.step and final_bytes(run) == before
+
+
+def test_state_holds_the_data_position(corpus: Path, tmp_path: Path) -> None:
+    run_train(make_cfg(corpus, max_steps=9), tmp_path / "r")
+    tensors, state = load_checkpoint(find_checkpoint(tmp_path / "r"))
+    assert state["step"] == 9 and state["words_seen"] > 0
+    assert set(state["cursor"]) == {"epoch", "chunk", "batch"} and state["epoch"] == 0
+    assert set(tensors) == {"input_embeddings", "output_embeddings"}
+    assert tensors["input_embeddings"].dtype == torch.float32
+
+
+def test_too_few_tokens_is_an_input_error(tmp_path: Path) -> None:
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("hello\n")
+    with pytest.raises(InputError, match="fewer than a window needs"):
+        run_train(make_cfg(corpus, data={"min_count": 1}), tmp_path / "r")
+
+
+# ---- warm start ------------------------------------------------------------------------------
+
+def _overlapping_corpus(tmp_path: Path) -> Path:
+    """A corpus sharing w0..w99 with the reference's vocabulary and adding x0..x99."""
+    other = tmp_path / "other.txt"
+    text = write_corpus(tmp_path / "a.txt", lines=300, vocab=100, seed=5).read_text()
+    text += write_corpus(tmp_path / "b.txt", lines=300, vocab=100, seed=6, prefix="x").read_text()
+    other.write_text(text)
+    return other
+
+
+def test_warm_start_copies_shared_rows_only(reference: Path, tmp_path: Path) -> None:
+    src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
+    src, _ = load_checkpoint(find_checkpoint(reference))
+    words = ("w0", "w3", "new1", "w7", "new2")
+    vocab = Vocab(words, np.array([9, 8, 7, 6, 5], dtype=np.int64), None)
+    params = init_params(len(vocab), 8, init="centered", nce=False,
+                         generator=torch_generator(1, "init"))
+    fresh_in, fresh_out = params.w_in.clone(), params.w_out.clone()
+    message = warm_start(params, vocab, str(reference))
+    assert "copied 3 of 5 words' rows" in message and "2 new words" in message
+    for i, w in enumerate(words):
+        j = src_vocab.id(w)
+        if j is None:
+            assert torch.equal(params.w_in[i], fresh_in[i])
+            assert torch.equal(params.w_out[i], fresh_out[i])
+        else:
+            assert torch.equal(params.w_in[i], src["input_embeddings"][j])
+            assert torch.equal(params.w_out[i], src["output_embeddings"][j])
+
+
+def test_warm_start_refuses_another_dim(reference: Path) -> None:
+    vocab = Vocab(("w0",), np.array([5], dtype=np.int64), None)
+    params = init_params(1, 4, init="centered", nce=False, generator=torch_generator(1, "init"))
+    with pytest.raises(InputError, match="has dim 8, this run 4; pass a matching --dim"):
+        warm_start(params, vocab, str(reference))
+
+
+def test_init_from_says_what_was_copied(reference: Path, tmp_path: Path) -> None:
+    other = _overlapping_corpus(tmp_path)
+    cfg = make_cfg(other, init_from=str(reference), max_steps=1)
+    result, message = run_train(cfg, tmp_path / "warm")
+    src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
+    expected = sum(1 for w in result.vocab.words if src_vocab.id(w) is not None)
+    assert 10 < expected < len(result.vocab)
+    assert f"copied {expected} of {len(result.vocab)} words' rows" in message
+
+
+# ---- messages go where the caller's stderr is ------------------------------------------------
+
+def test_messages_follow_the_current_stderr(corpus: Path, tmp_path: Path) -> None:
+    # train()'s `out` must default to sys.stderr *at call time*: a default bound at import
+    # time writes to whatever stream existed then (a closed capture, a replaced notebook stream).
+    run = tmp_path / "r"
+    train(make_cfg(corpus, max_steps=3), run, argv=["test"], out=io.StringIO())
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        train(make_cfg(corpus, max_steps=5), run, argv=["test"])
+    assert "resuming" in buf.getvalue() and "(step 3)" in buf.getvalue()
