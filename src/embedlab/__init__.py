@@ -6,7 +6,14 @@ The public Python API is deliberately small: :func:`load` returns a vectors obje
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
+
+# Bitwise reproducibility of MKL, which PyTorch's CPU GEMMs call: without these MKL may choose a
+# kernel by memory alignment, or fewer threads under load, per call — and so sum in another
+# order. Set before torch first calls MKL; a user's own setting wins.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 
 __version__ = "0.1.0"
 

@@ -74,7 +74,7 @@ class ModelConfig:
     dim: int = 100
     window: int = 5  # maximum window; each centre draws b in [1, window] (word2vec's shrinking)
     negative: int = 5  # noise words per positive pair (K)
-    shared_negatives: int = 0  # noise words drawn per step and shared by the batch; 0 = auto
+    shared_negatives: int = 0  # noise words shared by a group of centres; 0 = K·(window+1)
     noise_exponent: float = 0.75  # unigram^alpha noise distribution
     sample: float = 1e-3  # subsampling threshold t; 0 disables
     init: InitKind = "centered"  # word2vec's U(-0.5, 0.5)/dim; "uniform" is the lecture's U[0,1)
@@ -211,6 +211,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        if not isinstance(d, dict):
+            raise TypeError(f"a config must be a JSON object, got {type(d).__name__}")
         kwargs: dict[str, Any] = {}
         for f in fields(cls):
             if f.name not in d:
@@ -235,6 +237,8 @@ def _to_plain(x: Any) -> Any:
 
 
 def _from_plain(cls: type, d: dict[str, Any]) -> Any:
+    if not isinstance(d, dict):
+        raise TypeError(f"section {cls.__name__} must be a JSON object, got {type(d).__name__}")
     names = {f.name: f for f in fields(cls)}
     kwargs = {}
     for k, v in d.items():

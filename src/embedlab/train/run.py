@@ -57,6 +57,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     requested = TrainConfig.from_dict(base)
     if explicit.get("threads") is None:
         requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
+    requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
     bad = diff_for_resume(stored, requested)
     if bad:
         raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
@@ -108,7 +109,12 @@ def abandon_after(run_dir: Path, step: int) -> list[Path]:
         if root.is_dir() else []
     if not newer:
         return []
-    dest = run_dir / f"checkpoints-abandoned-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    dest = run_dir / f"checkpoints-abandoned-{stamp}"
+    n = 1
+    while dest.exists():
+        n += 1
+        dest = run_dir / f"checkpoints-abandoned-{stamp}-{n}"
     dest.mkdir()
     moved = []
     for p in sorted(newer):
