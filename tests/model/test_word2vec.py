@@ -72,7 +72,8 @@ def test_step_matches_autograd(model: str, loss: str) -> None:
     counts = np.arange(1, V + 1)
     log_kq = torch.from_numpy(NoiseDistribution(counts).log_expected_count(5)) \
         if loss == "nce" else None
-    step = Word2VecStep(StepConfig(model, loss, W, 5, 8), params, log_kq, stream.rows)
+    step = Word2VecStep(StepConfig(model, loss, W, 5, 8, damping=0.0), params, log_kq,
+                        stream.rows)
     lr = 0.1
     for batch in batches[:3]:
         leaves = [t.clone().requires_grad_(True) for t in (params.w_in, params.w_out)]
@@ -113,3 +114,44 @@ def test_uniform_init_is_the_lectures() -> None:
 def test_band_rejects_rows_not_multiple_of_block() -> None:
     with pytest.raises(ValueError):
         Band(rows=20, window=2)
+
+
+def test_damping_scales_each_rows_summed_update_by_one_factor() -> None:
+    stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
+    g = torch_generator(3, "init")
+    base = init_params(V, D, init="centered", nce=False, generator=g)
+    base.w_out.normal_(0, 0.5, generator=g)
+    runs = {}
+    for kappa in (0.0, 1.0):
+        p = Word2VecParams(base.w_in.clone(), base.w_out.clone())
+        Word2VecStep(StepConfig("skipgram", "neg", W, 5, 8, damping=kappa), p, None,
+                     stream.rows)(batches[0], 0.5)
+        runs[kappa] = (p.w_in - base.w_in, p.w_out - base.w_out)
+    for plain, damped in zip(runs[0.0], runs[1.0], strict=True):
+        touched = plain.abs().sum(1) > 0
+        ratio = damped[touched] / plain[touched]
+        # one factor per row, in (0, 1]: the direction of the summed gradient is kept
+        finite = torch.isfinite(ratio) & (plain[touched].abs() > 1e-6)
+        per_row = torch.where(finite, ratio, torch.nan)
+        lo = torch.nan_to_num(per_row, nan=float("inf")).min(1).values
+        hi = torch.nan_to_num(per_row, nan=float("-inf")).max(1).values
+        assert torch.allclose(lo, hi, rtol=1e-3, atol=1e-5)
+        assert (hi <= 1.0 + 1e-6).all() and (lo > 0).all()
+        assert (hi < 0.999).any()  # some row was actually damped
+
+
+def test_damping_keeps_a_row_hit_by_every_centre_bounded() -> None:
+    """All centres share one noise word: the undamped sum overshoots, the damped step does not."""
+    stream, batches = _batches(group=32, rows_pad=Band.block_length(W))
+    batch = batches[0]
+    batch.negatives = torch.zeros_like(batch.negatives)  # every group draws word 0 only
+    norms = {}
+    for kappa in (0.0, 1.0):
+        g = torch_generator(0, "init")
+        p = init_params(V, D, init="centered", nce=False, generator=g)
+        p.w_in.mul_(200.0)  # late-training sized vectors
+        for _ in range(5):
+            Word2VecStep(StepConfig("skipgram", "neg", W, 5, 32, damping=kappa), p, None,
+                         stream.rows)(batch, 1.0)
+        norms[kappa] = float(p.w_out[0].norm())
+    assert norms[1.0] < norms[0.0] / 5

@@ -304,3 +304,15 @@ def test_no_pickle_on_load_path() -> None:
     src = Path(ck.__file__).read_text()
     for call in ("torch.load(", "pickle.load", "allow_pickle=True", "import pickle"):
         assert call not in src
+
+
+def test_remove_stale_tmp_deletes_only_uncommitted_save_folders(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    m.save(1, {"x": torch.zeros(2)}, {}, {})
+    stale = tmp_path / "checkpoints" / "ckpt-00000002.tmp-abc"
+    stale.mkdir()
+    (stale / "tensors.safetensors").write_bytes(b"partial")
+    other = tmp_path / "checkpoints" / "notes"
+    other.mkdir()
+    assert m.remove_stale_tmp() == (stale,)
+    assert not stale.exists() and other.is_dir() and m.latest() is not None

@@ -70,7 +70,7 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
               "[default: 5]")
 @click.option("--negative", type=int, help="Noise words per positive pair (K).  [default: 5]")
 @click.option("--shared-negatives", type=int, help="Noise words drawn per group of centres and "
-              "shared by it (0 = K).  [default: 0]")
+              "shared by it (0 = K·(window+1), what word2vec draws per centre).  [default: 0]")
 @click.option("--noise-exponent", type=float, help="Noise ∝ count^alpha.  [default: 0.75]")
 @click.option("--sample", type=float, help="Subsampling threshold t (0 = off).  [default: 0.001]")
 @click.option("--init", type=click.Choice(["centered", "uniform"]),

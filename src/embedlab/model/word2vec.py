@@ -65,6 +65,7 @@ class StepConfig:
     negative: int  # K
     group: int  # centres sharing one set of S noise words
     reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
+    damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
 
 
 class Band:
@@ -126,15 +127,36 @@ class Band:
 
 
 class Word2VecStep:
-    """One SGD step on a :class:`Batch`. Returns the summed loss (float64 tensor) over positives."""
+    """One SGD step on a :class:`Batch`. Returns the summed loss (float64 tensor) over positives.
+
+    Damping: a row that receives many gradient contributions in one synchronous step — a
+    frequent noise word, a frequent context — would overshoot, because sequential SGD's
+    self-correction (σ saturating after each small update) is missing. Each row's summed gradient
+    is therefore applied with the step ``lr / (1 + lr·h_r/κ)`` where ``h_r = Σ σ'(s)·|x|²`` is the
+    Gauss–Newton curvature of that row's terms in the batch. κ = 1 is the step of *implicit*
+    (proximal) SGD for these log-linear terms; larger κ damps only rows hit very often. A row
+    with a few contributions keeps ``lr·h_r/κ ≪ 1`` — plain word2vec SGD. The scale depends only
+    on the row, so it multiplies the summed gradient exactly; it costs a few scalar index_adds.
+    Measured on gcide8 (5 epochs, batch 1024, analogy@30k / WS-353): κ=1 15.6% / 0.506,
+    κ=4 17.9% / 0.573, κ=16 18.0% / 0.597, κ=32 17.9% / 0.604, κ=64 unstable (loss blew up),
+    no damping 14.5% / 0.555. The trainer uses κ = 16·1024/batch so contributions per row,
+    which grow with the batch, meet the same bound.
+    """
 
     def __init__(
-        self, cfg: StepConfig, params: Word2VecParams, log_kq: torch.Tensor | None, rows: int
+        self, cfg: StepConfig, params: Word2VecParams, log_kq: torch.Tensor | None, rows: int,
     ) -> None:
         self.cfg = cfg
         self.p = params
         self.log_kq = log_kq  # (V,) log(K·Q(w)) for NCE
         self.band = Band(rows, cfg.window)
+        self.damping = cfg.damping > 0
+        vocab = params.w_in.shape[0]
+        # per-row curvature accumulators, zeroed again after each use (only touched entries)
+        self._h_in = torch.zeros(vocab, dtype=torch.float32)
+        self._h_out = torch.zeros(vocab, dtype=torch.float32)
+        # NCE rows carry a bias: the augmented input [x; 1] has squared norm |x|² + 1
+        self._bias_sq = 1.0 if params.b_out is not None else 0.0
 
     def __call__(self, batch: Batch, lr: float) -> torch.Tensor:
         if self.cfg.reduction == "mean":
@@ -164,14 +186,22 @@ class Word2VecStep:
         assert self.p.b_out is not None and self.log_kq is not None
         return self.p.b_out[ids] - self.log_kq[ids]
 
-    def _apply_noise(self, negatives: torch.Tensor, g_neg: torch.Tensor, h: torch.Tensor,
-                     lr: float) -> None:
-        n_groups = negatives.shape[0]
-        d_noise = torch.bmm(g_neg.transpose(1, 2), h.view(n_groups, -1, h.shape[1]))  # (G, S, D)
-        flat = negatives.reshape(-1)
-        self.p.w_out.index_add_(0, flat, d_noise.view(-1, h.shape[1]), alpha=-lr)
-        if self.p.b_out is not None:
-            self.p.b_out.index_add_(0, flat, g_neg.sum(1).reshape(-1), alpha=-lr)
+    def _sq(self, x: torch.Tensor) -> torch.Tensor:
+        """Squared norms of rows (plus 1 for the NCE bias), shape x.shape[:-1]."""
+        return (x * x).sum(-1) + self._bias_sq
+
+    def _scales(self, buf: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor]],
+                lr: float) -> list[torch.Tensor]:
+        """Per-occurrence step scales 1 / (1 + lr·h_row), h summed over all occurrences."""
+        if not self.damping:
+            return [torch.ones(ids.shape[0], 1) for ids, _ in parts]
+        for ids, h in parts:
+            buf.index_add_(0, ids, h)
+        rate = lr / self.cfg.damping
+        out = [(1.0 / (1.0 + rate * buf.index_select(0, ids))).unsqueeze(1) for ids, _ in parts]
+        for ids, _ in parts:
+            buf.index_fill_(0, ids, 0.0)
+        return out
 
     # ---- skip-gram ------------------------------------------------------------------------------
     def _skipgram(self, batch: Batch, lr: float) -> torch.Tensor:
@@ -191,18 +221,41 @@ class Word2VecStep:
         loss = -(F.logsigmoid(pos) * mask).sum(dtype=torch.float64)
         loss -= (F.logsigmoid(-neg) * weight).sum(dtype=torch.float64)
 
-        # dL/dlogit: σ(s) − 1 for positives, σ(s) for noise
-        g_pos = band.band((torch.sigmoid(pos) - 1.0) * mask)  # (nb, L, L+2W)
-        g_neg = torch.sigmoid(neg) * weight  # (G, R/G, S)
+        # dL/dlogit: σ(s) − 1 for positives, σ(s) for noise; curvature σ(s)(1 − σ(s))
+        sig_pos, sig_neg = torch.sigmoid(pos), torch.sigmoid(neg)
+        g_pos = band.band((sig_pos - 1.0) * mask)  # (nb, L, L+2W)
+        g_neg = sig_neg * weight  # (G, R/G, S)
         d_v = band.gather(g_pos, u_span) + torch.bmm(g_neg, noise_rows).view(band.R, -1)
         d_span = band.scatter(g_pos, v)
+        d_noise = torch.bmm(g_neg.transpose(1, 2), v.view(n_groups, -1, v.shape[1]))  # (G, S, D)
 
-        self._apply_noise(batch.negatives, g_neg, v, lr)
+        flat_neg = batch.negatives.reshape(-1)
+        if self.damping:
+            c_pos = band.band(sig_pos * (1.0 - sig_pos) * mask)
+            c_neg = sig_neg * (1.0 - sig_neg) * weight
+            v_sq, u_sq, n_sq = self._sq(v), self._sq(u_span), self._sq(noise_rows)
+            h_v = band.gather(c_pos, u_sq.unsqueeze(1)).view(-1) + \
+                torch.bmm(c_neg, n_sq.unsqueeze(2)).view(-1)
+            h_span = band.scatter(c_pos, v_sq.unsqueeze(1)).view(-1)
+            h_noise = torch.bmm(c_neg.transpose(1, 2), v_sq.view(n_groups, -1, 1)).view(-1)
+            (k_v,) = self._scales(self._h_in, [(batch.centers, h_v)], lr)
+            k_span, k_noise = self._scales(self._h_out, [(batch.span, h_span),
+                                                         (flat_neg, h_noise)], lr)
+            d_v *= k_v
+            d_span *= k_span
+            d_noise = d_noise.view(-1, v.shape[1]) * k_noise
         p.w_in.index_add_(0, batch.centers, d_v, alpha=-lr)
         p.w_out.index_add_(0, batch.span, d_span, alpha=-lr)
+        p.w_out.index_add_(0, flat_neg, d_noise.reshape(-1, v.shape[1]), alpha=-lr)
         if p.b_out is not None:
             ones = torch.ones(band.R, 1)
-            p.b_out.index_add_(0, batch.span, band.scatter(g_pos, ones).view(-1), alpha=-lr)
+            d_b_span = band.scatter(g_pos, ones).view(-1)
+            d_b_noise = g_neg.sum(1).reshape(-1)
+            if self.damping:
+                d_b_span = d_b_span * k_span.view(-1)
+                d_b_noise = d_b_noise * k_noise.view(-1)
+            p.b_out.index_add_(0, batch.span, d_b_span, alpha=-lr)
+            p.b_out.index_add_(0, flat_neg, d_b_noise, alpha=-lr)
         return loss
 
     # ---- CBOW -----------------------------------------------------------------------------------
@@ -210,7 +263,8 @@ class Word2VecStep:
         p, band = self.p, self.band
         v_span = p.w_in.index_select(0, batch.span)  # (R+2W, D) context input vectors
         count = batch.contexts.clamp(min=1.0)
-        avg = band.band(batch.mask / count.unsqueeze(1))  # averaging weights on the band
+        avg_w = batch.mask / count.unsqueeze(1)
+        avg = band.band(avg_w)  # averaging weights on the band
         h = band.gather(avg, v_span)  # (R, D): mean of each centre's context vectors
         has_ctx = (batch.contexts > 0).to(torch.float32)  # centres without context do not train
         u = p.w_out.index_select(0, batch.centers)  # (R, D)
@@ -225,18 +279,41 @@ class Word2VecStep:
         loss = -(F.logsigmoid(pos) * has_ctx).sum(dtype=torch.float64)
         loss -= (F.logsigmoid(-neg) * weight).sum(dtype=torch.float64)
 
-        g_pos = (torch.sigmoid(pos) - 1.0) * has_ctx  # (R,)
-        g_neg = torch.sigmoid(neg) * weight  # (G, R/G, S)
+        sig_pos, sig_neg = torch.sigmoid(pos), torch.sigmoid(neg)
+        g_pos = (sig_pos - 1.0) * has_ctx  # (R,)
+        g_neg = sig_neg * weight  # (G, R/G, S)
         d_h = g_pos.unsqueeze(1) * u + torch.bmm(g_neg, noise_rows).view(band.R, -1)
         d_u = g_pos.unsqueeze(1) * h
+        d_noise = torch.bmm(g_neg.transpose(1, 2), h.view(n_groups, -1, h.shape[1]))
         # the mean spreads d_h back to each context with weight 1/count (gensim's cbow_mean=1)
         d_span = band.scatter(avg, d_h)
 
-        self._apply_noise(batch.negatives, g_neg, h, lr)
+        flat_neg = batch.negatives.reshape(-1)
+        if self.damping:
+            c_pos = sig_pos * (1.0 - sig_pos) * has_ctx
+            c_neg = sig_neg * (1.0 - sig_neg) * weight
+            h_sq, u_sq, n_sq = self._sq(h), self._sq(u), self._sq(noise_rows)
+            # curvature w.r.t. h, passed to each context row through the mean's weight a²
+            h_h = c_pos * u_sq + torch.bmm(c_neg, n_sq.unsqueeze(2)).view(-1)
+            h_span = band.scatter(band.band(avg_w * avg_w), h_h.unsqueeze(1)).view(-1)
+            h_u = c_pos * h_sq
+            h_noise = torch.bmm(c_neg.transpose(1, 2), h_sq.view(n_groups, -1, 1)).view(-1)
+            (k_span,) = self._scales(self._h_in, [(batch.span, h_span)], lr)
+            k_u, k_noise = self._scales(self._h_out, [(batch.centers, h_u),
+                                                      (flat_neg, h_noise)], lr)
+            d_span *= k_span
+            d_u *= k_u
+            d_noise = d_noise.view(-1, h.shape[1]) * k_noise
         p.w_in.index_add_(0, batch.span, d_span, alpha=-lr)
         p.w_out.index_add_(0, batch.centers, d_u, alpha=-lr)
+        p.w_out.index_add_(0, flat_neg, d_noise.reshape(-1, h.shape[1]), alpha=-lr)
         if p.b_out is not None:
-            p.b_out.index_add_(0, batch.centers, g_pos, alpha=-lr)
+            d_b_u, d_b_noise = g_pos, g_neg.sum(1).reshape(-1)
+            if self.damping:
+                d_b_u = d_b_u * k_u.view(-1)
+                d_b_noise = d_b_noise * k_noise.view(-1)
+            p.b_out.index_add_(0, batch.centers, d_b_u, alpha=-lr)
+            p.b_out.index_add_(0, flat_neg, d_b_noise, alpha=-lr)
         return loss
 
 

@@ -384,6 +384,20 @@ class CheckpointManager:
                                       check and problem is None, problem))
         return out
 
+    def remove_stale_tmp(self) -> tuple[Path, ...]:
+        """Delete ``ckpt-N.tmp-*`` folders left by a killed save.
+
+        Call only while holding the run's lock: then no other save can be in flight, and such a
+        folder can never become a checkpoint (it was never renamed into place).
+        """
+        removed = []
+        if self.root.is_dir():
+            for p in self.root.iterdir():
+                if p.is_dir() and ".tmp-" in p.name and p.name.startswith("ckpt-"):
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed.append(p)
+        return tuple(removed)
+
     def protect(self, step: int) -> None:
         """Never delete checkpoint ``step`` until a checkpoint with a higher step is committed."""
         self._protected = step

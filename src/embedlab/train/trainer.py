@@ -46,6 +46,8 @@ PREPARED_DIR = "prepared"
 VOCAB_FILE = "vocab.tsv"
 # Noise words drawn per group of centres; a group shares them (one small GEMM per group).
 DEFAULT_GROUP = 32
+# κ of the per-row damping at batch 1024 (see embedlab.model.word2vec.Word2VecStep, measured).
+DAMPING_AT_1024 = 16.0
 # Checkpointing must stay a small share of training time: the time-based cadence is stretched
 # to at least this multiple of the last save's duration (2% => 50x).
 SAVE_TIME_FACTOR = 50
@@ -106,7 +108,8 @@ def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
     group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(DEFAULT_GROUP, batch)
     band_block = Band.block_length(m.window)
     reduction = "mean" if cfg.preset == "cs20" else "sum"
-    return (StepConfig(m.model, m.loss, m.window, m.negative, group, reduction), s,
+    damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
+    return (StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping), s,
             math.lcm(band_block, group))
 
 
@@ -156,6 +159,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                 keep_every=cfg.checkpoint.keep_every,
                                 best_metric=cfg.checkpoint.best_name,
                                 best_mode=cfg.checkpoint.best_mode)
+    manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     ckpt = find_checkpoint(resume_from) if resume_from else manager.latest()
     prepared = open_corpus(cfg, run_dir, progress=progress)
     write_config_json(run_dir, cfg)
@@ -167,6 +171,10 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                          "token(s), fewer than a window needs; use a bigger corpus or lower "
                          "--min-count")
 
+    unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
+    if unknown:
+        raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
+                         f"words from {run_dir / VOCAB_FILE} (e.g. {', '.join(vocab.words[:3])})")
     m = cfg.model
     noise = NoiseDistribution(vocab.counts, m.noise_exponent)
     stepcfg, noise_per_group, pad_to = step_config(cfg)
@@ -289,6 +297,14 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
             else:
                 finished = True
             train_seconds += time.perf_counter() - t0
+            if finished and window.pairs:
+                # the last, partial window: logged only at the natural end, so a run sliced by
+                # --max-steps logs exactly the steps an uninterrupted run logs
+                last_loss = window.loss / window.pairs
+                metrics["loss"] = last_loss
+                tracker.log_scalars(step, {"train/loss": last_loss,
+                                           "train/progress": words_seen / total_words})
+                window = _Window()
             if evaluator and finished:
                 results = evaluator(vocab.words, params.w_in)
                 metrics.update(results)
