@@ -1,17 +1,21 @@
-"""Headless Chromium looks at the scalars dashboard and the projector, as a person would.
+"""Headless Chromium looks at a real tiny run's scalars dashboard and projector, as a person would.
 
-Needs Debian ``chromium`` + ``chromium-driver`` and selenium (``pip install selenium``). Run with
-``pytest -m browser tests/browser``. Screenshots go to the test's temp dir and are copied to
-``/tmp/embedlab-shots/`` for a human to look at.
+Trains a tiny run through the CLI in-process (the same helper as the server test), serves it
+with ``embedlab tensorboard`` and drives Chromium to the dashboards. Needs Debian ``chromium`` +
+``chromium-driver`` (skipped, saying so, when either is missing) and selenium (a test extra).
+Run with ``pytest -m browser tests/browser``. Screenshots go to the test's temp dir and are copied
+to ``/tmp/embedlab-shots/real-*.png`` for a human to look at.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -20,6 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 SHOTS = Path("/tmp/embedlab-shots")
+RUN = "tiny-real"
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -33,28 +38,37 @@ def _load(name: str, path: Path) -> ModuleType:
 
 
 TRACK = Path(__file__).resolve().parents[1] / "track"
+TB = _load("embedlab_browser_tb", TRACK / "tbserver.py")  # stdlib-only at import time
+
+
+@dataclass(frozen=True)
+class Served:
+    base: str  # http://127.0.0.1:PORT
+    run: Path  # the run folder
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    fakerun = _load("embedlab_browser_fakerun", TRACK / "fakerun.py")
-    tb = _load("embedlab_browser_tb", TRACK / "tbserver.py")
-    root = tmp_path_factory.mktemp("tb") / "runs"
-    fakerun.simulate(root / "demo-sg", steps=50, ckpt_every=25)
-    proc, base = tb.start_server(root)
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("tb")
+    corpus = TB.write_tiny_corpus(tmp / "corpus.txt")
+    root = tmp / "runs"
+    TB.train_tiny(root / RUN, corpus)
+    proc, base = TB.start_server(root)
     try:
-        tb.wait_for_runs(base, {"demo-sg"})
-        yield base
+        TB.wait_for_runs(base, {RUN})
+        yield Served(base, root / RUN)
     finally:
-        tb.stop_server(proc)
+        TB.stop_server(proc)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    webdriver = pytest.importorskip("selenium.webdriver")
-    if shutil.which("chromium") is None or shutil.which("chromedriver") is None:
-        pytest.fail("install Debian chromium and chromium-driver (apt-get install -y chromium "
-                    "chromium-driver) to run the browser tests")
+    missing = [exe for exe in ("chromium", "chromedriver") if shutil.which(exe) is None]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not installed; run apt-get install -y chromium "
+                    "chromium-driver to run the browser tests")
+    # selenium is a test extra: missing it is a broken environment, not a reason to skip
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
@@ -96,30 +110,35 @@ def save_shot(driver: Any, tmp_path: Path, name: str) -> Path:
     path = tmp_path / name
     driver.save_screenshot(str(path))
     SHOTS.mkdir(exist_ok=True)
-    shutil.copy(path, SHOTS / name)
+    shutil.copy(path, SHOTS / f"real-{name}")
     return path
 
 
-def test_scalars_dashboard_shows_the_loss_curve(server: str, browser: Any,
+def test_scalars_dashboard_shows_the_loss_curve(server: Served, browser: Any,
                                                 tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    browser.get(f"{server}/#timeseries")
+    browser.get(f"{server.base}/#timeseries")
     wait_until(lambda: bool(browser.find_elements(
         By.CSS_SELECTOR, "input[placeholder='Filter tags (regex)']")))
     browser.find_element(By.CSS_SELECTOR,
                          "input[placeholder='Filter tags (regex)']").send_keys("train/loss")
     # the card's data table lists the run with its last step once the chart has data
-    wait_until(lambda: "demo-sg" in (text := page_text(browser)) and "train/loss" in text
-               and "Smoothed" in text)
+    last = max(TB.metrics_steps(server.run, "train/loss"))
+    wait_until(lambda: RUN in (text := page_text(browser)) and "train/loss" in text
+               and "Smoothed" in text and str(last) in text)
     time.sleep(3)  # let the line chart draw
     shot = save_shot(browser, tmp_path, "scalars.png")
     assert shot.stat().st_size > 20_000
 
 
-def test_projector_loads_points_with_word_metadata(server: str, browser: Any,
+def test_projector_loads_points_with_word_metadata(server: Served, browser: Any,
                                                    tmp_path: Path) -> None:
-    browser.get(f"{server}/#projector")
+    last = max(TB.metrics_steps(server.run, "train/loss"))
+    cfg = json.loads((server.run / "config.json").read_text(encoding="utf-8"))
+    vocab_size = len((server.run / "vocab.tsv").read_text(encoding="utf-8").splitlines())
+    points = min(cfg["track"]["projector_words"], vocab_size)
+    browser.get(f"{server.base}/#projector")
     # the projector plugin lives in nested iframes (inside TensorBoard's shadow DOM)
     find_frame = """const walk = (n) => { if (n.tagName === 'IFRAME') return n;
         for (const c of [n.shadowRoot, ...(n.children || [])]) {
@@ -132,9 +151,9 @@ def test_projector_loads_points_with_word_metadata(server: str, browser: Any,
         depth += 1
         time.sleep(1)  # the inner document loads after the frame element appears
     try:
-        wait_until(lambda: "input_embeddings:00050" in (text := page_text(browser))
-                   and "Points: 30" in text and "Dimension: 16" in text
-                   and "metadata.tsv" in text)
+        wait_until(lambda: f"input_embeddings:{last:05d}" in (text := page_text(browser))
+                   and f"Points: {points}" in text
+                   and f"Dimension: {cfg['model']['dim']}" in text and "metadata.tsv" in text)
     finally:
         browser.switch_to.default_content()
     time.sleep(3)

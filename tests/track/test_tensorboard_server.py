@@ -1,32 +1,79 @@
-"""End to end: the real TensorBoard server, started by ``embedlab tensorboard``, serves our data.
+"""End to end: a real tiny training run, served by the real TensorBoard (``embedlab tensorboard``).
 
-Builds two runs with the tracker (one fresh, one killed and resumed), starts the server on a free
-127.0.0.1 port through the CLI, and asks its HTTP data API what a person would see in each
-dashboard: scalars, histograms, images, text, projector and hparams, with the right tags and steps.
+Trains two runs through the CLI in-process on a small generated demo corpus: ``fresh`` (one
+command) and ``sliced`` (stopped by ``--max-steps 50``, then resumed with ``--from`` the step-40
+checkpoint, so its first event file holds steps 45-50 that the resumed writer must purge). Then
+starts the server on a free 127.0.0.1 port through the CLI and asks its HTTP data API what a
+person would see in each dashboard. Expected tags and steps come from the run folder itself
+(``metrics.jsonl``, the ``checkpoint`` index, ``vocab.tsv``, the final checkpoint), never from
+constants that could drift from what the trainer does.
 """
 
 from __future__ import annotations
 
+import math
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-from .fakerun import make_config, simulate
-from .tbserver import get, post, start_server, stop_server, wait_for_runs
+from embedlab.data.demo import write_questions
+from embedlab.track.summaries import default_probes
+from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+
+from .tbserver import (
+    TRAIN_TAGS,
+    checkpoint_steps,
+    get,
+    metrics_rows,
+    metrics_steps,
+    post,
+    start_server,
+    stop_server,
+    train_tiny,
+    wait_for_runs,
+    write_tiny_corpus,
+)
+
+RUNS = ("fresh", "sliced")
+PROJECTOR_WORDS = 300  # --projector-words in tbserver.TINY_FLAGS
+DIM = 16
+HISTOGRAM_TAGS = {"embeddings/input", "embeddings/output", "embeddings/input_norm",
+                  "embeddings/output_norm"}
+TEXT_TAG = "neighbours/text_summary"  # torch's add_text appends "/text_summary"
+
+
+@dataclass(frozen=True)
+class Served:
+    base: str  # http://127.0.0.1:PORT
+    root: Path  # the folder TensorBoard serves; one sub-folder per run
+
+    def run(self, name: str) -> Path:
+        return self.root / name
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    root = tmp_path_factory.mktemp("tb") / "runs"
-    simulate(root / "fresh", steps=50, ckpt_every=25)
-    cfg = make_config()
-    simulate(root / "resumed", steps=35, ckpt_every=20, cfg=cfg, final=False)  # killed at 35
-    simulate(root / "resumed", steps=50, ckpt_every=20, start=20, cfg=cfg)  # resumed from 20
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("tb")
+    data = tmp / "data"  # outside the served folder, so TensorBoard sees runs only
+    data.mkdir()
+    corpus = write_tiny_corpus(data / "corpus.txt")
+    evals = ("--eval-analogies", str(write_questions(data / "questions.txt")),
+             "--eval-every", "40")
+    root = tmp / "runs"
+    train_tiny(root / "fresh", corpus, *evals)
+    train_tiny(root / "sliced", corpus, *evals, "--max-steps", "50")
+    # resume from an older checkpoint than the one the slice stopped at: steps 45 and 50 are
+    # then in the first event file and must be hidden by the resumed writer's purge_step
+    train_tiny(root / "sliced", corpus, "--from", "ckpt-00000040")
     proc, base = start_server(root)
     try:
-        wait_for_runs(base, {"fresh", "resumed"})
-        yield base
+        wait_for_runs(base, set(RUNS))
+        yield Served(base, root)
     finally:
         stop_server(proc)
     assert proc.returncode is not None
@@ -36,65 +83,150 @@ def steps_of(points: list[list[float]]) -> list[int]:
     return [int(p[1]) for p in points]  # [wall_time, step, value]
 
 
-def test_scalars(server: str) -> None:
-    tags = get(server, "scalars/tags")
-    for run in ("fresh", "resumed"):
-        assert {"train/loss", "train/lr", "train/words_per_sec", "train/pairs_per_sec",
-                "train/progress", "eval/analogy", "final/loss"} <= set(tags[run])
-        loss = get(server, "scalars/scalars", run=run, tag="train/loss")
-        assert steps_of(loss) == list(range(5, 51, 5)), run  # resumed: no overlap, no duplicate
-        values = [p[2] for p in loss]
-        assert values == sorted(values, reverse=True)  # the simulated loss falls
+def served_scalars(served: Served, run: str, tag: str) -> list[list[float]]:
+    return list(get(served.base, "scalars/scalars", run=run, tag=tag))
 
 
-def test_histograms(server: str) -> None:
-    tags = get(server, "histograms/tags")["fresh"]
-    assert set(tags) == {"embeddings/input", "embeddings/output", "embeddings/input_norm",
-                         "embeddings/output_norm"}
-    data = get(server, "histograms/histograms", run="fresh", tag="embeddings/input_norm")
-    assert [int(d[1]) for d in data] == [25, 50]
-    resumed = get(server, "histograms/histograms", run="resumed", tag="embeddings/input")
-    assert [int(d[1]) for d in resumed] == [20, 40]
+def final_step(run: Path) -> int:
+    return max(checkpoint_steps(run))
 
 
-def test_images(server: str) -> None:
-    assert "embeddings/pca" in get(server, "images/tags")["fresh"]
-    meta = get(server, "images/images", run="fresh", tag="embeddings/pca", sample="0")
-    assert [m["step"] for m in meta] == [25, 50]
-    url = f"{server}/data/plugin/images/individualImage?{meta[-1]['query']}"
+def test_the_runs_are_real_and_big_enough(served: Served) -> None:
+    for name in RUNS:
+        run = served.run(name)
+        assert len(metrics_steps(run, "train/loss")) >= 10, name
+        assert len(checkpoint_steps(run)) >= 3, name
+        assert (run / "projector_config.pbtxt").is_file(), name
+    # the slice really wrote a second event file; its first file logged steps 45 and 50 before
+    # the run went back to checkpoint 40, and the resume cut them out of that file at the source
+    files = sorted(served.run("sliced").glob("events.out.tfevents.*"))
+    assert len(files) == 2
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = EventAccumulator(str(files[0]), size_guidance={"scalars": 0}).Reload()
+    assert [e.step for e in first.Scalars("train/loss")][-2:] == [35, 40]
+
+
+def test_scalars_match_metrics_jsonl(served: Served) -> None:
+    tags = get(served.base, "scalars/tags")
+    for name in RUNS:
+        run = served.run(name)
+        assert {*TRAIN_TAGS, "eval/analogy", "final/loss", "final/analogy"} <= set(tags[name])
+        last = final_step(run)
+        for tag in (*TRAIN_TAGS, "eval/analogy", "final/loss"):
+            points = served_scalars(served, name, tag)
+            steps = steps_of(points)
+            assert steps == metrics_steps(run, tag), (name, tag)
+            assert steps == sorted(set(steps)), (name, tag)  # no duplicate, no overlap
+            expected = [row[tag] for row in metrics_rows(run) if tag in row]
+            # TensorBoard stores scalars as float32
+            assert [p[2] for p in points] == pytest.approx(expected, rel=1e-6), (name, tag)
+        # logged every --log-every 5 steps, plus the partial window at the natural end
+        windows = list(range(5, last + 1, 5))
+        assert steps_of(served_scalars(served, name, "train/loss")) == \
+            windows + ([last] if last % 5 else [])
+        assert steps_of(served_scalars(served, name, "train/lr")) == windows
+        assert steps_of(served_scalars(served, name, "final/loss")) == [last]
+
+
+def test_sliced_run_shows_the_same_curve_as_the_fresh_run(served: Served) -> None:
+    for tag in (*TRAIN_TAGS, "eval/analogy", "final/loss"):
+        fresh, sliced = (served_scalars(served, run, tag) for run in RUNS)
+        assert steps_of(sliced) == steps_of(fresh), tag
+    # resume is exact (same machine, same --threads), so the losses are the same numbers
+    fresh_loss, sliced_loss = (
+        [p[2] for p in served_scalars(served, run, "train/loss")] for run in RUNS)
+    assert sliced_loss == fresh_loss
+    loss = fresh_loss
+    assert loss[-1] < loss[0]  # it learns, even in one tiny epoch
+
+
+def checkpoint_summary_steps(served: Served, run: str) -> dict[str, list[int]]:
+    """Steps the server shows for each checkpoint-cadence summary of ``run``."""
+    base = served.base
+    out = {tag: [int(d[1]) for d in get(base, "histograms/histograms", run=run, tag=tag)]
+           for tag in sorted(HISTOGRAM_TAGS)}
+    out["embeddings/pca"] = [m["step"] for m in get(base, "images/images", run=run,
+                                                     tag="embeddings/pca", sample="0")]
+    out[TEXT_TAG] = [t["step"] for t in get(base, "text/text", run=run, tag=TEXT_TAG)]
+    return out
+
+
+def test_checkpoint_summaries_at_every_checkpoint(served: Served) -> None:
+    for name in RUNS:
+        assert set(get(served.base, "histograms/tags")[name]) == HISTOGRAM_TAGS
+        assert "embeddings/pca" in get(served.base, "images/tags")[name]
+        assert get(served.base, "text/tags")[name] == [TEXT_TAG]
+    expected = checkpoint_steps(served.run("fresh"))
+    assert checkpoint_summary_steps(served, "fresh") == {
+        tag: expected for tag in (*sorted(HISTOGRAM_TAGS), "embeddings/pca", TEXT_TAG)}
+
+
+def test_sliced_run_hides_the_abandoned_checkpoint_summaries(served: Served) -> None:
+    expected = checkpoint_steps(served.run("sliced"))
+    assert expected == checkpoint_steps(served.run("fresh"))
+    assert checkpoint_summary_steps(served, "sliced") == {
+        tag: expected for tag in (*sorted(HISTOGRAM_TAGS), "embeddings/pca", TEXT_TAG)}
+
+
+def test_pca_image_is_a_png(served: Served) -> None:
+    meta = get(served.base, "images/images", run="fresh", tag="embeddings/pca", sample="0")
+    url = f"{served.base}/data/plugin/images/individualImage?{meta[-1]['query']}"
     with urllib.request.urlopen(url, timeout=10) as r:
         assert r.read()[:4] == b"\x89PNG"
 
 
-def test_text(server: str) -> None:
-    tag = "neighbours/text_summary"  # torch's add_text appends "/text_summary"
-    assert get(server, "text/tags")["fresh"] == [tag]
-    text = get(server, "text/text", run="fresh", tag=tag)
-    assert [t["step"] for t in text] == [25, 50]
-    assert "nearest neighbours" in text[-1]["text"]
+def test_neighbours_text_shows_every_probe_word(served: Served) -> None:
+    for name in RUNS:
+        run = served.run(name)
+        text = get(served.base, "text/text", run=name, tag=TEXT_TAG)
+        words = [line.split("\t")[0] for line in
+                 (run / "vocab.tsv").read_text(encoding="utf-8").splitlines()]
+        probes = default_probes(words, None)
+        assert len(probes) == 8
+        for probe in probes:  # each default probe word has its row of neighbours
+            assert f"<strong>{probe}</strong>" in text[-1]["text"], (name, probe)
 
 
-def test_projector(server: str) -> None:
-    runs = get(server, "projector/runs")
-    assert set(runs) >= {"fresh", "resumed"}
-    info = get(server, "projector/info", run="fresh")
-    names = [e["tensorName"] for e in info["embeddings"]]
-    assert names == ["input_embeddings:00050"]
-    meta = get(server, "projector/metadata", run="fresh", name=names[0]).decode()
-    assert meta.splitlines()[0] == "word\tcount" and len(meta.splitlines()) == 31
-    tensor = get(server, "projector/tensor", run="fresh", name=names[0])
-    assert len(tensor) == 30 * 16 * 4  # float32 bytes
+def test_projector_serves_the_final_input_embeddings(served: Served) -> None:
+    assert set(get(served.base, "projector/runs")) >= set(RUNS)
+    for name in RUNS:
+        run = served.run(name)
+        last = final_step(run)
+        info = get(served.base, "projector/info", run=name)
+        names = [e["tensorName"] for e in info["embeddings"]]
+        assert names == [f"input_embeddings:{last:05d}"], name
+        meta = get(served.base, "projector/metadata", run=name, name=names[0]).decode()
+        vocab_rows = (run / "vocab.tsv").read_text(encoding="utf-8").splitlines()
+        assert meta.splitlines() == ["word\tcount", *vocab_rows[:PROJECTOR_WORDS]]
+        raw = get(served.base, "projector/tensor", run=name, name=names[0])
+        served_w = np.frombuffer(raw, dtype=np.float32).reshape(PROJECTOR_WORDS, DIM)
+        tensors, _ = load_checkpoint(find_checkpoint(run))
+        np.testing.assert_array_equal(served_w,
+                                      tensors["input_embeddings"][:PROJECTOR_WORDS].numpy())
 
 
-def test_hparams(server: str) -> None:
-    exp = post(server, "hparams/experiment", {"experimentName": ""})
+def _session_groups(served: Served) -> list[dict[str, Any]]:
+    statuses = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"]
+    body = post(served.base, "hparams/session_groups",
+                {"experimentName": "", "allowedStatuses": statuses, "colParams": [],
+                 "startIndex": 0, "sliceSize": 100})
+    return list(body["sessionGroups"])
+
+
+def test_hparams(served: Served) -> None:
+    exp = post(served.base, "hparams/experiment", {"experimentName": ""})
     hp_names = {h["name"] for h in exp["hparamInfos"]}
-    assert {"optim.lr", "model.dim", "model.loss"} <= hp_names
+    assert {"optim.lr", "model.dim", "model.loss", "data.min_count"} <= hp_names
     metric_tags = {m["name"]["tag"] for m in exp["metricInfos"]}
-    assert {"final/loss", "final/eval/analogy"} <= metric_tags
-    groups = post(server, "hparams/session_groups",
-                  {"experimentName": "", "allowedStatuses": ["STATUS_UNKNOWN", "STATUS_SUCCESS",
-                                                            "STATUS_FAILURE", "STATUS_RUNNING"],
-                   "colParams": [], "startIndex": 0, "sliceSize": 100})
-    sessions = {s["name"] for g in groups["sessionGroups"] for s in g["sessions"]}
-    assert sessions == {"fresh", "resumed"}  # one session per run folder, no sub-folder runs
+    assert {"final/loss", "final/analogy"} <= metric_tags  # final/<evaluator name>
+    groups = _session_groups(served)
+    sessions = {s["name"]: (g, s) for g in groups for s in g["sessions"]}
+    assert set(sessions) == set(RUNS)  # one session per run folder, no sub-folder runs
+    for name, (group, session) in sessions.items():
+        assert group["hparams"]["model.dim"] == DIM
+        assert group["hparams"]["optim.batch_size"] == 128
+        final_loss = [row["final/loss"] for row in metrics_rows(served.run(name))
+                      if "final/loss" in row]
+        values = {m["name"]["tag"]: m["value"] for m in session["metricValues"]}
+        assert math.isclose(values["final/loss"], final_loss[-1], rel_tol=1e-6)

@@ -207,6 +207,37 @@ def final_metric_tag(name: str) -> str:
     return f"final/{name}"
 
 
+def truncate_event_files(run_dir: Path, resume_step: int) -> None:
+    """Drop every event after ``resume_step`` from the run's event files (atomic rewrite).
+
+    ``purge_step`` alone is not enough: the TensorBoard server (2.21, its fast data loader and
+    ``--load_fast=false`` alike) keeps showing histograms, images and text of steps that a
+    resume from an *older* checkpoint (``--from``, or falling back past a damaged one) abandoned.
+    Rewriting the files the way metrics.jsonl is rewritten removes them at the source.
+    """
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+        records = list(RawEventFileLoader(str(path)).Load())
+        keep = []
+        for raw in records:
+            event = event_pb2.Event.FromString(raw)
+            if event.step <= resume_step or not event.HasField("summary"):
+                keep.append(raw)
+        if len(keep) == len(records):
+            continue
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            writer = RecordWriter(f)
+            for raw in keep:
+                writer.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+
 class TensorBoardSink:
     """Scalars, histograms, text, images, projector and hparams in the run's own event stream."""
 
@@ -225,6 +256,8 @@ class TensorBoardSink:
         purge = None if not resume_step else resume_step + 1
         self._projector_steps: set[int] = set()
         old_projector = _load_projector_config(run_dir, resume_step) if resume_step else None
+        if resume_step:
+            truncate_event_files(run_dir, resume_step)
         self._w: SummaryWriter = SummaryWriter(str(run_dir), purge_step=purge)
         if old_projector is not None:
             # add_embedding rewrites the whole projector_config.pbtxt from the writer's own

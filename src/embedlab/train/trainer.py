@@ -232,9 +232,11 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         st = {"cursor": cursor.to_dict(), "words_seen": words_seen, "epoch": cursor.epoch,
               "window": window.state(), "last_loss": last_loss, "train_seconds": train_seconds,
               "finished": final}
+        began = time.perf_counter()
         manager.save(step, params.tensors(), st, metrics)
         tracker.log_checkpoint(step, params.w_in, params.w_out)
         last_save = time.perf_counter()
+        window.started += last_save - began  # words/s in the window counts training time only
         saved_step = step
 
     bar = _progress_bar(progress, total_words, words_seen, out)
