@@ -164,8 +164,9 @@ def _kill_and_resume(corpus: Path, reference: Path, total: int, run: Path, seed:
     killed = 0
     for i, at in enumerate(targets):
         # optionally the first kill lands at a random time after start: during interpreter
-        # start-up, corpus preparation or the first steps
-        after = rng.uniform(0.0, 4.0) if early and i == 0 else None
+        # start-up (importing torch alone takes over a second), corpus preparation or the first
+        # steps — early enough that a small run on an idle machine has not finished yet
+        after = rng.uniform(0.2, 1.5) if early and i == 0 else None
         code, err = run_and_signal(run, corpus, signal.SIGKILL, at_step=at,
                                    delay=rng.uniform(0, 0.03), after_start=after)
         if code == 0:
