@@ -68,6 +68,16 @@ class StepConfig:
     damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
 
 
+def _add_rows(param: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, alpha: float) -> None:
+    """param[ids[i]] += alpha · rows[i], duplicates summed in index order. ``rows`` is consumed.
+
+    ``scatter_add_`` with the index broadcast along the row is deterministic on the CPU, gives
+    the same bits as ``index_add_`` and runs about twice as fast for ~1,000-row updates.
+    """
+    rows.mul_(alpha)
+    param.scatter_add_(0, ids.unsqueeze(1).expand(-1, rows.shape[1]), rows)
+
+
 class Band:
     """Banded products between R centres and their span of R+2W rows, as small dense GEMMs.
 
@@ -244,9 +254,9 @@ class Word2VecStep:
             d_v *= k_v
             d_span *= k_span
             d_noise = d_noise.view(-1, v.shape[1]) * k_noise
-        p.w_in.index_add_(0, batch.centers, d_v, alpha=-lr)
-        p.w_out.index_add_(0, batch.span, d_span, alpha=-lr)
-        p.w_out.index_add_(0, flat_neg, d_noise.reshape(-1, v.shape[1]), alpha=-lr)
+        _add_rows(p.w_in, batch.centers, d_v, -lr)
+        _add_rows(p.w_out, batch.span, d_span, -lr)
+        _add_rows(p.w_out, flat_neg, d_noise.reshape(-1, v.shape[1]), -lr)
         if p.b_out is not None:
             ones = torch.ones(band.R, 1)
             d_b_span = band.scatter(g_pos, ones).view(-1)
@@ -304,9 +314,9 @@ class Word2VecStep:
             d_span *= k_span
             d_u *= k_u
             d_noise = d_noise.view(-1, h.shape[1]) * k_noise
-        p.w_in.index_add_(0, batch.span, d_span, alpha=-lr)
-        p.w_out.index_add_(0, batch.centers, d_u, alpha=-lr)
-        p.w_out.index_add_(0, flat_neg, d_noise.reshape(-1, h.shape[1]), alpha=-lr)
+        _add_rows(p.w_in, batch.span, d_span, -lr)
+        _add_rows(p.w_out, batch.centers, d_u, -lr)
+        _add_rows(p.w_out, flat_neg, d_noise.reshape(-1, h.shape[1]), -lr)
         if p.b_out is not None:
             d_b_u, d_b_noise = g_pos, g_neg.sum(1).reshape(-1)
             if self.damping:
