@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.embedlab-installed
 
-.PHONY: demo test test-slow lint bench venv clean
+.PHONY: demo test test-slow test-browser browser-deps bench venv clean
 
 venv: $(STAMP)
 
@@ -20,13 +20,24 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/embedlab train --corpus demo --runs-dir runs
 
+# The default suite takes a few minutes on 2 cores. In CI (CI=true) the budget allows the slow
+# tests (many random kill points) and the headless-browser test as well.
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	@if [ -n "$$CI" ]; then $(MAKE) --no-print-directory test-slow test-browser; fi
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+# Debian's chromium + chromium-driver drive the TensorBoard dashboards headless.
+browser-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+test-browser: $(STAMP) browser-deps
+	$(BIN)/python -m pytest -q -m browser $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/vs_gensim.py
