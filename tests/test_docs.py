@@ -1,0 +1,34 @@
+"""Every command has help and is documented in the README (in the spirit of sqlite-utils'
+test_docs.py), and every `embedlab train` flag is mentioned there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from embedlab.cli import COMMANDS, LazyGroup, cli
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_has_help_and_is_documented(name: str) -> None:
+    command = LazyGroup._load(name)
+    assert command is not None, f"command {name} does not load"
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert f"embedlab {name}" in README
+
+
+def test_every_train_flag_is_in_the_readme() -> None:
+    command = LazyGroup._load("train")
+    assert isinstance(command, click.Command)
+    missing = []
+    for param in command.params:
+        for opt in (*param.opts, *param.secondary_opts):
+            if opt.startswith("--") and opt not in ("--help",) and opt not in README:
+                missing.append(opt)
+    assert not missing, f"undocumented train flags: {missing}"
