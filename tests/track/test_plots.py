@@ -49,10 +49,21 @@ def test_top_word_ids_skips_unk() -> None:
     assert top_word_ids(["the", "of"], None, 5) == [0, 1]
 
 
-def test_plot_words_labels_every_point() -> None:
+def test_plot_words_labels_every_point_when_labels_fit() -> None:
     words = [f"w{i}" for i in range(40)]
-    fig = plot_words(words, np.random.default_rng(0).normal(size=(40, 2)), title="t")
+    grid = np.array([(i % 5, i // 5) for i in range(40)], dtype=float)  # well apart
+    fig = plot_words(words, grid, title="t")
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.texts] == words
     assert ax.get_title() == "t"
     assert fig.get_size_inches()[0] >= 8
+
+
+def test_plot_words_leaves_out_colliding_labels_most_frequent_first() -> None:
+    words = [f"word{i}" for i in range(30)]
+    points = np.zeros((30, 2)) + np.random.default_rng(0).normal(scale=1e-4, size=(30, 2))
+    points[0] = (5.0, 5.0)  # one point far from a tight cluster of 29
+    fig = plot_words(words, points, title="t")
+    shown = [t.get_text() for t in fig.axes[0].texts]
+    assert shown[:2] == ["word0", "word1"] and len(shown) < 5
+    assert "labelled" in fig.axes[0].get_title()

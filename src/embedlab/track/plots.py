@@ -62,22 +62,36 @@ def _pca_2d(x: np.ndarray) -> np.ndarray:
 
 
 def plot_words(words: Sequence[str], points: np.ndarray, *, title: str = "") -> Figure:
-    """Scatter ``points`` (N×2) with each point labelled by its word.
+    """Scatter ``points`` (N×2) and label the words whose labels do not collide.
 
-    The figure grows with N (about 1.2 inches per 25 words on a side, 8–16 in), so labels at 8 pt
-    stay legible up to a few hundred words.
+    Trained embeddings form tight clusters, where hundreds of overlapping labels read as a black
+    smudge. Words are labelled in the given order (most frequent first) and a label that would
+    overlap one already placed is left out (its point is still drawn), so every label shown is
+    legible. The figure grows with N (8–16 in a side).
     """
     n = len(words)
     side = float(np.clip(8 + n / 50, 8, 16))
-    fig = Figure(figsize=(side, side), dpi=100)
+    dpi, font = 100, 8
+    fig = Figure(figsize=(side, side), dpi=dpi)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.scatter(points[:, 0], points[:, 1], s=6, c="tab:blue", alpha=0.6)
-    for (x, y), w in zip(points, words, strict=True):
-        ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=8,
-                    alpha=0.9)
-    ax.set_title(title)
     ax.set_xticks([])
     ax.set_yticks([])
     fig.tight_layout()
+    pixels = ax.transData.transform(points[:, :2]) if n else np.zeros((0, 2))
+    placed: list[tuple[float, float, float, float]] = []
+    char_w, line_h = font * 0.62 * dpi / 72, font * 1.3 * dpi / 72
+    for (px, py), (x, y), w in zip(pixels, points, words, strict=True):
+        box = (px + 2, py + 2, px + 2 + char_w * len(w), py + 2 + line_h)
+        if any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+               for b in placed):
+            continue
+        placed.append(box)
+        ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
+                    alpha=0.9)
+    shown = f" ({len(placed)} of {n} labelled; overlapping labels left out)" \
+        if len(placed) < n else ""
+    ax.set_title(title + shown)
+    fig.tight_layout()  # again, now that the title is known (labels stay anchored to data)
     return fig
