@@ -155,3 +155,15 @@ def test_damping_keeps_a_row_hit_by_every_centre_bounded() -> None:
                          stream.rows)(batch, 1.0)
         norms[kappa] = float(p.w_out[0].norm())
     assert norms[1.0] < norms[0.0] / 5
+
+
+def test_band_scalar_helpers_match_the_gemm_forms() -> None:
+    band = Band(rows=32, window=3)
+    g = torch.Generator().manual_seed(0)
+    c = torch.rand(32, band.J, generator=g)
+    col = torch.rand(32 + 6, generator=g)
+    x = torch.rand(32, generator=g)
+    torch.testing.assert_close(band.diag_dot(c, col),
+                               band.gather(band.band(c), col.unsqueeze(1)).view(-1))
+    torch.testing.assert_close(band.diag_scatter(c, x),
+                               band.scatter(band.band(c), x.unsqueeze(1)).view(-1))

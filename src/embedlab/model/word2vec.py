@@ -100,6 +100,18 @@ class Band:
         """A multiple of 16 and >= 2W (the overlap-add in :meth:`scatter` needs 2W <= L)."""
         return 16 * max(1, -(-2 * window // 16))
 
+    def diag_dot(self, c: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
+        """(R,): Σ_j c[t, j] · col[t+j] for a per-position scalar ``col`` (R+2W,)."""
+        return (c * col.as_strided((self.R, self.J), (1, 1))).sum(1)
+
+    def diag_scatter(self, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """(R+2W,): position r receives Σ_t c[t, r−t] · x[t] for a per-centre scalar x (R,)."""
+        per_pair = c * x.unsqueeze(1)
+        out = torch.zeros(self.R + 2 * self.W, dtype=c.dtype)
+        for j in range(self.J):
+            out[j : j + self.R] += per_pair[:, j]
+        return out
+
     def blocks(self, span_rows: torch.Tensor) -> torch.Tensor:
         """(R+2W, D) -> (nb, L+2W, D) overlapping view: block b is rows b·L .. b·L+L+2W."""
         d = span_rows.shape[1]
@@ -241,13 +253,13 @@ class Word2VecStep:
 
         flat_neg = batch.negatives.reshape(-1)
         if self.damping:
-            c_pos = band.band(sig_pos * (1.0 - sig_pos) * mask)
-            c_neg = sig_neg * (1.0 - sig_neg) * weight
+            # curvature per row occurrence; scalar-valued, so elementwise ops, not GEMMs
+            c_pos = sig_pos * (1.0 - sig_pos) * mask  # (R, J)
+            c_neg = sig_neg * (1.0 - sig_neg) * weight  # (G, R/G, S)
             v_sq, u_sq, n_sq = self._sq(v), self._sq(u_span), self._sq(noise_rows)
-            h_v = band.gather(c_pos, u_sq.unsqueeze(1)).view(-1) + \
-                torch.bmm(c_neg, n_sq.unsqueeze(2)).view(-1)
-            h_span = band.scatter(c_pos, v_sq.unsqueeze(1)).view(-1)
-            h_noise = torch.bmm(c_neg.transpose(1, 2), v_sq.view(n_groups, -1, 1)).view(-1)
+            h_v = band.diag_dot(c_pos, u_sq) + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
+            h_span = band.diag_scatter(c_pos, v_sq)
+            h_noise = (c_neg * v_sq.view(n_groups, -1, 1)).sum(1).view(-1)
             (k_v,) = self._scales(self._h_in, [(batch.centers, h_v)], lr)
             k_span, k_noise = self._scales(self._h_out, [(batch.span, h_span),
                                                          (flat_neg, h_noise)], lr)
@@ -304,10 +316,10 @@ class Word2VecStep:
             c_neg = sig_neg * (1.0 - sig_neg) * weight
             h_sq, u_sq, n_sq = self._sq(h), self._sq(u), self._sq(noise_rows)
             # curvature w.r.t. h, passed to each context row through the mean's weight a²
-            h_h = c_pos * u_sq + torch.bmm(c_neg, n_sq.unsqueeze(2)).view(-1)
-            h_span = band.scatter(band.band(avg_w * avg_w), h_h.unsqueeze(1)).view(-1)
+            h_h = c_pos * u_sq + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
+            h_span = band.diag_scatter(avg_w * avg_w, h_h)
             h_u = c_pos * h_sq
-            h_noise = torch.bmm(c_neg.transpose(1, 2), h_sq.view(n_groups, -1, 1)).view(-1)
+            h_noise = (c_neg * h_sq.view(n_groups, -1, 1)).sum(1).view(-1)
             (k_span,) = self._scales(self._h_in, [(batch.span, h_span)], lr)
             k_u, k_noise = self._scales(self._h_out, [(batch.centers, h_u),
                                                       (flat_neg, h_noise)], lr)
