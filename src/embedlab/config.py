@@ -37,7 +37,8 @@ def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> Non
 _EXAMPLES: dict[str, Any] = {
     "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
     "epochs": 5, "batch_size": 1024, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
-    "checkpoint_every": 5000, "checkpoint_secs": 120, "keep": 5, "log_every": 100,
+    "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
+    "log_every": 100,
 }
 
 
@@ -75,6 +76,7 @@ class ModelConfig:
     window: int = 5  # maximum window; each centre draws b in [1, window] (word2vec's shrinking)
     negative: int = 5  # noise words per positive pair (K)
     shared_negatives: int = 0  # noise words shared by a group of centres; 0 = K·(window+1)
+    negative_group: int = 32  # centres sharing one set of noise words (smaller: closer to word2vec)
     noise_exponent: float = 0.75  # unigram^alpha noise distribution
     sample: float = 1e-3  # subsampling threshold t; 0 disables
     init: InitKind = "centered"  # word2vec's U(-0.5, 0.5)/dim; "uniform" is the lecture's U[0,1)
@@ -91,6 +93,7 @@ class ModelConfig:
             if not isinstance(getattr(self, name), int):
                 raise InputError(f"--{name} must be an integer, got {getattr(self, name)!r}")
         _positive("shared_negatives", self.shared_negatives, allow_zero=True)
+        _positive("negative_group", self.negative_group)
         _positive("noise_exponent", self.noise_exponent, allow_zero=True)
         _positive("sample", self.sample, allow_zero=True)
 
@@ -322,7 +325,8 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
 # (config key, short tag) in the order they appear in a run name.
 _NAME_KEYS = (
     ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
-    ("model.sample", "t"), ("optim.lr", "lr"), ("optim.batch_size", "b"), ("optim.epochs", "e"),
+    ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
+    ("optim.lr", "lr"), ("optim.batch_size", "b"), ("optim.epochs", "e"),
     ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
     ("model.noise_exponent", "alpha"), ("seed", "s"),
 )

@@ -19,6 +19,7 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     "model": ("model", "model"), "loss": ("model", "loss"), "dim": ("model", "dim"),
     "window": ("model", "window"), "negative": ("model", "negative"),
     "shared_negatives": ("model", "shared_negatives"),
+    "negative_group": ("model", "negative_group"),
     "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
     "init": ("model", "init"),
     "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
@@ -71,6 +72,8 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--negative", type=int, help="Noise words per positive pair (K).  [default: 5]")
 @click.option("--shared-negatives", type=int, help="Noise words drawn per group of centres and "
               "shared by it (0 = K·(window+1), what word2vec draws per centre).  [default: 0]")
+@click.option("--negative-group", type=int, help="Centres sharing one set of noise words "
+              "(smaller is closer to word2vec, slower).  [default: 32]")
 @click.option("--noise-exponent", type=float, help="Noise ∝ count^alpha.  [default: 0.75]")
 @click.option("--sample", type=float, help="Subsampling threshold t (0 = off).  [default: 0.001]")
 @click.option("--init", type=click.Choice(["centered", "uniform"]),

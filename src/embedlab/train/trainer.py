@@ -44,8 +44,6 @@ from embedlab.train.signals import SignalFlag, interrupted
 
 PREPARED_DIR = "prepared"
 VOCAB_FILE = "vocab.tsv"
-# Noise words drawn per group of centres; a group shares them (one small GEMM per group).
-DEFAULT_GROUP = 32
 # κ of the per-row damping at batch 1024 (see embedlab.model.word2vec.Word2VecStep, measured).
 DAMPING_AT_1024 = 16.0
 # Checkpointing must stay a small share of training time: the time-based cadence is stretched
@@ -105,7 +103,7 @@ def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
     # many draws at once (measured: S = K gave analogy 1.6% vs 3.0% after one gcide8 epoch).
     s = m.shared_negatives or m.negative * (m.window + 1)
     # TensorFlow's nce_loss (the lecture) shares one noise sample across the whole batch
-    group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(DEFAULT_GROUP, batch)
+    group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(m.negative_group, batch)
     band_block = Band.block_length(m.window)
     reduction = "mean" if cfg.preset == "cs20" else "sum"
     damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
