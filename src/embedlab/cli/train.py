@@ -189,6 +189,17 @@ def _demo_report(result: Any) -> None:
                f"({total.correct}/{total.answered} answered, {total.skipped} skipped)")
     for sec in res.sections:
         click.echo(f"  {sec.name:<24} {sec.accuracy:6.1%}  ({sec.correct}/{sec.answered})")
+    from embedlab.data.demo import planted_analogies
+
+    click.echo("\nexamples (a : b :: c : ?, best answer):")
+    shown: set[str] = set()
+    for section, a, b, c, d in planted_analogies():
+        if section in shown or not all(w in vectors for w in (a, b, c)):
+            continue
+        shown.add(section)
+        answer = vectors.analogy(a, b, c, k=1)[0][0]
+        mark = "✓" if answer == d else f"✗ (expected {d})"
+        click.echo(f"  {a} : {b} :: {c} : {answer}  {mark}")
     click.echo("\nnearest neighbours (cosine):")
     for word in demo_probe_words():
         if word in vectors:
