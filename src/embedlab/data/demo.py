@@ -27,7 +27,6 @@ Invariants:
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.errors import InputError
+from embedlab.fsutil import atomic_write_text
 from embedlab.seeding import numpy_rng
 
 DEFAULT_TOKENS = 1_000_000  # ~1M tokens: trains in well under a minute on 2 cores
@@ -413,23 +413,9 @@ def _check_target(path: Path) -> None:
 def _write_atomic(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` via a temporary sibling + rename: all or nothing."""
     _check_target(path)
-    parent = path.parent
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        atomic_write_text(path, text)
     except OSError as exc:
-        raise InputError(f"cannot write in {parent} ({exc.strerror}); "
-                         "choose a writable folder") from exc
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise InputError(f"cannot write {path} ({exc.strerror or exc}); free some space or "
-                         "choose another folder") from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+                         "choose a writable folder") from exc
     return path

@@ -37,6 +37,7 @@ from embedlab.config import DataConfig
 from embedlab.data.corpus import ReadStats, iter_blocks, list_files
 from embedlab.data.vocab import Vocab, WordCounter, build
 from embedlab.errors import InputError
+from embedlab.fsutil import fsync_dir
 
 FORMAT = "embedlab-prepared"
 FORMAT_VERSION = 1
@@ -355,14 +356,6 @@ def _fsync_files(folder: Path) -> None:
                 os.fsync(f.fileno())
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _commit(tmp: Path, out: Path) -> None:
     """Move the finished folder into place; an old prepared folder goes only after that."""
     old: Path | None = None
@@ -375,7 +368,7 @@ def _commit(tmp: Path, out: Path) -> None:
         if old is not None:
             old.rename(out)
         raise
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from embedlab.config import TrainConfig, flatten
 from embedlab.errors import InputError
-from embedlab.track.summaries import METRICS_FILE, _atomic_write_text, read_metrics
+from embedlab.fsutil import atomic_write_text
+from embedlab.track.summaries import METRICS_FILE, read_metrics
 
 STATUS_FILE = "status.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
@@ -38,7 +39,7 @@ def write_status(run_dir: Path, **fields: Any) -> dict[str, Any]:
     status.update(fields)
     status["updated"] = time.time()
     status.setdefault("host", socket.gethostname())
-    _atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n")
     return status
 
 

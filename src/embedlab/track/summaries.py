@@ -22,7 +22,6 @@ import json
 import math
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from embedlab.config import TrainConfig, flatten
+from embedlab.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -73,20 +73,6 @@ class Sink(Protocol):
 # ---- metrics.jsonl ------------------------------------------------------------------------
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def read_metrics(path: Path) -> list[dict[str, Any]]:
     """Parse ``metrics.jsonl``; a torn last line (a SIGKILL mid-write) or junk lines are skipped."""
     rows: list[dict[str, Any]] = []
@@ -108,7 +94,7 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
     if not path.exists():
         return
     kept = [r for r in read_metrics(path) if r["step"] <= resume_step]
-    _atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
 
 
 def _json_number(v: float) -> float | str:

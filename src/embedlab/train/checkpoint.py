@@ -44,6 +44,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from embedlab.errors import InputError
+from embedlab.fsutil import atomic_write_text, fsync_dir
 
 TENSORS_FILE = "tensors.safetensors"
 STATE_FILE = "state.json"
@@ -61,42 +62,7 @@ class CheckpointError(InputError):
     """A checkpoint could not be saved or no usable checkpoint exists (message names the fix)."""
 
 
-# ---- atomic file helpers ---------------------------------------------------------------------
-
-def fsync_dir(path: Path) -> None:
-    """Make a rename/creation inside ``path`` durable (no-op where directories can't be opened)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; the rename is still atomic
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``path`` so that readers see either the old or the new content, never a mix."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
-
+# ---- files ----------------------------------------------------------------------------------
 
 def _write_file(path: Path, data: bytes) -> None:
     with open(path, "wb") as f:

@@ -1,0 +1,60 @@
+"""Atomic file writes: readers see the old file or the new one, never a mix.
+
+Everything embedlab persists (checkpoint index, config/env/status JSON, metrics.jsonl, exports,
+the demo corpus) goes through these: write a temporary sibling, fsync it, ``os.replace`` it over
+the target, then fsync the folder so the rename itself survives a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename/creation inside ``path`` durable (no-op where directories can't be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: Path) -> Iterator[IO[bytes]]:
+    """A temporary binary file beside ``path``, renamed into place when the block succeeds.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(parent)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    with atomic_open(path) as fh:
+        fh.write(data)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
