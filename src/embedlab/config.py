@@ -36,7 +36,7 @@ def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> Non
 
 _EXAMPLES: dict[str, Any] = {
     "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
-    "epochs": 5, "batch_size": 1024, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
+    "epochs": 5, "batch_size": 2048, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
     "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
     "log_every": 100,
 }
@@ -105,7 +105,7 @@ class OptimConfig:
     lr: float = 0.025
     min_lr_ratio: float = 1e-4
     epochs: int = 5
-    batch_size: int = 1024  # centre words per step (each yields up to 2*window pairs)
+    batch_size: int = 2048  # centre words per step (each yields up to 2*window pairs)
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)

@@ -89,7 +89,7 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
               "[default: 0.025]")
 @click.option("--min-lr-ratio", type=float, help="Final lr as a fraction of --lr.  "
               "[default: 0.0001]")
-@click.option("--batch-size", type=int, help="Centre words per step.  [default: 1024]")
+@click.option("--batch-size", type=int, help="Centre words per step.  [default: 2048]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
 @click.option("--max-steps", type=int, help="Stop at this global step (schedule unchanged); "
