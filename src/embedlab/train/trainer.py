@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import numpy as np
 import torch
 
 from embedlab.config import TrainConfig
@@ -391,7 +390,3 @@ def _progress_bar(enabled: bool, total: int, initial: int, out: TextIO) -> Any:
 
     return tqdm(total=total, initial=initial, unit="w", unit_scale=True, file=out,
                 dynamic_ncols=True, smoothing=0.1, desc="train")
-
-
-def vocab_matrix(result: TrainResult) -> tuple[list[str], np.ndarray]:
-    return list(result.vocab.words), result.w_in.numpy()
