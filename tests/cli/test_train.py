@@ -10,31 +10,23 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
 import torch
 
 import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
+from embedlab.testing import write_zipf_corpus
 from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
         "--no-tensorboard", "--log-every", "1", "--no-progress"]
 
 
-def write_corpus(path: Path, *, lines: int = 400, vocab: int = 200, seed: int = 0,
-                 prefix: str = "w") -> Path:
-    """Sentences of 5-14 words drawn from a Zipf(1.1) vocabulary ``<prefix>0..``."""
-    rng = np.random.default_rng(seed)
-    words = [f"{prefix}{i}" for i in range(vocab)]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
-    text = "".join(" ".join(words[i] for i in rng.choice(vocab, rng.integers(5, 15), p=p)) + "\n"
-                   for _ in range(lines))
-    path.write_text(text, encoding="utf-8")
-    return path
+def write_corpus(path: Path, *, lines: int = 400, **kw: Any) -> Path:
+    return write_zipf_corpus(path, lines=lines, **kw)
 
 
 def train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:

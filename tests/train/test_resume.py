@@ -20,10 +20,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 import pytest
 
+from embedlab.testing import write_zipf_corpus
 from embedlab.train.checkpoint import find_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
@@ -34,16 +35,8 @@ FLAGS = ["--dim", "8", "--batch-size", "16", "--epochs", "2", "--threads", "1",
 SAVED = re.compile(r"saved step (\d+) — re-run the same command to resume")
 
 
-def write_corpus(path: Path, *, lines: int = 400, vocab: int = 200, seed: int = 0) -> Path:
-    """Sentences of 5-14 words drawn from a Zipf(1.1) vocabulary w0..w199."""
-    rng = np.random.default_rng(seed)
-    words = [f"w{i}" for i in range(vocab)]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
-    text = "".join(" ".join(words[i] for i in rng.choice(vocab, rng.integers(5, 15), p=p)) + "\n"
-                   for _ in range(lines))
-    path.write_text(text, encoding="utf-8")
-    return path
+def write_corpus(path: Path, *, lines: int = 400, **kw: Any) -> Path:
+    return write_zipf_corpus(path, lines=lines, **kw)
 
 
 def command(run: Path, corpus: Path) -> list[str]:

@@ -22,21 +22,13 @@ from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
 from embedlab.model.word2vec import init_params
 from embedlab.seeding import torch_generator
+from embedlab.testing import write_zipf_corpus
 from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.train.trainer import TrainResult, train, warm_start
 
 
-def write_corpus(path: Path, *, lines: int = 500, vocab: int = 200, seed: int = 0,
-                 prefix: str = "w") -> Path:
-    """Sentences of 5-14 words drawn from a Zipf(1.1) vocabulary ``<prefix>0..``."""
-    rng = np.random.default_rng(seed)
-    words = [f"{prefix}{i}" for i in range(vocab)]
-    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
-    p /= p.sum()
-    text = "".join(" ".join(words[i] for i in rng.choice(vocab, rng.integers(5, 15), p=p)) + "\n"
-                   for _ in range(lines))
-    path.write_text(text, encoding="utf-8")
-    return path
+def write_corpus(path: Path, *, lines: int = 500, **kw: Any) -> Path:
+    return write_zipf_corpus(path, lines=lines, **kw)
 
 
 def make_cfg(corpus: Path, **over: Any) -> TrainConfig:

@@ -1,0 +1,23 @@
+"""Helpers for tests of embedlab and of code built on it (like ``numpy.testing``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def write_zipf_corpus(path: Path, *, lines: int = 400, vocab: int = 200, seed: int = 0,
+                      prefix: str = "w") -> Path:
+    """Write sentences of 5-14 words drawn from a Zipf(1.1) vocabulary ``<prefix>0..``.
+
+    Small, deterministic and fast: a corpus for one-second training runs.
+    """
+    rng = np.random.default_rng(seed)
+    words = [f"{prefix}{i}" for i in range(vocab)]
+    p = 1.0 / np.arange(1, vocab + 1) ** 1.1
+    p /= p.sum()
+    text = "".join(" ".join(words[i] for i in rng.choice(vocab, rng.integers(5, 15), p=p)) + "\n"
+                   for _ in range(lines))
+    path.write_text(text, encoding="utf-8")
+    return path
