@@ -8,6 +8,7 @@ the target, then fsync the folder so the rename itself survives a crash.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -58,3 +59,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def file_digest(path: Path, algorithm: str, *, chunk: int = 1 << 20) -> str:
+    """Hex digest of a file, read in ``chunk``-byte pieces (bounded memory for large files)."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        while piece := f.read(chunk):
+            h.update(piece)
+    return h.hexdigest()

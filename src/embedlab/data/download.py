@@ -7,7 +7,6 @@ cache is complete by construction. The ``text8`` member is extracted the same wa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from typing import IO
 from tqdm import tqdm
 
 from embedlab.errors import InputError
+from embedlab.fsutil import file_digest
 
 TEXT8_URL = "http://mattmahoney.net/dc/text8.zip"
 TEXT8_ZIP_SIZE = 31_344_016
@@ -128,11 +128,7 @@ def _verify(path: Path, expected_size: int | None, sha1: str | None) -> str | No
 
 
 def _sha1(path: Path) -> str:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK_BYTES):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_digest(path, "sha1", chunk=CHUNK_BYTES)
 
 
 def _extract(archive: Path, target: Path, url: str) -> None:

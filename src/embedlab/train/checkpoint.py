@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import math
 import os
@@ -44,7 +43,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from embedlab.errors import InputError
-from embedlab.fsutil import atomic_write_text, fsync_dir
+from embedlab.fsutil import atomic_write_text, file_digest, fsync_dir
 
 TENSORS_FILE = "tensors.safetensors"
 STATE_FILE = "state.json"
@@ -84,11 +83,7 @@ def parse_step(name: str) -> int | None:
 
 
 def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    return file_digest(path, "sha256", chunk=_HASH_CHUNK)
 
 
 def read_manifest(ckpt_dir: Path) -> dict[str, Any]:
