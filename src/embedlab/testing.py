@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,3 +23,19 @@ def write_zipf_corpus(path: Path, *, lines: int = 400, vocab: int = 200, seed: i
                    for _ in range(lines))
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def run_cli(argv: Sequence[str], capsys: Any) -> tuple[int, str, str]:
+    """Run ``embedlab ARGV`` in this process: (exit code, stdout, stderr).
+
+    ``capsys`` is pytest's capture fixture; exit codes come from ``SystemExit`` as in a shell.
+    """
+    from embedlab.cli import main
+
+    try:
+        main(list(argv))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

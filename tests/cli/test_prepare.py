@@ -8,18 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from embedlab.cli import main
 from embedlab.data.prepared import PreparedCorpus
+from embedlab.testing import run_cli
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(argv, capsys)
 
 
 def assert_one_line_error(code: int, err: str, *needles: str) -> None:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
-from embedlab.cli import main
+from embedlab.testing import run_cli
 from embedlab.vectors import Vectors, load
 
 WORDS = ("the", "king", "queen", "man", "woman", "paris", "france", "berlin", "germany", "of")
@@ -35,13 +35,7 @@ def pairs(tmp_path: Path) -> Path:
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    try:
-        main(argv)
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(argv, capsys)
 
 
 def assert_one_line_error(code: int, err: str, *needles: str) -> None:
