@@ -147,7 +147,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
                   out: TextIO) -> TrainResult:
-    from embedlab.track.runs import write_status
+    from embedlab.track.runs import read_status, write_status
     from embedlab.track.summaries import open_tracker
 
     torch.set_num_threads(cfg.threads)
@@ -205,7 +205,12 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     last_loss: float | None = state.get("last_loss")
     metrics: dict[str, float] = dict(state.get("metrics", {}))
     if cursor.epoch >= cfg.optim.epochs:
-        # nothing left to train: leave the finished run exactly as it is
+        # nothing left to train: leave the finished run exactly as it is. Only the final
+        # checkpoint reaches the end of the data, and everything it summarises was logged before
+        # it was committed; a kill after that commit can only have missed the status line.
+        if read_status(run_dir).get("status") != "finished":
+            write_status(run_dir, status="finished", step=step, words_seen=words_seen,
+                         loss=last_loss, train_seconds=train_seconds)
         print(f"embedlab: {run_dir} already finished at step {step}; pass --epochs N (more) to "
               "continue or --restart to start over", file=out)
         return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, True, vocab,
@@ -230,8 +235,13 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
               "window": window.state(), "last_loss": last_loss, "train_seconds": train_seconds,
               "finished": final}
         began = time.perf_counter()
-        manager.save(step, params.tensors(), st, metrics)
+        # Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
+        # resume from S keeps the events up to S and drops later ones, so with this order a kill
+        # at any moment leaves neither gaps nor duplicates.
         tracker.log_checkpoint(step, params.w_in, params.w_out)
+        if final:
+            tracker.log_final(step, params.w_in, params.w_out, cfg.to_dict(), metrics)
+        manager.save(step, params.tensors(), st, metrics)
         last_save = time.perf_counter()
         window.started += last_save - began  # words/s in the window counts training time only
         saved_step = step
@@ -253,6 +263,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                 advanced = done - words_seen
                 words_seen = done
                 cursor = batch.cursor_next
+                # the last step is saved once, after the loop, together with its final summaries
+                last = cursor.epoch >= cfg.optim.epochs
                 window.loss += float(loss)
                 window.pairs += pairs_in(batch, m.model)
                 window.words += advanced
@@ -279,7 +291,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                     results = evaluator(vocab.words, params.w_in)
                     metrics.update(results)
                     tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
-                if flag:
+                if flag and not last:
                     train_seconds += time.perf_counter() - t0
                     save()
                     write_status(run_dir, status="interrupted", step=step,
@@ -288,8 +300,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                     raise interrupted(flag.signum, step)
                 interval = max(cfg.checkpoint.every_secs,
                                SAVE_TIME_FACTOR * (manager.last_save_seconds or 0.0))
-                if (every_steps and step % every_steps == 0) or \
-                        time.perf_counter() - last_save >= interval:
+                if not last and ((every_steps and step % every_steps == 0)
+                                 or time.perf_counter() - last_save >= interval):
                     train_seconds += time.perf_counter() - t0
                     save()
                     t0 = time.perf_counter()
@@ -310,8 +322,6 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                 tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
             if saved_step != step:
                 save(final=finished)
-            if finished:
-                tracker.log_final(step, params.w_in, params.w_out, cfg.to_dict(), metrics)
             write_status(run_dir, status="finished" if finished else "interrupted", step=step,
                          words_seen=words_seen, loss=last_loss, train_seconds=train_seconds,
                          raw_words=int(words_seen * raw_per_token),
