@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from embedlab.data.noise import NoiseDistribution
 
@@ -19,3 +21,17 @@ def test_noise_follows_unigram_to_the_alpha() -> None:
 def test_log_expected_count() -> None:
     noise = NoiseDistribution(np.array([3, 1]), 1.0)
     np.testing.assert_allclose(noise.log_expected_count(4), np.log([3.0, 1.0]), rtol=1e-6)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=300).filter(any),
+       st.floats(0.0, 1.5))
+def test_alias_table_encodes_the_distribution_exactly(counts: list[int], alpha: float) -> None:
+    # the probability the table gives each word, summed column by column, is Q(w) itself
+    noise = NoiseDistribution(np.array(counts), alpha)
+    n = len(counts)
+    threshold, alias = noise._threshold, noise._alias
+    implied = threshold.copy()
+    np.add.at(implied, alias, 1.0 - threshold)
+    np.testing.assert_allclose(implied / n, noise.probs, atol=1e-12)
+    assert ((threshold == 0) | (np.array(counts) > 0) | (alpha == 0)).all()
