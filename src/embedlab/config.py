@@ -14,6 +14,7 @@ import dataclasses
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
@@ -191,6 +192,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 1
     threads: int = 0  # 0 = all cores; resolved in resolve()
+    engine: str = "auto"  # auto | native (C kernel, skip-gram) | torch; resolved in resolve()
     max_steps: int | None = None  # stop at this global step; the lr schedule is unchanged
     init_from: str | None = None  # warm start: copy rows of shared words from this run/ckpt
     preset: str | None = None
@@ -202,11 +204,38 @@ class TrainConfig:
             raise InputError(f"--threads must be >= 1 (or 0 for all cores), got {self.threads}")
         if self.max_steps is not None:
             _positive("max_steps", self.max_steps)
+        if self.engine not in ("auto", "native", "torch"):
+            raise InputError(f"--engine must be auto, native or torch, got {self.engine!r}")
+        if self.engine == "native" and self.model.model != "skipgram":
+            raise InputError("--engine native implements skip-gram only; use --engine torch "
+                             "(or auto) with --model cbow")
 
     def resolve(self) -> TrainConfig:
-        """Spell out machine-dependent defaults (thread count)."""
+        """Spell out machine-dependent defaults (thread count, engine).
+
+        ``engine="auto"`` becomes ``native`` for skip-gram when the C kernel builds here (see
+        :mod:`embedlab.model.native`), else ``torch``; an explicit ``native`` that cannot be
+        built is an :class:`InputError` naming the reason.
+        """
+        from embedlab.model.native import unavailable_reason
+
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
-        return dataclasses.replace(self, threads=threads)
+        engine = self.engine
+        if engine != "torch" and self.model.model == "skipgram":
+            reason = unavailable_reason()
+            if reason is None:
+                engine = "native"
+            elif engine == "native":
+                raise InputError(f"--engine native is unavailable: {reason}; install a C "
+                                 "compiler with OpenMP (e.g. apt install gcc) or pass "
+                                 "--engine torch (a run keeps the engine it started with)")
+            else:
+                print(f"embedlab: note: the native engine is unavailable ({reason}); training "
+                      "with the slower torch engine", file=sys.stderr)
+                engine = "torch"
+        elif engine == "auto":
+            engine = "torch"
+        return dataclasses.replace(self, threads=threads, engine=engine)
 
     # ---- (de)serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

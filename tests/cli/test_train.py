@@ -228,7 +228,8 @@ def test_mutable_flags_are_allowed_on_resume(copy: Path, corpus: Path,
                       "--keep", "2", "--log-every", "7", "--threads", "2",
                       "--checkpoint-every", "3", "--no-tensorboard")
     assert code == 0, err
-    assert "warning: resuming with --threads 2 (the run used 1)" in err
+    # the native engine's bits do not depend on the thread count: nothing to warn about
+    assert "warning" not in err
     assert final_bytes(copy) == before  # finished already: nothing more to train
 
 

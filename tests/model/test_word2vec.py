@@ -60,9 +60,10 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
     return total
 
 
-@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+@pytest.mark.parametrize(("model", "engine"), [("skipgram", "torch"), ("cbow", "torch"),
+                                               ("skipgram", "native")])
 @pytest.mark.parametrize("loss", ["neg", "nce"])
-def test_step_matches_autograd(model: str, loss: str) -> None:
+def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
     stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
     g = torch_generator(0, "init")
     params = init_params(V, D, init="centered", nce=loss == "nce", generator=g)
@@ -73,7 +74,7 @@ def test_step_matches_autograd(model: str, loss: str) -> None:
     log_kq = torch.from_numpy(NoiseDistribution(counts).log_expected_count(5)) \
         if loss == "nce" else None
     step = Word2VecStep(StepConfig(model, loss, W, 5, 8, damping=0.0), params, log_kq,
-                        stream.rows)
+                        stream.rows, engine=engine, threads=2)
     lr = 0.1
     for batch in batches[:3]:
         leaves = [t.clone().requires_grad_(True) for t in (params.w_in, params.w_out)]

@@ -72,7 +72,7 @@ def test_resume_takes_the_stored_config(tmp_path: Path) -> None:
                                     "max_steps": 10})
     run = _store(tmp_path / "run", stored)
     cfg, got = resolve_config(run, {}, None)
-    assert got == stored
+    assert got == stored.__class__.from_dict({**stored.to_dict(), "engine": "torch"})
     assert cfg.model.dim == 8 and cfg.optim.lr == 0.5 and cfg.threads == 1
     assert cfg.max_steps is None  # a stop point belongs to one invocation
 
@@ -115,6 +115,20 @@ def test_resume_with_other_threads_warns(tmp_path: Path,
     assert "warning: resuming with --threads 2 (the run used 1)" in err
     resolve_config(run, {"threads": 1}, None)
     assert capsys.readouterr().err == ""
+
+
+def test_resume_with_other_threads_under_the_native_engine_is_silent(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _store(tmp_path / "run", TrainConfig(threads=1, engine="native"))
+    cfg, _ = resolve_config(run, {"threads": 2}, None)
+    assert cfg.threads == 2 and cfg.engine == "native"
+    assert capsys.readouterr().err == ""
+
+
+def test_a_run_from_before_engines_resumes_with_torch(tmp_path: Path) -> None:
+    run = _store(tmp_path / "run", TrainConfig(threads=1))  # engine "auto" in config.json
+    cfg, _ = resolve_config(run, {}, None)
+    assert cfg.engine == "torch"
 
 
 def test_resume_with_threads_zero_resolves_to_a_count(tmp_path: Path) -> None:

@@ -33,7 +33,8 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     "progress": ("track", "progress"),
     "eval_every": ("eval", "every_steps"), "eval_analogies": ("eval", "analogies"),
     "eval_similarity": ("eval", "similarity"), "eval_restrict_vocab": ("eval", "restrict_vocab"),
-    "seed": (None, "seed"), "threads": (None, "threads"), "max_steps": (None, "max_steps"),
+    "seed": (None, "seed"), "threads": (None, "threads"), "engine": (None, "engine"),
+    "max_steps": (None, "max_steps"),
     "init_from": (None, "init_from"),
 }
 
@@ -92,6 +93,10 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--batch-size", type=int, help="Centre words per step.  [default: 2048]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
+@click.option("--engine", type=click.Choice(["auto", "native", "torch"]),
+              help="native: the fused C kernel (skip-gram; built on first use with the "
+              "machine's C compiler); torch: PyTorch ops; auto: native when it builds.  "
+              "[default: auto]")
 @click.option("--max-steps", type=int, help="Stop at this global step (schedule unchanged); "
               "re-run without it to continue.")
 @click.option("--checkpoint-every", type=int, help="Save every N steps (and every "

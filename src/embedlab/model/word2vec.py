@@ -57,6 +57,9 @@ def init_params(
     return Word2VecParams(w_in, w_out, b_out)
 
 
+ENGINES = ("torch", "native")  # native: embedlab/model/_kernel.c, skip-gram only
+
+
 @dataclass(frozen=True)
 class StepConfig:
     model: str  # "skipgram" | "cbow"
@@ -169,8 +172,14 @@ class Word2VecStep:
 
     def __init__(
         self, cfg: StepConfig, params: Word2VecParams, log_kq: torch.Tensor | None, rows: int,
+        *, engine: str = "torch", threads: int = 1,
     ) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+        if engine == "native" and cfg.model != "skipgram":
+            raise ValueError("the native engine implements skip-gram only")
         self.cfg = cfg
+        self.engine = engine
         self.p = params
         self.log_kq = log_kq  # (V,) log(K·Q(w)) for NCE
         self.band = Band(rows, cfg.window)
@@ -181,10 +190,18 @@ class Word2VecStep:
         self._h_out = torch.zeros(vocab, dtype=torch.float32)
         # NCE rows carry a bias: the augmented input [x; 1] has squared norm |x|² + 1
         self._bias_sq = 1.0 if params.b_out is not None else 0.0
+        self._native = None
+        if engine == "native":
+            from embedlab.model.native import NativeSkipGram
+
+            self._native = NativeSkipGram(params.w_in.shape[1], rows, cfg.window, threads)
+            self._log_kq32 = None if log_kq is None else log_kq.to(torch.float32).contiguous()
 
     def __call__(self, batch: Batch, lr: float) -> torch.Tensor:
         if self.cfg.reduction == "mean":
             lr = lr / max(1, batch.n_pairs)
+        if self._native is not None:
+            return torch.tensor(self._native_skipgram(batch, lr), dtype=torch.float64)
         if self.cfg.model == "skipgram":
             return self._skipgram(batch, lr)
         return self._cbow(batch, lr)
@@ -228,6 +245,16 @@ class Word2VecStep:
         return out
 
     # ---- skip-gram ------------------------------------------------------------------------------
+    def _native_skipgram(self, batch: Batch, lr: float) -> float:
+        """:meth:`_skipgram` fused in C (``_kernel.c``): same terms, same damping."""
+        assert self._native is not None
+        p = self.p
+        rate = lr / self.cfg.damping if self.damping else 0.0
+        return self._native(p.w_in, p.w_out, p.b_out, self._log_kq32, batch.centers, batch.span,
+                            batch.mask, batch.contexts, batch.negatives,
+                            self.cfg.negative / batch.negatives.shape[1], lr, rate,
+                            self._bias_sq, self._h_in, self._h_out)
+
     def _skipgram(self, batch: Batch, lr: float) -> torch.Tensor:
         p, band = self.p, self.band
         v = p.w_in.index_select(0, batch.centers)  # (R, D) centre input vectors

@@ -7,6 +7,7 @@ change the result (:func:`embedlab.config.diff_for_resume`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -54,16 +55,28 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
             base.setdefault(key, {}).update(value)
         else:
             base[key] = value
+    if stored.engine == "auto":  # written before engines existed: those runs used torch
+        stored = dataclasses.replace(stored, engine="torch")
     requested = TrainConfig.from_dict(base)
     if explicit.get("threads") is None:
         requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
+    if explicit.get("engine") is None:  # a run keeps its engine: the other gives other bits
+        requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
+        if stored.engine == "native":
+            from embedlab.model.native import unavailable_reason
+
+            reason = unavailable_reason()
+            if reason is not None:
+                raise InputError(f"run {run_dir} was trained with the native engine, which is "
+                                 f"unavailable here ({reason}); install a C compiler with "
+                                 "OpenMP (e.g. apt install gcc) to resume it, or pass --restart")
     requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
     bad = diff_for_resume(stored, requested)
     if bad:
         raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
                          "Drop those flags to resume, pass --restart to start over, or use "
                          "another --run")
-    if requested.threads != stored.threads:
+    if requested.threads != stored.threads and requested.engine == "torch":
         print(f"embedlab: warning: resuming with --threads {requested.threads} (the run used "
               f"{stored.threads}); results may differ in the last bits from an uninterrupted run",
               file=sys.stderr)

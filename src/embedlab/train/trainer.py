@@ -134,6 +134,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     was trained (bad corpus, bad flags), so a corrected command starts cleanly.
     """
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
+    cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
     created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -217,7 +218,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                            params.w_in)
 
     log_kq = torch.from_numpy(noise.log_expected_count(m.negative)) if m.loss == "nce" else None
-    model_step = Word2VecStep(stepcfg, params, log_kq, stream.rows)
+    model_step = Word2VecStep(stepcfg, params, log_kq, stream.rows, engine=cfg.engine,
+                              threads=cfg.threads)
     evaluator = _make_evaluator(cfg)
     n_tokens = len(prepared.ids)
     total_words = cfg.optim.epochs * n_tokens

@@ -1,0 +1,388 @@
+/* embedlab's native skip-gram step: the mathematics of Word2VecStep._skipgram, fused.
+ *
+ * Built on first use by embedlab/model/native.py (cc -O3 -march=native -fopenmp) and called
+ * through ctypes on the memory of torch tensors. One call is one synchronous SGD step:
+ *
+ *   A. per group of centres (parallel): positive and noise scores, their gradients, the
+ *      gradient of each centre's input vector, of each of the group's noise rows, and the
+ *      curvatures h. The noise terms are three small GEMMs on packed copies of the rows;
+ *   B. per span position (parallel): the gradient of each output row in the window halo;
+ *   C. updates (parallel by row id): every row's contributions are summed in batch order and
+ *      applied with the damped step lr / (1 + lr·H/κ), H the row's summed curvature.
+ *
+ * Every output element is computed by one thread in a fixed order, so the result does not
+ * depend on the number of threads: a run is bit-identical with 1, 2 or 64 threads.
+ * exp and log1p are evaluated by the polynomials below (not libm) so that the compiler can
+ * vectorise them and the bits do not depend on the C library's version.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define VL 8 /* floats per vector */
+typedef float v8 __attribute__((vector_size(VL * sizeof(float))));
+typedef float v8u __attribute__((vector_size(VL * sizeof(float)), aligned(4)));
+
+static inline v8 load(const float *p) { return *(const v8u *)p; }
+static inline void store(float *p, v8 x) { *(v8u *)p = x; }
+static inline v8 splat(float a) { return (v8){a, a, a, a, a, a, a, a}; }
+static inline float hsum(v8 x) {
+    return ((x[0] + x[4]) + (x[1] + x[5])) + ((x[2] + x[6]) + (x[3] + x[7]));
+}
+
+/* a·b over d floats (any d; unaligned rows) */
+static inline float dot(const float *restrict a, const float *restrict b, int d) {
+    v8 acc0 = splat(0.0f), acc1 = splat(0.0f);
+    int i = 0;
+    for (; i + 2 * VL <= d; i += 2 * VL) {
+        acc0 += load(a + i) * load(b + i);
+        acc1 += load(a + i + VL) * load(b + i + VL);
+    }
+    if (i + VL <= d) {
+        acc0 += load(a + i) * load(b + i);
+        i += VL;
+    }
+    float s = hsum(acc0 + acc1);
+    for (; i < d; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y += a·x over d floats */
+static inline void axpy(float a, const float *restrict x, float *restrict y, int d) {
+    const v8 av = splat(a);
+    int i = 0;
+    for (; i + VL <= d; i += VL) store(y + i, load(y + i) + av * load(x + i));
+    for (; i < d; i++) y[i] += a * x[i];
+}
+
+/* exp(x) for x <= 0 (Cody–Waite reduction, degree-6 polynomial; relative error ~2e-7) */
+static inline float exp_neg(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    /* round to nearest by the 1.5·2^23 trick: vectorises, unlike roundf */
+    const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+    const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
+    float p = 1.3888889e-3f;
+    p = p * r + 8.3333333e-3f;
+    p = p * r + 4.1666667e-2f;
+    p = p * r + 1.6666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* log(1 + e) for e in [0, 1]: 2·atanh(z), z = e/(2+e) <= 1/3 (relative error ~1e-7) */
+static inline float log1p_unit(float e) {
+    const float z = e / (2.0f + e), z2 = z * z;
+    float p = 1.0f / 13.0f;
+    p = p * z2 + 1.0f / 11.0f;
+    p = p * z2 + 1.0f / 9.0f;
+    p = p * z2 + 1.0f / 7.0f;
+    p = p * z2 + 1.0f / 5.0f;
+    p = p * z2 + 1.0f / 3.0f;
+    p = p * z2 + 1.0f;
+    return 2.0f * z * p;
+}
+
+/* For logits s[0..n) with weights w: out_g[i] = (σ(±s) − [positive])·w, out_c = σ(1−σ)·w,
+ * returns Σ −log σ(±s)·w in float64. sign = +1 for positives (target 1), −1 for noise. */
+static inline double sigmoid_terms(const float *restrict s, const float *restrict w, int n,
+                                   float sign, float *restrict out_g, float *restrict out_c) {
+    double loss = 0.0;
+#pragma omp simd reduction(+ : loss)
+    for (int i = 0; i < n; i++) {
+        const float x = s[i], a = x < 0.0f ? -x : x;
+        const float e = exp_neg(-a);
+        const float sg = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e); /* σ(x) */
+        const float y = sign * x; /* −log σ(y) = max(−y, 0) + log(1 + e^−|y|) */
+        const float nl = (y < 0.0f ? -y : 0.0f) + log1p_unit(e);
+        loss += (double)(nl * w[i]);
+        out_g[i] = (sign > 0.0f ? sg - 1.0f : sg) * w[i];
+        out_c[i] = sg * (1.0f - sg) * w[i];
+    }
+    return loss;
+}
+
+static inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* Scratch floats the caller provides for one call, for `threads` threads (see native.py);
+ * mirrors the carving at the top of w2v_skipgram_step. */
+size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim, int threads) {
+    const size_t J = 2 * (size_t)window + 1, span = (size_t)rows + 2 * (size_t)window;
+    const size_t noise = (size_t)groups * shared, dp = round_up((size_t)dim, VL);
+    const size_t per_group = (size_t)rows / (size_t)groups;
+    const size_t blocks[] = {(size_t)rows * dp, span * dp, noise * dp, (size_t)rows * J,
+                             (size_t)rows * J, (size_t)rows * J, (size_t)rows * shared,
+                             (size_t)rows * shared, (size_t)rows, (size_t)rows, (size_t)rows,
+                             span, span, noise, noise, 2 * (size_t)groups};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) n += round_up(blocks[i], 16);
+    const size_t per_thread = per_group * dp + (size_t)shared * dp
+                              + 3 * per_group * (size_t)shared + 2 * (size_t)shared + 64;
+    return n + (size_t)threads * per_thread + 64;
+}
+
+/* Skip-gram with negative sampling (bias == NULL) or NCE (bias and log_kq given).
+ * Returns the summed loss over positive pairs and their noise terms (float64). */
+double w2v_skipgram_step(
+    int dim, float *restrict w_in, float *restrict w_out, float *restrict bias,
+    const float *restrict log_kq,
+    const int64_t *restrict centers, int rows, const int64_t *restrict span, int window,
+    const float *restrict mask, const float *restrict contexts,
+    const int64_t *restrict negs, int groups, int shared, float noise_weight,
+    float lr, float rate, float bias_sq, float *restrict scratch,
+    float *restrict h_in, float *restrict h_out, int threads) {
+    const int J = 2 * window + 1, n_span = rows + 2 * window, n_noise = groups * shared;
+    const int P = rows / groups, S = shared, D = dim, Dp = (int)round_up((size_t)dim, VL);
+    const int damp = rate > 0.0f;
+    /* carve the scratch: every block starts on a 64-byte boundary */
+    size_t at = 0;
+#define TAKE(n) (scratch + (at += round_up((size_t)(n), 16)) - round_up((size_t)(n), 16))
+    float *d_v = TAKE((size_t)rows * Dp);
+    float *d_span = TAKE((size_t)n_span * Dp);
+    float *d_noise = TAKE((size_t)n_noise * Dp);
+    float *score = TAKE((size_t)rows * J);
+    float *g_pos = TAKE((size_t)rows * J);
+    float *c_pos = TAKE((size_t)rows * J);
+    float *g_neg = TAKE((size_t)rows * S);
+    float *c_neg = TAKE((size_t)rows * S);
+    float *h_v = TAKE(rows);
+    float *v_sq = TAKE(rows);
+    float *w_neg = TAKE(rows);
+    float *h_span = TAKE(n_span);
+    float *u_sq = TAKE(n_span);
+    float *h_noise = TAKE(n_noise);
+    float *n_sq = TAKE(n_noise);
+    double *loss_g = (double *)(void *)TAKE(2 * (size_t)groups);
+    float *per_thread0 = TAKE(0);
+#undef TAKE
+    const size_t per_thread = (size_t)P * Dp + (size_t)S * Dp + 3 * (size_t)P * S + 2 * (size_t)S + 64;
+
+#pragma omp parallel num_threads(threads)
+    {
+        float *mine = per_thread0 + (size_t)omp_get_thread_num() * per_thread;
+        float *Vp = mine;                       /* P × Dp packed centre vectors */
+        float *Np = Vp + (size_t)P * Dp;        /* S × Dp packed noise vectors */
+        float *sc = Np + (size_t)S * Dp;        /* P × S scores */
+        float *wts = sc + (size_t)P * S;        /* P × S noise weights */
+
+        if (damp) { /* squared norms (for the curvature) of the output rows the step reads */
+#pragma omp for schedule(static)
+            for (int r = 0; r < n_span; r++)
+                u_sq[r] = dot(w_out + span[r] * D, w_out + span[r] * D, D) + bias_sq;
+        }
+
+        /* A: per group */
+        /* dynamic: a thread that loses its core (to the batch producer) does not hold up the
+         * step; which thread computes a group does not change the bits */
+#pragma omp for schedule(dynamic, 2)
+        for (int g = 0; g < groups; g++) {
+            const int t0 = g * P;
+            const int64_t *gneg = negs + (size_t)g * S;
+            double lg = 0.0;
+            for (int i = 0; i < P; i++) {
+                float *dst = Vp + (size_t)i * Dp;
+                memcpy(dst, w_in + centers[t0 + i] * D, sizeof(float) * D);
+                memset(dst + D, 0, sizeof(float) * (Dp - D));
+            }
+            for (int k = 0; k < S; k++) {
+                float *dst = Np + (size_t)k * Dp;
+                memcpy(dst, w_out + gneg[k] * D, sizeof(float) * D);
+                memset(dst + D, 0, sizeof(float) * (Dp - D));
+                n_sq[(size_t)g * S + k] = damp ? dot(dst, dst, Dp) + bias_sq : 0.0f;
+            }
+            /* positives: per pair, on the rows in place */
+            for (int i = 0; i < P; i++) {
+                const int t = t0 + i;
+                const float *v = Vp + (size_t)i * Dp;
+                float *dv = d_v + (size_t)t * Dp;
+                memset(dv, 0, sizeof(float) * Dp);
+                v_sq[t] = damp ? dot(v, v, Dp) + bias_sq : 0.0f;
+                float *st = score + (size_t)t * J;
+                const float *mt = mask + (size_t)t * J;
+                for (int j = 0; j < J; j++) {
+                    st[j] = 0.0f;
+                    if (mt[j] == 0.0f) continue;
+                    const int64_t w = span[t + j];
+                    st[j] = dot(v, w_out + w * D, D) + (bias ? bias[w] - log_kq[w] : 0.0f);
+                }
+                lg += sigmoid_terms(st, mt, J, 1.0f, g_pos + (size_t)t * J, c_pos + (size_t)t * J);
+                float h = 0.0f;
+                for (int j = 0; j < J; j++) {
+                    const float gr = g_pos[(size_t)t * J + j];
+                    if (mt[j] == 0.0f) continue;
+                    axpy(gr, w_out + span[t + j] * D, dv, D);
+                    h += c_pos[(size_t)t * J + j] * (damp ? u_sq[t + j] : 0.0f);
+                }
+                h_v[t] = h;
+                w_neg[t] = contexts[t] * noise_weight;
+            }
+            /* noise scores: sc = Vp · Npᵀ (P × S), tiles of 2 centres × 2 noise rows */
+            for (int i = 0; i < P; i++)
+                for (int k = 0; k < S; k++) sc[(size_t)i * S + k] = 0.0f;
+            int i = 0;
+            for (; i + 2 <= P; i += 2) {
+                const float *a0 = Vp + (size_t)i * Dp, *a1 = a0 + Dp;
+                int k = 0;
+                for (; k + 2 <= S; k += 2) {
+                    const float *b0 = Np + (size_t)k * Dp, *b1 = b0 + Dp;
+                    v8 s00 = splat(0), s01 = splat(0), s10 = splat(0), s11 = splat(0);
+                    for (int d = 0; d < Dp; d += VL) {
+                        const v8 x0 = load(a0 + d), x1 = load(a1 + d);
+                        const v8 y0 = load(b0 + d), y1 = load(b1 + d);
+                        s00 += x0 * y0; s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1;
+                    }
+                    sc[(size_t)i * S + k] = hsum(s00);
+                    sc[(size_t)i * S + k + 1] = hsum(s01);
+                    sc[(size_t)(i + 1) * S + k] = hsum(s10);
+                    sc[(size_t)(i + 1) * S + k + 1] = hsum(s11);
+                }
+                for (; k < S; k++) {
+                    sc[(size_t)i * S + k] = dot(a0, Np + (size_t)k * Dp, Dp);
+                    sc[(size_t)(i + 1) * S + k] = dot(a1, Np + (size_t)k * Dp, Dp);
+                }
+            }
+            for (; i < P; i++)
+                for (int k = 0; k < S; k++)
+                    sc[(size_t)i * S + k] = dot(Vp + (size_t)i * Dp, Np + (size_t)k * Dp, Dp);
+            if (bias)
+                for (int i2 = 0; i2 < P; i2++)
+                    for (int k = 0; k < S; k++)
+                        sc[(size_t)i2 * S + k] += bias[gneg[k]] - log_kq[gneg[k]];
+            for (int i2 = 0; i2 < P; i2++)
+                for (int k = 0; k < S; k++) wts[(size_t)i2 * S + k] = w_neg[t0 + i2];
+            float *gn = g_neg + (size_t)t0 * S, *cn = c_neg + (size_t)t0 * S;
+            lg += sigmoid_terms(sc, wts, P * S, -1.0f, gn, cn);
+            /* d_v += g_neg · Np  (P × Dp), curvature h_v += c_neg · |n|² */
+            for (int i2 = 0; i2 < P; i2++) {
+                float *dv = d_v + (size_t)(t0 + i2) * Dp;
+                const float *gi = gn + (size_t)i2 * S;
+                int d = 0;
+                for (; d + 4 * VL <= Dp; d += 4 * VL) {
+                    v8 a0 = load(dv + d), a1 = load(dv + d + VL), a2 = load(dv + d + 2 * VL),
+                       a3 = load(dv + d + 3 * VL);
+                    for (int k = 0; k < S; k++) {
+                        const float *nk = Np + (size_t)k * Dp + d;
+                        const v8 c = splat(gi[k]);
+                        a0 += c * load(nk); a1 += c * load(nk + VL);
+                        a2 += c * load(nk + 2 * VL); a3 += c * load(nk + 3 * VL);
+                    }
+                    store(dv + d, a0); store(dv + d + VL, a1);
+                    store(dv + d + 2 * VL, a2); store(dv + d + 3 * VL, a3);
+                }
+                for (; d < Dp; d += VL) {
+                    v8 a0 = load(dv + d);
+                    for (int k = 0; k < S; k++) a0 += splat(gi[k]) * load(Np + (size_t)k * Dp + d);
+                    store(dv + d, a0);
+                }
+                if (damp) {
+                    float h = 0.0f;
+                    for (int k = 0; k < S; k++) h += cn[(size_t)i2 * S + k] * n_sq[(size_t)g * S + k];
+                    h_v[t0 + i2] += h;
+                }
+            }
+            /* d_noise = g_negᵀ · Vp  (S × Dp), curvature h_noise = c_negᵀ · |v|² */
+            for (int k = 0; k < S; k++) {
+                float *dn = d_noise + ((size_t)g * S + k) * Dp;
+                int d = 0;
+                for (; d + 4 * VL <= Dp; d += 4 * VL) {
+                    v8 a0 = splat(0), a1 = splat(0), a2 = splat(0), a3 = splat(0);
+                    for (int i2 = 0; i2 < P; i2++) {
+                        const float *vi = Vp + (size_t)i2 * Dp + d;
+                        const v8 c = splat(gn[(size_t)i2 * S + k]);
+                        a0 += c * load(vi); a1 += c * load(vi + VL);
+                        a2 += c * load(vi + 2 * VL); a3 += c * load(vi + 3 * VL);
+                    }
+                    store(dn + d, a0); store(dn + d + VL, a1);
+                    store(dn + d + 2 * VL, a2); store(dn + d + 3 * VL, a3);
+                }
+                for (; d < Dp; d += VL) {
+                    v8 a0 = splat(0);
+                    for (int i2 = 0; i2 < P; i2++)
+                        a0 += splat(gn[(size_t)i2 * S + k]) * load(Vp + (size_t)i2 * Dp + d);
+                    store(dn + d, a0);
+                }
+                float h = 0.0f;
+                if (damp)
+                    for (int i2 = 0; i2 < P; i2++) h += cn[(size_t)i2 * S + k] * v_sq[t0 + i2];
+                h_noise[(size_t)g * S + k] = h;
+            }
+            loss_g[g] = lg;
+        }
+
+        /* B: per span position r, Σ over centres t = r − j of g_pos[t,j]·v_t */
+#pragma omp for schedule(dynamic, 64)
+        for (int r = 0; r < n_span; r++) {
+            float *ds = d_span + (size_t)r * Dp;
+            memset(ds, 0, sizeof(float) * Dp);
+            float h = 0.0f;
+            for (int j = J - 1; j >= 0; j--) {
+                const int t = r - j;
+                if (t < 0 || t >= rows || mask[(size_t)t * J + j] == 0.0f) continue;
+                axpy(g_pos[(size_t)t * J + j], w_in + centers[t] * D, ds, D);
+                h += c_pos[(size_t)t * J + j] * v_sq[t];
+            }
+            h_span[r] = h;
+        }
+
+        /* C: updates, rows partitioned by id across threads; each row's contributions are
+         * summed in batch order (input: centres; output: span, then noise) */
+        const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+        if (damp) {
+            for (int t = 0; t < rows; t++)
+                if (centers[t] % nt == me) h_in[centers[t]] += h_v[t];
+            for (int r = 0; r < n_span; r++)
+                if (span[r] % nt == me) h_out[span[r]] += h_span[r];
+            for (int k = 0; k < n_noise; k++)
+                if (negs[k] % nt == me) h_out[negs[k]] += h_noise[k];
+        }
+        for (int t = 0; t < rows; t++) {
+            const int64_t w = centers[t];
+            if (w % nt != me || contexts[t] == 0.0f) continue;
+            const float step = damp ? -lr / (1.0f + rate * h_in[w]) : -lr;
+            axpy(step, d_v + (size_t)t * Dp, w_in + w * D, D);
+        }
+        for (int r = 0; r < n_span; r++) {
+            const int64_t w = span[r];
+            if (w % nt != me) continue;
+            const float step = damp ? -lr / (1.0f + rate * h_out[w]) : -lr;
+            axpy(step, d_span + (size_t)r * Dp, w_out + w * D, D);
+            if (bias) {
+                float gb = 0.0f;
+                for (int j = J - 1; j >= 0; j--) {
+                    const int t = r - j;
+                    if (t >= 0 && t < rows) gb += g_pos[(size_t)t * J + j];
+                }
+                bias[w] += step * gb;
+            }
+        }
+        for (int k = 0; k < n_noise; k++) {
+            const int64_t w = negs[k];
+            if (w % nt != me) continue;
+            const float step = damp ? -lr / (1.0f + rate * h_out[w]) : -lr;
+            axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
+            if (bias) {
+                const int g = k / S, kk = k % S;
+                float gb = 0.0f;
+                for (int t = g * P; t < (g + 1) * P; t++) gb += g_neg[(size_t)t * S + kk];
+                bias[w] += step * gb;
+            }
+        }
+        if (damp) { /* each owner resets the rows it summed */
+            for (int t = 0; t < rows; t++)
+                if (centers[t] % nt == me) h_in[centers[t]] = 0.0f;
+            for (int r = 0; r < n_span; r++)
+                if (span[r] % nt == me) h_out[span[r]] = 0.0f;
+            for (int k = 0; k < n_noise; k++)
+                if (negs[k] % nt == me) h_out[negs[k]] = 0.0f;
+        }
+    }
+    double loss = 0.0;
+    for (int g = 0; g < groups; g++) loss += loss_g[g];
+    return loss;
+}

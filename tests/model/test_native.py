@@ -1,0 +1,174 @@
+"""The native engine (``_kernel.c``): same mathematics as the torch engine, thread-independent
+bits, a cached build, and a clear fallback or error where no compiler exists.
+
+Agreement with the paper's per-pair loss is in test_word2vec.py (``engine="native"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from embedlab.config import TrainConfig
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import Batch, BatchStream, Cursor
+from embedlab.errors import InputError
+from embedlab.model import native
+from embedlab.model.word2vec import Band, StepConfig, Word2VecParams, Word2VecStep, init_params
+from embedlab.seeding import torch_generator
+from embedlab.testing import run_cli, write_zipf_corpus
+
+V = 300
+
+
+def _stream(dim_rows_pad: int, group: int, shared: int, window: int = 3) -> list[Batch]:
+    rng = np.random.default_rng(1)
+    counts = (1000 / np.arange(1, V + 1)).astype(np.int64) + 1
+    ids = rng.choice(V, size=4000, p=counts / counts.sum()).astype(np.uint32)
+    ends = np.array([500, 501, 2200, 4000])
+    stream = BatchStream(ids, ends, None, NoiseDistribution(counts), window=window,
+                         batch_size=100, group=group, noise_per_group=shared, seed=3,
+                         epochs=1, chunk_tokens=1500, pad_to=dim_rows_pad)
+    return list(stream.iterate(Cursor()))
+
+
+def _params(dim: int, nce: bool) -> Word2VecParams:
+    g = torch_generator(2, "init")
+    p = init_params(V, dim, init="centered", nce=nce, generator=g)
+    p.w_out.normal_(0, 0.2, generator=g)
+    if p.b_out is not None:
+        p.b_out.normal_(0, 0.1, generator=g)
+    return p
+
+
+def _copy(p: Word2VecParams) -> Word2VecParams:
+    return Word2VecParams(p.w_in.clone(), p.w_out.clone(),
+                          None if p.b_out is None else p.b_out.clone())
+
+
+def _run(engine: str, p: Word2VecParams, batches: list[Batch], cfg: StepConfig,
+         log_kq: torch.Tensor | None, threads: int) -> list[float]:
+    step = Word2VecStep(cfg, p, log_kq, batches[0].centers.shape[0], engine=engine,
+                        threads=threads)
+    return [float(step(b, 0.05)) for b in batches]
+
+
+@pytest.mark.parametrize("loss", ["neg", "nce"])
+@pytest.mark.parametrize("dim", [8, 13, 100])  # 13: the kernel's remainder paths
+def test_native_agrees_with_torch_with_damping(loss: str, dim: int) -> None:
+    window = 3
+    pad = Band.block_length(window)
+    batches = _stream(pad, group=16, shared=12, window=window)
+    cfg = StepConfig("skipgram", loss, window, 5, 16, damping=2.0)  # damping engaged
+    log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5)) \
+        if loss == "nce" else None
+    a = _params(dim, loss == "nce")
+    b = _copy(a)
+    la = _run("torch", a, batches, cfg, log_kq, 1)
+    lb = _run("native", b, batches, cfg, log_kq, 2)
+    np.testing.assert_allclose(lb, la, rtol=2e-5)
+    torch.testing.assert_close(b.w_in, a.w_in, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(b.w_out, a.w_out, rtol=1e-4, atol=1e-5)
+    if a.b_out is not None and b.b_out is not None:
+        torch.testing.assert_close(b.b_out, a.b_out, rtol=1e-4, atol=1e-5)
+    assert not torch.equal(a.w_in, _params(dim, loss == "nce").w_in)  # it did train
+
+
+def test_native_bits_do_not_depend_on_the_thread_count() -> None:
+    batches = _stream(16, group=16, shared=10)
+    cfg = StepConfig("skipgram", "neg", 3, 5, 16, damping=2.0)
+    runs = []
+    for threads in (1, 2, 3):
+        p = _params(24, False)
+        losses = _run("native", p, batches, cfg, None, threads)
+        runs.append((losses, p.w_in.numpy().tobytes(), p.w_out.numpy().tobytes()))
+    assert runs[0] == runs[1] == runs[2]
+
+
+def test_native_refuses_cbow() -> None:
+    p = _params(8, False)
+    with pytest.raises(ValueError, match="skip-gram only"):
+        Word2VecStep(StepConfig("cbow", "neg", 3, 5, 16), p, None, 16, engine="native")
+
+
+# ---- building -------------------------------------------------------------------------------
+
+@pytest.fixture
+def fresh_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty kernel cache, and no memory of an earlier build in this process."""
+    monkeypatch.setenv("EMBEDLAB_CACHE", str(tmp_path / "cache"))
+    native.library.cache_clear()
+    yield tmp_path / "cache"
+    native.library.cache_clear()  # later tests build (or find) the kernel in the usual cache
+
+
+def test_the_build_is_cached_and_reused(fresh_build: Path) -> None:
+    assert native.unavailable_reason() is None
+    (built,) = fresh_build.glob("w2v-*.so")
+    stamp = built.stat().st_mtime_ns
+    native.library.cache_clear()
+    assert native.unavailable_reason() is None
+    assert list(fresh_build.glob("w2v-*.so")) == [built] and built.stat().st_mtime_ns == stamp
+    assert not list(fresh_build.glob(".build-*"))  # the temporary build folder is gone
+
+
+def test_without_a_compiler_auto_falls_back_and_says_so(
+        fresh_build: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("CC", "no-such-compiler-embedlab")
+    cfg = TrainConfig.from_dict({"threads": 1}).resolve()
+    assert cfg.engine == "torch"
+    assert "native engine is unavailable (no C compiler" in capsys.readouterr().err
+    with pytest.raises(InputError, match="--engine native is unavailable: no C compiler"):
+        TrainConfig.from_dict({"threads": 1, "engine": "native"}).resolve()
+
+
+def test_a_failing_compiler_is_reported_in_one_line(fresh_build: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "badcc"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && exit 0\necho 'cc: fatal error: "
+                    "no omp.h' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    reason = native.unavailable_reason()
+    assert reason is not None and "failed to build the kernel: cc: fatal error: no omp.h" in reason
+    assert not list(fresh_build.glob("*.so"))
+
+
+def test_cbow_resolves_to_torch_and_native_cbow_is_refused() -> None:
+    assert TrainConfig.from_dict({"model": {"model": "cbow"}}).resolve().engine == "torch"
+    with pytest.raises(InputError, match="skip-gram only"):
+        TrainConfig.from_dict({"model": {"model": "cbow"}, "engine": "native"})
+
+
+# ---- through the CLI ------------------------------------------------------------------------
+
+def test_cli_records_the_engine_and_a_resume_keeps_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    run = tmp_path / "run"
+    flags = ["train", "--corpus", str(corpus), "--run", str(run), "--dim", "8",
+             "--batch-size", "32", "--threads", "1", "--no-tensorboard", "--no-progress"]
+    code, _, err = run_cli([*flags, "--max-steps", "3"], capsys)
+    assert code == 0, err
+    assert '"engine": "native"' in (run / "config.json").read_text()
+    code, _, err = run_cli([*flags, "--engine", "torch"], capsys)
+    assert code == 2 and "engine (stored 'native', requested 'torch')" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(flags, capsys)
+    assert code == 0 and "(step 3)" in err
+
+
+def test_cli_native_with_cbow_is_a_one_line_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["train", "--model", "cbow", "--engine", "native", "--run",
+                            str(tmp_path / "r")], capsys)
+    assert code == 2
+    assert err.strip() == ("embedlab: error: --engine native implements skip-gram only; use "
+                           "--engine torch (or auto) with --model cbow")
+    assert not (tmp_path / "r").exists()
+
