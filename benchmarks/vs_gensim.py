@@ -287,7 +287,8 @@ def run_embedlab(data: Data, epochs: int, out_dir: Path, *, save: bool,
     return Run("embedlab", epochs, res.wall_s, train_s, res.rss_mib, int(status["raw_words"]),
                data.raw_tokens * epochs / train_s, res.cpu_s, res.others_cpu_s,
                str(vec) if save else None,
-               {k: status[k] for k in ("step", "words_seen", "loss") if k in status})
+               {**{k: status[k] for k in ("step", "words_seen", "loss") if k in status},
+                "engine": json.loads((run_dir / "config.json").read_text()).get("engine")})
 
 
 def run_system(system: str, data: Data, epochs: int, out_dir: Path, *, save: bool,
@@ -455,7 +456,7 @@ def markdown(rows: dict[str, dict[str, float]], info: dict[str, Any], args: dict
               f"AVX-512 {'yes' if info['avx512'] else 'no'}), {info['cores']} cores, "
               f"{info['mem_gib']} GiB; {info['os']}; Python {info['python']}, torch "
               f"{info['torch']}, gensim {info['gensim']}, numpy {info['numpy']}, embedlab "
-              f"{info['embedlab']}."]
+              f"{info['embedlab']} (engine: {info.get('embedlab_engine', 'n/a')})."]
     return "\n".join(lines) + "\n"
 
 
@@ -543,6 +544,10 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                   file=sys.stderr)
     rows = summarise(timing, quality)
     info = machine()
+    engines = {r.extra.get("engine") for r in [*timing.get("embedlab", []),
+                                                 *([quality_runs["embedlab"]]
+                                                   if "embedlab" in quality_runs else [])]}
+    info["embedlab_engine"] = ", ".join(sorted(str(e) for e in engines)) or "n/a"
     settings = {"reps": args.reps, "quality_epochs": args.quality_epochs,
                 "skip_timing": args.skip_timing, "skip_quality": args.skip_quality,
                 "systems": args.systems, "embedlab_args": extra, "raw_tokens": data.raw_tokens,
