@@ -18,6 +18,7 @@ import torch
 import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
+from embedlab.errors import InputError
 from embedlab.testing import write_zipf_corpus
 from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
 
@@ -253,6 +254,91 @@ def test_same_command_twice_resumes_to_identical_bytes(
     code, err = train(capsys, *args)
     assert code == 0, err
     assert final_bytes(run) == final_bytes(trained)
+
+
+# ---- tokenising in a child while torch imports (embedlab.data.ahead) --------------------------
+
+@pytest.fixture
+def child_prepares(monkeypatch: pytest.MonkeyPatch) -> list[bool | str]:
+    """Make every new run tokenise in a child (this process has torch imported already, so the
+    real policy would say no); returns what each PrepareAhead.take returned or raised."""
+    from embedlab.data import ahead
+
+    taken: list[bool | str] = []
+    take = ahead.PrepareAhead.take
+
+    def spy(self: ahead.PrepareAhead, dest: Path) -> bool:
+        try:
+            result = take(self, dest)
+        except InputError:
+            taken.append("InputError")
+            raise
+        taken.append(result)
+        return result
+
+    monkeypatch.setattr(ahead, "should_prepare_ahead", lambda data: True)
+    monkeypatch.setattr(ahead.PrepareAhead, "take", spy)
+    return taken
+
+
+def test_a_corpus_tokenised_in_a_child_trains_to_the_same_bytes(
+        corpus: Path, trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        child_prepares: list[bool | str]) -> None:
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--checkpoint-every",
+                      "10", "--keep", "50", "--best-metric", "loss:max")
+    assert code == 0, err
+    assert child_prepares == [True]
+    assert final_bytes(run) == final_bytes(trained)
+    assert (run / "prepared" / "ids.u32").read_bytes() == \
+        (trained / "prepared" / "ids.u32").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]  # no private folder left
+
+
+_SPY = """
+import sys
+from embedlab.data import ahead
+take = ahead.PrepareAhead.take
+def spy(self, dest):
+    result = take(self, dest)
+    print("child prepared:", result, flush=True)
+    return result
+ahead.PrepareAhead.take = spy
+from embedlab.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_fresh_process_tokenises_a_big_corpus_in_a_child(tmp_path: Path) -> None:
+    """The real policy in a real process: torch must not be imported before the child starts
+    (an eager torch import on the CLI's path would silently cost the overlap)."""
+    import subprocess
+    import sys
+
+    from embedlab.data.ahead import MIN_BYTES
+
+    big = write_corpus(tmp_path / "big.txt", lines=30_000, vocab=2000)
+    assert big.stat().st_size >= MIN_BYTES
+    run = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", _SPY, "train", "--run", str(run), "--corpus",
+                           str(big), *FAST, "--max-steps", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "child prepared: True" in proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "run"]
+
+
+def test_a_bad_corpus_tokenised_in_a_child_is_refused_cleanly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        child_prepares: list[bool | str]) -> None:
+    garbage = tmp_path / "data" / "garbage.bin"
+    garbage.parent.mkdir()
+    garbage.write_bytes(b"\x00\x01" * 5000)
+    runs = tmp_path / "runs"
+    code, err = train(capsys, "--run", runs / "r", "--corpus", garbage, *FAST)
+    assert_refused(code, err, "looks binary")
+    assert child_prepares == ["InputError"]
+    assert list(runs.iterdir()) == []  # neither the run nor the child's folder is left
 
 
 # ---- --restart / --from / --init-from --------------------------------------------------------

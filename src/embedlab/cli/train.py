@@ -5,11 +5,14 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from embedlab.errors import InputError
+
+if TYPE_CHECKING:
+    from embedlab.data.ahead import PrepareAhead
 
 # flag name -> (config section or None for top level, config key)
 _FIELDS: dict[str, tuple[str | None, str]] = {
@@ -133,14 +136,8 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
-    from embedlab.train.run import (
-        abandon_after,
-        check_run_dir,
-        choose_run_dir,
-        move_aside,
-        resolve_config,
-    )
-    from embedlab.train.trainer import train as run_training
+    # embedlab.train.run is torch-free: torch is imported only after the corpus child started
+    from embedlab.train.run import check_run_dir, choose_run_dir, move_aside
 
     explicit = _explicit(params)
     if run is None:
@@ -151,6 +148,31 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
     if restart and run.exists():
         moved = move_aside(run)
         click.echo(f"embedlab: --restart: moved the old run to {moved}", err=True)
+    ahead = None if run.exists() else _prepare_ahead(run, explicit, preset)
+    try:
+        _train(run, explicit, preset, from_ckpt, ahead)
+    finally:
+        if ahead is not None:
+            ahead.cancel()
+
+
+def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
+                   ) -> PrepareAhead | None:
+    """A new run on a big raw corpus: tokenise it in a child while this process imports torch."""
+    from embedlab.config import TrainConfig, apply_preset
+    from embedlab.data.ahead import PrepareAhead, should_prepare_ahead
+
+    cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
+    if not should_prepare_ahead(cfg.data):
+        return None
+    return PrepareAhead.start(cfg.data, run, progress=cfg.track.progress and sys.stderr.isatty())
+
+
+def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
+           ahead: PrepareAhead | None) -> None:
+    from embedlab.train.run import abandon_after, resolve_config
+    from embedlab.train.trainer import train as run_training
+
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
     resume_from = None
     if from_ckpt:
@@ -160,7 +182,7 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
         if moved_ckpts:
             click.echo(f"embedlab: --from: moved {len(moved_ckpts)} newer checkpoint(s) to "
                        f"{moved_ckpts[0].parent}", err=True)
-    result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from)
+    result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead)
     loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
     state = "finished" if result.finished else f"stopped at --max-steps {cfg.max_steps}"
     click.echo(f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "

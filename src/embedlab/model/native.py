@@ -27,8 +27,10 @@ import subprocess
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # imported lazily: resolving --engine must not cost a torch import
+    import torch
 
 SOURCE = "_kernel.c"
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
@@ -127,6 +129,8 @@ class NativeSkipGram:
     """Calls the kernel for one skip-gram step; owns its scratch memory."""
 
     def __init__(self, dim: int, rows: int, window: int, threads: int) -> None:
+        import torch
+
         self.lib = library()
         self.dim, self.rows, self.window, self.threads = dim, rows, window, max(1, threads)
         self._scratch = torch.empty(0)
@@ -134,6 +138,8 @@ class NativeSkipGram:
 
     def _scratch_for(self, groups: int, shared: int) -> torch.Tensor:
         if self._shape != (groups, shared):
+            import torch
+
             n = self.lib.w2v_scratch_floats(self.rows, self.window, groups, shared, self.dim,
                                             self.threads)
             self._scratch = torch.empty(int(n), dtype=torch.float32)
@@ -145,6 +151,8 @@ class NativeSkipGram:
                  mask: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor,
                  noise_weight: float, lr: float, rate: float, bias_sq: float,
                  h_in: torch.Tensor, h_out: torch.Tensor) -> float:
+        import torch
+
         for t in (w_in, w_out, h_in, h_out):
             if not (t.is_contiguous() and t.dtype == torch.float32):
                 raise ValueError("the native engine needs contiguous float32 parameters")

@@ -17,7 +17,6 @@ from typing import Any
 
 from embedlab.config import TrainConfig, apply_preset, diff_for_resume, run_name
 from embedlab.errors import InputError
-from embedlab.train.checkpoint import CKPT_DIR, parse_step
 
 CONFIG_FILE = "config.json"
 
@@ -117,6 +116,8 @@ def abandon_after(run_dir: Path, step: int) -> list[Path]:
     They are moved (never deleted) into ``RUN/checkpoints-abandoned-<time>/`` so that automatic
     resume does not jump back to them.
     """
+    from embedlab.train.checkpoint import CKPT_DIR, parse_step  # torch: imported when needed
+
     root = run_dir / CKPT_DIR
     newer = [p for p in root.iterdir() if (s := parse_step(p.name)) is not None and s > step] \
         if root.is_dir() else []

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import torch
 
 from embedlab.config import TrainConfig
+from embedlab.data.ahead import PrepareAhead
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
 from embedlab.data.prepared import PreparedCorpus, is_prepared, prepare
@@ -64,8 +65,13 @@ class TrainResult:
 
 # ---- data -----------------------------------------------------------------------------------
 
-def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool) -> PreparedCorpus:
-    """The run's prepared corpus: the folder named by --corpus, or RUN/prepared (made once)."""
+def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
+                ahead: PrepareAhead | None = None) -> PreparedCorpus:
+    """The run's prepared corpus: the folder named by --corpus, or RUN/prepared (made once).
+
+    ``ahead``: a child already tokenising the corpus (see :mod:`embedlab.data.ahead`); its folder
+    is adopted when the run has none yet, else it is discarded.
+    """
     corpus = cfg.data.corpus
     if corpus not in ("demo", "text8") and is_prepared(corpus):
         prepared = PreparedCorpus.open(corpus)
@@ -74,10 +80,23 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool) -> PreparedC
     local = run_dir / PREPARED_DIR
     if is_prepared(local):
         return PreparedCorpus.open(local)
+    if ahead is not None and ahead.data == cfg.data:
+        _warm_up(cfg)  # imports the final summaries need, while the child still works
+        if ahead.take(local):
+            return PreparedCorpus.open(local)
     d = cfg.data
     return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
                    max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
                    progress=progress)
+
+
+def _warm_up(cfg: TrainConfig) -> None:
+    """Import now what the run imports later anyway (the PCA figure needs matplotlib)."""
+    if cfg.track.tensorboard:
+        import importlib
+
+        for module in ("embedlab.track.summaries", "embedlab.track.plots"):
+            importlib.import_module(module)
 
 
 def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
@@ -127,11 +146,13 @@ class _Window:
 
 
 def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None = None,
-          out: TextIO | None = None) -> TrainResult:
+          out: TextIO | None = None, ahead: PrepareAhead | None = None) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``.
 
     A run folder this call created is removed again when the input is refused before anything
-    was trained (bad corpus, bad flags), so a corrected command starts cleanly.
+    was trained (bad corpus, bad flags), so a corrected command starts cleanly. ``ahead``: the
+    corpus being tokenised in a child (:class:`embedlab.data.ahead.PrepareAhead`); the caller
+    cancels it when this returns or raises.
     """
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
     cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
@@ -139,7 +160,8 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
         with RunLock(run_dir, argv=argv):
-            return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out)
+            return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
+                                 ahead=ahead)
     except InputError:
         if created and not any((run_dir / "checkpoints").glob("ckpt-*")):
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -147,7 +169,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
-                  out: TextIO) -> TrainResult:
+                  out: TextIO, ahead: PrepareAhead | None) -> TrainResult:
     from embedlab.track.runs import read_status, write_status
     from embedlab.track.summaries import open_tracker
 
@@ -159,7 +181,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                 best_mode=cfg.checkpoint.best_mode)
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     ckpt = find_checkpoint(resume_from) if resume_from else manager.latest()
-    prepared = open_corpus(cfg, run_dir, progress=progress)
+    prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead)
     write_config_json(run_dir, cfg)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
     vocab = prepared.vocab
