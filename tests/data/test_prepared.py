@@ -185,10 +185,58 @@ def test_crash_while_encoding_leaves_nothing(corpus_file: Path, tmp_path: Path,
     def boom(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(prep, "_encode", boom)
-    with pytest.raises(KeyboardInterrupt):
-        prepare(corpus_file, tmp_path / "out", min_count=1, progress=False)
-    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+    monkeypatch.setattr(prep, "_encode", boom)  # the two-pass path (pruning)
+    monkeypatch.setattr(prep._Scan, "encode", boom)  # the one-pass path
+    for max_distinct in (2, 10_000):
+        with pytest.raises(KeyboardInterrupt):
+            prepare(corpus_file, tmp_path / "out", min_count=1, max_distinct=max_distinct,
+                    progress=False)
+        assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+_options = st.fixed_dictionaries({
+    "lowercase": st.booleans(), "min_count": st.integers(1, 3),
+    "max_vocab": st.none() | st.integers(2, 6), "unk": st.none() | st.just("<unk>")})
+
+
+@settings(max_examples=60, deadline=None)
+@given(sentences=st.lists(st.lists(st.sampled_from(["a", "A", "b", "c", "dd", "é", "<unk>", "zz"]),
+                                   max_size=9), min_size=1, max_size=14),
+       options=_options, piece=st.sampled_from([3, 7, 64, 1 << 20]), chunk=st.integers(1, 9))
+def test_one_pass_writes_what_count_then_encode_writes(
+        sentences: list[list[str]], options: dict[str, object], piece: int, chunk: int) -> None:
+    """The single pass (_Scan) must be byte for byte the reference two-pass path, also when
+    files are read in tiny pieces and ids are mapped in tiny chunks."""
+    if not any(sentences):
+        return
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr("embedlab.data.corpus.PIECE_BYTES", piece)
+        mp.setattr(prep, "_SCAN_CHUNK", chunk)
+        with tempfile.TemporaryDirectory() as d:
+            src = Path(d) / "c.txt"
+            src.write_text("\n".join(" ".join(s) for s in sentences), encoding="utf-8")
+            try:
+                prepare(src, Path(d) / "one", progress=False, **options)  # type: ignore[arg-type]
+            except InputError as exc:
+                one: object = str(exc)
+            else:
+                one = snapshot(Path(d) / "one")
+            mp.setattr(prep, "_scan", lambda *a, **k: None)  # force the two-pass path
+            try:
+                prepare(src, Path(d) / "two", progress=False, **options)  # type: ignore[arg-type]
+            except InputError as exc:
+                two: object = str(exc)
+            else:
+                two = snapshot(Path(d) / "two")
+        if isinstance(one, dict) and isinstance(two, dict):
+            for snap in (one, two):  # the creation time is the only difference allowed
+                meta = json.loads(snap.pop("meta.json"))
+                meta.pop("created")
+                snap["meta.json"] = json.dumps(meta).encode()
+        assert one == two
+    finally:
+        mp.undo()
 
 
 @pytest.mark.parametrize("data,problem", [

@@ -179,10 +179,10 @@ def _child(folder: Path) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     spec = json.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
     data = DataConfig(**spec["data"])
-    from embedlab.data.prepared import prepare
+    from embedlab.data.prepared import prepare_into
 
     try:
-        prepare(data.corpus, spec["out"], lowercase=data.lowercase, min_count=data.min_count,
+        prepare_into(data.corpus, spec["out"], lowercase=data.lowercase, min_count=data.min_count,
                 max_vocab=data.max_vocab, unk=data.unk, max_distinct=data.max_distinct,
                 progress=spec["progress"])
         result: dict[str, object] = {"ok": True}

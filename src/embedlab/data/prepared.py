@@ -15,6 +15,7 @@ Nothing here unpickles: ids are read with ``np.memmap`` and metadata with ``json
 
 from __future__ import annotations
 
+import array
 import contextlib
 import json
 import os
@@ -45,6 +46,7 @@ IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE = "ids.u32", "sentences.i64", "vocab.
 #: names that are not paths (use ``./text8`` for a local file called text8)
 SPECIAL_CORPORA = ("text8", "demo")
 _FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
+_SCAN_CHUNK = 1 << 20  # first-seen ids counted / mapped per numpy call (bounds memory)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,7 +144,22 @@ def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.ND
 
 
 # ---- prepare ----------------------------------------------------------------------------------
-def prepare(
+def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+            lowercase: bool = False, min_count: int = 5, max_vocab: int | None = None,
+            unk: str | None = None, max_distinct: int = 10_000_000, progress: bool = True,
+            force: bool = False) -> PreparedCorpus:
+    """Tokenise ``corpus`` (a path, or 'text8' / 'demo') into the prepared folder ``out_dir``.
+
+    Out-of-vocabulary tokens are dropped (word2vec) unless ``unk`` is set, then they map to id 0.
+    ``out_dir`` must be absent, an empty folder, or (with ``force``) an existing prepared corpus.
+    Warnings (invalid UTF-8, pruning) go to stderr, one line each. See :func:`prepare_into`.
+    """
+    prepare_into(corpus, out_dir, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
+                 unk=unk, max_distinct=max_distinct, progress=progress, force=force)
+    return PreparedCorpus.open(out_dir)
+
+
+def prepare_into(
     corpus: str | os.PathLike[str],
     out_dir: str | os.PathLike[str],
     *,
@@ -153,13 +170,12 @@ def prepare(
     max_distinct: int = 10_000_000,
     progress: bool = True,
     force: bool = False,
-) -> PreparedCorpus:
-    """Tokenise ``corpus`` (a path, or 'text8' / 'demo') into the prepared folder ``out_dir``.
+) -> None:
+    """:func:`prepare` without opening the result (the child of :mod:`embedlab.data.ahead` hands
+    the folder over without reading it).
 
-    Two passes over the corpus: count (bounded memory), then encode. Out-of-vocabulary tokens are
-    dropped (word2vec) unless ``unk`` is set, then they map to id 0. ``out_dir`` must be absent,
-    an empty folder, or (with ``force``) an existing prepared corpus. Warnings (invalid UTF-8,
-    pruning) go to stderr, one line each.
+    One pass over the corpus (:class:`_Scan`) unless it has more than ``max_distinct`` distinct
+    words; then two: count with word2vec-style pruning (bounded memory), then encode.
     """
     label = os.fspath(corpus)
     DataConfig(corpus=label, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
@@ -178,13 +194,19 @@ def prepare(
         source = _resolve_source(label, tmp / ".source", progress)
         _check_not_inside(out, source)
         files = list_files(source)
-        counter, stats = _count(source, lowercase, max_distinct, progress)
-        if stats.tokens == 0:
-            raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
-                             "whitespace-separated words")
-        vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
-                      total=counter.total)
-        encoded = _encode(source, vocab, lowercase, tmp, progress, stats)
+        scan = _scan(source, lowercase, max_distinct, tmp, progress)
+        if scan is not None:  # one pass: every distinct word fitted in --max-distinct
+            counter, stats = scan.counter(max_distinct), scan.stats
+            _check_not_empty(label, stats)
+            vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                          total=counter.total)
+            encoded = scan.encode(vocab, tmp)
+        else:  # word2vec-style pruning while counting, then a second pass to encode
+            counter, stats = _count(source, lowercase, max_distinct, progress)
+            _check_not_empty(label, stats)
+            vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                          total=counter.total)
+            encoded = _encode(source, vocab, lowercase, tmp, progress, stats)
         vocab = encoded.vocab
         vocab.save_tsv(tmp / VOCAB_FILE)
         meta = _meta(label, source, files, lowercase, min_count, max_vocab, unk, max_distinct,
@@ -197,7 +219,6 @@ def prepare(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _warn_about(label, stats, counter)
-    return PreparedCorpus.open(out)
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -240,6 +261,103 @@ def _bar(source: Path, desc: str, progress: bool) -> Iterator[tqdm[Any]]:
         yield bar
 
 
+def _check_not_empty(label: str, stats: ReadStats) -> None:
+    if stats.tokens == 0:
+        raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
+                         "whitespace-separated words")
+
+
+class _Scan:
+    """One pass over the corpus: each token's *first-seen* id (on disk), sentence ends, words.
+
+    Counting with ``Counter`` and then encoding in a second read costs two tokenisations and two
+    hash lookups per token in Python. Here each block's new words get the next free ids
+    (set difference and ``dict.update``: C loops), the block's ids are looked up once into a
+    uint32 file, and counting is a ``bincount`` over that file; :meth:`encode` maps first-seen
+    ids to vocabulary ids in numpy. The result is byte for byte what count-then-encode writes
+    (tested); only the pruning case (more distinct words than ``--max-distinct``) still needs
+    the two-pass path, because pruning changes the counts while reading.
+    """
+
+    def __init__(self, words: list[str], ids_path: Path, ends_path: Path,
+                 stats: ReadStats) -> None:
+        self.words, self.ids_path, self.ends_path, self.stats = words, ids_path, ends_path, stats
+        self.counts = np.zeros(len(words), dtype=np.int64)
+        for chunk in self._chunks(self.ids_path, np.dtype("<u4")):
+            self.counts += np.bincount(chunk, minlength=len(words))
+
+    @staticmethod
+    def _chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]:
+        mapped = _map(path, dtype)
+        for start in range(0, len(mapped), _SCAN_CHUNK):
+            yield np.asarray(mapped[start:start + _SCAN_CHUNK])
+
+    def counter(self, max_distinct: int) -> WordCounter:
+        counter = WordCounter(max_distinct=max_distinct)
+        counter.counts.update(dict(zip(self.words, self.counts.tolist(), strict=True)))
+        counter.total = self.stats.tokens
+        return counter
+
+    def encode(self, vocab: Vocab, tmp: Path) -> _Encoded:
+        # first-seen id -> vocabulary id, or -1 (dropped) / 0 (UNK) for out-of-vocabulary words
+        missing = 0 if vocab.unk is not None else -1
+        get = vocab.index.get
+        to_vocab = np.fromiter(map(get, self.words, repeat(missing)), dtype=np.int64,
+                               count=len(self.words))
+        raw_ends = _map(self.ends_path, np.dtype("<i8"))
+        with open(tmp / IDS_FILE, "wb") as ids, open(tmp / ENDS_FILE, "wb") as ends:
+            writer = _IdWriter(ids, ends)
+            start = 0
+            for chunk in self._chunks(self.ids_path, np.dtype("<u4")):
+                stop = start + len(chunk)
+                lo, hi = np.searchsorted(raw_ends, [start, stop], side="right")
+                writer.write(to_vocab[chunk], np.asarray(raw_ends[lo:hi]) - start)
+                start = stop
+        self.ids_path.unlink()
+        self.ends_path.unlink()
+        counts = vocab.counts
+        if vocab.unk is not None:
+            counts = vocab.counts.copy()
+            counts[0] = writer.zeros
+            vocab = Vocab(vocab.words, counts, vocab.unk)
+        return _Encoded(vocab, writer.kept, writer.sentences)
+
+
+def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
+          progress: bool) -> _Scan | None:
+    """Read the corpus once (see :class:`_Scan`); None when it has > ``max_distinct`` words."""
+    index: dict[str, int] = {}
+    stats = ReadStats()
+    ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
+    position = 0
+    ends: list[int] = []
+    with open(ids_path, "wb") as ids_file, open(ends_path, "wb") as ends_file, \
+            _bar(source, "reading", progress) as bar:
+        for tokens, ends_sentence in iter_blocks(source, lowercase=lowercase, stats=stats,
+                                                 progress=bar.update):
+            new = set(tokens).difference(index)
+            if new:
+                if len(index) + len(new) > max_distinct:
+                    break
+                index.update(zip(new, range(len(index), len(index) + len(new)), strict=True))
+            # array.array fills from the iterator in C, a little faster than np.fromiter
+            first = array.array("I", map(index.__getitem__, tokens))
+            np.frombuffer(first, dtype=np.uintc).astype("<u4", copy=False).tofile(ids_file)
+            position += len(tokens)
+            if ends_sentence:
+                ends.append(position)
+                if len(ends) >= _FLUSH_TOKENS:
+                    np.array(ends, dtype="<i8").tofile(ends_file)
+                    ends = []
+        else:
+            np.array(ends, dtype="<i8").tofile(ends_file)
+            # dicts keep insertion order, and ids were handed out in that order
+            return _Scan(list(index), ids_path, ends_path, stats)
+    ids_path.unlink()
+    ends_path.unlink()
+    return None
+
+
 def _count(source: Path, lowercase: bool, max_distinct: int,
            progress: bool) -> tuple[WordCounter, ReadStats]:
     counter, stats = WordCounter(max_distinct=max_distinct), ReadStats()
@@ -274,10 +392,14 @@ class _IdWriter:
         self.zeros = 0  # tokens with id 0 (= UNK's exact count when unk is set)
 
     def flush(self) -> None:
-        arr = np.array(self.buf, dtype=np.int64)
+        self.write(np.array(self.buf, dtype=np.int64), np.array(self.raw_ends, dtype=np.int64))
+        self.buf, self.raw_ends = [], []
+
+    def write(self, arr: npt.NDArray[np.int64], raw_ends: npt.NDArray[np.int64]) -> None:
+        """Write ids (< 0 = dropped) and the sentence ends inside them (exclusive, relative)."""
         keep = arr >= 0
         kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept ids before raw position i
-        ends = self.kept + kept_before[np.array(self.raw_ends, dtype=np.int64)]
+        ends = self.kept + kept_before[raw_ends]
         ends = np.unique(ends[ends > self.last_end])  # drop sentences that became empty
         arr = arr[keep]
         self.zeros += int(np.count_nonzero(arr == 0))
@@ -287,7 +409,6 @@ class _IdWriter:
         if len(ends):
             self.last_end = int(ends[-1])
         self.sentences += len(ends)
-        self.buf, self.raw_ends = [], []
 
 
 def _encode(source: Path, vocab: Vocab, lowercase: bool, tmp: Path, progress: bool,

@@ -206,14 +206,15 @@ def build(
     if max_vocab is not None and max_vocab < (2 if unk is not None else 1):
         raise InputError(f"--max-vocab must be >= {2 if unk is not None else 1}, got "
                          f"{max_vocab}; pass e.g. --max-vocab 50000")
-    items = sorted(((w, c) for w, c in counts.items() if c >= min_count and w != unk),
-                   key=lambda wc: (-wc[1], wc[0]))
-    if not items:
+    # by word, then (stable, so ties stay by word) by count descending: two C-level sorts,
+    # several times faster than one sort on (-count, word) tuples for 10^5-10^6 words
+    words = sorted(w for w, c in counts.items() if c >= min_count and w != unk)
+    words.sort(key=counts.__getitem__, reverse=True)
+    if not words:
         raise InputError(_empty_message(counts, min_count))
     if max_vocab is not None:
-        items = items[: max_vocab - (unk is not None)]
-    words = [w for w, _ in items]
-    kept = np.array([c for _, c in items], dtype=np.int64)
+        words = words[: max_vocab - (unk is not None)]
+    kept = np.fromiter(map(counts.__getitem__, words), dtype=np.int64, count=len(words))
     if unk is None:
         return Vocab(tuple(words), kept, None)
     total = sum(counts.values()) if total is None else total
