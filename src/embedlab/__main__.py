@@ -1,4 +1,4 @@
-from embedlab.cli import main
+from embedlab.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -1,0 +1,43 @@
+"""The console script's quick exit (embedlab.cli.run): same codes, output and files as main()."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from embedlab.testing import write_zipf_corpus
+
+CMD = [sys.executable, "-m", "embedlab"]
+
+
+def embedlab(*args: str | Path, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CMD, *(str(a) for a in args)], capture_output=True, text=True,
+                          timeout=300, **kw)  # type: ignore[call-overload]
+
+
+def test_a_finished_run_exits_0_with_everything_written(tmp_path: Path) -> None:
+    corpus = write_zipf_corpus(tmp_path / "c.txt")
+    run = tmp_path / "run"
+    proc = embedlab("train", "--corpus", corpus, "--run", run, "--dim", "8", "--epochs", "1",
+                    "--threads", "1", "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    assert "embedlab: finished" in proc.stderr
+    # what the process wrote last before exiting is complete on disk
+    assert '"status": "finished"' in (run / "status.json").read_text()
+    events = sorted(run.glob("events.out.tfevents.*"))
+    assert events and events[-1].stat().st_size > 0
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run), size_guidance={"tensors": 0, "images": 0})
+    acc.Reload()
+    assert "embeddings/pca" in acc.Tags()["images"]  # the final summaries reached the file
+    out = embedlab("neighbors", run, "w1", "-k", "3")
+    assert out.returncode == 0 and len(out.stdout.strip().splitlines()) >= 3
+
+
+def test_bad_input_still_exits_2_with_one_line(tmp_path: Path) -> None:
+    proc = embedlab("train", "--corpus", tmp_path / "missing.txt", "--run", tmp_path / "r")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("embedlab: error: corpus")
+
