@@ -76,7 +76,7 @@ class ModelConfig:
     dim: int = 100
     window: int = 5  # maximum window; each centre draws b in [1, window] (word2vec's shrinking)
     negative: int = 5  # noise words per positive pair (K)
-    shared_negatives: int = 0  # noise words shared by a group of centres; 0 = K·(window+1)
+    shared_negatives: int = 0  # noise words shared by a group of centres; 0 = ⌈4/3·K·(window+1)⌉
     negative_group: int = 32  # centres sharing one set of noise words (smaller: closer to word2vec)
     noise_exponent: float = 0.75  # unigram^alpha noise distribution
     sample: float = 1e-3  # subsampling threshold t; 0 disables

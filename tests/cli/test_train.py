@@ -415,3 +415,28 @@ def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
     # new words are initialised as usual: small centred values, not copies of anything
     fresh = dst["input_embeddings"][new]
     assert fresh.abs().max() <= 0.5 / 8 and fresh.abs().sum() > 0
+
+
+# ---- divergence ---------------------------------------------------------------------------------
+
+def test_a_diverging_run_stops_with_one_line_and_keeps_its_checkpoints(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.model.word2vec import Word2VecStep
+
+    step_once = Word2VecStep.__call__
+    calls = [0]
+
+    def nan_at_step_5(self: Word2VecStep, batch: Any, lr: float) -> Any:
+        calls[0] += 1
+        loss = step_once(self, batch, lr)
+        return torch.tensor(float("nan")) if calls[0] == 5 else loss
+
+    monkeypatch.setattr(Word2VecStep, "__call__", nan_at_step_5)
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--checkpoint-every", "3")
+    line = assert_refused(code, err, "training diverged at step 5: the loss became nan")
+    assert "checkpoints up to step 3 are intact" in line and "--restart --lr 0.00625" in line
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["ckpt-00000003"]
+    status = json.loads((run / "status.json").read_text())
+    assert status["status"] == "failed" and "diverged" in status["error"]

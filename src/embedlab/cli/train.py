@@ -75,7 +75,8 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
               "[default: 5]")
 @click.option("--negative", type=int, help="Noise words per positive pair (K).  [default: 5]")
 @click.option("--shared-negatives", type=int, help="Noise words drawn per group of centres and "
-              "shared by it (0 = K·(window+1), what word2vec draws per centre).  [default: 0]")
+              "shared by it (0 = ⌈4/3·K·(window+1)⌉, a third more than word2vec draws per "
+              "centre).  [default: 0]")
 @click.option("--negative-group", type=int, help="Centres sharing one set of noise words "
               "(smaller is closer to word2vec, slower).  [default: 32]")
 @click.option("--noise-exponent", type=float, help="Noise ∝ count^alpha.  [default: 0.75]")

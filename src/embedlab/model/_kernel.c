@@ -89,8 +89,9 @@ static inline float log1p_unit(float e) {
     return 2.0f * z * p;
 }
 
-/* For logits s[0..n) with weights w: out_g[i] = (σ(±s) − [positive])·w, out_c = σ(1−σ)·w,
- * returns Σ −log σ(±s)·w in float64. sign = +1 for positives (target 1), −1 for noise. */
+/* For logits s[0..n) with weights w: out_g[i] = (σ(±s) − [positive])·w, out_c = |out_g| (the
+ * damping's curvature, see Word2VecStep), returns Σ −log σ(±s)·w in float64.
+ * sign = +1 for positives (target 1), −1 for noise. */
 static inline double sigmoid_terms(const float *restrict s, const float *restrict w, int n,
                                    float sign, float *restrict out_g, float *restrict out_c) {
     double loss = 0.0;
@@ -103,7 +104,7 @@ static inline double sigmoid_terms(const float *restrict s, const float *restric
         const float nl = (y < 0.0f ? -y : 0.0f) + log1p_unit(e);
         loss += (double)(nl * w[i]);
         out_g[i] = (sign > 0.0f ? sg - 1.0f : sg) * w[i];
-        out_c[i] = sg * (1.0f - sg) * w[i];
+        out_c[i] = (sign > 0.0f ? 1.0f - sg : sg) * w[i];
     }
     return loss;
 }

@@ -156,18 +156,24 @@ class Word2VecStep:
 
     Damping: a row that receives many gradient contributions in one synchronous step — a
     frequent noise word, a frequent context — would overshoot, because sequential SGD's
-    self-correction (σ saturating after each small update) is missing. Each row's summed gradient
-    is therefore applied with the step ``lr / (1 + lr·h_r/κ)`` where ``h_r = Σ σ'(s)·|x|²`` is the
-    Gauss–Newton curvature of that row's terms in the batch. κ = 1 is the step of *implicit*
-    (proximal) SGD for these log-linear terms; larger κ damps only rows hit very often. A row
-    with a few contributions keeps ``lr·h_r/κ ≪ 1`` — plain word2vec SGD. The scale depends only
+    self-correction (each small update changes the next logit) is missing. Each row's summed
+    gradient is therefore applied with the step ``lr / (1 + lr·h_r/κ)`` where
+    ``h_r = Σ |∂L/∂s|·|x|²`` sums, over that row's terms in the batch, the size of each term's
+    logit gradient times its partner's squared norm: ``lr·h_r`` bounds how far an undamped step
+    could move the row's logits. A row with a few contributions keeps ``lr·h_r/κ ≪ 1`` — plain
+    word2vec SGD; a row with hundreds moves its logits by about κ at most. The scale depends only
     on the row, so it multiplies the summed gradient exactly; it costs a few scalar index_adds.
-    Measured on gcide8 (5 epochs, batch 1024, analogy@30k / WS-353): κ=1 15.6% / 0.506,
-    κ=4 17.9% / 0.573, κ=16 18.0% / 0.597, κ=32 17.9% / 0.604, κ=64 unstable (loss blew up),
-    no damping 14.5% / 0.555. The trainer uses κ = 16·1024/batch so contributions per row,
-    which grow with the batch, meet the same bound; at batch 2048 (κ = 8, the default) the same
-    benchmark gave 18.1% / 0.590 (engine-only loop 28% faster; through the CLI one epoch took
-    4.6–5.4 s vs 5.1–5.3 s at 1024, within this VM's noise), at 4096 (κ = 4) 17.7% / 0.569.
+
+    Why ``|∂L/∂s|`` (``1 − σ(s)`` for a positive, ``σ(s)`` for a noise term) and not the
+    Gauss–Newton curvature ``σ'(s) = σ(1 − σ)`` used before: σ' vanishes when a logit saturates
+    on the *wrong* side, exactly where the gradient is largest, so one overshoot switched the
+    damping off and the next step overshot further. Training diverged to NaN from lr 0.05 on, on
+    gcide8 and on small corpora alike (``test_big_batches_stay_finite_at_high_learning_rates``);
+    with ``|∂L/∂s| ≥ σ'`` it stays bounded at lr 0.5. Near ``s = 0`` the two differ by a factor of
+    at most 2, which a larger κ offsets: the trainer uses κ = 32·1024/batch (16 at the default
+    batch 2048). Measured on gcide8 (5 epochs, batch 2048, S = 40, analogy@300k, mean of seeds
+    1 and 2): κ = 8 15.0% (S = 30), κ = 16 15.4%, κ = 32 15.3%; at lr 0.05 and κ = 8, 15.3% with
+    WS-353 0.62. Before this change (Gauss–Newton, κ = 8, S = 30): 14.9%.
     """
 
     def __init__(
@@ -272,7 +278,7 @@ class Word2VecStep:
         loss = -(F.logsigmoid(pos) * mask).sum(dtype=torch.float64)
         loss -= (F.logsigmoid(-neg) * weight).sum(dtype=torch.float64)
 
-        # dL/dlogit: σ(s) − 1 for positives, σ(s) for noise; curvature σ(s)(1 − σ(s))
+        # dL/dlogit: σ(s) − 1 for positives, σ(s) for noise; damping curvature |dL/dlogit|
         sig_pos, sig_neg = torch.sigmoid(pos), torch.sigmoid(neg)
         g_pos = band.band((sig_pos - 1.0) * mask)  # (nb, L, L+2W)
         g_neg = sig_neg * weight  # (G, R/G, S)
@@ -282,9 +288,9 @@ class Word2VecStep:
 
         flat_neg = batch.negatives.reshape(-1)
         if self.damping:
-            # curvature per row occurrence; scalar-valued, so elementwise ops, not GEMMs
-            c_pos = sig_pos * (1.0 - sig_pos) * mask  # (R, J)
-            c_neg = sig_neg * (1.0 - sig_neg) * weight  # (G, R/G, S)
+            # |dL/dlogit| per row occurrence (see the class docstring); elementwise, not GEMMs
+            c_pos = (1.0 - sig_pos) * mask  # (R, J)
+            c_neg = sig_neg * weight  # (G, R/G, S)
             v_sq, u_sq, n_sq = self._sq(v), self._sq(u_span), self._sq(noise_rows)
             h_v = band.diag_dot(c_pos, u_sq) + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
             h_span = band.diag_scatter(c_pos, v_sq)
@@ -341,8 +347,8 @@ class Word2VecStep:
 
         flat_neg = batch.negatives.reshape(-1)
         if self.damping:
-            c_pos = sig_pos * (1.0 - sig_pos) * has_ctx
-            c_neg = sig_neg * (1.0 - sig_neg) * weight
+            c_pos = (1.0 - sig_pos) * has_ctx
+            c_neg = sig_neg * weight
             h_sq, u_sq, n_sq = self._sq(h), self._sq(u), self._sq(noise_rows)
             # curvature w.r.t. h, passed to each context row through the mean's weight a²
             h_h = c_pos * u_sq + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
