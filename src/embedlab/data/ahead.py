@@ -4,7 +4,7 @@ A fresh ``embedlab train`` on a raw corpus spends its first seconds on two indep
 single-threaded jobs: importing torch, TensorBoard and matplotlib (~1.9 s here), and tokenising
 the corpus (~1.8 s for gcide8's 4.8M tokens). Run one after the other they take both; run side by
 side on two cores they take the longer of the two. :class:`PrepareAhead` starts
-``python -m embedlab.data.ahead`` on the corpus before the parent imports torch; the trainer then
+a child Python process on the corpus before the parent imports torch; the trainer then
 adopts the finished folder (:meth:`PrepareAhead.take`), which is byte-for-byte what
 :func:`embedlab.data.prepared.prepare` would have written in-process (the child calls it).
 
@@ -88,18 +88,12 @@ class PrepareAhead:
         spec = {"data": asdict(data), "out": str(folder / OUT_DIR), "progress": progress,
                 "parent_pid": os.getpid()}
         atomic_write_text(folder / SPEC_FILE, json.dumps(spec))
-        # the child must import this very package, also when it is not installed (tests, a
-        # source checkout on PYTHONPATH)
-        package_root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         try:
             with open(folder / STDERR_FILE, "wb") as err:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "embedlab.data.ahead", str(folder)],
+                    [sys.executable, "-c", _CHILD_CODE, str(folder), _package_root()],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=None if progress else err, env=env)
+                    stderr=None if progress else err)
         except OSError:
             shutil.rmtree(folder, ignore_errors=True)
             return None
@@ -146,6 +140,18 @@ class PrepareAhead:
         if text:
             sys.stderr.write(text)
             sys.stderr.flush()
+
+
+# The child imports embedlab as the parent did; the folder holding this package is *appended*
+# to its path, so an uninstalled source checkout works too, while an installed embedlab (and
+# the standard library) keep precedence — prepending it via PYTHONPATH could shadow stdlib
+# modules with same-named packages from site-packages.
+_CHILD_CODE = ("import sys; sys.path.append(sys.argv[2]); from pathlib import Path; "
+               "from embedlab.data.ahead import _child; sys.exit(_child(Path(sys.argv[1])))")
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[2])
 
 
 def _read_result(path: Path) -> dict[str, object]:
