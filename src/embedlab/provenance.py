@@ -23,6 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from embedlab.model import STEP_REVISION
 from embedlab.train.checkpoint import atomic_write_text
 
 ENV_FILE = "env.json"
@@ -97,6 +98,7 @@ def environment(*, argv: Sequence[str], threads: int, seed: int,
         "git": git_commit(),
         "seed": seed,
         "streams": list(streams),
+        "step_revision": STEP_REVISION,
     }
 
 

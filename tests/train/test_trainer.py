@@ -312,3 +312,22 @@ def test_big_batches_stay_finite_at_high_learning_rates(tmp_path: Path, engine: 
     result, _ = run_train(cfg, tmp_path / "run")
     assert result.loss is not None and math.isfinite(result.loss)
     assert float(result.w_in.norm(dim=1).max()) < 10.0
+
+
+def test_a_resume_by_another_step_revision_warns(tmp_path: Path) -> None:
+    from embedlab.model import STEP_REVISION
+
+    corpus = write_corpus(tmp_path / "c.txt")
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus, max_steps=3), run)
+    env = json.loads((run / "env.json").read_text())
+    assert env["step_revision"] == STEP_REVISION
+    _, out = run_train(make_cfg(corpus, max_steps=6), run)
+    assert "warning" not in out  # same revision: silent
+    del env["step_revision"]  # as written before revisions were recorded
+    (run / "env.json").write_text(json.dumps(env))
+    _, out = run_train(make_cfg(corpus), run)
+    warnings = [line for line in out.splitlines() if "warning" in line]
+    assert len(warnings) == 1
+    assert f"revision 1, this is revision {STEP_REVISION} (damping by |dL/ds|" in warnings[0]
+    assert "--restart" in warnings[0]

@@ -9,6 +9,7 @@ with the same bits as an uninterrupted run, on the same machine and thread count
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -190,6 +191,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     ckpt = find_checkpoint(resume_from) if resume_from else manager.latest()
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead)
     write_config_json(run_dir, cfg)
+    if ckpt is not None:
+        _warn_if_other_step_revision(run_dir, out)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
     vocab = prepared.vocab
     vocab.save_tsv(run_dir / VOCAB_FILE)
@@ -371,6 +374,24 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         tracker.close()
     return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, finished, vocab,
                        params.w_in)
+
+
+def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
+    """A run started by an embedlab whose step arithmetic differs resumes with this one's."""
+    from embedlab.model import STEP_CHANGES, STEP_REVISION
+
+    try:
+        env = json.loads((run_dir / "env.json").read_text(encoding="utf-8"))
+        started = int(env.get("step_revision", 1))  # absent: written before revisions existed
+    except (OSError, ValueError, TypeError, AttributeError):
+        return
+    if started != STEP_REVISION:
+        changes = "; ".join(STEP_CHANGES[r] for r in sorted(STEP_CHANGES)
+                            if started < r <= STEP_REVISION) or "an older step"
+        print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
+              f"revision {started}, this is revision {STEP_REVISION} ({changes}); it resumes "
+              "with this revision's step, so its result will differ from an uninterrupted run "
+              "of the old version — pass --restart for a run of one revision", file=out)
 
 
 def _diverged(step: int, loss: float, cfg: TrainConfig, saved_step: int) -> InputError:
