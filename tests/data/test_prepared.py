@@ -216,19 +216,17 @@ def test_one_pass_writes_what_count_then_encode_writes(
         with tempfile.TemporaryDirectory() as d:
             src = Path(d) / "c.txt"
             src.write_text("\n".join(" ".join(s) for s in sentences), encoding="utf-8")
-            try:
-                prepare(src, Path(d) / "one", progress=False, **options)  # type: ignore[arg-type]
-            except InputError as exc:
-                one: object = str(exc)
-            else:
-                one = snapshot(Path(d) / "one")
+
+            def outcome(out: Path) -> object:  # the folder's bytes, or the error message
+                try:
+                    prepare(src, out, progress=False, **options)  # type: ignore[arg-type]
+                except InputError as exc:
+                    return str(exc)
+                return snapshot(out)
+
+            one = outcome(Path(d) / "one")
             mp.setattr(prep, "_scan", lambda *a, **k: None)  # force the two-pass path
-            try:
-                prepare(src, Path(d) / "two", progress=False, **options)  # type: ignore[arg-type]
-            except InputError as exc:
-                two: object = str(exc)
-            else:
-                two = snapshot(Path(d) / "two")
+            two = outcome(Path(d) / "two")
         if isinstance(one, dict) and isinstance(two, dict):
             for snap in (one, two):  # the creation time is the only difference allowed
                 meta = json.loads(snap.pop("meta.json"))

@@ -32,6 +32,7 @@ from pathlib import Path
 from embedlab.config import DataConfig
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text, fsync_dir
+from embedlab.train.lock import pid_alive
 
 #: below this many bytes of corpus, tokenising takes less than starting a child costs
 MIN_BYTES = 1 << 20
@@ -166,18 +167,8 @@ def _sweep_orphans(parent: Path, run_name: str) -> None:
     """Remove private folders of parents that died (SIGKILL) together with their child."""
     for folder in parent.glob(f".{run_name}.prepare-*"):
         pid_text = folder.name.rsplit(".prepare-", 1)[1].split("-", 1)[0]
-        if pid_text.isdigit() and not _alive(int(pid_text)):
+        if pid_text.isdigit() and not pid_alive(int(pid_text)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _child(folder: Path) -> int:

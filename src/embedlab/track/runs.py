@@ -9,7 +9,6 @@ file itself is left alone.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from embedlab.config import TrainConfig, flatten
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text
 from embedlab.track.summaries import METRICS_FILE, read_metrics
+from embedlab.train.lock import pid_alive
 
 STATUS_FILE = "status.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
@@ -50,16 +50,6 @@ def read_status(run_dir: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
 
 
 def effective_status(status: dict[str, Any]) -> str:
