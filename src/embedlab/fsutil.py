@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from embedlab.errors import InputError
+
 
 def fsync_dir(path: Path) -> None:
     """Make a rename/creation inside ``path`` durable (no-op where directories can't be opened)."""
@@ -68,3 +70,14 @@ def file_digest(path: Path, algorithm: str, *, chunk: int = 1 << 20) -> str:
         while piece := f.read(chunk):
             h.update(piece)
     return h.hexdigest()
+
+
+def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -> str:
+    """A user-named input file's text; a missing or undecodable file is a one-line InputError
+    ``"<what> PATH does not exist; <missing_fix>"`` / ``"cannot read <what> PATH (why); <fix>"``."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist; {missing_fix}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {what} {path} ({exc}); {unreadable_fix}") from None

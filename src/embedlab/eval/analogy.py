@@ -29,6 +29,7 @@ import torch
 
 from embedlab.errors import InputError
 from embedlab.eval.scoring import Method, cosmul, safe, unit_rows
+from embedlab.fsutil import read_utf8
 
 _TOP = 5  # gensim inspects this many candidates per question
 _SCORE_BUDGET = 1 << 25  # floats per batch of scores (128 MiB): bounds memory for big vocabularies
@@ -90,14 +91,9 @@ class AnalogyResult:
 def read_questions(path: str | os.PathLike[str]) -> QuestionSet:
     """Parse a questions-words file; raises :class:`InputError` for a missing or malformed file."""
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(f"analogy file {p} does not exist; pass a questions-words file, e.g. "
-                         "--analogies questions-words.txt") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read analogy file {p} ({exc}); "
-                         "pass a UTF-8 questions-words file") from None
+    text = read_utf8(p, what="analogy file", missing_fix="pass a questions-words file, e.g. "
+                     "--analogies questions-words.txt",
+                     unreadable_fix="pass a UTF-8 questions-words file")
     return parse_questions(text.split("\n"), str(p))
 
 

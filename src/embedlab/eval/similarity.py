@@ -24,6 +24,7 @@ from scipy.linalg import blas
 
 from embedlab.errors import InputError
 from embedlab.eval.analogy import case_groups
+from embedlab.fsutil import read_utf8
 
 DEFAULT_RESTRICT = 300_000
 # gensim's matutils.unitvec: double-precision nrm2/scal on the float32 vector, cast back
@@ -83,14 +84,9 @@ def _unit(vec: np.ndarray) -> np.ndarray:
 
 def read_pairs(path: str | os.PathLike[str]) -> PairSet:
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise InputError(f"similarity file {p} does not exist; pass a 'word1<TAB>word2<TAB>score' "
-                         "file, e.g. --similarity wordsim353.tsv") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read similarity file {p} ({exc}); pass a UTF-8 "
-                         "'word1<TAB>word2<TAB>score' file") from None
+    text = read_utf8(p, what="similarity file", missing_fix="pass a 'word1<TAB>word2<TAB>score' "
+                     "file, e.g. --similarity wordsim353.tsv",
+                     unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
     return parse_pairs(text.split("\n"), str(p))
 
 
