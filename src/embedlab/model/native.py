@@ -129,8 +129,9 @@ class NativeSkipGram:
     """Calls the kernel for one skip-gram step; owns its scratch memory."""
 
     def __init__(self, dim: int, rows: int, window: int, threads: int) -> None:
-        import torch
+        import torch  # here, not at module level: resolving --engine must not import torch
 
+        self._torch = torch  # the per-step methods use this reference, not an import statement
         self.lib = library()
         self.dim, self.rows, self.window, self.threads = dim, rows, window, max(1, threads)
         self._scratch = torch.empty(0)
@@ -138,8 +139,7 @@ class NativeSkipGram:
 
     def _scratch_for(self, groups: int, shared: int) -> torch.Tensor:
         if self._shape != (groups, shared):
-            import torch
-
+            torch = self._torch
             n = self.lib.w2v_scratch_floats(self.rows, self.window, groups, shared, self.dim,
                                             self.threads)
             self._scratch = torch.empty(int(n), dtype=torch.float32)
@@ -151,8 +151,7 @@ class NativeSkipGram:
                  mask: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor,
                  noise_weight: float, lr: float, rate: float, bias_sq: float,
                  h_in: torch.Tensor, h_out: torch.Tensor) -> float:
-        import torch
-
+        torch = self._torch
         for t in (w_in, w_out, h_in, h_out):
             if not (t.is_contiguous() and t.dtype == torch.float32):
                 raise ValueError("the native engine needs contiguous float32 parameters")
