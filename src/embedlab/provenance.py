@@ -102,6 +102,16 @@ def environment(*, argv: Sequence[str], threads: int, seed: int,
     }
 
 
+def started_step_revision(run_dir: Path | str) -> int | None:
+    """The training-step revision that started the run (1 for records from before revisions
+    were recorded); None without a readable ``env.json``."""
+    try:
+        env = json.loads((Path(run_dir) / ENV_FILE).read_text(encoding="utf-8"))
+        return int(env.get("step_revision", 1))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, seed: int,
                    streams: Sequence[str]) -> Path:
     """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list."""

@@ -9,7 +9,6 @@ with the same bits as an uninterrupted run, on the same machine and thread count
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -36,7 +35,7 @@ from embedlab.model.word2vec import (
     init_params,
     pairs_in,
 )
-from embedlab.provenance import write_config_json, write_env_json
+from embedlab.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.seeding import STREAMS, torch_generator
 from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 from embedlab.train.lock import RunLock
@@ -380,12 +379,8 @@ def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
     """A run started by an embedlab whose step arithmetic differs resumes with this one's."""
     from embedlab.model import STEP_CHANGES, STEP_REVISION
 
-    try:
-        env = json.loads((run_dir / "env.json").read_text(encoding="utf-8"))
-        started = int(env.get("step_revision", 1))  # absent: written before revisions existed
-    except (OSError, ValueError, TypeError, AttributeError):
-        return
-    if started != STEP_REVISION:
+    started = started_step_revision(run_dir)
+    if started is not None and started != STEP_REVISION:
         changes = "; ".join(STEP_CHANGES[r] for r in sorted(STEP_CHANGES)
                             if started < r <= STEP_REVISION) or "an older step"
         print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
