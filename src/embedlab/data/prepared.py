@@ -194,19 +194,18 @@ def prepare_into(
         source = _resolve_source(label, tmp / ".source", progress)
         _check_not_inside(out, source)
         files = list_files(source)
+        # one pass when every distinct word fits in --max-distinct; else word2vec-style
+        # pruning while counting, then a second pass to encode
         scan = _scan(source, lowercase, max_distinct, tmp, progress)
-        if scan is not None:  # one pass: every distinct word fitted in --max-distinct
-            counter, stats = scan.counter(max_distinct), scan.stats
-            _check_not_empty(label, stats)
-            vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
-                          total=counter.total)
-            encoded = scan.encode(vocab, tmp)
-        else:  # word2vec-style pruning while counting, then a second pass to encode
-            counter, stats = _count(source, lowercase, max_distinct, progress)
-            _check_not_empty(label, stats)
-            vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
-                          total=counter.total)
-            encoded = _encode(source, vocab, lowercase, tmp, progress, stats)
+        counter, stats = (scan.counter(max_distinct), scan.stats) if scan is not None else \
+            _count(source, lowercase, max_distinct, progress)
+        if stats.tokens == 0:
+            raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
+                             "whitespace-separated words")
+        vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                      total=counter.total)
+        encoded = scan.encode(vocab, tmp) if scan is not None else \
+            _encode(source, vocab, lowercase, tmp, progress, stats)
         vocab = encoded.vocab
         vocab.save_tsv(tmp / VOCAB_FILE)
         meta = _meta(label, source, files, lowercase, min_count, max_vocab, unk, max_distinct,
@@ -261,12 +260,6 @@ def _bar(source: Path, desc: str, progress: bool) -> Iterator[tqdm[Any]]:
         yield bar
 
 
-def _check_not_empty(label: str, stats: ReadStats) -> None:
-    if stats.tokens == 0:
-        raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
-                         "whitespace-separated words")
-
-
 class _Scan:
     """One pass over the corpus: each token's *first-seen* id (on disk), sentence ends, words.
 
@@ -315,12 +308,7 @@ class _Scan:
                 start = stop
         self.ids_path.unlink()
         self.ends_path.unlink()
-        counts = vocab.counts
-        if vocab.unk is not None:
-            counts = vocab.counts.copy()
-            counts[0] = writer.zeros
-            vocab = Vocab(vocab.words, counts, vocab.unk)
-        return _Encoded(vocab, writer.kept, writer.sentences)
+        return writer.result(vocab)
 
 
 def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
@@ -395,6 +383,14 @@ class _IdWriter:
         self.write(np.array(self.buf, dtype=np.int64), np.array(self.raw_ends, dtype=np.int64))
         self.buf, self.raw_ends = [], []
 
+    def result(self, vocab: Vocab) -> _Encoded:
+        """What was written, with UNK's count made exact (the tokens that got id 0)."""
+        if vocab.unk is not None:
+            counts = vocab.counts.copy()
+            counts[0] = self.zeros
+            vocab = Vocab(vocab.words, counts, vocab.unk)
+        return _Encoded(vocab, self.kept, self.sentences)
+
     def write(self, arr: npt.NDArray[np.int64], raw_ends: npt.NDArray[np.int64]) -> None:
         """Write ids (< 0 = dropped) and the sentence ends inside them (exclusive, relative)."""
         keep = arr >= 0
@@ -430,11 +426,7 @@ def _encode(source: Path, vocab: Vocab, lowercase: bool, tmp: Path, progress: bo
     if stats.tokens != counted.tokens:
         raise InputError(f"the corpus changed while it was being prepared ({counted.tokens:,} "
                          f"tokens, then {stats.tokens:,}); run 'embedlab prepare' again")
-    if vocab.unk is not None:
-        counts = vocab.counts.copy()
-        counts[0] = writer.zeros
-        vocab = Vocab(vocab.words, counts, vocab.unk)
-    return _Encoded(vocab, writer.kept, writer.sentences)
+    return writer.result(vocab)
 
 
 def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_count: int,
