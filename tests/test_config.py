@@ -106,6 +106,8 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: ModelConfig(sample=-0.1), "--sample must be a finite number >= 0"),
     (lambda: ModelConfig(sample=math.inf), "--sample must be"),
     (lambda: ModelConfig(loss="hinge"), "--loss must be neg or nce"),  # type: ignore[arg-type]
+    (lambda: ModelConfig(init_scale=-1.0), "--init-scale must be a finite number >= 0"),
+    (lambda: ModelConfig(init_scale=math.nan), "--init-scale must be"),
     (lambda: DataConfig(corpus=""), "--corpus is empty"),
     (lambda: DataConfig(min_count=0), "--min-count must be"),
     (lambda: DataConfig(max_vocab=1, unk="UNK"), "--max-vocab must be >= 2"),
@@ -147,6 +149,8 @@ def test_preset_is_merged_under_explicit_flags() -> None:
     cfg = TrainConfig.from_dict(apply_preset("cs20", flags))
     assert cfg.preset == "cs20" and cfg.model.loss == "nce" and cfg.model.window == 1
     assert cfg.model.dim == 64 and cfg.seed == 9 and cfg.max_steps == 100_000
+    # the preset keeps word2vec's initial scale, the one its documented numbers were measured at
+    assert cfg.model.init == "centered" and cfg.model.init_scale == 1.0
     with pytest.raises(InputError, match="unknown --preset 'nope'; available: cs20"):
         apply_preset("nope", {})
 
@@ -163,6 +167,7 @@ def test_preset_is_merged_under_explicit_flags() -> None:
     (TrainConfig(threads=7, max_steps=10, checkpoint=CheckpointConfig(keep=1)), "demo-sg"),
     (TrainConfig.from_dict(apply_preset("cs20", {})), "demo-sg-cs20"),
     (TrainConfig.from_dict(apply_preset("cs20", {"model": {"dim": 64}})), "demo-sg-cs20-d64"),
+    (TrainConfig(model=ModelConfig(init_scale=2.0)), "demo-sg-is2"),
 ])
 def test_run_name_examples(cfg: TrainConfig, name: str) -> None:
     assert run_name(cfg) == name

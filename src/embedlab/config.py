@@ -39,7 +39,7 @@ _EXAMPLES: dict[str, Any] = {
     "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
     "epochs": 5, "batch_size": 2048, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
     "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
-    "log_every": 100,
+    "log_every": 100, "init_scale": 8,
 }
 
 
@@ -80,7 +80,10 @@ class ModelConfig:
     negative_group: int = 32  # centres sharing one set of noise words (smaller: closer to word2vec)
     noise_exponent: float = 0.75  # unigram^alpha noise distribution
     sample: float = 1e-3  # subsampling threshold t; 0 disables
-    init: InitKind = "centered"  # word2vec's U(-0.5, 0.5)/dim; "uniform" is the lecture's U[0,1)
+    init: InitKind = "centered"  # U(-s/2, s/2)/dim, s = init_scale; "uniform": the lecture's U[0,1)
+    # s = 1 is word2vec.c's, 2 gensim 4's; 0 = by model: 8 skip-gram, 1 CBOW (measured, see
+    # embedlab.train.trainer.default_init_scale)
+    init_scale: float = 0.0
 
     def __post_init__(self) -> None:
         if self.model not in ("skipgram", "cbow"):
@@ -97,6 +100,7 @@ class ModelConfig:
         _positive("negative_group", self.negative_group)
         _positive("noise_exponent", self.noise_exponent, allow_zero=True)
         _positive("sample", self.sample, allow_zero=True)
+        _positive("init_scale", self.init_scale, allow_zero=True)
 
 
 @dataclass(frozen=True)
@@ -290,7 +294,7 @@ PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
     "cs20": {
         "data": {"max_vocab": 50_000, "unk": "UNK", "min_count": 1},
         "model": {"model": "skipgram", "loss": "nce", "dim": 128, "window": 1, "negative": 64,
-                  "shared_negatives": 64, "sample": 0.0, "init": "centered"},
+                  "shared_negatives": 64, "sample": 0.0, "init": "centered", "init_scale": 1.0},
         "optim": {"lr": 1.0, "batch_size": 128, "epochs": 1},
         "checkpoint": {"every_steps": 5_000, "keep": 5},
         "max_steps": 100_000,
@@ -357,6 +361,7 @@ _NAME_KEYS = (
     ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
     ("optim.lr", "lr"), ("optim.batch_size", "b"), ("optim.epochs", "e"),
     ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
+    ("model.init_scale", "is"),
     ("model.noise_exponent", "alpha"), ("seed", "s"),
 )
 

@@ -21,6 +21,7 @@ from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
 from embedlab.testing import write_zipf_corpus
 from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
+from embedlab.train.trainer import default_init_scale
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
         "--no-tensorboard", "--log-every", "1", "--no-progress"]
@@ -142,6 +143,7 @@ BAD = [
     (["--corpus", "{corpus}", "--batch-size", "0"], "--batch-size must be"),
     (["--corpus", "{corpus}", "--epochs", "-1"], "--epochs must be"),
     (["--corpus", "{corpus}", "--sample", "nan"], "--sample must be"),
+    (["--corpus", "{corpus}", "--init-scale", "-1"], "--init-scale must be a finite number >= 0"),
     (["--corpus", "{corpus}", "--max-steps", "0"], "--max-steps must be"),
     (["--corpus", "{corpus}", "--dim", "abc"], "'abc' is not a valid integer"),
     (["--corpus", "{corpus}", "--restart", "--from", "best"], "exclude each other"),
@@ -412,9 +414,11 @@ def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
     assert len(shared) > 10 and len(new) > 10
     for i, j in shared:
         assert torch.equal(dst["input_embeddings"][i], src["input_embeddings"][j])
-    # new words are initialised as usual: small centred values, not copies of anything
+    # new words are initialised as usual: centred values within ±init_scale/2/dim (dim 8), not
+    # copies of anything
     fresh = dst["input_embeddings"][new]
-    assert fresh.abs().max() <= 0.5 / 8 and fresh.abs().sum() > 0
+    bound = default_init_scale("skipgram") / 2 / 8
+    assert fresh.abs().max() <= bound and (fresh < 0).any() and fresh.abs().sum() > 0
 
 
 # ---- divergence ---------------------------------------------------------------------------------

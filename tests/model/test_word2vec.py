@@ -112,6 +112,18 @@ def test_uniform_init_is_the_lectures() -> None:
     assert q.w_in.abs().max() <= 0.5 / 4 and not q.w_out.any() and q.b_out is None
 
 
+def test_init_scale_widens_the_centred_start_exactly() -> None:
+    one = init_params(50, 8, init="centered", nce=False, generator=torch_generator(1, "init"))
+    eight = init_params(50, 8, init="centered", nce=False, scale=8.0,
+                        generator=torch_generator(1, "init"))
+    assert one.w_in.abs().max() <= 0.5 / 8 < eight.w_in.abs().max() <= 4.0 / 8
+    torch.testing.assert_close(eight.w_in, one.w_in * 8.0)  # same draws, only wider
+    assert not eight.w_out.any()
+    lecture = init_params(50, 8, init="uniform", nce=False, scale=8.0,
+                          generator=torch_generator(1, "init"))
+    assert (lecture.w_in >= 0).all() and (lecture.w_in < 1).all()  # the scale is not applied
+
+
 def test_band_rejects_rows_not_multiple_of_block() -> None:
     with pytest.raises(ValueError):
         Band(rows=20, window=2)

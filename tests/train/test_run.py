@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from embedlab.config import TrainConfig
+from embedlab.config import ModelConfig, TrainConfig
 from embedlab.errors import InputError
 from embedlab.train.checkpoint import CheckpointManager
 from embedlab.train.run import (
@@ -129,6 +129,22 @@ def test_a_run_from_before_engines_resumes_with_torch(tmp_path: Path) -> None:
     run = _store(tmp_path / "run", TrainConfig(threads=1))  # engine "auto" in config.json
     cfg, _ = resolve_config(run, {}, None)
     assert cfg.engine == "torch"
+
+
+def test_a_run_from_before_init_scale_keeps_word2vecs_scale(tmp_path: Path) -> None:
+    run = _store(tmp_path / "run", TrainConfig(threads=1))
+    raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    del raw["model"]["init_scale"]  # config.json as written before the key existed
+    (run / "config.json").write_text(json.dumps(raw), encoding="utf-8")
+    stored = stored_config(run)
+    assert stored is not None and stored.model.init_scale == 1.0
+    cfg, _ = resolve_config(run, {}, None)
+    assert cfg.model.init_scale == 1.0
+    # a run that recorded its scale keeps it
+    other = _store(tmp_path / "other", TrainConfig(threads=1, model=ModelConfig(init_scale=3.0)))
+    assert resolve_config(other, {}, None)[0].model.init_scale == 3.0
+    assert resolve_config(_store(tmp_path / "new", TrainConfig(threads=1)), {}, None
+                          )[0].model.init_scale == 0.0  # 0: the model's default, resolved at use
 
 
 def test_resume_with_threads_zero_resolves_to_a_count(tmp_path: Path) -> None:

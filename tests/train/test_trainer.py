@@ -23,6 +23,7 @@ from embedlab.errors import InputError
 from embedlab.model.word2vec import init_params
 from embedlab.seeding import torch_generator
 from embedlab.testing import write_zipf_corpus
+from embedlab.train import trainer as trainer_module
 from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.train.trainer import TrainResult, train, warm_start
 
@@ -331,3 +332,22 @@ def test_a_resume_by_another_step_revision_warns(tmp_path: Path) -> None:
     assert len(warnings) == 1
     assert f"revision 1, this is revision {STEP_REVISION} (damping by |dL/ds|" in warnings[0]
     assert "--restart" in warnings[0]
+
+
+@pytest.mark.parametrize(("model", "given", "used"), [
+    ("skipgram", 0.0, 8.0), ("cbow", 0.0, 1.0), ("cbow", 3.0, 3.0)])
+def test_the_start_takes_the_models_default_init_scale(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, given: float,
+        used: float) -> None:
+    scales: list[float] = []
+
+    def spy(*args: Any, **kw: Any) -> Any:
+        scales.append(kw["scale"])
+        return init_params(*args, **kw)
+
+    monkeypatch.setattr(trainer_module, "init_params", spy)
+    cfg = make_cfg(corpus, model={"model": model, "init_scale": given}, max_steps=1)
+    run_train(cfg, tmp_path / "run")
+    assert scales == [used]
+    stored = json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))
+    assert stored["model"]["init_scale"] == given  # 0 stays "the default" in the record

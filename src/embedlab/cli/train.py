@@ -24,7 +24,7 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     "shared_negatives": ("model", "shared_negatives"),
     "negative_group": ("model", "negative_group"),
     "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
-    "init": ("model", "init"),
+    "init": ("model", "init"), "init_scale": ("model", "init_scale"),
     "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
     "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
     "checkpoint_every": ("checkpoint", "every_steps"),
@@ -83,6 +83,8 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--sample", type=float, help="Subsampling threshold t (0 = off).  [default: 0.001]")
 @click.option("--init", type=click.Choice(["centered", "uniform"]),
               help="Input-vector initialisation.  [default: centered]")
+@click.option("--init-scale", type=float, help="Centred initialisation U(-S/2, S/2)/dim "
+              "(1: word2vec.c's, 2: gensim's; 0: 8 for skip-gram, 1 for CBOW).  [default: 0]")
 @click.option("--min-count", type=int, help="Drop words rarer than this.  [default: 5]")
 @click.option("--max-vocab", type=int, help="Keep the N most frequent words (incl. --unk).")
 @click.option("--unk", help="Map out-of-vocabulary words to this token (id 0).")

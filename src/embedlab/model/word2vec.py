@@ -42,16 +42,21 @@ class Word2VecParams:
 
 
 def init_params(
-    vocab_size: int, dim: int, *, init: str, nce: bool, generator: torch.Generator
+    vocab_size: int, dim: int, *, init: str, nce: bool, generator: torch.Generator,
+    scale: float = 1.0,
 ) -> Word2VecParams:
-    """word2vec's initialisation: v ~ U(−0.5, 0.5)/D, u = 0 (``init="centered"``).
+    """Centred initialisation: v ~ U(−scale/2, scale/2)/D, u = 0 (``init="centered"``).
+
+    ``scale`` 1 is word2vec.c's, 2 gensim 4's; the trainer's default is measured per model
+    (:func:`embedlab.train.trainer.default_init_scale`).
 
     ``init="uniform"`` is the CS20 lecture's U[0, 1) for the input vectors — kept for replication;
     all-positive vectors start nearly collinear and barely train (analogy ≈ 0 after 100k steps).
+    ``scale`` does not apply to it.
     """
     w_in = torch.rand(vocab_size, dim, generator=generator, dtype=torch.float32)
     if init == "centered":
-        w_in.sub_(0.5).div_(dim)
+        w_in.sub_(0.5).mul_(scale).div_(dim)
     w_out = torch.zeros(vocab_size, dim, dtype=torch.float32)
     b_out = torch.zeros(vocab_size, dtype=torch.float32) if nce else None
     return Word2VecParams(w_in, w_out, b_out)

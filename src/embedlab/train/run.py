@@ -32,7 +32,12 @@ def stored_config(run_dir: Path) -> TrainConfig | None:
     if not path.is_file():
         return None
     try:
-        return TrainConfig.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        model = raw.get("model") if isinstance(raw, dict) else None
+        if isinstance(model, dict) and "init_scale" not in model:
+            # written before the key existed, when every run started at word2vec's scale
+            model["init_scale"] = 1.0
+        return TrainConfig.from_dict(raw)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another --run "
                          "or --restart to start over") from None
