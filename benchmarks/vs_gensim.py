@@ -6,11 +6,13 @@ negative 5, sample 1e-3, min_count 5, lr 0.025 on 2 threads with seed 1:
 
 - timing: ``--reps`` runs of 1 epoch each, alternating gensim, embedlab, gensim, embedlab... so
   that drift in the machine (other load, thermal state) hits both alike; medians are reported;
-- quality: ``--quality-seeds`` (3) runs of ``--quality-epochs`` (5) epochs each, with seeds
+- quality: ``--quality-seeds`` (5) runs of ``--quality-epochs`` (5) epochs each, with seeds
   1, 2, 3..., evaluated by the *same* neutral evaluator (gensim's ``KeyedVectors``) on
   questions-words (restrict 30k and 300k, case insensitive) and WordSim-353 (Spearman); the
-  table shows the mean over seeds (one seed moves analogy accuracy by ±0.3 pp here, as much as
-  the differences being measured).
+  table shows the mean over seeds, the notes the range and the standard error of each mean and
+  of the difference (single runs of either system spread over ±0.6 pp of analogy accuracy here,
+  more than the differences being measured; gensim's multi-threaded runs also differ from one
+  another with the same seed).
 
 Each training run is its own child process, reaped with :func:`os.wait4`, whose rusage gives that
 child's own peak RSS (``ru_maxrss``). Definitions (units in the names):
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
+import math
 import os
 import platform
 import shlex
@@ -445,7 +448,29 @@ def spread(evals: dict[str, list[dict[str, float]]]) -> str:
             f"{max(e[k] for e in es):.{3 if k == 'ws353' else 1}f}"
             for k in ("analogy_30k", "analogy_300k", "ws353") if k in es[0])
         parts.append(f"{system}: {ranges}")
-    return (" Range over seeds: " + "; ".join(parts) + ".") if parts else ""
+    return (" Range over seeds: " + "; ".join(parts) + "." + uncertainty(evals)) if parts else ""
+
+
+def _sem(values: list[float]) -> float:
+    """Standard error of the mean of independent runs (sample standard deviation / sqrt n)."""
+    return statistics.stdev(values) / math.sqrt(len(values))
+
+
+def uncertainty(evals: dict[str, list[dict[str, float]]]) -> str:
+    """Standard errors of each system's mean and of the difference embedlab − gensim."""
+    g, e = evals.get("gensim", []), evals.get("embedlab", [])
+    if len(g) < 2 or len(e) < 2:
+        return ""
+    parts = []
+    for key, unit, digits in (("analogy_300k", " pp", 2), ("ws353", "", 3)):
+        if key not in g[0] or key not in e[0]:
+            continue
+        gv, ev = [r[key] for r in g], [r[key] for r in e]
+        se_g, se_e = _sem(gv), _sem(ev)
+        diff = statistics.fmean(ev) - statistics.fmean(gv)
+        parts.append(f"{key} gensim ±{se_g:.{digits}f}, embedlab ±{se_e:.{digits}f}, difference "
+                     f"{diff:+.{digits}f} ± {math.hypot(se_g, se_e):.{digits}f}{unit}")
+    return (" Standard errors: " + "; ".join(parts) + ".") if parts else ""
 
 
 def contention(rows: dict[str, dict[str, float]]) -> str:
@@ -510,7 +535,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="comma-separated subset of: gensim,embedlab")
     p.add_argument("--reps", type=int, default=3, help="1-epoch timing runs per system")
     p.add_argument("--quality-epochs", type=int, default=5, help="epochs of each quality run")
-    p.add_argument("--quality-seeds", type=int, default=3,
+    p.add_argument("--quality-seeds", type=int, default=5,
                    help="quality runs per system (seeds 1..N); the table shows their mean")
     p.add_argument("--skip-quality", action="store_true", help="timing runs only")
     p.add_argument("--skip-timing", action="store_true", help="quality runs only")
