@@ -264,8 +264,8 @@ class _Scan:
     """One pass over the corpus: each token's *first-seen* id (on disk), sentence ends, words.
 
     Counting with ``Counter`` and then encoding in a second read costs two tokenisations and two
-    hash lookups per token in Python. Here each block's new words get the next free ids
-    (set difference and ``dict.update``: C loops), the block's ids are looked up once into a
+    hash lookups per token in Python. Here each token is looked up once, by a C loop over the
+    block, in a dict that hands a new word the next free id (:class:`_FirstSeen`); the ids go to a
     uint32 file, and counting is a ``bincount`` over that file; :meth:`encode` maps first-seen
     ids to vocabulary ids in numpy. The result is byte for byte what count-then-encode writes
     (tested); only the pruning case (more distinct words than ``--max-distinct``) still needs
@@ -311,10 +311,23 @@ class _Scan:
         return writer.result(vocab)
 
 
+class _FirstSeen(dict[str, int]):
+    """word -> id in order of first appearance; looking up a new word gives it the next id.
+
+    Lookups of known words stay in dict's C code; only the ~1 in 30 tokens that is new calls
+    ``__missing__``. (Collecting each block's new words with a set difference first cost 0.3 s
+    more on gcide8's 4.8M tokens.)
+    """
+
+    def __missing__(self, word: str) -> int:
+        new = self[word] = len(self)
+        return new
+
+
 def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
           progress: bool) -> _Scan | None:
     """Read the corpus once (see :class:`_Scan`); None when it has > ``max_distinct`` words."""
-    index: dict[str, int] = {}
+    index = _FirstSeen()
     stats = ReadStats()
     ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
     position = 0
@@ -323,13 +336,10 @@ def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
             _bar(source, "reading", progress) as bar:
         for tokens, ends_sentence in iter_blocks(source, lowercase=lowercase, stats=stats,
                                                  progress=bar.update):
-            new = set(tokens).difference(index)
-            if new:
-                if len(index) + len(new) > max_distinct:
-                    break
-                index.update(zip(new, range(len(index), len(index) + len(new)), strict=True))
             # array.array fills from the iterator in C, a little faster than np.fromiter
             first = array.array("I", map(index.__getitem__, tokens))
+            if len(index) > max_distinct:  # memory stays bounded: one block past the limit
+                break
             np.frombuffer(first, dtype=np.uintc).astype("<u4", copy=False).tofile(ids_file)
             position += len(tokens)
             if ends_sentence:
