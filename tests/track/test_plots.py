@@ -67,3 +67,19 @@ def test_plot_words_leaves_out_colliding_labels_most_frequent_first() -> None:
     shown = [t.get_text() for t in fig.axes[0].texts]
     assert shown[:2] == ["word0", "word1"] and len(shown) < 5
     assert "labelled" in fig.axes[0].get_title()
+
+
+def test_plot_words_keeps_long_labels_at_the_edges_inside_the_axes() -> None:
+    rng = np.random.default_rng(1)
+    points = rng.normal(size=(60, 2))
+    right, top = int(points[:, 0].argmax()), int(points[:, 1].argmax())
+    words = [f"w{i}" for i in range(60)]
+    words[right], words[top] = "a" * 40, "b" * 30  # far longer than the axes' margin
+    fig = plot_words(words, points, title="t")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    frame = ax.get_window_extent()
+    shown = {t.get_text(): t.get_window_extent() for t in ax.texts}
+    assert "a" * 40 in shown and "b" * 30 in shown  # the edge words are labelled, not dropped
+    for box in shown.values():
+        assert box.x1 <= frame.x1 + 1 and box.y1 <= frame.y1 + 1

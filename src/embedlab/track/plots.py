@@ -8,7 +8,7 @@ never pyplot's global state, so it is safe inside a training process and in test
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -78,20 +78,52 @@ def plot_words(words: Sequence[str], points: np.ndarray, *, title: str = "") -> 
     ax.scatter(points[:, 0], points[:, 1], s=6, c="tab:blue", alpha=0.6)
     ax.set_xticks([])
     ax.set_yticks([])
+    ax.set_title(title or " ")  # the final title is one line too: the layout keeps its height
     fig.tight_layout()
-    pixels = ax.transData.transform(points[:, :2]) if n else np.zeros((0, 2))
-    placed: list[tuple[float, float, float, float]] = []
-    char_w, line_h = font * 0.62 * dpi / 72, font * 1.3 * dpi / 72
-    for (px, py), (x, y), w in zip(pixels, points, words, strict=True):
-        box = (px + 2, py + 2, px + 2 + char_w * len(w), py + 2 + line_h)
-        if any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
-               for b in placed):
-            continue
-        placed.append(box)
-        ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
-                    alpha=0.9)
+    placed = _fit_labels(ax, words, points, font, dpi)
+    for w, (x, y) in placed:
+        label = ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
+                            alpha=0.9)
+        # _fit_labels already keeps labels inside the axes; measuring each label's extent for
+        # the layout took most of the figure's time
+        label.set_in_layout(False)
     shown = f" ({len(placed)} of {n} labelled; overlapping labels left out)" \
         if len(placed) < n else ""
     ax.set_title(title + shown)
-    fig.tight_layout()  # again, now that the title is known (labels stay anchored to data)
     return fig
+
+
+def _fit_labels(ax: Any, words: Sequence[str], points: np.ndarray, font: int,
+                dpi: int) -> list[tuple[str, tuple[float, float]]]:
+    """Labels to draw, most frequent first, none overlapping, none past the axes' right or top.
+
+    Labels sit up and to the right of their point; when the ones placed would cross the axes'
+    edge, the data limits are widened by the overshoot and the placement is redone (once more is
+    enough: widening only moves points closer together).
+    """
+    char_w, line_h = font * 0.62 * dpi / 72, font * 1.3 * dpi / 72
+    offset = 2 * dpi / 72  # the labels' xytext, 2 points
+    placed: list[tuple[str, tuple[float, float]]] = []
+    for _attempt in range(3):
+        frame = ax.get_window_extent()
+        pixels = ax.transData.transform(points[:, :2]) if len(points) else np.zeros((0, 2))
+        boxes: list[tuple[float, float, float, float]] = []
+        placed = []
+        for (px, py), (x, y), w in zip(pixels, points, words, strict=True):
+            box = (px + offset, py + offset, px + offset + char_w * len(w), py + offset + line_h)
+            if any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                   for b in boxes):
+                continue
+            boxes.append(box)
+            placed.append((w, (float(x), float(y))))
+        # widths are estimates (0.62 em a character); allow 15 % more at the edges
+        right = max((b[0] + 1.15 * (b[2] - b[0]) for b in boxes), default=0.0) - frame.x1
+        top = max((b[3] for b in boxes), default=0.0) - frame.y1
+        if right <= 0 and top <= 0:
+            break
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        if right > 0:  # pixels -> data units at the current scale, plus a small gap
+            ax.set_xlim(x0, x1 + (right + 4) * (x1 - x0) / frame.width)
+        if top > 0:
+            ax.set_ylim(y0, y1 + (top + 4) * (y1 - y0) / frame.height)
+    return placed
