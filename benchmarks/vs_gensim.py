@@ -395,6 +395,12 @@ def summarise(timing: dict[str, list[Run]], quality: dict[str, dict[str, float]]
             ratio["wall_s"] = g["wall_s"] / e["wall_s"]  # speed-up
             ratio["rss_mib"] = e["rss_mib"] / g["rss_mib"]
             ratio["cpu_s"] = g["cpu_s"] / e["cpu_s"]  # CPU-time saving
+            # run i of each system ran back to back, so a slow spell of the machine hits both:
+            # the median of the per-pair ratios is steadier than the ratio of the medians
+            pairs = list(zip(timing["gensim"], timing["embedlab"], strict=False))
+            ratio["paired_words_per_s"] = statistics.median(b.words_per_s / a.words_per_s
+                                                            for a, b in pairs)
+            ratio["paired_wall_s"] = statistics.median(a.wall_s / b.wall_s for a, b in pairs)
         for k in ("analogy_30k", "analogy_300k", "ws353"):
             if k in g and k in e:
                 ratio[k] = e[k] - g[k]  # a difference: positive = embedlab better
@@ -473,6 +479,15 @@ def uncertainty(evals: dict[str, list[dict[str, float]]]) -> str:
     return (" Standard errors: " + "; ".join(parts) + ".") if parts else ""
 
 
+def paired(rows: dict[str, dict[str, float]]) -> str:
+    """The medians of the per-pair ratios (gensim run i against embedlab run i)."""
+    r = rows.get("embedlab vs gensim", {})
+    if "paired_words_per_s" not in r:
+        return ""
+    return (f"Median over back-to-back pairs: throughput {r['paired_words_per_s']:.2f}x, wall "
+            f"{r['paired_wall_s']:.2f}x faster. ")
+
+
 def contention(rows: dict[str, dict[str, float]]) -> str:
     """One sentence on CPU use: the system's own (cores busy) and other processes' (noise)."""
     parts = [f"{name} used {row['cpu_util']:.2f} cores, other processes "
@@ -488,7 +503,7 @@ def markdown(rows: dict[str, dict[str, float]], info: dict[str, Any], args: dict
     notes = []
     if not args.get("skip_timing"):
         notes.append(f"Timing: median of {args['reps']} runs of 1 epoch, alternating systems. "
-                     + contention(rows))
+                     + paired(rows) + contention(rows))
     if not args.get("skip_quality"):
         seeds = args.get("quality_seeds", 1)
         notes.append(f"Quality: mean of {seeds} run(s) of {args['quality_epochs']} epochs per "
@@ -518,7 +533,7 @@ def print_table(rows: dict[str, dict[str, float]], info: dict[str, Any]) -> None
     console.print(table)
     for verdict in targets(rows):
         console.print(verdict, markup=False)
-    console.print(contention(rows), markup=False)
+    console.print(paired(rows) + contention(rows), markup=False)
     console.print(f"machine: {info['cpu']} ({info['cpu_family_model']}), {info['cores']} cores, "
                   f"python {info['python']}, torch {info['torch']}, gensim {info['gensim']}",
                   markup=False)
