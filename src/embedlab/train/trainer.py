@@ -124,9 +124,10 @@ def default_init_scale(model: str) -> float:
     Output vectors start at zero, so every vector's first updates are proportional to the input
     vectors' initial size; a wider start learns faster, which decides a short run. Measured on
     gcide8, 5 epochs, trainer defaults, analogy@300k, mean of seeds 1-3 — skip-gram: scale 1
-    15.4 %, 2 15.6 %, 4 15.9 %, 6 16.0 %, 8 16.0 % (seeds 1-5: 16.2 %, WS-353 0.583 vs 0.572 at
-    scale 1), 16 15.7 %; 32 14.9 % (seeds 1-2). CBOW (seeds 1-2): scale 8 raised analogy from
-    3.8 % to 5.1 % but lowered WS-353 from 0.319 to 0.282, so CBOW keeps word2vec's 1.
+    15.4 %, 2 15.6 %, 4 15.9 %, 6 16.0 %, 8 16.0 % (seeds 1-8 in benchmarks/vs_gensim.py: 16.1 %,
+    WS-353 0.580 vs 0.571 at scale 1), 16 15.7 %; 32 14.9 % (seeds 1-2). CBOW (seeds 1-2): scale 8
+    raised analogy from 3.8 % to 5.1 % but lowered WS-353 from 0.319 to 0.282, so CBOW keeps
+    word2vec's 1.
     """
     return 8.0 if model == "skipgram" else 1.0
 
