@@ -111,6 +111,11 @@ static inline double sigmoid_terms(const float *restrict s, const float *restric
 
 static inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+/* The damped step of a row whose summed curvature is h (rate = lr/κ; 0 turns damping off). */
+static inline float damped_step(float lr, float rate, float h) {
+    return rate > 0.0f ? -lr / (1.0f + rate * h) : -lr;
+}
+
 /* Scratch floats the caller provides for one call, for `threads` threads (see native.py);
  * mirrors the carving at the top of w2v_skipgram_step. */
 size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim, int threads) {
@@ -345,13 +350,13 @@ double w2v_skipgram_step(
         for (int t = 0; t < rows; t++) {
             const int64_t w = centers[t];
             if (w % nt != me || contexts[t] == 0.0f) continue;
-            const float step = damp ? -lr / (1.0f + rate * h_in[w]) : -lr;
+            const float step = damped_step(lr, rate, h_in[w]);
             axpy(step, d_v + (size_t)t * Dp, w_in + w * D, D);
         }
         for (int r = 0; r < n_span; r++) {
             const int64_t w = span[r];
             if (w % nt != me) continue;
-            const float step = damp ? -lr / (1.0f + rate * h_out[w]) : -lr;
+            const float step = damped_step(lr, rate, h_out[w]);
             axpy(step, d_span + (size_t)r * Dp, w_out + w * D, D);
             if (bias) {
                 float gb = 0.0f;
@@ -365,7 +370,7 @@ double w2v_skipgram_step(
         for (int k = 0; k < n_noise; k++) {
             const int64_t w = negs[k];
             if (w % nt != me) continue;
-            const float step = damp ? -lr / (1.0f + rate * h_out[w]) : -lr;
+            const float step = damped_step(lr, rate, h_out[w]);
             axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
             if (bias) {
                 const int g = k / S, kk = k % S;
