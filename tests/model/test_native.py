@@ -59,11 +59,15 @@ def _run(engine: str, p: Word2VecParams, batches: list[Batch], cfg: StepConfig,
 
 @pytest.mark.parametrize("loss", ["neg", "nce"])
 @pytest.mark.parametrize("dim", [8, 13, 100])  # 13: the kernel's remainder paths
-def test_native_agrees_with_torch_with_damping(loss: str, dim: int) -> None:
+# the noise-score tiles are 4 centres x 16 noise words: (16, 12) fills whole tiles with padding,
+# (6, 20) leaves a partial tile of centres and a remainder vector of 8 noise words
+@pytest.mark.parametrize(("group", "shared"), [(16, 12), (6, 20)])
+def test_native_agrees_with_torch_with_damping(loss: str, dim: int, group: int,
+                                               shared: int) -> None:
     window = 3
     pad = Band.block_length(window)
-    batches = _stream(pad, group=16, shared=12, window=window)
-    cfg = StepConfig("skipgram", loss, window, 5, 16, damping=2.0)  # damping engaged
+    batches = _stream(pad, group=group, shared=shared, window=window)
+    cfg = StepConfig("skipgram", loss, window, 5, group, damping=2.0)  # damping engaged
     log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5)) \
         if loss == "nce" else None
     a = _params(dim, loss == "nce")

@@ -4,5 +4,8 @@
 #: revision says its result will differ from an uninterrupted run (recorded in ``RUN/env.json``).
 #: 1: Gauss–Newton damping, κ = 8 at batch 2048, S = K·(window+1) shared noise words.
 #: 2: damping by |∂L/∂s|, κ = 16 at batch 2048, S = ⌈4/3·K·(window+1)⌉.
-STEP_REVISION = 2
-STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 shared noise words"}
+#: 3: the native kernel sums each noise score over d in ascending order (no horizontal sums):
+#:    same mathematics, different float32 rounding.
+STEP_REVISION = 3
+STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 shared noise words",
+                3: "native noise scores summed in another order (float32 rounding differs)"}

@@ -128,8 +128,10 @@ size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim,
                              span, span, noise, noise, 2 * (size_t)groups};
     size_t n = 0;
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) n += round_up(blocks[i], 16);
+    const size_t sv = round_up((size_t)shared, VL);
     const size_t per_thread = per_group * dp + (size_t)shared * dp
-                              + 3 * per_group * (size_t)shared + 2 * (size_t)shared + 64;
+                              + 3 * per_group * (size_t)shared + 2 * (size_t)shared
+                              + (size_t)dim * sv + 4 * sv + 64;
     return n + (size_t)threads * per_thread + 64;
 }
 
@@ -167,7 +169,9 @@ double w2v_skipgram_step(
     double *loss_g = (double *)(void *)TAKE(2 * (size_t)groups);
     float *per_thread0 = TAKE(0);
 #undef TAKE
-    const size_t per_thread = (size_t)P * Dp + (size_t)S * Dp + 3 * (size_t)P * S + 2 * (size_t)S + 64;
+    const int Sv = (int)round_up((size_t)S, VL);
+    const size_t per_thread = (size_t)P * Dp + (size_t)S * Dp + 3 * (size_t)P * S + 2 * (size_t)S
+                              + (size_t)D * Sv + 4 * (size_t)Sv + 64;
 
 #pragma omp parallel num_threads(threads)
     {
@@ -176,6 +180,8 @@ double w2v_skipgram_step(
         float *Np = Vp + (size_t)P * Dp;        /* S × Dp packed noise vectors */
         float *sc = Np + (size_t)S * Dp;        /* P × S scores */
         float *wts = sc + (size_t)P * S;        /* P × S noise weights */
+        float *Nt = wts + (size_t)P * S + 2 * (size_t)S; /* D × Sv transposed noise vectors */
+        float *scv = Nt + (size_t)D * Sv;       /* 4 × Sv scores of one tile */
 
         if (damp) { /* squared norms (for the curvature) of the output rows the step reads */
 #pragma omp for schedule(static)
@@ -228,34 +234,43 @@ double w2v_skipgram_step(
                 h_v[t] = h;
                 w_neg[t] = contexts[t] * noise_weight;
             }
-            /* noise scores: sc = Vp · Npᵀ (P × S), tiles of 2 centres × 2 noise rows */
-            for (int i = 0; i < P; i++)
-                for (int k = 0; k < S; k++) sc[(size_t)i * S + k] = 0.0f;
-            int i = 0;
-            for (; i + 2 <= P; i += 2) {
-                const float *a0 = Vp + (size_t)i * Dp, *a1 = a0 + Dp;
+            /* noise scores: sc = Vp · Npᵀ (P × S). Noise rows transposed to Nt (D × Sv, Sv = S
+             * rounded up to the vector width), so that one FMA yields 8 scores and no horizontal
+             * sums are needed; tiles of 4 centres × 16 noise words, d ascending. */
+            for (int d = 0; d < D; d++)
+                for (int k = 0; k < Sv; k++) Nt[(size_t)d * Sv + k] = k < S ? Np[(size_t)k * Dp + d] : 0.0f;
+            for (int i0 = 0; i0 < P; i0 += 4) {
+                const int ni = P - i0 < 4 ? P - i0 : 4;
+                const float *a0 = Vp + (size_t)i0 * Dp, *a1 = a0 + (ni > 1) * Dp,
+                            *a2 = a0 + (ni > 2) * 2 * Dp, *a3 = a0 + (ni > 3) * 3 * Dp;
                 int k = 0;
-                for (; k + 2 <= S; k += 2) {
-                    const float *b0 = Np + (size_t)k * Dp, *b1 = b0 + Dp;
+                for (; k + 2 * VL <= Sv; k += 2 * VL) {
                     v8 s00 = splat(0), s01 = splat(0), s10 = splat(0), s11 = splat(0);
-                    for (int d = 0; d < Dp; d += VL) {
-                        const v8 x0 = load(a0 + d), x1 = load(a1 + d);
-                        const v8 y0 = load(b0 + d), y1 = load(b1 + d);
+                    v8 s20 = splat(0), s21 = splat(0), s30 = splat(0), s31 = splat(0);
+                    for (int d = 0; d < D; d++) {
+                        const v8 y0 = load(Nt + (size_t)d * Sv + k), y1 = load(Nt + (size_t)d * Sv + k + VL);
+                        const v8 x0 = splat(a0[d]), x1 = splat(a1[d]), x2 = splat(a2[d]), x3 = splat(a3[d]);
                         s00 += x0 * y0; s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1;
+                        s20 += x2 * y0; s21 += x2 * y1; s30 += x3 * y0; s31 += x3 * y1;
                     }
-                    sc[(size_t)i * S + k] = hsum(s00);
-                    sc[(size_t)i * S + k + 1] = hsum(s01);
-                    sc[(size_t)(i + 1) * S + k] = hsum(s10);
-                    sc[(size_t)(i + 1) * S + k + 1] = hsum(s11);
+                    store(scv + 0 * Sv + k, s00); store(scv + 0 * Sv + k + VL, s01);
+                    store(scv + 1 * Sv + k, s10); store(scv + 1 * Sv + k + VL, s11);
+                    store(scv + 2 * Sv + k, s20); store(scv + 2 * Sv + k + VL, s21);
+                    store(scv + 3 * Sv + k, s30); store(scv + 3 * Sv + k + VL, s31);
                 }
-                for (; k < S; k++) {
-                    sc[(size_t)i * S + k] = dot(a0, Np + (size_t)k * Dp, Dp);
-                    sc[(size_t)(i + 1) * S + k] = dot(a1, Np + (size_t)k * Dp, Dp);
+                for (; k < Sv; k += VL) {
+                    v8 s0 = splat(0), s1 = splat(0), s2 = splat(0), s3 = splat(0);
+                    for (int d = 0; d < D; d++) {
+                        const v8 y = load(Nt + (size_t)d * Sv + k);
+                        s0 += splat(a0[d]) * y; s1 += splat(a1[d]) * y;
+                        s2 += splat(a2[d]) * y; s3 += splat(a3[d]) * y;
+                    }
+                    store(scv + 0 * Sv + k, s0); store(scv + 1 * Sv + k, s1);
+                    store(scv + 2 * Sv + k, s2); store(scv + 3 * Sv + k, s3);
                 }
+                for (int ii = 0; ii < ni; ii++)
+                    memcpy(sc + (size_t)(i0 + ii) * S, scv + (size_t)ii * Sv, sizeof(float) * S);
             }
-            for (; i < P; i++)
-                for (int k = 0; k < S; k++)
-                    sc[(size_t)i * S + k] = dot(Vp + (size_t)i * Dp, Np + (size_t)k * Dp, Dp);
             if (bias)
                 for (int i2 = 0; i2 < P; i2++)
                     for (int k = 0; k < S; k++)
