@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import tempfile
 from pathlib import Path
@@ -185,7 +186,14 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
         if moved_ckpts:
             click.echo(f"embedlab: --from: moved {len(moved_ckpts)} newer checkpoint(s) to "
                        f"{moved_ckpts[0].parent}", err=True)
-    result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead)
+    # The ~170,000 objects imported so far (torch's, mostly) outlive training: freezing them
+    # keeps the cyclic collector from rescanning them in every full collection (measured: 0.34 s
+    # of collection per 1-epoch gcide8 run before, 0.17 s after).
+    gc.freeze()
+    try:
+        result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead)
+    finally:
+        gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
     loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
     state = "finished" if result.finished else f"stopped at --max-steps {cfg.max_steps}"
     click.echo(f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "
