@@ -188,7 +188,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
                        f"{moved_ckpts[0].parent}", err=True)
     # The ~170,000 objects imported so far (torch's, mostly) outlive training: freezing them
     # keeps the cyclic collector from rescanning them in every full collection (measured: 0.34 s
-    # of collection per 1-epoch gcide8 run before, 0.17 s after).
+    # of collection per 1-epoch gcide8 run before, 0.13-0.17 s after).
     gc.freeze()
     try:
         result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead)

@@ -186,7 +186,7 @@ double w2v_skipgram_step(
         float *Np = Vp + (size_t)P * Dp;        /* S × Dp packed noise vectors */
         float *sc = Np + (size_t)S * Dp;        /* P × S scores */
         float *wts = sc + (size_t)P * S;        /* P × S noise weights */
-        float *Nt = wts + (size_t)P * S + 2 * (size_t)S; /* D × Sv transposed noise vectors */
+        float *Nt = wts + (size_t)P * S;        /* D × Sv transposed noise vectors */
         float *scv = Nt + (size_t)D * Sv;       /* 4 × Sv scores of one tile */
 
         if (damp) { /* squared norms (for the curvature) of the output rows the step reads */
