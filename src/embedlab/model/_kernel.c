@@ -122,6 +122,15 @@ static inline float damped_step(float lr, float rate, float h) {
     return rate > 0.0f ? -lr / (1.0f + rate * h) : -lr;
 }
 
+/* Per-thread scratch floats for groups of P centres sharing S noise words (the carving at the
+ * top of the parallel region in w2v_skipgram_step): packed centre rows P × Dp, packed noise
+ * rows S × Dp, scores and noise weights P × S each, transposed noise rows D × Sv, one tile's
+ * scores 4 × Sv; 64 floats keep the next thread's block from sharing a cache line. */
+static inline size_t per_thread_floats(size_t P, size_t S, size_t D) {
+    const size_t Dp = round_up(D, VL), Sv = round_up(S, VL);
+    return P * Dp + S * Dp + 2 * P * S + D * Sv + 4 * Sv + 64;
+}
+
 /* Scratch floats the caller provides for one call, for `threads` threads (see native.py);
  * mirrors the carving at the top of w2v_skipgram_step. */
 size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim, int threads) {
@@ -134,11 +143,7 @@ size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim,
                              span, span, noise, noise, 2 * (size_t)groups};
     size_t n = 0;
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) n += round_up(blocks[i], 16);
-    const size_t sv = round_up((size_t)shared, VL);
-    const size_t per_thread = per_group * dp + (size_t)shared * dp
-                              + 3 * per_group * (size_t)shared + 2 * (size_t)shared
-                              + (size_t)dim * sv + 4 * sv + 64;
-    return n + (size_t)threads * per_thread + 64;
+    return n + (size_t)threads * per_thread_floats(per_group, (size_t)shared, (size_t)dim) + 64;
 }
 
 /* Skip-gram with negative sampling (bias == NULL) or NCE (bias and log_kq given).
@@ -176,8 +181,7 @@ double w2v_skipgram_step(
     float *per_thread0 = TAKE(0);
 #undef TAKE
     const int Sv = (int)round_up((size_t)S, VL);
-    const size_t per_thread = (size_t)P * Dp + (size_t)S * Dp + 3 * (size_t)P * S + 2 * (size_t)S
-                              + (size_t)D * Sv + 4 * (size_t)Sv + 64;
+    const size_t per_thread = per_thread_floats((size_t)P, (size_t)S, (size_t)D);
 
 #pragma omp parallel num_threads(threads)
     {
