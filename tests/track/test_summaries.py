@@ -17,6 +17,7 @@ from embedlab.track.summaries import (
     METRICS_FILE,
     JsonlSink,
     default_probes,
+    float64_moments,
     hparam_values,
     neighbours_markdown,
     read_metrics,
@@ -57,6 +58,10 @@ def test_fresh_run_writes_every_kind_of_summary(fresh_run: Path) -> None:
     assert [e.step for e in ea.Images("embeddings/pca")] == [25, 50]
     png = ea.Images("embeddings/pca")[-1]
     assert png.width >= 600 and png.encoded_image_string[:4] == b"\x89PNG"
+    # the summary's size is the encoded image's (IHDR: width, height at bytes 16-24)
+    ihdr = png.encoded_image_string[16:24]
+    assert (png.width, png.height) == (int.from_bytes(ihdr[:4], "big"),
+                                       int.from_bytes(ihdr[4:], "big"))
     text = ea.Tensors("neighbours/text_summary")
     assert [e.step for e in text] == [25, 50]
     # no sub-folders (add_hparams' pitfall): the only folder is the projector's step folder
@@ -208,3 +213,13 @@ def test_tracker_counts_its_own_time(tmp_path: Path) -> None:
         assert tracker.seconds == 0.0
         tracker.log_scalars(1, {"train/loss": 1.0})
         assert tracker.seconds > 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=0, max_size=300), st.integers(1, 64))
+def test_float64_moments_match_a_whole_float64_copy(values: list[float], chunk: int) -> None:
+    t = torch.tensor(values, dtype=torch.float32)
+    total, squares = float64_moments(t, chunk=chunk)
+    exact = [float(v) for v in t]  # float32 values, summed exactly in Python floats
+    assert total == pytest.approx(math.fsum(exact), rel=1e-12, abs=1e-9)
+    assert squares == pytest.approx(math.fsum(v * v for v in exact), rel=1e-12, abs=1e-9)
