@@ -99,6 +99,19 @@ def test_native_refuses_cbow() -> None:
         Word2VecStep(StepConfig("cbow", "neg", 3, 5, 16), p, None, 16, engine="native")
 
 
+def test_native_takes_the_mask_as_bytes_and_refuses_floats() -> None:
+    batches = _stream(16, 16, 12)
+    assert batches[0].mask.dtype == torch.uint8  # a quarter of float32's memory per chunk
+    p = _params(8, False)
+    step = Word2VecStep(StepConfig("skipgram", "neg", 3, 5, 16), p, None,
+                        batches[0].centers.shape[0], engine="native")
+    b = batches[0]
+    as_float = Batch(b.centers, b.span, b.mask.float(), b.contexts, b.negatives, b.n_pairs,
+                     b.n_centers, b.words_done, b.cursor_next)
+    with pytest.raises(ValueError, match="uint8"):
+        step(as_float, 0.05)
+
+
 # ---- building -------------------------------------------------------------------------------
 
 @pytest.fixture

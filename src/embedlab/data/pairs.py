@@ -56,7 +56,7 @@ class Batch:
 
     centers: torch.Tensor  # (B,) int64: centre word ids (padding rows have weight 0)
     span: torch.Tensor  # (B + 2W,) int64: ids of positions centre-W .. centre+W
-    mask: torch.Tensor  # (B, 2W+1) float32: 1 where offset j-W is a context of centre t
+    mask: torch.Tensor  # (B, 2W+1) uint8: 1 where offset j-W is a context of centre t
     contexts: torch.Tensor  # (B,) float32: number of contexts of each centre (row sums of mask)
     negatives: torch.Tensor  # (B // group, S) int64: noise ids shared by each group of centres
     n_pairs: int  # positive (centre, context) pairs in this batch
@@ -141,8 +141,10 @@ class BatchStream:
                 mask[:, j] = (sent_p[W + o : W + o + total] == centre_sent) & (abs(o) <= b)
         mask[:, W] = False
         mask[n:] = False
-        mask_f = mask.astype(np.float32)
-        contexts = mask_f.sum(axis=1)
+        # Bytes, not float32: a chunk's batches stay alive until trained, and up to three chunks
+        # are in flight, so the mask was most of the producer's memory (4× less this way).
+        mask_u8 = mask.view(np.uint8)
+        contexts = mask.sum(axis=1).astype(np.float32)
         rng_neg = numpy_rng(self.seed, "negatives", epoch, chunk)
         groups = R // self.group
         negs = self.noise.sample(rng_neg, (n_batches, groups, self.noise_per_group))
@@ -156,10 +158,10 @@ class BatchStream:
         out = []
         for i in range(n_batches):
             s = i * B
-            m, ctx = mask_f[s : s + R], contexts[s : s + R]
+            m, ctx = mask_u8[s : s + R], contexts[s : s + R]
             if R != B:  # slots past the B real centres belong to the next batch: no contexts here
                 m, ctx = m.copy(), ctx.copy()
-                m[B:], ctx[B:] = 0.0, 0.0
+                m[B:], ctx[B:] = 0, 0.0
             nxt = self._after(epoch, chunk, i, n_batches)
             out.append(
                 Batch(
@@ -184,7 +186,7 @@ class BatchStream:
         return Cursor(epoch + 1, 0, 0)
 
     # ---- iteration ----------------------------------------------------------------------------
-    def iterate(self, start: Cursor, *, prefetch: int = 2) -> Iterator[Batch]:
+    def iterate(self, start: Cursor, *, prefetch: int = 1) -> Iterator[Batch]:
         """Yield batches from ``start`` to the end of the last epoch.
 
         Chunks are built by a background thread (numpy and torch release the GIL in their

@@ -98,19 +98,36 @@ static inline float log1p_unit(float e) {
 /* For logits s[0..n) with weights w: out_g[i] = (σ(±s) − [positive])·w, out_c = |out_g| (the
  * damping's curvature, see Word2VecStep), returns Σ −log σ(±s)·w in float64.
  * sign = +1 for positives (target 1), −1 for noise. */
+/* One weighted term; sigmoid_terms (float weights, noise words) and mask_terms (0/1 byte
+ * weights, positive pairs) share it. */
+#define SIGMOID_TERM(x, w, sign, g, c, loss)                                                   \
+    do {                                                                                       \
+        const float a_ = (x) < 0.0f ? -(x) : (x);                                              \
+        const float e_ = exp_neg(-a_);                                                         \
+        const float sg_ = (x) >= 0.0f ? 1.0f / (1.0f + e_) : e_ / (1.0f + e_); /* σ(x) */      \
+        const float y_ = (sign) * (x); /* −log σ(y) = max(−y, 0) + log(1 + e^−|y|) */          \
+        const float nl_ = (y_ < 0.0f ? -y_ : 0.0f) + log1p_unit(e_);                           \
+        (loss) += (double)(nl_ * (w));                                                         \
+        (g) = ((sign) > 0.0f ? sg_ - 1.0f : sg_) * (w);                                        \
+        (c) = ((sign) > 0.0f ? 1.0f - sg_ : sg_) * (w);                                        \
+    } while (0)
+
 static inline double sigmoid_terms(const float *restrict s, const float *restrict w, int n,
                                    float sign, float *restrict out_g, float *restrict out_c) {
     double loss = 0.0;
 #pragma omp simd reduction(+ : loss)
+    for (int i = 0; i < n; i++) SIGMOID_TERM(s[i], w[i], sign, out_g[i], out_c[i], loss);
+    return loss;
+}
+
+/* Positive pairs: σ terms with sign +1, weighted by a 0/1 byte mask. */
+static inline double mask_terms(const float *restrict s, const uint8_t *restrict m, int n,
+                                float *restrict out_g, float *restrict out_c) {
+    double loss = 0.0;
+#pragma omp simd reduction(+ : loss)
     for (int i = 0; i < n; i++) {
-        const float x = s[i], a = x < 0.0f ? -x : x;
-        const float e = exp_neg(-a);
-        const float sg = x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e); /* σ(x) */
-        const float y = sign * x; /* −log σ(y) = max(−y, 0) + log(1 + e^−|y|) */
-        const float nl = (y < 0.0f ? -y : 0.0f) + log1p_unit(e);
-        loss += (double)(nl * w[i]);
-        out_g[i] = (sign > 0.0f ? sg - 1.0f : sg) * w[i];
-        out_c[i] = (sign > 0.0f ? 1.0f - sg : sg) * w[i];
+        const float w = m[i] ? 1.0f : 0.0f;
+        SIGMOID_TERM(s[i], w, 1.0f, out_g[i], out_c[i], loss);
     }
     return loss;
 }
@@ -152,7 +169,7 @@ double w2v_skipgram_step(
     int dim, float *restrict w_in, float *restrict w_out, float *restrict bias,
     const float *restrict log_kq,
     const int64_t *restrict centers, int rows, const int64_t *restrict span, int window,
-    const float *restrict mask, const float *restrict contexts,
+    const uint8_t *restrict mask, const float *restrict contexts,
     const int64_t *restrict negs, int groups, int shared, float noise_weight,
     float lr, float rate, float bias_sq, float *restrict scratch,
     float *restrict h_in, float *restrict h_out, int threads) {
@@ -231,18 +248,18 @@ double w2v_skipgram_step(
                 memset(dv, 0, sizeof(float) * Dp);
                 v_sq[t] = damp ? dot(v, v, Dp) + bias_sq : 0.0f;
                 float *st = score + (size_t)t * J;
-                const float *mt = mask + (size_t)t * J;
+                const uint8_t *mt = mask + (size_t)t * J;
                 for (int j = 0; j < J; j++) {
                     st[j] = 0.0f;
-                    if (mt[j] == 0.0f) continue;
+                    if (!mt[j]) continue;
                     const int64_t w = span[t + j];
                     st[j] = dot(v, w_out + w * D, D) + (bias ? bias[w] - log_kq[w] : 0.0f);
                 }
-                lg += sigmoid_terms(st, mt, J, 1.0f, g_pos + (size_t)t * J, c_pos + (size_t)t * J);
+                lg += mask_terms(st, mt, J, g_pos + (size_t)t * J, c_pos + (size_t)t * J);
                 float h = 0.0f;
                 for (int j = 0; j < J; j++) {
                     const float gr = g_pos[(size_t)t * J + j];
-                    if (mt[j] == 0.0f) continue;
+                    if (!mt[j]) continue;
                     axpy(gr, w_out + span[t + j] * D, dv, D);
                     h += c_pos[(size_t)t * J + j] * (damp ? u_sq[t + j] : 0.0f);
                 }
@@ -359,7 +376,7 @@ double w2v_skipgram_step(
             float h = 0.0f;
             for (int j = J - 1; j >= 0; j--) {
                 const int t = r - j;
-                if (t < 0 || t >= rows || mask[(size_t)t * J + j] == 0.0f) continue;
+                if (t < 0 || t >= rows || !mask[(size_t)t * J + j]) continue;
                 axpy(g_pos[(size_t)t * J + j], w_in + centers[t] * D, ds, D);
                 h += c_pos[(size_t)t * J + j] * v_sq[t];
             }

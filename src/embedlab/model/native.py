@@ -157,6 +157,8 @@ class NativeSkipGram:
                 raise ValueError("the native engine needs contiguous float32 parameters")
         if (bias is None) != (log_kq is None):
             raise ValueError("NCE needs both the output bias and log(K·Q)")
+        if mask.dtype != torch.uint8:
+            raise ValueError("the native engine takes the context mask as uint8 (0/1)")
         centers = centers.contiguous()
         span = span.contiguous()
         mask = mask.contiguous()

@@ -274,7 +274,7 @@ class Word2VecStep:
         shift = self._nce_shift(batch.span)
         if shift is not None:
             pos = pos + shift.as_strided((band.R, band.J), (1, 1))
-        mask = batch.mask
+        mask = batch.mask.to(torch.float32)
         # each positive pair brings K noise terms; the group's S shared noise words stand in
         n_groups, s = batch.negatives.shape
         weight = (batch.contexts * (self.cfg.negative / s)).view(n_groups, -1, 1)
@@ -325,7 +325,7 @@ class Word2VecStep:
         p, band = self.p, self.band
         v_span = p.w_in.index_select(0, batch.span)  # (R+2W, D) context input vectors
         count = batch.contexts.clamp(min=1.0)
-        avg_w = batch.mask / count.unsqueeze(1)
+        avg_w = batch.mask.to(torch.float32) / count.unsqueeze(1)
         avg = band.band(avg_w)  # averaging weights on the band
         h = band.gather(avg, v_span)  # (R, D): mean of each centre's context vectors
         has_ctx = (batch.contexts > 0).to(torch.float32)  # centres without context do not train
