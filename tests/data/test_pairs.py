@@ -56,6 +56,42 @@ def test_mask_respects_window_and_sentences(window: int, lengths: list[int]) -> 
     assert pos == ends[-1]
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.lists(st.integers(1, 60), min_size=1, max_size=8),
+       st.sampled_from([16, 13]))
+def test_each_centre_has_every_context_up_to_its_window(window: int, lengths: list[int],
+                                                         batch: int) -> None:
+    ends = np.cumsum(lengths).tolist()
+    s = _stream(n=ends[-1], window=window, ends=ends, epochs=1, batch=batch)
+    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
+    pos = 0
+    for b in s.iterate(Cursor()):
+        mask = b.mask.numpy()
+        for t in range(b.n_centers):
+            offsets = (np.nonzero(mask[t])[0] - window).tolist()
+            # the shrunk window b_t >= 1 is the farthest context: every offset up to it that
+            # stays in the centre's sentence (and chunk) must be there, none missing at distance 1
+            c, reach = pos + t, max((abs(o) for o in offsets), default=1)
+            inside = [o for o in range(-reach, reach + 1) if o and 0 <= c + o < ends[-1]
+                      and sentence[c + o] == sentence[c]
+                      and (c + o) // s.chunk_tokens == c // s.chunk_tokens]
+            assert offsets == inside
+        pos += b.n_centers
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 6), st.sampled_from([0.0, 0.05]), st.sampled_from([16, 13]))
+def test_contexts_and_pair_counts_agree_with_the_mask(window: int, sample: float,
+                                                      batch: int) -> None:
+    s = _stream(n=700, window=window, ends=[300, 301, 700], epochs=1, sample=sample, batch=batch)
+    for b in s.iterate(Cursor()):
+        mask = b.mask.numpy()
+        assert b.mask.dtype == torch.uint8 and set(np.unique(mask).tolist()) <= {0, 1}
+        np.testing.assert_array_equal(b.contexts.numpy(), mask.sum(axis=1))
+        assert b.n_pairs == int(mask.sum())  # rows past the batch's own centres have none
+        assert not mask[b.n_centers :].any()
+
+
 def test_resume_from_any_cursor_replays_identical_batches() -> None:
     s = _stream(sample=1e-2)
     full = list(s.iterate(Cursor()))

@@ -29,11 +29,15 @@ class NoiseDistribution:
         """Draw ids (int64) i.i.d. from Q."""
         # one uniform per draw: its integer part (scaled by V) is the column, its fraction is
         # compared with the column's threshold (independent of the column for a uniform u)
-        scaled = rng.random(size) * len(self.probs)
+        # (in place where possible: this runs for every chunk, beside the training threads)
+        scaled = rng.random(size)
+        scaled *= len(self.probs)
         column = scaled.astype(np.int64)
         np.minimum(column, len(self.probs) - 1, out=column)  # u·V rounds to V only if u ≈ 1
-        keep = (scaled - column) < self._threshold[column]
-        return np.where(keep, column, self._alias[column])
+        scaled -= column
+        drawn = self._alias[column]
+        np.copyto(drawn, column, where=scaled < self._threshold[column])
+        return drawn
 
     def log_expected_count(self, k: int) -> np.ndarray:
         """log(k·Q(w)) for every word: NCE's correction term (float32, length V)."""

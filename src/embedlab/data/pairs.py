@@ -115,36 +115,44 @@ class BatchStream:
         lo = chunk * self.chunk_tokens
         hi = min(self.n_tokens, lo + self.chunk_tokens)
         tok = np.asarray(self.ids[lo:hi], dtype=np.int64)
-        pos = np.arange(lo, hi, dtype=np.int64)
         if self.keep_prob is not None:
             u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
-            keep = u < self.keep_prob[tok]
-            tok, pos = tok[keep], pos[keep]
+            kept = np.flatnonzero(u < self.keep_prob[tok])  # indices: faster than a bool mask
+            tok, pos = tok.take(kept), kept + lo
+        else:
+            pos = np.arange(lo, hi, dtype=np.int64)
+        # sentence ids relative to the chunk's first one fit int32: half the bytes to compare
         sent = np.searchsorted(self.sentence_ends, pos, side="right")
+        if len(sent):
+            sent -= sent[0]
         n = len(tok)
         n_batches = max(1, math.ceil(n / B))
         total = (n_batches - 1) * B + R  # the last batch's padded rows fit too
         # Pad W on the left, and on the right up to whole batches + W, with a sentence id that
         # matches nothing, so every batch's span is a plain slice and padding is masked out.
         tok_p = np.zeros(total + 2 * W, dtype=np.int64)
-        sent_p = np.full(total + 2 * W, PAD_SENTENCE, dtype=np.int64)
+        sent_p = np.full(total + 2 * W, PAD_SENTENCE, dtype=np.int32)
         tok_p[W : W + n] = tok
         sent_p[W : W + n] = sent
         b = np.zeros(total, dtype=np.int64)
         b[:n] = numpy_rng(self.seed, "window", epoch, chunk).integers(1, W + 1, size=n)
-        # mask[t, j]: offset o = j - W is a context of centre t (same sentence, |o| <= b_t)
-        mask = np.zeros((total, 2 * W + 1), dtype=bool)
+        # mask[t, j]: offset o = j - W is a context of centre t (same sentence, |o| <= b_t);
+        # padding rows (t >= n) have b_t = 0, so no contexts. Bytes, not float32: a chunk's
+        # batches stay alive until trained, and the mask was most of their memory.
+        mask = np.zeros((total, 2 * W + 1), dtype=np.uint8)
+        count = np.zeros(total, dtype=np.uint8)  # contexts per centre (at most 2W)
         centre_sent = sent_p[W : W + total]
+        reach = [b >= d for d in range(W + 1)]  # reach[d][t]: b_t >= d
         for j in range(2 * W + 1):
             o = j - W
             if o != 0:
-                mask[:, j] = (sent_p[W + o : W + o + total] == centre_sent) & (abs(o) <= b)
-        mask[:, W] = False
-        mask[n:] = False
-        # Bytes, not float32: a chunk's batches stay alive until trained, and up to three chunks
-        # are in flight, so the mask was most of the producer's memory (4× less this way).
-        mask_u8 = mask.view(np.uint8)
-        contexts = mask.sum(axis=1).astype(np.float32)
+                col = sent_p[W + o : W + o + total] == centre_sent
+                col &= reach[abs(o)]
+                mask[:, j] = col
+                count += col
+        contexts = count.astype(np.float32)
+        # pairs up to each row, for the batches' n_pairs (a batch counts its first B rows)
+        cum = np.concatenate(([0], np.cumsum(count, dtype=np.int64)))
         rng_neg = numpy_rng(self.seed, "negatives", epoch, chunk)
         groups = R // self.group
         negs = self.noise.sample(rng_neg, (n_batches, groups, self.noise_per_group))
@@ -158,7 +166,7 @@ class BatchStream:
         out = []
         for i in range(n_batches):
             s = i * B
-            m, ctx = mask_u8[s : s + R], contexts[s : s + R]
+            m, ctx = mask[s : s + R], contexts[s : s + R]
             if R != B:  # slots past the B real centres belong to the next batch: no contexts here
                 m, ctx = m.copy(), ctx.copy()
                 m[B:], ctx[B:] = 0, 0.0
@@ -170,7 +178,7 @@ class BatchStream:
                     mask=torch.from_numpy(m),
                     contexts=torch.from_numpy(ctx),
                     negatives=torch.from_numpy(negs[i]),
-                    n_pairs=int(ctx.sum()),
+                    n_pairs=int(cum[min(s + B, total)] - cum[s]),
                     n_centers=int(max(0, min(B, n - s))),
                     words_done=int(words_done[i]),
                     cursor_next=nxt,
