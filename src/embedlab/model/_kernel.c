@@ -134,6 +134,39 @@ static inline double mask_terms(const float *restrict s, const uint8_t *restrict
 
 static inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+/* Two rows of a small GEMM: o_x[d] = (o_x[d] if acc else 0) + Σ_k c_x[k·cs] · m[k·Dp + d] for
+ * x = a, b, k ascending. Both rows share each load of m, which is what bounds these loops (one
+ * row alone does a load per FMA). A single row passes itself as b: the same sums, stored twice. */
+static inline void gemm_rows2(float *oa, float *ob, const float *ca, const float *cb, size_t cs,
+                              const float *m, int n, int Dp, int acc) {
+    int d = 0;
+    for (; d + 4 * VL <= Dp; d += 4 * VL) {
+        v8 a0 = acc ? load(oa + d) : splat(0), a1 = acc ? load(oa + d + VL) : splat(0),
+           a2 = acc ? load(oa + d + 2 * VL) : splat(0), a3 = acc ? load(oa + d + 3 * VL) : splat(0);
+        v8 b0 = acc ? load(ob + d) : splat(0), b1 = acc ? load(ob + d + VL) : splat(0),
+           b2 = acc ? load(ob + d + 2 * VL) : splat(0), b3 = acc ? load(ob + d + 3 * VL) : splat(0);
+        for (int k = 0; k < n; k++) {
+            const float *mk = m + (size_t)k * Dp + d;
+            const v8 y0 = load(mk), y1 = load(mk + VL), y2 = load(mk + 2 * VL), y3 = load(mk + 3 * VL);
+            const v8 xa = splat(ca[(size_t)k * cs]), xb = splat(cb[(size_t)k * cs]);
+            a0 += xa * y0; a1 += xa * y1; a2 += xa * y2; a3 += xa * y3;
+            b0 += xb * y0; b1 += xb * y1; b2 += xb * y2; b3 += xb * y3;
+        }
+        store(oa + d, a0); store(oa + d + VL, a1); store(oa + d + 2 * VL, a2); store(oa + d + 3 * VL, a3);
+        store(ob + d, b0); store(ob + d + VL, b1); store(ob + d + 2 * VL, b2); store(ob + d + 3 * VL, b3);
+    }
+    /* the last vectors row by row: one chain each, as the rounding has always been (gcc forms
+     * its FMAs differently for a lone chain than for two) */
+    for (; d < Dp; d += VL) {
+        v8 a = acc ? load(oa + d) : splat(0);
+        for (int k = 0; k < n; k++) a += splat(ca[(size_t)k * cs]) * load(m + (size_t)k * Dp + d);
+        store(oa + d, a);
+        v8 b = acc ? load(ob + d) : splat(0);
+        for (int k = 0; k < n; k++) b += splat(cb[(size_t)k * cs]) * load(m + (size_t)k * Dp + d);
+        store(ob + d, b);
+    }
+}
+
 /* The damped step of a row whose summed curvature is h (rate = lr/κ; 0 turns damping off). */
 static inline float damped_step(float lr, float rate, float h) {
     return rate > 0.0f ? -lr / (1.0f + rate * h) : -lr;
@@ -311,55 +344,26 @@ double w2v_skipgram_step(
                 for (int k = 0; k < S; k++) wts[(size_t)i2 * S + k] = w_neg[t0 + i2];
             float *gn = g_neg + (size_t)t0 * S, *cn = c_neg + (size_t)t0 * S;
             lg += sigmoid_terms(sc, wts, P * S, -1.0f, gn, cn);
-            /* d_v += g_neg · Np  (P × Dp), curvature h_v += c_neg · |n|² */
-            for (int i2 = 0; i2 < P; i2++) {
-                float *dv = d_v + (size_t)(t0 + i2) * Dp;
-                const float *gi = gn + (size_t)i2 * S;
-                int d = 0;
-                for (; d + 4 * VL <= Dp; d += 4 * VL) {
-                    v8 a0 = load(dv + d), a1 = load(dv + d + VL), a2 = load(dv + d + 2 * VL),
-                       a3 = load(dv + d + 3 * VL);
-                    for (int k = 0; k < S; k++) {
-                        const float *nk = Np + (size_t)k * Dp + d;
-                        const v8 c = splat(gi[k]);
-                        a0 += c * load(nk); a1 += c * load(nk + VL);
-                        a2 += c * load(nk + 2 * VL); a3 += c * load(nk + 3 * VL);
-                    }
-                    store(dv + d, a0); store(dv + d + VL, a1);
-                    store(dv + d + 2 * VL, a2); store(dv + d + 3 * VL, a3);
-                }
-                for (; d < Dp; d += VL) {
-                    v8 a0 = load(dv + d);
-                    for (int k = 0; k < S; k++) a0 += splat(gi[k]) * load(Np + (size_t)k * Dp + d);
-                    store(dv + d, a0);
-                }
-                if (damp) {
+            /* d_v += g_neg · Np  (P × Dp), two centres at a time; curvature h_v += c_neg · |n|² */
+            for (int i2 = 0; i2 < P; i2 += 2) {
+                const int i3 = i2 + 1 < P ? i2 + 1 : i2;
+                gemm_rows2(d_v + (size_t)(t0 + i2) * Dp, d_v + (size_t)(t0 + i3) * Dp,
+                           gn + (size_t)i2 * S, gn + (size_t)i3 * S, 1, Np, S, Dp, 1);
+            }
+            if (damp)
+                for (int i2 = 0; i2 < P; i2++) {
                     float h = 0.0f;
                     for (int k = 0; k < S; k++) h += cn[(size_t)i2 * S + k] * n_sq[(size_t)g * S + k];
                     h_v[t0 + i2] += h;
                 }
+            /* d_noise = g_negᵀ · Vp  (S × Dp), two noise words at a time; curvature
+             * h_noise = c_negᵀ · |v|² */
+            for (int k = 0; k < S; k += 2) {
+                const int k2 = k + 1 < S ? k + 1 : k;
+                gemm_rows2(d_noise + ((size_t)g * S + k) * Dp, d_noise + ((size_t)g * S + k2) * Dp,
+                           gn + k, gn + k2, (size_t)S, Vp, P, Dp, 0);
             }
-            /* d_noise = g_negᵀ · Vp  (S × Dp), curvature h_noise = c_negᵀ · |v|² */
             for (int k = 0; k < S; k++) {
-                float *dn = d_noise + ((size_t)g * S + k) * Dp;
-                int d = 0;
-                for (; d + 4 * VL <= Dp; d += 4 * VL) {
-                    v8 a0 = splat(0), a1 = splat(0), a2 = splat(0), a3 = splat(0);
-                    for (int i2 = 0; i2 < P; i2++) {
-                        const float *vi = Vp + (size_t)i2 * Dp + d;
-                        const v8 c = splat(gn[(size_t)i2 * S + k]);
-                        a0 += c * load(vi); a1 += c * load(vi + VL);
-                        a2 += c * load(vi + 2 * VL); a3 += c * load(vi + 3 * VL);
-                    }
-                    store(dn + d, a0); store(dn + d + VL, a1);
-                    store(dn + d + 2 * VL, a2); store(dn + d + 3 * VL, a3);
-                }
-                for (; d < Dp; d += VL) {
-                    v8 a0 = splat(0);
-                    for (int i2 = 0; i2 < P; i2++)
-                        a0 += splat(gn[(size_t)i2 * S + k]) * load(Vp + (size_t)i2 * Dp + d);
-                    store(dn + d, a0);
-                }
                 float h = 0.0f;
                 if (damp)
                     for (int i2 = 0; i2 < P; i2++) h += cn[(size_t)i2 * S + k] * v_sq[t0 + i2];
