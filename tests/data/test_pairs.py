@@ -3,7 +3,10 @@ are pure functions of their coordinates, so resuming from a cursor replays the s
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,3 +129,32 @@ def test_keep_probabilities_formula() -> None:
     expected = np.minimum(1, (np.sqrt(counts / t) + 1) * t / counts)
     np.testing.assert_allclose(p, expected)
     assert keep_probabilities(counts, 0.0) is None
+
+
+def _rss_file_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+def test_a_memory_mapped_corpus_does_not_stay_resident(tmp_path: Path) -> None:
+    n, vocab = 4_000_000, 1000  # 16 MB of ids
+    ids = np.random.default_rng(5).integers(0, vocab, n, dtype=np.uint32)
+    (tmp_path / "ids.u32").write_bytes(ids.tobytes())
+    mapped = np.memmap(tmp_path / "ids.u32", dtype=np.uint32, mode="r")  # nothing read yet
+    counts = np.bincount(ids, minlength=vocab) + 1
+
+    def stream(ids: np.ndarray) -> BatchStream:
+        return BatchStream(ids, np.array([n]), keep_probabilities(counts, 1e-3),
+                           NoiseDistribution(counts), window=2, batch_size=4096, group=32,
+                           noise_per_group=8, seed=1, epochs=1, chunk_tokens=1 << 19, pad_to=32)
+
+    in_memory = list(stream(ids).iterate(Cursor()))  # also warms the code paths
+    before = _rss_file_kib()
+    from_file = list(stream(mapped).iterate(Cursor()))
+    grown = _rss_file_kib() - before
+    assert grown < 16_000 / 4, f"RssFile grew by {grown} KiB while streaming 16 MB of ids"
+    assert len(from_file) == len(in_memory)
+    assert all(_same(a, b) for a, b in zip(in_memory, from_file, strict=True))
