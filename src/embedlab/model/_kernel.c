@@ -158,11 +158,10 @@ static inline void gemm_rows2(float *oa, float *ob, const float *ca, const float
     /* the last vectors row by row: one chain each, as the rounding has always been (gcc forms
      * its FMAs differently for a lone chain than for two) */
     for (; d < Dp; d += VL) {
-        v8 a = acc ? load(oa + d) : splat(0);
+        v8 a = acc ? load(oa + d) : splat(0), b = acc ? load(ob + d) : splat(0); /* before storing */
         for (int k = 0; k < n; k++) a += splat(ca[(size_t)k * cs]) * load(m + (size_t)k * Dp + d);
-        store(oa + d, a);
-        v8 b = acc ? load(ob + d) : splat(0);
         for (int k = 0; k < n; k++) b += splat(cb[(size_t)k * cs]) * load(m + (size_t)k * Dp + d);
+        store(oa + d, a);
         store(ob + d, b);
     }
 }
