@@ -131,6 +131,20 @@ def test_keep_probabilities_formula() -> None:
     assert keep_probabilities(counts, 0.0) is None
 
 
+def test_wide_windows_count_every_context() -> None:
+    # more than 255 contexts per centre: the count must not wrap around a byte
+    n, window = 2000, 200
+    counts = np.full(10, 10)
+    s = BatchStream(np.arange(n, dtype=np.uint32) % 10, np.array([n]), None,
+                    NoiseDistribution(counts), window=window, batch_size=64, group=8,
+                    noise_per_group=4, seed=3, epochs=1, chunk_tokens=4096, pad_to=8)
+    most = 0
+    for b in s.iterate(Cursor()):
+        np.testing.assert_array_equal(b.contexts.numpy(), b.mask.numpy().sum(axis=1))
+        most = max(most, int(b.contexts.max()))
+    assert most > 255
+
+
 def _rss_file_kib() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("RssFile:"):

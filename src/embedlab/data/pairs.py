@@ -142,7 +142,7 @@ class BatchStream:
         # padding rows (t >= n) have b_t = 0, so no contexts. Bytes, not float32: a chunk's
         # batches stay alive until trained, and the mask was most of their memory.
         mask = np.zeros((total, 2 * W + 1), dtype=np.uint8)
-        count = np.zeros(total, dtype=np.uint8)  # contexts per centre (at most 2W)
+        count = np.zeros(total, dtype=np.min_scalar_type(2 * W))  # contexts per centre (<= 2W)
         centre_sent = sent_p[W : W + total]
         reach = [b >= d for d in range(W + 1)]  # reach[d][t]: b_t >= d
         for j in range(2 * W + 1):
