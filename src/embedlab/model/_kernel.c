@@ -95,9 +95,6 @@ static inline float log1p_unit(float e) {
     return 2.0f * z * p;
 }
 
-/* For logits s[0..n) with weights w: out_g[i] = (σ(±s) − [positive])·w, out_c = |out_g| (the
- * damping's curvature, see Word2VecStep), returns Σ −log σ(±s)·w in float64.
- * sign = +1 for positives (target 1), −1 for noise. */
 /* One weighted term; sigmoid_terms (float weights, noise words) and mask_terms (0/1 byte
  * weights, positive pairs) share it. */
 #define SIGMOID_TERM(x, w, sign, g, c, loss)                                                   \
@@ -112,6 +109,9 @@ static inline float log1p_unit(float e) {
         (c) = ((sign) > 0.0f ? 1.0f - sg_ : sg_) * (w);                                        \
     } while (0)
 
+/* For logits s[0..n) with weights w: out_g[i] = (σ(±s) − [positive])·w, out_c = |out_g| (the
+ * damping's curvature, see Word2VecStep), returns Σ −log σ(±s)·w in float64.
+ * sign = +1 for positives (target 1), −1 for noise. */
 static inline double sigmoid_terms(const float *restrict s, const float *restrict w, int n,
                                    float sign, float *restrict out_g, float *restrict out_c) {
     double loss = 0.0;
