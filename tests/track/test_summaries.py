@@ -217,7 +217,8 @@ def test_tracker_counts_its_own_time(tmp_path: Path) -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=0, max_size=300), st.integers(1, 64))
-def test_float64_moments_match_a_whole_float64_copy(values: list[float], chunk: int) -> None:
+def test_float64_moments_are_exact_sums_of_the_float32_values(values: list[float],
+                                                              chunk: int) -> None:
     t = torch.tensor(values, dtype=torch.float32)
     total, squares = float64_moments(t, chunk=chunk)
     exact = [float(v) for v in t]  # float32 values, summed exactly in Python floats
