@@ -128,7 +128,7 @@ def _verify(path: Path, expected_size: int | None, sha1: str | None) -> str | No
 
 
 def _sha1(path: Path) -> str:
-    return file_digest(path, "sha1", chunk=CHUNK_BYTES)
+    return file_digest(path, "sha1")
 
 
 def _extract(archive: Path, target: Path, url: str) -> None:

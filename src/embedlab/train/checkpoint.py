@@ -52,7 +52,6 @@ INDEX_FILE = "checkpoint"
 CKPT_DIR = "checkpoints"
 MANIFEST_FORMAT = "embedlab-checkpoint/1"
 _NAME_RE = re.compile(r"^ckpt-(\d+)$")
-_HASH_CHUNK = 8 << 20  # 8 MiB: large enough that hashing runs at memory speed
 
 Role = Literal["latest", "kept", "best", "archive"]
 
@@ -83,7 +82,7 @@ def parse_step(name: str) -> int | None:
 
 
 def _sha256_file(path: Path) -> str:
-    return file_digest(path, "sha256", chunk=_HASH_CHUNK)
+    return file_digest(path, "sha256")
 
 
 def read_manifest(ckpt_dir: Path) -> dict[str, Any]:
