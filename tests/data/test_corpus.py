@@ -65,6 +65,41 @@ def test_blocks_equal_split_for_any_piece_size(tmp_path_factory: pytest.TempPath
     assert stats.invalid_utf8 == 0
 
 
+# letters whose lowercase depends on their neighbours (final sigma) or changes length (İ)
+_cased_word = st.text(alphabet=st.sampled_from("aΑΣσςİÉ'"), min_size=1, max_size=6)
+_cased_text = st.lists(st.tuples(_cased_word, _gap), max_size=30).map(
+    lambda parts: "".join(w + g for w, g in parts))
+
+
+@settings(max_examples=120, deadline=None)
+@given(text=_cased_text, piece=st.integers(1, 9))
+def test_lowercase_does_not_depend_on_piece_boundaries(tmp_path_factory: pytest.TempPathFactory,
+                                                      text: str, piece: int) -> None:
+    # Lowercasing each piece before re-joining a cut token turned "ΑΣΑ" into "ας" + "α" when
+    # the boundary fell after the Σ: one word, two vocabulary entries.
+    path = write(tmp_path_factory.mktemp("c"), "c.txt", text.encode())
+    with mock.patch.object(corpus, "PIECE_BYTES", piece):
+        blocks = list(iter_blocks(path, lowercase=True))
+    assert sentences_of(blocks) == expected_sentences(text.lower())
+
+
+def test_final_sigma_at_a_piece_boundary(tmp_path: Path) -> None:
+    text = "x " * 10 + "ΑΣΑ ΑΣΑ ΟΔΟΣ\n"
+    path = write(tmp_path, "c.txt", text.encode())
+    for piece in range(1, len(text.encode()) + 1):
+        with mock.patch.object(corpus, "PIECE_BYTES", piece):
+            tokens = [t for toks, _ in iter_blocks(path, lowercase=True) for t in toks]
+        assert tokens[-3:] == ["ασα", "ασα", "οδος"], piece
+
+
+def test_byte_order_mark_is_not_part_of_the_first_word(tmp_path: Path) -> None:
+    path = write(tmp_path, "c.txt", "\ufeffthe cat \ufeffsat\n".encode())
+    for piece in (1, 2, 3, 100):
+        with mock.patch.object(corpus, "PIECE_BYTES", piece):
+            # only the file's leading mark goes; a U+FEFF inside the text is kept as it is
+            assert sentences_of(list(iter_blocks(path))) == [["the", "cat", "\ufeffsat"]]
+
+
 def test_text8_line_is_streamed_in_bounded_blocks(tmp_path: Path) -> None:
     line = " ".join(f"w{i % 997}" for i in range(300_000))  # ~1.7 MB, one line, no newline
     path = write(tmp_path, "text8", line.encode())
@@ -103,6 +138,14 @@ def test_compressed_files_read_like_plain(tmp_path: Path, suffix: str, opener: o
 def test_damaged_compressed_file_is_an_input_error(tmp_path: Path) -> None:
     path = tmp_path / "c.gz"
     path.write_bytes(gzip.compress(b"hello world " * 100)[:30])
+    with pytest.raises(InputError, match=r"cannot decompress corpus file .*c\.gz"):
+        list(iter_blocks(path))
+
+
+def test_corrupt_deflate_block_is_an_input_error(tmp_path: Path) -> None:
+    data = bytearray(gzip.compress(b"hello world\n" * 1000))
+    data[10] = 0xFF  # the first deflate block's header: an invalid block type (zlib.error)
+    path = write(tmp_path, "c.gz", bytes(data))
     with pytest.raises(InputError, match=r"cannot decompress corpus file .*c\.gz"):
         list(iter_blocks(path))
 
@@ -161,6 +204,16 @@ def test_mostly_invalid_utf8_means_binary(tmp_path: Path) -> None:
         list(iter_blocks(path))
 
 
+def test_a_short_file_with_a_few_latin1_bytes_is_text(tmp_path: Path) -> None:
+    # 3 invalid sequences in 15 bytes is 20 %, but a few accents are not a binary file: they
+    # are replaced and counted like any invalid UTF-8.
+    path = write(tmp_path, "latin1.txt", b"Zo\xeb na\xefve caf\xe9\n")
+    stats = ReadStats()
+    assert sentences_of(list(iter_blocks(path, stats=stats))) == [
+        ["Zo\ufffd", "na\ufffdve", "caf\ufffd"]]
+    assert stats.invalid_utf8 == 3
+
+
 def test_missing_corpus(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"corpus not found: .*nope\.txt; pass an existing"):
         list(iter_blocks(tmp_path / "nope.txt"))
@@ -172,9 +225,19 @@ def test_empty_folder(tmp_path: Path) -> None:
 
 
 def test_prepared_folder_is_not_raw_text(tmp_path: Path) -> None:
-    write(tmp_path, "meta.json", b"{}")
+    write(tmp_path, "meta.json", b'{"format": "embedlab-prepared"}')
     write(tmp_path, "ids.u32", b"")
-    with pytest.raises(InputError, match="is a prepared corpus"):
+    with pytest.raises(InputError, match="is a prepared corpus, not raw text"):
+        list(iter_blocks(tmp_path))
+
+
+def test_damaged_prepared_folder_is_named_as_such(tmp_path: Path) -> None:
+    # 'train --corpus DIR' falls back to reading DIR as text when its meta.json is damaged;
+    # telling the user to "pass it to train --corpus" then would send them in a circle.
+    write(tmp_path, "meta.json", b'{"format": "embedlab-prep')
+    write(tmp_path, "ids.u32", b"")
+    with pytest.raises(InputError, match=r"damaged prepared corpus .*meta\.json.*"
+                                         r"embedlab prepare CORPUS --out .* --force"):
         list(iter_blocks(tmp_path))
 
 

@@ -17,9 +17,11 @@ import bz2
 import codecs
 import gzip
 import io
+import json
 import lzma
 import os
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +32,15 @@ from embedlab.errors import InputError
 PIECE_BYTES = 1 << 20
 #: a "token" longer than this (in characters) means the input is not whitespace-separated text.
 MAX_TOKEN_CHARS = 1 << 20
-#: share of U+FFFD replacements in a file's first piece above which the file is called binary.
+#: share of U+FFFD replacements in a file's first piece above which the file is called binary...
 BINARY_REPLACEMENT_SHARE = 0.10
+#: ...provided there are at least this many: a short file with a few Latin-1 accents is text
+#: with some invalid UTF-8 (replaced and counted), not binary.
+BINARY_MIN_INVALID = 64
 
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+#: meta.json's "format" in a folder made by 'embedlab prepare'
+PREPARED_FORMAT = "embedlab-prepared"
 
 Block = tuple[list[str], bool]
 
@@ -92,8 +99,12 @@ def list_files(path: Path) -> list[Path]:
         raise InputError(f"corpus {path} is not a regular file or folder; pass a text file "
                          "or a folder of text files")
     if (path / "meta.json").is_file() and (path / "ids.u32").is_file():
-        raise InputError(f"{path} is a prepared corpus, not raw text; pass it to 'train --corpus' "
-                         "or pass the original text file to 'prepare'")
+        if says_prepared(path / "meta.json"):
+            raise InputError(f"{path} is a prepared corpus, not raw text; pass it to 'train "
+                             "--corpus' or pass the original text file to 'prepare'")
+        raise InputError(f"{path} looks like a damaged prepared corpus (its meta.json is not "
+                         "readable as one); re-create it with 'embedlab prepare CORPUS --out "
+                         f"{path} --force'")
     files = sorted(
         p for p in path.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
@@ -102,6 +113,15 @@ def list_files(path: Path) -> list[Path]:
         raise InputError(f"corpus folder {path} holds no files; put text files in it "
                          "(plain, .gz, .bz2 or .xz)")
     return files
+
+
+def says_prepared(meta: Path) -> bool:
+    """True when the JSON file ``meta`` declares a prepared corpus (see embedlab.data.prepared,
+    which imports this module)."""
+    try:
+        return bool(json.loads(meta.read_text(encoding="utf-8")).get("format") == PREPARED_FORMAT)
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 _DECOMPRESSORS: dict[str, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
@@ -125,7 +145,7 @@ def _open_source(path: Path) -> tuple[io.BufferedIOBase, io.BufferedReader]:
 def _read(stream: io.BufferedIOBase, path: Path) -> bytes:
     try:
         return stream.read(PIECE_BYTES)
-    except (OSError, EOFError, lzma.LZMAError) as exc:
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as exc:
         raise InputError(f"cannot decompress corpus file {path} ({exc}); the file is damaged "
                          "or not in the format its suffix says — re-download or re-compress it"
                          ) from None
@@ -137,29 +157,33 @@ def _binary_error(path: Path, why: str) -> InputError:
 
 
 # ---- tokenising -------------------------------------------------------------------------------
-def _split_piece(text: str, carry: str, path: Path) -> tuple[list[Block], str]:
+def _split_piece(text: str, carry: str, path: Path, lowercase: bool) -> tuple[list[Block], str]:
     """Split ``carry + text`` into per-line blocks; return them and the new carry.
 
     The last, unfinished line yields its complete tokens with ``False``; a token touching the end
-    of the piece may continue in the next piece, so it is carried over.
+    of the piece may continue in the next piece, so it is carried over — not yet lowercased:
+    lowercasing depends on a letter's neighbours (a final Σ becomes ς, another σ), so a token is
+    lowercased only once it is whole, whatever the piece boundaries.
     """
     text = carry + text
-    lines = text.split("\n")
-    blocks: list[Block] = [(line.split(), True) for line in lines[:-1]]
-    tail = lines[-1]
-    if tail and not tail[-1].isspace():
-        head, new_carry = _cut_last_token(tail)
+    if text and not text[-1].isspace():
+        text, new_carry = _cut_last_token(text)
     else:
-        head, new_carry = tail, ""
+        new_carry = ""
     if len(new_carry) > MAX_TOKEN_CHARS:
         raise InputError(f"corpus file {path} has a 'word' longer than {MAX_TOKEN_CHARS:,} "
                          "characters; pass whitespace-separated text")
-    blocks.append((head.split(), False))
+    if lowercase:
+        text = text.lower()
+    lines = text.split("\n")
+    blocks: list[Block] = [(line.split(), True) for line in lines[:-1]]
+    blocks.append((lines[-1].split(), False))
     return blocks, new_carry
 
 
 def _cut_last_token(tail: str) -> tuple[str, str]:
     # rsplit(maxsplit=1) splits on the last whitespace run, with str.split()'s whitespace rules.
+    # A newline is whitespace, so the carried token never spans a line end.
     parts = tail.rsplit(maxsplit=1)
     if len(parts) == 2:
         return tail[: len(tail) - len(parts[1])], parts[1]
@@ -171,7 +195,9 @@ def _file_blocks(
 ) -> Iterator[Block]:
     """Raw per-file blocks (may include empty token lists); the file's end ends a sentence."""
     stream, raw = _open_source(path)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors=_ERRORS)
+    # utf-8-sig: a byte-order mark at the start of a file (Windows editors write one) is not
+    # part of the first word; elsewhere U+FEFF is kept as it is.
+    decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=_ERRORS)
     carry, first, done_bytes = "", True, 0
     with raw, stream:
         while True:
@@ -180,7 +206,7 @@ def _file_blocks(
             if first and b"\x00" in data:
                 raise _binary_error(path, "it contains NUL bytes")
             text, bad = _decode(decoder, data, final)
-            if first and bad > max(1, len(text)) * BINARY_REPLACEMENT_SHARE:
+            if first and bad >= BINARY_MIN_INVALID and bad > len(text) * BINARY_REPLACEMENT_SHARE:
                 raise _binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "
                                           f"{len(data):,} bytes")
             first = False
@@ -190,12 +216,13 @@ def _file_blocks(
             if progress is not None:
                 progress(pos - done_bytes)
             done_bytes = pos
-            if lowercase:
-                text = text.lower()
             if final:
-                yield from ((line.split(), True) for line in (carry + text).split("\n"))
+                text = carry + text
+                if lowercase:
+                    text = text.lower()
+                yield from ((line.split(), True) for line in text.split("\n"))
                 return
-            blocks, carry = _split_piece(text, carry, path)
+            blocks, carry = _split_piece(text, carry, path, lowercase)
             yield from blocks
 
 
