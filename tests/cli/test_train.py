@@ -444,3 +444,78 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_its_checkpoints(
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["ckpt-00000003"]
     status = json.loads((run / "status.json").read_text())
     assert status["status"] == "failed" and "diverged" in status["error"]
+
+
+# ---- a prepared folder as --corpus -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def prepared(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``corpus`` prepared with non-default vocabulary options. Do not modify."""
+    out = tmp_path_factory.mktemp("prepared") / "prep"
+    main(["prepare", str(corpus), "--out", str(out), "--min-count", "1", "--unk", "<unk>",
+          "--lowercase", "--no-progress"])
+    return out
+
+
+def test_a_prepared_folder_brings_its_vocabulary_options(
+        prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # No vocabulary flags: the folder's options apply instead of the defaults (--min-count 5,
+    # no --unk), which used to be compared with the folder's and refused.
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", prepared, *FAST, "--max-steps", "2")
+    assert code == 0, err
+    data = json.loads((run / "config.json").read_text())["data"]
+    assert (data["min_count"], data["unk"], data["lowercase"]) == (1, "<unk>", True)
+    assert not (run / "prepared").exists()  # trained from the folder given, not a copy
+    vocab = Vocab.load_tsv(prepared / "vocab.tsv", unk="<unk>")
+    tensors, _ = load_checkpoint(find_checkpoint(run))
+    assert tensors["input_embeddings"].shape[0] == len(vocab)
+    # ...and re-running the same command resumes the run
+    code, err = train(capsys, "--run", run, "--corpus", prepared, *FAST, "--max-steps", "3")
+    assert code == 0, err
+    assert find_checkpoint(run).name == "ckpt-00000003"
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--min-count", "10"], "--min-count 10 (prepared with 1)"),
+    (["--no-lowercase"], "--lowercase False (prepared with True)"),
+    (["--preset", "cs20"], "--max-vocab 50000 (prepared with None)"),
+])
+def test_a_prepared_folder_refuses_other_vocabulary_flags(
+        prepared: Path, tmp_path: Path, args: list[str], needle: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    before = snapshot(prepared)
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", prepared, *FAST, *args,
+                      "--max-steps", "1")
+    line = assert_refused(code, err, "was built with other vocabulary options")
+    assert needle in line and "re-run 'embedlab prepare' with them" in line
+    assert snapshot(prepared) == before
+
+
+def _damage_ids(folder: Path) -> None:
+    ids = (folder / "ids.u32").read_bytes()
+    (folder / "ids.u32").write_bytes(ids[:8] + (4_000_000_000).to_bytes(4, "little") + ids[12:])
+
+
+def _damage_ends(folder: Path) -> None:
+    ends = bytearray((folder / "sentences.i64").read_bytes())
+    ends[8:16] = (0).to_bytes(8, "little")  # the second sentence ends before the first
+    (folder / "sentences.i64").write_bytes(bytes(ends))
+
+
+@pytest.mark.parametrize(("damage", "needle"), [
+    (_damage_ids, "ids.u32 holds id 4,000,000,000 at position 2, but the vocabulary has"),
+    (_damage_ends, "sentences.i64 does not increase strictly at entry 1"),
+])
+def test_a_damaged_prepared_folder_is_refused_before_training(
+        prepared: Path, tmp_path: Path, damage: Any, needle: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # The sizes still agree with meta.json; an id past the vocabulary used to crash the native
+    # kernel (SIGSEGV) or raise IndexError in the batch builder.
+    folder = tmp_path / "prep"
+    shutil.copytree(prepared, folder)
+    damage(folder)
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", folder, *FAST,
+                      "--engine", "native", "--sample", "0", "--max-steps", "5")
+    line = assert_refused(code, err, "is not a valid prepared corpus")
+    assert needle in line and "--force" in line

@@ -35,12 +35,12 @@ from tqdm import tqdm
 
 from embedlab import __version__
 from embedlab.config import DataConfig
-from embedlab.data.corpus import ReadStats, iter_blocks, list_files
+from embedlab.data.corpus import PREPARED_FORMAT, ReadStats, iter_blocks, list_files, says_prepared
 from embedlab.data.vocab import Vocab, WordCounter, build
 from embedlab.errors import InputError
 from embedlab.fsutil import fsync_dir
 
-FORMAT = "embedlab-prepared"
+FORMAT = PREPARED_FORMAT
 FORMAT_VERSION = 1
 IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE = "ids.u32", "sentences.i64", "vocab.tsv", "meta.json"
 #: names that are not paths (use ``./text8`` for a local file called text8)
@@ -67,7 +67,7 @@ class PreparedCorpus:
         vocab = Vocab.load_tsv(root / VOCAB_FILE, unk=meta.get("unk"))
         ids = _map(root / IDS_FILE, np.dtype("<u4"))
         ends = _map(root / ENDS_FILE, np.dtype("<i8"))
-        problem = _check_consistency(meta, ids, ends, vocab)
+        problem = _check_consistency(root, meta, ids, ends, vocab)
         if problem:
             raise _invalid(root, problem)
         return cls(root, ids, ends, vocab, meta)
@@ -88,12 +88,17 @@ class PreparedCorpus:
 def is_prepared(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a folder whose meta.json says it is a prepared corpus."""
     meta = Path(path) / META_FILE
-    if not meta.is_file():
-        return False
-    try:
-        return bool(json.loads(meta.read_text(encoding="utf-8")).get("format") == FORMAT)
-    except (OSError, ValueError, AttributeError):
-        return False
+    return meta.is_file() and says_prepared(meta)
+
+
+#: the options that decide the vocabulary, recorded in meta.json
+VOCAB_OPTIONS = ("lowercase", "min_count", "max_vocab", "unk")
+
+
+def vocab_options(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The vocabulary options the prepared folder ``path`` was built with."""
+    meta = _read_meta(Path(path))
+    return {key: meta[key] for key in VOCAB_OPTIONS if key in meta}
 
 
 def _invalid(root: Path, problem: str) -> InputError:
@@ -130,8 +135,8 @@ def _map(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
-def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.NDArray[Any],
-                       vocab: Vocab) -> str | None:
+def _check_consistency(root: Path, meta: dict[str, Any], ids: npt.NDArray[Any],
+                       ends: npt.NDArray[Any], vocab: Vocab) -> str | None:
     if meta.get("tokens") != len(ids):
         return f"{IDS_FILE} holds {len(ids):,} ids, {META_FILE} says {meta.get('tokens')!r}"
     if meta.get("vocab_size") != len(vocab):
@@ -140,7 +145,35 @@ def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.ND
         return f"{ENDS_FILE} has {len(ends):,} entries, {META_FILE} says {meta.get('sentences')!r}"
     if len(ids) and (not len(ends) or int(ends[-1]) != len(ids)):
         return f"{ENDS_FILE} does not end at {len(ids):,}"
+    return _check_contents(root, len(vocab))
+
+
+def _check_contents(root: Path, vocab_size: int) -> str | None:
+    """Every id names a word and the sentence ends increase: the trainer indexes the embedding
+    matrices with these numbers, so a damaged file must stop here, not crash the kernel.
+
+    Read with plain reads in 1M-value chunks rather than through the memmap, whose pages would
+    stay resident (4 bytes per token) until training hands them back.
+    """
+    for n, chunk in enumerate(_file_chunks(root / IDS_FILE, np.dtype("<u4"))):
+        if len(chunk) and int(chunk.max()) >= vocab_size:
+            i = int(np.argmax(chunk >= vocab_size))
+            return (f"{IDS_FILE} holds id {int(chunk[i]):,} at position {n * _SCAN_CHUNK + i:,}, "
+                    f"but the vocabulary has {vocab_size:,} words")
+    previous = 0
+    for n, chunk in enumerate(_file_chunks(root / ENDS_FILE, np.dtype("<i8"))):
+        steps = np.diff(chunk, prepend=previous)
+        if len(chunk) and int(steps.min()) <= 0:
+            at = n * _SCAN_CHUNK + int(np.argmax(steps <= 0))
+            return f"{ENDS_FILE} does not increase strictly at entry {at:,}"
+        previous = int(chunk[-1]) if len(chunk) else previous
     return None
+
+
+def _file_chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]:
+    with open(path, "rb") as f:
+        while len(chunk := np.fromfile(f, dtype=dtype, count=_SCAN_CHUNK)):
+            yield chunk
 
 
 # ---- prepare ----------------------------------------------------------------------------------
@@ -182,12 +215,15 @@ def prepare_into(
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)
     _check_out(out, force)
+    # the folders mkdir(parents=True) makes: a failed run removes them again (if still empty)
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700
         tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(6)}"
         tmp.mkdir()
     except OSError as exc:
+        _remove_empty(made)
         raise InputError(f"cannot create --out {out} ({exc.strerror or exc}); pass a folder "
                          "in a writable location") from None
     try:
@@ -216,8 +252,18 @@ def prepare_into(
         _commit(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        _remove_empty(made)
         raise
     _warn_about(label, stats, counter)
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def _check_out(out: Path, force: bool) -> None:

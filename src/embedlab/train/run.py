@@ -48,7 +48,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
     stored = stored_config(run_dir) if run_dir is not None else None
     if stored is None:
-        return TrainConfig.from_dict(apply_preset(preset, explicit)).resolve(), None
+        return TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))
+                                     ).resolve(), None
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
@@ -85,6 +86,25 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
               f"{stored.threads}); results may differ in the last bits from an uninterrupted run",
               file=sys.stderr)
     return requested, stored
+
+
+def _with_prepared_vocab(merged: dict[str, Any]) -> dict[str, Any]:
+    """A prepared --corpus fixes the vocabulary: its options fill those no flag or preset set.
+
+    Otherwise the defaults (--min-count 5, ...) would be compared with the folder's options and
+    a folder prepared with --min-count 1 could not be trained on without repeating the flag.
+    An option that *was* set and differs is still refused (trainer._check_prepared_matches).
+    """
+    from embedlab.data.corpus import says_prepared
+
+    data = merged.get("data", {})
+    corpus = data.get("corpus")
+    if corpus is None or corpus in ("demo", "text8") or not says_prepared(Path(corpus) /
+                                                                           "meta.json"):
+        return merged
+    from embedlab.data.prepared import vocab_options
+
+    return {**merged, "data": {**vocab_options(corpus), **data}}
 
 
 def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None) -> Path:

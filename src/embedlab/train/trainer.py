@@ -24,7 +24,7 @@ from embedlab.config import TrainConfig
 from embedlab.data.ahead import PrepareAhead
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
-from embedlab.data.prepared import PreparedCorpus, is_prepared, prepare
+from embedlab.data.prepared import VOCAB_OPTIONS, PreparedCorpus, is_prepared, prepare
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
 from embedlab.model.word2vec import (
@@ -101,8 +101,7 @@ def _warm_up(cfg: TrainConfig) -> None:
 
 def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
     meta, d = prepared.meta, cfg.data
-    wanted = {"lowercase": d.lowercase, "min_count": d.min_count, "max_vocab": d.max_vocab,
-              "unk": d.unk}
+    wanted = {key: getattr(d, key) for key in VOCAB_OPTIONS}
     differ = [f"--{k.replace('_', '-')} {v!r} (prepared with {meta.get(k)!r})"
               for k, v in wanted.items() if k in meta and meta.get(k) != v]
     if differ:
