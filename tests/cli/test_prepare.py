@@ -146,3 +146,23 @@ def test_real_process_exit_code_and_stderr(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "looks binary" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_a_failed_prepare_removes_the_parent_folders_it_made(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["prepare", str(tmp_path / "nope.txt"), "--out",
+                        str(tmp_path / "a" / "b" / "out")], capsys)
+    assert_one_line_error(code, err, "corpus not found")
+    assert not (tmp_path / "a").exists()
+    # inside the corpus folder: refused, and the folder holds only what it held before
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "c.txt").write_bytes(corpus.read_bytes())
+    code, _, err = run(["prepare", str(folder), "--out", str(folder / "new" / "deeper" / "out")],
+                       capsys)
+    assert_one_line_error(code, err, "is inside the corpus folder")
+    assert sorted(p.name for p in folder.iterdir()) == ["c.txt"]
+    # a parent that existed before stays
+    (tmp_path / "kept").mkdir()
+    run(["prepare", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "kept" / "o")], capsys)
+    assert (tmp_path / "kept").is_dir()
