@@ -6,6 +6,7 @@ import functools
 import hashlib
 import http.server
 import io
+import resource
 import socket
 import threading
 import zipfile
@@ -130,6 +131,66 @@ def test_zip_without_text8_member(server: tuple[str, Path], tmp_path: Path) -> N
         fetch_text8(tmp_path / "c", url=f"{base}/text8.zip", progress=False,
                     expected_size=len(data), sha1=None)
     assert cache_files(tmp_path / "c") == []
+
+
+class _CutShort(_Quiet):
+    """Starts a chunked response, sends part of one chunk, and hangs up."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.write(b"1000\r\n" + b"x" * 100)
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def test_a_transfer_cut_short_is_a_one_line_error(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # http.client raises IncompleteRead here, which is not an OSError: it used to escape as a
+    # traceback.
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CutShort)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/text8.zip"
+        with pytest.raises(InputError, match=r"could not download text8 from .*IncompleteRead"
+                                             r".*; check your network or pass --corpus PATH"):
+            fetch_text8(tmp_path / "c", url=url, progress=False, expected_size=None, sha1=None)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+    assert cache_files(tmp_path / "c") == []
+
+
+def test_a_full_disk_while_extracting_keeps_the_verified_archive(
+        server: tuple[str, Path], tmp_path: Path) -> None:
+    # The download was fine; blaming the network and deleting 31 MB of verified archive would
+    # send the user to download it again for nothing.
+    base, www = server
+    data = make_zip(data=TEXT * 20)  # 164 kB of text, a few kB zipped
+    (www / "text8.zip").write_bytes(data)
+    cache = tmp_path / "cache"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # writes past 100 kB: EFBIG
+    try:
+        with pytest.raises(InputError, match=r"cannot write text8 into the cache folder .*cache "
+                                             r"\(File too large\); free some space or set "
+                                             r"EMBEDLAB_CACHE"):
+            fetch_text8(cache, url=f"{base}/text8.zip", progress=False,
+                        expected_size=len(data), sha1=hashlib.sha1(data).hexdigest())
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert cache_files(cache) == ["text8.zip"]
+    (www / "text8.zip").unlink()  # the next call extracts the kept archive, no download
+    path = fetch_text8(cache, url=f"{base}/text8.zip", progress=False, expected_size=len(data),
+                       sha1=hashlib.sha1(data).hexdigest())
+    assert path.read_bytes() == TEXT * 20
+    assert cache_files(cache) == ["text8"]
 
 
 def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

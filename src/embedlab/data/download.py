@@ -7,12 +7,13 @@ cache is complete by construction. The ``text8`` member is extracted the same wa
 
 from __future__ import annotations
 
+import http.client
 import os
-import shutil
 import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 from typing import IO
 
@@ -78,12 +79,27 @@ def _fail(url: str, reason: str) -> InputError:
                       "or pass --corpus PATH to a local copy")
 
 
+def _cache_error(folder: Path, exc: OSError) -> InputError:
+    # Not the network's fault: a full disk or a read-only cache. What was verified stays.
+    return InputError(f"cannot write text8 into the cache folder {folder} "
+                      f"({exc.strerror or exc}); free some space or set EMBEDLAB_CACHE to "
+                      "another folder, or pass --corpus PATH to a local copy")
+
+
+def _part_file(final: Path) -> tuple[int, Path]:
+    """A new ``.part`` file next to ``final`` (fd, path)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=final.name + ".", suffix=".part", dir=final.parent)
+    except OSError as exc:
+        raise _cache_error(final.parent, exc) from None
+    return fd, Path(name)
+
+
 def _download(
     url: str, archive: Path, *, expected_size: int | None, sha1: str | None, progress: bool,
     timeout: float,
 ) -> None:
-    fd, part_name = tempfile.mkstemp(prefix=archive.name + ".", suffix=".part", dir=archive.parent)
-    part = Path(part_name)
+    fd, part = _part_file(archive)
     try:
         with os.fdopen(fd, "wb") as out:
             try:
@@ -91,14 +107,21 @@ def _download(
                     length = resp.headers.get("Content-Length")
                     total = int(length) if length and length.isdigit() else expected_size
                     _copy(resp, out, total, progress, desc="text8.zip")
+            except _WriteError as exc:
+                raise _cache_error(archive.parent, exc.error) from None
             except urllib.error.HTTPError as exc:
                 raise _fail(url, f"HTTP {exc.code} {exc.reason}") from None
             except urllib.error.URLError as exc:
                 raise _fail(url, str(exc.reason)) from None
-            except (OSError, ValueError) as exc:  # timeouts, resets, malformed URLs
+            # timeouts, resets, malformed URLs; a transfer cut short (IncompleteRead, which is
+            # not an OSError)
+            except (OSError, ValueError, http.client.HTTPException) as exc:
                 raise _fail(url, str(exc) or type(exc).__name__) from None
-            out.flush()
-            os.fsync(out.fileno())
+            try:
+                out.flush()
+                os.fsync(out.fileno())
+            except OSError as exc:
+                raise _cache_error(archive.parent, exc) from None
         problem = _verify(part, expected_size, sha1)
         if problem is not None:
             raise _fail(url, problem)
@@ -107,11 +130,22 @@ def _download(
         part.unlink(missing_ok=True)
 
 
+class _WriteError(Exception):
+    """Writing the copy failed (disk full...), as opposed to reading its source."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _copy(src: IO[bytes], dst: IO[bytes], total: int | None, progress: bool, desc: str) -> None:
     with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
               disable=None if progress else True, leave=False) as bar:
         while chunk := src.read(CHUNK_BYTES):
-            dst.write(chunk)
+            try:
+                dst.write(chunk)
+            except OSError as exc:
+                raise _WriteError(exc) from None
             bar.update(len(chunk))
 
 
@@ -132,19 +166,26 @@ def _sha1(path: Path) -> str:
 
 
 def _extract(archive: Path, target: Path, url: str) -> None:
-    fd, part_name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-    part = Path(part_name)
+    fd, part = _part_file(target)
     try:
         with os.fdopen(fd, "wb") as out:
             try:
                 with zipfile.ZipFile(archive) as zf, zf.open(TEXT8_MEMBER) as member:
-                    shutil.copyfileobj(member, out, CHUNK_BYTES)
-            except (zipfile.BadZipFile, KeyError, OSError) as exc:
+                    _copy(member, out, None, False, desc=TEXT8_MEMBER)
+            except _WriteError as exc:  # the archive is fine: keep it for the next try
+                raise _cache_error(target.parent, exc.error) from None
+            except (zipfile.BadZipFile, KeyError, OSError, EOFError, zlib.error) as exc:
                 archive.unlink(missing_ok=True)
                 raise _fail(url, f"the archive is not a zip holding '{TEXT8_MEMBER}': {exc}"
                             ) from None
-            out.flush()
-            os.fsync(out.fileno())
-        part.replace(target)
+            try:
+                out.flush()
+                os.fsync(out.fileno())
+            except OSError as exc:
+                raise _cache_error(target.parent, exc) from None
+        try:
+            part.replace(target)
+        except OSError as exc:
+            raise _cache_error(target.parent, exc) from None
     finally:
         part.unlink(missing_ok=True)
