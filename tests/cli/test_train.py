@@ -476,20 +476,22 @@ def test_a_prepared_folder_brings_its_vocabulary_options(
     assert find_checkpoint(run).name == "ckpt-00000003"
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--min-count", "10"], "--min-count 10 (prepared with 1)"),
-    (["--no-lowercase"], "--lowercase False (prepared with True)"),
-    (["--preset", "cs20"], "--max-vocab 50000 (prepared with None)"),
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--min-count", "10"], ["--min-count 10 (prepared with 1); drop those flags or"]),
+    (["--no-lowercase"], ["--lowercase False (prepared with True)"]),
+    (["--preset", "cs20"], ["--max-vocab 50000 (prepared with None)",
+                            "drop those flags (--preset cs20 sets some of them) or"]),
 ])
 def test_a_prepared_folder_refuses_other_vocabulary_flags(
-        prepared: Path, tmp_path: Path, args: list[str], needle: str,
+        prepared: Path, tmp_path: Path, args: list[str], needles: list[str],
         capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(prepared)
     code, err = train(capsys, "--run", tmp_path / "run", "--corpus", prepared, *FAST, *args,
                       "--max-steps", "1")
     line = assert_refused(code, err, "was built with other vocabulary options")
-    assert needle in line and "re-run 'embedlab prepare' with them" in line
+    assert all(n in line for n in needles) and line.endswith("re-run 'embedlab prepare' with them")
     assert snapshot(prepared) == before
+    assert not (tmp_path / "run").exists()
 
 
 def _damage_ids(folder: Path) -> None:

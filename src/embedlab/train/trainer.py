@@ -105,8 +105,9 @@ def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
     differ = [f"--{k.replace('_', '-')} {v!r} (prepared with {meta.get(k)!r})"
               for k, v in wanted.items() if k in meta and meta.get(k) != v]
     if differ:
+        source = f" (--preset {cfg.preset} sets some of them)" if cfg.preset else ""
         raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
-                         f"options: {', '.join(differ)}; drop those flags or re-run "
+                         f"options: {', '.join(differ)}; drop those flags{source} or re-run "
                          "'embedlab prepare' with them")
 
 
