@@ -95,6 +95,35 @@ def test_a_child_that_crashes_is_ignored(tmp_path: Path) -> None:
     assert not folder.exists()
 
 
+def test_a_child_failing_for_another_reason_says_it_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Not the corpus's fault (a bug, a full disk...): no traceback from the child, which the
+    # parent would replay before its own in-process attempt reports the failure again.
+    corpus = write_zipf_corpus(tmp_path / "c.txt")
+    folder = tmp_path / ".r.prepare-1-x"
+    folder.mkdir()
+    (folder / ahead.SPEC_FILE).write_text(json.dumps({
+        "data": {"corpus": str(corpus), "lowercase": False, "min_count": 1, "max_vocab": None,
+                 "unk": None, "max_distinct": 10_000_000},
+        "out": str(folder / ahead.OUT_DIR), "progress": False, "parent_pid": os.getppid()}))
+    monkeypatch.setattr(ahead.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("disk on fire")
+
+    import embedlab.data.prepared
+
+    monkeypatch.setattr(embedlab.data.prepared, "prepare_into", broken)
+    assert ahead._child(folder) == 1
+    assert json.loads((folder / ahead.RESULT_FILE).read_text()) == {
+        "failed": "RuntimeError: disk on fire"}
+    assert capsys.readouterr() == ("", "")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"])
+    job = PrepareAhead(DataConfig(corpus=str(corpus)), folder, proc, relay_stderr=True)
+    assert job.take(tmp_path / "prepared") is False  # the caller prepares in-process
+
+
 def test_an_existing_destination_is_left_alone(tmp_path: Path) -> None:
     corpus = write_zipf_corpus(tmp_path / "c.txt")
     dest = tmp_path / "r" / "prepared"

@@ -185,11 +185,15 @@ def _child(folder: Path) -> int:
         result: dict[str, object] = {"ok": True}
     except InputError as exc:
         result = {"error": str(exc)}
+    except Exception as exc:  # reported once, by the parent's in-process retry
+        # A traceback here would be replayed by the parent before its own attempt fails (or
+        # succeeds): the user would read the same error twice, or an error that did not matter.
+        result = {"failed": f"{type(exc).__name__}: {exc}"}
     if os.getppid() != spec["parent_pid"]:  # orphaned: nobody will adopt the folder
         shutil.rmtree(folder, ignore_errors=True)
         return 1
     atomic_write_text(folder / RESULT_FILE, json.dumps(result))
-    return 0 if result.get("ok") else 2
+    return 0 if result.get("ok") else 2 if "error" in result else 1
 
 
 if __name__ == "__main__":
