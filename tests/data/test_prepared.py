@@ -169,6 +169,21 @@ def test_existing_prepared_needs_force(corpus_file: Path, tmp_path: Path) -> Non
     assert leftovers(tmp_path) == []
 
 
+def test_force_through_a_symbolic_link_replaces_the_link(corpus_file: Path,
+                                                        tmp_path: Path) -> None:
+    # The link itself is replaced by the new folder; the folder it pointed to is left as it
+    # was, and no hidden '.out.old-*' link is left beside it.
+    target = tmp_path / "data" / "real"
+    prepare(corpus_file, target, min_count=2, progress=False)
+    before = snapshot(target)
+    link = tmp_path / "out"
+    link.symlink_to(target, target_is_directory=True)
+    pc = prepare(corpus_file, link, min_count=1, force=True, progress=False)
+    assert pc.meta["min_count"] == 1 and not link.is_symlink()
+    assert snapshot(target) == before
+    assert leftovers(tmp_path) == []
+
+
 def test_failed_replacement_keeps_the_old_prepared_folder(corpus_file: Path,
                                                           tmp_path: Path) -> None:
     out = tmp_path / "out"

@@ -538,7 +538,9 @@ def _commit(tmp: Path, out: Path) -> None:
             old.rename(out)
         raise
     fsync_dir(out.parent)
-    if old is not None:
+    if old is not None and old.is_symlink():  # --out was a link: the link goes, not its target
+        old.unlink()
+    elif old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
 
