@@ -149,6 +149,11 @@ BAD = [
     (["--corpus", "{corpus}", "--restart", "--from", "best"], "exclude each other"),
     (["--corpus", "{corpus}", "--init-from", "{tmp}/nowhere"], "does not exist"),
     (["--corpus", "{corpus}", "--init-from", "{trained}", "--dim", "4"], "pass a matching --dim"),
+    # refused only once the corpus is read: these used to be saved into an existing run's
+    # config.json first, so every later plain re-run failed the same way
+    (["--corpus", "{corpus}", "--probe", "zzzz"], "--probe word(s) not in the vocabulary: zzzz"),
+    (["--corpus", "{corpus}", "--eval-every", "5"], "--eval-every needs"),
+    (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"], "nope.txt does not exist"),
 ]
 
 
@@ -160,7 +165,9 @@ def test_bad_input_new_run(corpus: Path, trained: Path, tmp_path: Path, args: li
     before = snapshot(trained)
     code, err = train(capsys, "--run", tmp_path / "new", *FAST, *(a.format(**fmt) for a in args))
     assert_refused(code, err, needle)
+    assert "new run" not in err  # the refusal is the only line
     assert snapshot(trained) == before
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize(("args", "needle"), BAD)
@@ -173,7 +180,10 @@ def test_bad_input_leaves_an_existing_run_untouched(corpus: Path, trained: Path,
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, *FAST, *(a.format(**fmt) for a in args))
     assert_refused(code, err)
+    assert "resuming" not in err
     assert snapshot(copy) == before
+    # ...and the plain command still resumes (nothing of the refused one was kept)
+    assert train(capsys, "--run", copy, *FAST)[0] == 0
 
 
 def test_run_pointing_at_a_file(corpus: Path, tmp_path: Path,
@@ -521,3 +531,36 @@ def test_a_damaged_prepared_folder_is_refused_before_training(
                       "--engine", "native", "--sample", "0", "--max-steps", "5")
     line = assert_refused(code, err, "is not a valid prepared corpus")
     assert needle in line and "--force" in line
+
+
+# ---- damaged or abandoned run folders --------------------------------------------------------
+
+def test_a_run_whose_checkpoints_are_all_damaged_is_refused(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Falling back past every damaged checkpoint used to start a new run in place, overwriting
+    # them and appending a second history to metrics.jsonl.
+    for ckpt in (copy / "checkpoints").glob("ckpt-*"):
+        tensors = ckpt / "tensors.safetensors"
+        tensors.write_bytes(tensors.read_bytes()[:100])
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST)
+    line = assert_refused(code, err, "has checkpoints but none of them is intact")
+    assert "--restart" in line and "new run" not in err
+    assert snapshot(copy) == before
+
+
+def test_a_new_start_after_a_death_before_the_first_checkpoint_drops_the_old_history(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # kill -9 before any checkpoint: the folder keeps the dead attempt's curves, which the
+    # re-run (a new run, from step 0) must not continue.
+    shutil.rmtree(copy / "checkpoints")
+    (copy / "checkpoint").unlink()
+    assert max(json.loads(line)["step"] for line in
+               (copy / "metrics.jsonl").read_text().splitlines()) > 3
+    (copy / "events.out.tfevents.1.host.1.0").write_bytes(b"stale")
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--max-steps", "3")
+    assert code == 0 and "new run" in err, err
+    steps = [json.loads(line)["step"] for line in
+             (copy / "metrics.jsonl").read_text().splitlines()]
+    assert steps and max(steps) <= 3 and steps == sorted(steps)
+    assert not (copy / "events.out.tfevents.1.host.1.0").exists()

@@ -201,23 +201,18 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                 best_metric=cfg.checkpoint.best_name,
                                 best_mode=cfg.checkpoint.best_mode)
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
-    ckpt = find_checkpoint(resume_from) if resume_from else manager.latest()
+    ckpt = find_checkpoint(resume_from) if resume_from else _latest(manager, run_dir)
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead)
-    write_config_json(run_dir, cfg)
-    if ckpt is not None:
-        _warn_if_other_step_revision(run_dir, out)
-    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
     vocab = prepared.vocab
-    vocab.save_tsv(run_dir / VOCAB_FILE)
     if len(prepared.ids) <= 1:
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
                          "token(s), fewer than a window needs; use a bigger corpus or lower "
                          "--min-count")
-
     unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
     if unknown:
         raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
-                         f"words from {run_dir / VOCAB_FILE} (e.g. {', '.join(vocab.words[:3])})")
+                         f"words the corpus has (the most frequent: {', '.join(vocab.words[:3])})")
+    evaluator = _make_evaluator(cfg)
     m = cfg.model
     noise = NoiseDistribution(vocab.counts, m.noise_exponent)
     stepcfg, noise_per_group, pad_to = step_config(cfg)
@@ -234,16 +229,27 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         params = Word2VecParams(tensors["input_embeddings"], tensors["output_embeddings"],
                                 tensors.get("output_bias"))
         _check_shapes(params, len(vocab), m.dim, ckpt)
-        manager.protect(int(state["step"]))
-        print(f"embedlab: resuming {run_dir} from {ckpt.name} (step {state['step']})", file=out)
+        started = [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state['step']})"]
     else:
         params = init_params(len(vocab), m.dim, init=m.init,
                              scale=m.init_scale or default_init_scale(m.model),
                              nce=m.loss == "nce",
                              generator=torch_generator(cfg.seed, "init"))
-        print(f"embedlab: new run {run_dir}", file=out)
+        started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
-            print(warm_start(params, vocab, cfg.init_from), file=out)
+            started.append(warm_start(params, vocab, cfg.init_from))
+
+    # Everything above may refuse the command; nothing of the run was written before this
+    # point, so a refused resume leaves config.json (and so the next plain re-run) as it was.
+    write_config_json(run_dir, cfg)
+    if ckpt is not None:
+        manager.protect(int(state["step"]))
+        _warn_if_other_step_revision(run_dir, out)
+    else:
+        _forget_history(run_dir)
+    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
+    vocab.save_tsv(run_dir / VOCAB_FILE)
+    print("\n".join(started), file=out)
 
     step = int(state.get("step", 0))
     cursor = Cursor.from_dict(state["cursor"]) if "cursor" in state else Cursor()
@@ -267,7 +273,6 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     log_kq = torch.from_numpy(noise.log_expected_count(m.negative)) if m.loss == "nce" else None
     model_step = Word2VecStep(stepcfg, params, log_kq, stream.rows, engine=cfg.engine,
                               threads=cfg.threads)
-    evaluator = _make_evaluator(cfg)
     n_tokens = len(prepared.ids)
     total_words = cfg.optim.epochs * n_tokens
     raw_per_token = prepared.raw_tokens / max(1, n_tokens)
@@ -419,6 +424,31 @@ def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path)
         raise InputError(f"checkpoint {ckpt} holds {tuple(params.w_in.shape)} input embeddings "
                          f"but the run's vocabulary × dim is {(vocab_size, dim)}; pass --restart "
                          "to start over")
+
+
+def _latest(manager: CheckpointManager, run_dir: Path) -> Path | None:
+    """The checkpoint to resume from; None for a run that has none yet.
+
+    A run whose checkpoints all fail verification is refused rather than started over: a
+    fresh start in the same folder would overwrite the damaged checkpoints' evidence and mix
+    two runs' histories.
+    """
+    latest = manager.latest()  # warns about each damaged one it skips
+    if latest is None and manager.list(check=False):
+        raise InputError(f"run {run_dir} has checkpoints but none of them is intact (see the "
+                         "warnings above); restore them from a backup, or pass --restart to "
+                         "start over (the old folder is moved aside)")
+    return latest
+
+
+def _forget_history(run_dir: Path) -> None:
+    """A new run in an existing folder (an earlier attempt died before its first checkpoint):
+    its curves would restart at step 0 on top of the dead attempt's, so those go."""
+    from embedlab.track.summaries import METRICS_FILE
+
+    (run_dir / METRICS_FILE).unlink(missing_ok=True)
+    for events in run_dir.glob("events.out.tfevents.*"):
+        events.unlink()
 
 
 def _make_evaluator(cfg: TrainConfig) -> Any:
