@@ -564,3 +564,39 @@ def test_a_new_start_after_a_death_before_the_first_checkpoint_drops_the_old_his
              (copy / "metrics.jsonl").read_text().splitlines()]
     assert steps and max(steps) <= 3 and steps == sorted(steps)
     assert not (copy / "events.out.tfevents.1.host.1.0").exists()
+
+
+def test_run_folders_that_cannot_be_runs_are_refused(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("mine")
+    cases = [
+        (["--run", mine], "is a folder holding other files, not an embedlab run"),
+        (["--run", tmp_path / "notes.txt" / "sub" / "run"], "which is a file"),
+        (["--runs-dir", tmp_path / "notes.txt"], "--runs-dir"),
+    ]
+    for args, needle in cases:
+        before = snapshot(tmp_path)
+        code, err = train(capsys, *args, "--corpus", corpus, *FAST)
+        assert_refused(code, err, needle)
+        assert snapshot(tmp_path) == before
+
+
+def test_an_unwritable_run_location_is_one_line(corpus: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # (chmod does not stop root, which runs these tests in CI: the refusal is simulated)
+    real_mkdir = Path.mkdir
+    locked = tmp_path / "ro"
+
+    def mkdir(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.is_relative_to(locked):
+            raise PermissionError(13, "Permission denied", str(self))
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    code, err = train(capsys, "--run", locked / "run", "--corpus", corpus, *FAST)
+    assert_refused(code, err, "cannot create the run folder")
+    assert "Permission denied" in err and "writable location" in err

@@ -43,7 +43,12 @@ def test_run_pointing_at_a_file_is_refused(tmp_path: Path) -> None:
         check_run_dir(f)
     assert f.read_text() == "mine"
     check_run_dir(tmp_path / "new")  # missing is fine: it is created
-    check_run_dir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    check_run_dir(tmp_path / "empty")
+    with pytest.raises(InputError, match="holding other files, not an embedlab run"):
+        check_run_dir(tmp_path)  # holds the user's "file"
+    (tmp_path / "config.json").write_text("{}")
+    check_run_dir(tmp_path)  # a run (or a damaged one: resolve_config says what is wrong)
 
 
 def test_stored_config_absent_is_none(tmp_path: Path) -> None:

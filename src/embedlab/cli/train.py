@@ -141,10 +141,11 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
     # embedlab.train.run is torch-free: torch is imported only after the corpus child started
-    from embedlab.train.run import check_run_dir, choose_run_dir, move_aside
+    from embedlab.train.run import check_run_dir, check_runs_dir, choose_run_dir, move_aside
 
     explicit = _explicit(params)
     if run is None:
+        check_runs_dir(runs_dir)
         run = choose_run_dir(runs_dir, explicit, preset)
     check_run_dir(run)
     if restart and from_ckpt:

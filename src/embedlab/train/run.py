@@ -21,10 +21,42 @@ from embedlab.errors import InputError
 CONFIG_FILE = "config.json"
 
 
+#: what a run folder holds; a folder with none of these but other files is the user's, not a run
+RUN_MARKERS = (CONFIG_FILE, "checkpoints", "prepared", "metrics.jsonl", "status.json", ".lock",
+               "vocab.tsv", "env.json")
+
+
 def check_run_dir(run_dir: Path) -> None:
+    """Refuse a --run that is a file, lies below a file, or is a folder of someone else's files.
+
+    The last case matters because the run would be written among those files, and a later
+    --restart would move the whole folder aside.
+    """
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(f"--run {run_dir} is a file, not a folder; pass a folder path "
                          "(it is created if missing)")
+    _check_parents(run_dir, "--run")
+    if (run_dir.is_dir() and not any((run_dir / m).exists() for m in RUN_MARKERS)
+            and any(run_dir.iterdir())):
+        raise InputError(f"--run {run_dir} is a folder holding other files, not an embedlab "
+                         "run; pass a new or empty folder (it is created if missing)")
+
+
+def check_runs_dir(runs_dir: Path) -> None:
+    """--runs-dir must be (or become) a folder."""
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise InputError(f"--runs-dir {runs_dir} is a file, not a folder; pass a folder path "
+                         "(it is created if missing)")
+    _check_parents(runs_dir, "--runs-dir")
+
+
+def _check_parents(path: Path, flag: str) -> None:
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{flag} {path} lies below {parent}, which is a file; pass a "
+                                 "path whose parents are folders")
+            return
 
 
 def stored_config(run_dir: Path) -> TrainConfig | None:

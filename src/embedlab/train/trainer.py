@@ -178,7 +178,11 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
     cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
     created = not run_dir.exists()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the run folder {run_dir} ({exc.strerror or exc}); "
+                         "pass --run (or --runs-dir) in a writable location") from None
     try:
         with RunLock(run_dir, argv=argv):
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
