@@ -2,12 +2,14 @@
 
 Everything embedlab persists (checkpoint index, config/env/status JSON, metrics.jsonl, exports,
 the demo corpus) goes through these: write a temporary sibling, fsync it, ``os.replace`` it over
-the target, then fsync the folder so the rename itself survives a crash.
+the target, then fsync the folder so the rename itself survives a crash. The result gets the mode
+a plain ``open()`` would give (``0o666 & ~umask``), not ``mkstemp``'s private 0600.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import tempfile
@@ -32,17 +34,53 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_PROC_STATUS = "/proc/self/status"
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it.
+
+    The classic ``os.umask(x); os.umask(old)`` round trip sets a wrong umask for a moment, and a
+    file another thread creates in that moment gets the wrong mode; Linux (4.7+) reports the
+    umask in /proc/self/status, so the round trip is only the fallback.
+    """
+    try:
+        with open(_PROC_STATUS, encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_error(path: Path, exc: OSError, flag: str) -> InputError:
+    """The one-line error for an output ``path`` (named by ``flag``) that cannot be written."""
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        fix = f"free disk space or pass {flag} on another disk"
+    else:
+        fix = f"pass {flag} in a writable folder"
+    return InputError(f"cannot write {path} ({why}); {fix}")
+
+
 @contextlib.contextmanager
 def atomic_open(path: Path) -> Iterator[IO[bytes]]:
     """A temporary binary file beside ``path``, renamed into place when the block succeeds.
 
-    On any exception the temporary file is removed and ``path`` is left untouched.
+    On any exception the temporary file is removed and ``path`` is left untouched. The file gets
+    the mode a plain ``open()`` would give a new file (``0o666 & ~umask``): mkstemp's 0600 would
+    hide exports and run records from everyone else.
     """
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
     tmp = Path(tmp_name)
     try:
+        with contextlib.suppress(OSError):  # e.g. FAT or some FUSE mounts: keep what we got
+            os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()

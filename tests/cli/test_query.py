@@ -159,6 +159,14 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     (["export", "{v}", "--out", "{tmp}/nodir/x.txt"], ["does not exist", "mkdir"]),
     (["export", "{v}", "--format", "npy", "--out", "{tmp}/x.txt"], ["must end in .npy"]),
     (["export", "{v}", "--step", "3", "--out", "{tmp}/x.txt"], ["--step/--best"]),
+    # a regular file as the parent folder: NotADirectoryError (no chmod needed as root)
+    (["export", "{v}", "--out", "{v}/x.txt"], ["cannot write", "is a file, not a folder",
+                                               "--out"]),
+    (["export", "{v}", "--format", "npy", "--out", "{v}/x.npy"], ["cannot write", "--out"]),
+    # a .npy name would be read back as an npy export, and fail
+    (["export", "{v}", "--out", "{tmp}/x.npy"], ["ends in .npy", "--format npy"]),
+    (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.npy"],
+     ["ends in .npy", "--format npy"]),
 ])
 def test_bad_input_is_one_line_exit_2(vecfile: Path, tmp_path: Path, argv: list[str],
                                       needles: list[str],
@@ -170,3 +178,60 @@ def test_bad_input_is_one_line_exit_2(vecfile: Path, tmp_path: Path, argv: list[
     assert_one_line_error(code, err, *needles)
     assert out == ""
     assert vecfile.read_bytes() == before
+
+
+@pytest.mark.parametrize("fmt, name", [("word2vec", "o.txt"), ("word2vec-binary", "o.bin"),
+                                       ("npy", "o.npy")])
+def test_export_to_read_only_folder(vecfile: Path, tmp_path: Path, fmt: str, name: str,
+                                    monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    def denied(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")  # mkstemp in a read-only folder
+
+    monkeypatch.setattr("embedlab.fsutil.tempfile.mkstemp", denied)
+    code, out, err = run(["export", str(vecfile), "--format", fmt, "--out",
+                          str(tmp_path / name)], capsys)
+    assert_one_line_error(code, err, "cannot write", "Permission denied",
+                          "pass --out in a writable folder")
+    assert out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]
+
+
+def _tiny_run(run_dir: Path) -> None:
+    import torch
+
+    from embedlab.data.vocab import Vocab
+    from embedlab.train.checkpoint import CheckpointManager
+
+    run_dir.mkdir()
+    Vocab(("a", "b"), np.array([2, 1])).save_tsv(run_dir / "vocab.tsv")
+    CheckpointManager(run_dir).save(7, {"input_embeddings": torch.ones(2, 2)}, {})
+
+
+def test_export_default_out_where_exports_is_a_file(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    (run_dir / "exports").write_text("precious")
+    code, _, err = run(["export", str(run_dir)], capsys)
+    assert_one_line_error(code, err, "cannot write", "--out")
+    assert (run_dir / "exports").read_text() == "precious"
+
+
+def test_exports_are_readable_by_others(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+    import stat
+
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    old = os.umask(0o022)
+    try:
+        for fmt in ("word2vec", "word2vec-binary", "npy"):
+            assert run(["export", str(run_dir), "--format", fmt], capsys)[0] == 0
+    finally:
+        os.umask(old)
+    files = sorted((run_dir / "exports").iterdir())
+    assert [p.name for p in files] == ["vectors.bin", "vectors.npy", "vectors.txt",
+                                       "vectors.vocab.tsv"]
+    assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o644}

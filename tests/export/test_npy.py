@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -58,3 +60,39 @@ def test_errors(tmp_path: Path) -> None:
     vocab_path_for(path).unlink()
     with pytest.raises(InputError, match="no vocabulary"):
         read_npy(path)
+
+
+def test_unwritable_folder_is_one_input_error(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(*args: object, **kwargs: object) -> tuple[int, str]:
+        raise PermissionError(13, "Permission denied")  # mkstemp in a read-only folder
+
+    monkeypatch.setattr("embedlab.fsutil.tempfile.mkstemp", denied)
+    with pytest.raises(InputError, match=r"cannot write .*\(Permission denied\); pass --out in "
+                                         "a writable folder"):
+        write_npy(tmp_path / "v.npy", ["a"], np.zeros((1, 2), np.float32))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_matrix_keeps_the_old_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "v.npy"
+    write_npy(path, ["a", "b"], np.zeros((2, 2), np.float32))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", disk_full)
+    with pytest.raises(InputError, match=r"No space left on device\); free disk space"):
+        write_npy(path, ["c"], np.ones((1, 2), np.float32), force=True)
+    # neither file was replaced: a new vocabulary beside the old matrix would not load
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        written = write_npy(tmp_path / "v.npy", ["a"], np.zeros((1, 2), np.float32))
+    finally:
+        os.umask(old)
+    assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [0o644, 0o644]

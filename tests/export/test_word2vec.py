@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -114,3 +116,46 @@ def test_bad_words_fail_before_anything_is_written(tmp_path: Path) -> None:
 def test_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         write_word2vec(tmp_path / "no" / "v.txt", ["a"], np.ones((1, 1), np.float32))
+
+
+def _permission_denied(*args: object, **kwargs: object) -> tuple[int, str]:
+    # what mkstemp raises in a read-only folder (we run as root, where chmod would not bite)
+    raise PermissionError(13, "Permission denied")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_unwritable_folder_is_one_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              binary: bool) -> None:
+    path = tmp_path / "v.txt"
+    path.write_text("precious")
+    monkeypatch.setattr("embedlab.fsutil.tempfile.mkstemp", _permission_denied)
+    with pytest.raises(InputError, match=r"cannot write .*v\.txt \(Permission denied\); "
+                                         r"pass --out in a writable folder"):
+        write_word2vec(path, ["a"], np.ones((1, 2), np.float32), binary=binary, force=True)
+    assert path.read_text() == "precious"
+
+
+def test_parent_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("precious")
+    with pytest.raises(InputError, match=r"f is a file, not a folder\); pass --out in a folder"):
+        write_word2vec(tmp_path / "f" / "v.txt", ["a"], np.ones((1, 1), np.float32))
+    assert (tmp_path / "f").read_text() == "precious"
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_npy_suffix_is_refused(tmp_path: Path, binary: bool) -> None:
+    # vectors.load reads any .npy name as an npy export: the file could not be loaded back
+    with pytest.raises(InputError, match=r"ends in \.npy.*pass --format npy"):
+        write_word2vec(tmp_path / "v.npy", ["a"], np.ones((1, 1), np.float32), binary=binary)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_file_mode_follows_the_umask(tmp_path: Path, binary: bool) -> None:
+    old = os.umask(0o022)
+    try:
+        path = write_word2vec(tmp_path / "v.txt", ["a"], np.ones((1, 1), np.float32),
+                              binary=binary)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600

@@ -81,6 +81,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | Non
     never overwritten without --force; files are written atomically.
     """
     from embedlab.export import SUFFIX, export_vectors
+    from embedlab.fsutil import write_error
 
     if out is None:
         if not (source / "checkpoints").is_dir():
@@ -89,7 +90,10 @@ def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | Non
         out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
     vectors = _load(source, step, best)  # first: a bad source must not leave an exports/ behind
     if out == source / "exports" / out.name:
-        out.parent.mkdir(exist_ok=True)
+        try:
+            out.parent.mkdir(exist_ok=True)
+        except OSError as exc:  # a read-only run folder, or a file named exports
+            raise write_error(out, exc, "--out") from None
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
     for path in written:
         click.echo(f"wrote {path} ({len(vectors)} words × {vectors.dim} dims)")

@@ -3,15 +3,19 @@
 A reader never sees a half-written export: data goes to a temporary file in the destination's
 folder (same filesystem, so the final rename is atomic), is flushed and fsynced, then renamed
 over the destination. An existing destination is refused unless ``force`` is set, so an export
-never silently replaces something the user saved.
+never silently replaces something the user saved. A destination that cannot be written (a
+read-only folder, a full disk) is a one-line :class:`InputError` naming ``--out``.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from embedlab.errors import InputError
-from embedlab.fsutil import atomic_open
+from embedlab.fsutil import atomic_open, write_error
 
 
 def check_writable(path: Path, *, force: bool) -> None:
@@ -23,8 +27,22 @@ def check_writable(path: Path, *, force: bool) -> None:
         raise InputError(f"{path} already exists; pass --force to overwrite it "
                          "or choose another --out")
     parent = path.parent if str(path.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise InputError(f"cannot write {path} ({parent} is a file, not a folder); "
+                         "pass --out in a folder")
     if not parent.is_dir():
         raise InputError(f"folder {parent} does not exist; create it first (mkdir -p {parent})")
 
 
-__all__ = ["atomic_open", "check_writable"]
+@contextlib.contextmanager
+def atomic_export(path: Path) -> Iterator[IO[bytes]]:
+    """:func:`~embedlab.fsutil.atomic_open` for ``--out``: an OSError (permission denied,
+    read-only filesystem, disk full) becomes a one-line InputError; ``path`` is left as it was."""
+    try:
+        with atomic_open(path) as fh:
+            yield fh
+    except OSError as exc:
+        raise write_error(path, exc, "--out") from None
+
+
+__all__ = ["atomic_export", "atomic_open", "check_writable"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.errors import InputError
-from embedlab.export.atomic import atomic_open, check_writable
+from embedlab.export.atomic import atomic_export, check_writable
 from embedlab.export.word2vec import validate_words
 
 
@@ -27,7 +27,8 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
               counts: np.ndarray | None = None, *, force: bool = False) -> tuple[Path, Path]:
     """Write the matrix to ``path`` (must end in ``.npy``) and the vocabulary beside it.
 
-    Both destinations are checked before anything is written; each file is written atomically.
+    Both destinations are checked before anything is written; both files are written atomically
+    and renamed into place only once both are complete.
     Returns ``(matrix_path, vocab_path)``.
     """
     if path.suffix != ".npy":
@@ -38,10 +39,12 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
     vocab_path = vocab_path_for(path)
     check_writable(path, force=force)
     check_writable(vocab_path, force=force)
-    with atomic_open(vocab_path) as fh:
-        fh.write(_vocab_text(words, counts).encode("utf-8"))
-    with atomic_open(path) as fh:
-        np.save(fh, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
+    # Nested, so both temporaries are complete before either is renamed: a failure (disk full
+    # while writing the matrix) leaves an earlier pair as it was, never a new vocabulary beside
+    # an old matrix.
+    with atomic_export(vocab_path) as vocab_fh, atomic_export(path) as matrix_fh:
+        vocab_fh.write(_vocab_text(words, counts).encode("utf-8"))
+        np.save(matrix_fh, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
     return path, vocab_path
 
 

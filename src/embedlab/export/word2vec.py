@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.errors import InputError
-from embedlab.export.atomic import atomic_open, check_writable
+from embedlab.export.atomic import atomic_export, check_writable
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +44,22 @@ def validate_words(words: Sequence[str]) -> None:
 
 def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
                    binary: bool = False, force: bool = False) -> Path:
-    """Write ``words`` (V) and ``matrix`` (V×D, cast to float32) atomically; returns ``path``."""
+    """Write ``words`` (V) and ``matrix`` (V×D, cast to float32) atomically; returns ``path``.
+
+    A ``.npy`` name is refused: :func:`embedlab.vectors.load` reads ``.npy`` files as npy exports,
+    so the file could not be loaded back.
+    """
+    if path.suffix.lower() == ".npy":
+        fmt = "word2vec-binary" if binary else "word2vec"
+        raise InputError(f"--out {path} ends in .npy, but --format {fmt} writes a word2vec file "
+                         "that would then be read as a .npy matrix; pass --format npy, or an "
+                         f"--out name ending in {'.bin' if binary else '.txt'}")
     _check_shapes(words, matrix)
     validate_words(words)
     check_writable(path, force=force)
     mat = np.ascontiguousarray(matrix, dtype="<f4")
     n, dim = mat.shape
-    with atomic_open(path) as fh:
+    with atomic_export(path) as fh:
         fh.write(f"{n} {dim}\n".encode("ascii"))
         if binary:
             for word, row in zip(words, mat, strict=True):
