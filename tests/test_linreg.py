@@ -183,3 +183,53 @@ def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
     with pytest.raises(SystemExit) as e:
         main(args)
     return int(e.value.code or 0), capsys.readouterr().err
+
+
+def test_unwritable_run_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    table = _table(tmp_path / "t.tsv")
+    (tmp_path / "my.txt").write_text("precious")
+    code, err = _main(["linreg", str(table), "--run", str(tmp_path / "my.txt")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--run" in err and "is a file" in err
+    code, err = _main(["linreg", str(table), "--run", str(tmp_path / "my.txt" / "lr")], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("embedlab: error: cannot write")
+    assert "Not a directory" in err and "pass --run in a writable folder" in err
+    assert (tmp_path / "my.txt").read_text() == "precious"
+
+    def denied(*args: object, **kwargs: object) -> object:
+        raise PermissionError(13, "Permission denied")  # as in a read-only folder (we are root)
+
+    monkeypatch.setattr("embedlab.train.lock.RunLock.acquire", denied)
+    code, err = _main(["linreg", str(table), "--run", str(tmp_path / "ro")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Permission denied" in err
+    assert "pass --run in a writable folder" in err
+
+
+def test_divergence_is_one_line_and_saves_nothing_non_finite(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = _table(tmp_path / "t.tsv")
+    code, err = _main(["linreg", str(table), "--run", str(tmp_path / "a"), "--lr", "100"], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("embedlab: error: ")
+    assert "diverged" in err and "no checkpoint was written" in err and "--lr 10" in err
+    assert not (tmp_path / "a" / "checkpoints").exists()
+    # diverging after some saves: those checkpoints stay, all finite
+    code, err = _main(["linreg", str(table), "--run", str(tmp_path / "b"), "--lr", "0.1",
+                       "--checkpoint-every", "1", "--keep", "1000"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "diverged at step" in err
+    steps = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "b/checkpoints").iterdir())
+    assert steps and f"checkpoints up to step {steps[-1]} are intact" in err
+    for step in steps:
+        params = load_checkpoint(find_checkpoint(tmp_path / "b", step=step))[0]
+        assert all(torch.isfinite(t).all() for t in params.values())
+    lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == len(steps) and "Infinity" not in lines[-1] and "NaN" not in lines[-1]
+
+
+def test_overflowing_loss_with_finite_parameters_is_not_saved(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab.linreg as lr
+
+    monkeypatch.setattr(lr, "mse", lambda params, table: float("inf"))
+    with pytest.raises(InputError, match="diverged at step 50: the loss became inf"):
+        train_linreg(_table(tmp_path / "t.tsv"), tmp_path / "run", CFG, argv=["test"])
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -31,6 +31,7 @@ import torch
 
 from embedlab import provenance
 from embedlab.errors import InputError
+from embedlab.fsutil import write_error
 from embedlab.seeding import numpy_rng, torch_generator
 from embedlab.train.checkpoint import (
     CheckpointManager,
@@ -173,26 +174,37 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
         raise InputError(f"--max-steps must be >= 1, got {max_steps}")
     run = Path(run_dir)
     table = read_table(table_path)
-    with RunLock(run, argv=list(argv)), SignalFlag() as flag:
-        manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss", best_mode="min")
-        params, step, resumed = _start(run, cfg, table, manager, argv)
-        stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
-        last_save, saved_at = time.monotonic(), step
-        n = len(table.x)
-        while step < stop:
-            idx = torch.from_numpy(batch_indices(cfg.seed, n, cfg.batch_size, step))
-            params = sgd_step(params, table.x[idx], table.y[idx], cfg.lr)
-            step += 1
-            due = step % cfg.checkpoint_every == 0
-            due = due or time.monotonic() - last_save >= cfg.checkpoint_secs
-            if flag or due:
-                _save(manager, run, params, step, table)
-                last_save, saved_at = time.monotonic(), step
-            if flag.signum is not None:
-                raise interrupted(flag.signum, step)
-        path = manager.root / ckpt_name(step)
-        if saved_at != step:  # the final checkpoint
-            path = _save(manager, run, params, step, table)
+    if run.exists() and not run.is_dir():
+        raise InputError(f"--run {run} is a file, not a folder; pass a folder path "
+                         "(it is created if missing)")
+    try:
+        with RunLock(run, argv=list(argv)), SignalFlag() as flag:
+            manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss", best_mode="min")
+            params, step, resumed = _start(run, cfg, table, manager, argv)
+            stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
+            last_save, saved_at = time.monotonic(), step
+            n = len(table.x)
+            while step < stop:
+                idx = torch.from_numpy(batch_indices(cfg.seed, n, cfg.batch_size, step))
+                params = sgd_step(params, table.x[idx], table.y[idx], cfg.lr)
+                step += 1
+                if not _finite(params):
+                    raise _diverged(step, mse(params, table), cfg, saved_at)
+                due = step % cfg.checkpoint_every == 0
+                due = due or time.monotonic() - last_save >= cfg.checkpoint_secs
+                if flag or due:
+                    _save(manager, run, params, step, table, cfg, saved_at)
+                    last_save, saved_at = time.monotonic(), step
+                if flag.signum is not None:
+                    raise interrupted(flag.signum, step)
+            path = manager.root / ckpt_name(step)
+            if saved_at != step:  # the final checkpoint
+                path = _save(manager, run, params, step, table, cfg, saved_at)
+    except OSError as exc:
+        # The run lock, config.json/env.json and metrics.jsonl are plain files in the run folder
+        # (checkpoint saves report their own CheckpointError): a folder that cannot be created
+        # or written (read-only, under a regular file, disk full) is the user's to fix.
+        raise write_error(run, exc, "--run") from None
     return LinRegResult(float(params["w"]), float(params["b"]), mse(params, table), step,
                         resumed, path)
 
@@ -235,9 +247,25 @@ def _check_resume(run: Path, stored: dict[str, Any], requested: dict[str, Any]) 
                          "drop those flags or use a new --run folder")
 
 
+def _finite(params: dict[str, torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in params.values())
+
+
+def _diverged(step: int, loss: float, cfg: LinRegConfig, saved_step: int) -> InputError:
+    # raised before anything of this step is saved: the checkpoints on disk stay finite. The
+    # learning rate is fixed for the run's lifetime (FIXED_ON_RESUME), hence a new --run.
+    kept = f"checkpoints up to step {saved_step} are intact" if saved_step > 0 else \
+        "no checkpoint was written"
+    return InputError(f"training diverged at step {step}: the loss became {loss}; {kept}. "
+                      f"Start over with a lower learning rate in a new --run folder, e.g. "
+                      f"--lr {cfg.lr / 10:g}")
+
+
 def _save(manager: CheckpointManager, run: Path, params: dict[str, torch.Tensor], step: int,
-          table: Table) -> Path:
+          table: Table, cfg: LinRegConfig, saved_step: int) -> Path:
     loss = mse(params, table)
+    if not math.isfinite(loss):  # finite w and b can still overflow the float32 squared error
+        raise _diverged(step, loss, cfg, saved_step)
     path = manager.save(step, params, {"model": MODEL, "cursor": step}, {"loss": loss})
     with open(run / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps({"step": step, "loss": loss}) + "\n")
