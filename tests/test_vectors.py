@@ -178,3 +178,16 @@ def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="already exists"):
         vec.to_word2vec(path, binary=True)
     assert path.read_bytes() == before
+
+
+def test_load_renamed_input_embeddings(tmp_path: Path) -> None:
+    # a subset exported with --map embed_matrix=input_embeddings: the state's original_names,
+    # not a guess from the tensor names, says which tensor holds the input embeddings
+    run = tmp_path / "sub"
+    run.mkdir()
+    Vocab(("a", "b"), np.array([2, 1], dtype=np.int64)).save_tsv(run / "vocab.tsv")
+    m = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    CheckpointManager(run).save(3, {"embed_matrix": m, "input_embeddings": torch.zeros(2, 2)},
+                                {"original_names": {"embed_matrix": "input_embeddings",
+                                                    "input_embeddings": "output_embeddings"}})
+    assert np.array_equal(load(run).matrix, m.numpy())

@@ -19,11 +19,13 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -226,7 +228,7 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
 
 def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     from embedlab.data.vocab import Vocab
-    from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+    from embedlab.train.checkpoint import find_checkpoint
 
     ckpt = find_checkpoint(path, step=step, best=best)
     run_dir = ckpt.parent.parent  # RUN/checkpoints/ckpt-N
@@ -235,9 +237,40 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
         raise InputError(f"no vocabulary {vocab_file} for checkpoint {ckpt}; the run folder is "
                          "incomplete - restore vocab.tsv or export vectors from another run")
     vocab = Vocab.load_tsv(vocab_file)
-    tensors, _state = load_checkpoint(ckpt, names=["input_embeddings"])
-    matrix = tensors["input_embeddings"].detach().to("cpu").numpy()
+    matrix, _state = load_input_embeddings(ckpt)
     if matrix.ndim != 2 or matrix.shape[0] != len(vocab):
         raise InputError(f"checkpoint {ckpt} has {tuple(matrix.shape)} input embeddings but "
                          f"{vocab_file} lists {len(vocab)} words; the run folder is inconsistent")
     return Vectors(vocab.words, matrix, vocab.counts, str(ckpt))
+
+
+INPUT_EMBEDDINGS = "input_embeddings"
+
+
+def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """``(input embeddings as float32 V×D, state)`` of one (verified) checkpoint folder.
+
+    A subset written by ``embedlab ckpt --export-subset --map NEW=input_embeddings`` stores them
+    under NEW and records ``{NEW: "input_embeddings"}`` as ``original_names`` in its state; that
+    record, not the tensor names, says which tensor to use.
+    """
+    from embedlab.train.checkpoint import load_checkpoint
+
+    name = _stored_name(ckpt, INPUT_EMBEDDINGS)
+    tensors, state = load_checkpoint(ckpt, names=[name])
+    return tensors[name].detach().to("cpu").float().numpy(), state
+
+
+def _stored_name(ckpt: Path, original: str) -> str:
+    from embedlab.train.checkpoint import STATE_FILE
+
+    try:
+        state = json.loads((ckpt / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return original  # load_checkpoint reports the damage, naming the fix
+    names = state.get("original_names") if isinstance(state, dict) else None
+    if isinstance(names, dict):
+        for new, old in names.items():
+            if old == original and isinstance(new, str):
+                return new
+    return original

@@ -9,6 +9,7 @@ import torch
 from click.testing import CliRunner
 
 from embedlab.cli import cli, main
+from embedlab.testing import run_cli
 from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 
 
@@ -74,3 +75,69 @@ def test_errors_are_one_line_exit_2(run: Path, tmp_path: Path, args: list[str], 
     assert e.value.code == 2 and err.count("\n") == 1 and message in err
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == before
     assert not (tmp_path / "x").exists()
+
+
+def _vocab(run: Path) -> None:
+    (run / "vocab.tsv").write_text("the\t9\nking\t5\nqueen\t4\nman\t3\n")
+
+
+def test_export_subset_is_a_queryable_run(run: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.vectors import load
+
+    _vocab(run)
+    out = tmp_path / "emb"
+    # the help's own example: the input embeddings under the lecture's name
+    _invoke(str(run), "--step", "2", "--export-subset", str(out), "--names",
+            "input_embeddings", "--map", "embed_matrix=input_embeddings")
+    assert (out / "vocab.tsv").read_bytes() == (run / "vocab.tsv").read_bytes()
+    vec = load(out)
+    assert vec.words == ("the", "king", "queen", "man")
+    assert (vec.matrix == 2.0).all()
+    again = tmp_path / "again"  # a subset of the subset still knows what embed_matrix is
+    _invoke(str(out), "--export-subset", str(again), "--map", "w=embed_matrix")
+    assert (load(again).matrix == 2.0).all()
+    for argv in (["neighbors", str(out), "king", "-k", "2"],
+                 ["analogy", str(out), "the", "king", "queen", "-k", "1"],
+                 ["export", str(out)]):
+        capsys.readouterr()
+        code, _, err = run_cli(argv, capsys)
+        assert code == 0, err
+    assert (out / "exports" / "vectors.txt").is_file()
+
+
+@pytest.mark.parametrize("taken", ["file", "vocab", "unwritable"])
+def test_export_subset_refuses_and_damages_nothing(run: Path, tmp_path: Path, taken: str,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _vocab(run)
+    out = tmp_path / "emb"
+    message = "already holds vocab.tsv"
+    if taken == "file":
+        out.write_text("precious")
+        message = "is a file, not a folder"
+    elif taken == "vocab":
+        out.mkdir()
+        (out / "vocab.tsv").write_text("precious")
+    else:
+        def denied(*args: object, **kwargs: object) -> tuple[int, str]:
+            raise PermissionError(13, "Permission denied")  # mkstemp in a read-only folder
+
+        monkeypatch.setattr("embedlab.fsutil.tempfile.mkstemp", denied)
+        message = "pass --export-subset in a writable folder"
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and message in err
+    if taken == "file":
+        assert out.read_text() == "precious"
+    elif taken == "vocab":
+        assert sorted(p.name for p in out.iterdir()) == ["vocab.tsv"]
+        assert (out / "vocab.tsv").read_text() == "precious"
+    else:
+        assert not (out / "checkpoints").exists() and not (out / "vocab.tsv").exists()
+
+
+def test_export_subset_without_vocab_says_so(run: Path, tmp_path: Path) -> None:
+    out = _invoke(str(run), "--export-subset", str(tmp_path / "emb"))
+    assert "holds tensors only" in out and "vocab.tsv" in out

@@ -86,3 +86,53 @@ def test_vocab_and_checkpoint_disagree(tmp_path: Path) -> None:
 def test_read_vocab_words(tmp_path: Path) -> None:
     (tmp_path / "v.tsv").write_text("the\t10\nof\t5\n")
     assert read_vocab_words(tmp_path / "v.tsv") == ["the", "of"]
+
+
+def test_plot_is_readable_by_others(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    old = os.umask(0o022)
+    try:
+        out = visualize(run, words=10)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644  # not mkstemp's 0600
+
+
+@pytest.mark.parametrize("where", ["parent-is-file", "read-only", "exports-is-file"])
+def test_unwritable_out_is_one_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           where: str) -> None:
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    (tmp_path / "f").write_text("precious")
+    out: Path | None = tmp_path / "f" / "plot.png"
+    match = r"cannot write .*plot\.png \(.*f is a file, not a folder\); pass --out in a folder"
+    if where == "read-only":
+        def denied(*args: object, **kwargs: object) -> tuple[int, str]:
+            raise PermissionError(13, "Permission denied")  # mkstemp in a read-only folder
+
+        monkeypatch.setattr("embedlab.fsutil.tempfile.mkstemp", denied)
+        out = tmp_path / "plot.png"
+        match = r"cannot write .*plot\.png \(Permission denied\); pass --out in a writable folder"
+    elif where == "exports-is-file":
+        (run / "exports").write_text("precious")
+        out = None
+        match = r"cannot write .*exports/pca-step5\.png \(File exists\); pass --out"
+    with pytest.raises(InputError, match=match):
+        visualize(run, words=10, out=out)
+    assert (tmp_path / "f").read_text() == "precious"
+    assert not (tmp_path / "plot.png").exists()
+
+
+def test_plot_of_an_exported_subset_with_renamed_embeddings(tmp_path: Path) -> None:
+    # 'embedlab ckpt RUN --export-subset OUT --map embed_matrix=input_embeddings'
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    w = embeddings_at(fake_vocab(), 5, 5)
+    CheckpointManager(tmp_path / "sub").save(
+        5, {"embed_matrix": w}, {"original_names": {"embed_matrix": "input_embeddings"}})
+    (tmp_path / "sub" / "vocab.tsv").write_bytes((run / "vocab.tsv").read_bytes())
+    assert imread(visualize(tmp_path / "sub", words=10)).ndim == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from pathlib import Path
 
 import click
@@ -29,6 +30,64 @@ def _parse_map(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _export_subset(run: Path, export: Path, step: int | None, best: bool, names: str | None,
+                   rename: dict[str, str]) -> None:
+    """A new run folder: one verified checkpoint with the chosen tensors, plus the source run's
+    vocab.tsv, so that neighbors/analogy/eval/export/visualize work on it as on the source."""
+    from embedlab.errors import InputError
+    from embedlab.fsutil import atomic_write_bytes, write_error
+    from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+
+    src = find_checkpoint(run, step=step, best=best)
+    wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
+    tensors, state = load_checkpoint(src, names=wanted, rename=rename)
+    if export.exists() and not export.is_dir():
+        raise InputError(f"--export-subset {export} is a file, not a folder; pick a new folder")
+    vocab_src, vocab_out = src.parent.parent / "vocab.tsv", export / "vocab.tsv"
+    for taken in (export / "checkpoints", vocab_out):
+        if taken.exists():
+            raise InputError(f"{export} already holds {taken.name}; pick a new folder")
+    src_step = int(state["step"])
+    original = _original_names(state.get("original_names"), rename, tensors)
+    state = {k: v for k, v in state.items() if k not in ("step", "metrics", "original_names")}
+    state["exported_from"] = str(src)
+    if original:
+        # how loaders find a renamed tensor, e.g. the input embeddings stored as embed_matrix
+        state["original_names"] = original
+    copied = False
+    if vocab_src.is_file():
+        try:
+            export.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(vocab_out, vocab_src.read_bytes())
+        except OSError as exc:
+            raise write_error(vocab_out, exc, "--export-subset") from None
+        copied = True
+    try:
+        out = CheckpointManager(export).save(src_step, tensors, state, {})
+    except BaseException:
+        if copied:  # leave no half-made folder: a retry must not find vocab.tsv "taken"
+            vocab_out.unlink(missing_ok=True)
+        raise
+    click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
+    if not copied:
+        click.echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
+                   "neighbors/analogy/eval/export need a vocab.tsv beside its checkpoints/")
+
+
+def _original_names(previous: object, rename: dict[str, str],
+                    exported: Iterable[str]) -> dict[str, str]:
+    """Exported name -> the name the training run gave it, through earlier subset exports."""
+    before = ({k: v for k, v in previous.items() if isinstance(k, str) and isinstance(v, str)}
+              if isinstance(previous, dict) else {})
+    out = {}
+    for name in exported:
+        stored = rename.get(name, name)
+        first = before.get(stored, stored)
+        if first != name:
+            out[name] = first
+    return out
+
+
 @click.command()
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option("--tensors", "show_tensors", is_flag=True,
@@ -36,8 +95,10 @@ def _parse_map(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--step", type=int, default=None, help="Pick the checkpoint at this step.")
 @click.option("--best", is_flag=True, help="Pick the best checkpoint (by --best-metric).")
 @click.option("--export-subset", "export", type=click.Path(path_type=Path), default=None,
-              help="Write the picked checkpoint's tensors (see --names/--map) as a new run "
-                   "folder OUT with one verified checkpoint.")
+              help="Write the picked checkpoint's tensors (see --names/--map) and RUN's "
+                   "vocab.tsv as a new run folder OUT with one verified checkpoint; "
+                   "neighbors/analogy/eval/export/visualize accept OUT when it holds the input "
+                   "embeddings (under any --map name).")
 @click.option("--names", default=None, help="Comma-separated stored tensor names to export.")
 @click.option("--map", "maps", multiple=True, metavar="NEW=STORED",
               help="Export STORED under the name NEW (repeatable).")
@@ -56,25 +117,11 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     from rich.table import Table
 
     from embedlab.errors import InputError
-    from embedlab.train.checkpoint import (
-        CheckpointManager,
-        find_checkpoint,
-        load_checkpoint,
-        tensor_specs,
-    )
+    from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, tensor_specs
 
     console = Console(soft_wrap=True)
     if export is not None:
-        src = find_checkpoint(run, step=step, best=best)
-        wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
-        tensors, state = load_checkpoint(src, names=wanted, rename=_parse_map(maps))
-        if (export / "checkpoints").exists():
-            raise InputError(f"{export} already holds checkpoints; pick a new folder")
-        src_step = int(state["step"])
-        state = {k: v for k, v in state.items() if k not in ("step", "metrics")}
-        state["exported_from"] = str(src)
-        out = CheckpointManager(export).save(src_step, tensors, state, {})
-        click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
+        _export_subset(run, export, step, best, names, _parse_map(maps))
         return
     if show_tensors or step is not None or best:
         path = find_checkpoint(run, step=step, best=best)

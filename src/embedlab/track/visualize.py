@@ -6,13 +6,12 @@ Loads the latest *verified* checkpoint with :func:`embedlab.train.checkpoint.fin
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from embedlab.errors import InputError
+from embedlab.fsutil import atomic_open, write_error
 from embedlab.track.plots import Method, plot_words, project_2d, top_word_ids
 
 FORMATS = (".png", ".svg", ".pdf")
@@ -33,12 +32,12 @@ def read_vocab_words(path: Path) -> list[str]:
 
 def load_input_embeddings(run_dir: Path) -> tuple[np.ndarray, int | None]:
     """``(input_embeddings V×D float32, step)`` of the run's latest verified checkpoint."""
-    from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+    from embedlab.train.checkpoint import find_checkpoint
+    from embedlab.vectors import load_input_embeddings as load_matrix
 
-    ckpt = find_checkpoint(run_dir)
-    tensors, state = load_checkpoint(ckpt, names=["input_embeddings"])
+    matrix, state = load_matrix(find_checkpoint(run_dir))
     step = state.get("step")
-    return tensors["input_embeddings"].float().numpy(), step if isinstance(step, int) else None
+    return matrix, step if isinstance(step, int) else None
 
 
 def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
@@ -56,6 +55,9 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         raise InputError(f"--words must be >= 3, got {words}; e.g. --words 300")
     if out is not None and out.suffix.lower() not in FORMATS:
         raise InputError(f"--out {out}: unsupported file type; use one of {', '.join(FORMATS)}")
+    if out is not None and out.parent.exists() and not out.parent.is_dir():
+        raise InputError(f"cannot write {out} ({out.parent} is a file, not a folder); "
+                         "pass --out in a folder")
     if out is not None and not out.parent.is_dir():
         raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
     vocab = read_vocab_words(run_dir / "vocab.tsv")
@@ -71,8 +73,11 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     fig = plot_words([vocab[i] for i in ids], points,
                      title=f"{label} of the {len(ids)} most frequent words — {run_dir.name}{at}")
     if out is None:
-        (run_dir / "exports").mkdir(exist_ok=True)
         out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
+        try:
+            out.parent.mkdir(exist_ok=True)
+        except OSError as exc:  # a read-only run folder, or a file named exports
+            raise write_error(out, exc, "--out") from None
     _save_atomic(fig, out)
     return out
 
@@ -89,11 +94,10 @@ def _unk_of(run_dir: Path) -> str | None:
 
 
 def _save_atomic(fig: object, out: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=out.suffix)
-    os.close(fd)
+    # through fsutil's atomic_open: readers never see half a plot, and the file gets the umask's
+    # mode like any other export (mkstemp alone leaves it private, 0600)
     try:
-        fig.savefig(tmp)  # type: ignore[attr-defined]
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        with atomic_open(out) as fh:
+            fig.savefig(fh, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
+    except OSError as exc:
+        raise write_error(out, exc, "--out") from None
