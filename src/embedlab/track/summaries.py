@@ -12,6 +12,11 @@ Invariants
   atomically keeping lines with ``step <= S``, the new event file carries ``purge_step = S + 1``
   (TensorBoard hides older events with ``step >= S + 1``), and projector entries after ``S`` are
   dropped. So curves continue without overlaps or duplicates.
+- ``projector_config.pbtxt`` never lists a step folder that is missing or half written, whenever
+  the process is killed: a step's files are complete before the config (rewritten atomically)
+  names them, and on resume the config stops naming abandoned steps before their folders go.
+  TensorBoard's projector reads every listed file to answer ``/data/plugin/projector/runs``; one
+  missing file makes it fail (HTTP 500) for every run in the logdir.
 - Everything is written into the run folder itself (no per-run sub-folders), so
   ``tensorboard --logdir runs`` shows one run per training run, hparams included.
 """
@@ -31,7 +36,7 @@ import numpy as np
 import torch
 
 from embedlab.config import TrainConfig, flatten
-from embedlab.fsutil import atomic_write_text
+from embedlab.fsutil import atomic_open, atomic_write_text
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -240,17 +245,14 @@ class TensorBoardSink:
         known = set(self._words)
         self._probes = [p for p in probes if p in known]
         purge = None if not resume_step else resume_step + 1
-        self._projector_steps: set[int] = set()
-        old_projector = _load_projector_config(run_dir, resume_step) if resume_step else None
+        # A fresh run (no checkpoint) keeps nothing of a process killed before its first
+        # checkpoint either: its projector entries would otherwise be shown beside ours.
+        self._projector = trim_projector(run_dir, resume_step or 0)
+        self._projector_steps = {_projector_step(e.tensor_path)
+                                 for e in self._projector.embeddings}
         if resume_step:
             truncate_event_files(run_dir, resume_step)
         self._w: SummaryWriter = SummaryWriter(str(run_dir), purge_step=purge)
-        if old_projector is not None:
-            # add_embedding rewrites the whole projector_config.pbtxt from the writer's own
-            # buffer; seed it with the pre-resume entries so they are not forgotten.
-            self._w._projector_config = old_projector
-            self._projector_steps = {_projector_step(e.tensor_path)
-                                     for e in old_projector.embeddings}
 
     def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
         for tag, v in values.items():
@@ -321,17 +323,23 @@ class TensorBoardSink:
         if step in self._projector_steps:
             return  # the per-checkpoint projector already holds this step
         n = min(self._cfg.track.projector_words, w_in.shape[0])
-        metadata = [[w, str(int(c))] for w, c in zip(self._words[:n], self._counts[:n],
-                                                       strict=True)]
-        # The writer makes the folder, metadata.tsv and the projector config; the values it
-        # would write one `str(x.item())` at a time (0.2 s for 2000×100, at every run's end), so
-        # it gets zero columns and numpy writes them: 9 significant digits, exact for float32.
-        self._w.add_embedding(np.empty((n, 0), dtype=np.float32), metadata=metadata,
-                              metadata_header=["word", "count"], global_step=step,
-                              tag=PROJECTOR_TAG)
-        info = self._w._projector_config.embeddings[-1]
-        np.savetxt(Path(self._w.get_logdir()) / info.tensor_path, w_in[:n].numpy(), fmt="%.9g",
-                   delimiter="\t")
+        # Written here, not by SummaryWriter.add_embedding: that one writes the config before it
+        # is done with the tensors, in place (a kill leaves it naming a half-written file or
+        # torn), and the values one `str(x.item())` at a time (0.2 s for 2000×100, at every
+        # run's end). Same layout and file formats as add_embedding's.
+        subdir = f"{step:05d}/{PROJECTOR_TAG}"
+        folder = self._run_dir / subdir
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [f"{w}\t{int(c)}" for w, c in zip(self._words[:n], self._counts[:n], strict=True)]
+        atomic_write_text(folder / "metadata.tsv", "\n".join(["word\tcount", *rows]) + "\n")
+        with atomic_open(folder / "tensors.tsv") as f:
+            # 9 significant digits: exact for float32
+            np.savetxt(f, w_in[:n].numpy(), fmt="%.9g", delimiter="\t")
+        info = self._projector.embeddings.add()
+        info.tensor_name = f"{PROJECTOR_TAG}:{step:05d}"
+        info.tensor_path = f"{subdir}/tensors.tsv"
+        info.metadata_path = f"{subdir}/metadata.tsv"
+        _write_projector_config(self._run_dir, self._projector)  # last: the files are complete
         self._projector_steps.add(step)
 
 
@@ -369,25 +377,52 @@ def _projector_step(tensor_path: str) -> int:
     return int(head) if head.isdigit() else -1
 
 
-def _load_projector_config(run_dir: Path, resume_step: int) -> Any:
-    """The run's projector config minus entries after ``resume_step`` (whose folders go too)."""
+def _write_projector_config(run_dir: Path, config: Any) -> None:
+    from google.protobuf import text_format
+
+    atomic_write_text(run_dir / PROJECTOR_CONFIG, text_format.MessageToString(config))
+
+
+def trim_projector(run_dir: Path, resume_step: int) -> Any:
+    """Drop the projector entries after ``resume_step``; return the kept ``ProjectorConfig``.
+
+    The trimmed config is written (atomically) *before* the abandoned step folders are removed,
+    so a kill in between leaves unlisted folders, never a listed folder that is gone. Step
+    folders after ``resume_step`` that the config does not list (a kill after their files were
+    written, before the config named them) go too. An unreadable config (written by an older
+    embedlab, whose writes were not atomic) is rebuilt from the complete step folders kept.
+    """
     from google.protobuf import text_format
     from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
 
     path = run_dir / PROJECTOR_CONFIG
-    if not path.exists():
-        return None
-    try:
-        old = text_format.Parse(path.read_text(encoding="utf-8"), ProjectorConfig())
-    except text_format.ParseError:
-        return None  # unreadable: start a fresh projector config (the tensors are still there)
+    folders = {int(p.name): p for p in run_dir.glob("[0-9]*")
+               if p.name.isdigit() and (p / PROJECTOR_TAG).is_dir()}
     kept = ProjectorConfig()
-    for e in old.embeddings:
-        step = _projector_step(e.tensor_path)
-        if 0 <= step <= resume_step:
-            kept.embeddings.add().CopyFrom(e)
-        elif step > resume_step:
-            shutil.rmtree(run_dir / e.tensor_path.split("/", 1)[0], ignore_errors=True)
+    old: Any = None
+    if path.exists():
+        try:
+            old = text_format.Parse(path.read_text(encoding="utf-8"), ProjectorConfig())
+        except (text_format.ParseError, UnicodeDecodeError):
+            old = None
+    if old is not None:
+        for e in old.embeddings:
+            if 0 <= _projector_step(e.tensor_path) <= resume_step:
+                kept.embeddings.add().CopyFrom(e)
+    else:
+        for step in sorted(s for s in folders if s <= resume_step):
+            subdir = f"{folders[step].name}/{PROJECTOR_TAG}"
+            if (run_dir / subdir / "tensors.tsv").is_file() and \
+                    (run_dir / subdir / "metadata.tsv").is_file():
+                e = kept.embeddings.add()
+                e.tensor_name = f"{PROJECTOR_TAG}:{folders[step].name}"
+                e.tensor_path = f"{subdir}/tensors.tsv"
+                e.metadata_path = f"{subdir}/metadata.tsv"
+    if path.exists() and (old is None or kept != old):
+        _write_projector_config(run_dir, kept)
+    for step, folder in sorted(folders.items()):
+        if step > resume_step:
+            shutil.rmtree(folder, ignore_errors=True)
     return kept
 
 
@@ -452,5 +487,9 @@ def open_tracker(run_dir: Path, cfg: TrainConfig, *, vocab: VocabLike,
         truncate_metrics(run_dir / METRICS_FILE, resume_step)
     sinks: list[Sink] = [JsonlSink(run_dir)]
     if cfg.track.tensorboard:
-        sinks.append(TensorBoardSink(run_dir, cfg, vocab, resume_step))
+        try:
+            sinks.append(TensorBoardSink(run_dir, cfg, vocab, resume_step))
+        except BaseException:
+            sinks[0].close()  # e.g. Ctrl-C while the old events are being truncated
+            raise
     return Tracker(sinks)
