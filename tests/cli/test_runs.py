@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -79,6 +83,22 @@ def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
     assert "warning: skipped" in err and "broken" in err
 
 
+def test_runs_lists_linreg_runs_beside_word2vec_runs(two_runs: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    table = tmp_path / "birth_life.txt"
+    rows = [f"c{i}\t{1 + i % 7 * 0.5}\t{80 - 4 * (1 + i % 7 * 0.5)}" for i in range(40)]
+    table.write_text("Country\tBirth rate\tLife expectancy\n" + "\n".join(rows) + "\n")
+    code, _, _ = run_cli(["linreg", str(table), "--run", str(two_runs / "linreg"),
+                          "--steps", "300", "--max-steps", "200"], capsys)
+    assert code == 0
+    code, out, err = run_cli(["runs", str(two_runs)], capsys)
+    assert code == 0 and err == ""  # not "skipped runs/linreg: config.json is unreadable"
+    row = next(line for line in out.splitlines() if "linreg" in line)
+    for cell in ("linreg", "interrupted", "200", "loss "):
+        assert cell in row, (cell, row)
+    assert out.count("word2vec") == 2 and "optim.lr" in out
+
+
 def test_runs_empty_and_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["runs", str(tmp_path)], capsys)
     assert code == 0 and "no runs under" in out
@@ -97,6 +117,87 @@ def test_tensorboard_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert_one_line_error(code, err, f"port {port}")
     code, _, err = run_cli(["tensorboard", str(tmp_path), "--port", "0"], capsys)
     assert_one_line_error(code, err, "--port")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_listening(port: int) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline, f"nothing listens on port {port}"
+            time.sleep(0.2)
+
+
+def _assert_stopped_with_its_child(proc: subprocess.Popen[str], signum: int, port: int) -> None:
+    os.kill(proc.pid, signum)  # to embedlab alone, as `kill PID` does
+    code = proc.wait(timeout=20)
+    deadline = time.monotonic() + 5
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _group_alive(proc.pid), "the server child outlived embedlab"
+    assert code == 128 + signum  # the shell's convention for "stopped by this signal"
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # only a listener refuses it
+        s.bind(("127.0.0.1", port))
+
+
+def test_tensorboard_stopped_by_sigterm_stops_the_real_server(tmp_path: Path) -> None:
+    """``kill PID`` on ``embedlab tensorboard`` must not leave TensorBoard behind, re-parented
+    to pid 1 and holding the port."""
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "tensorboard", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)  # its own group: the server is in it too
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
+        _wait_listening(port)
+        _assert_stopped_with_its_child(proc, signal.SIGTERM, port)
+    finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+SERVE_STUB = """
+import sys
+from embedlab.cli.runs import serve
+child = "import socket, time; s = socket.create_server(('127.0.0.1', 0)); " \\
+        "print(s.getsockname()[1], flush=True); time.sleep(600)"
+sys.exit(serve([sys.executable, "-c", child], "started"))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_serve_stops_its_child_on_sighup_and_sigterm(signum: int) -> None:
+    """The same for a hang-up, with a stand-in server that starts in a fraction of a second."""
+    proc = subprocess.Popen([sys.executable, "-c", SERVE_STUB], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
+        assert "started" in lines
+        port = int(next(x for x in lines if x.isdigit()))
+        _wait_listening(port)
+        _assert_stopped_with_its_child(proc, signum, port)
+    finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

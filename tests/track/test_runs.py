@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +28,7 @@ from embedlab.track.runs import (
     runs_tables,
     write_status,
 )
+from embedlab.track.summaries import METRICS_FILE, read_metrics
 
 from .fakerun import fake_vocab, write_run_files
 
@@ -146,3 +149,62 @@ def test_run_info_unreadable_config(tmp_path: Path) -> None:
 def test_formatting() -> None:
     assert format_duration(None) == "" and format_duration(59.9) == "0:00:59"
     assert format_count(999) == "999" and format_count(17_000_000) == "17.0M"
+
+
+def _linreg_run(run: Path, tmp_path: Path, *, max_steps: int | None = None) -> None:
+    from embedlab.linreg import LinRegConfig, train_linreg
+
+    table = tmp_path / "table.tsv"
+    rows = [f"c{i}\t{1 + i % 7 * 0.5}\t{80 - 4 * (1 + i % 7 * 0.5)}" for i in range(40)]
+    table.write_text("Country\tBirth rate\tLife expectancy\n" + "\n".join(rows) + "\n")
+    train_linreg(table, run, LinRegConfig(steps=300, checkpoint_every=100), argv=["linreg"],
+                 max_steps=max_steps)
+
+
+def test_linreg_runs_are_listed_as_their_own_kind(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    _make_run(root / "sg")
+    _linreg_run(root / "linreg-done", tmp_path)
+    _linreg_run(root / "linreg-part", tmp_path, max_steps=200)
+    infos = {i.name: i for i in (run_info(r, root) for r in find_runs(root))}
+    sg, done, part = infos["sg"], infos["linreg-done"], infos["linreg-part"]
+    assert (sg.kind, done.kind, part.kind) == ("word2vec", "linreg", "linreg")
+    assert (done.status, done.step, part.status, part.step) == ("finished", 300, "interrupted",
+                                                                200)
+    losses = [r["loss"] for r in read_metrics(root / "linreg-part" / METRICS_FILE)]
+    assert part.loss == losses[-1] and part.best.startswith("loss ")
+    assert done.hparams["linreg.lr"] == 0.01 and done.hparams["linreg.steps"] == 300
+    # keys of one kind are compared among the runs of that kind only
+    assert differing_keys(list(infos.values())) == []
+    console = Console(width=300, record=True)
+    console.print(*runs_tables(list(infos.values())))
+    out = console.export_text()
+    assert "kind" in out.splitlines()[1]
+    row = next(line for line in out.splitlines() if "linreg-part" in line)
+    for cell in ("linreg", "interrupted", "200", f"{part.loss:.4f}"):
+        assert cell in row, cell
+
+
+def test_a_killed_linreg_run_shows_failed(tmp_path: Path) -> None:
+    run = tmp_path / "linreg"
+    _linreg_run(run, tmp_path, max_steps=100)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (run / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+    assert run_info(run, tmp_path).status == "failed"
+    (run / ".lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+    assert run_info(run, tmp_path).status == "running"
+
+
+def test_per_invocation_settings_are_not_differing_hyperparameters(tmp_path: Path) -> None:
+    from embedlab.config import TrackConfig
+
+    for name, lr, max_steps, progress in (("a", 0.5, 100, True), ("b", 1.0, None, False)):
+        cfg = dataclasses.replace(TrainConfig(), max_steps=max_steps, threads=1 + len(name),
+                                  optim=dataclasses.replace(OptimConfig(), lr=lr),
+                                  track=dataclasses.replace(TrackConfig(), progress=progress))
+        write_run_files(tmp_path / name, cfg, fake_vocab())
+    infos = [run_info(r, tmp_path) for r in find_runs(tmp_path)]
+    assert {"max_steps", "track.progress"} <= {k for k in infos[0].hparams
+                                                if infos[0].hparams[k] != infos[1].hparams[k]}
+    assert differing_keys(infos) == ["optim.lr"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -15,13 +16,16 @@ from embedlab.errors import InputError
 @click.command()
 @click.argument("directory", default="runs", type=click.Path(path_type=Path))
 @click.option("--all", "all_hparams", is_flag=True,
-              help="Show every hyperparameter, not only those that differ between runs.")
+              help="Show every stored config key (per-invocation settings such as --max-steps "
+                   "too), not only the hyperparameters that differ between runs.")
 def runs(directory: Path, all_hparams: bool) -> None:
     """Table of the runs under DIRECTORY (default: runs/).
 
-    Columns: name, status (running / finished / interrupted / failed), step, words seen, latest
-    loss, best value of the run's --best-metric, wall time, and the hyperparameters that differ
-    between the listed runs.
+    Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
+    (running / finished / interrupted / failed), step, words seen, latest loss, best value of
+    the run's --best-metric, wall time, and the hyperparameters that differ between the listed
+    runs (settings that do not change the result, such as --max-steps or --progress, are left
+    out).
     """
     from rich.console import Console
 
@@ -75,23 +79,66 @@ def tensorboard(directory: Path, port: int | None) -> None:
         _check_port(port)
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(directory),
            "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(cmd)
-    click.echo(f"TensorBoard for {directory}: http://127.0.0.1:{port}/  (Ctrl-C stops it)",
-               nl=True)
-    sys.stdout.flush()
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        return
+    code = serve(cmd, f"TensorBoard for {directory}: http://127.0.0.1:{port}/  (Ctrl-C stops it)")
     if code != 0:
         raise click.ClickException(f"tensorboard exited with status {code}; see its messages "
                                    "above")
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped(signum)
+
+
+def serve(cmd: list[str], banner: str) -> int:
+    """Run the server ``cmd`` as a child process, print ``banner``, wait until it exits.
+
+    Returns the child's exit status, or 0 after Ctrl-C. SIGTERM and SIGHUP stop the child
+    too, then exit with 128 + the signal. Without this, ``kill PID`` (or a closed ssh session,
+    when the hang-up reaches only us) ended this process at once — Python's default action —
+    and the child, re-parented to pid 1, kept serving and holding the port. Ctrl-C was fine: the
+    terminal sends SIGINT to the child as well, and Python turns it into KeyboardInterrupt.
+    """
+    stop = (*STOP_SIGNALS, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in stop}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _raise_stopped)
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        try:
+            proc = subprocess.Popen(cmd)
+            click.echo(banner)
+            sys.stdout.flush()
+            return proc.wait()
+        except (KeyboardInterrupt, _Stopped) as exc:
+            # a second signal must not cut the clean-up short and leave the child behind
+            for sig in stop:
+                signal.signal(sig, signal.SIG_IGN)
+            if proc is not None:
+                _stop(proc)
+            if isinstance(exc, _Stopped):
+                raise SystemExit(128 + exc.signum) from None
+            return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @click.command()

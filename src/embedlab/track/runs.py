@@ -4,6 +4,11 @@
 the new status, never half of one. A status of ``running`` whose ``pid`` is no longer alive on
 this machine is *shown* as ``failed`` (the process was killed without a chance to say so); the
 file itself is left alone.
+
+``embedlab runs`` lists every kind of run the experiment core makes: word2vec runs (``embedlab
+train``) and linreg runs (``embedlab linreg``), whose ``config.json`` names its model
+(``"model": "linreg"``) and which keep no ``status.json``: their status, step and loss come from
+the run lock, the checkpoint index and ``metrics.jsonl``.
 """
 
 from __future__ import annotations
@@ -16,14 +21,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embedlab.config import TrainConfig, flatten
+from embedlab.config import MUTABLE_ON_RESUME, TrainConfig, flatten
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text
+from embedlab.linreg import FIXED_ON_RESUME as LINREG_FIXED
+from embedlab.linreg import MODEL as LINREG
+from embedlab.linreg import LinRegConfig
 from embedlab.track.summaries import METRICS_FILE, read_metrics
-from embedlab.train.lock import pid_alive
+from embedlab.train.checkpoint import read_index
+from embedlab.train.lock import pid_alive, read_lock
 
 STATUS_FILE = "status.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
+WORD2VEC = "word2vec"  # the kind of a run made by `embedlab train`
+
+# linreg's config keys that do not change its result (checkpoint cadence, retention); its
+# hyperparameters are those a resume refuses to change, plus the length of the run
+_LINREG_SETTINGS = frozenset(
+    f"{LINREG}.{k}" for k in LinRegConfig.__dataclass_fields__
+    if k not in (*LINREG_FIXED, "steps"))
 
 
 def write_status(run_dir: Path, **fields: Any) -> dict[str, Any]:
@@ -79,6 +95,7 @@ class RunInfo:
     best: str  # "eval/analogy 0.41 @1200" or ""
     wall_time: float | None
     hparams: dict[str, Any] = field(default_factory=dict)
+    kind: str = WORD2VEC  # "word2vec" or "linreg"
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -116,6 +133,8 @@ def run_info(run: Path, root: Path) -> RunInfo:
     """Collect a run's row; raises InputError when its config.json is unreadable."""
     try:
         raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        if isinstance(raw, dict) and raw.get("model") == LINREG:
+            return _linreg_info(run, root, raw)
         cfg = TrainConfig.from_dict(raw)
     except (OSError, ValueError, TypeError) as exc:
         raise InputError(f"{run / 'config.json'} is unreadable ({exc}); "
@@ -136,10 +155,49 @@ def run_info(run: Path, root: Path) -> RunInfo:
     )
 
 
+def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
+    index = read_index(run)
+    rows = read_metrics(run / METRICS_FILE)
+    step = index.latest  # metrics.jsonl may lag it by one save (a kill in between)
+    if step is None and rows:
+        step = rows[-1]["step"]
+    losses = [r["loss"] for r in rows if r["step"] == step
+              and isinstance(r.get("loss"), (int, float))]
+    lock = read_lock(run)  # held while it trains; left behind only by a killed process
+    if lock is not None:
+        status = effective_status({"status": "running", "pid": lock.get("pid"),
+                                   "host": lock.get("host")})
+    elif step is None:
+        status = "unknown"
+    else:
+        steps = raw.get("steps")
+        status = "finished" if isinstance(steps, int) and step >= steps else "interrupted"
+    hparams = {f"{LINREG}.{k}": v for k, v in raw.items() if k not in ("model", "table_sha256")}
+    if isinstance(raw.get("table_sha256"), str):  # which table: a prefix tells tables apart
+        hparams[f"{LINREG}.table_sha256"] = raw["table_sha256"][:12]
+    metric = f"{index.best_metric}:{index.best_mode}" if index.best_metric else "loss:min"
+    return RunInfo(
+        name=str(run.relative_to(root)) if run != root else run.name, path=run, status=status,
+        step=step, words_seen=None, loss=losses[-1] if losses else None,
+        best=_best(rows, metric), wall_time=None, hparams=hparams, kind=LINREG)
+
+
+def changes_result(key: str) -> bool:
+    """False for per-invocation settings (``max_steps``, threads, checkpoint, logging and
+    evaluation flags): those a resume may change, since the trained numbers do not depend on
+    them. ``optim.epochs`` may be raised on resume but does change the result."""
+    return not key.startswith(MUTABLE_ON_RESUME) and key not in _LINREG_SETTINGS
+
+
 def differing_keys(infos: Sequence[RunInfo]) -> list[str]:
-    """Hyperparameter keys whose values are not the same in every listed run."""
-    keys = sorted({k for i in infos for k in i.hparams})
-    return [k for k in keys if len({json.dumps(i.hparams.get(k)) for i in infos}) > 1]
+    """Hyperparameter keys whose values differ between the listed runs that have them.
+
+    Per-invocation settings (:func:`changes_result`) are not hyperparameters. A key of one kind
+    of run (``optim.lr``, ``linreg.lr``) is compared among the runs of that kind only.
+    """
+    keys = sorted({k for i in infos for k in i.hparams if changes_result(k)})
+    return [k for k in keys
+            if len({json.dumps(i.hparams[k]) for i in infos if k in i.hparams}) > 1]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -176,14 +234,17 @@ def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[
 
     keys = sorted({k for i in infos for k in i.hparams}) if all_hparams else differing_keys(infos)
     inline = keys if len(keys) <= MAX_INLINE_HPARAMS and not all_hparams else []
+    kinds = any(i.kind != WORD2VEC for i in infos)  # a column only when not all are word2vec
     runs = Table(title=None)
-    for col in ("run", "status", "step", "words", "loss", "best", "wall"):
+    for col in ("run", *(("kind",) if kinds else ()), "status", "step", "words", "loss", "best",
+                "wall"):
         runs.add_column(col, justify="right" if col in ("step", "words", "loss", "wall")
                         else "left")
     for k in inline:
         runs.add_column(k)
     for i in infos:
-        cells = [i.name, i.status, "" if i.step is None else str(i.step),
+        cells = [i.name, *((i.kind,) if kinds else ()), i.status,
+                 "" if i.step is None else str(i.step),
                  format_count(i.words_seen), "" if i.loss is None else f"{i.loss:.4f}",
                  i.best, format_duration(i.wall_time)]
         runs.add_row(*cells, *(_hparam_cell(i.hparams.get(k)) for k in inline))
