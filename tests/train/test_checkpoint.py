@@ -5,7 +5,9 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -316,3 +318,17 @@ def test_remove_stale_tmp_deletes_only_uncommitted_save_folders(tmp_path: Path) 
     other.mkdir()
     assert m.remove_stale_tmp() == (stale,)
     assert not stale.exists() and other.is_dir() and m.latest() is not None
+
+
+def test_checkpoint_files_get_the_umasks_mode(tmp_path: Path) -> None:
+    # mkdtemp made every checkpoint folder 0700 and safetensors writes its file 0600: a run
+    # shared with a group (umask 002) or the world (022) was unreadable past its JSON files.
+    old = os.umask(0o002)
+    try:
+        folder = CheckpointManager(tmp_path / "run").save(
+            1, {"w": torch.zeros(2, 2)}, {"step": 1}, {})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o775
+    for f in folder.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o664, f.name

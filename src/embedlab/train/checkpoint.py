@@ -29,9 +29,9 @@ import json
 import math
 import os
 import re
+import secrets
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,7 +43,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from embedlab.errors import InputError
-from embedlab.fsutil import atomic_write_text, file_digest, fsync_dir
+from embedlab.fsutil import atomic_write_text, current_umask, file_digest, fsync_dir
 
 TENSORS_FILE = "tensors.safetensors"
 STATE_FILE = "state.json"
@@ -378,7 +378,9 @@ class CheckpointManager:
         try:
             old_index = self.index()
             self.root.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix=f"{final.name}.tmp-", dir=self.root))
+            # mkdir, not mkdtemp: the folder gets the umask's mode (mkdtemp's is 0700)
+            tmp = self.root / f"{final.name}.tmp-{secrets.token_hex(6)}"
+            tmp.mkdir()
         except OSError as exc:
             raise self._save_error(step, exc) from None
         try:
@@ -472,6 +474,8 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, torch.Tensor],
             raise ValueError(f"state[{key!r}] disagrees with the {key} passed to save()")
     flat = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
     save_file(flat, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
+    # safetensors creates the file 0600; a checkpoint is as shareable as the rest of the run
+    os.chmod(tmp / TENSORS_FILE, 0o666 & ~current_umask())
     with open(tmp / TENSORS_FILE, "rb+") as f:
         os.fsync(f.fileno())
     state_bytes = json.dumps({**state, "step": step, "metrics": dict(metrics)},
