@@ -120,3 +120,19 @@ def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -
         raise InputError(f"{what} {path} does not exist; {missing_fix}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {what} {path} ({exc}); {unreadable_fix}") from None
+
+
+def missing_folders(path: Path) -> list[Path]:
+    """``path`` and its ancestors that do not exist yet, deepest first: what
+    ``path.mkdir(parents=True)`` will create, for :func:`remove_empty_folders` to undo."""
+    path = Path(path)
+    return [p for p in (path, *path.parents) if not p.exists()]
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) while they are empty; stop at the first that is not."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return

@@ -350,7 +350,8 @@ def test_a_bad_corpus_tokenised_in_a_child_is_refused_cleanly(
     code, err = train(capsys, "--run", runs / "r", "--corpus", garbage, *FAST)
     assert_refused(code, err, "looks binary")
     assert child_prepares == ["InputError"]
-    assert list(runs.iterdir()) == []  # neither the run nor the child's folder is left
+    # neither the run nor the child's folder is left, nor runs/, which the command created
+    assert not runs.exists()
 
 
 # ---- --restart / --from / --init-from --------------------------------------------------------
@@ -600,3 +601,26 @@ def test_an_unwritable_run_location_is_one_line(corpus: Path, tmp_path: Path,
     code, err = train(capsys, "--run", locked / "run", "--corpus", corpus, *FAST)
     assert_refused(code, err, "cannot create the run folder")
     assert "Permission denied" in err and "writable location" in err
+
+
+def test_a_refused_new_run_leaves_no_runs_dir_behind(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    runs_dir = tmp_path / "new" / "runs"
+    code, err = train(capsys, "--runs-dir", runs_dir, "--corpus", tmp_path / "missing.txt",
+                      *FAST)
+    assert_refused(code, err, "missing.txt")
+    assert not (tmp_path / "new").exists()
+
+
+def test_ctrl_c_before_training_leaves_no_new_run_behind(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import embedlab.train.trainer as trainer
+
+    def interrupted_setup(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "NoiseDistribution", interrupted_setup)  # mid-way through setup
+    code, err = train(capsys, "--run", tmp_path / "runs" / "r", "--corpus", corpus, *FAST)
+    assert code == 130 and err.strip() == "embedlab: interrupted"
+    assert not (tmp_path / "runs").exists()

@@ -1,14 +1,16 @@
-"""SignalFlag: signals only set a flag; handlers are restored; exit codes 130/143."""
+"""SignalFlag: signals only set a flag; handlers are restored; exit codes 130/143. Ctrl-C held
+back during start-up imports."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
 from embedlab.errors import TrainingInterrupted
-from embedlab.train.signals import SignalFlag, exit_code_for, interrupted
+from embedlab.train.signals import SignalFlag, deferred_interrupt, exit_code_for, interrupted
 
 
 def test_exit_codes() -> None:
@@ -35,3 +37,35 @@ def test_interrupted_message() -> None:
     assert isinstance(exc, TrainingInterrupted)
     assert str(exc) == "saved step 1200 — re-run the same command to resume"
     assert exc.exit_code == 143
+
+
+def test_deferred_interrupt_holds_ctrl_c_until_the_block_ends() -> None:
+    # torch's C++ import of numpy swallows a KeyboardInterrupt raised inside it, leaving numpy
+    # half-initialised; the start-up imports run in this block instead.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    reached_end = False
+    with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # the handler runs here, between bytecodes
+        reached_end = True
+    assert reached_end
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_deferred_interrupt_without_ctrl_c_changes_nothing() -> None:
+    with deferred_interrupt():
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_deferred_interrupt_leaves_an_ignored_sigint_ignored() -> None:
+    # a background job started by a shell ignores SIGINT; that choice is not ours to undo
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with deferred_interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

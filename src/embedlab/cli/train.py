@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from embedlab.errors import InputError
+from embedlab.fsutil import missing_folders, remove_empty_folders
 
 if TYPE_CHECKING:
     from embedlab.data.ahead import PrepareAhead
@@ -153,12 +154,19 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
     if restart and run.exists():
         moved = move_aside(run)
         click.echo(f"embedlab: --restart: moved the old run to {moved}", err=True)
+    made = missing_folders(run.parent)  # the child's folder beside the run creates them
     ahead = None if run.exists() else _prepare_ahead(run, explicit, preset)
+    refused = False
     try:
         _train(run, explicit, preset, from_ckpt, ahead)
+    except (InputError, KeyboardInterrupt):
+        refused = True
+        raise
     finally:
         if ahead is not None:
             ahead.cancel()
+        if refused:  # e.g. an offline --corpus text8 with a new --runs-dir: leave no empty one
+            remove_empty_folders(made)
 
 
 def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
@@ -176,7 +184,10 @@ def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
 def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
            ahead: PrepareAhead | None) -> None:
     from embedlab.train.run import abandon_after, resolve_config
-    from embedlab.train.trainer import train as run_training
+    from embedlab.train.signals import deferred_interrupt
+
+    with deferred_interrupt():  # torch, numpy: see deferred_interrupt for why
+        from embedlab.train.trainer import train as run_training
 
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
     resume_from = None

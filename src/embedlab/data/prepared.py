@@ -38,7 +38,7 @@ from embedlab.config import DataConfig
 from embedlab.data.corpus import PREPARED_FORMAT, ReadStats, iter_blocks, list_files, says_prepared
 from embedlab.data.vocab import Vocab, WordCounter, build
 from embedlab.errors import InputError
-from embedlab.fsutil import fsync_dir
+from embedlab.fsutil import fsync_dir, missing_folders, remove_empty_folders
 
 FORMAT = PREPARED_FORMAT
 FORMAT_VERSION = 1
@@ -215,15 +215,14 @@ def prepare_into(
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)
     _check_out(out, force)
-    # the folders mkdir(parents=True) makes: a failed run removes them again (if still empty)
-    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700
         tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(6)}"
         tmp.mkdir()
     except OSError as exc:
-        _remove_empty(made)
+        remove_empty_folders(made)
         raise InputError(f"cannot create --out {out} ({exc.strerror or exc}); pass a folder "
                          "in a writable location") from None
     try:
@@ -252,18 +251,9 @@ def prepare_into(
         _commit(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
-        _remove_empty(made)
+        remove_empty_folders(made)
         raise
     _warn_about(label, stats, counter)
-
-
-def _remove_empty(folders: list[Path]) -> None:
-    """Remove ``folders`` (deepest first) while they are empty."""
-    for folder in folders:
-        try:
-            folder.rmdir()
-        except OSError:
-            return
 
 
 def _check_out(out: Path, force: bool) -> None:

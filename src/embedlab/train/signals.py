@@ -8,10 +8,11 @@ half-written save would be skipped on resume anyway; SIGKILL remains the hard st
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -68,3 +69,28 @@ class SignalFlag:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous.clear()
+
+
+@contextlib.contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold Ctrl-C back during the block; raise KeyboardInterrupt when it ends.
+
+    For the heavy imports at start-up. torch's C++ code imports numpy inside a catch-all that
+    clears any Python error, so a KeyboardInterrupt landing there was swallowed and left numpy
+    half-initialised: the run went on and died later with "module 'numpy' has no attribute
+    'matrix'" (or trained to the end, ignoring the Ctrl-C). Only the default SIGINT handler
+    is replaced: an ignored SIGINT (a background job) stays ignored, and a caller's own
+    handler is left alone.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if received:
+        raise KeyboardInterrupt

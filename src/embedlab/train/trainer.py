@@ -27,6 +27,7 @@ from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
 from embedlab.data.prepared import VOCAB_OPTIONS, PreparedCorpus, is_prepared, prepare
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
+from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.model.word2vec import (
     Band,
     StepConfig,
@@ -170,26 +171,31 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
           out: TextIO | None = None, ahead: PrepareAhead | None = None) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``.
 
-    A run folder this call created is removed again when the input is refused before anything
-    was trained (bad corpus, bad flags), so a corrected command starts cleanly. ``ahead``: the
-    corpus being tokenised in a child (:class:`embedlab.data.ahead.PrepareAhead`); the caller
-    cancels it when this returns or raises.
+    A run folder this call created (and any parent it had to create) is removed again when the
+    input is refused, or Ctrl-C comes, before anything was trained, so a corrected command
+    starts cleanly. ``ahead``: the corpus being tokenised in a child
+    (:class:`embedlab.data.ahead.PrepareAhead`); the caller cancels it when this returns or
+    raises.
     """
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
     cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
-    created = not run_dir.exists()
+    made = missing_folders(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        remove_empty_folders(made)
         raise InputError(f"cannot create the run folder {run_dir} ({exc.strerror or exc}); "
                          "pass --run (or --runs-dir) in a writable location") from None
     try:
         with RunLock(run_dir, argv=argv):
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
                                  ahead=ahead)
-    except InputError:
-        if created and not any((run_dir / "checkpoints").glob("ckpt-*")):
+    except (InputError, KeyboardInterrupt):
+        # refused, or Ctrl-C before training began (once it has, Ctrl-C saves and stops):
+        # nothing of a new run is worth keeping, not even the --runs-dir it was put in
+        if made and not any((run_dir / "checkpoints").glob("ckpt-*")):
             shutil.rmtree(run_dir, ignore_errors=True)
+            remove_empty_folders(made[1:])
         raise
 
 
