@@ -184,6 +184,24 @@ def test_force_through_a_symbolic_link_replaces_the_link(corpus_file: Path,
     assert leftovers(tmp_path) == []
 
 
+def test_force_replaces_a_damaged_prepared_folder(corpus_file: Path, tmp_path: Path) -> None:
+    # Opening it says "re-create it with 'embedlab prepare CORPUS --out DIR --force'"; that
+    # command must then work, while a folder of other files stays protected even with --force.
+    out = tmp_path / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    (out / "meta.json").write_text('{"format": "embedlab-prep')
+    with pytest.raises(InputError, match="not a valid prepared corpus"):
+        PreparedCorpus.open(out)
+    with pytest.raises(InputError, match="holds a damaged prepared corpus; pass --force"):
+        prepare(corpus_file, out, min_count=1, progress=False)  # not without --force
+    assert prepare(corpus_file, out, min_count=1, force=True, progress=False).meta["min_count"] == 1
+    (out / "notes.txt").write_text("mine")
+    (out / "meta.json").write_text("{}")
+    with pytest.raises(InputError, match="holds no prepared corpus"):
+        prepare(corpus_file, out, min_count=1, force=True, progress=False)
+    assert (out / "notes.txt").read_text() == "mine"
+
+
 def test_failed_replacement_keeps_the_old_prepared_folder(corpus_file: Path,
                                                           tmp_path: Path) -> None:
     out = tmp_path / "out"

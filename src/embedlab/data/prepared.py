@@ -261,12 +261,24 @@ def _check_out(out: Path, force: bool) -> None:
         raise InputError(f"--out {out} is a file; pass a new folder name")
     if not out.is_dir() or not any(out.iterdir()):
         return
+    if not is_prepared(out) and _damaged_prepared(out):
+        if force:
+            return
+        raise InputError(f"--out {out} holds a damaged prepared corpus; pass --force to "
+                         "replace it, or choose another folder")
     if not is_prepared(out):
         raise InputError(f"--out {out} is a folder that is not empty and holds no prepared "
                          "corpus; pass a new or empty folder")
     if not force:
         raise InputError(f"--out {out} already holds a prepared corpus; pass --force to "
                          "replace it, or choose another folder")
+
+
+def _damaged_prepared(out: Path) -> bool:
+    """A folder holding nothing but a prepared corpus's files, with a meta.json that does not
+    say so (damaged): the error for it says to replace it with --force, so --force may."""
+    names = {p.name for p in out.iterdir()}
+    return META_FILE in names and names <= {IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE}
 
 
 def _check_not_inside(out: Path, source: Path) -> None:
