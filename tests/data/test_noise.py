@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,3 +38,14 @@ def test_alias_table_encodes_the_distribution_exactly(counts: list[int], alpha: 
     np.add.at(implied, alias, 1.0 - threshold)
     np.testing.assert_allclose(implied / n, noise.probs, atol=1e-12)
     assert ((threshold == 0) | (np.array(counts) > 0) | (alpha == 0)).all()
+
+
+def test_log_expected_count_of_an_unused_word_is_finite_and_silent() -> None:
+    # --unk with no word mapped to it: count 0, so Q = 0; numpy used to warn "divide by zero
+    # encountered in log" on stderr (through --preset cs20 on a small corpus).
+    noise = NoiseDistribution(np.array([0, 5, 3]), 0.75)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        logs = noise.log_expected_count(64)
+    assert np.isfinite(logs).all() and logs[0] < -80
+    assert logs[1] == pytest.approx(np.log(64 * noise.probs[1]), rel=1e-6)

@@ -40,8 +40,15 @@ class NoiseDistribution:
         return drawn
 
     def log_expected_count(self, k: int) -> np.ndarray:
-        """log(k·Q(w)) for every word: NCE's correction term (float32, length V)."""
-        return np.log(k * self.probs).astype(np.float32)
+        """log(k·Q(w)) for every word: NCE's correction term (float32, length V).
+
+        A word of count 0 (an --unk token no word was mapped to) has Q = 0: it is never drawn
+        and never a target, so its term is never used; it is floored at float32's smallest
+        normal (log ≈ −87.3) rather than −inf, which would warn and could turn a vectorised
+        gather into NaN.
+        """
+        floor = np.finfo(np.float32).tiny
+        return np.log(np.maximum(k * self.probs, floor)).astype(np.float32)
 
 
 def _alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
