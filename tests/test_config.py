@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
+from pathlib import PurePath
 from typing import Any
 
 import pytest
@@ -46,14 +48,17 @@ def configs(draw: st.DrawFn) -> TrainConfig:
                         init=draw(st.sampled_from(["centered", "uniform"])))
     optim = OptimConfig(lr=draw(pos_float), min_lr_ratio=draw(st.floats(1e-6, 1.0)),
                         epochs=draw(st.integers(1, 100)), batch_size=draw(st.integers(1, 8192)))
+    ev = EvalConfig(similarity=tuple(draw(st.lists(word, max_size=2))),
+                    analogies=draw(st.none() | word))
+    # a metric the run records (others are refused: test_best_metric_must_be_recorded)
+    recorded = ["loss:min", *(["analogy:max"] if ev.analogies else []),
+                *(f"similarity/{PurePath(p).stem}" for p in ev.similarity)]
     ckpt = CheckpointConfig(every_steps=draw(st.none() | st.integers(1, 10**6)),
                             every_secs=draw(pos_float), keep=draw(st.integers(1, 20)),
                             keep_every=draw(st.none() | st.integers(1, 10**6)),
-                            best_metric=draw(st.sampled_from(["loss:min", "analogy:max", "x"])))
+                            best_metric=draw(st.sampled_from(recorded)))
     track = TrackConfig(log_every=draw(st.integers(1, 1000)), tensorboard=draw(st.booleans()),
                         probe_words=tuple(draw(st.lists(word, max_size=3))))
-    ev = EvalConfig(similarity=tuple(draw(st.lists(word, max_size=2))),
-                    analogies=draw(st.none() | word))
     return TrainConfig(data=data, model=model, optim=optim, checkpoint=ckpt, track=track,
                        eval=ev, seed=draw(st.integers(0, 2**31)),
                        threads=draw(st.integers(0, 64)),
@@ -129,6 +134,18 @@ def test_validation_names_the_flag_and_the_fix(build: object, needle: str) -> No
 def test_positive_message_suggests_an_example() -> None:
     with pytest.raises(InputError, match=r"pass e\.g\. --lr 0\.025"):
         OptimConfig(lr=0)
+
+
+def test_best_metric_must_be_recorded() -> None:
+    for metric, needle in [("x", "use loss, analogy"), ("analogy", "pass --eval-analogies"),
+                           ("similarity/ws", "--eval-similarity ws.tsv")]:
+        with pytest.raises(InputError, match=f"--best-metric {metric} is not a metric"):
+            TrainConfig(checkpoint=CheckpointConfig(best_metric=metric))
+        with pytest.raises(InputError, match=re.escape(needle)):
+            TrainConfig(checkpoint=CheckpointConfig(best_metric=metric))
+    ev = EvalConfig(analogies="q.txt", similarity=("data/ws.tsv",))
+    for metric in ("loss", "analogy:max", "similarity/ws"):
+        TrainConfig(checkpoint=CheckpointConfig(best_metric=metric), eval=ev)
 
 
 def test_best_mode_defaults_from_the_metric_name() -> None:

@@ -39,7 +39,9 @@ _EXAMPLES: dict[str, Any] = {
     "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
     "epochs": 5, "batch_size": 2048, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
     "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
-    "log_every": 100, "init_scale": 8,
+    "log_every": 100, "init_scale": 8, "min_lr_ratio": 0.0001, "max_distinct": 10_000_000,
+    "shared_negatives": 40, "keep_every": 10000, "projector_words": 2000, "eval_every": 1000,
+    "eval_restrict_vocab": 30000, "max_steps": 1000,
 }
 
 
@@ -116,7 +118,9 @@ class OptimConfig:
         _positive("lr", self.lr)
         _positive("min_lr_ratio", self.min_lr_ratio)
         if self.min_lr_ratio > 1:
-            raise InputError("--min-lr-ratio must be <= 1 (the final lr is lr * ratio)")
+            raise InputError(f"--min-lr-ratio must be <= 1 (the final lr is lr * ratio), got "
+                             f"{self.min_lr_ratio!r}; pass e.g. --min-lr-ratio 0.0001 "
+                             "(word2vec's), or 1 for a constant lr")
         _positive("epochs", self.epochs)
         _positive("batch_size", self.batch_size)
 
@@ -183,7 +187,27 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.every_steps is not None:
             _positive("eval_every", self.every_steps)
-        _positive("restrict_vocab", self.restrict_vocab)
+        _positive("eval_restrict_vocab", self.restrict_vocab)
+
+
+def _check_best_metric(name: str, ev: EvalConfig) -> None:
+    """--best-metric must name a metric the run records, or no best checkpoint is ever kept
+    (and 'export --best' fails much later)."""
+    from pathlib import PurePath
+
+    similarity = [f"similarity/{PurePath(p).stem}" for p in ev.similarity]
+    if name == "loss" or (name == "analogy" and ev.analogies) or name in similarity:
+        return
+    if name == "analogy":
+        fix = "pass --eval-analogies FILE too (evaluated at --eval-every and at the end)"
+    elif name.startswith("similarity/"):
+        known = ", ".join(similarity) or "none: no --eval-similarity file is given"
+        fix = (f"pass --eval-similarity {name.split('/', 1)[1]}.tsv (the name is the file's "
+               f"stem) too; this run's similarity metrics: {known}")
+    else:
+        fix = ("use loss, analogy (with --eval-analogies) or similarity/NAME (with "
+               "--eval-similarity NAME.tsv)")
+    raise InputError(f"--best-metric {name} is not a metric this run records; {fix}")
 
 
 @dataclass(frozen=True)
@@ -205,11 +229,13 @@ class TrainConfig:
         if not isinstance(self.seed, int) or self.seed < 0:
             raise InputError(f"--seed must be an integer >= 0, got {self.seed!r}")
         if self.threads < 0:
-            raise InputError(f"--threads must be >= 1 (or 0 for all cores), got {self.threads}")
+            raise InputError(f"--threads must be >= 1 (or 0 for all cores), got {self.threads}; "
+                             "pass e.g. --threads 2, or --threads 0")
         if self.max_steps is not None:
             _positive("max_steps", self.max_steps)
         if self.engine not in ("auto", "native", "torch"):
             raise InputError(f"--engine must be auto, native or torch, got {self.engine!r}")
+        _check_best_metric(self.checkpoint.best_name, self.eval)
         if self.engine == "native" and self.model.model != "skipgram":
             raise InputError("--engine native implements skip-gram only; use --engine torch "
                              "(or auto) with --model cbow")

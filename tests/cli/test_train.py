@@ -154,6 +154,17 @@ BAD = [
     (["--corpus", "{corpus}", "--probe", "zzzz"], "--probe word(s) not in the vocabulary: zzzz"),
     (["--corpus", "{corpus}", "--eval-every", "5"], "--eval-every needs"),
     (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"], "nope.txt does not exist"),
+    # a best metric the run never records kept no best checkpoint (export --best failed later)
+    (["--corpus", "{corpus}", "--best-metric", "foo"], "--best-metric foo is not a metric"),
+    (["--corpus", "{corpus}", "--best-metric", "analogy:max"], "pass --eval-analogies FILE"),
+    (["--corpus", "{corpus}", "--best-metric", "similarity/ws"], "--eval-similarity ws.tsv"),
+    # messages name the flag the user typed and end in a fix
+    (["--corpus", "{corpus}", "--eval-restrict-vocab", "0"],
+     "--eval-restrict-vocab must be a finite number > 0, got 0; pass e.g. "
+     "--eval-restrict-vocab 30000"),
+    (["--corpus", "{corpus}", "--min-lr-ratio", "0"], "pass e.g. --min-lr-ratio 0.0001"),
+    (["--corpus", "{corpus}", "--min-lr-ratio", "2"], "pass e.g. --min-lr-ratio 0.0001"),
+    (["--corpus", "{corpus}", "--threads", "-1"], "pass e.g. --threads 2"),
 ]
 
 
