@@ -124,6 +124,8 @@ def _bad_corpora(tmp: Path) -> dict[str, Path]:
     (tmp / "binary.dat").write_bytes(bytes(range(256)) * 40)
     (tmp / "one.txt").write_text("hello\n")
     (tmp / "blanks.txt").write_text("\n  \n\t\n")
+    (tmp / "abc.txt").write_text("a b c\n")
+    (tmp / "lines.txt").write_text("a\nb\nc\n" * 20)
     return {p.stem: p for p in tmp.iterdir()}
 
 
@@ -134,6 +136,9 @@ BAD = [
     (["--corpus", "{tmp}/binary.dat"], "binary"),
     (["--corpus", "{corpus}", "--min-count", "100000"], "--min-count"),
     (["--corpus", "{tmp}/one.txt", "--min-count", "1"], "fewer than a window needs"),
+    # these "finished" with untrained vectors and loss n/a
+    (["--corpus", "{tmp}/abc.txt", "--min-count", "1"], "too few to form a pair; pass --sample 0"),
+    (["--corpus", "{tmp}/lines.txt", "--min-count", "1"], "no sentence (line) with two"),
     (["--corpus", "{corpus}", "--lr", "0"], "--lr must be"),
     (["--corpus", "{corpus}", "--lr", "-1"], "--lr must be"),
     (["--corpus", "{corpus}", "--lr", "nan"], "--lr must be"),

@@ -371,3 +371,12 @@ def test_open_a_non_prepared_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"unreadable meta\.json"):
         PreparedCorpus.open(tmp_path)
     assert not is_prepared(tmp_path)
+
+
+def test_longest_sentence(tmp_path: Path) -> None:
+    text = tmp_path / "c.txt"
+    text.write_text("a b\na b c d\n" + "a\n" * 5, encoding="utf-8")
+    pc = prepare(text, tmp_path / "out", min_count=1, progress=False)
+    assert pc.longest_sentence() == 4
+    text.write_text("a\nb\n", encoding="utf-8")
+    assert prepare(text, tmp_path / "o2", min_count=1, progress=False).longest_sentence() == 1

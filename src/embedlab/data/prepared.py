@@ -77,6 +77,14 @@ class PreparedCorpus:
         """Corpus tokens before OOV removal (the denominator of words/s)."""
         return int(self.meta["raw_tokens"])
 
+    def longest_sentence(self) -> int:
+        """Tokens in the longest sentence (0 for an empty corpus); reads the ends in chunks."""
+        longest, previous = 0, 0
+        for chunk in _file_chunks(self.root / ENDS_FILE, np.dtype("<i8")):
+            longest = max(longest, int(np.diff(chunk, prepend=previous).max()))
+            previous = int(chunk[-1])
+        return longest
+
     def sentences(self) -> Iterator[npt.NDArray[np.uint32]]:
         """Each sentence's ids as a view into the memmap."""
         start = 0

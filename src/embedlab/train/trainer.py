@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
 import torch
 
 from embedlab.config import TrainConfig
@@ -218,6 +219,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
                          "token(s), fewer than a window needs; use a bigger corpus or lower "
                          "--min-count")
+    _check_pairs_possible(prepared, cfg)
     unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
     if unknown:
         raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
@@ -434,6 +436,23 @@ def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path)
         raise InputError(f"checkpoint {ckpt} holds {tuple(params.w_in.shape)} input embeddings "
                          f"but the run's vocabulary × dim is {(vocab_size, dim)}; pass --restart "
                          "to start over")
+
+
+def _check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
+    """Refuse a corpus that cannot give a single (centre, context) pair: the run would
+    "finish" with its vectors at their random start and the loss n/a."""
+    if prepared.longest_sentence() < 2:
+        raise InputError(f"corpus {cfg.data.corpus} has no sentence (line) with two "
+                         "in-vocabulary words, and contexts never cross a line end; put more "
+                         "than one word per line, or lower --min-count")
+    keep = keep_probabilities(prepared.vocab.counts, cfg.model.sample)
+    if keep is not None:
+        kept = float(np.dot(np.asarray(prepared.vocab.counts, dtype=np.float64), keep))
+        if kept < 2:
+            raise InputError(f"subsampling (--sample {cfg.model.sample:g}) keeps about "
+                             f"{kept:.1f} of the corpus's {len(prepared.ids):,} tokens per "
+                             "epoch, too few to form a pair; pass --sample 0 (off) or use a "
+                             "bigger corpus")
 
 
 def _latest(manager: CheckpointManager, run_dir: Path) -> Path | None:
