@@ -168,6 +168,8 @@ def test_preset_is_merged_under_explicit_flags() -> None:
     assert cfg.model.dim == 64 and cfg.seed == 9 and cfg.max_steps == 100_000
     # the preset keeps word2vec's initial scale, the one its documented numbers were measured at
     assert cfg.model.init == "centered" and cfg.model.init_scale == 1.0
+    # the lecture's GradientDescentOptimizer(1.0): a constant learning rate
+    assert cfg.optim.lr == 1.0 and cfg.optim.min_lr_ratio == 1.0
     with pytest.raises(InputError, match="unknown --preset 'nope'; available: cs20"):
         apply_preset("nope", {})
 

@@ -321,7 +321,8 @@ PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
         "data": {"max_vocab": 50_000, "unk": "UNK", "min_count": 1},
         "model": {"model": "skipgram", "loss": "nce", "dim": 128, "window": 1, "negative": 64,
                   "shared_negatives": 64, "sample": 0.0, "init": "centered", "init_scale": 1.0},
-        "optim": {"lr": 1.0, "batch_size": 128, "epochs": 1},
+        # constant lr, as TensorFlow's GradientDescentOptimizer(1.0) in the lecture
+        "optim": {"lr": 1.0, "min_lr_ratio": 1.0, "batch_size": 128, "epochs": 1},
         "checkpoint": {"every_steps": 5_000, "keep": 5},
         "max_steps": 100_000,
     },

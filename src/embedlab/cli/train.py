@@ -255,5 +255,8 @@ def _demo_report(result: Any) -> None:
         if word in vectors:
             near = ", ".join(f"{w} {s:.2f}" for w, s in vectors.most_similar(word, k=5))
             click.echo(f"  {word:<10} → {near}")
-    click.echo(f"\nnext: embedlab neighbors {result.run_dir} king   ·   "
-               f"tensorboard --logdir {result.run_dir.parent}")
+    # the way this process was started (`make demo` runs .venv/bin/embedlab, which need not
+    # be on PATH), so the hint can be pasted as it is
+    prog = sys.argv[0] if Path(sys.argv[0]).name == "embedlab" else "python -m embedlab"
+    click.echo(f"\nnext: {prog} neighbors {result.run_dir} king   ·   "
+               f"{prog} tensorboard {result.run_dir.parent}")
