@@ -7,6 +7,7 @@ when it runs. Every error the user can fix is printed as one line and exits with
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from typing import Any
@@ -90,7 +91,20 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as exc:
+        # The net under the specific messages: a path the user chose that cannot be used
+        # (permissions, a file where a folder is needed, a full disk) is theirs to fix, so it
+        # gets one line too. Errors without a path, or of other kinds, remain bugs: traceback.
+        if exc.filename is None or exc.errno not in _USER_FIXABLE:
+            raise
+        _fail(f"cannot use {exc.filename} ({exc.strerror}); check that the path exists, that "
+              "its parents are folders, that you may write there, and that the disk has room")
     return None
+
+
+_USER_FIXABLE = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
+                 errno.EEXIST, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG,
+                 errno.ENAMETOOLONG, errno.ELOOP}
 
 
 def run() -> None:
