@@ -640,3 +640,12 @@ def test_ctrl_c_before_training_leaves_no_new_run_behind(
     code, err = train(capsys, "--run", tmp_path / "runs" / "r", "--corpus", corpus, *FAST)
     assert code == 130 and err.strip() == "embedlab: interrupted"
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_resume_already_past_max_steps_says_so(corpus: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    assert train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "4")[0] == 0
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2")
+    assert code == 0
+    assert "already past --max-steps 2: step 4" in err and "stopped at" not in err

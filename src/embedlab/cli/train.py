@@ -207,7 +207,12 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     finally:
         gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
     loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
-    state = "finished" if result.finished else f"stopped at --max-steps {cfg.max_steps}"
+    if result.finished:
+        state = "finished"
+    elif cfg.max_steps is not None and result.step > cfg.max_steps:  # nothing was trained
+        state = f"already past --max-steps {cfg.max_steps}"
+    else:
+        state = f"stopped at --max-steps {cfg.max_steps}"
     click.echo(f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "
                f"{loss}, {result.train_seconds:.1f} s training; vectors in {run}", err=True)
     if cfg.data.corpus == "demo" and result.finished:
