@@ -22,6 +22,7 @@ from embedlab.config import (
     TrackConfig,
     TrainConfig,
     apply_preset,
+    check_best_metric,
     corpus_tag,
     diff_for_resume,
     flatten,
@@ -139,13 +140,14 @@ def test_positive_message_suggests_an_example() -> None:
 def test_best_metric_must_be_recorded() -> None:
     for metric, needle in [("x", "use loss, analogy"), ("analogy", "pass --eval-analogies"),
                            ("similarity/ws", "--eval-similarity ws.tsv")]:
+        cfg = TrainConfig(checkpoint=CheckpointConfig(best_metric=metric))  # loads (stored)
         with pytest.raises(InputError, match=f"--best-metric {metric} is not a metric"):
-            TrainConfig(checkpoint=CheckpointConfig(best_metric=metric))
+            check_best_metric(cfg)
         with pytest.raises(InputError, match=re.escape(needle)):
-            TrainConfig(checkpoint=CheckpointConfig(best_metric=metric))
+            check_best_metric(cfg)
     ev = EvalConfig(analogies="q.txt", similarity=("data/ws.tsv",))
     for metric in ("loss", "analogy:max", "similarity/ws"):
-        TrainConfig(checkpoint=CheckpointConfig(best_metric=metric), eval=ev)
+        check_best_metric(TrainConfig(checkpoint=CheckpointConfig(best_metric=metric), eval=ev))
 
 
 def test_best_mode_defaults_from_the_metric_name() -> None:

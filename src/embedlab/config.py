@@ -190,11 +190,16 @@ class EvalConfig:
         _positive("eval_restrict_vocab", self.restrict_vocab)
 
 
-def _check_best_metric(name: str, ev: EvalConfig) -> None:
+def check_best_metric(cfg: TrainConfig) -> None:
     """--best-metric must name a metric the run records, or no best checkpoint is ever kept
-    (and 'export --best' fails much later)."""
+    (and 'export --best' fails much later).
+
+    Checked when a run trains, not when a config is built: a stored config.json written before
+    this check must still load (to be listed, and resumed with a --best-metric that fixes it).
+    """
     from pathlib import PurePath
 
+    name, ev = cfg.checkpoint.best_name, cfg.eval
     similarity = [f"similarity/{PurePath(p).stem}" for p in ev.similarity]
     if name == "loss" or (name == "analogy" and ev.analogies) or name in similarity:
         return
@@ -235,7 +240,6 @@ class TrainConfig:
             _positive("max_steps", self.max_steps)
         if self.engine not in ("auto", "native", "torch"):
             raise InputError(f"--engine must be auto, native or torch, got {self.engine!r}")
-        _check_best_metric(self.checkpoint.best_name, self.eval)
         if self.engine == "native" and self.model.model != "skipgram":
             raise InputError("--engine native implements skip-gram only; use --engine torch "
                              "(or auto) with --model cbow")
