@@ -124,8 +124,12 @@ def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -
 
 def missing_folders(path: Path) -> list[Path]:
     """``path`` and its ancestors that do not exist yet, deepest first: what
-    ``path.mkdir(parents=True)`` will create, for :func:`remove_empty_folders` to undo."""
-    path = Path(path)
+    ``path.mkdir(parents=True)`` will create, for :func:`remove_empty_folders` to undo.
+
+    Absolute and normalised first: ``new/../old`` does not exist while ``new`` is missing, yet
+    names the existing ``old``, which must never be taken for a folder this process made.
+    """
+    path = Path(os.path.abspath(path))
     return [p for p in (path, *path.parents) if not p.exists()]
 
 

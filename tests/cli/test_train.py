@@ -649,3 +649,55 @@ def test_a_resume_already_past_max_steps_says_so(corpus: Path, tmp_path: Path,
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2")
     assert code == 0
     assert "already past --max-steps 2: step 4" in err and "stopped at" not in err
+
+
+def test_a_stored_best_metric_the_run_never_records_can_be_fixed_on_resume(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # written by an embedlab that accepted it: the config must still load, and the flag that
+    # the refusal suggests must work on resume
+    config = json.loads((copy / "config.json").read_text())
+    config["checkpoint"]["best_metric"] = "analogy:max"
+    (copy / "config.json").write_text(json.dumps(config))
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert_refused(code, err, "--best-metric analogy is not a metric this run records")
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3",
+                      "--best-metric", "loss")
+    assert code == 0, err
+    assert json.loads((copy / "config.json").read_text())["checkpoint"]["best_metric"] == "loss"
+
+
+def test_a_leftover_prepared_folder_is_not_reused_for_other_data_flags(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an attempt refused after tokenising leaves RUN/prepared but no config.json; the next
+    # command, with other flags, is a new run and must not train on the old vocabulary
+    corpus = write_corpus(tmp_path / "c.txt")
+    run = tmp_path / "run"
+    run.mkdir()
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--min-count", "1",
+                      "--probe", "zzzz")
+    assert_refused(code, err, "--probe")
+    assert (run / "prepared").is_dir() and not (run / "config.json").exists()
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--min-count", "3",
+                      "--max-steps", "2")
+    assert code == 0, err
+    meta = json.loads((run / "prepared" / "meta.json").read_text())
+    assert meta["min_count"] == 3
+    assert json.loads((run / "config.json").read_text())["data"]["min_count"] == 3
+
+
+def test_a_run_refused_as_busy_is_never_cleaned_up(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Two commands racing to create the same new run both find it missing; the one refused
+    # because the other holds the lock used to delete the other's live run folder.
+    import embedlab.train.trainer as trainer
+    from embedlab.train.lock import RunLock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("{}\n")  # the other process's files
+    monkeypatch.setattr(trainer, "missing_folders", lambda path: [run])  # "it was missing"
+    with RunLock(run, argv=["other"]):
+        code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
+        assert_refused(code, err, "is in use by pid")
+        assert (run / "metrics.jsonl").read_text() == "{}\n"

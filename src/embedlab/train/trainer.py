@@ -21,11 +21,17 @@ from typing import Any, TextIO
 import numpy as np
 import torch
 
-from embedlab.config import TrainConfig
+from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.ahead import PrepareAhead
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
-from embedlab.data.prepared import VOCAB_OPTIONS, PreparedCorpus, is_prepared, prepare
+from embedlab.data.prepared import (
+    SPECIAL_CORPORA,
+    VOCAB_OPTIONS,
+    PreparedCorpus,
+    is_prepared,
+    prepare,
+)
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
 from embedlab.fsutil import missing_folders, remove_empty_folders
@@ -68,11 +74,13 @@ class TrainResult:
 # ---- data -----------------------------------------------------------------------------------
 
 def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
-                ahead: PrepareAhead | None = None) -> PreparedCorpus:
+                ahead: PrepareAhead | None = None, fresh: bool = True) -> PreparedCorpus:
     """The run's prepared corpus: the folder named by --corpus, or RUN/prepared (made once).
 
     ``ahead``: a child already tokenising the corpus (see :mod:`embedlab.data.ahead`); its folder
-    is adopted when the run has none yet, else it is discarded.
+    is adopted when the run has none yet, else it is discarded. ``fresh``: the run has no
+    checkpoint, so a RUN/prepared made for other data flags is a leftover to rebuild (a trained
+    run always keeps its own, whatever the current directory makes of a relative --corpus).
     """
     corpus = cfg.data.corpus
     if corpus not in ("demo", "text8") and is_prepared(corpus):
@@ -81,7 +89,13 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
         return prepared
     local = run_dir / PREPARED_DIR
     if is_prepared(local):
-        return PreparedCorpus.open(local)
+        prepared = PreparedCorpus.open(local)
+        if not fresh or _made_for(prepared, cfg):
+            return prepared
+        # Left by an attempt with other data flags that never trained (a run that did has a
+        # config.json pinning them, and resolve_config refuses other flags): it is derived
+        # data of this run folder, so it is rebuilt, never reused for the wrong corpus.
+        shutil.rmtree(local)
     if ahead is not None and ahead.data == cfg.data:
         _warm_up(cfg)  # imports the final summaries need, while the child still works
         if ahead.take(local):
@@ -90,6 +104,16 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
                    max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
                    progress=progress)
+
+
+def _made_for(prepared: PreparedCorpus, cfg: TrainConfig) -> bool:
+    """True when ``prepared`` was built from ``cfg``'s corpus with its vocabulary options (a key
+    missing from an older meta.json is taken to agree)."""
+    d, meta = cfg.data, prepared.meta
+    source = d.corpus if d.corpus in SPECIAL_CORPORA else str(Path(d.corpus).resolve())
+    wanted = {"source": source, "max_distinct": d.max_distinct,
+              **{key: getattr(d, key) for key in VOCAB_OPTIONS}}
+    return all(key not in meta or meta[key] == value for key, value in wanted.items())
 
 
 def _warm_up(cfg: TrainConfig) -> None:
@@ -180,24 +204,27 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     """
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
     cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
-    made = missing_folders(run_dir)
+    made = missing_folders(run_dir)  # made[0] is the (absolute) run folder when it is new
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         remove_empty_folders(made)
         raise InputError(f"cannot create the run folder {run_dir} ({exc.strerror or exc}); "
                          "pass --run (or --runs-dir) in a writable location") from None
-    try:
-        with RunLock(run_dir, argv=argv):
+    # A run another process holds is refused here, before the clean-up below can touch it
+    # (two commands racing to create the same new run both see it missing).
+    with RunLock(run_dir, argv=argv):
+        try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
                                  ahead=ahead)
-    except (InputError, KeyboardInterrupt):
-        # refused, or Ctrl-C before training began (once it has, Ctrl-C saves and stops):
-        # nothing of a new run is worth keeping, not even the --runs-dir it was put in
-        if made and not any((run_dir / "checkpoints").glob("ckpt-*")):
-            shutil.rmtree(run_dir, ignore_errors=True)
-            remove_empty_folders(made[1:])
-        raise
+        except (InputError, KeyboardInterrupt):
+            # refused, or Ctrl-C before training began (once it has, Ctrl-C saves and stops):
+            # nothing of a new run is worth keeping, not even the --runs-dir it was put in;
+            # removed while the lock is held, so no other process can have started in it
+            if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
+                shutil.rmtree(made[0], ignore_errors=True)
+                remove_empty_folders(made[1:])
+            raise
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
@@ -205,6 +232,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     from embedlab.track.runs import read_status, write_status
     from embedlab.track.summaries import open_tracker
 
+    check_best_metric(cfg)
     torch.set_num_threads(cfg.threads)
     progress = cfg.track.progress and out.isatty()
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep,
@@ -213,7 +241,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                 best_mode=cfg.checkpoint.best_mode)
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     ckpt = find_checkpoint(resume_from) if resume_from else _latest(manager, run_dir)
-    prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead)
+    prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
     vocab = prepared.vocab
     if len(prepared.ids) <= 1:
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
