@@ -141,3 +141,26 @@ def test_export_subset_refuses_and_damages_nothing(run: Path, tmp_path: Path, ta
 def test_export_subset_without_vocab_says_so(run: Path, tmp_path: Path) -> None:
     out = _invoke(str(run), "--export-subset", str(tmp_path / "emb"))
     assert "holds tensors only" in out and "vocab.tsv" in out
+
+
+def test_a_failed_export_subset_can_be_retried(run: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # A save that fails (a full disk) left OUT/checkpoints/ behind, so the retry was refused
+    # with "already holds checkpoints".
+    from embedlab.train import checkpoint as ck
+
+    _vocab(run)
+    out = tmp_path / "new" / "emb"
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ck, "_write_contents", full)
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(out)])
+    assert e.value.code == 2 and "No space left on device" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # nor the parent it had to make
+    monkeypatch.undo()
+    main(["ckpt", str(run), "--export-subset", str(out)])
+    assert (out / "vocab.tsv").is_file() and find_checkpoint(out)

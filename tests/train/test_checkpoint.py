@@ -6,6 +6,7 @@ import errno
 import json
 import math
 import os
+import resource
 import shutil
 import stat
 from pathlib import Path
@@ -332,3 +333,19 @@ def test_checkpoint_files_get_the_umasks_mode(tmp_path: Path) -> None:
     assert stat.S_IMODE(folder.stat().st_mode) == 0o775
     for f in folder.iterdir():
         assert stat.S_IMODE(f.stat().st_mode) == 0o664, f.name
+
+
+def test_a_write_failure_inside_safetensors_is_the_one_line_save_error(tmp_path: Path) -> None:
+    # safetensors raises its own SafetensorError for a full disk, not an OSError: it escaped
+    # the save's error handling as a traceback.
+    manager = CheckpointManager(tmp_path / "run")
+    manager.save(1, {"w": torch.zeros(4)}, {"step": 1}, {})
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # writes past 100 kB: EFBIG
+    try:
+        with pytest.raises(CheckpointError, match=r"could not save checkpoint at step 2 in .*: "
+                                                  r"File too large; check .*earlier checkpoints"):
+            manager.save(2, {"w": torch.zeros(100_000)}, {"step": 2}, {})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["ckpt-00000001"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,7 +36,12 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     """A new run folder: one verified checkpoint with the chosen tensors, plus the source run's
     vocab.tsv, so that neighbors/analogy/eval/export/visualize work on it as on the source."""
     from embedlab.errors import InputError
-    from embedlab.fsutil import atomic_write_bytes, write_error
+    from embedlab.fsutil import (
+        atomic_write_bytes,
+        missing_folders,
+        remove_empty_folders,
+        write_error,
+    )
     from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 
     src = find_checkpoint(run, step=step, best=best)
@@ -54,6 +60,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     if original:
         # how loaders find a renamed tensor, e.g. the input embeddings stored as embed_matrix
         state["original_names"] = original
+    made = missing_folders(export)
     copied = False
     if vocab_src.is_file():
         try:
@@ -65,8 +72,12 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     try:
         out = CheckpointManager(export).save(src_step, tensors, state, {})
     except BaseException:
-        if copied:  # leave no half-made folder: a retry must not find vocab.tsv "taken"
+        # leave no half-made folder: a retry must not find vocab.tsv or checkpoints/ "taken"
+        if copied:
             vocab_out.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            (export / "checkpoints").rmdir()  # empty after a failed save (its tmp is gone)
+        remove_empty_folders(made)
         raise
     click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
     if not copied:

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from embedlab.errors import InputError
@@ -473,7 +473,10 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, torch.Tensor],
         if key in state and state[key] != (step if key == "step" else dict(metrics)):
             raise ValueError(f"state[{key!r}] disagrees with the {key} passed to save()")
     flat = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
-    save_file(flat, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
+    try:
+        save_file(flat, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
+    except SafetensorError as exc:
+        raise _os_error(exc) from None
     # safetensors creates the file 0600; a checkpoint is as shareable as the rest of the run
     os.chmod(tmp / TENSORS_FILE, 0o666 & ~current_umask())
     with open(tmp / TENSORS_FILE, "rb+") as f:
@@ -486,6 +489,17 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, torch.Tensor],
     manifest = {"format": MANIFEST_FORMAT, "step": step, "created": time.time(), "files": files}
     _write_file(tmp / MANIFEST_FILE, json.dumps(manifest, indent=1).encode("utf-8"))
     fsync_dir(tmp)
+
+
+def _os_error(exc: Exception) -> OSError:
+    """safetensors reports a failed write ("disk full") as its own error type, with the OS
+    error only in the text ("... I/O error: No space left on device (os error 28)"); as an
+    OSError it gets the one-line save error instead of escaping as a traceback."""
+    text = str(exc)
+    found = re.search(r"(?:I/O error: )?([^:]*?) \(os error (\d+)\)", text)
+    if found:
+        return OSError(int(found.group(2)), found.group(1))
+    return OSError(errno.EIO, text)
 
 
 def _commit(tmp: Path, final: Path) -> None:
