@@ -45,6 +45,9 @@ def test_run_pointing_at_a_file_is_refused(tmp_path: Path) -> None:
     check_run_dir(tmp_path / "new")  # missing is fine: it is created
     (tmp_path / "empty").mkdir()
     check_run_dir(tmp_path / "empty")
+    (tmp_path / "empty" / ".DS_Store").write_text("")  # hidden entries do not count
+    (tmp_path / "empty" / ".prepared.tmp-abc").mkdir()
+    check_run_dir(tmp_path / "empty")
     with pytest.raises(InputError, match="holding other files, not an embedlab run"):
         check_run_dir(tmp_path)  # holds the user's "file"
     (tmp_path / "config.json").write_text("{}")

@@ -262,6 +262,6 @@ def _demo_report(result: Any) -> None:
             click.echo(f"  {word:<10} → {near}")
     # the way this process was started (`make demo` runs .venv/bin/embedlab, which need not
     # be on PATH), so the hint can be pasted as it is
-    prog = sys.argv[0] if Path(sys.argv[0]).name == "embedlab" else "python -m embedlab"
+    prog = sys.argv[0] if Path(sys.argv[0]).name == "embedlab" else f"{sys.executable} -m embedlab"
     click.echo(f"\nnext: {prog} neighbors {result.run_dir} king   ·   "
                f"{prog} tensorboard {result.run_dir.parent}")

@@ -36,8 +36,10 @@ def check_run_dir(run_dir: Path) -> None:
         raise InputError(f"--run {run_dir} is a file, not a folder; pass a folder path "
                          "(it is created if missing)")
     _check_parents(run_dir, "--run")
+    # hidden entries do not count: a .DS_Store, or a temporary folder of embedlab's own that a
+    # killed attempt left (they start with a dot), do not make a folder someone else's
     if (run_dir.is_dir() and not any((run_dir / m).exists() for m in RUN_MARKERS)
-            and any(run_dir.iterdir())):
+            and any(not p.name.startswith(".") for p in run_dir.iterdir())):
         raise InputError(f"--run {run_dir} is a folder holding other files, not an embedlab "
                          "run; pass a new or empty folder (it is created if missing)")
 
