@@ -14,6 +14,14 @@ class InputError(Exception):
     exit_code = 2
 
 
+def diverged(step: int, loss: float, saved_step: int, fix: str) -> InputError:
+    """A training loop's loss became non-finite at ``step``; raised before anything of that step
+    is saved, so the checkpoints on disk (up to ``saved_step``) stay finite."""
+    kept = f"checkpoints up to step {saved_step} are intact" if saved_step > 0 else \
+        "no checkpoint was written"
+    return InputError(f"training diverged at step {step}: the loss became {loss}; {kept}. {fix}")
+
+
 class TrainingInterrupted(Exception):
     """Raised inside the trainer after a signal-triggered save; carries the exit code."""
 

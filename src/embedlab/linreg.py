@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from embedlab import provenance
-from embedlab.errors import InputError
+from embedlab.errors import InputError, diverged
 from embedlab.fsutil import write_error
 from embedlab.seeding import numpy_rng, torch_generator
 from embedlab.train.checkpoint import (
@@ -252,13 +252,9 @@ def _finite(params: dict[str, torch.Tensor]) -> bool:
 
 
 def _diverged(step: int, loss: float, cfg: LinRegConfig, saved_step: int) -> InputError:
-    # raised before anything of this step is saved: the checkpoints on disk stay finite. The
-    # learning rate is fixed for the run's lifetime (FIXED_ON_RESUME), hence a new --run.
-    kept = f"checkpoints up to step {saved_step} are intact" if saved_step > 0 else \
-        "no checkpoint was written"
-    return InputError(f"training diverged at step {step}: the loss became {loss}; {kept}. "
-                      f"Start over with a lower learning rate in a new --run folder, e.g. "
-                      f"--lr {cfg.lr / 10:g}")
+    # the learning rate is fixed for the run's lifetime (FIXED_ON_RESUME), hence a new --run
+    return diverged(step, loss, saved_step, "Start over with a lower learning rate in a new "
+                    f"--run folder, e.g. --lr {cfg.lr / 10:g}")
 
 
 def _save(manager: CheckpointManager, run: Path, params: dict[str, torch.Tensor], step: int,

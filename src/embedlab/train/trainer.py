@@ -33,7 +33,7 @@ from embedlab.data.prepared import (
     prepare,
 )
 from embedlab.data.vocab import Vocab
-from embedlab.errors import InputError
+from embedlab.errors import InputError, diverged
 from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.model.word2vec import (
     Band,
@@ -451,12 +451,8 @@ def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
 
 
 def _diverged(step: int, loss: float, cfg: TrainConfig, saved_step: int) -> InputError:
-    # raised before anything of this step is saved: the checkpoints on disk stay finite
-    kept = f"checkpoints up to step {saved_step} are intact" if saved_step > 0 else \
-        "no checkpoint was written"
-    return InputError(f"training diverged at step {step}: the loss became {loss}; {kept}. "
-                      f"Start over with a lower learning rate, e.g. --restart --lr "
-                      f"{cfg.optim.lr / 4:g}")
+    return diverged(step, loss, saved_step, "Start over with a lower learning rate, e.g. "
+                    f"--restart --lr {cfg.optim.lr / 4:g}")
 
 
 def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path) -> None:
