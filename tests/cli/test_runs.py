@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -138,6 +140,22 @@ def _wait_listening(port: int) -> None:
             time.sleep(0.2)
 
 
+@contextlib.contextmanager
+def _server_group(cmd: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """``cmd`` in its own process group (its server child is in it too), killed afterwards
+    whatever the test found, so no server outlives the test."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def _assert_stopped_with_its_child(proc: subprocess.Popen[str], signum: int, port: int) -> None:
     os.kill(proc.pid, signum)  # to embedlab alone, as `kill PID` does
     code = proc.wait(timeout=20)
@@ -154,21 +172,12 @@ def _assert_stopped_with_its_child(proc: subprocess.Popen[str], signum: int, por
 def test_tensorboard_stopped_by_sigterm_stops_the_real_server(tmp_path: Path) -> None:
     """``kill PID`` on ``embedlab tensorboard`` must not leave TensorBoard behind, re-parented
     to pid 1 and holding the port."""
-    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "tensorboard", str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            start_new_session=True)  # its own group: the server is in it too
-    try:
+    with _server_group([sys.executable, "-m", "embedlab", "tensorboard", str(tmp_path)]) as proc:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         port = int(line.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
         _wait_listening(port)
         _assert_stopped_with_its_child(proc, signal.SIGTERM, port)
-    finally:
-        if _group_alive(proc.pid):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 SERVE_STUB = """
@@ -183,21 +192,13 @@ sys.exit(serve([sys.executable, "-c", child], "started"))
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
 def test_serve_stops_its_child_on_sighup_and_sigterm(signum: int) -> None:
     """The same for a hang-up, with a stand-in server that starts in a fraction of a second."""
-    proc = subprocess.Popen([sys.executable, "-c", SERVE_STUB], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
-    try:
+    with _server_group([sys.executable, "-c", SERVE_STUB]) as proc:
         assert proc.stdout is not None
         lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
         assert "started" in lines
         port = int(next(x for x in lines if x.isdigit()))
         _wait_listening(port)
         _assert_stopped_with_its_child(proc, signum, port)
-    finally:
-        if _group_alive(proc.pid):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -35,6 +35,17 @@ def files_of(root: Path) -> dict[str, bytes]:
     return out
 
 
+def _child_folder(tmp_path: Path, corpus: Path, *, parent_pid: int) -> Path:
+    """A child's private folder with the spec PrepareAhead.start would write."""
+    folder = tmp_path / ".r.prepare-1-x"
+    folder.mkdir()
+    (folder / ahead.SPEC_FILE).write_text(json.dumps({
+        "data": {"corpus": str(corpus), "lowercase": False, "min_count": 1, "max_vocab": None,
+                 "unk": None, "max_distinct": 10_000_000},
+        "out": str(folder / ahead.OUT_DIR), "progress": False, "parent_pid": parent_pid}))
+    return folder
+
+
 def test_the_child_writes_exactly_what_prepare_writes_in_process(tmp_path: Path) -> None:
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=300)
     data = DataConfig(corpus=str(corpus), min_count=2, unk="<unk>")
@@ -101,12 +112,7 @@ def test_a_child_failing_for_another_reason_says_it_once(
     # Not the corpus's fault (a bug, a full disk...): no traceback from the child, which the
     # parent would replay before its own in-process attempt reports the failure again.
     corpus = write_zipf_corpus(tmp_path / "c.txt")
-    folder = tmp_path / ".r.prepare-1-x"
-    folder.mkdir()
-    (folder / ahead.SPEC_FILE).write_text(json.dumps({
-        "data": {"corpus": str(corpus), "lowercase": False, "min_count": 1, "max_vocab": None,
-                 "unk": None, "max_distinct": 10_000_000},
-        "out": str(folder / ahead.OUT_DIR), "progress": False, "parent_pid": os.getppid()}))
+    folder = _child_folder(tmp_path, corpus, parent_pid=os.getppid())
     monkeypatch.setattr(ahead.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
 
     def broken(*args: object, **kwargs: object) -> None:
@@ -139,13 +145,8 @@ def test_an_existing_destination_is_left_alone(tmp_path: Path) -> None:
 def test_an_orphaned_child_removes_its_folder(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     corpus = write_zipf_corpus(tmp_path / "c.txt")
-    folder = tmp_path / ".r.prepare-1-x"
-    folder.mkdir()
-    (folder / ahead.SPEC_FILE).write_text(json.dumps({
-        "data": {"corpus": str(corpus), "lowercase": False, "min_count": 1, "max_vocab": None,
-                 "unk": None, "max_distinct": 10_000_000},
-        "out": str(folder / ahead.OUT_DIR), "progress": False,
-        "parent_pid": os.getppid() + 1_000_000}))  # not our parent: the "parent" has died
+    # not our parent: the "parent" has died
+    folder = _child_folder(tmp_path, corpus, parent_pid=os.getppid() + 1_000_000)
     monkeypatch.setattr(ahead.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
     assert ahead._child(folder) == 1
     assert not folder.exists()
