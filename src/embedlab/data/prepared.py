@@ -35,7 +35,14 @@ from tqdm import tqdm
 
 from embedlab import __version__
 from embedlab.config import DataConfig
-from embedlab.data.corpus import PREPARED_FORMAT, ReadStats, iter_blocks, list_files, says_prepared
+from embedlab.data.corpus import (
+    PREPARED_FORMAT,
+    SPECIAL_CORPORA,
+    ReadStats,
+    iter_blocks,
+    list_files,
+    says_prepared,
+)
 from embedlab.data.vocab import Vocab, WordCounter, build
 from embedlab.errors import InputError
 from embedlab.fsutil import fsync_dir, missing_folders, remove_empty_folders
@@ -43,8 +50,6 @@ from embedlab.fsutil import fsync_dir, missing_folders, remove_empty_folders
 FORMAT = PREPARED_FORMAT
 FORMAT_VERSION = 1
 IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE = "ids.u32", "sentences.i64", "vocab.tsv", "meta.json"
-#: names that are not paths (use ``./text8`` for a local file called text8)
-SPECIAL_CORPORA = ("text8", "demo")
 _FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
 _SCAN_CHUNK = 1 << 20  # first-seen ids counted / mapped per numpy call (bounds memory)
 
@@ -58,6 +63,7 @@ class PreparedCorpus:
     sentence_ends: npt.NDArray[np.int64]
     vocab: Vocab
     meta: dict[str, Any]
+    _longest: int = 0  # tokens in the longest sentence, found while checking the ends
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> PreparedCorpus:
@@ -67,10 +73,10 @@ class PreparedCorpus:
         vocab = Vocab.load_tsv(root / VOCAB_FILE, unk=meta.get("unk"))
         ids = _map(root / IDS_FILE, np.dtype("<u4"))
         ends = _map(root / ENDS_FILE, np.dtype("<i8"))
-        problem = _check_consistency(root, meta, ids, ends, vocab)
+        problem = _check_consistency(meta, ids, ends, vocab)
         if problem:
             raise _invalid(root, problem)
-        return cls(root, ids, ends, vocab, meta)
+        return cls(root, ids, ends, vocab, meta, _check_contents(root, len(vocab)))
 
     @property
     def raw_tokens(self) -> int:
@@ -78,12 +84,8 @@ class PreparedCorpus:
         return int(self.meta["raw_tokens"])
 
     def longest_sentence(self) -> int:
-        """Tokens in the longest sentence (0 for an empty corpus); reads the ends in chunks."""
-        longest, previous = 0, 0
-        for chunk in _file_chunks(self.root / ENDS_FILE, np.dtype("<i8")):
-            longest = max(longest, int(np.diff(chunk, prepend=previous).max()))
-            previous = int(chunk[-1])
-        return longest
+        """Tokens in the longest sentence (0 for an empty corpus)."""
+        return self._longest
 
     def sentences(self) -> Iterator[npt.NDArray[np.uint32]]:
         """Each sentence's ids as a view into the memmap."""
@@ -143,8 +145,8 @@ def _map(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
-def _check_consistency(root: Path, meta: dict[str, Any], ids: npt.NDArray[Any],
-                       ends: npt.NDArray[Any], vocab: Vocab) -> str | None:
+def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.NDArray[Any],
+                       vocab: Vocab) -> str | None:
     if meta.get("tokens") != len(ids):
         return f"{IDS_FILE} holds {len(ids):,} ids, {META_FILE} says {meta.get('tokens')!r}"
     if meta.get("vocab_size") != len(vocab):
@@ -153,29 +155,32 @@ def _check_consistency(root: Path, meta: dict[str, Any], ids: npt.NDArray[Any],
         return f"{ENDS_FILE} has {len(ends):,} entries, {META_FILE} says {meta.get('sentences')!r}"
     if len(ids) and (not len(ends) or int(ends[-1]) != len(ids)):
         return f"{ENDS_FILE} does not end at {len(ids):,}"
-    return _check_contents(root, len(vocab))
+    return None
 
 
-def _check_contents(root: Path, vocab_size: int) -> str | None:
+def _check_contents(root: Path, vocab_size: int) -> int:
     """Every id names a word and the sentence ends increase: the trainer indexes the embedding
-    matrices with these numbers, so a damaged file must stop here, not crash the kernel.
+    matrices with these numbers, so a damaged file must stop here (:class:`InputError`), not
+    crash the kernel. Returns the longest sentence's length, found on the way.
 
     Read with plain reads in 1M-value chunks rather than through the memmap, whose pages would
     stay resident (4 bytes per token) until training hands them back.
     """
     for n, chunk in enumerate(_file_chunks(root / IDS_FILE, np.dtype("<u4"))):
-        if len(chunk) and int(chunk.max()) >= vocab_size:
+        if int(chunk.max()) >= vocab_size:
             i = int(np.argmax(chunk >= vocab_size))
-            return (f"{IDS_FILE} holds id {int(chunk[i]):,} at position {n * _SCAN_CHUNK + i:,}, "
-                    f"but the vocabulary has {vocab_size:,} words")
-    previous = 0
+            raise _invalid(root, f"{IDS_FILE} holds id {int(chunk[i]):,} at position "
+                                 f"{n * _SCAN_CHUNK + i:,}, but the vocabulary has "
+                                 f"{vocab_size:,} words")
+    longest = previous = 0
     for n, chunk in enumerate(_file_chunks(root / ENDS_FILE, np.dtype("<i8"))):
         steps = np.diff(chunk, prepend=previous)
-        if len(chunk) and int(steps.min()) <= 0:
+        if int(steps.min()) <= 0:
             at = n * _SCAN_CHUNK + int(np.argmax(steps <= 0))
-            return f"{ENDS_FILE} does not increase strictly at entry {at:,}"
-        previous = int(chunk[-1]) if len(chunk) else previous
-    return None
+            raise _invalid(root, f"{ENDS_FILE} does not increase strictly at entry {at:,}")
+        longest = max(longest, int(steps.max()))
+        previous = int(chunk[-1])
+    return longest
 
 
 def _file_chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]:
@@ -332,14 +337,8 @@ class _Scan:
                  stats: ReadStats) -> None:
         self.words, self.ids_path, self.ends_path, self.stats = words, ids_path, ends_path, stats
         self.counts = np.zeros(len(words), dtype=np.int64)
-        for chunk in self._chunks(self.ids_path, np.dtype("<u4")):
+        for chunk in _file_chunks(self.ids_path, np.dtype("<u4")):
             self.counts += np.bincount(chunk, minlength=len(words))
-
-    @staticmethod
-    def _chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]:
-        mapped = _map(path, dtype)
-        for start in range(0, len(mapped), _SCAN_CHUNK):
-            yield np.asarray(mapped[start:start + _SCAN_CHUNK])
 
     def counter(self, max_distinct: int) -> WordCounter:
         counter = WordCounter(max_distinct=max_distinct)
@@ -357,7 +356,7 @@ class _Scan:
         with open(tmp / IDS_FILE, "wb") as ids, open(tmp / ENDS_FILE, "wb") as ends:
             writer = _IdWriter(ids, ends)
             start = 0
-            for chunk in self._chunks(self.ids_path, np.dtype("<u4")):
+            for chunk in _file_chunks(self.ids_path, np.dtype("<u4")):
                 stop = start + len(chunk)
                 lo, hi = np.searchsorted(raw_ends, [start, stop], side="right")
                 writer.write(to_vocab[chunk], np.asarray(raw_ends[lo:hi]) - start)
