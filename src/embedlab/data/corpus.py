@@ -41,6 +41,8 @@ BINARY_MIN_INVALID = 64
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 #: meta.json's "format" in a folder made by 'embedlab prepare'
 PREPARED_FORMAT = "embedlab-prepared"
+#: --corpus names that are not paths (use ``./text8`` for a local file called text8)
+SPECIAL_CORPORA = ("text8", "demo")
 
 Block = tuple[list[str], bool]
 

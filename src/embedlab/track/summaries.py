@@ -479,11 +479,17 @@ class Tracker:
 
 def open_tracker(run_dir: Path, cfg: TrainConfig, *, vocab: VocabLike,
                  resume_step: int | None = None) -> Tracker:
-    """Open the run's sinks. ``resume_step`` (the step of the checkpoint resumed from; None or 0
-    for a fresh run) drops everything logged after it, so resumed curves do not overlap."""
+    """Open the run's sinks. ``resume_step`` (the step of the checkpoint resumed from) drops
+    everything logged after it, so resumed curves do not overlap; None, a fresh run, drops
+    everything an earlier attempt in the folder logged (one killed before its first checkpoint),
+    so the new curves do not restart on top of it."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    if resume_step:
+    if resume_step is None:
+        (run_dir / METRICS_FILE).unlink(missing_ok=True)
+        for events in run_dir.glob("events.out.tfevents.*"):
+            events.unlink()
+    elif resume_step:
         truncate_metrics(run_dir / METRICS_FILE, resume_step)
     sinks: list[Sink] = [JsonlSink(run_dir)]
     if cfg.track.tensorboard:

@@ -129,12 +129,12 @@ def _with_prepared_vocab(merged: dict[str, Any]) -> dict[str, Any]:
     a folder prepared with --min-count 1 could not be trained on without repeating the flag.
     An option that *was* set and differs is still refused (trainer._check_prepared_matches).
     """
-    from embedlab.data.corpus import says_prepared
+    from embedlab.data.corpus import SPECIAL_CORPORA, says_prepared
 
     data = merged.get("data", {})
     corpus = data.get("corpus")
-    if corpus is None or corpus in ("demo", "text8") or not says_prepared(Path(corpus) /
-                                                                           "meta.json"):
+    if corpus is None or corpus in SPECIAL_CORPORA or not says_prepared(Path(corpus) /
+                                                                        "meta.json"):
         return merged
     from embedlab.data.prepared import vocab_options
 

@@ -83,7 +83,7 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     run always keeps its own, whatever the current directory makes of a relative --corpus).
     """
     corpus = cfg.data.corpus
-    if corpus not in ("demo", "text8") and is_prepared(corpus):
+    if corpus not in SPECIAL_CORPORA and is_prepared(corpus):
         prepared = PreparedCorpus.open(corpus)
         _check_prepared_matches(cfg, prepared)
         return prepared
@@ -109,11 +109,21 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
 def _made_for(prepared: PreparedCorpus, cfg: TrainConfig) -> bool:
     """True when ``prepared`` was built from ``cfg``'s corpus with its vocabulary options (a key
     missing from an older meta.json is taken to agree)."""
-    d, meta = cfg.data, prepared.meta
+    d = cfg.data
     source = d.corpus if d.corpus in SPECIAL_CORPORA else str(Path(d.corpus).resolve())
-    wanted = {"source": source, "max_distinct": d.max_distinct,
-              **{key: getattr(d, key) for key in VOCAB_OPTIONS}}
-    return all(key not in meta or meta[key] == value for key, value in wanted.items())
+    return not _differences(prepared, {"source": source, "max_distinct": d.max_distinct,
+                                       **_vocab_options(cfg)})
+
+
+def _vocab_options(cfg: TrainConfig) -> dict[str, Any]:
+    return {key: getattr(cfg.data, key) for key in VOCAB_OPTIONS}
+
+
+def _differences(prepared: PreparedCorpus, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The wanted options ``prepared`` was built otherwise (keys its meta.json lacks, written by
+    an older embedlab, are taken to agree)."""
+    meta = prepared.meta
+    return {key: value for key, value in wanted.items() if key in meta and meta[key] != value}
 
 
 def _warm_up(cfg: TrainConfig) -> None:
@@ -126,10 +136,8 @@ def _warm_up(cfg: TrainConfig) -> None:
 
 
 def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
-    meta, d = prepared.meta, cfg.data
-    wanted = {key: getattr(d, key) for key in VOCAB_OPTIONS}
-    differ = [f"--{k.replace('_', '-')} {v!r} (prepared with {meta.get(k)!r})"
-              for k, v in wanted.items() if k in meta and meta.get(k) != v]
+    differ = [f"--{k.replace('_', '-')} {v!r} (prepared with {prepared.meta[k]!r})"
+              for k, v in _differences(prepared, _vocab_options(cfg)).items()]
     if differ:
         source = f" (--preset {cfg.preset} sets some of them)" if cfg.preset else ""
         raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
@@ -247,17 +255,17 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
                          "token(s), fewer than a window needs; use a bigger corpus or lower "
                          "--min-count")
-    _check_pairs_possible(prepared, cfg)
+    m = cfg.model
+    keep = keep_probabilities(vocab.counts, m.sample)
+    _check_pairs_possible(prepared, cfg, keep)
     unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
     if unknown:
         raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
                          f"words the corpus has (the most frequent: {', '.join(vocab.words[:3])})")
     evaluator = _make_evaluator(cfg)
-    m = cfg.model
     noise = NoiseDistribution(vocab.counts, m.noise_exponent)
     stepcfg, noise_per_group, pad_to = step_config(cfg)
-    stream = BatchStream(prepared.ids, prepared.sentence_ends,
-                         keep_probabilities(vocab.counts, m.sample), noise, window=m.window,
+    stream = BatchStream(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
                          batch_size=cfg.optim.batch_size, group=stepcfg.group,
                          noise_per_group=noise_per_group, seed=cfg.seed,
                          epochs=cfg.optim.epochs, pad_to=pad_to)
@@ -285,8 +293,6 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     if ckpt is not None:
         manager.protect(int(state["step"]))
         _warn_if_other_step_revision(run_dir, out)
-    else:
-        _forget_history(run_dir)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
     vocab.save_tsv(run_dir / VOCAB_FILE)
     print("\n".join(started), file=out)
@@ -462,14 +468,15 @@ def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path)
                          "to start over")
 
 
-def _check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
+def _check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
+                          keep: np.ndarray | None) -> None:
     """Refuse a corpus that cannot give a single (centre, context) pair: the run would
-    "finish" with its vectors at their random start and the loss n/a."""
+    "finish" with its vectors at their random start and the loss n/a. ``keep``: the words'
+    subsampling keep probabilities (None: no subsampling)."""
     if prepared.longest_sentence() < 2:
         raise InputError(f"corpus {cfg.data.corpus} has no sentence (line) with two "
                          "in-vocabulary words, and contexts never cross a line end; put more "
                          "than one word per line, or lower --min-count")
-    keep = keep_probabilities(prepared.vocab.counts, cfg.model.sample)
     if keep is not None:
         kept = float(np.dot(np.asarray(prepared.vocab.counts, dtype=np.float64), keep))
         if kept < 2:
@@ -492,16 +499,6 @@ def _latest(manager: CheckpointManager, run_dir: Path) -> Path | None:
                          "warnings above); restore them from a backup, or pass --restart to "
                          "start over (the old folder is moved aside)")
     return latest
-
-
-def _forget_history(run_dir: Path) -> None:
-    """A new run in an existing folder (an earlier attempt died before its first checkpoint):
-    its curves would restart at step 0 on top of the dead attempt's, so those go."""
-    from embedlab.track.summaries import METRICS_FILE
-
-    (run_dir / METRICS_FILE).unlink(missing_ok=True)
-    for events in run_dir.glob("events.out.tfevents.*"):
-        events.unlink()
 
 
 def _make_evaluator(cfg: TrainConfig) -> Any:
