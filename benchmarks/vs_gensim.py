@@ -23,7 +23,14 @@ child's own peak RSS (``ru_maxrss``). Definitions (units in the names):
 - ``train_s``: time inside training only (gensim: around ``model.train``; embedlab: the
   trainer's ``train_seconds`` in ``RUN/status.json``);
 - ``words_per_s``: raw corpus tokens x epochs / ``train_s`` (the same numerator for both);
-- ``rss_mib``: peak resident set size of the child, MiB.
+- ``rss_mib``: peak resident set size of the child, MiB;
+- ``anon_mib``: the child's peak anonymous memory (``RssAnon`` in ``/proc/PID/status``, sampled
+  every 20 ms, so a spike shorter than that can be missed), MiB. RSS also counts the pages of
+  shared libraries mapped into the process, and how many of those are resident depends on the
+  page cache (the kernel maps cached neighbours of a touched page): ``import torch`` alone
+  measured 218 MiB on one day and 273 MiB on another on the same machine, its anonymous part
+  135-142 MiB both times. The anonymous part is what the run itself allocated and cannot be
+  dropped by the kernel, so it is the steadier measure of a system's own memory.
 
 gensim runs in ``corpus_file`` mode on a copy of the corpus split into 1,000-word lines: on
 longer lines that mode silently drops words (see ../shared/data/README.md).
@@ -42,6 +49,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -160,6 +168,7 @@ class Run:
     others_cpu_s: float  # CPU time used by other processes during the run (should be ~0)
     vectors: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    anon_mib: float = 0.0  # peak anonymous memory (sampled; see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,41 @@ class ChildResult:
     cpu_s: float  # the child's user + system CPU time (its reaped descendants included)
     others_cpu_s: float  # CPU time the rest of the machine used meanwhile (contention)
     stdout: str
+    anon_mib: float = 0.0  # the child's peak RssAnon, sampled every ANON_SAMPLE_S
+
+
+#: how often the child's anonymous memory is sampled while it runs
+ANON_SAMPLE_S = 0.02
+
+
+def _rss_anon_kib(pid: int) -> int:
+    """``RssAnon`` of a live process, KiB (0 once it has exited or on a kernel without it)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"RssAnon:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class _AnonPeak(threading.Thread):
+    """Samples a child's anonymous memory until told to stop; ``peak_kib`` is the largest."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_kib = pid, 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(ANON_SAMPLE_S):
+            self.peak_kib = max(self.peak_kib, _rss_anon_kib(self.pid))
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return self.peak_kib
 
 
 def machine_busy_s() -> float:
@@ -207,7 +251,10 @@ def run_child(argv: Sequence[str], log: Path, env: dict[str, str] | None = None)
         busy0 = machine_busy_s()
         t0 = time.perf_counter()
         proc = subprocess.Popen(list(argv), stdout=out, stderr=err, env=env)
+        sampler = _AnonPeak(proc.pid)
+        sampler.start()
         _, status, rusage = os.wait4(proc.pid, 0)
+        anon_kib = sampler.stop()
         wall = time.perf_counter() - t0
         busy = machine_busy_s() - busy0
     proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen never waits on it again
@@ -218,7 +265,7 @@ def run_child(argv: Sequence[str], log: Path, env: dict[str, str] | None = None)
     cpu = rusage.ru_utime + rusage.ru_stime
     # Linux reports ru_maxrss in KiB.
     return ChildResult(wall, rusage.ru_maxrss / 1024, cpu, max(0.0, busy - cpu),
-                       out_path.read_text())
+                       out_path.read_text(), anon_kib / 1024)
 
 
 def run_gensim(data: Data, epochs: int, out_dir: Path, *, save: bool, seed: int = SEED) -> Run:
@@ -235,7 +282,7 @@ def run_gensim(data: Data, epochs: int, out_dir: Path, *, save: bool, seed: int 
                res.rss_mib, int(report["raw_words"]), raw / report["train_seconds"],
                res.cpu_s, res.others_cpu_s, str(vec) if save else None,
                {"effective_words": report["effective_words"], "vocab": report["vocab"],
-                "vocab_seconds": report["vocab_seconds"]})
+                "vocab_seconds": report["vocab_seconds"]}, anon_mib=res.anon_mib)
 
 
 def gensim_child(corpus: str, epochs: int, save: str | None, seed: int = SEED) -> None:
@@ -293,7 +340,8 @@ def run_embedlab(data: Data, epochs: int, out_dir: Path, *, save: bool,
                data.raw_tokens * epochs / train_s, res.cpu_s, res.others_cpu_s,
                str(vec) if save else None,
                {**{k: status[k] for k in ("step", "words_seen", "loss") if k in status},
-                "engine": json.loads((run_dir / "config.json").read_text()).get("engine")})
+                "engine": json.loads((run_dir / "config.json").read_text()).get("engine")},
+               anon_mib=res.anon_mib)
 
 
 def run_system(system: str, data: Data, epochs: int, out_dir: Path, *, save: bool,
@@ -379,7 +427,8 @@ def summarise(timing: dict[str, list[Run]], quality: dict[str, dict[str, float]]
             runs = timing[system]
             row.update({"words_per_s": _median(runs, "words_per_s"),
                         "train_s": _median(runs, "train_s"), "wall_s": _median(runs, "wall_s"),
-                        "rss_mib": _median(runs, "rss_mib"), "cpu_s": _median(runs, "cpu_s"),
+                        "rss_mib": _median(runs, "rss_mib"), "anon_mib": _median(runs, "anon_mib"),
+                        "cpu_s": _median(runs, "cpu_s"),
                         "cpu_util": statistics.median(r.cpu_s / r.wall_s for r in runs),
                         "others_util": statistics.median(r.others_cpu_s / r.wall_s
                                                          for r in runs)})
@@ -394,6 +443,8 @@ def summarise(timing: dict[str, list[Run]], quality: dict[str, dict[str, float]]
             ratio["train_s"] = g["train_s"] / e["train_s"]  # speed-up
             ratio["wall_s"] = g["wall_s"] / e["wall_s"]  # speed-up
             ratio["rss_mib"] = e["rss_mib"] / g["rss_mib"]
+            if g.get("anon_mib") and e.get("anon_mib"):
+                ratio["anon_mib"] = e["anon_mib"] / g["anon_mib"]
             ratio["cpu_s"] = g["cpu_s"] / e["cpu_s"]  # CPU-time saving
             # run i of each system ran back to back, so a slow spell of the machine hits both:
             # the median of the per-pair ratios is steadier than the ratio of the medians
@@ -438,6 +489,7 @@ COLUMNS = (  # key, header, format for a system row, format for the ratio row
     ("wall_s", "1-ep wall s", "{:.2f}", "{:.2f}x faster"),
     ("cpu_s", "1-ep CPU s", "{:.1f}", "{:.2f}x less"),
     ("rss_mib", "peak RSS MiB", "{:.0f}", "{:.2f}x"),
+    ("anon_mib", "peak anon MiB", "{:.0f}", "{:.2f}x"),
     ("analogy_30k", "analogy % 30k", "{:.1f}", "{:+.1f} pp"),
     ("analogy_300k", "analogy % 300k", "{:.1f}", "{:+.1f} pp"),
     ("ws353", "WS-353 ρ", "{:.3f}", "{:+.3f}"),
@@ -622,7 +674,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 timing[system].append(run)
                 print(f"[time {rep + 1}/{args.reps}] {system}: {run.words_per_s:,.0f} words/s, "
                       f"train {run.train_s:.2f} s, wall {run.wall_s:.2f} s, "
-                      f"RSS {run.rss_mib:.0f} MiB, CPU {run.cpu_s:.1f} s, "
+                      f"RSS {run.rss_mib:.0f} MiB (anon {run.anon_mib:.0f}), "
+                      f"CPU {run.cpu_s:.1f} s, "
                       f"others' CPU {run.others_cpu_s:.1f} s", file=sys.stderr)
     if not args.skip_quality:
         for seed in range(1, args.quality_seeds + 1):
