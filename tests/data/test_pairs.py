@@ -40,46 +40,118 @@ def test_every_token_is_a_centre_once_without_subsampling() -> None:
     assert seen == s.ids.astype(np.int64).tolist()
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 6), st.lists(st.integers(1, 60), min_size=1, max_size=8))
-def test_mask_respects_window_and_sentences(window: int, lengths: list[int]) -> None:
-    ends = np.cumsum(lengths).tolist()
-    s = _stream(n=ends[-1], window=window, ends=ends, epochs=1)
-    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
-    pos = 0
-    for b in s.iterate(Cursor()):
-        for t in range(b.n_centers):
-            for j in np.nonzero(b.mask[t].numpy())[0]:
-                o = int(j) - window
-                assert 1 <= abs(o) <= window
-                assert sentence[pos + t + o] == sentence[pos + t]
-                assert int(b.span[t + j]) == int(s.ids[pos + t + o])
-        assert not b.mask[b.n_centers :].any()
-        pos += b.n_centers
-    assert pos == ends[-1]
+def _positional_stream(ends: list[int], *, window: int, batch: int = 16,
+                       sample: float = 0.0) -> BatchStream:
+    """A stream whose token ids are their positions in the corpus (a vocabulary of n words), so
+    every (centre, context) pair of a mask maps back to where both tokens stood before
+    subsampling. Each position keeps the probability of a Zipf word's token (frequencies of at
+    least 500 tokens, so short corpora are subsampled too): sample 0.05 drops about a fifth of
+    the tokens, 0.01 about half."""
+    n = ends[-1]
+    words = np.random.default_rng(1).zipf(1.5, size=max(n, 500)).clip(1, 50) - 1
+    p = keep_probabilities(np.bincount(words, minlength=50) + 1, sample)
+    return BatchStream(np.arange(n, dtype=np.uint32), np.array(ends),
+                       None if p is None else p[words[:n]], NoiseDistribution(np.ones(n)),
+                       window=window, batch_size=batch, group=8, noise_per_group=4, seed=7,
+                       epochs=1, chunk_tokens=128, pad_to=16)
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.integers(1, 6), st.lists(st.integers(1, 60), min_size=1, max_size=8),
-       st.sampled_from([16, 13]))
-def test_each_centre_has_every_context_up_to_its_window(window: int, lengths: list[int],
-                                                         batch: int) -> None:
-    ends = np.cumsum(lengths).tolist()
-    s = _stream(n=ends[-1], window=window, ends=ends, epochs=1, batch=batch)
-    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
-    pos = 0
+def _centres_and_contexts(s: BatchStream) -> tuple[list[int], list[list[int]]]:
+    """Every centre (an original position) in stream order, with its contexts' offsets in kept
+    positions: o such that the context is the centre's o-th kept neighbour. Checks on the way
+    that the span holds exactly that neighbour and that padding rows have no contexts."""
+    centres: list[int] = []
+    offsets: list[list[int]] = []
+    spans: list[tuple[int, list[int]]] = []  # (index of the centre, context positions)
     for b in s.iterate(Cursor()):
         mask = b.mask.numpy()
+        assert not mask[b.n_centers :].any()
         for t in range(b.n_centers):
-            offsets = (np.nonzero(mask[t])[0] - window).tolist()
-            # the shrunk window b_t >= 1 is the farthest context: every offset up to it that
-            # stays in the centre's sentence (and chunk) must be there, none missing at distance 1
-            c, reach = pos + t, max((abs(o) for o in offsets), default=1)
-            inside = [o for o in range(-reach, reach + 1) if o and 0 <= c + o < ends[-1]
-                      and sentence[c + o] == sentence[c]
-                      and (c + o) // s.chunk_tokens == c // s.chunk_tokens]
-            assert offsets == inside
-        pos += b.n_centers
+            js = np.nonzero(mask[t])[0]
+            spans.append((len(centres), [int(b.span[t + j]) for j in js]))
+            centres.append(int(b.centers[t]))
+            offsets.append((js - s.window).tolist())
+    index = {c: k for k, c in enumerate(centres)}
+    for (k, ctx), offs in zip(spans, offsets, strict=True):
+        # a context is a kept token (a centre itself) o kept positions away: word2vec applies
+        # the window after subsampling, so dropped tokens do not use up window slots
+        assert [index[c] - k for c in ctx] == offs
+    return centres, offsets
+
+
+_SAMPLES = st.sampled_from([0.0, 0.01, 0.05])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.lists(st.integers(1, 60), min_size=1, max_size=8), _SAMPLES)
+def test_mask_respects_window_and_sentences(window: int, lengths: list[int],
+                                            sample: float) -> None:
+    ends = np.cumsum(lengths).tolist()
+    s = _positional_stream(ends, window=window, sample=sample)
+    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
+    centres, offsets = _centres_and_contexts(s)
+    assert centres == sorted(set(centres))  # each kept token is a centre once, in corpus order
+    if sample == 0:
+        assert centres == list(range(ends[-1]))
+    for k, offs in enumerate(offsets):
+        c = centres[k]
+        for o in offs:
+            # in the same sentence and chunk *as positioned before subsampling*, whatever
+            # subsampling dropped in between
+            assert 1 <= abs(o) <= window
+            assert sentence[centres[k + o]] == sentence[c]
+            assert centres[k + o] // s.chunk_tokens == c // s.chunk_tokens
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.lists(st.integers(1, 60), min_size=1, max_size=8),
+       st.sampled_from([16, 13]), _SAMPLES)
+def test_each_centre_has_every_context_up_to_its_window(window: int, lengths: list[int],
+                                                         batch: int, sample: float) -> None:
+    ends = np.cumsum(lengths).tolist()
+    s = _positional_stream(ends, window=window, batch=batch, sample=sample)
+    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
+    centres, offsets = _centres_and_contexts(s)
+    for k, offs in enumerate(offsets):
+        # the shrunk window b_t >= 1 is the farthest context: every kept neighbour up to it
+        # that stays in the centre's sentence (and chunk) must be there, none missing at
+        # distance 1
+        c, reach = centres[k], max((abs(o) for o in offs), default=1)
+        inside = [o for o in range(-reach, reach + 1) if o and 0 <= k + o < len(centres)
+                  and sentence[centres[k + o]] == sentence[c]
+                  and centres[k + o] // s.chunk_tokens == c // s.chunk_tokens]
+        assert offs == inside
+
+
+@pytest.mark.parametrize("sample", [0.01, 0.05])
+def test_subsampled_windows_stop_at_sentence_and_chunk_ends(sample: float) -> None:
+    # Fixed cases the two property tests above may draw only now and then: sentence ends in
+    # the middle of chunks (300 and 301 in chunk 2, 420 in chunk 3), a one-token sentence, and
+    # tokens dropped before each end in its chunk (so kept and original positions disagree
+    # there).
+    ends = [300, 301, 420, 700]
+    s = _positional_stream(ends, window=5, sample=sample)
+    sentence = np.searchsorted(np.array(ends), np.arange(ends[-1]), side="right")
+    centres, offsets = _centres_and_contexts(s)
+    assert len(centres) < 0.9 * ends[-1]
+    assert set(range(256, 300)) - set(centres) and set(range(384, 420)) - set(centres)
+    wider = 0  # pairs farther apart in the corpus than in kept positions
+    for k, offs in enumerate(offsets):
+        c = centres[k]
+        reach = max((abs(o) for o in offs), default=1)
+        inside = [o for o in range(-reach, reach + 1) if o and 0 <= k + o < len(centres)
+                  and sentence[centres[k + o]] == sentence[c]
+                  and centres[k + o] // s.chunk_tokens == c // s.chunk_tokens]
+        assert offs == inside
+        wider += sum(abs(centres[k + o] - c) > abs(o) for o in offs)
+    assert wider > 0
+    # the one-token sentence [300, 301) has no contexts and is nobody's context
+    if 300 in centres:
+        assert offsets[centres.index(300)] == []
+    assert all(centres[k + o] != 300 for k, offs in enumerate(offsets) for o in offs)
+    # and windows stop at chunk ends even inside a sentence: chunk 1 ends at 256 in [0, 300)
+    last_in_chunk_1 = max(k for k, c in enumerate(centres) if c < 256)
+    assert all(o < 0 for o in offsets[last_in_chunk_1])
 
 
 @settings(max_examples=25, deadline=None)

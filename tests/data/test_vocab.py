@@ -93,11 +93,31 @@ def test_min_count_emptying_the_vocabulary_is_an_input_error() -> None:
         build({}, min_count=1)
 
 
-@pytest.mark.parametrize("kwargs", [{"min_count": 0}, {"max_vocab": 0},
-                                    {"max_vocab": 1, "unk": "UNK"}])
-def test_bad_options(kwargs: dict[str, object]) -> None:
-    with pytest.raises(InputError, match="--m"):
-        build({"a": 1}, **kwargs)  # type: ignore[arg-type]
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"min_count": 0}, "--min-count must be >= 1, got 0; pass e.g. --min-count 5"),
+    ({"min_count": -3}, "--min-count must be >= 1, got -3; pass e.g. --min-count 5"),
+    ({"max_vocab": 0}, "--max-vocab must be >= 1, got 0; pass e.g. --max-vocab 50000"),
+    ({"max_vocab": -1}, "--max-vocab must be >= 1, got -1; pass e.g. --max-vocab 50000"),
+    ({"max_vocab": 1, "unk": "UNK"},
+     "--max-vocab must be >= 2, got 1; pass e.g. --max-vocab 50000"),  # UNK takes a slot
+], ids=["min-count-0", "min-count-negative", "max-vocab-0", "max-vocab-negative",
+        "max-vocab-1-with-unk"])
+def test_bad_options(kwargs: dict[str, object], message: str) -> None:
+    # "a" clears the default --min-count 5, so no other check can raise in the option's stead
+    # (with {"a": 1} a missing --max-vocab check still raised: the min-count message)
+    with pytest.raises(InputError) as info:
+        build({"a": 10}, **kwargs)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"min_count": 1}, ("a", "b", "c")),
+    ({"max_vocab": 1}, ("a",)),
+    ({"max_vocab": 2, "unk": "UNK"}, ("UNK", "a")),
+], ids=["min-count-1", "max-vocab-1", "max-vocab-2-with-unk"])
+def test_smallest_good_options_build(kwargs: dict[str, object], words: tuple[str, ...]) -> None:
+    # the bounds above are exact: the smallest accepted value of each builds a vocabulary
+    assert build({"a": 10, "b": 7, "c": 1}, **kwargs).words == words  # type: ignore[arg-type]
 
 
 def test_vocab_invariants() -> None:
