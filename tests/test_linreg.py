@@ -159,7 +159,9 @@ def test_cli_errors_are_one_line_and_leave_run_intact(
     ok = runner.invoke(cli, ["linreg", str(table), "--run", str(run), "--steps", "100",
                              "--checkpoint-every", "50"])
     assert ok.exit_code == 0, ok.output
-    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "env.json"}
+    # every file, env.json included: a refused resume must not be recorded as a resume
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert run / "env.json" in before
     for args, msg in [
         (["--lr", "0.5"], "cannot resume"),
         (["--steps", "0"], "--steps must be an integer >= 1"),
@@ -173,7 +175,7 @@ def test_cli_errors_are_one_line_and_leave_run_intact(
     assert code == 2 and "the table differs" in err
     code, err = _main(["linreg", str(tmp_path / "missing.tsv"), "--run", str(run)], capsys)
     assert code == 2 and "does not exist" in err
-    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != "env.json"}
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     assert after == before
 
 

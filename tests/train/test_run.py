@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from embedlab.config import ModelConfig, TrainConfig
+from embedlab.config import ModelConfig, TrainConfig, flatten
 from embedlab.errors import InputError
 from embedlab.train.checkpoint import CheckpointManager
 from embedlab.train.run import (
@@ -87,13 +88,22 @@ def test_resume_takes_the_stored_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("explicit", [
     {"max_steps": 5}, {"checkpoint": {"keep": 1}}, {"track": {"log_every": 1}},
-    {"optim": {"epochs": 9}}, {"model": {"dim": 8}},
+    {"optim": {"epochs": 9}}, {"model": {"dim": 8}}, {"eval": {"every_steps": 10}},
+    {"max_steps": 5, "checkpoint": {"keep": 1, "every_steps": 3},
+     "track": {"log_every": 1, "tensorboard": False}, "optim": {"epochs": 9}},
 ])
 def test_resume_accepts_unchanged_or_mutable_flags(tmp_path: Path,
-                                                   explicit: dict[str, object]) -> None:
+                                                   explicit: dict[str, Any]) -> None:
     run = _store(tmp_path / "run", TrainConfig.from_dict({"model": {"dim": 8}, "threads": 1}))
-    cfg, _ = resolve_config(run, explicit, None)
-    assert cfg.model.dim == 8
+    cfg, stored = resolve_config(run, explicit, None)
+    assert stored is not None
+    # accepted is not enough: each flag given takes effect (a --max-steps or --keep dropped on
+    # resume would run on to the end or keep the stored count), every other key is the run's
+    want = flatten(stored.to_dict())  # the engine spelled out: runs before engines used torch
+    want["max_steps"] = None  # a stop point belongs to one invocation
+    want.update(flatten(explicit))
+    assert flatten(cfg.to_dict()) == want
+    assert cfg.model.dim == 8 and cfg.threads == 1 and cfg.engine == "torch"
 
 
 def test_resume_refuses_and_names_each_key(tmp_path: Path) -> None:
