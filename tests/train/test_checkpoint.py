@@ -303,6 +303,27 @@ def test_same_step_saved_twice_replaces(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000004"]
 
 
+def test_a_save_reports_how_long_it_took(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trainer stretches --checkpoint-secs to 50x the last save's duration (tested in
+    # test_trainer with a fake value): here, that the manager measures it, and that only a
+    # save that succeeded counts.
+    import time
+    import types
+
+    m = CheckpointManager(tmp_path)
+    assert m.last_save_seconds is None
+    clock = iter([100.0, 102.5, 200.0])
+    monkeypatch.setattr(ck, "time", types.SimpleNamespace(perf_counter=lambda: next(clock),
+                                                          time=time.time))
+    _save(m, 1)
+    assert m.last_save_seconds == 2.5
+    monkeypatch.setattr(ck, "_commit", lambda tmp, final: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    with pytest.raises(CheckpointError):
+        _save(m, 2)
+    assert m.last_save_seconds == 2.5  # a failed save leaves the last good measure
+
+
 def test_no_pickle_on_load_path() -> None:
     src = Path(ck.__file__).read_text()
     for call in ("torch.load(", "pickle.load", "allow_pickle=True", "import pickle"):
