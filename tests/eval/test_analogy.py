@@ -108,10 +108,31 @@ def test_3cosmul_equals_gensim_cosmul(planted: Planted, restrict: int) -> None:
     assert ours.accuracy > 0.2
 
 
-def test_methods_differ_somewhere(planted: Planted) -> None:
-    add, mul = _ours(planted, 30_000), _ours(planted, 30_000, "3cosmul")
+@pytest.mark.filterwarnings("ignore:Call to deprecated `init_sims`:DeprecationWarning")
+def test_3cosadd_and_3cosmul_answer_a_hand_example_differently() -> None:
+    # a, b, c orthonormal; x is very close to b but only a little to c, y equally close to both
+    # (all orthogonal to a). 3CosAdd ranks by cos(.,b) + cos(.,c) - cos(.,a): x 1.09 > y 1.00.
+    # 3CosMul multiplies the shifted cosines (1 + cos)/2 and so favours the balanced y
+    # (Levy & Goldberg 2014): x 0.995 * 0.55 / 0.5 = 1.0945 < y 0.75 * 0.75 / 0.5 = 1.125.
+    # Five fillers orthogonal to everything score 0 (3CosAdd) and 0.5 (3CosMul), below both,
+    # and make the fast (masked argmax) path answer.
+    e = np.eye(10)
+    x = 0.99 * e[1] + 0.1 * e[2] + np.sqrt(1 - 0.99**2 - 0.1**2) * e[3]
+    y = 0.5 * e[1] + 0.5 * e[2] + np.sqrt(0.5) * e[4]
+    words = ["a", "b", "c", "x", "y", "f1", "f2", "f3", "f4", "f5"]
+    m = np.stack([e[0], e[1], e[2], x, y, *e[5:]]).astype(np.float32)
+    # one section per possible answer, so that the counts tell which word was chosen
+    qs = parse_questions([": x-is-the-answer", "a b c x", ": y-is-the-answer", "a b c y"])
+    add, mul = (evaluate_analogies(words, m, row_norms(m), qs, restrict_vocab=100, method=meth)
+                for meth in ("3cosadd", "3cosmul"))
     assert add.method == "3cosadd" and mul.method == "3cosmul"
-    assert add.to_dict()["sections"] != mul.to_dict()["sections"] or add.accuracy == mul.accuracy
+    assert [s.correct for s in add.sections] == [1, 0]  # 3CosAdd answers x
+    assert [s.correct for s in mul.sections] == [0, 1]  # 3CosMul answers y
+    # the hand arithmetic above agrees with gensim's implementations of the two methods
+    kv = KeyedVectors(10)
+    kv.add_vectors(words, m)
+    assert kv.most_similar(positive=["b", "c"], negative=["a"], topn=1)[0][0] == "x"
+    assert kv.most_similar_cosmul(positive=["b", "c"], negative=["a"], topn=1)[0][0] == "y"
 
 
 def test_matrix_is_not_modified(planted: Planted) -> None:
@@ -122,12 +143,31 @@ def test_matrix_is_not_modified(planted: Planted) -> None:
     assert np.array_equal(planted.matrix, before)
 
 
-def test_tiny_vocabulary_uses_exact_path() -> None:
+@pytest.mark.parametrize("method", ["3cosadd", "3cosmul"])
+def test_tiny_vocabulary_uses_exact_path(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With 5 words only 2 candidates remain besides the question words (fewer than gensim's
+    # top 5), so every question takes the exact path (_pick). a, b, c, e are orthonormal and
+    # d = unit(b + c - a): 3CosAdd scores d 1 and e 0; 3CosMul scores d
+    # (0.789 * 0.789) / 0.211 = 2.95 and e 0.5 * 0.5 / 0.5 = 0.5. Both answer d.
+    import embedlab.eval.analogy as mod
+
+    e = np.eye(4)
     words = ["a", "b", "c", "d", "e"]
-    m = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
-    qs = parse_questions([": s", "a b c d", "a b c e"])
-    r = evaluate_analogies(words, m, row_norms(m), qs, restrict_vocab=10)
-    assert r.total.answered == 2 and r.total.correct == 1  # only d and e can be answered
+    m = np.stack([e[0], e[1], e[2], (e[1] + e[2] - e[0]) / np.sqrt(3), e[3]]).astype(np.float32)
+    # one section per possible answer, so that the counts tell which word was chosen
+    qs = parse_questions([": d-is-the-answer", "a b c d", ": e-is-the-answer", "a b c e"])
+    exact_rows: list[int] = []
+    real_pick = mod._pick
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        exact_rows.append(len(args[3]))
+        return real_pick(*args)
+
+    monkeypatch.setattr(mod, "_pick", spy)
+    r = evaluate_analogies(words, m, row_norms(m), qs, restrict_vocab=10,
+                           method=method)  # type: ignore[arg-type]
+    assert sum(exact_rows) == 2  # both questions were decided by the exact path
+    assert [(s.correct, s.answered) for s in r.sections] == [(1, 1), (0, 1)]
 
 
 def test_missing_section_header_is_an_input_error() -> None:

@@ -1,0 +1,168 @@
+"""Evaluation during training, end to end: ``embedlab train --eval-similarity FILE --eval-every N``
+and ``--best-metric similarity/NAME``.
+
+Two small runs (a Zipf corpus of 400 lines, dim 8, about 80 steps; about a second each):
+
+* ``first`` stops at ``--max-steps 30`` with TensorBoard on, evaluating and saving every 10
+  steps, with two pairs files: random gold scores, and constant ones (Spearman 0 at every step,
+  so ``--best-metric similarity/flat`` sees nothing but ties);
+* ``peaked`` trains the same configuration to the end, saving and evaluating every 5 steps,
+  against a pairs file whose gold scores are the cosines of ``first``'s vectors at step 30. Runs
+  are deterministic and evaluation never perturbs training, so this run's Spearman is exactly 1 at
+  step 30 and lower elsewhere: the best checkpoint has a known step in the middle of the run,
+  and a best checkpoint that merely tracked the latest or the first one would be caught.
+
+Every logged value is compared with gensim's ``evaluate_word_pairs`` on the saved vectors, a
+computation independent of embedlab.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from embedlab.cli import main
+from embedlab.data.vocab import Vocab
+from embedlab.testing import write_zipf_corpus
+from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
+
+FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
+        "--log-every", "1", "--no-progress"]
+PEAK_STEP = 30
+
+
+def rows(run: Path) -> list[dict[str, float]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def logged(run: Path, tag: str) -> dict[int, float]:
+    """step -> value of ``tag`` in metrics.jsonl (a step logged twice must repeat its value)."""
+    out: dict[int, float] = {}
+    for r in rows(run):
+        if tag in r:
+            assert out.setdefault(int(r["step"]), r[tag]) == r[tag]
+    return out
+
+
+def saved(run: Path) -> dict[int, tuple[list[str], np.ndarray, dict[str, float]]]:
+    """step -> (words, input embeddings, recorded metrics) of every checkpoint of ``run``."""
+    words = list(Vocab.load_tsv(run / "vocab.tsv").words)
+    out = {}
+    for ckpt in sorted((run / "checkpoints").glob("ckpt-*")):
+        tensors, state = load_checkpoint(ckpt, names=["input_embeddings"])
+        out[int(state["step"])] = (words, tensors["input_embeddings"].numpy(), state["metrics"])
+    return out
+
+
+def gensim_spearman(words: list[str], matrix: np.ndarray, pairs: Path) -> float:
+    kv = KeyedVectors(matrix.shape[1])
+    kv.add_vectors(words, matrix)
+    _, spearman, _ = kv.evaluate_word_pairs(str(pairs))
+    return float(spearman.statistic)
+
+
+def write_pairs(path: Path, pairs: list[tuple[str, str]], gold: np.ndarray) -> Path:
+    # upper-cased second words (matching is case-insensitive), a comment and a pair with an
+    # unknown word (dropped) exercise the file reader as a user's file would
+    lines = ["# word1\tword2\tscore", "w1\tnotaword\t5.0"]
+    lines += [f"{a}\t{b.upper()}\t{float(g)!r}" for (a, b), g in zip(pairs, gold, strict=True)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The corpus and 40 pairs of frequent words (``pairs.json``), in one folder."""
+    root = tmp_path_factory.mktemp("eval")
+    write_zipf_corpus(root / "c.txt", lines=400)
+    rng = np.random.default_rng(0)
+    pairs = sorted({(f"w{a}", f"w{b}") for a, b in rng.integers(0, 50, (60, 2)) if a < b})[:40]
+    (root / "pairs.json").write_text(json.dumps(pairs))
+    write_pairs(root / "random.tsv", pairs, rng.uniform(0, 10, len(pairs)))
+    write_pairs(root / "flat.tsv", pairs, np.full(len(pairs), 5.0))
+    return root
+
+
+@pytest.fixture(scope="module")
+def first(files: Path) -> Path:
+    run = files / "first"
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST, "--tensorboard",
+          "--max-steps", str(PEAK_STEP), "--eval-similarity", str(files / "random.tsv"),
+          "--eval-similarity", str(files / "flat.tsv"), "--eval-every", "10",
+          "--checkpoint-every", "10", "--best-metric", "similarity/flat"])
+    return run
+
+
+@pytest.fixture(scope="module")
+def peaked(files: Path, first: Path) -> Path:
+    words, matrix, _ = saved(first)[PEAK_STEP]
+    unit = matrix.astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    row = {w: i for i, w in enumerate(words)}
+    pairs = [tuple(p) for p in json.loads((files / "pairs.json").read_text())]
+    gold = np.array([unit[row[a]] @ unit[row[b]] for a, b in pairs])
+    write_pairs(files / "peak.tsv", pairs, gold)  # type: ignore[arg-type]
+    run = files / "peaked"
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--eval-similarity", str(files / "peak.tsv"), "--eval-every", "5",
+          "--checkpoint-every", "5", "--keep", "1000", "--best-metric", "similarity/peak"])
+    return run
+
+
+def test_logged_similarity_equals_gensim_on_the_saved_vectors(files: Path, peaked: Path) -> None:
+    values = logged(peaked, "eval/similarity/peak")
+    checkpoints = saved(peaked)
+    last = max(checkpoints)
+    assert last > 2 * PEAK_STEP
+    # evaluated every 5 steps and once more at the end; a checkpoint at each of those steps
+    assert sorted(values) == sorted(checkpoints) == [*range(5, last, 5), last]
+    for step, (words, matrix, metrics) in checkpoints.items():
+        assert values[step] == gensim_spearman(words, matrix, files / "peak.tsv"), step
+        assert metrics["similarity/peak"] == values[step], step  # what --best-metric compares
+    assert logged(peaked, "final/similarity/peak") == {last: values[last]}
+
+
+def test_best_metric_similarity_keeps_the_highest_step(peaked: Path) -> None:
+    values = logged(peaked, "eval/similarity/peak")
+    assert values[PEAK_STEP] == pytest.approx(1.0, abs=1e-12)
+    # elsewhere the ranks differ (one swapped pair of the 40 already costs 2e-4)
+    assert max(v for s, v in values.items() if s != PEAK_STEP) < 1.0 - 1e-4
+    # the highest value (ties: the earliest step), computed from the log
+    best_step = min(values, key=lambda s: (-values[s], s))
+    assert best_step == PEAK_STEP
+    index = read_index(peaked)
+    assert index.best == PEAK_STEP != index.latest
+    assert index.best_metric == "similarity/peak" and index.best_mode == "max"  # max: default
+    assert index.best_value == values[PEAK_STEP]
+    assert find_checkpoint(peaked, best=True).name == f"ckpt-{PEAK_STEP:08d}"
+
+
+def test_best_metric_ties_keep_the_earliest_step(first: Path) -> None:
+    assert logged(first, "eval/similarity/flat") == {10: 0.0, 20: 0.0, PEAK_STEP: 0.0}
+    index = read_index(first)
+    assert (index.best, index.latest) == (10, PEAK_STEP)
+    assert index.best_metric == "similarity/flat" and index.best_value == 0.0
+
+
+def test_similarity_scalars_in_tensorboard(files: Path, first: Path) -> None:
+    values = logged(first, "eval/similarity/random")
+    checkpoints = saved(first)
+    assert sorted(values) == sorted(checkpoints) == [10, 20, PEAK_STEP]
+    for step, (words, matrix, _) in checkpoints.items():
+        assert values[step] == gensim_spearman(words, matrix, files / "random.tsv"), step
+    assert len(set(values.values())) == 3
+    ea = EventAccumulator(str(first), size_guidance={"scalars": 0, "images": 1,
+                                                     "histograms": 1, "tensors": 1})
+    ea.Reload()
+    for tag in ("eval/similarity/random", "eval/similarity/flat"):
+        events = ea.Scalars(tag)
+        assert [e.step for e in events] == [10, 20, PEAK_STEP], tag
+        # TensorBoard stores float32
+        np.testing.assert_allclose([e.value for e in events],
+                                   [logged(first, tag)[s] for s in (10, 20, PEAK_STEP)],
+                                   rtol=1e-6, err_msg=tag)
