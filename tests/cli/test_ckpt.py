@@ -55,13 +55,18 @@ def test_export_subset_with_rename(run: Path, tmp_path: Path) -> None:
     assert state["step"] == 2 and state["exported_from"].endswith("ckpt-00000002")
 
 
+# each message names the problem and the fix
 @pytest.mark.parametrize(("args", "message"), [
-    (["{missing}"], "does not exist"),
-    (["{empty}"], "has no checkpoints"),
-    (["{run}", "--step", "4"], "no checkpoint at step 4"),
-    (["{run}", "--step", "2", "--best"], "mutually exclusive"),
-    (["{run}", "--export-subset", "{tmp}/x", "--names", "nce_w"], "no tensor named nce_w"),
-    (["{run}", "--export-subset", "{tmp}/x", "--map", "oops"], "--map expects NEW=STORED"),
+    (["{missing}"], "missing does not exist; pass a run folder (see 'embedlab runs')"),
+    (["{empty}"], "has no checkpoints; train it first ('embedlab train --run RUN') or pass "
+                  "another run folder"),
+    (["{run}", "--step", "4"], "no checkpoint at step 4 (available: 1, 2, 3, 5); run "
+                               "'embedlab ckpt RUN' to list them"),
+    (["{run}", "--step", "2", "--best"], "--step and --best are mutually exclusive; pass one"),
+    (["{run}", "--export-subset", "{tmp}/x", "--names", "nce_w"],
+     "no tensor named nce_w; it has: input_embeddings, output_embeddings"),
+    (["{run}", "--export-subset", "{tmp}/x", "--map", "oops"],
+     "--map expects NEW=STORED, got 'oops'; e.g. --map embed_matrix=input_embeddings"),
 ])
 def test_errors_are_one_line_exit_2(run: Path, tmp_path: Path, args: list[str], message: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -112,10 +117,10 @@ def test_export_subset_refuses_and_damages_nothing(run: Path, tmp_path: Path, ta
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     _vocab(run)
     out = tmp_path / "emb"
-    message = "already holds vocab.tsv"
+    message = "already holds vocab.tsv; pick a new folder"
     if taken == "file":
         out.write_text("precious")
-        message = "is a file, not a folder"
+        message = "is a file, not a folder; pick a new folder"
     elif taken == "vocab":
         out.mkdir()
         (out / "vocab.tsv").write_text("precious")
@@ -159,7 +164,8 @@ def test_a_failed_export_subset_can_be_retried(run: Path, tmp_path: Path,
     monkeypatch.setattr(ck, "_write_contents", full)
     with pytest.raises(SystemExit) as e:
         main(["ckpt", str(run), "--export-subset", str(out)])
-    assert e.value.code == 2 and "No space left on device" in capsys.readouterr().err
+    assert e.value.code == 2 and "No space left on device; free disk space" in \
+        capsys.readouterr().err
     assert not (tmp_path / "new").exists()  # nor the parent it had to make
     monkeypatch.undo()
     main(["ckpt", str(run), "--export-subset", str(out)])

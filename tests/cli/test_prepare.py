@@ -78,7 +78,8 @@ def test_empty_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     (tmp_path / "empty.txt").write_bytes(b"")
     code, _, err = run(["prepare", str(tmp_path / "empty.txt"), "--out", str(tmp_path / "o")],
                        capsys)
-    assert_one_line_error(code, err, "holds no tokens")
+    assert_one_line_error(code, err, "empty.txt holds no tokens",
+                          "; pass a corpus with whitespace-separated words")
     assert not (tmp_path / "o").exists()
 
 
@@ -102,7 +103,7 @@ def test_min_count_too_high(corpus: Path, tmp_path: Path,
 def test_out_is_a_file(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "o").write_text("keep me")
     code, _, err = run(["prepare", str(corpus), "--out", str(tmp_path / "o")], capsys)
-    assert_one_line_error(code, err, "is a file")
+    assert_one_line_error(code, err, "is a file", "; pass a new folder name")
     assert (tmp_path / "o").read_text() == "keep me"
 
 
@@ -111,21 +112,26 @@ def test_out_is_a_foreign_folder(corpus: Path, tmp_path: Path,
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "x").write_text("keep me")
     code, _, err = run(["prepare", str(corpus), "--out", str(tmp_path / "o"), "--force"], capsys)
-    assert_one_line_error(code, err, "not empty")
+    assert_one_line_error(code, err, "not empty", "; pass a new or empty folder")
     assert (tmp_path / "o" / "x").read_text() == "keep me"
 
 
-@pytest.mark.parametrize("flags,needle", [(["--min-count", "0"], "--min-count"),
-                                          (["--min-count", "x"], "--min-count"),
-                                          (["--max-vocab", "1", "--unk", "UNK"], "--max-vocab"),
-                                          ([], "--out")])
+@pytest.mark.parametrize("flags,needle", [
+    (["--min-count", "0"], "--min-count must be a finite number > 0, got 0; "
+                           "pass e.g. --min-count 5"),
+    (["--min-count", "x"], "'--min-count': 'x' is not a valid integer. "
+                           "(see 'embedlab prepare --help')"),
+    # no fix clause in this message (config.py): only the problem is checked
+    (["--max-vocab", "1", "--unk", "UNK"], "--max-vocab must be >= 2 when --unk is set"),
+    ([], "Missing option '--out'. (see 'embedlab prepare --help')")])
 def test_bad_flags(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                    flags: list[str], needle: str) -> None:
     argv = ["prepare", str(corpus), *flags]
-    if needle != "--out":
+    if flags:
         argv += ["--out", str(tmp_path / "o")]
     code, _, err = run(argv, capsys)
     assert_one_line_error(code, err, needle)
+    assert not (tmp_path / "o").exists()
 
 
 def test_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,7 +166,8 @@ def test_a_failed_prepare_removes_the_parent_folders_it_made(
     (folder / "c.txt").write_bytes(corpus.read_bytes())
     code, _, err = run(["prepare", str(folder), "--out", str(folder / "new" / "deeper" / "out")],
                        capsys)
-    assert_one_line_error(code, err, "is inside the corpus folder")
+    assert_one_line_error(code, err, "is inside the corpus folder",
+                          "; the output would be read as corpus text — pass a folder outside it")
     assert sorted(p.name for p in folder.iterdir()) == ["c.txt"]
     # a parent that existed before stays
     (tmp_path / "kept").mkdir()

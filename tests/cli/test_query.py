@@ -118,7 +118,8 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
     assert got.words == src.words and np.array_equal(got.matrix, src.matrix)
     before = out_path.read_bytes()
     code, _, err = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path)], capsys)
-    assert_one_line_error(code, err, "already exists", "--force")
+    assert_one_line_error(code, err, "already exists; pass --force to overwrite it or choose "
+                                     "another --out")
     assert out_path.read_bytes() == before
     code, _, _ = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path),
                       "--force"], capsys)
@@ -142,31 +143,47 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     assert kv.index_to_key == ["a", "b"] and np.array_equal(kv.vectors, m.numpy())
 
 
+# each case's needles name the problem and the fix
 @pytest.mark.parametrize("argv, needles", [
     (["neighbors", "{v}", "kinq"], ["'kinq' is not in the vocabulary", "did you mean king"]),
-    (["neighbors", "{v}", "king", "-k", "0"], ["-k must be >= 1"]),
-    (["neighbors", "{tmp}/missing.txt", "king"], ["does not exist"]),
-    (["neighbors", "{tmp}/junk.txt", "king"], ["not a word2vec file"]),
-    (["analogy", "{v}", "man", "king", "womn"], ["'womn' is not in the vocabulary", "woman"]),
-    (["analogy", "{v}", "man", "king", "woman", "-k", "-1"], ["-k must be >= 1"]),
-    (["eval", "{v}"], ["nothing to evaluate"]),
-    (["eval", "{v}", "--analogies", "{tmp}/nope.txt"], ["does not exist"]),
-    (["eval", "{v}", "--analogies", "{tmp}/oov.txt"], ["all 1 questions", "outside"]),
-    (["eval", "{v}", "--similarity", "{tmp}/oov.txt"], ["no word pairs"]),
+    (["neighbors", "{v}", "king", "-k", "0"], ["-k must be >= 1, got 0; e.g. -k 10"]),
+    (["neighbors", "{tmp}/missing.txt", "king"],
+     ["missing.txt does not exist; pass a run folder, a checkpoint folder or a word2vec/.npy "
+      "vectors file"]),
+    (["neighbors", "{tmp}/junk.txt", "king"],
+     ["not a word2vec file", "; pass a word2vec text/binary file, a .npy export, a run folder "
+      "or a checkpoint folder"]),
+    (["analogy", "{v}", "man", "king", "womn"],
+     ["'womn' is not in the vocabulary", "did you mean woman"]),
+    (["analogy", "{v}", "man", "king", "woman", "-k", "-1"],
+     ["-k must be >= 1, got -1; e.g. -k 10"]),
+    (["eval", "{v}"], ["nothing to evaluate; pass --analogies FILE and/or --similarity FILE"]),
+    (["eval", "{v}", "--analogies", "{tmp}/nope.txt"],
+     ["nope.txt does not exist; pass a questions-words file"]),
+    (["eval", "{v}", "--analogies", "{tmp}/oov.txt"],
+     ["all 1 questions", "outside", "; check the file's language/case or raise "
+                                    "--restrict-vocab"]),
+    (["eval", "{v}", "--similarity", "{tmp}/oov.txt"],
+     ["no word pairs; expected 'word1<TAB>word2<TAB>score' lines"]),
     (["eval", "{v}", "--analogies", "{tmp}/oov.txt", "--restrict-vocab", "0"],
-     ["--restrict-vocab must be >= 1"]),
-    (["export", "{v}"], ["--out is required"]),
-    (["export", "{v}", "--out", "{tmp}/nodir/x.txt"], ["does not exist", "mkdir"]),
-    (["export", "{v}", "--format", "npy", "--out", "{tmp}/x.txt"], ["must end in .npy"]),
-    (["export", "{v}", "--step", "3", "--out", "{tmp}/x.txt"], ["--step/--best"]),
+     ["--restrict-vocab must be >= 1, got 0; e.g. 30000"]),
+    (["export", "{v}"], ["--out is required", "; e.g. --out vectors.txt"]),
+    (["export", "{v}", "--out", "{tmp}/nodir/x.txt"],
+     ["nodir does not exist; create it first (mkdir -p "]),
+    (["export", "{v}", "--format", "npy", "--out", "{tmp}/x.txt"],
+     ["must end in .npy for --format npy; e.g. --out vectors.npy"]),
+    (["export", "{v}", "--step", "3", "--out", "{tmp}/x.txt"],
+     ["--step/--best", "; drop them or pass the run folder"]),
     # a regular file as the parent folder: NotADirectoryError (no chmod needed as root)
-    (["export", "{v}", "--out", "{v}/x.txt"], ["cannot write", "is a file, not a folder",
-                                               "--out"]),
-    (["export", "{v}", "--format", "npy", "--out", "{v}/x.npy"], ["cannot write", "--out"]),
+    (["export", "{v}", "--out", "{v}/x.txt"], ["cannot write",
+                                               "is a file, not a folder); pass --out in a folder"]),
+    (["export", "{v}", "--format", "npy", "--out", "{v}/x.npy"],
+     ["cannot write", "is a file, not a folder); pass --out in a folder"]),
     # a .npy name would be read back as an npy export, and fail
-    (["export", "{v}", "--out", "{tmp}/x.npy"], ["ends in .npy", "--format npy"]),
+    (["export", "{v}", "--out", "{tmp}/x.npy"],
+     ["ends in .npy", "; pass --format npy, or an --out name ending in .txt"]),
     (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.npy"],
-     ["ends in .npy", "--format npy"]),
+     ["ends in .npy", "; pass --format npy, or an --out name ending in .bin"]),
 ])
 def test_bad_input_is_one_line_exit_2(vecfile: Path, tmp_path: Path, argv: list[str],
                                       needles: list[str],
@@ -214,8 +231,27 @@ def test_export_default_out_where_exports_is_a_file(tmp_path: Path,
     _tiny_run(run_dir)
     (run_dir / "exports").write_text("precious")
     code, _, err = run(["export", str(run_dir)], capsys)
-    assert_one_line_error(code, err, "cannot write", "--out")
+    assert_one_line_error(code, err, "cannot write", "; pass --out in a writable folder")
     assert (run_dir / "exports").read_text() == "precious"
+
+
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_export_out_is_an_existing_folder(tmp_path: Path, force: list[str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # --force overwrites a file, never a folder
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("precious")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    code, out, err = run(["export", str(run_dir), "--format", "word2vec", "--out", str(folder),
+                          *force], capsys)
+    assert_one_line_error(code, err, f"--out {folder} is a folder; pass a file path, "
+                                     f"e.g. --out {folder}/vectors.txt")
+    assert out == ""
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    assert (folder / "notes.txt").read_text() == "precious"
 
 
 def test_exports_are_readable_by_others(tmp_path: Path,

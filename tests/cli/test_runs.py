@@ -41,10 +41,13 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return int(exc.value.code or 0), out, err
 
 
-def assert_one_line_error(code: int, err: str, needle: str) -> None:
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    """Exit 2, one ``embedlab: error:`` line holding every needle (the problem and its fix)."""
     assert code == 2
     assert err.startswith("embedlab: error: ") and err.count("\n") == 1, err
-    assert needle in err and "Traceback" not in err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
 
 
 @pytest.fixture
@@ -104,21 +107,26 @@ def test_runs_lists_linreg_runs_beside_word2vec_runs(two_runs: Path, tmp_path: P
 def test_runs_empty_and_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(["runs", str(tmp_path)], capsys)
     assert code == 0 and "no runs under" in out
+    assert "start one with: embedlab train --corpus demo" in out
     code, _, err = run_cli(["runs", str(tmp_path / "nope")], capsys)
-    assert_one_line_error(code, err, "no such folder")
+    assert_one_line_error(code, err, "no such folder",
+                          "; pass the folder that holds your runs (e.g. embedlab runs runs/)")
 
 
 def test_tensorboard_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["tensorboard", str(tmp_path / "nope")], capsys)
-    assert_one_line_error(code, err, "no such folder")
+    assert_one_line_error(code, err, "no such folder", "; pass the folder that holds your runs "
+                                                       "(e.g. embedlab tensorboard runs/)")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         code, _, err = run_cli(["tensorboard", str(tmp_path), "--port", str(port)], capsys)
-    assert_one_line_error(code, err, f"port {port}")
+    assert_one_line_error(code, err, f"port {port} on 127.0.0.1 is not available",
+                          "; pass another --port or leave it out to pick a free one")
     code, _, err = run_cli(["tensorboard", str(tmp_path), "--port", "0"], capsys)
-    assert_one_line_error(code, err, "--port")
+    assert_one_line_error(code, err, "'--port': 0 is not in the range 1<=x<=65535",
+                          "(see 'embedlab tensorboard --help')")
 
 
 def _group_alive(pgid: int) -> bool:
@@ -216,15 +224,15 @@ def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert out.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--method", "umap"], "--method"),
-    (["--words", "1"], "--words must be >= 3"),
-    ([], "vocab.tsv not found"),
+@pytest.mark.parametrize(("args", "needles"), [
+    (["--method", "umap"], ["'--method': 'umap' is not one of 'pca', 'tsne'"]),
+    (["--words", "1"], ["--words must be >= 3, got 1; e.g. --words 300"]),
+    ([], ["vocab.tsv not found; is this a run folder made by 'embedlab train'?"]),
 ])
 def test_visualize_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                args: list[str], needle: str) -> None:
+                                args: list[str], needles: list[str]) -> None:
     code, _, err = run_cli(["visualize", str(tmp_path), *args], capsys)
-    assert_one_line_error(code, err, needle)
+    assert_one_line_error(code, err, *needles)
 
 
 @pytest.mark.parametrize("command", ["runs", "tensorboard", "visualize"])

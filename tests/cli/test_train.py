@@ -129,38 +129,66 @@ def _bad_corpora(tmp: Path) -> dict[str, Path]:
     return {p.stem: p for p in tmp.iterdir()}
 
 
+# Each needle holds the problem and the fix the message names.
 BAD = [
-    (["--corpus", "{tmp}/missing.txt"], "missing.txt"),
-    (["--corpus", "{tmp}/empty.txt"], "no tokens"),
-    (["--corpus", "{tmp}/blanks.txt"], "no tokens"),
-    (["--corpus", "{tmp}/binary.dat"], "binary"),
-    (["--corpus", "{corpus}", "--min-count", "100000"], "--min-count"),
-    (["--corpus", "{tmp}/one.txt", "--min-count", "1"], "fewer than a window needs"),
+    (["--corpus", "{tmp}/missing.txt"], "missing.txt; pass an existing file or folder"),
+    (["--corpus", "{tmp}/empty.txt"],
+     "empty.txt holds no tokens; pass a corpus with whitespace-separated words"),
+    (["--corpus", "{tmp}/blanks.txt"],
+     "blanks.txt holds no tokens; pass a corpus with whitespace-separated words"),
+    (["--corpus", "{tmp}/binary.dat"], "looks binary (it contains NUL bytes); pass UTF-8 text"),
+    (["--corpus", "{corpus}", "--min-count", "100000"],
+     "no word occurs at least --min-count 100000 times (the most frequent, 'w0', occurs 820 "
+     "times); lower --min-count, e.g. --min-count 820"),
+    (["--corpus", "{tmp}/one.txt", "--min-count", "1"],
+     "fewer than a window needs; use a bigger corpus or lower --min-count"),
     # these "finished" with untrained vectors and loss n/a
     (["--corpus", "{tmp}/abc.txt", "--min-count", "1"], "too few to form a pair; pass --sample 0"),
-    (["--corpus", "{tmp}/lines.txt", "--min-count", "1"], "no sentence (line) with two"),
-    (["--corpus", "{corpus}", "--lr", "0"], "--lr must be"),
-    (["--corpus", "{corpus}", "--lr", "-1"], "--lr must be"),
-    (["--corpus", "{corpus}", "--lr", "nan"], "--lr must be"),
-    (["--corpus", "{corpus}", "--lr", "inf"], "--lr must be"),
-    (["--corpus", "{corpus}", "--dim", "0"], "--dim must be"),
-    (["--corpus", "{corpus}", "--window", "0"], "--window must be"),
-    (["--corpus", "{corpus}", "--batch-size", "0"], "--batch-size must be"),
-    (["--corpus", "{corpus}", "--epochs", "-1"], "--epochs must be"),
-    (["--corpus", "{corpus}", "--sample", "nan"], "--sample must be"),
-    (["--corpus", "{corpus}", "--init-scale", "-1"], "--init-scale must be a finite number >= 0"),
-    (["--corpus", "{corpus}", "--max-steps", "0"], "--max-steps must be"),
-    (["--corpus", "{corpus}", "--dim", "abc"], "'abc' is not a valid integer"),
-    (["--corpus", "{corpus}", "--restart", "--from", "best"], "exclude each other"),
-    (["--corpus", "{corpus}", "--init-from", "{tmp}/nowhere"], "does not exist"),
-    (["--corpus", "{corpus}", "--init-from", "{trained}", "--dim", "4"], "pass a matching --dim"),
+    (["--corpus", "{tmp}/lines.txt", "--min-count", "1"],
+     "no sentence (line) with two in-vocabulary words, and contexts never cross a line end; "
+     "put more than one word per line, or lower --min-count"),
+    (["--corpus", "{corpus}", "--lr", "0"], "--lr must be a finite number > 0, got 0.0; "
+                                            "pass e.g. --lr 0.025"),
+    (["--corpus", "{corpus}", "--lr", "-1"], "--lr must be a finite number > 0, got -1.0; "
+                                             "pass e.g. --lr 0.025"),
+    (["--corpus", "{corpus}", "--lr", "nan"], "--lr must be a finite number > 0, got nan; "
+                                              "pass e.g. --lr 0.025"),
+    (["--corpus", "{corpus}", "--lr", "inf"], "--lr must be a finite number > 0, got inf; "
+                                              "pass e.g. --lr 0.025"),
+    (["--corpus", "{corpus}", "--dim", "0"], "--dim must be a finite number > 0, got 0; "
+                                             "pass e.g. --dim 100"),
+    (["--corpus", "{corpus}", "--window", "0"], "--window must be a finite number > 0, got 0; "
+                                                "pass e.g. --window 5"),
+    (["--corpus", "{corpus}", "--batch-size", "0"],
+     "--batch-size must be a finite number > 0, got 0; pass e.g. --batch-size 2048"),
+    (["--corpus", "{corpus}", "--epochs", "-1"], "--epochs must be a finite number > 0, got -1; "
+                                                 "pass e.g. --epochs 5"),
+    (["--corpus", "{corpus}", "--sample", "nan"],
+     "--sample must be a finite number >= 0, got nan; pass e.g. --sample 0.001"),
+    (["--corpus", "{corpus}", "--init-scale", "-1"],
+     "--init-scale must be a finite number >= 0, got -1.0; pass e.g. --init-scale 8"),
+    (["--corpus", "{corpus}", "--max-steps", "0"],
+     "--max-steps must be a finite number > 0, got 0; pass e.g. --max-steps 1000"),
+    (["--corpus", "{corpus}", "--dim", "abc"],
+     "'abc' is not a valid integer. (see 'embedlab train --help')"),
+    (["--corpus", "{corpus}", "--restart", "--from", "best"],
+     "--restart and --from exclude each other; pass one"),
+    (["--corpus", "{corpus}", "--init-from", "{tmp}/nowhere"],
+     "nowhere does not exist; pass a run folder or a checkpoint folder"),
+    (["--corpus", "{corpus}", "--init-from", "{trained}", "--dim", "4"],
+     "has dim 8, this run 4; pass a matching --dim"),
     # refused only once the corpus is read: these used to be saved into an existing run's
     # config.json first, so every later plain re-run failed the same way
-    (["--corpus", "{corpus}", "--probe", "zzzz"], "--probe word(s) not in the vocabulary: zzzz"),
-    (["--corpus", "{corpus}", "--eval-every", "5"], "--eval-every needs"),
-    (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"], "nope.txt does not exist"),
+    (["--corpus", "{corpus}", "--probe", "zzzz"],
+     "--probe word(s) not in the vocabulary: zzzz; pick words the corpus has (the most "
+     "frequent: w0, w1, w2)"),
+    (["--corpus", "{corpus}", "--eval-every", "5"],
+     "--eval-every needs --eval-analogies FILE and/or --eval-similarity FILE"),
+    (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"],
+     "nope.txt does not exist; pass a questions-words file"),
     # a best metric the run never records kept no best checkpoint (export --best failed later)
-    (["--corpus", "{corpus}", "--best-metric", "foo"], "--best-metric foo is not a metric"),
+    (["--corpus", "{corpus}", "--best-metric", "foo"],
+     "--best-metric foo is not a metric this run records; use loss, analogy"),
     (["--corpus", "{corpus}", "--best-metric", "analogy:max"], "pass --eval-analogies FILE"),
     (["--corpus", "{corpus}", "--best-metric", "similarity/ws"], "--eval-similarity ws.tsv"),
     # messages name the flag the user typed and end in a fix
@@ -171,6 +199,35 @@ BAD = [
     (["--corpus", "{corpus}", "--min-lr-ratio", "2"], "pass e.g. --min-lr-ratio 0.0001"),
     (["--corpus", "{corpus}", "--threads", "-1"], "pass e.g. --threads 2"),
 ]
+
+# On an existing run the resume config check comes first: these rows change a stored key, so
+# they are refused there, naming the key(s) and the fix, and never reach the check they are
+# named for (test_bad_input_new_run covers each of those on a new run).
+CHANGED_ON_RESUME = {
+    "--corpus {tmp}/missing.txt": "data.corpus (stored '{corpus}', requested '{tmp}/missing.txt')",
+    "--corpus {tmp}/empty.txt": "data.corpus (stored '{corpus}', requested '{tmp}/empty.txt')",
+    "--corpus {tmp}/blanks.txt": "data.corpus (stored '{corpus}', requested '{tmp}/blanks.txt')",
+    "--corpus {tmp}/binary.dat": "data.corpus (stored '{corpus}', requested '{tmp}/binary.dat')",
+    "--corpus {corpus} --min-count 100000": "data.min_count (stored 5, requested 100000)",
+    "--corpus {tmp}/one.txt --min-count 1":
+        "data.corpus (stored '{corpus}', requested '{tmp}/one.txt'); "
+        "data.min_count (stored 5, requested 1)",
+    "--corpus {tmp}/abc.txt --min-count 1":
+        "data.corpus (stored '{corpus}', requested '{tmp}/abc.txt'); "
+        "data.min_count (stored 5, requested 1)",
+    "--corpus {tmp}/lines.txt --min-count 1":
+        "data.corpus (stored '{corpus}', requested '{tmp}/lines.txt'); "
+        "data.min_count (stored 5, requested 1)",
+    "--corpus {corpus} --init-from {tmp}/nowhere": "init_from (stored None, requested "
+                                                   "'{tmp}/nowhere')",
+    "--corpus {corpus} --init-from {trained} --dim 4":
+        "init_from (stored None, requested '{trained}'); model.dim (stored 8, requested 4)",
+}
+RESUME_FIX = "Drop those flags to resume, pass --restart to start over, or use another --run"
+
+
+def test_changed_on_resume_lists_rows_of_bad() -> None:
+    assert set(CHANGED_ON_RESUME) <= {" ".join(args) for args, _ in BAD}
 
 
 @pytest.mark.parametrize(("args", "needle"), BAD)
@@ -195,7 +252,13 @@ def test_bad_input_leaves_an_existing_run_untouched(corpus: Path, trained: Path,
     fmt = {"tmp": tmp_path, "corpus": corpus, "trained": trained}
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, *FAST, *(a.format(**fmt) for a in args))
-    assert_refused(code, err)
+    changed = CHANGED_ON_RESUME.get(" ".join(args))
+    if changed is None:
+        line = assert_refused(code, err, needle)
+        assert "different config" not in line
+    else:  # the whole list of changed keys, then the fix
+        assert_refused(code, err, f"run {copy} was trained with a different config: "
+                                  f"{changed.format(**fmt)}. {RESUME_FIX}")
     assert "resuming" not in err
     assert snapshot(copy) == before
     # ...and the plain command still resumes (nothing of the refused one was kept)
@@ -207,16 +270,16 @@ def test_run_pointing_at_a_file(corpus: Path, tmp_path: Path,
     f = tmp_path / "notes.txt"
     f.write_text("precious")
     code, err = train(capsys, "--run", f, "--corpus", corpus, *FAST)
-    assert_refused(code, err, "is a file, not a folder")
+    assert_refused(code, err, "notes.txt is a file, not a folder; pass a folder path")
     assert f.read_text() == "precious"
 
 
-@pytest.mark.parametrize(("first", "fixed"), [
-    (["--min-count", "100000"], []),
-    (["--corpus", "{tmp}/one.txt", "--min-count", "1"], []),
+@pytest.mark.parametrize(("first", "fix", "fixed"), [
+    (["--min-count", "100000"], "; lower --min-count", []),
+    (["--corpus", "{tmp}/one.txt", "--min-count", "1"], "; use a bigger corpus", []),
 ])
 def test_a_refused_new_run_can_be_fixed_by_following_the_message(
-        corpus: Path, tmp_path: Path, first: list[str], fixed: list[str],
+        corpus: Path, tmp_path: Path, first: list[str], fix: str, fixed: list[str],
         capsys: pytest.CaptureFixture[str]) -> None:
     # The error says "lower --min-count" / "use a bigger corpus": doing exactly that, with the
     # same --run, must work - the failed attempt must not have pinned its config to the folder.
@@ -224,7 +287,7 @@ def test_a_refused_new_run_can_be_fixed_by_following_the_message(
     run = tmp_path / "run"
     args = [a.format(tmp=tmp_path) for a in first]
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, *args)
-    assert code == 2, err
+    assert_refused(code, err, fix)
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
                       *fixed)
     assert code == 0, err
@@ -238,7 +301,7 @@ def test_changed_dim_is_refused_naming_the_key(copy: Path, corpus: Path,
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--dim", "9",
                       "--window", "3")
     line = assert_refused(code, err, "model.dim (stored 8, requested 9)")
-    assert "model.window (stored 5, requested 3)" in line and "--restart" in line
+    assert f"model.window (stored 5, requested 3). {RESUME_FIX}" in line
     assert snapshot(copy) == before
 
 
@@ -246,7 +309,7 @@ def test_lowered_epochs_is_refused(copy: Path, corpus: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "1")
-    assert_refused(code, err, "optim.epochs (stored 2, requested 1)")
+    assert_refused(code, err, f"optim.epochs (stored 2, requested 1). {RESUME_FIX}")
     assert snapshot(copy) == before
 
 
@@ -364,7 +427,7 @@ def test_a_bad_corpus_tokenised_in_a_child_is_refused_cleanly(
     garbage.write_bytes(b"\x00\x01" * 5000)
     runs = tmp_path / "runs"
     code, err = train(capsys, "--run", runs / "r", "--corpus", garbage, *FAST)
-    assert_refused(code, err, "looks binary")
+    assert_refused(code, err, "looks binary (it contains NUL bytes); pass UTF-8 text")
     assert child_prepares == ["InputError"]
     # neither the run nor the child's folder is left, nor runs/, which the command created
     assert not runs.exists()
@@ -417,7 +480,8 @@ def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
                       "ckpt-00000007")
-    assert_refused(code, err)
+    assert_refused(code, err, "ckpt-00000007 does not exist; pass a run folder or a checkpoint "
+                              "folder")
     assert snapshot(copy) == before
 
 
@@ -590,9 +654,12 @@ def test_run_folders_that_cannot_be_runs_are_refused(
     mine.mkdir()
     (mine / "thesis.tex").write_text("mine")
     cases = [
-        (["--run", mine], "is a folder holding other files, not an embedlab run"),
-        (["--run", tmp_path / "notes.txt" / "sub" / "run"], "which is a file"),
-        (["--runs-dir", tmp_path / "notes.txt"], "--runs-dir"),
+        (["--run", mine], "is a folder holding other files, not an embedlab run; pass a new "
+                          "or empty folder"),
+        (["--run", tmp_path / "notes.txt" / "sub" / "run"],
+         "which is a file; pass a path whose parents are folders"),
+        (["--runs-dir", tmp_path / "notes.txt"],
+         f"--runs-dir {tmp_path / 'notes.txt'} is a file, not a folder; pass a folder path"),
     ]
     for args, needle in cases:
         before = snapshot(tmp_path)
@@ -616,7 +683,7 @@ def test_an_unwritable_run_location_is_one_line(corpus: Path, tmp_path: Path,
     monkeypatch.setattr(Path, "mkdir", mkdir)
     code, err = train(capsys, "--run", locked / "run", "--corpus", corpus, *FAST)
     assert_refused(code, err, "cannot create the run folder")
-    assert "Permission denied" in err and "writable location" in err
+    assert "(Permission denied); pass --run (or --runs-dir) in a writable location" in err
 
 
 def test_a_refused_new_run_leaves_no_runs_dir_behind(tmp_path: Path,
@@ -624,7 +691,7 @@ def test_a_refused_new_run_leaves_no_runs_dir_behind(tmp_path: Path,
     runs_dir = tmp_path / "new" / "runs"
     code, err = train(capsys, "--runs-dir", runs_dir, "--corpus", tmp_path / "missing.txt",
                       *FAST)
-    assert_refused(code, err, "missing.txt")
+    assert_refused(code, err, "missing.txt; pass an existing file or folder")
     assert not (tmp_path / "new").exists()
 
 
@@ -659,7 +726,8 @@ def test_a_stored_best_metric_the_run_never_records_can_be_fixed_on_resume(
     config["checkpoint"]["best_metric"] = "analogy:max"
     (copy / "config.json").write_text(json.dumps(config))
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
-    assert_refused(code, err, "--best-metric analogy is not a metric this run records")
+    assert_refused(code, err, "--best-metric analogy is not a metric this run records; "
+                              "pass --eval-analogies FILE")
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3",
                       "--best-metric", "loss")
     assert code == 0, err
@@ -675,7 +743,7 @@ def test_a_leftover_prepared_folder_is_not_reused_for_other_data_flags(
     run.mkdir()
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--min-count", "1",
                       "--probe", "zzzz")
-    assert_refused(code, err, "--probe")
+    assert_refused(code, err, "--probe word(s) not in the vocabulary: zzzz; pick words")
     assert (run / "prepared").is_dir() and not (run / "config.json").exists()
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--min-count", "3",
                       "--max-steps", "2")
@@ -700,4 +768,5 @@ def test_a_run_refused_as_busy_is_never_cleaned_up(
     with RunLock(run, argv=["other"]):
         code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
         assert_refused(code, err, "is in use by pid")
+        assert "; wait for it to finish or stop it" in err
         assert (run / "metrics.jsonl").read_text() == "{}\n"

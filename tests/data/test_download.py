@@ -8,6 +8,7 @@ import http.server
 import io
 import resource
 import socket
+import sys
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -80,6 +81,38 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(
     fetch_text8(tmp_path / "c", url=f"{base}/text8.zip", progress=True, expected_size=None,
                 sha1=hashlib.sha1(data).hexdigest())
     assert capsys.readouterr() == ("", "")
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal (tqdm asks ``isatty()`` when the bar is made)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_progress_bar_when_stderr_is_a_terminal(
+        server: tuple[str, Path], tmp_path: Path, progress: bool,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # a bar for the download (its total from Content-Length), none for the extraction, and
+    # nothing left on the screen afterwards; progress=False (--no-progress) draws nothing
+    base, www = server
+    data = make_zip()
+    (www / "text8.zip").write_bytes(data)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    path = fetch_text8(tmp_path / "c", url=f"{base}/text8.zip", progress=progress,
+                       expected_size=None, sha1=hashlib.sha1(data).hexdigest())
+    assert path.read_bytes() == TEXT
+    drawn = terminal.getvalue()
+    if not progress:
+        assert drawn == ""
+    else:
+        assert drawn.startswith("\rtext8.zip:") and f"/{len(data)} [" in drawn
+        assert drawn.count("text8") == 1  # the extraction draws no bar of its own
+        assert "\n" not in drawn and drawn.endswith("\r")
+        assert drawn.split("\r")[-2].strip() == ""  # the bar's line is blanked when done
+    assert capsys.readouterr().out == ""
 
 
 def test_bad_checksum_is_refused_and_not_cached(server: tuple[str, Path], tmp_path: Path) -> None:

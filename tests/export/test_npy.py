@@ -42,23 +42,28 @@ def test_vocab_beside_and_no_pickle(tmp_path: Path) -> None:
     write_npy(path, ["a", "b"], np.zeros((2, 2), np.float32))
     assert vocab_path_for(path).read_text() == "a\nb\n"
     np.save(path, np.array([{"evil": 1}, None], dtype=object), allow_pickle=True)
-    with pytest.raises(InputError, match=r"not a readable \.npy"):
+    with pytest.raises(InputError, match=r"not a readable \.npy matrix \(.*\); re-export it "
+                                         r"with 'embedlab export --format npy'"):
         read_npy(path)
 
 
 def test_errors(tmp_path: Path) -> None:
     m = np.zeros((2, 2), np.float32)
-    with pytest.raises(InputError, match=r"must end in \.npy"):
+    with pytest.raises(InputError, match=r"must end in \.npy for --format npy; "
+                                         r"e\.g\. --out vectors\.npy"):
         write_npy(tmp_path / "v.bin", ["a", "b"], m)
+    assert list(tmp_path.iterdir()) == []
     path = tmp_path / "v.npy"
     write_npy(path, ["a", "b"], m)
-    with pytest.raises(InputError, match="--force"):
+    with pytest.raises(InputError, match="already exists; pass --force to overwrite it"):
         write_npy(path, ["a", "b"], m)
     vocab_path_for(path).write_text("a\n")
-    with pytest.raises(InputError, match="lists 1 words"):
+    with pytest.raises(InputError, match=r"lists 1 words but .* has 2 rows; re-export both "
+                                         r"files together"):
         read_npy(path)
     vocab_path_for(path).unlink()
-    with pytest.raises(InputError, match="no vocabulary"):
+    with pytest.raises(InputError, match=r"no vocabulary beside .*; expected v\.vocab\.tsv "
+                                         r"\(written by 'embedlab export --format npy'\)"):
         read_npy(path)
 
 

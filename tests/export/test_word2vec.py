@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -90,13 +91,16 @@ def test_not_word2vec_is_an_input_error(tmp_path: Path, content: bytes, problem:
     with pytest.raises(InputError, match="not a word2vec file") as err:
         read_word2vec(path)
     assert problem in str(err.value)
+    assert str(err.value).endswith("; pass a word2vec text/binary file, a .npy export, a run "
+                                   "folder or a checkpoint folder")
 
 
 def test_refuses_to_overwrite_and_keeps_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / "v.txt"
     path.write_text("precious")
     m = np.ones((1, 2), np.float32)
-    with pytest.raises(InputError, match="--force"):
+    with pytest.raises(InputError, match="already exists; pass --force to overwrite it or "
+                                         "choose another --out"):
         write_word2vec(path, ["a"], m)
     assert path.read_text() == "precious"
     write_word2vec(path, ["a"], m, force=True)
@@ -107,15 +111,19 @@ def test_refuses_to_overwrite_and_keeps_the_old_file(tmp_path: Path) -> None:
 def test_bad_words_fail_before_anything_is_written(tmp_path: Path) -> None:
     path = tmp_path / "v.txt"
     path.write_text("precious")
-    with pytest.raises(InputError, match="whitespace"):
+    with pytest.raises(InputError, match=r"'not ok' is empty or contains whitespace, .*; "
+                                         r"rename it in the vocabulary"):
         write_word2vec(path, ["ok", "not ok"], np.ones((2, 2), np.float32), force=True)
     assert path.read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]
 
 
 def test_missing_folder(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="does not exist"):
-        write_word2vec(tmp_path / "no" / "v.txt", ["a"], np.ones((1, 1), np.float32))
+    folder = tmp_path / "no"
+    with pytest.raises(InputError, match=re.escape(f"folder {folder} does not exist; create it "
+                                                   f"first (mkdir -p {folder})")):
+        write_word2vec(folder / "v.txt", ["a"], np.ones((1, 1), np.float32))
+    assert list(tmp_path.iterdir()) == []
 
 
 def _permission_denied(*args: object, **kwargs: object) -> tuple[int, str]:

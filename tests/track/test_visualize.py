@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -41,13 +42,18 @@ def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
     assert out == tmp_path / "t.png" and imread(out).ndim == 3
 
 
+# each message: the problem, then the fix (matched as plain text, not as a pattern)
 @pytest.mark.parametrize(("setup", "kwargs", "message"), [
-    ("none", {}, "no such run folder"),
-    ("empty", {}, "vocab.tsv not found"),
-    ("vocab-only", {}, "holds no checkpoints"),
-    ("trained", {"words": 2}, "--words must be >= 3"),
-    ("trained", {"out": Path("plot.jpg2")}, "unsupported file type"),
-    ("trained", {"out": Path("missing/plot.png")}, "does not exist"),
+    ("none", {}, "no such run folder: {run}; pass a folder made by embedlab train "
+                 "(see embedlab runs)"),
+    ("empty", {}, "vocab.tsv not found; is this a run folder made by 'embedlab train'?"),
+    ("vocab-only", {}, "holds no checkpoints (no checkpoints/ folder); pass a run folder that "
+                       "has been trained, or a checkpoint folder"),
+    ("trained", {"words": 2}, "--words must be >= 3, got 2; e.g. --words 300"),
+    ("trained", {"out": Path("plot.jpg2")},
+     "plot.jpg2: unsupported file type; use one of .png, .svg, .pdf"),
+    ("trained", {"out": Path("missing/plot.png")},
+     "folder {tmp}/missing does not exist; create it first"),
 ])
 def test_input_errors_name_the_fix(tmp_path: Path, setup: str, kwargs: dict,
                                    message: str) -> None:
@@ -60,7 +66,7 @@ def test_input_errors_name_the_fix(tmp_path: Path, setup: str, kwargs: dict,
         make_trained_run(run)
     if "out" in kwargs:
         kwargs = {**kwargs, "out": tmp_path / kwargs["out"]}
-    with pytest.raises(InputError, match=message):
+    with pytest.raises(InputError, match=re.escape(message.format(run=run, tmp=tmp_path))):
         visualize(run, **kwargs)
 
 
@@ -70,7 +76,8 @@ def test_existing_plot_survives_a_failed_run(tmp_path: Path) -> None:
     out = tmp_path / "keep.png"
     out.write_bytes(b"old plot")
     (run / "vocab.tsv").write_text("broken line without a tab\n")
-    with pytest.raises(InputError, match="not word<TAB>count"):
+    with pytest.raises(InputError, match=re.escape("vocab.tsv:1 is not word<TAB>count; "
+                                                   "restore the run's vocab.tsv")):
         visualize(run, out=out)
     assert out.read_bytes() == b"old plot"
 
