@@ -7,6 +7,7 @@ an existing run folder byte for byte as it was.
 from __future__ import annotations
 
 import json
+import os
 import math
 import shutil
 from pathlib import Path
@@ -480,8 +481,53 @@ def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
                       "ckpt-00000007")
-    assert_refused(code, err, "ckpt-00000007 does not exist; pass a run folder or a checkpoint "
-                              "folder")
+    newest = ", ".join(sorted(p.name for p in (copy / "checkpoints").iterdir())[-3:])
+    assert_refused(code, err, f"--from ckpt-00000007: no such checkpoint ({copy} has {newest} "
+                              "and older); pass one of them, 'best' or a checkpoint folder "
+                              f"(list them: embedlab ckpt {copy})")
+    assert snapshot(copy) == before
+
+
+@pytest.mark.parametrize("bad", [["--lr", "0"], ["--probe", "zzzz"], ["--best-metric", "foo"],
+                                 ["--corpus", "{tmp}/missing.txt"]],
+                         ids=["flag", "probe", "best-metric", "corpus"])
+def test_a_refused_restart_leaves_the_old_run_in_place(
+        copy: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        bad: list[str]) -> None:
+    # --restart moved the old run aside first, then the new run was refused: RUN was gone from
+    # its path (moved to RUN.old-*) by a command that did nothing else. It now comes back.
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart",
+                      *(a.format(tmp=tmp_path) for a in bad))
+    assert_refused(code, err)
+    assert "moved the old run" not in err
+    assert snapshot(copy) == before
+    assert not list(copy.parent.glob("run.old-*"))
+
+
+def test_restart_of_a_run_in_use_is_refused_before_anything_moves(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It used to move the folder from under the training process, which went on writing to
+    # paths now owned by the new run.
+    from embedlab.train.lock import RunLock
+
+    with RunLock(copy, argv=["embedlab", "train", "--run", str(copy)]):
+        before = snapshot(copy)
+        code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+        assert_refused(code, err, f"run {copy} is in use by pid {os.getpid()}; wait for it to "
+                                  "finish or stop it")
+        assert snapshot(copy) == before
+    assert not list(copy.parent.glob("run.old-*"))
+
+
+def test_a_refused_from_leaves_the_newer_checkpoints(copy: Path, corpus: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # --from moved the newer checkpoints aside before the checks that need the corpus ran
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
+                      "ckpt-00000020", "--probe", "zzzz")
+    assert_refused(code, err, "--probe word(s) not in the vocabulary: zzzz")
+    assert "newer checkpoint" not in err
     assert snapshot(copy) == before
 
 

@@ -142,6 +142,7 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
     # embedlab.train.run is torch-free: torch is imported only after the corpus child started
+    from embedlab.train.lock import RunLock
     from embedlab.train.run import check_run_dir, check_runs_dir, choose_run_dir, move_aside
 
     explicit = _explicit(params)
@@ -151,20 +152,41 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
     check_run_dir(run)
     if restart and from_ckpt:
         raise InputError("--restart and --from exclude each other; pass one")
+    announce: list[str] = []
+    moved: Path | None = None
+    old_lock: RunLock | None = None
     if restart and run.exists():
-        moved = move_aside(run)
-        click.echo(f"embedlab: --restart: moved the old run to {moved}", err=True)
+        # Locked first: a run another process is training is refused before anything moves
+        # (moving it used to pull the folder from under that process). The lock travels with
+        # the folder and is held until this command ends.
+        old_lock = RunLock(run, argv=sys.argv).acquire()
+        try:
+            moved = move_aside(run)
+        except OSError as exc:
+            old_lock.release()
+            raise InputError(f"--restart: cannot move {run} aside ({exc.strerror or exc}); "
+                             "check the permissions of its parent folder") from None
+        old_lock.moved_to(moved)
+        announce.append(f"embedlab: --restart: moved the old run to {moved}")
     made = missing_folders(run.parent)  # the child's folder beside the run creates them
-    ahead = None if run.exists() else _prepare_ahead(run, explicit, preset)
+    ahead = None
     refused = False
     try:
-        _train(run, explicit, preset, from_ckpt, ahead)
+        if not run.exists():
+            ahead = _prepare_ahead(run, explicit, preset)  # refuses bad flags of a new run
+        _train(run, explicit, preset, from_ckpt, ahead, announce)
     except (InputError, KeyboardInterrupt):
         refused = True
         raise
     finally:
         if ahead is not None:
             ahead.cancel()
+        if old_lock is not None:
+            old_lock.release()
+        # A refused --restart (bad flag, bad corpus, Ctrl-C before training began) puts the old
+        # run back where it was: the trainer has removed the new folder it made.
+        if refused and moved is not None and not run.exists():
+            moved.rename(run)
         if refused:  # e.g. an offline --corpus text8 with a new --runs-dir: leave no empty one
             remove_empty_folders(made)
 
@@ -182,28 +204,24 @@ def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
 
 
 def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
-           ahead: PrepareAhead | None) -> None:
-    from embedlab.train.run import abandon_after, resolve_config
+           ahead: PrepareAhead | None, announce: list[str]) -> None:
+    from embedlab.train.run import resolve_config
     from embedlab.train.signals import deferred_interrupt
 
     with deferred_interrupt():  # torch, numpy: see deferred_interrupt for why
         from embedlab.train.trainer import train as run_training
 
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
-    resume_from = None
-    if from_ckpt:
-        resume_from = _resolve_from(run, from_ckpt)
-        step = int(Path(resume_from).name.split("-")[-1])
-        moved_ckpts = abandon_after(run, step)
-        if moved_ckpts:
-            click.echo(f"embedlab: --from: moved {len(moved_ckpts)} newer checkpoint(s) to "
-                       f"{moved_ckpts[0].parent}", err=True)
+    # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
+    # every check has passed, so a refused command leaves them where they were
+    resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
     # The ~170,000 objects imported so far (torch's, mostly) outlive training: freezing them
     # keeps the cyclic collector from rescanning them in every full collection (measured: 0.34 s
     # of collection per 1-epoch gcide8 run before, 0.13-0.17 s after).
     gc.freeze()
     try:
-        result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead)
+        result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,
+                              abandon_newer=resume_from is not None, announce=announce)
     finally:
         gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
     loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
@@ -227,6 +245,13 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
     path = Path(from_ckpt)
     if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
         path = run / "checkpoints" / from_ckpt
+    if not path.exists():
+        # the generic "pass a run folder" of find_checkpoint does not fit --from
+        have = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*[0-9]"))
+        listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
+                  if have else f"{run} has no checkpoints")
+        raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "
+                         f"them, 'best' or a checkpoint folder (list them: embedlab ckpt {run})")
     return str(find_checkpoint(path))
 
 

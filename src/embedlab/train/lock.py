@@ -128,6 +128,13 @@ class RunLock:
         os.close(self._fd)
         self._fd = None
 
+    def moved_to(self, run_dir: Path | str) -> None:
+        """The held run folder was renamed (``--restart``): the lock file, and so the flock,
+        went with it; point at its new path, so that :meth:`release` unlinks that file and not
+        whatever a new run later puts at the old path."""
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+
     @property
     def held(self) -> bool:
         return self._fd is not None

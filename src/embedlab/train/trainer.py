@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -47,6 +48,7 @@ from embedlab.provenance import started_step_revision, write_config_json, write_
 from embedlab.seeding import STREAMS, torch_generator
 from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 from embedlab.train.lock import RunLock
+from embedlab.train.run import abandon_after
 from embedlab.train.schedule import linear_lr
 from embedlab.train.signals import SignalFlag, interrupted
 
@@ -201,8 +203,14 @@ class _Window:
 
 
 def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None = None,
-          out: TextIO | None = None, ahead: PrepareAhead | None = None) -> TrainResult:
+          out: TextIO | None = None, ahead: PrepareAhead | None = None,
+          abandon_newer: bool = False, announce: Sequence[str] = ()) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``.
+
+    ``abandon_newer`` (``--from``): checkpoints newer than ``resume_from`` are moved into
+    ``RUN/checkpoints-abandoned-<time>/`` once every check has passed, so that automatic resume
+    does not jump back to them. ``announce``: lines printed before "new run"/"resuming", once
+    the command is accepted.
 
     A run folder this call created (and any parent it had to create) is removed again when the
     input is refused, or Ctrl-C comes, before anything was trained, so a corrected command
@@ -224,7 +232,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     with RunLock(run_dir, argv=argv):
         try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
-                                 ahead=ahead)
+                                 ahead=ahead, abandon_newer=abandon_newer, announce=announce)
         except (InputError, KeyboardInterrupt):
             # refused, or Ctrl-C before training began (once it has, Ctrl-C saves and stops):
             # nothing of a new run is worth keeping, not even the --runs-dir it was put in;
@@ -236,7 +244,8 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
-                  out: TextIO, ahead: PrepareAhead | None) -> TrainResult:
+                  out: TextIO, ahead: PrepareAhead | None, abandon_newer: bool,
+                  announce: Sequence[str]) -> TrainResult:
     from embedlab.track.runs import read_status, write_status
     from embedlab.track.summaries import open_tracker
 
@@ -287,8 +296,15 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         if cfg.init_from:
             started.append(warm_start(params, vocab, cfg.init_from))
 
-    # Everything above may refuse the command; nothing of the run was written before this
-    # point, so a refused resume leaves config.json (and so the next plain re-run) as it was.
+    # Everything above may refuse the command; nothing of the run was written (or moved) before
+    # this point, so a refused resume leaves config.json (and so the next plain re-run) and the
+    # checkpoints as they were.
+    if ckpt is not None and abandon_newer:
+        moved = abandon_after(run_dir, int(state["step"]))
+        if moved:
+            started.insert(0, f"embedlab: --from: moved {len(moved)} newer checkpoint(s) to "
+                              f"{moved[0].parent}")
+    started[:0] = announce
     write_config_json(run_dir, cfg)
     if ckpt is not None:
         manager.protect(int(state["step"]))
