@@ -7,8 +7,8 @@ an existing run folder byte for byte as it was.
 from __future__ import annotations
 
 import json
-import os
 import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
