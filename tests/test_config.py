@@ -139,6 +139,14 @@ def test_validation_names_the_flag_and_the_fix(build: object, needle: str) -> No
     assert needle in message and "\n" not in message
 
 
+def test_max_vocab_with_unk_message() -> None:
+    with pytest.raises(InputError) as e:
+        DataConfig(max_vocab=1, unk="UNK")
+    assert str(e.value) == ("--max-vocab must be >= 2 when --unk is set (UNK takes one slot); "
+                            "pass e.g. --max-vocab 50000")
+    assert DataConfig(max_vocab=50000, unk="UNK").max_vocab == 50000  # the fix works
+
+
 def test_positive_message_suggests_an_example() -> None:
     with pytest.raises(InputError, match=r"pass e\.g\. --lr 0\.025"):
         OptimConfig(lr=0)

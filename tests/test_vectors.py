@@ -168,8 +168,43 @@ def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
 
 def test_vocab_checkpoint_mismatch(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", ("a", "b"), {5: np.zeros((3, 2), np.float32)})
-    with pytest.raises(InputError, match="inconsistent"):
+    ckpt = run / "checkpoints" / "ckpt-00000005"
+    with pytest.raises(InputError) as e:
         load(run)
+    assert str(e.value) == (f"{run}/vocab.tsv lists 2 words but checkpoint {ckpt} has 3 rows of "
+                            f"input embeddings; restore {run}/vocab.tsv (the 3-word vocabulary "
+                            "the checkpoint was trained with) from a backup or from the prepared "
+                            "corpus the run was trained on")
+
+
+def test_vocab_checkpoint_mismatch_names_the_vocabulary_to_copy(tmp_path: Path) -> None:
+    # a subset from 'embedlab ckpt SRC --export-subset OUT' records the checkpoint it came from;
+    # the source run's vocab.tsv fits, so the message says to copy it
+    src = make_run(tmp_path / "src", ("a", "b", "c"), {5: np.eye(3, dtype=np.float32)})
+    sub = make_run(tmp_path / "sub", ("a", "b"), {})
+    CheckpointManager(sub).save(5, {"input_embeddings": torch.eye(3)},
+                                {"exported_from": str(src / "checkpoints" / "ckpt-00000005")})
+    # RUN/prepared/vocab.tsv (the trainer's source), when it fits, is named just the same
+    (sub / "prepared").mkdir()
+    (sub / "prepared" / "vocab.tsv").write_text("x\t1\n")  # does not fit: not suggested
+    with pytest.raises(InputError) as e:
+        load(sub)
+    assert str(e.value) == (f"{sub}/vocab.tsv lists 2 words but checkpoint "
+                            f"{sub}/checkpoints/ckpt-00000005 has 3 rows of input embeddings; "
+                            f"copy {src}/vocab.tsv, which lists 3 words, to {sub}/vocab.tsv")
+    (sub / "vocab.tsv").write_bytes((src / "vocab.tsv").read_bytes())  # the fix works
+    assert load(sub).words == ("a", "b", "c")
+
+
+def test_input_embeddings_that_are_not_a_matrix(tmp_path: Path) -> None:
+    # e.g. a subset exported with --map input_embeddings=<a 1-D tensor>: no vocabulary fixes it
+    run = make_run(tmp_path / "run", ("a", "b"), {})
+    CheckpointManager(run).save(5, {"input_embeddings": torch.zeros(2)}, {})
+    with pytest.raises(InputError) as e:
+        load(run)
+    assert str(e.value) == (f"checkpoint {run}/checkpoints/ckpt-00000005 holds input embeddings "
+                            "of shape (2,), not a words × dims matrix; use another checkpoint "
+                            "('embedlab ckpt RUN' lists them)")
 
 
 def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ class DataConfig:
         if self.max_vocab is not None:
             _positive("max_vocab", self.max_vocab)
             if self.unk is not None and self.max_vocab < 2:
-                raise InputError("--max-vocab must be >= 2 when --unk is set (UNK takes one slot)")
+                raise InputError("--max-vocab must be >= 2 when --unk is set (UNK takes one "
+                                 f"slot); pass e.g. --max-vocab {_EXAMPLES['max_vocab']}")
         _positive("max_distinct", self.max_distinct)
         if self.unk is not None and (not self.unk or any(c.isspace() for c in self.unk)):
             raise InputError(f"--unk must be a non-empty token without spaces, got {self.unk!r}")

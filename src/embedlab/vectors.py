@@ -238,10 +238,63 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
                          "incomplete - restore vocab.tsv or export vectors from another run")
     vocab = Vocab.load_tsv(vocab_file)
     matrix, _state = load_input_embeddings(ckpt)
-    if matrix.ndim != 2 or matrix.shape[0] != len(vocab):
-        raise InputError(f"checkpoint {ckpt} has {tuple(matrix.shape)} input embeddings but "
-                         f"{vocab_file} lists {len(vocab)} words; the run folder is inconsistent")
+    check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
     return Vectors(vocab.words, matrix, vocab.counts, str(ckpt))
+
+
+def check_vocab_fits(vocab_file: Path, words: int, ckpt: Path, matrix: np.ndarray) -> None:
+    """Raise :class:`InputError` unless ``matrix``, the input embeddings of checkpoint ``ckpt``,
+    has one row per word of the run's ``vocab_file`` (which lists ``words`` words).
+
+    A mismatch means vocab.tsv was replaced or edited after training; the message names a
+    vocabulary file to copy back when one with the right number of words is at hand.
+    """
+    if matrix.ndim != 2:
+        raise InputError(f"checkpoint {ckpt} holds input embeddings of shape "
+                         f"{tuple(matrix.shape)}, not a words × dims matrix; use another "
+                         "checkpoint ('embedlab ckpt RUN' lists them)")
+    rows = int(matrix.shape[0])
+    if rows == words:
+        return
+    fits = [p for p in _vocab_sources(vocab_file.parent, ckpt) if _words_in(p) == rows]
+    fix = (f"copy {fits[0]}, which lists {rows} words, to {vocab_file}" if fits else
+           f"restore {vocab_file} (the {rows}-word vocabulary the checkpoint was trained with) "
+           "from a backup or from the prepared corpus the run was trained on")
+    raise InputError(f"{vocab_file} lists {words} words but checkpoint {ckpt} has {rows} rows "
+                     f"of input embeddings; {fix}")
+
+
+def _vocab_sources(run_dir: Path, ckpt: Path) -> list[Path]:
+    """Where a copy of the vocabulary a checkpoint was trained with may be: the prepared corpus
+    the trainer read it from (RUN/prepared or the run's --corpus), and for a subset written by
+    ``embedlab ckpt --export-subset`` the run it was exported from."""
+    from embedlab.train.checkpoint import STATE_FILE
+
+    found = [run_dir / "prepared" / "vocab.tsv"]
+    data = _json_object(run_dir / "config.json").get("data")
+    if isinstance(data, dict) and isinstance(data.get("corpus"), str):
+        found.append(Path(data["corpus"]) / "vocab.tsv")
+    source = _json_object(ckpt / STATE_FILE).get("exported_from")
+    if isinstance(source, str):
+        found.append(Path(source).parent.parent / "vocab.tsv")  # SRC/checkpoints/ckpt-N
+    return found
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _words_in(path: Path) -> int | None:
+    from embedlab.data.vocab import Vocab
+
+    try:
+        return len(Vocab.load_tsv(path)) if path.is_file() else None
+    except InputError:
+        return None
 
 
 INPUT_EMBEDDINGS = "input_embeddings"

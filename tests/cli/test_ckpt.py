@@ -164,9 +164,38 @@ def test_a_failed_export_subset_can_be_retried(run: Path, tmp_path: Path,
     monkeypatch.setattr(ck, "_write_contents", full)
     with pytest.raises(SystemExit) as e:
         main(["ckpt", str(run), "--export-subset", str(out)])
-    assert e.value.code == 2 and "No space left on device; free disk space" in \
-        capsys.readouterr().err
+    # an export's wording, not training's "re-run the same command to resume from the last
+    # saved checkpoint (earlier checkpoints are intact)"
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"embedlab: error: cannot write the subset to {out} (No space left on device); free disk "
+        "space or pass --export-subset on another disk, then re-run the export "
+        f"({out} is left as it was)\n")
     assert not (tmp_path / "new").exists()  # nor the parent it had to make
     monkeypatch.undo()
     main(["ckpt", str(run), "--export-subset", str(out)])
     assert (out / "vocab.tsv").is_file() and find_checkpoint(out)
+
+
+def test_export_subset_save_denied_into_an_existing_folder(run: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    from embedlab.train import checkpoint as ck
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("precious")
+
+    def denied(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(ck, "_write_contents", denied)
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(out)])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == (
+        f"embedlab: error: cannot write the subset to {out} (Permission denied); pass "
+        f"--export-subset in a writable folder ({out} is left as it was)\n")
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "precious"

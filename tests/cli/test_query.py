@@ -166,7 +166,7 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     (["eval", "{v}", "--similarity", "{tmp}/oov.txt"],
      ["no word pairs; expected 'word1<TAB>word2<TAB>score' lines"]),
     (["eval", "{v}", "--analogies", "{tmp}/oov.txt", "--restrict-vocab", "0"],
-     ["--restrict-vocab must be >= 1, got 0; e.g. 30000"]),
+     ["--restrict-vocab must be >= 1, got 0; pass e.g. --restrict-vocab 30000\n"]),
     (["export", "{v}"], ["--out is required", "; e.g. --out vectors.txt"]),
     (["export", "{v}", "--out", "{tmp}/nodir/x.txt"],
      ["nodir does not exist; create it first (mkdir -p "]),
@@ -225,33 +225,68 @@ def _tiny_run(run_dir: Path) -> None:
     CheckpointManager(run_dir).save(7, {"input_embeddings": torch.ones(2, 2)}, {})
 
 
-def test_export_default_out_where_exports_is_a_file(tmp_path: Path,
+@pytest.mark.parametrize("fmt, name", [("word2vec", "vectors.txt"),
+                                       ("word2vec-binary", "vectors.bin"), ("npy", "vectors.npy")])
+def test_export_default_out_where_exports_is_a_file(tmp_path: Path, fmt: str, name: str,
+                                                    monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # the problem is RUN/exports being a file, not "File exists" on the file to write
     run_dir = tmp_path / "run"
     _tiny_run(run_dir)
     (run_dir / "exports").write_text("precious")
-    code, _, err = run(["export", str(run_dir)], capsys)
-    assert_one_line_error(code, err, "cannot write", "; pass --out in a writable folder")
-    assert (run_dir / "exports").read_text() == "precious"
+    code, out, err = run(["export", str(run_dir), "--format", fmt], capsys)
+    exports = run_dir / "exports"
+    assert_one_line_error(code, err)
+    assert err == (f"embedlab: error: cannot write {exports / name} ({exports} is a file, not a "
+                   f"folder); move or rename {exports}, or pass --out outside it, e.g. "
+                   f"--out {name}\n")
+    assert out == "" and exports.read_text() == "precious"
+    monkeypatch.chdir(tmp_path)  # the suggested fix works
+    code, out, _ = run(["export", str(run_dir), "--format", fmt, "--out", name], capsys)
+    assert code == 0 and (tmp_path / name).is_file()
 
 
 @pytest.mark.parametrize("force", [[], ["--force"]])
-def test_export_out_is_an_existing_folder(tmp_path: Path, force: list[str],
+@pytest.mark.parametrize("fmt, name", [("word2vec", "vectors.txt"),
+                                       ("word2vec-binary", "vectors.bin"), ("npy", "vectors.npy")])
+def test_export_out_is_an_existing_folder(tmp_path: Path, force: list[str], fmt: str, name: str,
                                           capsys: pytest.CaptureFixture[str]) -> None:
-    # --force overwrites a file, never a folder
+    # --force overwrites a file, never a folder; the suggested name fits the format
     run_dir = tmp_path / "run"
     _tiny_run(run_dir)
-    folder = tmp_path / "mine"
+    folder = tmp_path / ("mine.npy" if fmt == "npy" else "mine")  # npy checks the suffix first
     folder.mkdir()
     (folder / "notes.txt").write_text("precious")
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    code, out, err = run(["export", str(run_dir), "--format", "word2vec", "--out", str(folder),
+    code, out, err = run(["export", str(run_dir), "--format", fmt, "--out", str(folder),
                           *force], capsys)
-    assert_one_line_error(code, err, f"--out {folder} is a folder; pass a file path, "
-                                     f"e.g. --out {folder}/vectors.txt")
+    assert_one_line_error(code, err)
+    assert err == (f"embedlab: error: --out {folder} is a folder; pass a file path, "
+                   f"e.g. --out {folder}/{name}\n")
     assert out == ""
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
     assert (folder / "notes.txt").read_text() == "precious"
+    # the suggested fix works
+    code, _, _ = run(["export", str(run_dir), "--format", fmt, "--out", f"{folder}/{name}"],
+                     capsys)
+    assert code == 0 and (folder / name).is_file()
+
+
+def test_npy_vocabulary_path_is_an_existing_folder(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # the folder is in the way of the vocabulary written beside --out, not --out itself
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    (tmp_path / "v.vocab.tsv").mkdir()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    code, out, err = run(["export", str(run_dir), "--format", "npy", "--out",
+                          str(tmp_path / "v.npy")], capsys)
+    assert_one_line_error(code, err)
+    assert err == (f"embedlab: error: {tmp_path}/v.vocab.tsv is a folder, but the vocabulary of "
+                   f"--out {tmp_path}/v.npy is written there; move or rename that folder, or "
+                   "pass another --out name\n")
+    assert out == ""
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
 
 
 def test_exports_are_readable_by_others(tmp_path: Path,

@@ -227,7 +227,8 @@ def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(("args", "needles"), [
     (["--method", "umap"], ["'--method': 'umap' is not one of 'pca', 'tsne'"]),
     (["--words", "1"], ["--words must be >= 3, got 1; e.g. --words 300"]),
-    ([], ["vocab.tsv not found; is this a run folder made by 'embedlab train'?"]),
+    ([], ["vocab.tsv not found; pass a run folder made by 'embedlab train' (see 'embedlab "
+          "runs'), or restore the run's vocab.tsv\n"]),
 ])
 def test_visualize_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                 args: list[str], needles: list[str]) -> None:

@@ -52,6 +52,22 @@ def test_all_oov_says_so(planted: Planted) -> None:
                             parse_pairs(["zz yy 1", "xx ww 2"], "p.tsv"))
 
 
+@pytest.mark.parametrize("restrict", [0, -5])
+def test_restrict_vocab_must_be_positive(planted: Planted, restrict: int) -> None:
+    p = planted
+    pairs = read_pairs(p.pairs)
+    with pytest.raises(InputError) as e:
+        evaluate_similarity(p.words, p.matrix, row_norms(p.matrix), pairs,
+                            restrict_vocab=restrict)
+    assert str(e.value) == (f"--restrict-vocab must be >= 1, got {restrict}; "
+                            "pass e.g. --restrict-vocab 300000")
+    # the fix works (300000 is the default, gensim's)
+    fixed = evaluate_similarity(p.words, p.matrix, row_norms(p.matrix), pairs,
+                                restrict_vocab=300000)
+    assert fixed.to_dict() == evaluate_similarity(p.words, p.matrix, row_norms(p.matrix),
+                                                  pairs).to_dict()
+
+
 def test_missing_and_empty_files(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         read_pairs(tmp_path / "nope.tsv")

@@ -46,7 +46,8 @@ def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("setup", "kwargs", "message"), [
     ("none", {}, "no such run folder: {run}; pass a folder made by embedlab train "
                  "(see embedlab runs)"),
-    ("empty", {}, "vocab.tsv not found; is this a run folder made by 'embedlab train'?"),
+    ("empty", {}, "{run}/vocab.tsv not found; pass a run folder made by 'embedlab train' "
+                  "(see 'embedlab runs'), or restore the run's vocab.tsv"),
     ("vocab-only", {}, "holds no checkpoints (no checkpoints/ folder); pass a run folder that "
                        "has been trained, or a checkpoint folder"),
     ("trained", {"words": 2}, "--words must be >= 3, got 2; e.g. --words 300"),
@@ -68,6 +69,10 @@ def test_input_errors_name_the_fix(tmp_path: Path, setup: str, kwargs: dict,
         kwargs = {**kwargs, "out": tmp_path / kwargs["out"]}
     with pytest.raises(InputError, match=re.escape(message.format(run=run, tmp=tmp_path))):
         visualize(run, **kwargs)
+    if setup == "empty":  # the whole message, nothing after the fix
+        with pytest.raises(InputError) as e:
+            visualize(run, **kwargs)
+        assert str(e.value) == message.format(run=run, tmp=tmp_path)
 
 
 def test_existing_plot_survives_a_failed_run(tmp_path: Path) -> None:
@@ -82,12 +87,28 @@ def test_existing_plot_survives_a_failed_run(tmp_path: Path) -> None:
     assert out.read_bytes() == b"old plot"
 
 
-def test_vocab_and_checkpoint_disagree(tmp_path: Path) -> None:
+@pytest.mark.parametrize("copy", ["none", "prepared"])
+def test_vocab_and_checkpoint_disagree(tmp_path: Path, copy: str) -> None:
     run = tmp_path / "run"
     make_trained_run(run)
+    right = (run / "vocab.tsv").read_bytes()
+    rows = len(fake_vocab())
+    if copy == "prepared":  # the trainer's source of vocab.tsv: named as the one to copy back
+        (run / "prepared").mkdir()
+        (run / "prepared" / "vocab.tsv").write_bytes(right)
+        fix = f"copy {run}/prepared/vocab.tsv, which lists {rows} words, to {run}/vocab.tsv"
+    else:
+        fix = (f"restore {run}/vocab.tsv (the {rows}-word vocabulary the checkpoint was trained "
+               "with) from a backup or from the prepared corpus the run was trained on")
     (run / "vocab.tsv").write_text("a\t3\nb\t2\nc\t1\n")
-    with pytest.raises(InputError, match="inconsistent"):
+    with pytest.raises(InputError) as e:
         visualize(run)
+    assert str(e.value) == (f"{run}/vocab.tsv lists 3 words but checkpoint "
+                            f"{run}/checkpoints/ckpt-00000020 has {rows} rows of input "
+                            f"embeddings; {fix}")
+    if copy == "prepared":  # the fix works
+        (run / "vocab.tsv").write_bytes((run / "prepared" / "vocab.tsv").read_bytes())
+        assert imread(visualize(run, words=10)).ndim == 3
 
 
 def test_read_vocab_words(tmp_path: Path) -> None:
@@ -127,11 +148,16 @@ def test_unwritable_out_is_one_input_error(tmp_path: Path, monkeypatch: pytest.M
     elif where == "exports-is-file":
         (run / "exports").write_text("precious")
         out = None
-        match = r"cannot write .*exports/pca-step5\.png \(File exists\); pass --out"
+        exports = run / "exports"
+        match = re.escape(f"cannot write {exports}/pca-step5.png ({exports} is a file, not a "
+                          f"folder); move or rename {exports}, or pass --out outside it, e.g. "
+                          "--out pca-step5.png") + "$"
     with pytest.raises(InputError, match=match):
         visualize(run, words=10, out=out)
     assert (tmp_path / "f").read_text() == "precious"
     assert not (tmp_path / "plot.png").exists()
+    if where == "exports-is-file":
+        assert (run / "exports").read_text() == "precious"
 
 
 def test_plot_of_an_exported_subset_with_renamed_embeddings(tmp_path: Path) -> None:

@@ -101,9 +101,13 @@ def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ck, "save_file", disk_full)
-    with pytest.raises(CheckpointError, match="No space left on device; free disk space") as e:
+    with pytest.raises(CheckpointError) as e:
         _save(m, 30)
-    assert "\n" not in str(e.value)
+    # training's wording (an export of a subset words it its own way, see tests/cli/test_ckpt.py)
+    assert str(e.value) == (f"could not save checkpoint at step 30 in {root}: No space left on "
+                            "device; free disk space, then re-run the same command to resume "
+                            "from the last saved checkpoint (earlier checkpoints are intact)")
+    assert isinstance(e.value.os_error, OSError) and e.value.os_error.errno == errno.ENOSPC
     assert (tmp_path / "checkpoint").read_bytes() == before_index
     after = {p.name: (p / "MANIFEST.json").read_bytes() for p in root.iterdir()}
     assert after == before  # no tmp folder left, nothing deleted or modified

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # pragma: no cover
+    from embedlab.errors import InputError
 
 
 def _size(n: int) -> str:
@@ -42,7 +47,12 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         remove_empty_folders,
         write_error,
     )
-    from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+    from embedlab.train.checkpoint import (
+        CheckpointError,
+        CheckpointManager,
+        find_checkpoint,
+        load_checkpoint,
+    )
 
     src = find_checkpoint(run, step=step, best=best)
     wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
@@ -71,18 +81,35 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         copied = True
     try:
         out = CheckpointManager(export).save(src_step, tensors, state, {})
-    except BaseException:
+    except BaseException as exc:
         # leave no half-made folder: a retry must not find vocab.tsv or checkpoints/ "taken"
         if copied:
             vocab_out.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             (export / "checkpoints").rmdir()  # empty after a failed save (its tmp is gone)
         remove_empty_folders(made)
+        if isinstance(exc, CheckpointError) and exc.os_error is not None:
+            # the save's own wording is training's ("re-run ... to resume"); an export is redone
+            raise _save_failed(export, exc.os_error) from None
         raise
     click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
     if not copied:
         click.echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
                    "neighbors/analogy/eval/export need a vocab.tsv beside its checkpoints/")
+
+
+def _save_failed(export: Path, exc: OSError) -> InputError:
+    """The one-line error for a subset whose checkpoint could not be written; by then the
+    caller has removed what it wrote, so OUT is as it was before the command."""
+    from embedlab.errors import InputError
+
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        fix = "free disk space or pass --export-subset on another disk, then re-run the export"
+    else:
+        fix = "pass --export-subset in a writable folder"
+    return InputError(f"cannot write the subset to {export} ({why}); {fix} "
+                      f"({export} is left as it was)")
 
 
 def _original_names(previous: object, rename: dict[str, str],

@@ -81,7 +81,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | Non
     never overwritten without --force; files are written atomically.
     """
     from embedlab.export import SUFFIX, export_vectors
-    from embedlab.fsutil import write_error
+    from embedlab.export.atomic import make_exports_folder
 
     if out is None:
         if not (source / "checkpoints").is_dir():
@@ -90,10 +90,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | Non
         out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
     vectors = _load(source, step, best)  # first: a bad source must not leave an exports/ behind
     if out == source / "exports" / out.name:
-        try:
-            out.parent.mkdir(exist_ok=True)
-        except OSError as exc:  # a read-only run folder, or a file named exports
-            raise write_error(out, exc, "--out") from None
+        make_exports_folder(out, f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
     for path in written:
         click.echo(f"wrote {path} ({len(vectors)} words × {vectors.dim} dims)")
@@ -186,7 +183,8 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
     if analogies is None and not similarity:
         raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE")
     if restrict_vocab < 1:
-        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; e.g. 30000")
+        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
+                         "pass e.g. --restrict-vocab 30000")
     # Read (and validate) the evaluation files before the possibly slow vector load.
     questions = read_questions(analogies) if analogies is not None else None
     pair_sets = [read_pairs(p) for p in similarity]

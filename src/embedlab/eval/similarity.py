@@ -118,7 +118,8 @@ def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndar
     """Correlate cosine similarity with the gold scores. Raises :class:`InputError` if every pair
     is out of vocabulary (or fewer than 2 remain, when no correlation exists)."""
     if restrict_vocab < 1:
-        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}")
+        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
+                         f"pass e.g. --restrict-vocab {DEFAULT_RESTRICT}")
     lookup, _ = case_groups(words, restrict_vocab)
     ids = np.array([[lookup.get(a, -1), lookup.get(b, -1)] for a, b in pairs.pairs], dtype=np.int64)
     known = (ids >= 0).all(axis=1)

@@ -18,11 +18,19 @@ from embedlab.errors import InputError
 from embedlab.fsutil import atomic_open, write_error
 
 
-def check_writable(path: Path, *, force: bool) -> None:
-    """Raise :class:`InputError` if ``path`` cannot be (over)written; creates nothing."""
+def check_writable(path: Path, *, force: bool, example: str, beside: Path | None = None) -> None:
+    """Raise :class:`InputError` if ``path`` cannot be (over)written; creates nothing.
+
+    ``example``: a file name the export format accepts (``vectors.npy`` for npy), suggested inside
+    a folder given as ``--out``. ``beside``: the ``--out`` that ``path`` is written beside (npy's
+    vocabulary file), when ``path`` is not ``--out`` itself.
+    """
+    if path.is_dir() and beside is not None:
+        raise InputError(f"{path} is a folder, but the vocabulary of --out {beside} is written "
+                         "there; move or rename that folder, or pass another --out name")
     if path.is_dir():
         raise InputError(f"--out {path} is a folder; pass a file path, "
-                         f"e.g. --out {path}/vectors.txt")
+                         f"e.g. --out {path / example}")
     if path.exists() and not force:
         raise InputError(f"{path} already exists; pass --force to overwrite it "
                          "or choose another --out")
@@ -32,6 +40,22 @@ def check_writable(path: Path, *, force: bool) -> None:
                          "pass --out in a folder")
     if not parent.is_dir():
         raise InputError(f"folder {parent} does not exist; create it first (mkdir -p {parent})")
+
+
+def make_exports_folder(out: Path, example: str) -> None:
+    """Create ``out``'s folder (a run's ``exports/``, where export and visualize write by default).
+
+    A file of that name, a read-only run folder or a full disk is a one-line :class:`InputError`
+    suggesting ``--out example`` instead; nothing is created then.
+    """
+    folder = out.parent
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"cannot write {out} ({folder} is a file, not a folder); move or rename "
+                         f"{folder}, or pass --out outside it, e.g. --out {example}")
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:  # a read-only run folder, a full disk
+        raise write_error(out, exc, "--out") from None
 
 
 @contextlib.contextmanager
@@ -45,4 +69,4 @@ def atomic_export(path: Path) -> Iterator[IO[bytes]]:
         raise write_error(path, exc, "--out") from None
 
 
-__all__ = ["atomic_export", "atomic_open", "check_writable"]
+__all__ = ["atomic_export", "atomic_open", "check_writable", "make_exports_folder"]

@@ -37,8 +37,8 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
         raise ValueError(f"matrix shape {matrix.shape} does not match {len(words)} words")
     validate_words(words)
     vocab_path = vocab_path_for(path)
-    check_writable(path, force=force)
-    check_writable(vocab_path, force=force)
+    check_writable(path, force=force, example="vectors.npy")
+    check_writable(vocab_path, force=force, example="vectors.npy", beside=path)
     # Nested, so both temporaries are complete before either is renamed: a failure (disk full
     # while writing the matrix) leaves an earlier pair as it was, never a new vocabulary beside
     # an old matrix.

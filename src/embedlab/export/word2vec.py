@@ -56,7 +56,7 @@ def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
                          f"--out name ending in {'.bin' if binary else '.txt'}")
     _check_shapes(words, matrix)
     validate_words(words)
-    check_writable(path, force=force)
+    check_writable(path, force=force, example="vectors.bin" if binary else "vectors.txt")
     mat = np.ascontiguousarray(matrix, dtype="<f4")
     n, dim = mat.shape
     with atomic_export(path) as fh:

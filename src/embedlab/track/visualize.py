@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.errors import InputError
+from embedlab.export.atomic import make_exports_folder
 from embedlab.fsutil import atomic_open, write_error
 from embedlab.track.plots import Method, plot_words, project_2d, top_word_ids
 
@@ -20,7 +21,8 @@ FORMATS = (".png", ".svg", ".pdf")
 def read_vocab_words(path: Path) -> list[str]:
     """Words of ``vocab.tsv`` (word<TAB>count, id = line number)."""
     if not path.is_file():
-        raise InputError(f"{path} not found; is this a run folder made by 'embedlab train'?")
+        raise InputError(f"{path} not found; pass a run folder made by 'embedlab train' "
+                         "(see 'embedlab runs'), or restore the run's vocab.tsv")
     words = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         word, sep, _count = line.partition("\t")
@@ -32,12 +34,18 @@ def read_vocab_words(path: Path) -> list[str]:
 
 def load_input_embeddings(run_dir: Path) -> tuple[np.ndarray, int | None]:
     """``(input_embeddings V×D float32, step)`` of the run's latest verified checkpoint."""
+    _ckpt, matrix, step = _latest_embeddings(run_dir)
+    return matrix, step
+
+
+def _latest_embeddings(run_dir: Path) -> tuple[Path, np.ndarray, int | None]:
     from embedlab.train.checkpoint import find_checkpoint
     from embedlab.vectors import load_input_embeddings as load_matrix
 
-    matrix, state = load_matrix(find_checkpoint(run_dir))
+    ckpt = find_checkpoint(run_dir)
+    matrix, state = load_matrix(ckpt)
     step = state.get("step")
-    return matrix, step if isinstance(step, int) else None
+    return ckpt, matrix, step if isinstance(step, int) else None
 
 
 def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
@@ -60,11 +68,11 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
                          "pass --out in a folder")
     if out is not None and not out.parent.is_dir():
         raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    from embedlab.vectors import check_vocab_fits
+
     vocab = read_vocab_words(run_dir / "vocab.tsv")
-    emb, step = load_input_embeddings(run_dir)
-    if emb.shape[0] != len(vocab):
-        raise InputError(f"vocab.tsv has {len(vocab)} words but the checkpoint has "
-                         f"{emb.shape[0]} rows; the run folder is inconsistent")
+    ckpt, emb, step = _latest_embeddings(run_dir)
+    check_vocab_fits(run_dir / "vocab.tsv", len(vocab), ckpt, emb)
     unk = _unk_of(run_dir)
     ids = top_word_ids(vocab, unk, words)
     points = project_2d(emb[ids], method)
@@ -74,10 +82,7 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
                      title=f"{label} of the {len(ids)} most frequent words — {run_dir.name}{at}")
     if out is None:
         out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
-        try:
-            out.parent.mkdir(exist_ok=True)
-        except OSError as exc:  # a read-only run folder, or a file named exports
-            raise write_error(out, exc, "--out") from None
+        make_exports_folder(out, out.name)
     _save_atomic(fig, out)
     return out
 

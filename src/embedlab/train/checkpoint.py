@@ -59,6 +59,9 @@ Role = Literal["latest", "kept", "best", "archive"]
 class CheckpointError(InputError):
     """A checkpoint could not be saved or no usable checkpoint exists (message names the fix)."""
 
+    #: the OS error behind a failed save, for callers that word the fix their own way
+    os_error: OSError | None = None
+
 
 # ---- files ----------------------------------------------------------------------------------
 
@@ -407,9 +410,11 @@ class CheckpointManager:
             fix = f"make {self.root} writable"
         else:
             fix = f"check {self.root}"
-        return CheckpointError(f"could not save checkpoint at step {step} in {self.root}: {why}; "
-                               f"{fix}, then re-run the same command to resume from the last "
-                               "saved checkpoint (earlier checkpoints are intact)")
+        error = CheckpointError(f"could not save checkpoint at step {step} in {self.root}: "
+                                f"{why}; {fix}, then re-run the same command to resume from the "
+                                "last saved checkpoint (earlier checkpoints are intact)")
+        error.os_error = exc
+        return error
 
     def _retain(self, step: int, old: Index, metrics: Mapping[str, float]) -> None:
         present = _scan(self.root)
