@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +36,49 @@ def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(query, "_load", broken)
     with pytest.raises(OSError, match="something internal"):
         main(["neighbors", "runs/x", "king"])
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ({}, "2000"),  # nothing chosen: a short spin
+    ({"GOMP_SPINCOUNT": "1000000"}, "1000000"),  # the user's own choice stays
+    ({"OMP_WAIT_POLICY": "active"}, None),  # ... and so does a wait policy (it implies a count)
+])
+def test_openmp_spinning_is_limited_unless_the_user_chose(
+        monkeypatch: pytest.MonkeyPatch, given: dict[str, str], expected: str | None) -> None:
+    import os
+
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in given.items():
+        monkeypatch.setenv(name, value)
+    main(["--version"])
+    assert os.environ.get("GOMP_SPINCOUNT") == expected
+
+
+def test_openmp_spinning_is_set_before_torch_loads_libgomp(tmp_path: Path) -> None:
+    # libgomp reads GOMP_SPINCOUNT once, when it is loaded (with torch): the variable must be in
+    # the environment before a command imports torch, or it has no effect. A fresh process runs
+    # a one-step training with an import hook that checks the variable when torch comes.
+    import subprocess
+    import sys
+
+    from embedlab.testing import write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    code = ("import builtins, os, sys\n"
+            "os.environ.pop('GOMP_SPINCOUNT', None); os.environ.pop('OMP_WAIT_POLICY', None)\n"
+            "real = builtins.__import__\n"
+            "def spy(name, *a, **k):\n"
+            "    if name.split('.')[0] == 'torch' and 'torch' not in sys.modules:\n"
+            "        assert os.environ.get('GOMP_SPINCOUNT') == '2000', 'torch came first'\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = spy\n"
+            "from embedlab.cli import main\n"
+            f"main(['train', '--corpus', {str(corpus)!r}, '--run', {str(tmp_path / 'run')!r},\n"
+            "      '--min-count', '1', '--dim', '4', '--max-steps', '1', '--no-progress',\n"
+            "      '--no-tensorboard', '--threads', '1'])\n"
+            "assert 'torch' in sys.modules\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "stopped at --max-steps 1" in out.stderr
