@@ -148,26 +148,33 @@ def test_export_subset_without_vocab_says_so(run: Path, tmp_path: Path) -> None:
     assert "holds tensors only" in out and "vocab.tsv" in out
 
 
+def _export_fails_with(error: OSError, run: Path, out: Path, monkeypatch: pytest.MonkeyPatch,
+                       capsys: pytest.CaptureFixture[str]) -> str:
+    """stderr of ``ckpt RUN --export-subset OUT`` when writing the checkpoint raises ``error``
+    (after checking the exit status is 2)."""
+    from embedlab.train import checkpoint as ck
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(ck, "_write_contents", fail)
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(out)])
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
 def test_a_failed_export_subset_can_be_retried(run: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     # A save that fails (a full disk) left OUT/checkpoints/ behind, so the retry was refused
     # with "already holds checkpoints".
-    from embedlab.train import checkpoint as ck
-
     _vocab(run)
     out = tmp_path / "new" / "emb"
-
-    def full(*args: object, **kwargs: object) -> None:
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(ck, "_write_contents", full)
-    with pytest.raises(SystemExit) as e:
-        main(["ckpt", str(run), "--export-subset", str(out)])
     # an export's wording, not training's "re-run the same command to resume from the last
     # saved checkpoint (earlier checkpoints are intact)"
-    assert e.value.code == 2
-    assert capsys.readouterr().err == (
+    assert _export_fails_with(OSError(28, "No space left on device"), run, out, monkeypatch,
+                              capsys) == (
         f"embedlab: error: cannot write the subset to {out} (No space left on device); free disk "
         "space or pass --export-subset on another disk, then re-run the export "
         f"({out} is left as it was)\n")
@@ -181,20 +188,11 @@ def test_export_subset_save_denied_into_an_existing_folder(run: Path, tmp_path: 
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]
                                                           ) -> None:
-    from embedlab.train import checkpoint as ck
-
     out = tmp_path / "mine"
     out.mkdir()
     (out / "notes.txt").write_text("precious")
-
-    def denied(*args: object, **kwargs: object) -> None:
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(ck, "_write_contents", denied)
-    with pytest.raises(SystemExit) as e:
-        main(["ckpt", str(run), "--export-subset", str(out)])
-    assert e.value.code == 2
-    assert capsys.readouterr().err == (
+    assert _export_fails_with(PermissionError(13, "Permission denied"), run, out, monkeypatch,
+                              capsys) == (
         f"embedlab: error: cannot write the subset to {out} (Permission denied); pass "
         f"--export-subset in a writable folder ({out} is left as it was)\n")
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]

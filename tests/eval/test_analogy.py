@@ -50,21 +50,12 @@ def test_case_variant_rules_are_exercised(planted: Planted,
     # The gensim-equality tests only prove the case-variant rules if the data triggers them:
     # some questions must take the exact top-5 path (>= 5 variants of a question word), and
     # ignoring variants must change the result.
-    import embedlab.eval.analogy as mod
-
     upper = [w.upper() for w in planted.words]
     assert upper.count("CAPX0") >= 6
-    exact_rows: list[int] = []
-    real_pick = mod._pick
-
-    def spy(*args):  # type: ignore[no-untyped-def]
-        exact_rows.append(len(args[3]))
-        return real_pick(*args)
-
-    monkeypatch.setattr(mod, "_pick", spy)
+    exact_rows = _spy_on_exact_path(monkeypatch)
     with_rule = _ours(planted, 30_000).total.correct
     assert sum(exact_rows) > 0
-    monkeypatch.setattr(mod, "_extra_variants", lambda rows, variants: [])
+    monkeypatch.setattr("embedlab.eval.analogy._extra_variants", lambda rows, variants: [])
     assert _ours(planted, 30_000).total.correct != with_rule
 
 
@@ -149,21 +140,12 @@ def test_tiny_vocabulary_uses_exact_path(method: str, monkeypatch: pytest.Monkey
     # top 5), so every question takes the exact path (_pick). a, b, c, e are orthonormal and
     # d = unit(b + c - a): 3CosAdd scores d 1 and e 0; 3CosMul scores d
     # (0.789 * 0.789) / 0.211 = 2.95 and e 0.5 * 0.5 / 0.5 = 0.5. Both answer d.
-    import embedlab.eval.analogy as mod
-
     e = np.eye(4)
     words = ["a", "b", "c", "d", "e"]
     m = np.stack([e[0], e[1], e[2], (e[1] + e[2] - e[0]) / np.sqrt(3), e[3]]).astype(np.float32)
     # one section per possible answer, so that the counts tell which word was chosen
     qs = parse_questions([": d-is-the-answer", "a b c d", ": e-is-the-answer", "a b c e"])
-    exact_rows: list[int] = []
-    real_pick = mod._pick
-
-    def spy(*args):  # type: ignore[no-untyped-def]
-        exact_rows.append(len(args[3]))
-        return real_pick(*args)
-
-    monkeypatch.setattr(mod, "_pick", spy)
+    exact_rows = _spy_on_exact_path(monkeypatch)
     r = evaluate_analogies(words, m, row_norms(m), qs, restrict_vocab=10,
                            method=method)  # type: ignore[arg-type]
     assert sum(exact_rows) == 2  # both questions were decided by the exact path
@@ -196,3 +178,18 @@ def test_all_oov_says_so(planted: Planted) -> None:
 def test_restrict_vocab_must_be_positive(planted: Planted) -> None:
     with pytest.raises(InputError, match="restrict-vocab"):
         _ours(planted, 0)
+
+
+def _spy_on_exact_path(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record, for every call of the exact top-k path (``_pick``), how many rows it ranked."""
+    import embedlab.eval.analogy as mod
+
+    exact_rows: list[int] = []
+    real_pick = mod._pick
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        exact_rows.append(len(args[3]))
+        return real_pick(*args)
+
+    monkeypatch.setattr(mod, "_pick", spy)
+    return exact_rows
