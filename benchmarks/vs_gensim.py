@@ -25,7 +25,8 @@ child's own peak RSS (``ru_maxrss``). Definitions (units in the names):
 - ``words_per_s``: raw corpus tokens x epochs / ``train_s`` (the same numerator for both);
 - ``rss_mib``: peak resident set size of the child, MiB;
 - ``anon_mib``: the child's peak anonymous memory (``RssAnon`` in ``/proc/PID/status``, sampled
-  every 20 ms, so a spike shorter than that can be missed), MiB. RSS also counts the pages of
+  every 20 ms, so a spike shorter than that can be missed; the direct child only, not a process
+  it starts, such as embedlab's corpus-tokenising child), MiB. RSS also counts the pages of
   shared libraries mapped into the process, and how many of those are resident depends on the
   page cache (the kernel maps cached neighbours of a touched page): ``import torch`` alone
   measured 218 MiB on one day and 273 MiB on another on the same machine, its anonymous part

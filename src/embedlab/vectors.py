@@ -293,7 +293,7 @@ def _words_in(path: Path) -> int | None:
 
     try:
         return len(Vocab.load_tsv(path)) if path.is_file() else None
-    except InputError:
+    except (InputError, OSError):  # unreadable: not a file to suggest
         return None
 
 

@@ -48,7 +48,8 @@ def test_openmp_spinning_is_limited_unless_the_user_chose(
     import os
 
     for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "x")  # recorded, so that what main() sets is undone after
+        monkeypatch.delenv(name)
     for name, value in given.items():
         monkeypatch.setenv(name, value)
     main(["--version"])
@@ -65,20 +66,20 @@ def test_openmp_spinning_is_set_before_torch_loads_libgomp(tmp_path: Path) -> No
     from embedlab.testing import write_zipf_corpus
 
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
-    code = ("import builtins, os, sys\n"
+    code = ("import os, sys\n"
             "os.environ.pop('GOMP_SPINCOUNT', None); os.environ.pop('OMP_WAIT_POLICY', None)\n"
-            "real = builtins.__import__\n"
-            "def spy(name, *a, **k):\n"
-            "    if name.split('.')[0] == 'torch' and 'torch' not in sys.modules:\n"
-            "        assert os.environ.get('GOMP_SPINCOUNT') == '2000', 'torch came first'\n"
-            "    return real(name, *a, **k)\n"
-            "builtins.__import__ = spy\n"
+            "class Spy:\n"  # on sys.meta_path: sees every import, importlib's included
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'torch':\n"
+            "            assert os.environ.get('GOMP_SPINCOUNT') == '2000', 'torch came first'\n"
+            "        return None\n"
+            "sys.meta_path.insert(0, Spy())\n"
             "from embedlab.cli import main\n"
             f"main(['train', '--corpus', {str(corpus)!r}, '--run', {str(tmp_path / 'run')!r},\n"
             "      '--min-count', '1', '--dim', '4', '--max-steps', '1', '--no-progress',\n"
             "      '--no-tensorboard', '--threads', '1'])\n"
             "assert 'torch' in sys.modules\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=200)
     assert out.returncode == 0, out.stderr
     assert "stopped at --max-steps 1" in out.stderr

@@ -495,14 +495,45 @@ def test_a_refused_restart_leaves_the_old_run_in_place(
         copy: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         bad: list[str]) -> None:
     # --restart moved the old run aside first, then the new run was refused: RUN was gone from
-    # its path (moved to RUN.old-*) by a command that did nothing else. It now comes back.
+    # its path (moved to RUN.old-*) by a command that did nothing else. It now comes back, and
+    # says so (the move is announced at once, in case anything else goes wrong later).
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart",
                       *(a.format(tmp=tmp_path) for a in bad))
     assert_refused(code, err)
-    assert "moved the old run" not in err
+    assert f"embedlab: --restart: put the old run back at {copy}\n" in err
+    assert "moved the old run to" in err.splitlines()[0]
     assert snapshot(copy) == before
     assert not list(copy.parent.glob("run.old-*"))
+
+
+def test_ctrl_c_before_training_puts_a_restarted_run_back(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import embedlab.train.trainer as trainer_module
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer_module, "open_corpus", interrupted)
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+    assert code == 130, err
+    assert f"put the old run back at {copy}" in err
+    assert snapshot(copy) == before
+    assert not list(copy.parent.glob("run.old-*"))
+
+
+def test_restart_of_the_current_folder(copy: Path, corpus: Path,
+                                       monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # "--run ." used to fail in Path.with_name with a traceback
+    monkeypatch.chdir(copy)
+    code, err = train(capsys, "--run", ".", "--corpus", corpus, *FAST, "--restart",
+                      "--max-steps", "2")
+    assert code == 0, err
+    assert len(list(copy.parent.glob("run.old-*"))) == 1
+    assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["ckpt-00000002"]
 
 
 def test_restart_of_a_run_in_use_is_refused_before_anything_moves(

@@ -316,9 +316,13 @@ def test_a_save_reports_how_long_it_took(tmp_path: Path, monkeypatch: pytest.Mon
 
     m = CheckpointManager(tmp_path)
     assert m.last_save_seconds is None
-    clock = iter([100.0, 102.5, 200.0])
-    monkeypatch.setattr(ck, "time", types.SimpleNamespace(perf_counter=lambda: next(clock),
-                                                          time=time.time))
+    readings = [100.0, 102.5]  # a save's start and end; any later reading stays at the end
+
+    def perf_counter() -> float:
+        return readings.pop(0) if len(readings) > 1 else readings[0]
+
+    monkeypatch.setattr(ck, "time", types.SimpleNamespace(**{**vars(time),
+                                                             "perf_counter": perf_counter}))
     _save(m, 1)
     assert m.last_save_seconds == 2.5
     monkeypatch.setattr(ck, "_commit", lambda tmp, final: (_ for _ in ()).throw(

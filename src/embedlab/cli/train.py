@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import gc
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +17,7 @@ from embedlab.fsutil import missing_folders, remove_empty_folders
 
 if TYPE_CHECKING:
     from embedlab.data.ahead import PrepareAhead
+    from embedlab.train.lock import RunLock
 
 # flag name -> (config section or None for top level, config key)
 _FIELDS: dict[str, tuple[str | None, str]] = {
@@ -142,7 +145,6 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
     # embedlab.train.run is torch-free: torch is imported only after the corpus child started
-    from embedlab.train.lock import RunLock
     from embedlab.train.run import check_run_dir, check_runs_dir, choose_run_dir, move_aside
 
     explicit = _explicit(params)
@@ -152,43 +154,67 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
     check_run_dir(run)
     if restart and from_ckpt:
         raise InputError("--restart and --from exclude each other; pass one")
-    announce: list[str] = []
+    if restart:
+        # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
+        run = Path(os.path.abspath(run))
     moved: Path | None = None
     old_lock: RunLock | None = None
-    if restart and run.exists():
-        # Locked first: a run another process is training is refused before anything moves
-        # (moving it used to pull the folder from under that process). The lock travels with
-        # the folder and is held until this command ends.
-        old_lock = RunLock(run, argv=sys.argv).acquire()
-        try:
-            moved = move_aside(run)
-        except OSError as exc:
-            old_lock.release()
-            raise InputError(f"--restart: cannot move {run} aside ({exc.strerror or exc}); "
-                             "check the permissions of its parent folder") from None
-        old_lock.moved_to(moved)
-        announce.append(f"embedlab: --restart: moved the old run to {moved}")
     made = missing_folders(run.parent)  # the child's folder beside the run creates them
     ahead = None
     refused = False
     try:
+        if restart and run.exists():
+            old_lock = _lock_for_restart(run)
+            try:
+                moved = move_aside(run)
+            except OSError as exc:
+                raise InputError(f"--restart: cannot move {run} aside ({exc.strerror or exc}); "
+                                 "check the permissions of its parent folder") from None
+            if old_lock is not None:
+                old_lock.moved_to(moved)
+            click.echo(f"embedlab: --restart: moved the old run to {moved}", err=True)
         if not run.exists():
             ahead = _prepare_ahead(run, explicit, preset)  # refuses bad flags of a new run
-        _train(run, explicit, preset, from_ckpt, ahead, announce)
+        _train(run, explicit, preset, from_ckpt, ahead)
     except (InputError, KeyboardInterrupt):
         refused = True
         raise
     finally:
         if ahead is not None:
             ahead.cancel()
+        # A refused --restart (a bad flag, corpus or --probe word, a run that diverged before
+        # its first checkpoint, Ctrl-C before training began) puts the old run back: the
+        # trainer has removed the new folder it made. Still under the old run's lock.
+        if refused and moved is not None and not run.exists():
+            try:
+                moved.rename(run)
+            except OSError as exc:
+                click.echo(f"embedlab: warning: could not put the old run back "
+                           f"({exc.strerror or exc}); it is at {moved}: mv {moved} {run}",
+                           err=True)
+            else:
+                if old_lock is not None:
+                    old_lock.moved_to(run)
+                click.echo(f"embedlab: --restart: put the old run back at {run}", err=True)
         if old_lock is not None:
             old_lock.release()
-        # A refused --restart (bad flag, bad corpus, Ctrl-C before training began) puts the old
-        # run back where it was: the trainer has removed the new folder it made.
-        if refused and moved is not None and not run.exists():
-            moved.rename(run)
         if refused:  # e.g. an offline --corpus text8 with a new --runs-dir: leave no empty one
             remove_empty_folders(made)
+
+
+def _lock_for_restart(run: Path) -> RunLock | None:
+    """The old run's lock, so that a run another process is training is refused before
+    anything moves (moving it pulled the folder from under that process). None for a folder
+    this user cannot write into: no trainer can hold it either, since the lock is a file in it,
+    and renaming it needs only its parent to be writable."""
+    from embedlab.train.lock import RunLock
+
+    try:
+        return RunLock(run, argv=sys.argv).acquire()
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return None
+        raise
 
 
 def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
@@ -204,7 +230,7 @@ def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
 
 
 def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
-           ahead: PrepareAhead | None, announce: list[str]) -> None:
+           ahead: PrepareAhead | None) -> None:
     from embedlab.train.run import resolve_config
     from embedlab.train.signals import deferred_interrupt
 
@@ -221,7 +247,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     gc.freeze()
     try:
         result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,
-                              abandon_newer=resume_from is not None, announce=announce)
+                              abandon_newer=resume_from is not None)
     finally:
         gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
     loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
@@ -238,7 +264,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
 
 
 def _resolve_from(run: Path, from_ckpt: str) -> str:
-    from embedlab.train.checkpoint import find_checkpoint
+    from embedlab.train.checkpoint import find_checkpoint, parse_step
 
     if from_ckpt == "best":
         return str(find_checkpoint(run, best=True))
@@ -247,7 +273,8 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         path = run / "checkpoints" / from_ckpt
     if not path.exists():
         # the generic "pass a run folder" of find_checkpoint does not fit --from
-        have = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*[0-9]"))
+        have = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*")
+                      if parse_step(p.name) is not None)  # not a killed save's ckpt-N.tmp-*
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
                   if have else f"{run} has no checkpoints")
         raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "

@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -204,13 +203,12 @@ class _Window:
 
 def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None = None,
           out: TextIO | None = None, ahead: PrepareAhead | None = None,
-          abandon_newer: bool = False, announce: Sequence[str] = ()) -> TrainResult:
+          abandon_newer: bool = False) -> TrainResult:
     """Train (or resume) the run in ``run_dir`` with the resolved ``cfg``.
 
     ``abandon_newer`` (``--from``): checkpoints newer than ``resume_from`` are moved into
     ``RUN/checkpoints-abandoned-<time>/`` once every check has passed, so that automatic resume
-    does not jump back to them. ``announce``: lines printed before "new run"/"resuming", once
-    the command is accepted.
+    does not jump back to them.
 
     A run folder this call created (and any parent it had to create) is removed again when the
     input is refused, or Ctrl-C comes, before anything was trained, so a corrected command
@@ -232,7 +230,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     with RunLock(run_dir, argv=argv):
         try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
-                                 ahead=ahead, abandon_newer=abandon_newer, announce=announce)
+                                 ahead=ahead, abandon_newer=abandon_newer)
         except (InputError, KeyboardInterrupt):
             # refused, or Ctrl-C before training began (once it has, Ctrl-C saves and stops):
             # nothing of a new run is worth keeping, not even the --runs-dir it was put in;
@@ -244,8 +242,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
-                  out: TextIO, ahead: PrepareAhead | None, abandon_newer: bool,
-                  announce: Sequence[str]) -> TrainResult:
+                  out: TextIO, ahead: PrepareAhead | None, abandon_newer: bool) -> TrainResult:
     from embedlab.track.runs import read_status, write_status
     from embedlab.track.summaries import open_tracker
 
@@ -301,10 +298,9 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     # checkpoints as they were.
     if ckpt is not None and abandon_newer:
         moved = abandon_after(run_dir, int(state["step"]))
-        if moved:
-            started.insert(0, f"embedlab: --from: moved {len(moved)} newer checkpoint(s) to "
-                              f"{moved[0].parent}")
-    started[:0] = announce
+        if moved:  # said at once: a write below may still fail, and the user must know
+            print(f"embedlab: --from: moved {len(moved)} newer checkpoint(s) to "
+                  f"{moved[0].parent}", file=out, flush=True)
     write_config_json(run_dir, cfg)
     if ckpt is not None:
         manager.protect(int(state["step"]))
