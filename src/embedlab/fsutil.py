@@ -56,14 +56,19 @@ def current_umask() -> int:
     return mask
 
 
-def write_error(path: Path, exc: OSError, flag: str) -> InputError:
-    """The one-line error for an output ``path`` (named by ``flag``) that cannot be written."""
+def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
+                note: str = "") -> InputError:
+    """The one-line error for an output ``path`` (named by ``flag``) that cannot be written.
+
+    ``retry`` follows the full-disk fix (e.g. ", then re-run the export"); ``note`` ends the
+    message whatever the cause (e.g. " (OUT is left as it was)").
+    """
     why = exc.strerror or str(exc)
     if exc.errno == errno.ENOSPC:
-        fix = f"free disk space or pass {flag} on another disk"
+        fix = f"free disk space or pass {flag} on another disk{retry}"
     else:
         fix = f"pass {flag} in a writable folder"
-    return InputError(f"cannot write {path} ({why}); {fix}")
+    return InputError(f"cannot write {path} ({why}); {fix}{note}")
 
 
 @contextlib.contextmanager

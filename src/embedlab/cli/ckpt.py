@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import errno
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
-
-if TYPE_CHECKING:  # pragma: no cover
-    from embedlab.errors import InputError
 
 
 def _size(n: int) -> str:
@@ -90,26 +85,15 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         remove_empty_folders(made)
         if isinstance(exc, CheckpointError) and exc.os_error is not None:
             # the save's own wording is training's ("re-run ... to resume"); an export is redone
-            raise _save_failed(export, exc.os_error) from None
+            # (by now what it wrote is removed, so OUT is as it was before the command)
+            raise write_error(f"the subset to {export}", exc.os_error, "--export-subset",
+                              retry=", then re-run the export",
+                              note=f" ({export} is left as it was)") from None
         raise
     click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
     if not copied:
         click.echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
                    "neighbors/analogy/eval/export need a vocab.tsv beside its checkpoints/")
-
-
-def _save_failed(export: Path, exc: OSError) -> InputError:
-    """The one-line error for a subset whose checkpoint could not be written; by then the
-    caller has removed what it wrote, so OUT is as it was before the command."""
-    from embedlab.errors import InputError
-
-    why = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        fix = "free disk space or pass --export-subset on another disk, then re-run the export"
-    else:
-        fix = "pass --export-subset in a writable folder"
-    return InputError(f"cannot write the subset to {export} ({why}); {fix} "
-                      f"({export} is left as it was)")
 
 
 def _original_names(previous: object, rename: dict[str, str],

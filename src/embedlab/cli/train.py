@@ -264,7 +264,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
 
 
 def _resolve_from(run: Path, from_ckpt: str) -> str:
-    from embedlab.train.checkpoint import find_checkpoint, parse_step
+    from embedlab.train.checkpoint import CheckpointManager, find_checkpoint
 
     if from_ckpt == "best":
         return str(find_checkpoint(run, best=True))
@@ -273,8 +273,7 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         path = run / "checkpoints" / from_ckpt
     if not path.exists():
         # the generic "pass a run folder" of find_checkpoint does not fit --from
-        have = sorted(p.name for p in (run / "checkpoints").glob("ckpt-*")
-                      if parse_step(p.name) is not None)  # not a killed save's ckpt-N.tmp-*
+        have = [info.path.name for info in CheckpointManager(run).list(check=False)]
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
                   if have else f"{run} has no checkpoints")
         raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "
