@@ -562,6 +562,104 @@ def test_a_refused_from_leaves_the_newer_checkpoints(copy: Path, corpus: Path,
     assert snapshot(copy) == before
 
 
+def test_from_another_runs_checkpoint_is_refused(copy: Path, trained: Path, corpus: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # It was accepted: the run went on with the other run's weights under its own name, config
+    # and history. --init-from is the way to start from other vectors.
+    foreign = trained / "checkpoints" / "ckpt-00000020"
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", foreign)
+    assert_refused(code, err, f"--from {foreign}: {foreign} is not a checkpoint of run {copy}; "
+                              f"--from takes the run's own checkpoints (list them: embedlab ckpt "
+                              f"{copy}). To start a new run from its vectors, pass --init-from "
+                              f"{foreign} with a new --run")
+    assert snapshot(copy) == before
+    # the run's own checkpoint named by its path is still accepted
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
+                      copy / "checkpoints" / "ckpt-00000020")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("error", [RuntimeError("a bug"), MemoryError()], ids=["bug", "memory"])
+def test_a_restart_that_fails_puts_the_old_run_back(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], error: BaseException) -> None:
+    # Only a refusal or Ctrl-C used to put it back: any other failure (a traceback, memory, a
+    # full disk) left the old run at RUN.old-* and a half-made new one at RUN.
+    import embedlab.train.trainer as trainer_module
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(trainer_module, "NoiseDistribution", failing)
+    before = snapshot(copy)
+    if isinstance(error, MemoryError):
+        code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+        assert_refused(code, err, "out of memory;")
+    else:
+        with pytest.raises(RuntimeError, match="a bug"):
+            main(["train", "--run", str(copy), "--corpus", str(corpus), *FAST, "--restart"])
+        err = capsys.readouterr().err
+    assert f"put the old run back at {copy}" in err
+    assert snapshot(copy) == before
+    assert not list(copy.parent.glob("run.old-*"))
+
+
+def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # e.g. --batch-size 99999999999: a MemoryError traceback left config.json behind, and the
+    # corrected command was then refused as a resume with a different --batch-size
+    from embedlab.model.word2vec import Word2VecStep
+
+    def out_of_memory(self: object, *args: object) -> None:
+        raise MemoryError
+
+    run = tmp_path / "runs" / "r"
+    with monkeypatch.context() as m:
+        m.setattr(Word2VecStep, "__call__", out_of_memory)
+        code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
+    assert_refused(code, err, "out of memory;")
+    assert not (tmp_path / "runs").exists()
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2")
+    assert code == 0, err
+
+
+@pytest.fixture
+def subset(trained: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "subset"
+    main(["ckpt", str(trained), "--export-subset", str(out), "--names", "input_embeddings"])
+    return out
+
+
+def test_init_from_a_subset_without_output_vectors_is_one_line(
+        subset: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a documented way to make a checkpoint (ckpt --export-subset); it raised KeyError
+    code, err = train(capsys, "--run", tmp_path / "warm", "--corpus", corpus, *FAST,
+                      "--init-from", subset)
+    ckpt = find_checkpoint(subset)
+    assert_refused(code, err, f"--init-from {subset}: checkpoint {ckpt} has no "
+                              "output_embeddings (it holds input_embeddings); pass a run or a "
+                              "full checkpoint, or export a subset with both")
+    assert not (tmp_path / "warm").exists()
+
+
+def test_init_from_a_run_whose_vocabulary_does_not_fit_is_one_line(
+        trained: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # one word too many in vocab.tsv raised IndexError; shifted lines would copy wrong rows
+    source = tmp_path / "source"
+    shutil.copytree(trained, source)
+    vocab = source / "vocab.tsv"
+    vocab.write_text("zzfirst\t999\n" + vocab.read_text())
+    words = len(Vocab.load_tsv(vocab))
+    code, err = train(capsys, "--run", tmp_path / "warm", "--corpus", corpus, *FAST,
+                      "--init-from", source)
+    assert_refused(code, err, f"{vocab} lists {words} words but checkpoint "
+                              f"{find_checkpoint(source)} has {words - 1} rows of input "
+                              "embeddings; copy ")
+    assert not (tmp_path / "warm").exists()
+
+
 def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other.txt"

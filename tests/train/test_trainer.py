@@ -465,3 +465,30 @@ def test_checkpoint_every_and_checkpoint_secs_whichever_comes_first(
             last = step
     assert clock.saved == [*expected, result.step]
     assert result.step > 20 and expected[:6] == [4, 8, 10, 14, 18, 20]
+
+
+@pytest.mark.parametrize(("error", "status"), [(KeyboardInterrupt(), "interrupted"),
+                                               (OSError(28, "No space left on device"), "failed")],
+                         ids=["ctrl-c", "disk-full"])
+def test_a_stop_while_opening_the_writers_is_recorded(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: BaseException,
+        status: str) -> None:
+    # Ctrl-C after "resuming ..." but before the first step (TensorBoard's writer opening) left
+    # status.json at "running" for good; a failure there did too.
+    from embedlab.track.runs import read_status
+
+    run = tmp_path / "run"
+    cfg = make_cfg(corpus, max_steps=3)
+    run_train(cfg, run)
+    assert read_status(run)["status"] == "interrupted"  # stopped by --max-steps
+
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise error
+
+    import embedlab.track.summaries as summaries
+
+    monkeypatch.setattr(summaries, "open_tracker", failing)
+    with pytest.raises(type(error)):
+        run_train(make_cfg(corpus), run)
+    assert read_status(run)["status"] == status
+    assert read_status(run)["step"] == 3

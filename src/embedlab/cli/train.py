@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, TrainingInterrupted
 from embedlab.fsutil import missing_folders, remove_empty_folders
 
 if TYPE_CHECKING:
@@ -176,15 +176,18 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
         if not run.exists():
             ahead = _prepare_ahead(run, explicit, preset)  # refuses bad flags of a new run
         _train(run, explicit, preset, from_ckpt, ahead)
-    except (InputError, KeyboardInterrupt):
-        refused = True
+    except TrainingInterrupted:
+        raise  # stopped by a signal after training began: the new run was saved
+    except BaseException:
+        refused = True  # refused, Ctrl-C, or a failure before the first checkpoint
         raise
     finally:
         if ahead is not None:
             ahead.cancel()
-        # A refused --restart (a bad flag, corpus or --probe word, a run that diverged before
-        # its first checkpoint, Ctrl-C before training began) puts the old run back: the
-        # trainer has removed the new folder it made. Still under the old run's lock.
+        # A --restart that ends before the new run's first checkpoint (a bad flag, corpus or
+        # --probe word, divergence, Ctrl-C before training began, out of memory, a full disk,
+        # a bug) puts the old run back: the trainer has removed the new folder it made. Still
+        # under the old run's lock.
         if refused and moved is not None and not run.exists():
             try:
                 moved.rename(run)
@@ -278,7 +281,15 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
                   if have else f"{run} has no checkpoints")
         raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "
                          f"them, 'best' or a checkpoint folder (list them: embedlab ckpt {run})")
-    return str(find_checkpoint(path))
+    ckpt = find_checkpoint(path)
+    # Another run's checkpoint would continue that run's weights under this run's name, config
+    # and history; starting from other vectors is what --init-from is for.
+    if not ckpt.resolve().is_relative_to(run.resolve()):
+        raise InputError(f"--from {from_ckpt}: {ckpt} is not a checkpoint of run {run}; --from "
+                         f"takes the run's own checkpoints (list them: embedlab ckpt {run}). To "
+                         f"start a new run from its vectors, pass --init-from {from_ckpt} with "
+                         "a new --run")
+    return str(ckpt)
 
 
 def _demo_report(result: Any) -> None:

@@ -33,7 +33,7 @@ from embedlab.data.prepared import (
     prepare,
 )
 from embedlab.data.vocab import Vocab
-from embedlab.errors import InputError, diverged
+from embedlab.errors import InputError, TrainingInterrupted, diverged
 from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.model.word2vec import (
     Band,
@@ -231,10 +231,14 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
         try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
                                  ahead=ahead, abandon_newer=abandon_newer)
-        except (InputError, KeyboardInterrupt):
-            # refused, or Ctrl-C before training began (once it has, Ctrl-C saves and stops):
-            # nothing of a new run is worth keeping, not even the --runs-dir it was put in;
-            # removed while the lock is held, so no other process can have started in it
+        except TrainingInterrupted:
+            raise  # a signal after training began: the run was saved and is resumable
+        except BaseException:
+            # Refused, Ctrl-C before training began (once it has, Ctrl-C saves and stops), or
+            # a failure (out of memory, a full disk, a bug) before the first checkpoint: nothing
+            # of a new run is worth keeping, not even the --runs-dir it was put in, and a
+            # half-made folder would make the corrected command a "resume" of different flags.
+            # Removed while the lock is held, so no other process can have started in it.
             if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
                 shutil.rmtree(made[0], ignore_errors=True)
                 remove_empty_folders(made[1:])
@@ -358,11 +362,13 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         window.started += last_save - began  # words/s in the window counts training time only
         saved_step = step
 
-    bar = _progress_bar(progress, total_words, words_seen, out)
-    tracker = open_tracker(run_dir, cfg, vocab=vocab, resume_step=step if ckpt else None)
     every_steps = cfg.checkpoint.every_steps
     finished = False
+    bar: Any = _NoBar()
+    tracker: Any = None
     try:
+        bar = _progress_bar(progress, total_words, words_seen, out)
+        tracker = open_tracker(run_dir, cfg, vocab=vocab, resume_step=step if ckpt else None)
         with SignalFlag() as flag:
             t0 = time.perf_counter()
             for batch in stream.iterate(cursor):
@@ -441,15 +447,20 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                          words_seen=words_seen, loss=last_loss, train_seconds=train_seconds,
                          raw_words=int(words_seen * raw_per_token),
                          wall_time=time.time() - started_wall)
+    except TrainingInterrupted:
+        raise
+    except KeyboardInterrupt:
+        # Ctrl-C before the signal handlers were in place (opening the TensorBoard writer):
+        # nothing was trained since the last checkpoint, which is where a re-run resumes
+        write_status(run_dir, status="interrupted", step=step)
+        raise
     except BaseException as exc:
-        from embedlab.errors import TrainingInterrupted
-
-        if not isinstance(exc, TrainingInterrupted):
-            write_status(run_dir, status="failed", step=step, error=str(exc)[:500])
+        write_status(run_dir, status="failed", step=step, error=str(exc)[:500])
         raise
     finally:
         bar.close()
-        tracker.close()
+        if tracker is not None:
+            tracker.close()
     return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, finished, vocab,
                        params.w_in)
 
@@ -526,10 +537,27 @@ def _make_evaluator(cfg: TrainConfig) -> Any:
 
 def warm_start(params: Word2VecParams, vocab: Vocab, source: str) -> str:
     """Copy the rows of words present in both vocabularies from another run or checkpoint."""
+    from embedlab.vectors import check_vocab_fits
+
     ckpt = find_checkpoint(source)
     tensors, _ = load_checkpoint(ckpt)
-    src_vocab = Vocab.load_tsv(_vocab_of(ckpt))
+    # a subset written by `ckpt --export-subset` may hold only some tensors, or renamed ones
+    missing = [n for n in ("input_embeddings", "output_embeddings") if n not in tensors]
+    if missing:
+        raise InputError(f"--init-from {source}: checkpoint {ckpt} has no "
+                         f"{' or '.join(missing)} (it holds {', '.join(sorted(tensors)) or 'none'})"
+                         "; pass a run or a full checkpoint, or export a subset with both "
+                         "(embedlab ckpt RUN --export-subset OUT --names "
+                         "input_embeddings,output_embeddings)")
+    vocab_file = _vocab_of(ckpt)
+    src_vocab = Vocab.load_tsv(vocab_file)
     w_in = tensors["input_embeddings"]
+    check_vocab_fits(vocab_file, len(src_vocab), ckpt, w_in.numpy())
+    if tuple(tensors["output_embeddings"].shape) != tuple(w_in.shape):
+        raise InputError(f"--init-from {source}: checkpoint {ckpt} holds output embeddings of "
+                         f"shape {tuple(tensors['output_embeddings'].shape)} but input "
+                         f"embeddings of shape {tuple(w_in.shape)}; pass another checkpoint "
+                         "('embedlab ckpt RUN' lists them)")
     if w_in.shape[1] != params.w_in.shape[1]:
         raise InputError(f"--init-from {source} has dim {w_in.shape[1]}, this run "
                          f"{params.w_in.shape[1]}; pass a matching --dim")
