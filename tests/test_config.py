@@ -128,7 +128,13 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: CheckpointConfig(keep=0), "--keep must be"),
     (lambda: CheckpointConfig(best_metric="loss:up"), "--best-metric must be NAME[:min|max]"),
     (lambda: TrackConfig(log_every=0), "--log-every must be"),
-    (lambda: TrainConfig(seed=-1), "--seed must be an integer >= 0"),
+    (lambda: TrainConfig(seed=-1), "--seed must be an integer from 0 to 9223372036854775807, "
+                                   "got -1; pass e.g. --seed 1"),
+    # a seed is hashed as a signed 64-bit integer: bigger ones crashed in struct.pack
+    (lambda: TrainConfig(seed=2**63), "--seed must be an integer from 0 to"),
+    (lambda: ModelConfig(dim=10**20), "--dim 100000000000000000000 is too large (at most "
+                                      "9223372036854775807); pass e.g. --dim 100"),
+    (lambda: OptimConfig(batch_size=2**63), "--batch-size 9223372036854775808 is too large"),
     (lambda: TrainConfig(threads=-2), "--threads must be >= 1"),
     (lambda: TrainConfig(max_steps=0), "--max-steps must be"),
 ])

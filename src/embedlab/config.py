@@ -26,9 +26,16 @@ LossKind = Literal["neg", "nce"]
 InitKind = Literal["centered", "uniform"]
 
 
+#: the largest integer flag: counters and seeds are stored as signed 64-bit integers
+MAX_INT = 2**63 - 1
+
+
 def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> None:
     bad = not isinstance(value, (int, float)) or not math.isfinite(value)
     bad = bad or (value < 0 if allow_zero else value <= 0)
+    if not bad and isinstance(value, int) and value > MAX_INT:
+        raise InputError(f"--{name.replace('_', '-')} {value} is too large (at most {MAX_INT}); "
+                         f"pass e.g. --{name.replace('_', '-')} {_EXAMPLES.get(name, 1)}")
     if bad:
         need = "a finite number >= 0" if allow_zero else "a finite number > 0"
         raise InputError(f"--{name.replace('_', '-')} must be {need}, got {value!r}; pass e.g. "
@@ -232,8 +239,9 @@ class TrainConfig:
     preset: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"--seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
+            raise InputError(f"--seed must be an integer from 0 to {MAX_INT}, got {self.seed!r}; "
+                             "pass e.g. --seed 1")
         if self.threads < 0:
             raise InputError(f"--threads must be >= 1 (or 0 for all cores), got {self.threads}; "
                              "pass e.g. --threads 2, or --threads 0")

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from embedlab import provenance
+from embedlab.config import MAX_INT
 from embedlab.errors import InputError, diverged
 from embedlab.fsutil import write_error
 from embedlab.seeding import numpy_rng, torch_generator
@@ -61,16 +62,18 @@ class LinRegConfig:
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "checkpoint_every", "keep"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or not 1 <= value <= MAX_INT:
                 flag = name.replace("_", "-")
-                raise InputError(f"--{flag} must be an integer >= 1, got {value!r}")
+                raise InputError(f"--{flag} must be an integer from 1 to {MAX_INT}, got "
+                                 f"{value!r}; pass e.g. --{flag} 100")
         for name in ("lr", "checkpoint_secs"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
                 raise InputError(f"--{name.replace('_', '-')} must be a finite number > 0, "
                                  f"got {value!r}")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"--seed must be an integer >= 0, got {self.seed!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
+            raise InputError(f"--seed must be an integer from 0 to {MAX_INT}, got {self.seed!r}; "
+                             "pass e.g. --seed 1")
 
 
 # Keys whose change would alter the result of a resumed run (steps may be raised or lowered).

@@ -38,6 +38,46 @@ def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) 
         main(["neighbors", "runs/x", "king"])
 
 
+@pytest.mark.parametrize(("error", "needle"), [
+    # a full disk hit by a write that names no file (os.write, fsync, TensorBoard's writer)
+    (OSError(errno.ENOSPC, "No space left on device"),
+     "a write failed (No space left on device); free space on the disk (or make it writable) "
+     "and re-run the same command: what was saved before is intact, and a training run resumes "
+     "from its last checkpoint"),
+    (OSError(errno.EROFS, "Read-only file system"), "a write failed (Read-only file system)"),
+    (MemoryError(), "out of memory; free memory or, for train, lower --dim, --batch-size, "
+                    "--window or --max-vocab, and re-run: what was saved before is intact"),
+    # torch's failed CPU allocation is a RuntimeError
+    (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate "
+                  "memory: you tried to allocate 4000000000000 bytes."), "out of memory;"),
+], ids=["disk-full", "read-only", "MemoryError", "torch-alloc"])
+def test_a_full_disk_or_memory_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str],
+                                           error: BaseException, needle: str) -> None:
+    import embedlab.cli.query as query
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(query, "_load", failing)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["neighbors", "runs/x", "king"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"embedlab: error: {needle}")
+
+
+def test_other_runtime_errors_stay_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab.cli.query as query
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setattr(query, "_load", broken)
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        main(["neighbors", "runs/x", "king"])
+
+
 @pytest.mark.parametrize(("given", "expected"), [
     ({}, "2000"),  # nothing chosen: a short spin
     ({"GOMP_SPINCOUNT": "1000000"}, "1000000"),  # the user's own choice stays

@@ -119,12 +119,30 @@ def main(argv: list[str] | None = None) -> Any:
     except OSError as exc:
         # The net under the specific messages: a path the user chose that cannot be used
         # (permissions, a file where a folder is needed, a full disk) is theirs to fix, so it
-        # gets one line too. Errors without a path, or of other kinds, remain bugs: traceback.
+        # gets one line too. A full or read-only disk is the user's to fix even when the write
+        # that hit it names no file (os.write, fsync, a library's writer). Other errors without
+        # a path, or of other kinds, remain bugs: traceback.
+        if exc.filename is None and exc.errno in _DISK_PROBLEMS:
+            _fail(f"a write failed ({exc.strerror}); free space on the disk (or make it "
+                  "writable) and re-run the same command: what was saved before is intact, "
+                  "and a training run resumes from its last checkpoint")
         if exc.filename is None or exc.errno not in _USER_FIXABLE:
             raise
         _fail(f"cannot use {exc.filename} ({exc.strerror}); check that the path exists, that "
               "its parents are folders, that you may write there, and that the disk has room")
+    except MemoryError:
+        _fail(_OUT_OF_MEMORY)
+    except RuntimeError as exc:
+        # torch reports a failed CPU allocation as a RuntimeError, not MemoryError
+        if "can't allocate memory" not in str(exc):
+            raise
+        _fail(_OUT_OF_MEMORY)
     return None
+
+
+_DISK_PROBLEMS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+_OUT_OF_MEMORY = ("out of memory; free memory or, for train, lower --dim, --batch-size, --window "
+                  "or --max-vocab, and re-run: what was saved before is intact")
 
 
 _USER_FIXABLE = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
