@@ -125,7 +125,9 @@ def test_bad_checksum_is_refused_and_not_cached(server: tuple[str, Path], tmp_pa
                     sha1="0" * 40)
     msg = str(err.value)
     assert msg.startswith(f"could not download text8 from {base}/text8.zip (SHA-1 ")
-    assert msg.endswith("; check your network or pass --corpus PATH to a local copy")
+    # the hint fits both commands that take 'text8': prepare has no --corpus flag
+    assert msg.endswith("; check your network or use a local copy instead of 'text8' (embedlab "
+                        "train --corpus PATH, or embedlab prepare PATH)")
     assert cache_files(cache) == []
 
 
@@ -139,7 +141,8 @@ def test_wrong_size_is_refused(server: tuple[str, Path], tmp_path: Path) -> None
 
 def test_http_error(server: tuple[str, Path], tmp_path: Path) -> None:
     base, _ = server
-    with pytest.raises(InputError, match=r"\(HTTP 404 .*\); check your network or pass --corpus"):
+    with pytest.raises(InputError,
+                       match=r"\(HTTP 404 .*\); check your network or use a local copy"):
         fetch_text8(tmp_path / "c", url=f"{base}/missing.zip", progress=False)
     assert cache_files(tmp_path / "c") == []
 
@@ -191,7 +194,7 @@ def test_a_transfer_cut_short_is_a_one_line_error(tmp_path: Path,
     try:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/text8.zip"
         with pytest.raises(InputError, match=r"could not download text8 from .*IncompleteRead"
-                                             r".*; check your network or pass --corpus PATH"):
+                                             r".*; check your network or use a local copy"):
             fetch_text8(tmp_path / "c", url=url, progress=False, expected_size=None, sha1=None)
     finally:
         httpd.shutdown()

@@ -75,15 +75,19 @@ def fetch_text8(
 
 
 def _fail(url: str, reason: str) -> InputError:
+    # 'train --corpus text8' and 'prepare text8' both get here: name the spelling of each
     return InputError(f"could not download text8 from {url} ({reason}); check your network "
-                      "or pass --corpus PATH to a local copy")
+                      f"or use a local copy instead of 'text8' ({LOCAL_COPY})")
 
 
 def _cache_error(folder: Path, exc: OSError) -> InputError:
     # Not the network's fault: a full disk or a read-only cache. What was verified stays.
     return InputError(f"cannot write text8 into the cache folder {folder} "
                       f"({exc.strerror or exc}); free some space or set EMBEDLAB_CACHE to "
-                      "another folder, or pass --corpus PATH to a local copy")
+                      f"another folder, or use a local copy instead of 'text8' ({LOCAL_COPY})")
+
+
+LOCAL_COPY = "embedlab train --corpus PATH, or embedlab prepare PATH"
 
 
 def _part_file(final: Path) -> tuple[int, Path]:
