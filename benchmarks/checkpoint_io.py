@@ -55,9 +55,11 @@ def bench(rows: int, dim: int, repeats: int, base: Path) -> tuple[float, float, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()))
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--small-only", action="store_true")
+    ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()),
+                    help="where to write the checkpoints (needs ~5 GB free for the big size)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per size; medians are shown")
+    ap.add_argument("--small-only", action="store_true",
+                    help="only the 50,000 x 128 size (skips the 2.4 GB one)")
     args = ap.parse_args()
     sizes = [(50_000, 128)] + ([] if args.small_only else [(1_000_000, 300)])
     print(f"{'shape (x2)':>16} {'size MB':>9} {'save s':>8} {'restore s':>10} "

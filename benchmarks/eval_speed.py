@@ -120,8 +120,9 @@ def bench_load(repeat: int) -> list[tuple[str, float, float, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS,
+                        help="analogy questions file (questions-words.txt format)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per system (median)")
     args = parser.parse_args()
     logging.getLogger("gensim").setLevel(logging.WARNING)
     print(f"torch threads: {torch.get_num_threads()}; medians of {args.repeat}")

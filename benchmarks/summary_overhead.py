@@ -47,9 +47,9 @@ def fake_step(w_in: torch.Tensor, w_out: torch.Tensor, g: torch.Generator) -> No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--vocab", type=int, default=71_290)
-    ap.add_argument("--dim", type=int, default=100)
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--vocab", type=int, default=71_290, help="rows of the embedding matrices")
+    ap.add_argument("--dim", type=int, default=100, help="columns of the embedding matrices")
+    ap.add_argument("--steps", type=int, default=300, help="training steps timed per setting")
     args = ap.parse_args()
     cfg = TrainConfig()
     vocab = Vocab(tuple(f"w{i}" for i in range(args.vocab)),

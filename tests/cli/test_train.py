@@ -743,9 +743,10 @@ def test_a_prepared_folder_brings_its_vocabulary_options(
 
 
 @pytest.mark.parametrize(("args", "needles"), [
-    (["--min-count", "10"], ["--min-count 10 (prepared with 1); drop those flags or"]),
-    (["--no-lowercase"], ["--lowercase False (prepared with True)"]),
-    (["--preset", "cs20"], ["--max-vocab 50000 (prepared with None)",
+    (["--min-count", "10"], ["--min-count 10 (prepared with --min-count 1); drop those flags or"]),
+    # the flags as typed: it said "--lowercase False (prepared with True)"
+    (["--no-lowercase"], ["--no-lowercase (prepared with --lowercase)"]),
+    (["--preset", "cs20"], ["--max-vocab 50000 (prepared with no --max-vocab)",
                             "drop those flags (--preset cs20 sets some of them) or"]),
 ])
 def test_a_prepared_folder_refuses_other_vocabulary_flags(

@@ -97,8 +97,8 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--max-distinct", type=int, help="Prune rare words while counting beyond this "
               "many distinct words.  [default: 10000000]")
 @click.option("--epochs", type=int, help="[default: 5]")
-@click.option("--lr", type=float, help="Initial learning rate; decays linearly to lr*1e-4.  "
-              "[default: 0.025]")
+@click.option("--lr", type=float, help="Initial learning rate; decays linearly to "
+              "lr * --min-lr-ratio.  [default: 0.025]")
 @click.option("--min-lr-ratio", type=float, help="Final lr as a fraction of --lr.  "
               "[default: 0.0001]")
 @click.option("--batch-size", type=int, help="Centre words per step.  [default: 2048]")
@@ -112,7 +112,9 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
               "re-run without it to continue.")
 @click.option("--checkpoint-every", type=int, help="Save every N steps (and every "
               "--checkpoint-secs, whichever first).")
-@click.option("--checkpoint-secs", type=float, help="Save at least this often.  [default: 120]")
+@click.option("--checkpoint-secs", type=float, help="Save every this many seconds (stretched "
+              "to 50x the last save's duration, so saving big models costs at most ~2%).  "
+              "[default: 120]")
 @click.option("--keep", type=int, help="Keep the latest N checkpoints.  [default: 5]")
 @click.option("--keep-every", type=int, help="Archive (never delete) checkpoints at multiples "
               "of N steps.")

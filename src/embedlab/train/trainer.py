@@ -136,8 +136,16 @@ def _warm_up(cfg: TrainConfig) -> None:
             importlib.import_module(module)
 
 
+def _as_flag(key: str, value: Any) -> str:
+    """``value`` of vocabulary option ``key`` as the user would type it."""
+    flag = f"--{key.replace('_', '-')}"
+    if isinstance(value, bool):
+        return flag if value else f"--no-{flag[2:]}"
+    return f"{flag} {value}" if value is not None else f"no {flag}"
+
+
 def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
-    differ = [f"--{k.replace('_', '-')} {v!r} (prepared with {prepared.meta[k]!r})"
+    differ = [f"{_as_flag(k, v)} (prepared with {_as_flag(k, prepared.meta[k])})"
               for k, v in _differences(prepared, _vocab_options(cfg)).items()]
     if differ:
         source = f" (--preset {cfg.preset} sets some of them)" if cfg.preset else ""
