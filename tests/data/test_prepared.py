@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import signal
+import subprocess
 import sys
 import tempfile
 import types
@@ -380,3 +384,186 @@ def test_longest_sentence(tmp_path: Path) -> None:
     assert pc.longest_sentence() == 4
     text.write_text("a\nb\n", encoding="utf-8")
     assert prepare(text, tmp_path / "o2", min_count=1, progress=False).longest_sentence() == 1
+
+
+@pytest.mark.parametrize("key,value", [
+    ("raw_tokens", "x"), ("raw_tokens", float("nan")), ("raw_tokens", -1), ("raw_tokens", 1.5),
+    ("raw_tokens", True), ("raw_tokens", 3), ("raw_tokens", 2**64), ("tokens", "14"),
+    ("unk", 5), ("unk", ""), ("unk", "a b"), ("lowercase", "yes"), ("min_count", 0),
+    ("max_vocab", "3"), ("max_distinct", None), ("vocab_size", [1]), ("sentences", None),
+    ("invalid_utf8", -2), ("source", 7), ("source_files", "x"), ("source_files", [5]),
+    ("source_files", [{"path": 1, "size": 1, "mtime": 0.0}]), ("pruned", 5),
+    ("pruned", {"times": "1"}), ("embedlab_version", None), ("created", 1),
+])
+def test_open_refuses_a_damaged_meta_field(prepared_dir: Path, key: str, value: object) -> None:
+    # an edited meta.json used to fail later with ValueError/TypeError (after train had made
+    # a stub run folder); every field is checked where the folder is opened
+    meta_path = prepared_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta[key] = value
+    meta_path.write_text(json.dumps(meta))
+    for call in (PreparedCorpus.open, prep.vocab_options):
+        with pytest.raises(InputError, match=rf"is not a valid prepared corpus \(meta\.json: "
+                                             rf"{key} ") as info:
+            call(prepared_dir)
+        assert "\n" not in str(info.value) and "embedlab prepare" in str(info.value)
+
+
+def test_open_accepts_a_meta_without_the_optional_fields(prepared_dir: Path) -> None:
+    meta_path = prepared_dir / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    for key in ("embedlab_version", "created", "source", "source_files", "lowercase",
+                "min_count", "max_vocab", "unk", "max_distinct", "invalid_utf8", "pruned"):
+        del meta[key]
+    meta_path.write_text(json.dumps(meta))
+    assert PreparedCorpus.open(prepared_dir).raw_tokens == 14
+
+
+def test_a_file_name_that_is_not_utf8_is_recorded_losslessly(tmp_path: Path) -> None:
+    # os.fsdecode gives such a name lone surrogates, which UTF-8 cannot encode: writing
+    # meta.json failed with UnicodeEncodeError. They are now written as \\udcXX escapes.
+    folder = tmp_path / "c"
+    folder.mkdir()
+    name = os.fsdecode(b"f\xfe.txt")
+    try:
+        (folder / name).write_text("a b a b\n", encoding="utf-8")
+    except (OSError, UnicodeError):
+        pytest.skip("this file system refuses names that are not UTF-8")
+    pc = prepare(folder, tmp_path / "out", min_count=1, progress=False)
+    raw = (tmp_path / "out" / "meta.json").read_bytes()
+    raw.decode("utf-8")  # still valid UTF-8 (and JSON)
+    assert b"\\udcfe" in raw
+    assert os.fsencode(pc.meta["source_files"][0]["path"]).endswith(b"/f\xfe.txt")
+    again = PreparedCorpus.open(tmp_path / "out")
+    assert again.meta == pc.meta and decode(again) == [["a", "b", "a", "b"]]
+
+
+def test_non_ascii_names_stay_readable_in_meta(tmp_path: Path) -> None:
+    src = tmp_path / "café.txt"
+    src.write_text("a b\n", encoding="utf-8")
+    prepare(src, tmp_path / "out", min_count=1, progress=False)
+    assert "café.txt" in (tmp_path / "out" / "meta.json").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("where,error", [
+    # numpy's tofile reports a full disk with no errno and no file name
+    ("ids", OSError("90909 requested and 0 written")),
+    ("vocab", OSError(errno.ENOSPC, "No space left on device")),
+    ("meta", OSError(errno.EDQUOT, "Disk quota exceeded")),
+])
+def test_full_disk_is_one_line_and_leaves_nothing(corpus_file: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, where: str,
+                                                  error: OSError) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    target = {"ids": (np.ndarray, "tofile"), "vocab": (prep.Vocab, "save_tsv"),
+              "meta": (prep, "_write_json")}[where]
+    out = tmp_path / "data" / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    before = snapshot(out)
+    if where == "ids":  # np.ndarray's methods cannot be patched: patch the module's writer
+        monkeypatch.setattr(prep, "_write_array", fail)
+    else:
+        monkeypatch.setattr(*target, fail)
+    for dest, force in ((out, True), (tmp_path / "new" / "out", False)):
+        with pytest.raises(InputError, match=r"cannot write the prepared corpus .*out \(.*\); "
+                                             r"free disk space or pass --out on another disk"
+                           ) as info:
+            prepare(corpus_file, dest, min_count=1, force=force, progress=False)
+        assert "\n" not in str(info.value)
+    assert snapshot(out) == before and leftovers(out.parent) == []
+    assert not (tmp_path / "new").exists()
+
+
+def test_unwritable_out_is_one_line(corpus_file: Path, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", "x")
+
+    monkeypatch.setattr(prep.Vocab, "save_tsv", fail)
+    with pytest.raises(InputError, match=r"\(Permission denied\); pass --out in a writable "
+                                         "folder"):
+        prepare(corpus_file, tmp_path / "out", min_count=1, progress=False)
+    assert leftovers(tmp_path) == [] and not (tmp_path / "out").exists()
+
+
+_SIGTERM_CHILD = """
+import os, signal, sys
+from embedlab.data import prepared as prep
+corpus, out, where = sys.argv[1:]
+
+def stop_here(real, only=""):
+    def hook(*args, **kwargs):
+        if only in str(args[0]):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(*args, **kwargs)
+    return hook
+
+if where == "encoding":  # the new folder is half-written
+    prep.Vocab.save_tsv = stop_here(prep.Vocab.save_tsv)
+elif where == "commit":  # the old folder has been moved aside, the new one not yet in place
+    prep.os.replace = stop_here(prep.os.replace)
+else:  # removing the old folder after the new one is in place
+    prep.shutil.rmtree = stop_here(prep.shutil.rmtree, only=".old-")
+prep.prepare_into(corpus, out, min_count=1, force=True, progress=False)
+"""
+
+
+@pytest.mark.parametrize("where", ["encoding", "commit", "removing"])
+def test_sigterm_during_prepare_force_leaves_no_hidden_folders(corpus_file: Path, tmp_path: Path,
+                                                               where: str) -> None:
+    # SIGTERM's default action ended the process at once, leaving '.out.tmp-*' and
+    # '.out.old-*' folders as big as a prepared corpus; now it cleans up like Ctrl-C does
+    out = tmp_path / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    before = snapshot(out)
+    proc = subprocess.run([sys.executable, "-c", _SIGTERM_CHILD, str(corpus_file), str(out),
+                           where], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert leftovers(tmp_path) == []
+    PreparedCorpus.open(out)  # the old folder or the new one, whole
+    if where != "removing":
+        assert snapshot(out) == before
+
+
+def test_hidden_folders_of_dead_processes_are_swept(corpus_file: Path, tmp_path: Path) -> None:
+    # left by a prepare killed with SIGKILL (or by an older embedlab killed with SIGTERM)
+    dead, alive = 2**22 + 12345, os.getpid()  # above Linux's largest pid: never running
+    for name in (f".out.tmp-{dead}-0a1b2c", f".out.old-{dead}-17000", f".out.tmp-{alive}-abcd",
+                 f".other.tmp-{dead}-ab", ".out.tmp-0a1b2c3d4e5f"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "ids.u32").write_bytes(b"\0" * 8)
+    prepare(corpus_file, tmp_path / "out", min_count=1, progress=False)
+    # a live process's folder, another --out's, and an unnamed owner's are left alone
+    assert leftovers(tmp_path) == sorted([f".out.tmp-{alive}-abcd", f".other.tmp-{dead}-ab",
+                                          ".out.tmp-0a1b2c3d4e5f"])
+
+
+def test_min_count_unmet_after_pruning_says_to_raise_max_distinct(tmp_path: Path) -> None:
+    # 'a' occurs 3 times, but pruning at --max-distinct 1 leaves it a count of 1: the old
+    # message ("the most frequent, 'a', occurs 1 times; lower --min-count") blamed --min-count.
+    # Pruned to nothing at all, it said "the corpus has no words".
+    src = tmp_path / "c.txt"
+    for text in ("a\nb\na\nc\na\n", "a\nb\n"):
+        src.write_text(text, encoding="utf-8")
+        with pytest.raises(InputError) as info:
+            prepare(src, tmp_path / "out", min_count=2, max_distinct=1, progress=False)
+        message = str(info.value)
+        assert message.startswith("no word occurs at least --min-count 2 times in the counts "
+                                  "left after pruning to --max-distinct 1 (")
+        assert "lower bounds" in message
+        assert message.endswith("; raise --max-distinct, e.g. --max-distinct 10000000")
+        assert "\n" not in message and leftovers(tmp_path) == []
+
+
+def test_open_refuses_a_vocab_count_beyond_int64(prepared_dir: Path) -> None:
+    # train --corpus PREPARED stopped with "OverflowError: Python int too large to convert"
+    vocab = prepared_dir / "vocab.tsv"
+    lines = vocab.read_text(encoding="utf-8").splitlines()
+    lines[1] = lines[1].split("\t")[0] + f"\t{2**63}"
+    vocab.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"vocab\.tsv:2: count 9223372036854775808 is too "
+                                         r"large \(the most is 9223372036854775807\)"):
+        PreparedCorpus.open(prepared_dir)

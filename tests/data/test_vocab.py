@@ -184,3 +184,16 @@ def test_tsv_without_expected_unk(tmp_path: Path) -> None:
 def test_missing_tsv(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="cannot read vocabulary"):
         Vocab.load_tsv(tmp_path / "nope.tsv")
+
+
+@pytest.mark.parametrize("count", [str(2**63), "9" * 5000])
+def test_tsv_count_beyond_int64_is_an_input_error(tmp_path: Path, count: str) -> None:
+    # int64 holds the counts: a bigger one overflowed numpy (and 5,000 digits hit Python's
+    # int-parsing limit) with a traceback instead of naming the line
+    path = tmp_path / "vocab.tsv"
+    path.write_text(f"a\t5\nb\t{count}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"vocab\.tsv:2: count .* is too large") as info:
+        Vocab.load_tsv(path)
+    assert "\n" not in str(info.value) and "re-run 'embedlab prepare'" in str(info.value)
+    path.write_text(f"a\t5\nb\t{2**63 - 1}\n", encoding="utf-8")  # the largest that fits
+    assert Vocab.load_tsv(path).counts.tolist() == [5, 2**63 - 1]

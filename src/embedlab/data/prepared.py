@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import array
 import contextlib
+import errno
+import glob
 import json
+import math
 import os
+import re
 import secrets
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 import numpy as np
@@ -129,7 +136,67 @@ def _read_meta(root: Path) -> dict[str, Any]:
         raise InputError(f"{root} has prepared-corpus format version "
                          f"{meta.get('format_version')!r}, this embedlab reads {FORMAT_VERSION}; "
                          "re-run 'embedlab prepare' with this version")
+    problem = _check_meta_fields(meta)
+    if problem:
+        raise _invalid(root, f"{META_FILE}: {problem}")
     return meta
+
+
+_COUNT_MAX = 2**63 - 1  # counts land in int64 arrays and numpy offsets
+_PRUNED_KEYS = ("times", "threshold", "dropped_types", "dropped_tokens")
+
+
+def _is_count(value: Any, least: int = 0) -> bool:
+    # bool is an int subclass, and json reads 1.0 / NaN as floats: neither is a count
+    return type(value) is int and least <= value <= _COUNT_MAX
+
+
+def _check_meta_fields(meta: dict[str, Any]) -> str | None:
+    """The first field of ``meta`` with a wrong type or range, described; None if all fit.
+
+    Checked once where a folder is opened, so an edited or damaged meta.json is refused in one
+    line before anything uses it (train used to make a run folder first, then fail with a
+    ValueError on ``raw_tokens``). Fields the code relies on are required; the descriptive ones
+    may be missing (an older embedlab did not write them all).
+    """
+    for key in ("raw_tokens", "tokens", "sentences", "vocab_size"):
+        if key not in meta:
+            return f"{key} is missing"
+        if not _is_count(meta[key]):
+            return f"{key} {_short(meta[key])} is not a whole number >= 0"
+    if meta["raw_tokens"] < meta["tokens"]:
+        return f"raw_tokens {meta['raw_tokens']!r} is below tokens {meta['tokens']!r}"
+    optional: dict[str, tuple[Any, str]] = {
+        "embedlab_version": (lambda v: isinstance(v, str), "not a string"),
+        "created": (lambda v: isinstance(v, str), "not a string"),
+        "source": (lambda v: isinstance(v, str), "not a string"),
+        "source_files": (_are_source_files, "not a list of {path, size, mtime} entries"),
+        "lowercase": (lambda v: isinstance(v, bool), "not true or false"),
+        "min_count": (lambda v: _is_count(v, 1), "not a whole number >= 1"),
+        "max_vocab": (lambda v: v is None or _is_count(v, 1), "not null or a whole number >= 1"),
+        "unk": (lambda v: v is None or (isinstance(v, str) and v.split() == [v]),
+                "not null or a word without whitespace"),
+        "max_distinct": (lambda v: _is_count(v, 1), "not a whole number >= 1"),
+        "invalid_utf8": (_is_count, "not a whole number >= 0"),
+        "pruned": (lambda v: v is None or (isinstance(v, dict) and set(v) == set(_PRUNED_KEYS)
+                                            and all(map(_is_count, v.values()))),
+                   "not null or {times, threshold, dropped_types, dropped_tokens} counts"),
+    }
+    for key, (valid, what) in optional.items():
+        if key in meta and not valid(meta[key]):
+            return f"{key} {_short(meta[key])} is {what}"
+    return None
+
+
+def _are_source_files(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(f, dict) and isinstance(f.get("path"), str) and _is_count(f.get("size"))
+        and type(f.get("mtime")) in (int, float) and math.isfinite(f["mtime"]) for f in value)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _map(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
@@ -228,11 +295,19 @@ def prepare_into(
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)
     _check_out(out, force)
+    with _sigterm_cleans_up():
+        _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress)
+
+
+def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
+                  unk: str | None, max_distinct: int, progress: bool) -> None:
     made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700
-        tmp = out.parent / f".{out.name}.tmp-{secrets.token_hex(6)}"
+        _sweep_orphans(out)
+        # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700; the pid in
+        # the name lets a later prepare remove it if this process is killed (_sweep_orphans)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
         tmp.mkdir()
     except OSError as exc:
         remove_empty_folders(made)
@@ -250,6 +325,9 @@ def prepare_into(
         if stats.tokens == 0:
             raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
                              "whitespace-separated words")
+        if counter.prune.times and not any(c >= min_count for w, c in counter.counts.items()
+                                           if w != unk):
+            raise InputError(_pruned_away(counter, min_count))
         vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
                       total=counter.total)
         encoded = scan.encode(vocab, tmp) if scan is not None else \
@@ -262,11 +340,91 @@ def prepare_into(
         shutil.rmtree(tmp / ".source", ignore_errors=True)
         _fsync_files(tmp)
         _commit(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         remove_empty_folders(made)
+        if isinstance(exc, OSError) and (exc.errno is None or exc.errno in _WRITE_PROBLEMS):
+            raise _write_failed(out, exc) from None
         raise
     _warn_about(label, stats, counter)
+
+
+#: errors of a write into the temporary folder that the user fixes by freeing space or by
+#: choosing another --out (corpus files that cannot be read are reported where they are read)
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_WRITE_PROBLEMS = _DISK_FULL | {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _write_failed(out: Path, exc: OSError) -> InputError:
+    # numpy and some libraries report a short write with no errno: nearly always a full disk
+    why = exc.strerror or f"{exc}: the disk is probably full"
+    if exc.errno is None or exc.errno in _DISK_FULL:
+        fix = "free disk space or pass --out on another disk"
+    else:
+        fix = "pass --out in a writable folder"
+    kept = "the prepared corpus already there is unchanged" if _has_files(out) else \
+        "nothing was left behind"
+    return InputError(f"cannot write the prepared corpus {out} ({why}); {fix} ({kept})")
+
+
+def _has_files(folder: Path) -> bool:
+    try:
+        return folder.is_dir() and any(folder.iterdir())
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _sigterm_cleans_up() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit(143)`` during the block, so that the clean-up that runs
+    for Ctrl-C (removing the temporary folder, putting an old folder back) runs for ``kill``
+    too: by default SIGTERM ended the process at once, leaving hidden folders as big as the
+    corpus. Only the default action is replaced (a caller's handler, e.g. the trainer's, or an
+    ignored SIGTERM stays), and only in the main thread, where handlers run.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _sweep_orphans(out: Path) -> None:
+    """Remove ``.OUT.tmp-<pid>-*`` and ``.OUT.old-<pid>-*`` left beside ``out`` by a prepare
+    that was killed (SIGKILL, or a power cut) — each as big as a prepared corpus. Only those of
+    processes that no longer run: a live one may be a prepare working right now.
+    """
+    from embedlab.train.lock import pid_alive  # stdlib only; no torch
+
+    for kind in ("tmp", "old"):
+        for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):
+            pid = path.name[len(out.name) + len(kind) + 3:].split("-", 1)
+            if len(pid) != 2 or not pid[0].isdigit() or pid_alive(int(pid[0])):
+                continue
+            if path.is_symlink():  # an old --out that was a link: the link only
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _pruned_away(counter: WordCounter, min_count: int) -> str:
+    """The error for a vocabulary emptied by pruning: the counts left are too low to show
+    (build's "the most frequent occurs N times; lower --min-count" would blame --min-count)."""
+    p, limit = counter.prune, counter.max_distinct
+    bigger = DataConfig().max_distinct if limit < DataConfig().max_distinct else limit * 10
+    return (f"no word occurs at least --min-count {min_count} times in the counts left after "
+            f"pruning to --max-distinct {limit:,} (pruning dropped {p.dropped_tokens:,} of "
+            f"{counter.total:,} occurrences, so the counts are lower bounds); raise "
+            f"--max-distinct, e.g. --max-distinct {bigger}")
 
 
 def _check_out(out: Path, force: bool) -> None:
@@ -395,20 +553,29 @@ def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
             first = array.array("I", map(index.__getitem__, tokens))
             if len(index) > max_distinct:  # memory stays bounded: one block past the limit
                 break
-            np.frombuffer(first, dtype=np.uintc).astype("<u4", copy=False).tofile(ids_file)
+            _write_array(ids_file, np.frombuffer(first, dtype=np.uintc).astype("<u4", copy=False))
             position += len(tokens)
             if ends_sentence:
                 ends.append(position)
                 if len(ends) >= _FLUSH_TOKENS:
-                    np.array(ends, dtype="<i8").tofile(ends_file)
+                    _write_array(ends_file, np.array(ends, dtype="<i8"))
                     ends = []
         else:
-            np.array(ends, dtype="<i8").tofile(ends_file)
+            _write_array(ends_file, np.array(ends, dtype="<i8"))
+            ids_file.flush()  # _Scan reads both files back at once
+            ends_file.flush()
             # dicts keep insertion order, and ids were handed out in that order
             return _Scan(list(index), ids_path, ends_path, stats)
     ids_path.unlink()
     ends_path.unlink()
     return None
+
+
+def _write_array(f: IO[bytes], arr: npt.NDArray[Any]) -> None:
+    """Append ``arr``'s bytes to ``f``. Not ``ndarray.tofile``: on a full disk that raises
+    ``OSError("N requested and 0 written")`` with no errno, so the cause could not be told;
+    a file's own write raises ENOSPC (and is as fast: one write of the whole buffer)."""
+    f.write(np.ascontiguousarray(arr).data)
 
 
 def _count(source: Path, lowercase: bool, max_distinct: int,
@@ -464,8 +631,8 @@ class _IdWriter:
         ends = np.unique(ends[ends > self.last_end])  # drop sentences that became empty
         arr = arr[keep]
         self.zeros += int(np.count_nonzero(arr == 0))
-        arr.astype("<u4").tofile(self.ids_file)
-        ends.astype("<i8").tofile(self.ends_file)
+        _write_array(self.ids_file, arr.astype("<u4"))
+        _write_array(self.ends_file, ends.astype("<i8"))
         self.kept += len(arr)
         if len(ends):
             self.last_end = int(ends[-1])
@@ -524,7 +691,15 @@ def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_coun
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    # A file name that is not valid UTF-8 reaches us with lone surrogates (os.fsdecode), which
+    # UTF-8 cannot encode; they become \udcXX escapes, which json.loads turns back into the
+    # same str (so os.fsencode gives the original bytes). Other text stays readable as is.
+    text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}",
+                          json.dumps(obj, indent=2, ensure_ascii=False))
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _fsync_files(folder: Path) -> None:
@@ -550,7 +725,11 @@ def _commit(tmp: Path, out: Path) -> None:
     if old is not None and old.is_symlink():  # --out was a link: the link goes, not its target
         old.unlink()
     elif old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        try:
+            shutil.rmtree(old, ignore_errors=True)
+        except BaseException:  # SIGTERM or Ctrl-C half-way: finish, then stop
+            shutil.rmtree(old, ignore_errors=True)
+            raise
 
 
 def _warn(message: str) -> None:

@@ -81,6 +81,10 @@ class WordCounter:
         self._reduce += 1
 
 
+_INT64_MAX = 2**63 - 1
+_INT64_MAX_TEXT = str(_INT64_MAX)
+
+
 def _check_word(word: Any, where: str) -> None:
     if not isinstance(word, str) or not word or word.split() != [word]:
         raise InputError(f"invalid word {word!r} in {where}: words must be non-empty and "
@@ -173,6 +177,13 @@ class Vocab:
             if not tab or not count.isdigit() or not count.isascii():
                 raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
                                  "re-run 'embedlab prepare' to recreate the vocabulary")
+            # counts are int64; the length test comes first because int() refuses strings
+            # of over 4,300 digits with a ValueError of its own
+            if len(count.lstrip("0")) > len(_INT64_MAX_TEXT) or int(count) > _INT64_MAX:
+                shown = count if len(count) <= 30 else f"{count[:30]}..."
+                raise InputError(f"{path}:{n}: count {shown} is too large (the most is "
+                                 f"{_INT64_MAX}); re-run 'embedlab prepare' to recreate the "
+                                 "vocabulary")
             _check_word(word, f"{path}:{n}")
             words.append(word)
             counts.append(int(count))
