@@ -39,7 +39,7 @@ def test_prepare_prints_a_summary(corpus: Path, tmp_path: Path,
     code, stdout, err = run(["prepare", str(corpus), "--out", str(out), "--min-count", "5",
                              "--no-progress"], capsys)
     assert code == 0 and err == ""
-    assert stdout.startswith(f"prepared {out}: 45 tokens read, 45 kept, 10 sentences, "
+    assert stdout.startswith(f"prepared {out}: 45 tokens read, 45 kept, 10 sentences (lines), "
                              "8 words in the vocabulary (")
     pc = PreparedCorpus.open(out)
     assert pc.vocab.words[0] == "the" and pc.meta["min_count"] == 5

@@ -49,5 +49,6 @@ def prepare(corpus: str, out: Path, lowercase: bool, min_count: int, max_vocab: 
     seconds = time.perf_counter() - start
     meta = pc.meta
     click.echo(f"prepared {out}: {meta['raw_tokens']:,} tokens read, {meta['tokens']:,} kept, "
-               f"{meta['sentences']:,} sentences, {len(pc.vocab):,} words in the vocabulary "
+               f"{meta['sentences']:,} sentence{'s' if meta['sentences'] != 1 else ''} "
+               f"(lines), {len(pc.vocab):,} words in the vocabulary "
                f"({seconds:.1f} s)")
