@@ -6,12 +6,13 @@ import hashlib
 import os
 import stat
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from embedlab import fsutil
+from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text, current_umask, file_digest
 
 BUF = 1 << 18  # hashlib.file_digest's buffer: sizes around it exercise the last partial read
@@ -84,3 +85,56 @@ def test_current_umask_without_proc(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     with umask(0o027):
         assert current_umask() == 0o027
         assert current_umask() == 0o027  # the round trip put the umask back
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _socket(path: Path) -> Path:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    sock.close()  # the socket file stays
+    return path
+
+
+# Never tried on /dev/null or /dev/full: the tests run as root, and a failure would replace them.
+@pytest.mark.parametrize(("make", "kind"), [(_fifo, "a FIFO"), (_socket, "a socket"),
+                                            (Path.mkdir, "a folder")])
+def test_atomic_write_never_replaces_a_non_regular_file(tmp_path: Path,
+                                                        make: Callable[[Path], object],
+                                                        kind: str) -> None:
+    # os.replace renames over anything: `export --out /dev/null --force` left a regular file
+    target = tmp_path / "special"
+    make(target)
+    before = os.lstat(target).st_mode
+    with pytest.raises(InputError) as e:
+        atomic_write_text(target, "x")
+    assert str(e.value) == (f"{target} is not a regular file (it is {kind}); remove it or "
+                            "choose another file path")
+    assert os.lstat(target).st_mode == before
+    assert [p.name for p in tmp_path.iterdir()] == ["special"]  # no temporary file was made
+
+
+def test_atomic_write_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "file.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["file.txt", "link.txt", "real"]
+
+
+def test_atomic_write_refuses_a_dangling_symlink(tmp_path: Path) -> None:
+    link = tmp_path / "link.txt"
+    link.symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(InputError) as e:
+        atomic_write_text(link, "x")
+    assert str(e.value) == (f"{link} is a symbolic link to {tmp_path}/gone.txt, which does not "
+                            "exist; remove it or choose another file path")
+    assert link.is_symlink() and [p.name for p in tmp_path.iterdir()] == ["link.txt"]

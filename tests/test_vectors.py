@@ -226,3 +226,12 @@ def test_load_renamed_input_embeddings(tmp_path: Path) -> None:
                                 {"original_names": {"embed_matrix": "input_embeddings",
                                                     "input_embeddings": "output_embeddings"}})
     assert np.array_equal(load(run).matrix, m.numpy())
+
+
+def test_npy_with_duplicate_words_is_an_input_error(tmp_path: Path) -> None:
+    # the vocabulary reader let duplicates through, and Vectors raised a ValueError traceback
+    path = tmp_path / "v.npy"
+    np.save(path, np.eye(2, dtype=np.float32))
+    (tmp_path / "v.vocab.tsv").write_text("a\t2\na\t1\n")
+    with pytest.raises(InputError, match=r"line 2: word 'a' is listed twice \(first on line 1\)"):
+        load(path)

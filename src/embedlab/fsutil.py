@@ -12,6 +12,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,15 +72,43 @@ def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
     return InputError(f"cannot write {path} ({why}); {fix}{note}")
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def output_target(path: Path, fix: str = "remove it or choose another file path") -> Path:
+    """The file that an atomic write of ``path`` replaces: ``path`` itself, or the regular file a
+    symbolic link at ``path`` points to (so the link survives, as with a plain ``open()``).
+
+    Raises a one-line :class:`InputError` ending in ``fix`` when ``path`` exists but is not a
+    regular file (a folder, FIFO, socket, device) or is a link to nothing: renaming a new file
+    over it would silently replace, say, ``/dev/null`` or a named pipe with an ordinary file.
+    """
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode  # follows links
+    except OSError:
+        if os.path.islink(path):  # dangling, or a loop of links
+            raise InputError(f"{path} is a symbolic link to {os.readlink(path)}, which does not "
+                             f"exist; {fix}") from None
+        return path  # missing (the usual case), or a write error that the write itself reports
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+        raise InputError(f"{path} is not a regular file (it is {kind}); {fix}")
+    return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
 @contextlib.contextmanager
 def atomic_open(path: Path) -> Iterator[IO[bytes]]:
     """A temporary binary file beside ``path``, renamed into place when the block succeeds.
 
     On any exception the temporary file is removed and ``path`` is left untouched. The file gets
     the mode a plain ``open()`` would give a new file (``0o666 & ~umask``): mkstemp's 0600 would
-    hide exports and run records from everyone else.
+    hide exports and run records from everyone else. A symbolic link is written through (its
+    target is replaced); anything but a regular file at ``path`` is refused with an InputError
+    (see :func:`output_target`) before anything is created.
     """
-    path = Path(path)
+    path = output_target(Path(path))
     parent = path.parent if str(path.parent) else Path(".")
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
     tmp = Path(tmp_name)

@@ -306,3 +306,49 @@ def test_exports_are_readable_by_others(tmp_path: Path,
     assert [p.name for p in files] == ["vectors.bin", "vectors.npy", "vectors.txt",
                                        "vectors.vocab.tsv"]
     assert {stat.S_IMODE(p.stat().st_mode) for p in files} == {0o644}
+
+
+@pytest.mark.parametrize(("name", "content", "needles"), [
+    ("nan.txt", b"2 2\na 1 nan\nb 1 2\n",
+     ["line 2: the vector of 'a' holds nan, not a finite float32 number; fix or remove"]),
+    ("huge.bin", b"100000000000 3\na 1 2 3\n",
+     ["header says 100000000000 words × 3 dims but the file has only 23 bytes"]),
+    ("hex.txt", b"2 3\na 1 2 3\nb 0x10 2 3\n", ["line 3: word 'b' has a non-number value '0x10'"]),
+    ("text.npy", b"1 2\na 1 2\n", ["is not a .npy array file", "give a word2vec file a .txt"]),
+])
+def test_bad_vectors_file_is_one_line_exit_2(tmp_path: Path, name: str, content: bytes,
+                                             needles: list[str],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+    (tmp_path / "text.vocab.tsv").write_text("a\n")
+    for argv in (["neighbors", str(path), "a"], ["export", str(path), "--out",
+                                                 str(tmp_path / "o.txt")]):
+        code, out, err = run(argv, capsys)
+        assert_one_line_error(code, err, *needles)
+        assert out == ""
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_duplicate_words_warn_in_one_prefixed_line(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "dup.txt"
+    path.write_text("3 2\na 1 0\nb 0 1\na 1 1\n")
+    code, out, err = run(["neighbors", str(path), "a", "-k", "1"], capsys)
+    assert code == 0 and "b" in out
+    assert err == (f"embedlab: warning: {path}: 1 duplicate words; keeping the first vector of "
+                   "each (as gensim does)\n")
+
+
+def test_export_force_never_replaces_a_fifo(vecfile: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # the audit's `export --out /dev/null --force` (not tried on /dev/null: tests run as root)
+    import os
+    import stat
+
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    code, out, err = run(["export", str(vecfile), "--out", str(fifo), "--force"], capsys)
+    assert_one_line_error(code, err, f"{fifo} is not a regular file (it is a FIFO); move it "
+                                     "away or pick another --out file path")
+    assert out == "" and stat.S_ISFIFO(os.lstat(fifo).st_mode)

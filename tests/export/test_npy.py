@@ -22,7 +22,8 @@ from .test_word2vec import WORD
        data=st.data())
 def test_round_trip_is_exact(words: list[str], with_counts: bool, data: st.DataObject) -> None:
     matrix = data.draw(arrays(np.float32, (len(words), 3),
-                              elements=st.floats(width=32, allow_nan=False)))
+                              elements=st.floats(width=32, allow_nan=False,
+                                                        allow_infinity=False)))
     counts = np.arange(len(words), 0, -1, dtype=np.int64) * 7 if with_counts else None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "vectors.npy"
@@ -101,3 +102,68 @@ def test_file_mode_follows_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert [stat.S_IMODE(p.stat().st_mode) for p in written] == [0o644, 0o644]
+
+
+def test_a_text_file_named_npy_is_not_taken_for_a_pickle(tmp_path: Path) -> None:
+    # np.load called it "pickled (object) data" and suggested allow_pickle=
+    path = tmp_path / "v.npy"
+    path.write_text("1 2\na 1 2\n")
+    vocab_path_for(path).write_text("a\n")
+    with pytest.raises(InputError) as e:
+        read_npy(path)
+    assert str(e.value) == (f"{path} is not a .npy array file (it does not start with numpy's "
+                            "magic bytes); pass a .npy written by 'embedlab export --format npy', "
+                            "or give a word2vec file a .txt or .bin name")
+    assert "pickle" not in str(e.value)
+
+
+@pytest.mark.parametrize(("vocab", "problem"), [
+    # 2**63 does not fit int64: numpy raised OverflowError
+    ("a\t1\nb\t9223372036854775808\n",
+     "line 2: count 9223372036854775808 is too large (the most is 9223372036854775807); fix the "
+     "count or regenerate the vocabulary file"),
+    ("a\t1\nb\t99999999999999999999999\n", "line 2: count 99999999999999999999999 is too large"),
+    ("a\t-1\nb\t1\n", "line 1: count '-1' is not a non-negative integer; expected "
+                      "'word<TAB>count'"),
+    ("a\t1\nb\t1\t2\n", "line 2: count '1\\t2' is not a non-negative integer"),
+    ("a\t1\na\t1\n", "line 2: word 'a' is listed twice (first on line 1); regenerate the "
+                     "vocabulary file"),
+    ("a\nb c\n", "line 2: word 'b c' contains whitespace; regenerate the vocabulary file"),
+    ("a\n\nb\n", "line 2 has no word; regenerate the vocabulary file"),
+])
+def test_bad_vocabulary_is_one_input_error(tmp_path: Path, vocab: str, problem: str) -> None:
+    path = tmp_path / "v.npy"
+    np.save(path, np.zeros((2, 2), np.float32))
+    vocab_path_for(path).write_text(vocab)
+    with pytest.raises(InputError) as e:
+        read_npy(path)
+    assert str(e.value).startswith(f"{vocab_path_for(path)} {problem}")
+
+
+def test_largest_int64_count_is_fine(tmp_path: Path) -> None:
+    path = tmp_path / "v.npy"
+    np.save(path, np.zeros((1, 2), np.float32))
+    vocab_path_for(path).write_text("a\t9223372036854775807\n")
+    counts = read_npy(path)[2]
+    assert counts is not None and counts.tolist() == [2**63 - 1]
+
+
+def test_non_finite_matrix_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v.npy"
+    write_npy(path, ["a", "b"], np.array([[1, 2], [3, np.nan]], np.float32))
+    with pytest.raises(InputError) as e:
+        read_npy(path)
+    assert str(e.value) == (f"{path} row 2: the vector of 'b' holds nan, not a finite float32 "
+                            "number; fix or remove that row, or re-export the vectors")
+
+
+def test_force_never_replaces_a_fifo_beside_the_matrix(tmp_path: Path) -> None:
+    path = tmp_path / "v.npy"
+    os.mkfifo(vocab_path_for(path))
+    with pytest.raises(InputError) as e:
+        write_npy(path, ["a"], np.zeros((1, 2), np.float32), force=True)
+    assert str(e.value) == (f"{vocab_path_for(path)} is not a regular file (it is a FIFO); move "
+                            f"it away (the vocabulary of --out {path} is written there), or pass "
+                            "another --out name")
+    assert stat.S_ISFIFO(os.lstat(vocab_path_for(path)).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["v.vocab.tsv"]

@@ -25,7 +25,7 @@ WORD = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")
 def vocab_and_matrix(draw: st.DrawFn) -> tuple[list[str], np.ndarray]:
     words = draw(st.lists(WORD, min_size=1, max_size=8, unique=True))
     dim = draw(st.integers(1, 6))
-    floats = st.floats(width=32, allow_nan=False, allow_infinity=True)
+    floats = st.floats(width=32, allow_nan=False, allow_infinity=False)  # non-finite: refused
     matrix = draw(arrays(np.float32, (len(words), dim), elements=floats))
     return words, matrix
 
@@ -79,10 +79,12 @@ def test_word2vec_c_text_with_trailing_spaces_and_duplicates(tmp_path: Path) -> 
 @pytest.mark.parametrize("content, problem", [
     (b"hello world\n", "first line"),
     (b"", "first line"),
-    (b"2 3\na 1 2 3\n", "ends early"),
-    (b"1 3\na 1 2\n", "truncated"),  # wrong count: not text, too short for binary
-    (b"1 2\na 1 x\n", "truncated"),
-    (b"1 1\n\xff\xfe 1\n", "truncated"),
+    (b"2 1\nabcdef 1\n", "ends early"),
+    (b"1 3\na 1 2\n", "header says 1 words × 3 dims but the file has only 10 bytes"),
+    (b"1 3\nabcdefgh 1 2\n", "line 2: word 'abcdefgh' has 2 values, expected 3"),
+    (b"1 2\na 1 x\n", "line 2: word 'a' has a non-number value 'x'"),
+    (b"1 1\n\xff\xfe 1\n", "header says 1 words × 1 dims but the file has only 9 bytes"),
+    (b"1 1\n\xff\xfe\xfd\xfc 1\n", "binary record 1 of 1 is truncated"),
     (b"0 5\n", "0 words"),
 ])
 def test_not_word2vec_is_an_input_error(tmp_path: Path, content: bytes, problem: str) -> None:
@@ -167,3 +169,97 @@ def test_file_mode_follows_the_umask(tmp_path: Path, binary: bool) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_force_never_replaces_a_fifo(tmp_path: Path, binary: bool) -> None:
+    # `export --out /dev/null --force` turned the device into a regular file (not tried on the
+    # real /dev/null: the tests run as root)
+    fifo = tmp_path / "fifo.txt"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as e:
+        write_word2vec(fifo, ["a"], np.ones((1, 2), np.float32), binary=binary, force=True)
+    assert str(e.value) == (f"{fifo} is not a regular file (it is a FIFO); move it away or "
+                            "pick another --out file path")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["fifo.txt"]
+
+
+def test_force_writes_through_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    m = np.ones((1, 2), np.float32)
+    with pytest.raises(InputError, match="already exists; pass --force"):
+        write_word2vec(link, ["a"], m)
+    write_word2vec(link, ["a"], m, force=True)
+    assert link.is_symlink() and read_word2vec(target)[0] == ["a"]
+    dangling = tmp_path / "dangling.txt"
+    dangling.symlink_to(tmp_path / "gone.txt")
+    with pytest.raises(InputError, match=r"dangling\.txt is a symbolic link to .*gone\.txt, "
+                                         "which does not exist; move it away or pick another "
+                                         "--out file path"):
+        write_word2vec(dangling, ["a"], m, force=True)
+    assert dangling.is_symlink() and not (tmp_path / "gone.txt").exists()
+
+
+@pytest.mark.parametrize("content", [b"100000000000 3\na 1 2 3\n",
+                                     b"100000000 300\na \x00\x00\x80?\n",
+                                     b"3 100000000000\na 1 2 3\n"])
+def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: bytes) -> None:
+    # the header's word count was trusted: np.empty(10^11 ...) -> "Unable to allocate 745. GiB"
+    path = tmp_path / "huge.bin"
+    path.write_bytes(content)
+    n, dim = content.split(b"\n")[0].split()
+    with pytest.raises(InputError) as e:
+        read_word2vec(path)
+    assert str(e.value) == (f"{path} is not a word2vec file (header says {int(n)} words × "
+                            f"{int(dim)} dims but the file has only {len(content)} bytes); pass "
+                            "a word2vec text/binary file, a .npy export, a run folder or a "
+                            "checkpoint folder")
+
+
+@pytest.mark.parametrize(("content", "where"), [
+    ("2 3\na 1 2 3\nb 0x10 2 3\n", "line 3: word 'b' has a non-number value '0x10'"),
+    ("2 3\na 0x10 2 3\nb 1 2 3\n", "line 2: word 'a' has a non-number value '0x10'"),
+    ("2 3\na 1 2 3\n b 1 2 3\n", "line 3 starts with whitespace instead of a word"),
+    ("2 3\n a 1 2 3\nb 1 2 3\n", "line 2 starts with whitespace instead of a word"),
+    ("2 3\na 1 2\nb 1 2 3\n", "line 2: word 'a' has 2 values, expected 3"),
+])
+def test_a_bad_text_row_is_named(tmp_path: Path, content: str, where: str) -> None:
+    # a malformed first row used to be read as binary: "binary record 2 of 2 is truncated"
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    with pytest.raises(InputError) as e:
+        read_word2vec(path)
+    assert str(e.value) == (f"{path} is not a word2vec file ({where}); pass a word2vec "
+                            "text/binary file, a .npy export, a run folder or a checkpoint folder")
+
+
+@pytest.mark.parametrize(("content", "where", "value"), [
+    (b"2 2\na 1 2\nb nan 1\n", "line 3: the vector of 'b'", "nan"),
+    (b"2 2\na 1 -inf\nb 1 1\n", "line 2: the vector of 'a'", "-inf"),
+    (b"1 2\na 1 1e39\n", "line 2: the vector of 'a'", "1e39"),  # beyond float32's range
+    (b"2 1\na " + np.float32(1).tobytes() + b"\nb " + np.float32("nan").tobytes() + b"\n",
+     "record 2: the vector of 'b'", "nan"),
+])
+def test_non_finite_values_are_refused(tmp_path: Path, content: bytes, where: str,
+                                       value: str) -> None:
+    # `neighbors nan.txt b` listed b itself at -inf, after a numpy RuntimeWarning
+    path = tmp_path / "nan.txt"
+    path.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        read_word2vec(path)
+    assert str(e.value) == (f"{path} {where} holds {value}, not a finite float32 number; fix or "
+                            "remove that row, or re-export the vectors")
+
+
+def test_duplicates_warning_is_one_prefixed_line(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "dup.txt"
+    path.write_text("3 1\nthe 1\nof 2\nthe 3\n")
+    assert read_word2vec(path)[0] == ["the", "of"]
+    err = capsys.readouterr().err
+    assert err == (f"embedlab: warning: {path}: 1 duplicate words; keeping the first vector of "
+                   "each (as gensim does)\n")

@@ -81,9 +81,10 @@ def test_existing_plot_survives_a_failed_run(tmp_path: Path) -> None:
     out = tmp_path / "keep.png"
     out.write_bytes(b"old plot")
     (run / "vocab.tsv").write_text("broken line without a tab\n")
-    with pytest.raises(InputError, match=re.escape("vocab.tsv:1 is not word<TAB>count; "
-                                                   "restore the run's vocab.tsv")):
-        visualize(run, out=out)
+    with pytest.raises(InputError, match=re.escape("vocab.tsv:1: expected 'word<TAB>count', got "
+                                                   "'broken line without a tab'; re-run 'embedlab "
+                                                   "prepare' to recreate the vocabulary")):
+        visualize(run, out=out, force=True)
     assert out.read_bytes() == b"old plot"
 
 
@@ -169,3 +170,66 @@ def test_plot_of_an_exported_subset_with_renamed_embeddings(tmp_path: Path) -> N
         5, {"embed_matrix": w}, {"original_names": {"embed_matrix": "input_embeddings"}})
     (tmp_path / "sub" / "vocab.tsv").write_bytes((run / "vocab.tsv").read_bytes())
     assert imread(visualize(tmp_path / "sub", words=10)).ndim == 3
+
+
+def test_existing_plot_needs_force_like_export(tmp_path: Path) -> None:
+    # visualize --out silently replaced files that export refuses without --force
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    out = tmp_path / "mine.png"
+    out.write_bytes(b"precious")
+    with pytest.raises(InputError) as e:
+        visualize(run, words=10, out=out)
+    assert str(e.value) == (f"{out} already exists; pass --force to replace it or choose "
+                            "another --out")
+    assert out.read_bytes() == b"precious"
+    assert imread(visualize(run, words=10, out=out, force=True)).ndim == 3
+    default = visualize(run, words=10)  # the default output follows the same rule
+    with pytest.raises(InputError, match=re.escape(f"{default} already exists; pass --force")):
+        visualize(run, words=10)
+    assert visualize(run, words=10, force=True) == default
+
+
+def test_a_fifo_is_never_replaced_and_a_link_is_written_through(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as e:
+        visualize(run, words=10, out=fifo, force=True)
+    assert str(e.value) == (f"{fifo} is not a regular file (it is a FIFO); move it away or pick "
+                            "another --out file path")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    target = tmp_path / "real.png"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.png"
+    link.symlink_to(target)
+    visualize(run, words=10, out=link, force=True)
+    assert link.is_symlink() and imread(target).ndim == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo.png", "link.png", "real.png",
+                                                          "run"]
+
+
+@pytest.mark.parametrize("vocab", [
+    b"the\t10\n\xff\xfe\t5\n",  # not UTF-8: was a UnicodeDecodeError traceback
+    b"the\t10\nthe\t5\n",  # duplicates, blank lines, extra tabs, missing or negative counts:
+    b"the\t10\n\nof\t5\n",  # accepted here, refused by neighbors/export/eval
+    b"the\t10\nof\t5\t1\n",
+    b"the\t10\nof\t\n",
+    b"the\t10\nof\t-5\n",
+])
+def test_vocabulary_is_read_as_neighbors_reads_it(tmp_path: Path, vocab: bytes) -> None:
+    from embedlab.vectors import load
+
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    (run / "vocab.tsv").write_bytes(vocab)
+    with pytest.raises(InputError) as seen_by_load:
+        load(run)
+    with pytest.raises(InputError) as e:
+        visualize(run, words=10)
+    assert str(e.value) == str(seen_by_load.value)
+    assert not (run / "exports").exists()

@@ -149,9 +149,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
               help="Plot this many of the most frequent words.")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Output image (.png, .svg or .pdf). Default: RUN/exports/<method>-step<N>.png")
-def visualize(run: Path, method: str, words: int, out: Path | None) -> None:
-    """Plot RUN's latest input embeddings in 2-D, each point labelled with its word."""
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+def visualize(run: Path, method: str, words: int, out: Path | None, force: bool) -> None:
+    """Plot RUN's latest input embeddings in 2-D, labelling the points whose labels fit."""
     from embedlab.track.visualize import visualize as draw
 
-    path = draw(run, method="tsne" if method == "tsne" else "pca", words=words, out=out)
+    path = draw(run, method="tsne" if method == "tsne" else "pca", words=words, out=out,
+                force=force)
     click.echo(f"wrote {path}")

@@ -3,8 +3,10 @@
 A reader never sees a half-written export: data goes to a temporary file in the destination's
 folder (same filesystem, so the final rename is atomic), is flushed and fsynced, then renamed
 over the destination. An existing destination is refused unless ``force`` is set, so an export
-never silently replaces something the user saved. A destination that cannot be written (a
-read-only folder, a full disk) is a one-line :class:`InputError` naming ``--out``.
+never silently replaces something the user saved. Something that is not a regular file (a FIFO,
+a device, a socket, a dangling link) is refused even with ``force``; a link to a file is written
+through, so the link survives. A destination that cannot be written (a read-only folder, a full
+disk) is a one-line :class:`InputError` naming ``--out``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from embedlab.errors import InputError
-from embedlab.fsutil import atomic_open, write_error
+from embedlab.fsutil import atomic_open, output_target, write_error
 
 
 def check_writable(path: Path, *, force: bool, example: str, beside: Path | None = None) -> None:
@@ -31,6 +33,12 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
     if path.is_dir():
         raise InputError(f"--out {path} is a folder; pass a file path, "
                          f"e.g. --out {path / example}")
+    # a FIFO, socket, device or dangling link: --force must not turn it into an ordinary file
+    if beside is not None:
+        output_target(path, f"move it away (the vocabulary of --out {beside} is written "
+                            "there), or pass another --out name")
+    else:
+        output_target(path, "move it away or pick another --out file path")
     if path.exists() and not force:
         raise InputError(f"{path} already exists; pass --force to overwrite it "
                          "or choose another --out")

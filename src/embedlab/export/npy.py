@@ -15,7 +15,10 @@ import numpy as np
 
 from embedlab.errors import InputError
 from embedlab.export.atomic import atomic_export, check_writable
-from embedlab.export.word2vec import validate_words
+from embedlab.export.word2vec import check_finite, validate_words
+
+_NPY_MAGIC = b"\x93NUMPY"
+_INT64_MAX = 2**63 - 1
 
 
 def vocab_path_for(npy_path: Path) -> Path:
@@ -50,6 +53,7 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
 
 def read_npy(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
     """Read ``NAME.npy`` and its vocabulary (``NAME.vocab.tsv``, else ``vocab.tsv`` beside it)."""
+    _check_magic(path)
     vocab = vocab_path_for(path)
     if not vocab.is_file():
         vocab = path.with_name("vocab.tsv")
@@ -68,11 +72,32 @@ def read_npy(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
     if len(words) != matrix.shape[0]:
         raise InputError(f"{vocab} lists {len(words)} words but {path} has {matrix.shape[0]} rows; "
                          "re-export both files together")
-    return words, matrix.astype(np.float32, copy=False), counts
+    matrix = matrix.astype(np.float32, copy=False)
+    check_finite(path, words, matrix, "row")
+    return words, matrix, counts
+
+
+def _check_magic(path: Path) -> None:
+    """Without numpy's magic bytes np.load takes the file for a pickle and suggests loading it
+    with allow_pickle, the one thing never to do with a file of unknown origin."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(_NPY_MAGIC))
+    except OSError as exc:
+        raise InputError(f"cannot read {path} ({exc.strerror or exc}); check the path and "
+                         "its permissions") from None
+    if head != _NPY_MAGIC:
+        raise InputError(f"{path} is not a .npy array file (it does not start with numpy's "
+                         "magic bytes); pass a .npy written by 'embedlab export --format npy', "
+                         "or give a word2vec file a .txt or .bin name")
 
 
 def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
-    """Read ``word[<TAB>count]`` lines (id = line); counts only if every line has one."""
+    """Read ``word[<TAB>count]`` lines (id = line); counts only if every line has one.
+
+    Words are unique, non-empty and free of whitespace; counts are decimal digits that fit
+    int64 (the same rules as a run's ``vocab.tsv``), so a bad file is one line, never a crash.
+    """
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -83,17 +108,30 @@ def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
         lines.pop()
     words: list[str] = []
     counts: list[int] = []
+    seen: dict[str, int] = {}
     for i, line in enumerate(lines):
         word, tab, count = line.partition("\t")
         if not word:
             raise InputError(f"{path} line {i + 1} has no word; regenerate the vocabulary file")
+        if word.split() != [word]:
+            raise InputError(f"{path} line {i + 1}: word {word!r} contains whitespace; "
+                             "regenerate the vocabulary file")
+        if word in seen:
+            raise InputError(f"{path} line {i + 1}: word {word!r} is listed twice (first on "
+                             f"line {seen[word] + 1}); regenerate the vocabulary file")
+        seen[word] = i
         words.append(word)
         if tab:
-            try:
-                counts.append(int(count))
-            except ValueError:
-                raise InputError(f"{path} line {i + 1}: count {count!r} is not an integer; "
-                                 "expected 'word<TAB>count'") from None
+            # digits only: int() would also take '-3', ' 3' or '3_0'; and at most int64's
+            # maximum, which numpy cannot hold beyond (OverflowError)
+            if not (count.isascii() and count.isdigit()):
+                raise InputError(f"{path} line {i + 1}: count {count!r} is not a non-negative "
+                                 "integer; expected 'word<TAB>count'")
+            if int(count) > _INT64_MAX:
+                raise InputError(f"{path} line {i + 1}: count {count} is too large (the most "
+                                 f"is {_INT64_MAX}); fix the count or regenerate the vocabulary "
+                                 "file")
+            counts.append(int(count))
     have_counts = len(counts) == len(words) and len(words) > 0
     return words, (np.asarray(counts, dtype=np.int64) if have_counts else None)
 

@@ -14,7 +14,7 @@ spaces and records with newlines). Duplicate words keep their first vector, as i
 
 from __future__ import annotations
 
-import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,8 +22,6 @@ import numpy as np
 
 from embedlab.errors import InputError
 from embedlab.export.atomic import atomic_export, check_writable
-
-log = logging.getLogger(__name__)
 
 _ROWS_PER_WRITE = 4096  # rows formatted per write call: bounded memory for big vocabularies
 
@@ -78,14 +76,27 @@ def read_word2vec(path: Path) -> tuple[list[str], np.ndarray]:
     """Read a word2vec text or binary file (detected from its content).
 
     Returns the words in file order and a float32 matrix (V×D). Raises :class:`InputError` for
-    anything that is not a well-formed word2vec file.
+    anything that is not a well-formed word2vec file, and for values that are not finite
+    float32 (nan, inf, or text like ``1e39`` that overflows): they would poison every query.
     """
     data = path.read_bytes()
     n, dim, pos = _parse_header(path, data)
+    # Before allocating anything of the header's size: a text row takes at least 2*D+1 bytes
+    # ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB allocation.
+    _check_size(path, data, pos, n, dim, 2 * dim + 1)
     if _first_record_is_text(data, pos, dim):
-        words, mat = _read_text(path, data, pos, n, dim)
-    else:
+        return _drop_duplicates(path, *_read_text(path, data, pos, n, dim))
+    try:
+        _check_size(path, data, pos, n, dim, 4 * dim + 2)  # "w" + " " + D float32
         words, mat = _read_binary(path, data, pos, n, dim)
+    except InputError:
+        if not _is_utf8(data, pos):
+            raise
+        # Binary records are (almost) never valid UTF-8: this is a text file whose first row is
+        # malformed, and the text reader names the row and the value (rather than calling a
+        # text file a truncated binary one).
+        return _drop_duplicates(path, *_read_text(path, data, pos, n, dim))
+    check_finite(path, words, mat, "record")
     return _drop_duplicates(path, words, mat)
 
 
@@ -98,6 +109,21 @@ def is_word2vec_file(path: Path) -> bool:
         return False
     parts = head.split()
     return len(parts) == 2 and all(p.isdigit() for p in parts) and head.endswith(b"\n")
+
+
+def check_finite(path: Path, words: Sequence[str], mat: np.ndarray, unit: str) -> None:
+    """Refuse nan/inf: cosine scores against them are nan, and a query listed the word itself
+    at -inf. ``unit`` names row i as ``f"{unit} {i + 1}"`` ("record", "row")."""
+    finite = np.isfinite(mat).all(axis=1)
+    if not finite.all():
+        row = int(np.argmin(finite))
+        value = mat[row][~np.isfinite(mat[row])][0]
+        raise _non_finite(path, f"{unit} {row + 1}", words[row], str(value))
+
+
+def _non_finite(path: Path, at: str, word: str, value: str) -> InputError:
+    return InputError(f"{path} {at}: the vector of {word!r} holds {value}, not a finite float32 "
+                      "number; fix or remove that row, or re-export the vectors")
 
 
 # ---- internals ------------------------------------------------------------------------------
@@ -121,6 +147,20 @@ def _parse_header(path: Path, data: bytes) -> tuple[int, int, int]:
     if n < 1 or dim < 1:
         raise _not_w2v(path, f"header says {n} words of dimension {dim}")
     return n, dim, end + 1
+
+
+def _check_size(path: Path, data: bytes, pos: int, n: int, dim: int, min_record: int) -> None:
+    if n * min_record > len(data) - pos:
+        raise _not_w2v(path, f"header says {n} words × {dim} dims but the file has only "
+                             f"{len(data)} bytes")
+
+
+def _is_utf8(data: bytes, pos: int) -> bool:
+    try:
+        data[pos:].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first_record_is_text(data: bytes, pos: int, dim: int) -> bool:
@@ -148,15 +188,34 @@ def _read_text(path: Path, data: bytes, pos: int, n: int, dim: int) -> tuple[lis
     values: list[str] = []
     for i in range(n):
         parts = lines[i].rstrip().split(" ")
+        if not parts[0]:
+            raise _not_w2v(path, f"line {i + 2} starts with whitespace instead of a word")
         if len(parts) != dim + 1:
-            raise _not_w2v(path, f"line {i + 2} has {len(parts) - 1} values, expected {dim}")
+            raise _not_w2v(path, f"line {i + 2}: word {parts[0]!r} has {len(parts) - 1} "
+                                 f"values, expected {dim}")
         words.append(parts[0])
         values.extend(parts[1:])
     try:
-        mat = np.array(values, dtype=np.float64).astype(np.float32).reshape(n, dim)
+        with np.errstate(over="ignore"):  # 1e39 becomes inf in float32: refused just below
+            mat = np.array(values, dtype=np.float64).astype(np.float32).reshape(n, dim)
     except ValueError:
-        raise _not_w2v(path, "a value is not a number") from None
+        raise _not_w2v(path, _first_non_number(words, values, dim)) from None
+    bad = ~np.isfinite(mat.ravel())
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise _non_finite(path, f"line {i // dim + 2}", words[i // dim], values[i])
     return words, mat
+
+
+def _first_non_number(words: list[str], values: list[str], dim: int) -> str:
+    """Which row holds the value numpy could not parse (searched only once parsing failed)."""
+    for i, value in enumerate(values):
+        try:
+            float(value)
+        except ValueError:
+            row = i // dim
+            return f"line {row + 2}: word {words[row]!r} has a non-number value {value!r}"
+    return "a value is not a number"
 
 
 def _read_binary(path: Path, data: bytes, pos: int, n: int,
@@ -170,6 +229,8 @@ def _read_binary(path: Path, data: bytes, pos: int, n: int,
         space = data.find(b" ", pos)
         if space < 0 or len(data) - (space + 1) < width:
             raise _not_w2v(path, f"binary record {i + 1} of {n} is truncated")
+        if space == pos:
+            raise _not_w2v(path, f"binary record {i + 1} of {n} has no word")
         try:
             words.append(data[pos:space].decode("utf-8"))
         except UnicodeDecodeError:
@@ -192,6 +253,7 @@ def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray) -> tuple[lis
         if w not in seen:
             seen.add(w)
             keep.append(i)
-    log.warning("%s: %d duplicate words; keeping the first vector of each (as gensim does)",
-                path, len(words) - len(keep))
+    # one line on stderr like every embedlab warning (logging printed it without the prefix)
+    print(f"embedlab: warning: {path}: {len(words) - len(keep)} duplicate words; keeping the "
+          "first vector of each (as gensim does)", file=sys.stderr, flush=True)
     return [words[i] for i in keep], mat[keep]

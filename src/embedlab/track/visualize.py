@@ -12,24 +12,24 @@ import numpy as np
 
 from embedlab.errors import InputError
 from embedlab.export.atomic import make_exports_folder
-from embedlab.fsutil import atomic_open, write_error
+from embedlab.fsutil import atomic_open, output_target, write_error
 from embedlab.track.plots import Method, plot_words, project_2d, top_word_ids
 
 FORMATS = (".png", ".svg", ".pdf")
 
 
 def read_vocab_words(path: Path) -> list[str]:
-    """Words of ``vocab.tsv`` (word<TAB>count, id = line number)."""
+    """Words of ``vocab.tsv`` (word<TAB>count, id = line number).
+
+    Read by :meth:`Vocab.load_tsv`, as neighbors/export/eval read a run's vocabulary, so every
+    command accepts and refuses the same files with the same one-line message.
+    """
+    from embedlab.data.vocab import Vocab
+
     if not path.is_file():
         raise InputError(f"{path} not found; pass a run folder made by 'embedlab train' "
                          "(see 'embedlab runs'), or restore the run's vocab.tsv")
-    words = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        word, sep, _count = line.partition("\t")
-        if not sep:
-            raise InputError(f"{path}:{n} is not word<TAB>count; restore the run's vocab.tsv")
-        words.append(word)
-    return words
+    return list(Vocab.load_tsv(path).words)
 
 
 def load_input_embeddings(run_dir: Path) -> tuple[np.ndarray, int | None]:
@@ -49,11 +49,13 @@ def _latest_embeddings(run_dir: Path) -> tuple[Path, np.ndarray, int | None]:
 
 
 def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
-              out: Path | None = None) -> Path:
+              out: Path | None = None, force: bool = False) -> Path:
     """Draw the ``words`` most frequent words of the run and save the figure; returns the path.
 
-    The default output is ``RUN/exports/<method>-step<N>.png``. The file is written to a temporary
-    name and renamed, so an existing plot is never left half-written.
+    The default output is ``RUN/exports/<method>-step<N>.png``. Like ``embedlab export``, an
+    existing file is replaced only with ``force``; the file is written to a temporary name and
+    renamed, so an existing plot is never left half-written. Something that is not a regular
+    file (a FIFO, a device) is never replaced; a symbolic link is written through.
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -68,11 +70,17 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
                          "pass --out in a folder")
     if out is not None and not out.parent.is_dir():
         raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
+    if out is not None:
+        _check_replaceable(out, force)
     from embedlab.vectors import check_vocab_fits
 
     vocab = read_vocab_words(run_dir / "vocab.tsv")
     ckpt, emb, step = _latest_embeddings(run_dir)
     check_vocab_fits(run_dir / "vocab.tsv", len(vocab), ckpt, emb)
+    default_out = out is None
+    if out is None:
+        out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
+        _check_replaceable(out, force)
     unk = _unk_of(run_dir)
     ids = top_word_ids(vocab, unk, words)
     points = project_2d(emb[ids], method)
@@ -80,11 +88,19 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     at = f", step {step}" if step is not None else ""
     fig = plot_words([vocab[i] for i in ids], points,
                      title=f"{label} of the {len(ids)} most frequent words — {run_dir.name}{at}")
-    if out is None:
-        out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
+    if default_out:
         make_exports_folder(out, out.name)
     _save_atomic(fig, out)
     return out
+
+
+def _check_replaceable(out: Path, force: bool) -> None:
+    """Refuse ``out`` before the (possibly slow) projection, as export does: anything but a
+    regular file always, an existing file unless ``force``."""
+    output_target(out, "move it away or pick another --out file path")
+    if out.exists() and not force:
+        raise InputError(f"{out} already exists; pass --force to replace it or choose "
+                         "another --out")
 
 
 def _unk_of(run_dir: Path) -> str | None:
