@@ -260,7 +260,7 @@ class TrainConfig:
         :mod:`embedlab.model.native`), else ``torch``; an explicit ``native`` that cannot be
         built is an :class:`InputError` naming the reason.
         """
-        from embedlab.model.native import unavailable_reason
+        from embedlab.model.native import install_hint, unavailable_reason
 
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
         engine = self.engine
@@ -269,9 +269,9 @@ class TrainConfig:
             if reason is None:
                 engine = "native"
             elif engine == "native":
-                raise InputError(f"--engine native is unavailable: {reason}; install a C "
-                                 "compiler with OpenMP (e.g. apt install gcc) or pass "
-                                 "--engine torch (a run keeps the engine it started with)")
+                raise InputError(f"--engine native is unavailable: {reason}; "
+                                 f"{install_hint(reason)} or pass --engine torch (a run keeps "
+                                 "the engine it started with)")
             else:
                 print(f"embedlab: note: the native engine is unavailable ({reason}); training "
                       "with the slower torch engine", file=sys.stderr)

@@ -88,6 +88,19 @@ def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
     assert "warning: skipped" in err and "broken" in err
 
 
+def test_runs_skips_a_run_with_a_bad_status_field(two_runs: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    status = two_runs / "demo-sg-lr0.5" / "status.json"
+    before = status.read_text()
+    status.write_text(json.dumps({**json.loads(before), "wall_time": "x"}))
+    code, out, err = run_cli(["runs", str(two_runs)], capsys)
+    assert code == 0 and "demo-sg-lr1.0" in out and "demo-sg-lr0.5" not in out
+    assert err.startswith("embedlab: warning: skipped ") and err.count("\n") == 1, err
+    assert "wall_time is 'x'" in err and "Traceback" not in err
+
+
 def test_runs_lists_linreg_runs_beside_word2vec_runs(two_runs: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     table = tmp_path / "birth_life.txt"
@@ -222,6 +235,14 @@ def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, stdout, _ = run_cli(["visualize", str(run), "--words", "40", "--out", str(out)], capsys)
     assert code == 0 and stdout.strip() == f"wrote {out}"
     assert out.read_bytes()[:4] == b"\x89PNG"
+    # an existing file is replaced only with --force, as for export (it was overwritten silently)
+    out.write_bytes(b"precious")
+    code, _, err = run_cli(["visualize", str(run), "--words", "40", "--out", str(out)], capsys)
+    assert_one_line_error(code, err, f"{out} already exists; pass --force to replace it")
+    assert out.read_bytes() == b"precious"
+    code, stdout, _ = run_cli(["visualize", str(run), "--words", "40", "--out", str(out),
+                               "--force"], capsys)
+    assert code == 0 and out.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize(("args", "needles"), [

@@ -113,3 +113,23 @@ def test_bad_files_fail_at_construction(planted: Planted) -> None:
         make_evaluator(EvalConfig(analogies=str(planted.questions) + ".missing"))
     with pytest.raises(InputError, match="share a file name"):
         make_evaluator(EvalConfig(similarity=(str(planted.pairs), str(planted.pairs))))
+
+
+def test_check_refuses_files_that_miss_the_vocabulary_before_any_vectors(planted: Planted,
+                                                                         tmp_path: Path) -> None:
+    few = tmp_path / "few.tsv"
+    few.write_text("capx1\tcapy1\t5.0\nzz\tyy\t1.0\nxx\tww\t2.0\n", encoding="utf-8")
+    ev = make_evaluator(EvalConfig(similarity=(str(few),)))
+    with pytest.raises(InputError) as early:
+        ev.check(planted.words)  # the vocabulary only: a trainer calls this before step 1
+    with pytest.raises(InputError) as late:
+        ev(planted.words, planted.matrix)
+    assert str(early.value) == str(late.value)  # the same message as at the first evaluation
+    assert str(early.value).startswith(f"only 1 of 3 pairs in {few} ")
+    foreign = tmp_path / "foreign.txt"
+    foreign.write_text(": s\nzz yy xx ww\n", encoding="utf-8")
+    with pytest.raises(InputError, match="all 1 questions"):
+        make_evaluator(EvalConfig(analogies=str(foreign))).check(planted.words)
+    # files that fit pass the check
+    make_evaluator(EvalConfig(analogies=str(planted.questions),
+                              similarity=(str(planted.pairs),))).check(planted.words)

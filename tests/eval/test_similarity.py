@@ -75,3 +75,14 @@ def test_missing_and_empty_files(tmp_path: Path) -> None:
     f.write_text("# only a comment\n\n")
     with pytest.raises(InputError, match="no word pairs"):
         read_pairs(f)
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-Infinity", "1e400"])
+def test_non_finite_scores_are_refused_naming_file_and_line(tmp_path: Path, score: str) -> None:
+    # a NaN gold score made every correlation NaN, which `eval --json` printed as invalid JSON
+    f = tmp_path / "p.tsv"
+    f.write_text(f"# w1\tw2\tscore\na\tb\t1.5\nb\tc\t{score}\n", encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        read_pairs(f)
+    assert str(e.value) == (f"{f}:3: score {score!r} is not a finite number; "
+                            "fix or remove that line")

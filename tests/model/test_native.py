@@ -157,6 +157,70 @@ def test_a_failing_compiler_is_reported_in_one_line(fresh_build: Path, tmp_path:
     assert not list(fresh_build.glob("*.so"))
 
 
+def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
+        fresh_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a file as EMBEDLAB_CACHE (like /dev/full, or HOME set to a file) used to be reported as
+    # a build failure, with "install a C compiler" as the fix
+    import tempfile
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep me\n")
+    monkeypatch.setenv("EMBEDLAB_CACHE", str(blocker))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    assert native.unavailable_reason() is None  # built in a temporary folder instead
+    err = capsys.readouterr().err
+    assert err.startswith("embedlab: warning: the kernel cache folder ") and err.count("\n") == 1
+    assert f"{blocker} is not usable (it is not a folder)" in err
+    assert "set EMBEDLAB_CACHE to a writable folder" in err
+    assert blocker.read_text() == "keep me\n"
+    assert list(scratch.iterdir()) == []  # the temporary build folder is removed once loaded
+    # when no temporary folder is usable either, the reason says so and names the fix
+    native.library.cache_clear()
+    monkeypatch.setattr(tempfile, "tempdir", str(blocker))
+    reason = native.unavailable_reason()
+    assert reason is not None and "compiler" not in reason
+    assert reason.startswith(f"the kernel cache folder {blocker} is not usable")
+    assert reason.endswith("set EMBEDLAB_CACHE to a writable folder")
+
+
+def test_cc_with_arguments_is_split_like_make_does(fresh_build: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc is not None
+    monkeypatch.setenv("CC", f"{cc} -DEMBEDLAB_UNUSED=1")  # like CC="ccache gcc"
+    assert native.unavailable_reason() is None
+    assert len(list(fresh_build.glob("w2v-*.so"))) == 1
+    monkeypatch.setenv("CC", "'my cc' -m64")
+    assert native.compiler_command() == ["my cc", "-m64"]
+    monkeypatch.setenv("CC", "  ")
+    assert native.compiler_command() == ["cc"]
+    monkeypatch.setenv("CC", "'cc")
+    with pytest.raises(native.NativeUnavailable, match=r"\$CC is not a valid command line"):
+        native.compiler_command()
+
+
+def test_the_compiler_arguments_are_part_of_the_cache_key(fresh_build: Path,
+                                                          tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    fake = tmp_path / "fakecc"  # records its arguments and "builds" an empty file
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nprev=\nfor a in \"$@\"; do "
+                    "[ \"$prev\" = -o ] && : > \"$a\"; prev=$a; done\nexit 0\n")
+    fake.chmod(0o755)
+    first, _ = native._build(b"int x;", [str(fake), "-DA"])
+    second, _ = native._build(b"int x;", [str(fake), "-DB"])
+    again, _ = native._build(b"int x;", [str(fake), "-DA"])
+    assert first != second and again == first and first.parent == fresh_build
+    calls = log.read_text().splitlines()
+    assert calls[0] == "-DA --version"  # the arguments come first, as make passes $(CC)
+    assert calls[1].startswith("-DA -O3 ") and calls[3].startswith("-DB -O3 ")
+    assert len(calls) == 5  # the third call found its build in the cache
+
+
 def test_cbow_resolves_to_torch_and_native_cbow_is_refused() -> None:
     assert TrainConfig.from_dict({"model": {"model": "cbow"}}).resolve().engine == "torch"
     with pytest.raises(InputError, match="skip-gram only"):
@@ -190,3 +254,20 @@ def test_cli_native_with_cbow_is_a_one_line_error(
                            "--engine torch (or auto) with --model cbow")
     assert not (tmp_path / "r").exists()
 
+
+
+def test_the_fix_named_matches_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "install a C compiler" was the fix for every reason, a missing cache folder too
+    from embedlab.model import native
+
+    cache = ("the kernel cache folder /x is not usable (Read-only file system), nor is a "
+             "temporary folder (No space left on device); set EMBEDLAB_CACHE to a writable folder")
+    assert native.install_hint(cache) == "set EMBEDLAB_CACHE to a writable folder"
+    assert native.install_hint("no C compiler ('cc' not found)").startswith(
+        "install a C compiler with OpenMP")
+    monkeypatch.setattr(native, "unavailable_reason", lambda: cache)
+    with pytest.raises(InputError) as e:
+        TrainConfig(engine="native").resolve()
+    assert str(e.value) == (f"--engine native is unavailable: {cache}; set EMBEDLAB_CACHE to a "
+                            "writable folder or pass --engine torch (a run keeps the engine it "
+                            "started with)")

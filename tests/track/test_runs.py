@@ -146,6 +146,50 @@ def test_run_info_unreadable_config(tmp_path: Path) -> None:
         run_info(tmp_path / "r", tmp_path)
 
 
+@pytest.mark.parametrize("field, value, needle", [
+    ("wall_time", "x", "wall_time is 'x'"),
+    ("wall_time", float("inf"), "wall_time is inf"),
+    ("words_seen", "x", "words_seen is 'x'"),
+    ("words_seen", 10**400, "words_seen is 1000"),
+    ("step", True, "step is True"),
+    ("pid", 99999999999999999999, "pid is 99999999999999999999"),
+    ("status", 5, "status is 5"),
+    ("host", ["h"], "host is ['h']"),
+    ("loss", "low", "loss is 'low'"),
+], ids=["wall-text", "wall-inf", "words-text", "words-huge", "step-bool", "pid-huge",
+        "status-int", "host-list", "loss-text"])
+def test_run_info_refuses_a_status_field_of_the_wrong_type(tmp_path: Path, field: str,
+                                                           value: object, needle: str) -> None:
+    _make_run(tmp_path / "r")
+    status = {"status": "running", "pid": os.getpid(), "step": 5, "words_seen": 10,
+              "wall_time": 1.0, field: value}
+    (tmp_path / "r" / "status.json").write_text(json.dumps(status))
+    with pytest.raises(InputError) as exc:
+        run_info(tmp_path / "r", tmp_path)
+    msg = str(exc.value)
+    assert "status.json is unreadable" in msg and needle in msg and "fix or remove" in msg
+    assert "\n" not in msg and len(msg) < 300
+
+
+def test_run_info_refuses_a_text_config_field_of_another_type(tmp_path: Path) -> None:
+    _make_run(tmp_path / "r")
+    raw = json.loads((tmp_path / "r" / "config.json").read_text())
+    raw["checkpoint"]["best_metric"] = 5
+    (tmp_path / "r" / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError, match=r"unreadable \(checkpoint.best_metric is 5, not a string"):
+        run_info(tmp_path / "r", tmp_path)
+
+
+def test_status_odd_but_harmless_values_are_shown(tmp_path: Path) -> None:
+    _make_run(tmp_path / "r")
+    write_status(tmp_path / "r", status="finished", loss=None, wall_time=-5.0)
+    info = run_info(tmp_path / "r", tmp_path)
+    assert info.status == "finished" and info.loss is None
+    assert format_duration(info.wall_time) == "0:00:00"  # a clock set back: not "-1:59:55"
+    # a lock's pid that is no pid cannot be checked: shown as stored, not a crash
+    assert effective_status({"status": "running", "pid": 10**20}) == "running"
+
+
 def test_formatting() -> None:
     assert format_duration(None) == "" and format_duration(59.9) == "0:00:59"
     assert format_count(999) == "999" and format_count(17_000_000) == "17.0M"

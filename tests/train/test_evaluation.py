@@ -169,3 +169,20 @@ def test_similarity_scalars_in_tensorboard(files: Path, first: Path) -> None:
         np.testing.assert_allclose([e.value for e in events],
                                    [logged(first, tag)[s] for s in (10, 20, PEAK_STEP)],
                                    rtol=1e-6, err_msg=tag)
+
+
+def test_a_pairs_file_that_misses_the_vocabulary_is_refused_before_training(
+        files: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It was refused only at the first evaluation: a run with --eval-every past its first
+    # checkpoint was left 'failed' with checkpoints; now nothing is trained or left behind.
+    unknown = write_pairs(tmp_path / "unknown.tsv", [("zz1", "zz2"), ("zz3", "zz4")],
+                          np.array([1.0, 2.0]))
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+              "--no-tensorboard", "--eval-similarity", str(unknown), "--eval-every", "50",
+              "--checkpoint-every", "10"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"embedlab: error: only 0 of 3 pairs in {unknown} have both words among")
+    assert not run.exists()

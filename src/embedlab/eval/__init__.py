@@ -1,33 +1,69 @@
 """Evaluation of word vectors: analogies, word-pair similarity, nearest neighbours.
 
-:func:`make_evaluator` builds the callable the trainer runs every ``--eval-every`` steps.
+:func:`make_evaluator` builds the callable the trainer runs every ``--eval-every`` steps; its
+``check(words)`` refuses files that do not fit the vocabulary before training starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from embedlab.config import EvalConfig
 from embedlab.errors import InputError
-from embedlab.eval.analogy import evaluate_analogies, read_questions
+from embedlab.eval.analogy import QuestionSet, evaluate_analogies, question_ids, read_questions
 from embedlab.eval.scoring import row_norms
-from embedlab.eval.similarity import evaluate_similarity, read_pairs
-
-Evaluator = Callable[[Sequence[str], np.ndarray], dict[str, float]]
+from embedlab.eval.similarity import PairSet, evaluate_similarity, pair_ids, read_pairs
 
 
-def make_evaluator(cfg: EvalConfig) -> Evaluator:
-    """Read the evaluation files once and return ``evaluate(words, matrix) -> metrics``.
+class Evaluator:
+    """``evaluate(words, matrix) -> metrics``, built by :func:`make_evaluator`.
 
     Metric names: ``analogy`` (3CosAdd total accuracy in [0, 1], restricted to the
     ``cfg.restrict_vocab`` most frequent words) and ``similarity/<file stem>`` (Spearman).
-    The callable only reads ``matrix`` (V×D, any float dtype; row i = ``words[i]``), draws no
-    random numbers, and raises :class:`InputError` when a file shares no words with the
-    vocabulary -- call it once before training to fail early. Missing or malformed files raise
-    here, at construction.
+    A call only reads ``matrix`` (V×D, any float dtype; row i = ``words[i]``) and draws no
+    random numbers. :meth:`check` needs the vocabulary only: call it before training.
+    """
+
+    def __init__(self, questions: QuestionSet | None, pair_sets: Sequence[PairSet],
+                 names: Sequence[str], restrict_vocab: int) -> None:
+        self._questions = questions
+        self._pairs = list(zip(names, pair_sets, strict=True))
+        self._restrict = restrict_vocab
+
+    def check(self, words: Sequence[str]) -> None:
+        """Raise the :class:`InputError` the first evaluation would raise for this vocabulary
+        (an analogy file whose questions are all unknown, a similarity file with fewer than 2
+        known pairs), so that a bad file is refused before training, not after the first
+        ``--eval-every`` steps. Cheap: word look-ups, no vectors."""
+        if self._questions is not None:
+            question_ids(words, self._questions, self._restrict)
+        for _, pairs in self._pairs:
+            pair_ids(words, pairs)  # evaluate_similarity's default restriction, as in __call__
+
+    def __call__(self, words: Sequence[str], matrix: Any) -> dict[str, float]:
+        if hasattr(matrix, "detach"):  # a torch tensor straight from the model: read, never write
+            matrix = matrix.detach().cpu().numpy()
+        mat = np.asarray(matrix, dtype=np.float32)
+        norms = row_norms(mat)
+        out: dict[str, float] = {}
+        if self._questions is not None:
+            out["analogy"] = evaluate_analogies(words, mat, norms, self._questions,
+                                                restrict_vocab=self._restrict).accuracy
+        for name, pairs in self._pairs:
+            out[name] = evaluate_similarity(words, mat, norms, pairs).spearman
+        return out
+
+
+def make_evaluator(cfg: EvalConfig) -> Evaluator:
+    """Read the evaluation files once and return the :class:`Evaluator` for them.
+
+    Missing or malformed files raise :class:`InputError` here, at construction; files that
+    share (almost) no words with the vocabulary raise in :meth:`Evaluator.check` and in every
+    evaluation.
     """
     questions = read_questions(cfg.analogies) if cfg.analogies else None
     pair_sets = [read_pairs(p) for p in cfg.similarity]
@@ -36,22 +72,7 @@ def make_evaluator(cfg: EvalConfig) -> Evaluator:
         raise InputError("two --eval-similarity files share a file name "
                          f"({', '.join(str(Path(p).name) for p in cfg.similarity)}); "
                          "rename one so that their metric names differ")
-    restrict = cfg.restrict_vocab
-
-    def evaluate(words: Sequence[str], matrix: np.ndarray) -> dict[str, float]:
-        if hasattr(matrix, "detach"):  # a torch tensor straight from the model: read, never write
-            matrix = matrix.detach().cpu().numpy()
-        mat = np.asarray(matrix, dtype=np.float32)
-        norms = row_norms(mat)
-        out: dict[str, float] = {}
-        if questions is not None:
-            out["analogy"] = evaluate_analogies(words, mat, norms, questions,
-                                                restrict_vocab=restrict).accuracy
-        for name, pairs in zip(names, pair_sets, strict=True):
-            out[name] = evaluate_similarity(words, mat, norms, pairs).spearman
-        return out
-
-    return evaluate
+    return Evaluator(questions, pair_sets, names, cfg.restrict_vocab)
 
 
 __all__ = ["Evaluator", "make_evaluator"]

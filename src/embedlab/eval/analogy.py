@@ -134,13 +134,12 @@ def case_groups(words: Sequence[str], n: int) -> tuple[dict[str, int], np.ndarra
     return lookup, group
 
 
-def evaluate_analogies(words: Sequence[str], matrix: np.ndarray, norms: np.ndarray,
-                       questions: QuestionSet, *, restrict_vocab: int = 30_000,
-                       method: Method = "3cosadd") -> AnalogyResult:
-    """Score ``questions`` against the first ``restrict_vocab`` rows (see the module docstring).
+def question_ids(words: Sequence[str], questions: QuestionSet, restrict_vocab: int = 30_000
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row ids (Q×4, -1 = unknown), which questions are fully known, and the case groups.
 
-    Raises :class:`InputError` if no question can be answered (all out of vocabulary).
-    ``matrix`` (V×D) and ``norms`` (V) are only read.
+    Needs only the vocabulary, not vectors, so a trainer can call it before training (see
+    :meth:`embedlab.eval.Evaluator.check`). Raises :class:`InputError` if no question is known.
     """
     if restrict_vocab < 1:
         raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
@@ -153,6 +152,19 @@ def evaluate_analogies(words: Sequence[str], matrix: np.ndarray, norms: np.ndarr
         raise InputError(f"all {len(questions)} questions in {questions.source} use words outside "
                          f"the first {n} words of the vocabulary; check the file's language/case "
                          "or raise --restrict-vocab")
+    return ids, known, group
+
+
+def evaluate_analogies(words: Sequence[str], matrix: np.ndarray, norms: np.ndarray,
+                       questions: QuestionSet, *, restrict_vocab: int = 30_000,
+                       method: Method = "3cosadd") -> AnalogyResult:
+    """Score ``questions`` against the first ``restrict_vocab`` rows (see the module docstring).
+
+    Raises :class:`InputError` if no question can be answered (all out of vocabulary).
+    ``matrix`` (V×D) and ``norms`` (V) are only read.
+    """
+    n = min(restrict_vocab, len(words))
+    ids, known, group = question_ids(words, questions, restrict_vocab)
     hit = np.zeros(len(ids), dtype=bool)
     hit[known] = _solve(matrix, norms, ids[known], group, n, method)
     return _tally(questions, known, hit, method, restrict_vocab)

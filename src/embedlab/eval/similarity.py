@@ -2,6 +2,8 @@
 
 File format: ``word1<TAB>word2<TAB>score`` per line (whitespace-separated also accepted when a
 line has no tab); lines starting with ``#`` are comments; malformed lines are skipped and counted.
+A score that is not a finite number (``nan``, ``inf``, ``1e400``) is refused: it would make every
+correlation NaN, which is not a number JSON can hold.
 
 Semantics (gensim defaults: ``restrict_vocab=300000, case_insensitive=True, dummy4unknown=False``):
 words are matched by ``str.upper`` among the first ``restrict_vocab`` words (the first, most
@@ -12,6 +14,7 @@ scores and the cosine similarities of the remaining pairs.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,7 +97,7 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
     pairs: list[tuple[str, str]] = []
     gold: list[float] = []
     invalid = 0
-    for line in lines:
+    for n, line in enumerate(lines, start=1):
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split("\t") if "\t" in line else line.split()
@@ -104,6 +107,9 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
         except ValueError:
             invalid += 1
             continue
+        if not math.isfinite(value):
+            raise InputError(f"{source}:{n}: score {score!r} is not a finite number; "
+                             "fix or remove that line")
         pairs.append((a.upper(), b.upper()))
         gold.append(value)
     if not pairs:
@@ -112,22 +118,36 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
     return PairSet(tuple(pairs), np.asarray(gold, dtype=np.float64), invalid, source)
 
 
-def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndarray,
-                        pairs: PairSet, *,
-                        restrict_vocab: int = DEFAULT_RESTRICT) -> SimilarityResult:
-    """Correlate cosine similarity with the gold scores. Raises :class:`InputError` if every pair
-    is out of vocabulary (or fewer than 2 remain, when no correlation exists)."""
+def pair_ids(words: Sequence[str], pairs: PairSet,
+             restrict_vocab: int = DEFAULT_RESTRICT) -> tuple[np.ndarray, np.ndarray]:
+    """Row ids (P×2, -1 = unknown) of the pairs' words and which pairs are fully known.
+
+    Needs only the vocabulary, not vectors, so a trainer can call it before training (see
+    :meth:`embedlab.eval.Evaluator.check`). Raises :class:`InputError` when fewer than 2 pairs
+    are known: no correlation exists then.
+    """
     if restrict_vocab < 1:
         raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
                          f"pass e.g. --restrict-vocab {DEFAULT_RESTRICT}")
     lookup, _ = case_groups(words, restrict_vocab)
-    ids = np.array([[lookup.get(a, -1), lookup.get(b, -1)] for a, b in pairs.pairs], dtype=np.int64)
-    known = (ids >= 0).all(axis=1)
+    ids = np.array([[lookup.get(a, -1), lookup.get(b, -1)] for a, b in pairs.pairs],
+                   dtype=np.int64).reshape(-1, 2)
+    known: np.ndarray = np.all(ids >= 0, axis=1)
     used = int(known.sum())
     if used < 2:
         raise InputError(f"only {used} of {len(ids)} pairs in {pairs.source} have both words among "
                          f"the first {min(restrict_vocab, len(words))} words of the vocabulary; "
                          "check the file's language/case or use vectors with a larger vocabulary")
+    return ids, known
+
+
+def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndarray,
+                        pairs: PairSet, *,
+                        restrict_vocab: int = DEFAULT_RESTRICT) -> SimilarityResult:
+    """Correlate cosine similarity with the gold scores. Raises :class:`InputError` if every pair
+    is out of vocabulary (or fewer than 2 remain, when no correlation exists)."""
+    ids, known = pair_ids(words, pairs, restrict_vocab)
+    used = int(known.sum())
     model = np.array([_cosine(matrix[i], matrix[j]) for i, j in ids[known]], dtype=np.float64)
     gold = pairs.gold[known]
     if np.ptp(gold) == 0 or np.ptp(model) == 0:

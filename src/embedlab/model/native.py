@@ -6,13 +6,17 @@ mathematics as :meth:`Word2VecStep._skipgram`; agreement is tested to float32 ro
 computes every output element in a fixed order on one thread, so its results do not depend on
 the thread count.
 
-Building: ``cc -O3 -march=native -fopenmp -shared`` (``$CC`` overrides ``cc``) into
-``$EMBEDLAB_CACHE`` (default ``$XDG_CACHE_HOME/embedlab`` or ``~/.cache/embedlab``), under a
-name hashed from the source, the flags, the compiler's version and the CPU's feature flags, so a
-cache shared between machines never loads code built for another CPU. The build is atomic (a
+Building: ``cc -O3 -march=native -fopenmp -shared`` (``$CC`` overrides ``cc``; it is split
+into words like make does, so ``CC="ccache gcc"`` or ``CC="gcc -m64"`` work: the first word is
+the program, the rest go before the flags) into ``$EMBEDLAB_CACHE`` (default
+``$XDG_CACHE_HOME/embedlab`` or ``~/.cache/embedlab``), under a name hashed from the source, the
+compiler's arguments, the flags, the compiler's version and the CPU's feature flags, so a cache
+shared between machines never loads code built for another CPU. The build is atomic (a
 temporary file renamed into place); two processes building at once both succeed. It takes
 about half a second, once. Without a compiler, ``--engine auto`` falls back to the torch
-engine and says so.
+engine and says so. A cache folder that cannot be written (a file, read-only, full) is not a
+missing compiler: the kernel is then built in a temporary folder, removed once loaded, with a
+warning naming the folder and the fix (set ``EMBEDLAB_CACHE`` to a writable folder).
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ import functools
 import hashlib
 import os
 import platform
+import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -57,46 +63,87 @@ def _cpu_flags() -> str:
     return platform.processor()
 
 
-def _build(source: bytes, compiler: str) -> Path:
-    cc = shutil.which(compiler)
-    if cc is None:
-        raise NativeUnavailable(f"no C compiler ({compiler!r} not found)")
+def compiler_command() -> list[str]:
+    """``$CC`` split into words as make and sh do (``cc`` when unset or blank)."""
+    raw = os.environ.get("CC", "")
     try:
-        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30,
-                                 check=False).stdout
-    except OSError as exc:
-        raise NativeUnavailable(f"cannot run {cc}: {exc}") from exc
-    key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), version.encode(),
-                                     _cpu_flags().encode(), platform.machine().encode()]))
-    target = cache_dir() / f"w2v-{key.hexdigest()[:20]}.so"
-    if target.is_file():
-        return target
+        words = shlex.split(raw)
+    except ValueError as exc:
+        raise NativeUnavailable(f"$CC is not a valid command line ({raw!r}: {exc})") from None
+    return words or ["cc"]
+
+
+def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=target.parent, prefix=".build-") as tmp:
-            src = Path(tmp) / SOURCE
-            src.write_bytes(source)
-            out = Path(tmp) / target.name
-            proc = subprocess.run([cc, *FLAGS, "-o", str(out), str(src), "-lm"],
-                                  capture_output=True, text=True, timeout=300, check=False)
-            if proc.returncode != 0:
-                first = (proc.stderr.strip().splitlines() or ["no output"])[0]
-                raise NativeUnavailable(f"{cc} failed to build the kernel: {first}")
-            os.replace(out, target)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
     except OSError as exc:
-        raise NativeUnavailable(f"cannot build into {target.parent}: {exc}") from exc
+        raise NativeUnavailable(f"cannot run {argv[0]}: {exc}") from exc
+    except subprocess.TimeoutExpired:
+        raise NativeUnavailable(f"{shlex.join(argv[:2])} ... did not finish within "
+                                f"{timeout:.0f} s") from None
+
+
+def _compile(cc: str, args: list[str], source: bytes, folder: Path, name: str) -> Path:
+    """Build into ``folder/name`` atomically; OSError means ``folder`` is not usable."""
+    target = folder / name
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
+        src = Path(tmp) / SOURCE
+        src.write_bytes(source)
+        out = Path(tmp) / name
+        proc = _run([cc, *args, *FLAGS, "-o", str(out), str(src), "-lm"], timeout=300)
+        if proc.returncode != 0:
+            first = (proc.stderr.strip().splitlines() or ["no output"])[0]
+            raise NativeUnavailable(f"{cc} failed to build the kernel: {first}")
+        os.replace(out, target)
     return target
+
+
+def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
+    """The built kernel and whether it lies in a temporary folder (to remove once loaded)."""
+    program, *args = command
+    cc = shutil.which(program)
+    if cc is None:
+        raise NativeUnavailable(f"no C compiler ({program!r} not found)")
+    version = _run([cc, *args, "--version"], timeout=30).stdout
+    key = hashlib.sha256(b"\0".join([source, shlex.join(args).encode(), " ".join(FLAGS).encode(),
+                                     version.encode(), _cpu_flags().encode(),
+                                     platform.machine().encode()]))
+    name = f"w2v-{key.hexdigest()[:20]}.so"
+    folder = cache_dir()
+    if (folder / name).is_file():
+        return folder / name, False
+    try:
+        return _compile(cc, args, source, folder, name), False
+    except OSError as exc:
+        # not the compiler's fault: say which folder and how to fix it, and still build
+        why = "it is not a folder" if folder.exists() and not folder.is_dir() else \
+            exc.strerror or str(exc)
+        problem = f"the kernel cache folder {folder} is not usable ({why})"
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix="embedlab-kernel-"))
+        path = _compile(cc, args, source, tmp, name)
+    except OSError as exc:
+        raise NativeUnavailable(f"{problem}, nor is a temporary folder ({exc.strerror or exc}); "
+                                "set EMBEDLAB_CACHE to a writable folder") from exc
+    print(f"embedlab: warning: {problem}; built the native kernel in a temporary folder instead "
+          "(again in each new process); set EMBEDLAB_CACHE to a writable folder",
+          file=sys.stderr)
+    return path, True
 
 
 @functools.cache
 def library() -> ctypes.CDLL:
     """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
     source = resources.files("embedlab.model").joinpath(SOURCE).read_bytes()
-    path = _build(source, os.environ.get("CC") or "cc")
+    path, temporary = _build(source, compiler_command())
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as exc:
         raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
+    finally:
+        if temporary:  # a loaded library stays mapped after its file is gone
+            shutil.rmtree(path.parent, ignore_errors=True)
     ptr, int_, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
     lib.w2v_skipgram_step.restype = ctypes.c_double
     lib.w2v_skipgram_step.argtypes = [
@@ -110,6 +157,14 @@ def library() -> ctypes.CDLL:
     lib.w2v_scratch_floats.restype = ctypes.c_size_t
     lib.w2v_scratch_floats.argtypes = [int_] * 6
     return lib
+
+
+def install_hint(reason: str) -> str:
+    """What fixes the ``reason`` :func:`unavailable_reason` gave: a usable cache folder, or a
+    compiler."""
+    if "EMBEDLAB_CACHE" in reason:
+        return "set EMBEDLAB_CACHE to a writable folder"
+    return "install a C compiler with OpenMP (e.g. apt install gcc)"
 
 
 def unavailable_reason() -> str | None:

@@ -14,12 +14,13 @@ the run lock, the checkpoint index and ``metrics.jsonl``.
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from embedlab.config import MUTABLE_ON_RESUME, TrainConfig, flatten
 from embedlab.errors import InputError
@@ -68,14 +69,68 @@ def read_status(run_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _is_pid(v: Any) -> TypeGuard[int]:
+    # os.kill overflows past a C int; no real pid is that large
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**31
+
+
+def _is_count(v: Any) -> bool:
+    # bounded so that the table's arithmetic (format_count) cannot overflow a float
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool)
+                                    and abs(v) < 2**63)
+
+
+def _is_seconds(v: Any) -> bool:
+    return _is_number(v) and math.isfinite(v) and abs(v) < 1e12
+
+
+# status.json fields that `embedlab runs` shows or acts on: (check, what the value must be)
+_STATUS_FIELDS: dict[str, tuple[Any, str]] = {
+    "status": (lambda v: v in STATUSES, "one of " + ", ".join(STATUSES)),
+    "step": (_is_count, "a whole number >= 0"),
+    "words_seen": (_is_count, "a whole number >= 0"),
+    "loss": (_is_number, "a number"),
+    "wall_time": (_is_seconds, "a finite number of seconds"),
+    "pid": (_is_pid, "a process id"),
+    "host": (lambda v: isinstance(v, str), "a host name"),
+}
+
+
+def _shown(value: Any) -> str:
+    """A stored value for a one-line message: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def checked_status(run_dir: Path) -> dict[str, Any]:
+    """:func:`read_status`, with every field the runs table uses type-checked.
+
+    A hand-edited or foreign ``status.json`` must not crash the table: a field of the wrong type
+    raises InputError naming the file, the field and the fix (``embedlab runs`` then skips that
+    run with a warning). ``null`` counts as absent.
+    """
+    path = Path(run_dir) / STATUS_FILE
+    status = read_status(run_dir)
+    for key, (ok, must) in _STATUS_FIELDS.items():
+        value = status.get(key)
+        if value is not None and not ok(value):
+            raise InputError(f"{path} is unreadable ({key} is {_shown(value)}, not {must}); "
+                             f"fix or remove that field")
+    return status
+
+
 def effective_status(status: dict[str, Any]) -> str:
     """What to show: ``running`` with a dead pid on this host becomes ``failed``."""
     state = str(status.get("status", "unknown"))
     if state != "running":
         return state
     pid, host = status.get("pid"), status.get("host")
-    if host not in (None, socket.gethostname()) or not isinstance(pid, int):
-        return state  # cannot check another machine's processes
+    if host not in (None, socket.gethostname()) or not _is_pid(pid):
+        return state  # cannot check another machine's processes (nor a pid that is no pid)
     return state if pid_alive(pid) else "failed"
 
 
@@ -122,11 +177,26 @@ def _best(rows: list[dict[str, Any]], metric: str) -> str:
     tags = [name, f"eval/{name}", f"train/{name}"]
     mode = mode or ("min" if "loss" in name else "max")
     for tag in tags:
-        pts = [(r[tag], r["step"]) for r in rows if isinstance(r.get(tag), (int, float))]
+        pts = [(r[tag], r["step"]) for r in rows if _is_number(r.get(tag))]
         if pts:
             value, step = (min if mode == "min" else max)(pts, key=lambda p: p[0])
             return f"{tag} {value:.4g} @{step}"
     return ""
+
+
+def _check_text_fields(raw: Any) -> None:
+    """Raise ValueError naming a config key whose default is text but whose value is not.
+
+    TrainConfig's checks call str methods on such fields (``best_metric.partition``), which
+    would otherwise fail with an AttributeError that names no key.
+    """
+    if not isinstance(raw, dict):
+        return  # from_dict says what is wrong
+    stored = flatten(raw)
+    for key, default in flatten(TrainConfig().to_dict()).items():
+        value = stored.get(key)
+        if isinstance(default, str) and value is not None and not isinstance(value, str):
+            raise ValueError(f"{key} is {_shown(value)}, not a string")
 
 
 def run_info(run: Path, root: Path) -> RunInfo:
@@ -135,13 +205,16 @@ def run_info(run: Path, root: Path) -> RunInfo:
         raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
         if isinstance(raw, dict) and raw.get("model") == LINREG:
             return _linreg_info(run, root, raw)
+        _check_text_fields(raw)
         cfg = TrainConfig.from_dict(raw)
-    except (OSError, ValueError, TypeError) as exc:
+    # AttributeError: a field of the wrong type (best_metric 5) met a str method in the config's
+    # checks; RecursionError: absurdly nested JSON
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{run / 'config.json'} is unreadable ({exc}); "
                          "fix or remove that run folder") from exc
-    status = read_status(run)
+    status = checked_status(run)
     rows = read_metrics(run / METRICS_FILE)
-    losses = [r for r in rows if isinstance(r.get("train/loss"), (int, float))]
+    losses = [r for r in rows if _is_number(r.get("train/loss"))]
     loss = status.get("loss")
     if losses:
         loss = losses[-1]["train/loss"]
@@ -149,7 +222,7 @@ def run_info(run: Path, root: Path) -> RunInfo:
     return RunInfo(
         name=name, path=run, status=effective_status(status),
         step=status.get("step"), words_seen=status.get("words_seen"),
-        loss=loss if isinstance(loss, (int, float)) else None,
+        loss=loss if _is_number(loss) else None,
         best=_best(rows, cfg.checkpoint.best_metric),
         wall_time=status.get("wall_time"), hparams=flatten(cfg.to_dict()),
     )
@@ -161,8 +234,7 @@ def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
     step = index.latest  # metrics.jsonl may lag it by one save (a kill in between)
     if step is None and rows:
         step = rows[-1]["step"]
-    losses = [r["loss"] for r in rows if r["step"] == step
-              and isinstance(r.get("loss"), (int, float))]
+    losses = [r["loss"] for r in rows if r["step"] == step and _is_number(r.get("loss"))]
     lock = read_lock(run)  # held while it trains; left behind only by a killed process
     if lock is not None:
         status = effective_status({"status": "running", "pid": lock.get("pid"),
@@ -203,7 +275,7 @@ def differing_keys(infos: Sequence[RunInfo]) -> list[str]:
 def format_duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
-    s = int(seconds)
+    s = max(0, int(seconds))  # a clock set back during the run can make it negative
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 

@@ -102,13 +102,13 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if explicit.get("engine") is None:  # a run keeps its engine: the other gives other bits
         requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
         if stored.engine == "native":
-            from embedlab.model.native import unavailable_reason
+            from embedlab.model.native import install_hint, unavailable_reason
 
             reason = unavailable_reason()
             if reason is not None:
                 raise InputError(f"run {run_dir} was trained with the native engine, which is "
-                                 f"unavailable here ({reason}); install a C compiler with "
-                                 "OpenMP (e.g. apt install gcc) to resume it, or pass --restart")
+                                 f"unavailable here ({reason}); {install_hint(reason)} to "
+                                 "resume it, or pass --restart")
     requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
     bad = diff_for_resume(stored, requested)
     if bad:

@@ -281,6 +281,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
                          f"words the corpus has (the most frequent: {', '.join(vocab.words[:3])})")
     evaluator = _make_evaluator(cfg)
+    if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
+        evaluator.check(vocab.words)
     noise = NoiseDistribution(vocab.counts, m.noise_exponent)
     stepcfg, noise_per_group, pad_to = step_config(cfg)
     stream = BatchStream(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
