@@ -197,3 +197,89 @@ def test_export_subset_save_denied_into_an_existing_folder(run: Path, tmp_path: 
         f"--export-subset in a writable folder ({out} is left as it was)\n")
     assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
     assert (out / "notes.txt").read_text() == "precious"
+
+
+def test_list_survives_a_bad_created_time(run: Path) -> None:
+    # "created" is not hashed; 1e20 / NaN / [1] crashed the listing (OverflowError, ...)
+    import json
+
+    manifest_path = run / "checkpoints" / "ckpt-00000005" / "MANIFEST.json"
+    for created in (1e20, float("nan"), [1]):
+        manifest = json.loads(manifest_path.read_text())
+        manifest["created"] = created
+        manifest_path.write_text(json.dumps(manifest))
+        line = next(line for line in _invoke(str(run)).splitlines()
+                    if line.startswith("│") and line.split("│")[1].strip() == "5")
+        assert "yes" in line and "-" in line.split("│")[2]  # the folder's time, verified
+
+
+def test_tensors_of_an_unparsable_resigned_file_is_one_line(run: Path,
+                                                            capsys: pytest.CaptureFixture[str]
+                                                            ) -> None:
+    import hashlib
+    import json
+
+    path = run / "checkpoints" / "ckpt-00000005"
+    (path / "tensors.safetensors").write_bytes(b"\xff" * 300)
+    manifest = json.loads((path / "MANIFEST.json").read_text())
+    manifest["files"]["tensors.safetensors"] = {"sha256": hashlib.sha256(b"\xff" * 300).hexdigest(),
+                                                "size": 300}
+    (path / "MANIFEST.json").write_text(json.dumps(manifest))
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--tensors"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"embedlab: error: cannot read checkpoint {path} (")
+    assert err.endswith("use another checkpoint ('embedlab ckpt RUN' lists them)\n")
+
+
+@pytest.mark.parametrize(("out", "message"), [
+    ("{run}/checkpoints/ckpt-00000005", "is inside {real}/checkpoints/ckpt-00000005, where only "
+                                        "the run's own checkpoints belong (its retention would "
+                                        "delete the subset); pick a folder outside it, e.g. "
+                                        "--export-subset {real}-subset"),
+    ("{run}/checkpoints", "is inside {real}/checkpoints, where only"),
+    ("{run}/checkpoints/new/deeper", "is inside {real}/checkpoints, where only"),
+    ("{other}/checkpoints/x", "is inside {other_real}/checkpoints, where only"),
+    ("{run}", "is inside the source run {real}; pick a folder outside it (e.g. "
+              "--export-subset {real}-subset) or under its exports/"),
+    ("{run}/sub", "is inside the source run {real}; pick a folder outside it"),
+])
+def test_export_subset_refuses_the_run_folders(run: Path, tmp_path: Path, out: str, message: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # a subset inside a committed checkpoint (or checkpoints/) was accepted, and the run's
+    # retention later deleted it along with the checkpoint
+    other = tmp_path / "other"
+    CheckpointManager(other).save(1, {"w": torch.zeros(1)}, {})
+    fmt = {"run": run, "real": run.resolve(), "other": other, "other_real": other.resolve()}
+    before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", out.format(**fmt)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and message.format(**fmt) in err, err
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before
+    assert sorted(p.name for p in (other / "checkpoints").iterdir()) == ["ckpt-00000001"]
+
+
+def test_export_subset_under_the_runs_exports_and_of_a_lone_checkpoint(run: Path,
+                                                                       tmp_path: Path) -> None:
+    _invoke(str(run), "--export-subset", str(run / "exports" / "emb"), "--names",
+            "input_embeddings")
+    assert find_checkpoint(run / "exports" / "emb").name == "ckpt-00000005"
+    # a checkpoint folder passed on its own: its parent is not taken for a run
+    _invoke(str(run / "checkpoints" / "ckpt-00000003"), "--export-subset",
+            str(run / "exports" / "emb3"))
+    assert find_checkpoint(run / "exports" / "emb3").name == "ckpt-00000003"
+
+
+@pytest.mark.parametrize("names", [",,,", "", " ", "input_embeddings,", "input_embeddings,,x"])
+def test_export_subset_refuses_empty_names(run: Path, tmp_path: Path, names: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # ",,," exported a checkpoint with no tensors, rc 0
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(tmp_path / "x"), "--names", names])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert f"--names expects comma-separated tensor names, got {names!r} (an empty name); " \
+           "e.g. --names input_embeddings,output_embeddings, or leave --names out" in err
+    assert not (tmp_path / "x").exists()

@@ -6,6 +6,7 @@ import errno
 import json
 import math
 import os
+import re
 import resource
 import shutil
 import stat
@@ -378,3 +379,164 @@ def test_a_write_failure_inside_safetensors_is_the_one_line_save_error(tmp_path:
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["ckpt-00000001"]
+
+
+def _resign(ckpt_dir: Path, **fields: object) -> None:
+    """Rewrite MANIFEST.json so that it matches the folder's files again (as a hand edit with a
+    re-signed manifest would), with ``fields`` replaced."""
+    manifest = json.loads((ckpt_dir / "MANIFEST.json").read_text())
+    for name in manifest["files"]:
+        manifest["files"][name] = {"sha256": ck.file_digest(ckpt_dir / name, "sha256"),
+                                   "size": (ckpt_dir / name).stat().st_size}
+    manifest.update(fields)
+    (ckpt_dir / "MANIFEST.json").write_text(json.dumps(manifest))
+    ck._VERIFIED.clear()
+
+
+_FILES_OK = {"sha256": "0" * 64, "size": 1}
+
+
+@pytest.mark.parametrize("manifest", [
+    [1, 2], "x", 3, None,
+    {"format": ck.MANIFEST_FORMAT, "files": [1]},
+    {"format": ck.MANIFEST_FORMAT, "files": {"tensors.safetensors": _FILES_OK}},
+    {"format": ck.MANIFEST_FORMAT, "files": {"tensors.safetensors": [1], "state.json": _FILES_OK}},
+    {"format": ck.MANIFEST_FORMAT, "files": {"tensors.safetensors": {"sha256": 1, "size": 1},
+                                             "state.json": _FILES_OK}},
+    {"format": ck.MANIFEST_FORMAT, "files": {"tensors.safetensors": {"sha256": "0", "size": "1"},
+                                             "state.json": _FILES_OK}},
+    {"format": ck.MANIFEST_FORMAT, "files": {"tensors.safetensors": {"sha256": "0", "size": True},
+                                             "state.json": _FILES_OK}},
+    {"format": ck.MANIFEST_FORMAT, "files": {"tensors.safetensors": _FILES_OK,
+                                             "state.json": _FILES_OK, "../../x": _FILES_OK}},
+])
+def test_manifest_of_the_wrong_shape_is_skipped_like_other_damage(
+        tmp_path: Path, manifest: object, capsys: pytest.CaptureFixture[str]) -> None:
+    # valid JSON that is not a manifest's shape was an AttributeError/KeyError in every reader
+    m = CheckpointManager(tmp_path)
+    good = _save(m, 1)
+    bad = _save(m, 2)
+    (bad / "MANIFEST.json").write_text(json.dumps(manifest))
+    ck._VERIFIED.clear()
+    assert ck.verify(bad) is not None
+    assert m.latest() == good and find_checkpoint(tmp_path) == good
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "skipping checkpoint" in err  # latest() and find_checkpoint
+    infos = m.list()
+    assert [i.verified for i in infos] == [True, False] and infos[1].problem
+    with pytest.raises(InputError, match="failed verification"):
+        load_checkpoint(bad)
+
+
+@pytest.mark.parametrize("created", [1e20, math.nan, -math.inf, [1], "today", True, None])
+def test_a_bad_created_time_lists_the_folder_mtime(tmp_path: Path, created: object) -> None:
+    # "created" is not hashed: a hand edit made `ckpt RUN` crash (OverflowError, ValueError)
+    path = _save(CheckpointManager(tmp_path), 3)
+    _resign(path, created=created)
+    os.utime(path, (1_700_000_000, 1_700_000_000))
+    [info] = CheckpointManager(tmp_path).list()
+    assert info.verified and info.time == 1_700_000_000
+
+
+def test_tensor_specs_of_an_unparsable_resigned_file_is_one_line(tmp_path: Path) -> None:
+    path = _save(CheckpointManager(tmp_path), 3)
+    (path / "tensors.safetensors").write_bytes(b"\xff" * 300)
+    _resign(path)
+    with pytest.raises(InputError, match=r"cannot read checkpoint .*ckpt-00000003 \(.*\); use "
+                                         r"another checkpoint \('embedlab ckpt RUN' lists them\)"):
+        ck.tensor_specs(path)
+
+
+def _edit_state(path: Path, edit: dict[str, object], drop: tuple[str, ...] = ()) -> None:
+    state = json.loads((path / "state.json").read_text())
+    state.update(edit)
+    for key in drop:
+        del state[key]
+    (path / "state.json").write_text(json.dumps(state))
+    _resign(path)
+
+
+@pytest.mark.parametrize(("edit", "drop", "message"), [
+    ({}, ("step",), "state.json has no 'step'"),
+    ({"step": "x"}, (), "'step' = \"x\", not a whole number >= 0"),
+    ({"step": -1}, (), "'step' = -1, not a whole number >= 0"),
+    ({"step": True}, (), "'step' = true, not a whole number >= 0"),
+    ({"step": 4}, (), "state.json says step 4, its folder name step 3"),
+    ({"metrics": [1]}, (), "'metrics' = [1], not an object of numbers"),
+    ({"metrics": {"loss": "low"}}, (), "not an object of numbers"),
+])
+def test_a_resigned_state_of_the_wrong_shape_is_one_line(tmp_path: Path, edit: dict[str, object],
+                                                         drop: tuple[str, ...],
+                                                         message: str) -> None:
+    path = _save(CheckpointManager(tmp_path), 3)
+    _edit_state(path, edit, drop)
+    with pytest.raises(InputError) as e:
+        load_checkpoint(path)
+    text = str(e.value)
+    assert "\n" not in text and message in text
+    assert text.startswith(f"checkpoint {path} is damaged: ")
+    assert text.endswith("; use another checkpoint ('embedlab ckpt RUN' lists them)")
+
+
+_SPEC = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "last_loss": (float, None),
+         "words_seen": int}
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"cursor": 5}, "'cursor' = 5, not an object with epoch, chunk, batch"),
+    ({"cursor": {"epoch": 0, "chunk": 1}}, "not an object whose 'batch' is present"),
+    ({"cursor": {"epoch": 0, "chunk": 1, "batch": "2"}}, "whose 'batch' is a whole number >= 0"),
+    ({"last_loss": "x"}, "'last_loss' = \"x\", not a number or null"),
+    ({"words_seen": 1.5}, "'words_seen' = 1.5, not a whole number >= 0"),
+])
+def test_state_spec_checks_the_callers_fields(tmp_path: Path, edit: dict[str, object],
+                                              message: str) -> None:
+    path = _save(CheckpointManager(tmp_path), 3)
+    ok = {"cursor": {"epoch": 0, "chunk": 1, "batch": 2}, "last_loss": None, "words_seen": 7}
+    _edit_state(path, ok)
+    assert load_checkpoint(path, state_spec=_SPEC)[1]["cursor"] == ok["cursor"]
+    _edit_state(path, {**ok, **edit})
+    load_checkpoint(path)  # without a spec only step and metrics are checked
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_checkpoint(path, state_spec=_SPEC)
+
+
+def test_a_garbled_index_is_refused_up_front_and_deleting_it_is_the_fix(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=2)
+    _save(m, 1, loss=0.5)  # the best, outside the two kept
+    _save(m, 2, loss=0.9)
+    _save(m, 3, loss=0.8)
+    (tmp_path / "checkpoint").write_bytes(b"\xff\xfe garbage \x80")
+    m = CheckpointManager(tmp_path, keep=2)
+    # the trainer asks before it writes anything; the fix is "delete it", not "permissions"
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"{tmp_path / 'checkpoint'} is damaged (not UTF-8 text); delete it (it is rebuilt "
+            "from the checkpoint folders at the next save)")):
+        m.check_index()
+    (tmp_path / "checkpoint").unlink()
+    m.check_index()
+    m.protect(3)
+    _save(m, 4, loss=0.7)
+    # the rebuilt index keeps the best checkpoint (from its state.json's metrics), so the
+    # deletion did not cost the run its best
+    index = read_index(tmp_path)
+    assert index.latest == 4 and index.best == 1 and index.best_value == 0.5
+    assert sorted(ck._scan(tmp_path / "checkpoints")) == [1, 3, 4]
+    _save(m, 5, loss=0.9)
+    assert sorted(ck._scan(tmp_path / "checkpoints")) == [1, 4, 5]
+
+
+def test_an_unreadable_index_still_names_permissions(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _save(CheckpointManager(tmp_path), 1)
+    real = Path.read_text
+
+    def denied(self: Path, *args: object, **kwargs: object) -> str:
+        if self.name == "checkpoint":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(CheckpointError, match=r"cannot read .*checkpoint \(Permission denied\); "
+                                              "fix its permissions or delete it"):
+        CheckpointManager(tmp_path).check_index()

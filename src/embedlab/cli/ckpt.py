@@ -31,6 +31,53 @@ def _parse_map(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _parse_names(names: str | None) -> list[str] | None:
+    from embedlab.errors import InputError
+
+    if names is None:
+        return None
+    wanted = [n.strip() for n in names.split(",")]
+    if not all(wanted):
+        # an empty list would export a checkpoint with no tensors, and a stray comma is a typo
+        raise InputError(f"--names expects comma-separated tensor names, got {names!r} (an "
+                         "empty name); e.g. --names input_embeddings,output_embeddings, or "
+                         "leave --names out to export all")
+    return wanted
+
+
+def _check_out_place(export: Path, src: Path) -> None:
+    """Refuse an OUT inside a run's checkpoint area (retention there deletes folders and the
+    next save rewrites what it lists), or anywhere in the source run but its exports/."""
+    from embedlab.errors import InputError
+    from embedlab.train.checkpoint import CKPT_DIR, INDEX_FILE, MANIFEST_FILE, parse_step
+
+    out = export.resolve()
+    src = src.resolve()
+    # RUN of RUN/checkpoints/ckpt-N; a checkpoint folder passed on its own has no run
+    source = src.parent.parent if src.parent.name == CKPT_DIR else None
+    suggest = (source or src).parent / f"{(source or src).name}-subset"
+
+    def holds_checkpoints(folder: Path) -> bool:
+        with contextlib.suppress(OSError):
+            return any(parse_step(c.name) is not None for c in folder.iterdir())
+        return False
+
+    for folder in (out, *out.parents):
+        is_ckpt = parse_step(folder.name) is not None and (folder / MANIFEST_FILE).is_file()
+        is_area = (folder.name == CKPT_DIR or folder.name.startswith(f"{CKPT_DIR}-abandoned-")) \
+            and (folder.parent == source or (folder.parent / INDEX_FILE).is_file()
+                 or holds_checkpoints(folder))
+        if is_ckpt or is_area:
+            raise InputError(f"--export-subset {export} is inside {folder}, where only the run's "
+                             "own checkpoints belong (its retention would delete the subset); "
+                             f"pick a folder outside it, e.g. --export-subset {suggest}")
+    if source is not None and (out == source or source in out.parents) and not (
+            out == source / "exports" or source / "exports" in out.parents):
+        raise InputError(f"--export-subset {export} is inside the source run {source}; pick a "
+                         f"folder outside it (e.g. --export-subset {suggest}) or under its "
+                         "exports/")
+
+
 def _export_subset(run: Path, export: Path, step: int | None, best: bool, names: str | None,
                    rename: dict[str, str]) -> None:
     """A new run folder: one verified checkpoint with the chosen tensors, plus the source run's
@@ -49,11 +96,12 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         load_checkpoint,
     )
 
+    wanted = _parse_names(names)
     src = find_checkpoint(run, step=step, best=best)
-    wanted = [n.strip() for n in names.split(",") if n.strip()] if names else None
-    tensors, state = load_checkpoint(src, names=wanted, rename=rename)
     if export.exists() and not export.is_dir():
         raise InputError(f"--export-subset {export} is a file, not a folder; pick a new folder")
+    _check_out_place(export, src)
+    tensors, state = load_checkpoint(src, names=wanted, rename=rename)
     vocab_src, vocab_out = src.parent.parent / "vocab.tsv", export / "vocab.tsv"
     for taken in (export / "checkpoints", vocab_out):
         if taken.exists():
@@ -166,7 +214,10 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
                          ("roles", "left"), ("verified", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     for info in infos:
-        when = dt.datetime.fromtimestamp(info.time).strftime("%Y-%m-%d %H:%M:%S")
+        try:
+            when = dt.datetime.fromtimestamp(info.time).strftime("%Y-%m-%d %H:%M:%S")
+        except (OverflowError, OSError, ValueError):  # a folder mtime set out of range
+            when = "?"
         ok = "yes" if info.verified else f"NO: {info.problem}"
         table.add_row(str(info.step), when, _size(info.size), ",".join(info.roles) or "-", ok)
     console.print(table)

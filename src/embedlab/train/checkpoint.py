@@ -24,6 +24,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import json
 import math
@@ -89,7 +90,12 @@ def _sha256_file(path: Path) -> str:
 
 
 def read_manifest(ckpt_dir: Path) -> dict[str, Any]:
-    """The parsed manifest; raises ValueError with a short reason when absent or malformed."""
+    """The parsed manifest; raises ValueError with a short reason when absent or malformed.
+
+    Every field a reader uses is type-checked here (the manifest is not hashed, so it may hold
+    anything): ``format``, and ``files`` mapping plain file names to ``{"sha256": str,
+    "size": int >= 0}``. ``created`` is informational; see :func:`_created`.
+    """
     path = Path(ckpt_dir) / MANIFEST_FILE
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -98,13 +104,35 @@ def read_manifest(ckpt_dir: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"MANIFEST.json is unreadable ({exc})") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    if manifest.get("format") != MANIFEST_FORMAT or not isinstance(files, dict):
+    if (not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT
+            or not isinstance(files, dict)):
         raise ValueError("MANIFEST.json is not an embedlab checkpoint manifest")
     for name in (TENSORS_FILE, STATE_FILE):
-        entry = files.get(name)
-        if not isinstance(entry, dict) or not {"sha256", "size"} <= entry.keys():
+        if name not in files:
             raise ValueError(f"MANIFEST.json does not list {name}")
+    for name, entry in files.items():
+        # a name with a separator would make verification read (and hash) files elsewhere
+        if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise ValueError(f"MANIFEST.json lists {name!r}, not a file name")
+        size = entry.get("size") if isinstance(entry, dict) else None
+        digest = entry.get("sha256") if isinstance(entry, dict) else None
+        if (not isinstance(digest, str) or not isinstance(size, int) or isinstance(size, bool)
+                or size < 0):
+            raise ValueError(f"MANIFEST.json has no valid sha256 and size for {name}")
     return manifest
+
+
+def _created(manifest: Mapping[str, Any]) -> float | None:
+    """The manifest's save time (Unix seconds), or None when it is absent or not a time that
+    can be shown (the manifest is not hashed: a hand edit may leave NaN, 1e20 or a list)."""
+    value = manifest.get("created")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        datetime.datetime.fromtimestamp(value)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return float(value)
 
 
 # Verified results, keyed by the files' identity, so latest() + load_checkpoint() hash once.
@@ -231,12 +259,22 @@ class Index:
 
 
 def read_index(run_dir: Path) -> Index:
+    """The run's index (empty when there is none); :class:`CheckpointError` when unreadable.
+
+    Lines that name no checkpoint are skipped (hand edits), so only bytes that are not UTF-8
+    text or a file that cannot be opened are refused. Deleting the file is always a fix: the
+    next save rebuilds it from the checkpoint folders (see :meth:`CheckpointManager.save`).
+    """
+    path = Path(run_dir) / INDEX_FILE
     try:
-        return Index.parse((Path(run_dir) / INDEX_FILE).read_text(encoding="utf-8"))
+        return Index.parse(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return Index()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"cannot read {Path(run_dir) / INDEX_FILE} ({exc}); fix its "
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path} is damaged (not UTF-8 text); delete it (it is rebuilt "
+                              "from the checkpoint folders at the next save)") from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {path} ({exc.strerror or exc}); fix its "
                               "permissions or delete it (it is rebuilt at the next save)") from None
 
 
@@ -315,6 +353,11 @@ class CheckpointManager:
     def index(self) -> Index:
         return read_index(self.run_dir)
 
+    def check_index(self) -> None:
+        """Raise :class:`CheckpointError` now if the index cannot be read, so that a trainer
+        refuses a resume before it writes anything (every save reads the index)."""
+        read_index(self.run_dir)
+
     def latest(self) -> Path | None:
         """The newest verified checkpoint; skips bad ones with a one-line warning each."""
         for _step, path in sorted(_scan(self.root).items(), reverse=True):
@@ -339,9 +382,12 @@ class CheckpointManager:
         for step, path in sorted(_scan(self.root).items()):
             problem = verify(path) if check else None
             try:
-                saved = float(read_manifest(path).get("created", path.stat().st_mtime))
-            except (ValueError, OSError):
-                saved = path.stat().st_mtime
+                created = _created(read_manifest(path))
+            except ValueError:
+                created = None
+            # no valid "created" (an unreadable or hand-edited manifest): the folder's mtime,
+            # which the rename at commit time set
+            saved = created if created is not None else path.stat().st_mtime
             size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
             out.append(CheckpointInfo(step, path, saved, size, index.roles(step),
                                       check and problem is None, problem))
@@ -457,9 +503,32 @@ class CheckpointManager:
         same_metric = old.best_metric == self.best_metric and old.best_mode == self.best_mode
         best = old.best if same_metric and old.best in ours else None
         value = old.best_value if best is not None else None
+        if not old.ours():
+            # No index (a new run, or one deleted because it was damaged): the best of the
+            # folders adopted above, by the metrics their state.json recorded, so that deleting
+            # a damaged index does not cost the run its best checkpoint at the next save.
+            best, value = self._best_on_disk(sorted(ours - {step}))
         new_value = metrics.get(self.best_metric)
         if new_value is not None and _better(float(new_value), value, self.best_mode):
             return step, float(new_value)
+        return best, value
+
+    def _best_on_disk(self, steps: Iterable[int]) -> tuple[int | None, float | None]:
+        best: int | None = None
+        value: float | None = None
+        for s in steps:  # ascending: ties keep the earlier one
+            path = self.root / ckpt_name(s)
+            if verify(path) is not None:
+                continue
+            try:
+                recorded = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            metrics = recorded.get("metrics") if isinstance(recorded, dict) else None
+            v = metrics.get(self.best_metric) if isinstance(metrics, dict) else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    _better(float(v), value, self.best_mode):
+                best, value = s, float(v)
         return best, value
 
 
@@ -568,16 +637,95 @@ def _verified_or_fail(ckpt_dir: Path) -> Path:
     return ckpt_dir
 
 
+def _unreadable(ckpt_dir: Path, exc: BaseException) -> InputError:
+    """The one line for a checkpoint whose files verify but cannot be parsed (re-signed)."""
+    what = str(exc) if isinstance(exc, (OSError, ValueError)) else \
+        f"{type(exc).__name__}: {exc}"  # SafetensorError is not a ValueError in every version
+    return InputError(f"cannot read checkpoint {ckpt_dir} ({what}); use another checkpoint "
+                      "('embedlab ckpt RUN' lists them)")
+
+
+def _spec_problem(value: Any, spec: Any) -> str | None:
+    """None when ``value`` fits ``spec`` (see :func:`check_state`), else what it should be."""
+    if isinstance(spec, tuple):
+        problems = [_spec_problem(value, s) for s in spec]
+        return None if None in problems else " or ".join(p for p in problems if p)
+    if spec is None:
+        return None if value is None else "null"
+    if isinstance(spec, Mapping):
+        if not isinstance(value, dict):
+            return f"an object with {', '.join(spec)}"
+        for key, sub in spec.items():
+            problem = "present" if key not in value else _spec_problem(value[key], sub)
+            if problem is not None:
+                return f"an object whose {key!r} is {problem}"
+        return None
+    if spec is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a whole number >= 0"
+    if spec is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "a number"
+    return None if isinstance(value, spec) else f"a {spec.__name__}"
+
+
+def check_state(ckpt_dir: Path | str, state: Mapping[str, Any],
+                spec: Mapping[str, Any]) -> None:
+    """Raise :class:`InputError` when a field of ``state`` does not have the shape ``spec`` gives.
+
+    The files of a checkpoint are hashed, but a re-signed manifest (or a bug) can still carry a
+    state.json of the wrong shape; this turns that into the one line of a damaged checkpoint
+    instead of a KeyError deep in a resume. ``spec`` maps a key to ``int`` (a whole number
+    >= 0: steps, counts, positions), ``float`` (any number), ``str``, ``bool``, ``None``, a
+    tuple of these (any of them) or a mapping (an object whose keys must all be present).
+    Top-level keys may be absent (callers have defaults); present ones must fit.
+    """
+    for key, sub in spec.items():
+        if key in state:
+            problem = _spec_problem(state[key], sub)
+            if problem is not None:
+                raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has "
+                                 f"{key!r} = {_short(state[key])}, not {problem}; use another "
+                                 "checkpoint ('embedlab ckpt RUN' lists them)")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_own_fields(ckpt_dir: Path, state: dict[str, Any]) -> None:
+    """``step`` and ``metrics``, which :meth:`CheckpointManager.save` always writes."""
+    if "step" not in state:
+        raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has no 'step'; use "
+                         "another checkpoint ('embedlab ckpt RUN' lists them)")
+    check_state(ckpt_dir, state, {"step": int})
+    metrics = state.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()):
+        raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has 'metrics' = "
+                         f"{_short(metrics)}, not an object of numbers; use another checkpoint "
+                         "('embedlab ckpt RUN' lists them)")
+    named = parse_step(ckpt_dir.name)
+    if named is not None and named != state["step"]:
+        raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} says step "
+                         f"{state['step']}, its folder name step {named}; use another "
+                         "checkpoint ('embedlab ckpt RUN' lists them)")
+
+
 def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
                     names: Iterable[str] | None = None,
                     rename: Mapping[str, str] | None = None,
+                    state_spec: Mapping[str, Any] | None = None,
                     ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Load tensors and state of one checkpoint folder (no unpickling anywhere).
 
     ``names``: stored tensor names to load (default: all). ``rename``: ``{new_name: stored_name}``
     (the CLI's ``--map new=old``); stored names not mentioned keep their names, and a stored
     name in ``rename`` is loaded even when ``names`` omits it. Raises :class:`InputError` naming
-    missing tensors and the available ones.
+    missing tensors and the available ones. The state always has ``step`` (an int >= 0, that of
+    the folder's name) and ``metrics`` (numbers); ``state_spec`` checks the caller's own fields
+    (:func:`check_state`). A state of the wrong shape is a one-line :class:`InputError`.
     """
     ckpt_dir = Path(ckpt_dir)
     if verify:
@@ -600,14 +748,13 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
         state = json.loads((ckpt_dir / STATE_FILE).read_text(encoding="utf-8"))
     except InputError:
         raise
-    except (OSError, ValueError, UnicodeDecodeError) as exc:  # safetensors raises ValueError-ish
-        raise InputError(f"cannot read checkpoint {ckpt_dir} ({exc}); use another checkpoint "
-                         "('embedlab ckpt RUN' lists them)") from None
-    except Exception as exc:  # SafetensorError is not a ValueError subclass in every version
-        raise InputError(f"cannot read checkpoint {ckpt_dir} ({type(exc).__name__}: {exc}); "
-                         "use another checkpoint ('embedlab ckpt RUN' lists them)") from None
+    except Exception as exc:  # OSError, ValueError (JSON), SafetensorError
+        raise _unreadable(ckpt_dir, exc) from None
     if not isinstance(state, dict):
         raise InputError(f"{ckpt_dir / STATE_FILE} is not a JSON object; use another checkpoint")
+    _check_own_fields(ckpt_dir, state)
+    if state_spec is not None:
+        check_state(ckpt_dir, state, state_spec)
     return {out_names[n]: loaded[n] for n in wanted}, state
 
 
@@ -632,8 +779,11 @@ def _output_names(wanted: list[str], rename: Mapping[str, str]) -> dict[str, str
 def tensor_specs(ckpt_dir: Path | str) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, shape, dtype) of every stored tensor, read from the header only (no data)."""
     out = []
-    with safe_open(str(Path(ckpt_dir) / TENSORS_FILE), framework="pt") as f:
-        for name in sorted(f.keys()):
-            sl = f.get_slice(name)
-            out.append((name, tuple(sl.get_shape()), str(sl.get_dtype())))
+    try:
+        with safe_open(str(Path(ckpt_dir) / TENSORS_FILE), framework="pt") as f:
+            for name in sorted(f.keys()):
+                sl = f.get_slice(name)
+                out.append((name, tuple(sl.get_shape()), str(sl.get_dtype())))
+    except Exception as exc:  # a verified but unparsable file (re-signed): as load_checkpoint
+        raise _unreadable(Path(ckpt_dir), exc) from None
     return out
