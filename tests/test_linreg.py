@@ -181,6 +181,20 @@ def test_cli_errors_are_one_line_and_leave_run_intact(
     assert after == before
 
 
+def test_a_damaged_index_leaves_the_run_untouched(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # config.json and env.json were rewritten before the index was found damaged
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    main(["linreg", str(table), "--run", str(run), "--steps", "100", "--checkpoint-every", "50"])
+    (run / "checkpoint").write_bytes(b"\xff\xfe\x80")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    code, err = _main(["linreg", str(table), "--run", str(run), "--steps", "200"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "checkpoint is damaged (not UTF-8 text); delete it" in err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     """The real entry point in-process (error formatting + exit code), cheaper than a subprocess."""
     capsys.readouterr()

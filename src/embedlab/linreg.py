@@ -224,12 +224,16 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     if has_ckpts and latest is None:
         raise InputError(f"no verified checkpoint in {run}; every checkpoint is incomplete or "
                          "corrupted - use a new --run (or restore the folder from a backup)")
+    manager.check_index()  # a damaged index is refused before anything of the run is written
+    # loaded (and its state checked) before config.json and env.json are rewritten: a damaged
+    # checkpoint must leave the run as it was
+    loaded = load_checkpoint(latest, names=["w", "b"]) if latest is not None else None
     provenance.write_config_json(run, requested)
     provenance.write_env_json(run, argv=argv, threads=torch.get_num_threads(), seed=cfg.seed,
                               streams=STREAMS)
-    if latest is None:
+    if loaded is None:
         return init_params(cfg.seed), 0, None
-    tensors, state = load_checkpoint(latest, names=["w", "b"])
+    tensors, state = loaded
     step = int(state["step"])
     manager.protect(step)
     _truncate_metrics(run, step)

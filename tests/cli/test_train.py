@@ -660,6 +660,48 @@ def test_init_from_a_run_whose_vocabulary_does_not_fit_is_one_line(
     assert not (tmp_path / "warm").exists()
 
 
+def test_a_damaged_index_is_refused_before_the_run_is_touched(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # It was noticed only at the first save, after config.json, env.json, status.json and
+    # metrics.jsonl had been rewritten, and the message blamed permissions.
+    (copy / "checkpoint").write_bytes(b"\xff\xfe garbage \x80")
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert_refused(code, err, f"{copy / 'checkpoint'} is damaged (not UTF-8 text); delete it "
+                              "(it is rebuilt from the checkpoint folders at the next save)")
+    assert snapshot(copy) == before
+    (copy / "checkpoint").unlink()  # the fix the message names
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3",
+                      "--max-steps", str(read_latest_step(copy) + 1))
+    assert code == 0, err
+    assert (copy / "checkpoint").is_file()
+
+
+def read_latest_step(run: Path) -> int:
+    return int(find_checkpoint(run).name.split("-")[1])
+
+
+def test_a_resigned_state_of_another_shape_is_one_line(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a state.json edited and its manifest re-signed: "cursor": 5 raised TypeError mid-resume
+    import hashlib
+
+    ckpt = find_checkpoint(copy)
+    state = json.loads((ckpt / "state.json").read_text())
+    state["cursor"] = 5
+    (ckpt / "state.json").write_text(json.dumps(state))
+    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
+    data = (ckpt / "state.json").read_bytes()
+    manifest["files"]["state.json"] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                       "size": len(data)}
+    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert_refused(code, err, f"checkpoint {ckpt} is damaged: state.json has 'cursor' = 5, not "
+                              "an object with epoch, chunk, batch; use another checkpoint")
+    assert snapshot(copy) == before
+
+
 def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other.txt"

@@ -195,6 +195,13 @@ def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
 
 # ---- the loop -------------------------------------------------------------------------------
 
+#: the shape of the state save() writes: a re-signed state.json of another shape is one line
+#: naming the damaged checkpoint, not a KeyError deep in a resume
+TRAIN_STATE = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "words_seen": int,
+               "epoch": int, "train_seconds": float, "last_loss": (float, None),
+               "window": ({"loss": float, "pairs": int, "words": int}, None), "finished": bool}
+
+
 class _Window:
     """The open logging window: float64 sums so the reported loss is exact."""
 
@@ -265,6 +272,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                 keep_every=cfg.checkpoint.keep_every,
                                 best_metric=cfg.checkpoint.best_name,
                                 best_mode=cfg.checkpoint.best_mode)
+    manager.check_index()  # a damaged index is refused before anything of the run is written
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     ckpt = find_checkpoint(resume_from) if resume_from else _latest(manager, run_dir)
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
@@ -293,7 +301,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     # ---- state: fresh, resumed or warm-started ----
     state: dict[str, Any] = {}
     if ckpt is not None:
-        tensors, state = load_checkpoint(ckpt)
+        tensors, state = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
         params = Word2VecParams(tensors["input_embeddings"], tensors["output_embeddings"],
                                 tensors.get("output_bias"))
         _check_shapes(params, len(vocab), m.dim, ckpt)
