@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,18 @@ def test_default_probes_are_distinct_frequent_words(v: int, n: int) -> None:
 def test_hparam_values_flattens_to_plain_types() -> None:
     out = hparam_values({"a": {"b": None, "c": [1, 2]}, "d": 1.5, "e": True})
     assert out == {"a.b": "none", "a.c": "1,2", "d": 1.5, "e": True}
+
+
+def test_hparams_of_a_path_that_is_not_utf8_can_be_written() -> None:
+    # a --corpus folder named with the byte 0xfe: the hparams summary raised UnicodeEncodeError
+    # in the final summaries, after the run had trained
+    from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+    corpus = os.fsdecode(b"/data/d\xfe")
+    out = hparam_values({"data": {"corpus": corpus}, "dim": 8})
+    assert out == {"data.corpus": "/data/d\\xfe", "dim": 8}
+    for summary in hparams_summary(out, {"final/loss": 1.0}):
+        summary.SerializeToString()
 
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)

@@ -184,12 +184,16 @@ def hparam_values(hparams: Mapping[str, Any]) -> dict[str, bool | int | float | 
     """Flatten a (nested) config dict into values the hparams plugin accepts."""
     out: dict[str, bool | int | float | str] = {}
     for k, v in flatten(dict(hparams)).items():
-        if isinstance(v, (bool, int, float, str)):
+        if isinstance(v, (bool, int, float)):
             out[k] = v
         elif v is None:
             out[k] = "none"
         else:
-            out[k] = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+            text = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+            # A path that is not UTF-8 (a --corpus folder named with other bytes) reaches us
+            # with lone surrogates, which the protobuf writer cannot encode: it crashed the
+            # final summaries after the whole run had trained. Shown as \xNN escapes instead.
+            out[k] = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return out
 
 
