@@ -193,6 +193,8 @@ def test_status_odd_but_harmless_values_are_shown(tmp_path: Path) -> None:
 def test_formatting() -> None:
     assert format_duration(None) == "" and format_duration(59.9) == "0:00:59"
     assert format_count(999) == "999" and format_count(17_000_000) == "17.0M"
+    assert format_count(999_999) == "1.0M" and format_count(999_949) == "999.9k"
+    assert format_count(1_000) == "1.0k"
 
 
 def _linreg_run(run: Path, tmp_path: Path, *, max_steps: int | None = None) -> None:

@@ -92,8 +92,10 @@ def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | Non
     if out == source / "exports" / out.name:
         make_exports_folder(out, f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
-    for path in written:
-        click.echo(f"wrote {path} ({len(vectors)} words × {vectors.dim} dims)")
+    for path in written:  # npy: the matrix, then its vocabulary file (words only)
+        shape = f"{len(vectors)} words" if path.suffix == ".tsv" else \
+            f"{len(vectors)} words × {vectors.dim} dims"
+        click.echo(f"wrote {path} ({shape})")
 
 
 # ---- neighbors / analogy -------------------------------------------------------------------
@@ -125,7 +127,7 @@ def neighbors(source: Path, step: int | None, best: bool, word: str, k: int, met
     _show(f"nearest to {word!r} ({metric}, {vectors.source})", table)
 
 
-@click.command()
+@click.command(short_help="A is to B as C is to what? (3CosAdd or 3CosMul)")
 @_source_options
 @click.argument("a")
 @click.argument("b")

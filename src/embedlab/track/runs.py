@@ -282,8 +282,9 @@ def format_duration(seconds: float | None) -> str:
 def format_count(n: int | None) -> str:
     if n is None:
         return ""
+    # a count that rounds up to the next unit is shown in it: 999,999 reads 1.0M, not 1000.0k
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
+        if n >= size * (1 - 5e-5):
             return f"{n / size:.1f}{unit}"
     return str(n)
 
