@@ -204,20 +204,25 @@ def test_force_writes_through_a_symlink(tmp_path: Path) -> None:
     assert dangling.is_symlink() and not (tmp_path / "gone.txt").exists()
 
 
+
+def _read_error(path: Path, content: bytes) -> str:
+    """The one-line message read_word2vec gives for a file holding ``content``."""
+    path.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        read_word2vec(path)
+    return str(e.value)
+
 @pytest.mark.parametrize("content", [b"100000000000 3\na 1 2 3\n",
                                      b"100000000 300\na \x00\x00\x80?\n",
                                      b"3 100000000000\na 1 2 3\n"])
 def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: bytes) -> None:
     # the header's word count was trusted: np.empty(10^11 ...) -> "Unable to allocate 745. GiB"
     path = tmp_path / "huge.bin"
-    path.write_bytes(content)
     n, dim = content.split(b"\n")[0].split()
-    with pytest.raises(InputError) as e:
-        read_word2vec(path)
-    assert str(e.value) == (f"{path} is not a word2vec file (header says {int(n)} words × "
-                            f"{int(dim)} dims but the file has only {len(content)} bytes); pass "
-                            "a word2vec text/binary file, a .npy export, a run folder or a "
-                            "checkpoint folder")
+    assert _read_error(path, content) == (
+        f"{path} is not a word2vec file (header says {int(n)} words × {int(dim)} dims but the "
+        f"file has only {len(content)} bytes); pass a word2vec text/binary file, a .npy export, "
+        "a run folder or a checkpoint folder")
 
 
 @pytest.mark.parametrize(("content", "where"), [
@@ -230,11 +235,9 @@ def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: byt
 def test_a_bad_text_row_is_named(tmp_path: Path, content: str, where: str) -> None:
     # a malformed first row used to be read as binary: "binary record 2 of 2 is truncated"
     path = tmp_path / "bad.txt"
-    path.write_text(content)
-    with pytest.raises(InputError) as e:
-        read_word2vec(path)
-    assert str(e.value) == (f"{path} is not a word2vec file ({where}); pass a word2vec "
-                            "text/binary file, a .npy export, a run folder or a checkpoint folder")
+    assert _read_error(path, content.encode()) == (
+        f"{path} is not a word2vec file ({where}); pass a word2vec text/binary file, a .npy "
+        "export, a run folder or a checkpoint folder")
 
 
 @pytest.mark.parametrize(("content", "where", "value"), [
@@ -248,11 +251,9 @@ def test_non_finite_values_are_refused(tmp_path: Path, content: bytes, where: st
                                        value: str) -> None:
     # `neighbors nan.txt b` listed b itself at -inf, after a numpy RuntimeWarning
     path = tmp_path / "nan.txt"
-    path.write_bytes(content)
-    with pytest.raises(InputError) as e:
-        read_word2vec(path)
-    assert str(e.value) == (f"{path} {where} holds {value}, not a finite float32 number; fix or "
-                            "remove that row, or re-export the vectors")
+    assert _read_error(path, content) == (
+        f"{path} {where} holds {value}, not a finite float32 number; fix or remove that row, or "
+        "re-export the vectors")
 
 
 def test_duplicates_warning_is_one_prefixed_line(tmp_path: Path,
