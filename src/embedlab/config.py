@@ -26,7 +26,7 @@ LossKind = Literal["neg", "nce"]
 InitKind = Literal["centered", "uniform"]
 
 
-#: the largest integer flag: counters and seeds are stored as signed 64-bit integers
+#: the largest integer embedlab stores: flags, counters, seeds and word counts are int64
 MAX_INT = 2**63 - 1
 
 

@@ -123,6 +123,8 @@ def test_a_text_file_named_npy_is_not_taken_for_a_pickle(tmp_path: Path) -> None
      "line 2: count 9223372036854775808 is too large (the most is 9223372036854775807); fix the "
      "count or regenerate the vocabulary file"),
     ("a\t1\nb\t99999999999999999999999\n", "line 2: count 99999999999999999999999 is too large"),
+    # over 4,300 digits: int() itself refused it with a ValueError
+    ("a\t1\nb\t" + "9" * 5000 + "\n", "line 2: count " + "9" * 30 + "... is too large"),
     ("a\t-1\nb\t1\n", "line 1: count '-1' is not a non-negative integer; expected "
                       "'word<TAB>count'"),
     ("a\t1\nb\t1\t2\n", "line 2: count '1\\t2' is not a non-negative integer"),

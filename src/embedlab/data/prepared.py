@@ -41,7 +41,7 @@ import numpy.typing as npt
 from tqdm import tqdm
 
 from embedlab import __version__
-from embedlab.config import DataConfig
+from embedlab.config import MAX_INT, DataConfig
 from embedlab.data.corpus import (
     PREPARED_FORMAT,
     SPECIAL_CORPORA,
@@ -142,13 +142,12 @@ def _read_meta(root: Path) -> dict[str, Any]:
     return meta
 
 
-_COUNT_MAX = 2**63 - 1  # counts land in int64 arrays and numpy offsets
 _PRUNED_KEYS = ("times", "threshold", "dropped_types", "dropped_tokens")
 
 
 def _is_count(value: Any, least: int = 0) -> bool:
     # bool is an int subclass, and json reads 1.0 / NaN as floats: neither is a count
-    return type(value) is int and least <= value <= _COUNT_MAX
+    return type(value) is int and least <= value <= MAX_INT  # int64 arrays, offsets
 
 
 def _check_meta_fields(meta: dict[str, Any]) -> str | None:

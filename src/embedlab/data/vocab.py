@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from embedlab.config import MAX_INT
 from embedlab.errors import InputError
 
 
@@ -81,8 +82,10 @@ class WordCounter:
         self._reduce += 1
 
 
-_INT64_MAX = 2**63 - 1
-_INT64_MAX_TEXT = str(_INT64_MAX)
+def count_fits_int64(digits: str) -> bool:
+    """Whether a count written as decimal ``digits`` fits int64 (the counts arrays' type). The
+    length test comes first: int() refuses strings of over 4,300 digits with its own ValueError."""
+    return len(digits.lstrip("0")) <= len(str(MAX_INT)) and int(digits) <= MAX_INT
 
 
 def _check_word(word: Any, where: str) -> None:
@@ -177,12 +180,10 @@ class Vocab:
             if not tab or not count.isdigit() or not count.isascii():
                 raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
                                  "re-run 'embedlab prepare' to recreate the vocabulary")
-            # counts are int64; the length test comes first because int() refuses strings
-            # of over 4,300 digits with a ValueError of its own
-            if len(count.lstrip("0")) > len(_INT64_MAX_TEXT) or int(count) > _INT64_MAX:
+            if not count_fits_int64(count):
                 shown = count if len(count) <= 30 else f"{count[:30]}..."
                 raise InputError(f"{path}:{n}: count {shown} is too large (the most is "
-                                 f"{_INT64_MAX}); re-run 'embedlab prepare' to recreate the "
+                                 f"{MAX_INT}); re-run 'embedlab prepare' to recreate the "
                                  "vocabulary")
             _check_word(word, f"{path}:{n}")
             words.append(word)

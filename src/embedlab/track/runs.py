@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from embedlab.config import MUTABLE_ON_RESUME, TrainConfig, flatten
+from embedlab.config import MAX_INT, MUTABLE_ON_RESUME, TrainConfig, flatten
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text
 from embedlab.linreg import FIXED_ON_RESUME as LINREG_FIXED
@@ -76,12 +76,12 @@ def _is_pid(v: Any) -> TypeGuard[int]:
 
 def _is_count(v: Any) -> bool:
     # bounded so that the table's arithmetic (format_count) cannot overflow a float
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_INT
 
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool)
-                                    and abs(v) < 2**63)
+                                    and abs(v) <= MAX_INT)
 
 
 def _is_seconds(v: Any) -> bool:
