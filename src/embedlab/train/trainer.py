@@ -47,6 +47,7 @@ from embedlab.provenance import started_step_revision, write_config_json, write_
 from embedlab.seeding import STREAMS, torch_generator
 from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 from embedlab.train.lock import RunLock
+from embedlab.train.memory import release_free_memory
 from embedlab.train.run import abandon_after
 from embedlab.train.schedule import linear_lr
 from embedlab.train.signals import SignalFlag, interrupted
@@ -369,6 +370,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
               "window": window.state(), "last_loss": last_loss, "train_seconds": train_seconds,
               "finished": final}
         began = time.perf_counter()
+        release_free_memory()  # the batch producer's freed chunks: summaries allocate next
         # Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
         # resume from S keeps the events up to S and drops later ones, so with this order a kill
         # at any moment leaves neither gaps nor duplicates.
