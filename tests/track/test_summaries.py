@@ -20,6 +20,7 @@ from embedlab.track.summaries import (
     default_probes,
     float64_moments,
     hparam_values,
+    nearest_neighbours,
     neighbours_markdown,
     read_metrics,
     truncate_metrics,
@@ -150,6 +151,23 @@ def test_neighbours_show_the_planted_clusters() -> None:
     for row, cluster in ((rows[2], CLUSTERS["animal"]), (rows[3], CLUSTERS["country"])):
         names = [cell.split(" (")[0] for cell in row.split("|")[2].strip().split(", ")]
         assert set(names) <= set(cluster), row
+
+
+def test_nearest_neighbours_are_cosine_neighbours_with_zero_rows() -> None:
+    # computed without a normalised copy of the matrix: same result as normalising first,
+    # and a zero row (a word never trained) is similarity 0 to everything, not NaN
+    w = torch.randn(300, 8, generator=torch.Generator().manual_seed(3))
+    w[7] = 0.0
+    ids = [0, 7, 42]
+    got = nearest_neighbours(w, ids, k=5)
+    unit = torch.nn.functional.normalize(w, dim=1)
+    sims = unit[ids] @ unit.T
+    for row, i in enumerate(ids):
+        sims[row, i] = -math.inf
+        want = torch.topk(sims[row], 5)
+        assert [j for j, _ in got[row]] == want.indices.tolist() or i == 7
+        assert [s for _, s in got[row]] == pytest.approx(want.values.tolist(), abs=1e-6)
+    assert all(math.isfinite(s) for row in got for _, s in row)
 
 
 def test_neighbours_without_known_probe_words() -> None:
