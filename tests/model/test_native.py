@@ -6,6 +6,7 @@ Agreement with the paper's per-pair loss is in test_word2vec.py (``engine="nativ
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -132,6 +133,42 @@ def test_the_build_is_cached_and_reused(fresh_build: Path) -> None:
     assert native.unavailable_reason() is None
     assert list(fresh_build.glob("w2v-*.so")) == [built] and built.stat().st_mtime_ns == stamp
     assert not list(fresh_build.glob(".build-*"))  # the temporary build folder is gone
+
+
+def _built_not_loaded() -> Path:
+    """The kernel built into the cache but not loaded: dlopen would hand this process its loaded
+    copy again for the same path, whatever the file holds now."""
+    source = (Path(native.__file__).parent / native.SOURCE).read_bytes()
+    path, temporary = native._build(source, native.compiler_command())
+    assert not temporary
+    return path
+
+
+def _intact_builds(cache: Path) -> list[Path]:
+    return [p for p in cache.glob("w2v-*.so")
+            if p.name.endswith(f"-{native._content_hash(p)}.so")]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "another library"])
+def test_a_damaged_cached_kernel_is_built_again(fresh_build: Path, tmp_path: Path,
+                                                damage: str) -> None:
+    # A truncated .so (full disk, crash) used to fail every run with "cannot load" until
+    # someone found and deleted it; loading one can even kill the process with SIGBUS, so the
+    # file is checked against the hash in its name before dlopen ever sees it.
+    built = _built_not_loaded()
+    if damage == "another library":
+        other = tmp_path / "other.c"
+        other.write_text("int not_the_kernel(void) { return 1; }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "other.so"), str(other)],
+                       check=True)
+        data = (tmp_path / "other.so").read_bytes()
+    else:
+        data = built.read_bytes()[:4096] if damage == "truncated" else b"not a library"
+    built.write_bytes(data)  # never loaded in this process, so rewriting it in place is safe
+    assert native.unavailable_reason() is None
+    assert native.library().w2v_scratch_floats(64, 5, 1, 5, 16, 1) > 0
+    assert all(p.read_bytes() != data for p in fresh_build.glob("w2v-*.so"))
+    assert len(_intact_builds(fresh_build)) == 1
 
 
 def test_without_a_compiler_auto_falls_back_and_says_so(

@@ -11,7 +11,9 @@ into words like make does, so ``CC="ccache gcc"`` or ``CC="gcc -m64"`` work: the
 the program, the rest go before the flags) into ``$EMBEDLAB_CACHE`` (default
 ``$XDG_CACHE_HOME/embedlab`` or ``~/.cache/embedlab``), under a name hashed from the source, the
 compiler's arguments, the flags, the compiler's version and the CPU's feature flags, so a cache
-shared between machines never loads code built for another CPU. The build is atomic (a
+shared between machines never loads code built for another CPU; the file name also carries a
+hash of the built file, checked before loading, so a damaged file (truncated by a full disk or
+a crash) is built again instead of failing, or crashing, every run. The build is atomic (a
 temporary file renamed into place); two processes building at once both succeed. It takes
 about half a second, once. Without a compiler, ``--engine auto`` falls back to the torch
 engine and says so. A cache folder that cannot be written (a file, read-only, full) is not a
@@ -39,6 +41,7 @@ if TYPE_CHECKING:  # imported lazily: resolving --engine must not cost a torch i
     import torch
 
 SOURCE = "_kernel.c"
+CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 
 
@@ -83,18 +86,40 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
                                 f"{timeout:.0f} s") from None
 
 
-def _compile(cc: str, args: list[str], source: bytes, folder: Path, name: str) -> Path:
-    """Build into ``folder/name`` atomically; OSError means ``folder`` is not usable."""
-    target = folder / name
+def _content_hash(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()[:CONTENT_HASH]
+
+
+def _cached(folder: Path, stem: str) -> Path | None:
+    """An intact build of ``stem`` in ``folder``: one whose bytes match the hash in its name.
+
+    Checked before loading because dlopen does not survive every damaged file: a truncated
+    library (a full disk, a crash) kills the process with SIGBUS. A damaged one is removed, so
+    the caller builds it again instead of failing every run until someone deletes it.
+    """
+    for path in sorted(folder.glob(f"{stem}-*.so")):
+        try:
+            if _content_hash(path) == path.name[len(stem) + 1 : -len(".so")]:
+                return path
+            path.unlink()
+        except OSError:
+            continue  # removed meanwhile by another process, or unreadable: build anew
+    return None
+
+
+def _compile(cc: str, args: list[str], source: bytes, folder: Path, stem: str) -> Path:
+    """Build into ``folder/stem-HASH.so`` atomically; OSError means ``folder`` is not usable."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
         src = Path(tmp) / SOURCE
         src.write_bytes(source)
-        out = Path(tmp) / name
+        out = Path(tmp) / "kernel.so"
         proc = _run([cc, *args, *FLAGS, "-o", str(out), str(src), "-lm"], timeout=300)
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["no output"])[0]
             raise NativeUnavailable(f"{cc} failed to build the kernel: {first}")
+        target = folder / f"{stem}-{_content_hash(out)}.so"
         os.replace(out, target)
     return target
 
@@ -109,12 +134,13 @@ def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
     key = hashlib.sha256(b"\0".join([source, shlex.join(args).encode(), " ".join(FLAGS).encode(),
                                      version.encode(), _cpu_flags().encode(),
                                      platform.machine().encode()]))
-    name = f"w2v-{key.hexdigest()[:20]}.so"
+    stem = f"w2v-{key.hexdigest()[:20]}"
     folder = cache_dir()
-    if (folder / name).is_file():
-        return folder / name, False
+    found = _cached(folder, stem)
+    if found is not None:
+        return found, False
     try:
-        return _compile(cc, args, source, folder, name), False
+        return _compile(cc, args, source, folder, stem), False
     except OSError as exc:
         # not the compiler's fault: say which folder and how to fix it, and still build
         why = "it is not a folder" if folder.exists() and not folder.is_dir() else \
@@ -122,7 +148,7 @@ def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
         problem = f"the kernel cache folder {folder} is not usable ({why})"
     try:
         tmp = Path(tempfile.mkdtemp(prefix="embedlab-kernel-"))
-        path = _compile(cc, args, source, tmp, name)
+        path = _compile(cc, args, source, tmp, stem)
     except OSError as exc:
         raise NativeUnavailable(f"{problem}, nor is a temporary folder ({exc.strerror or exc}); "
                                 "set EMBEDLAB_CACHE to a writable folder") from exc
@@ -137,9 +163,15 @@ def library() -> ctypes.CDLL:
     """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
     source = resources.files("embedlab.model").joinpath(SOURCE).read_bytes()
     path, temporary = _build(source, compiler_command())
+    return _load(path, temporary)
+
+
+def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
-    except OSError as exc:
+        for symbol in ("w2v_skipgram_step", "w2v_scratch_floats"):
+            getattr(lib, symbol)  # a shared library, but not this kernel: AttributeError
+    except (OSError, AttributeError) as exc:
         raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
     finally:
         if temporary:  # a loaded library stays mapped after its file is gone
