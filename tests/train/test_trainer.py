@@ -492,3 +492,146 @@ def test_a_stop_while_opening_the_writers_is_recorded(
         run_train(make_cfg(corpus), run)
     assert read_status(run)["status"] == status
     assert read_status(run)["step"] == 3
+
+
+# ---- words/s, wall time and status across the writers' opening and resumes -------------------
+
+def _slow_writers(monkeypatch: pytest.MonkeyPatch, clock: _Clock, seconds: float) -> None:
+    """Opening the writers takes ``seconds`` on the trainer's clock (like a resume rewriting
+    large event files)."""
+    import embedlab.track.summaries as summaries
+
+    real = summaries.open_tracker
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        clock.now += seconds
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(summaries, "open_tracker", slow)
+
+
+def test_words_per_second_counts_training_time_only(
+        corpus: Path, tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first window's clock started before the model was built and the writers opened, so
+    # the first words/s of every process was a fraction of the rest (40k against 200k)
+    _slow_writers(monkeypatch, clock, 100.0)
+    cfg = make_cfg(corpus, track={"log_every": 5})
+    run_train(cfg, tmp_path / "run")
+    rates = list(logged(tmp_path / "run", "train/words_per_sec").values())
+    assert len(rates) > 4
+    assert rates[0] == pytest.approx(float(np.median(rates[1:-1])), rel=0.5)
+
+
+def test_a_resumed_window_keeps_its_earlier_seconds(
+        corpus: Path, tmp_path: Path, clock: _Clock) -> None:
+    # A checkpoint inside a logging window (step 7 of 5..10): the resumed window holds words of
+    # steps 6-7, trained by the first process; over the new process's seconds alone its rate
+    # came out 5/3 too high. Steps take 1 s on this clock, so the rates must agree exactly.
+    cfg = make_cfg(corpus, track={"log_every": 5})
+    run_train(cfg, tmp_path / "ref")
+    run_train(make_cfg(corpus, track={"log_every": 5}, max_steps=7), tmp_path / "cut")
+    run_train(cfg, tmp_path / "cut")
+    want = logged(tmp_path / "ref", "train/words_per_sec")
+    got = logged(tmp_path / "cut", "train/words_per_sec")
+    assert got.keys() == want.keys() and 10 in got
+    assert got[10] == pytest.approx(want[10], rel=1e-9)
+
+
+@pytest.mark.parametrize("fresh", [False, True], ids=["resume", "new-run"])
+@pytest.mark.parametrize("signum", [2, 15], ids=["sigint", "sigterm"])
+def test_a_signal_while_the_writers_open_is_handled(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int,
+        fresh: bool) -> None:
+    # SIGTERM after status.json said "running" but before the handlers were in place (opening
+    # the writers) killed the process silently: "running" and the lock stayed behind.
+    import os
+
+    import embedlab.track.summaries as summaries
+    from embedlab.errors import TrainingInterrupted
+    from embedlab.track.runs import read_status
+
+    run = tmp_path / "run"
+    if not fresh:
+        run_train(make_cfg(corpus, max_steps=3), run)
+    real = summaries.open_tracker
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signum)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(summaries, "open_tracker", signalled)
+    with pytest.raises(TrainingInterrupted) as e:
+        run_train(make_cfg(corpus), run)
+    assert e.value.exit_code == 128 + signum
+    if fresh:  # nothing trained, nothing saved: no folder to mistake for a run
+        assert str(e.value) == "stopped before training began; nothing was saved"
+        assert not run.exists()
+    else:
+        assert str(e.value).startswith("saved step 3 ")
+        status = read_status(run)
+        assert (status["status"], status["step"]) == ("interrupted", 3)
+        assert not (run / ".lock").exists()
+
+
+def test_status_of_an_interrupted_run_matches_its_checkpoint(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the signal path wrote the step but not the words seen (nor wall time): the runs table
+    # showed the words of the last log row against the saved step
+    import os
+
+    from embedlab.errors import TrainingInterrupted
+    from embedlab.track.runs import read_status
+
+    real = trainer_module.Word2VecStep
+
+    def step_then_signal(*args: Any, **kw: Any) -> Any:
+        inner = real(*args, **kw)
+        calls = [0]
+
+        def call(*a: Any, **k: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 7:
+                os.kill(os.getpid(), 15)
+            return inner(*a, **k)
+        return call
+
+    monkeypatch.setattr(trainer_module, "Word2VecStep", step_then_signal)
+    run = tmp_path / "run"
+    with pytest.raises(TrainingInterrupted):
+        run_train(make_cfg(corpus, track={"log_every": 5}), run)
+    status = read_status(run)
+    _, state = load_checkpoint(find_checkpoint(run))
+    assert status["step"] == state["step"] == 7
+    assert status["words_seen"] == state["words_seen"]
+    assert status["wall_time"] > 0
+
+
+def test_wall_time_adds_up_over_resumes_and_a_new_attempt_clears_the_error(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # wall_time was the last invocation's alone (7 s of a 14 s run), and a run that failed
+    # once kept its "error" after finishing
+    import time
+    import types
+
+    from embedlab.track.runs import read_status, write_status
+
+    now = [1e9]
+
+    def ticking() -> float:  # every reading of the wall clock is 10 s after the last
+        now[0] += 10.0
+        return now[0]
+
+    monkeypatch.setattr(trainer_module, "time",
+                        types.SimpleNamespace(**{**vars(time), "time": ticking}))
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus, max_steps=5), run)
+    _, cut = load_checkpoint(find_checkpoint(run))
+    assert cut["wall_seconds"] >= 10.0
+    write_status(run, status="failed", error="injected disk failure")
+    result, _ = run_train(make_cfg(corpus), run)
+    assert result.finished
+    _, final = load_checkpoint(find_checkpoint(run))
+    assert final["wall_seconds"] >= cut["wall_seconds"] + 10.0  # the first invocation counts
+    status = read_status(run)
+    assert status["status"] == "finished" and "error" not in status
+    assert status["wall_time"] >= final["wall_seconds"]

@@ -17,7 +17,7 @@ import json
 import math
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -43,16 +43,19 @@ _LINREG_SETTINGS = frozenset(
     if k not in (*LINREG_FIXED, "steps"))
 
 
-def write_status(run_dir: Path, **fields: Any) -> dict[str, Any]:
+def write_status(run_dir: Path, *, clear: Iterable[str] = (), **fields: Any) -> dict[str, Any]:
     """Merge ``fields`` into ``RUN/status.json`` (atomically) and return the new status.
 
     ``updated`` (unix seconds) and ``host`` are filled in on every write; ``status`` must be one
-    of :data:`STATUSES` when given. An unreadable old file is replaced, not merged.
+    of :data:`STATUSES` when given. ``clear``: fields to remove (a new attempt drops the
+    ``error`` of a failed one). An unreadable old file is replaced, not merged.
     """
     if "status" in fields and fields["status"] not in STATUSES:
         raise ValueError(f"status must be one of {STATUSES}, got {fields['status']!r}")
     run_dir = Path(run_dir)
     status = read_status(run_dir)
+    for key in clear:
+        status.pop(key, None)
     status.update(fields)
     status["updated"] = time.time()
     status.setdefault("host", socket.gethostname())

@@ -26,8 +26,14 @@ def exit_code_for(signum: int) -> int:
     return 128 + int(signum)
 
 
-def interrupted(signum: int, step: int) -> TrainingInterrupted:
-    """The exception a loop raises after saving step ``step`` because of ``signum``."""
+def interrupted(signum: int, step: int, *, saved: bool = True) -> TrainingInterrupted:
+    """The exception a loop raises after saving step ``step`` because of ``signum``.
+
+    ``saved=False``: stopped before anything was trained or saved (a new run's first moments).
+    """
+    if not saved:
+        return TrainingInterrupted("stopped before training began; nothing was saved",
+                                   exit_code_for(signum))
     return TrainingInterrupted(f"saved step {step} — re-run the same command to resume",
                                exit_code_for(signum))
 

@@ -200,18 +200,33 @@ def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
 #: naming the damaged checkpoint, not a KeyError deep in a resume
 TRAIN_STATE = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "words_seen": int,
                "epoch": int, "train_seconds": float, "last_loss": (float, None),
-               "window": ({"loss": float, "pairs": int, "words": int}, None), "finished": bool}
+               "window": ({"loss": float, "pairs": int, "words": int}, None), "finished": bool,
+               "window_seconds": float, "wall_seconds": float}
 
 
 class _Window:
-    """The open logging window: float64 sums so the reported loss is exact."""
+    """The open logging window: float64 sums so the reported loss is exact.
 
-    def __init__(self, state: dict[str, Any] | None = None) -> None:
+    ``seconds``: training time the window had already run in an earlier process (a resumed
+    window's words were trained then too); :meth:`start` counts it in, so the first words/s
+    after a resume is not the earlier words over only the new seconds.
+    """
+
+    def __init__(self, state: dict[str, Any] | None = None, seconds: float = 0.0) -> None:
         state = state or {}
         self.loss = float(state.get("loss", 0.0))
         self.pairs = int(state.get("pairs", 0))
         self.words = int(state.get("words", 0))
+        self.seconds = seconds
         self.started = time.perf_counter()
+
+    def start(self) -> None:
+        """Training begins (again) now: the time before it (building the model, opening the
+        writers, rewriting a resumed run's event files) is not the window's."""
+        self.started = time.perf_counter() - self.seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
 
     def state(self) -> dict[str, Any]:
         return {"loss": self.loss, "pairs": self.pairs, "words": self.words}
@@ -247,14 +262,13 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
         try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
                                  ahead=ahead, abandon_newer=abandon_newer)
-        except TrainingInterrupted:
-            raise  # a signal after training began: the run was saved and is resumable
         except BaseException:
-            # Refused, Ctrl-C before training began (once it has, Ctrl-C saves and stops), or
-            # a failure (out of memory, a full disk, a bug) before the first checkpoint: nothing
-            # of a new run is worth keeping, not even the --runs-dir it was put in, and a
-            # half-made folder would make the corrected command a "resume" of different flags.
-            # Removed while the lock is held, so no other process can have started in it.
+            # Refused, Ctrl-C or SIGTERM before training began (once it has, they save and
+            # stop), or a failure (out of memory, a full disk, a bug) before the first
+            # checkpoint: nothing of a new run is worth keeping, not even the --runs-dir it was
+            # put in, and a half-made folder would make the corrected command a "resume" of
+            # different flags. Removed while the lock is held, so no other process can have
+            # started in it. (A signal after training began saved a checkpoint: kept.)
             if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
                 shutil.rmtree(made[0], ignore_errors=True)
                 remove_empty_folders(made[1:])
@@ -336,7 +350,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     cursor = Cursor.from_dict(state["cursor"]) if "cursor" in state else Cursor()
     words_seen = int(state.get("words_seen", 0))
     train_seconds = float(state.get("train_seconds", 0.0))
-    window = _Window(state.get("window"))
+    window = _Window(state.get("window"), float(state.get("window_seconds", 0.0)))
+    wall_before = float(state.get("wall_seconds", 0.0))  # earlier invocations, to the checkpoint
     last_loss: float | None = state.get("last_loss")
     metrics: dict[str, float] = dict(state.get("metrics", {}))
     if cursor.epoch >= cfg.optim.epochs:
@@ -358,8 +373,11 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     total_words = cfg.optim.epochs * n_tokens
     raw_per_token = prepared.raw_tokens / max(1, n_tokens)
     started_wall = time.time()
-    write_status(run_dir, status="running", pid=os.getpid(), step=step,
-                 words_seen=words_seen, started=started_wall, train_seconds=train_seconds)
+
+    def wall() -> float:
+        """Wall-clock seconds of the invocations that trained the run, this one included (what
+        an earlier one did after the checkpoint resumed from is lost, like its training)."""
+        return wall_before + time.time() - started_wall
 
     last_save = time.perf_counter()
     saved_step = step if ckpt is not None else -1
@@ -368,7 +386,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         nonlocal last_save, saved_step
         st = {"cursor": cursor.to_dict(), "words_seen": words_seen, "epoch": cursor.epoch,
               "window": window.state(), "last_loss": last_loss, "train_seconds": train_seconds,
-              "finished": final}
+              "finished": final, "window_seconds": window.elapsed(), "wall_seconds": wall()}
         began = time.perf_counter()
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
         # Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
@@ -387,9 +405,21 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     bar: Any = _NoBar()
     tracker: Any = None
     try:
-        bar = _progress_bar(progress, total_words, words_seen, out)
-        tracker = open_tracker(run_dir, cfg, vocab=vocab, resume_step=step if ckpt else None)
+        # The handlers are in place before status.json says "running": a SIGTERM while the
+        # writers open (a resume rewriting its event files can take seconds) used to kill the
+        # process silently, leaving "running" and the lock behind.
         with SignalFlag() as flag:
+            write_status(run_dir, status="running", pid=os.getpid(), step=step,
+                         words_seen=words_seen, started=started_wall,
+                         train_seconds=train_seconds, wall_time=wall(), clear=("error",))
+            bar = _progress_bar(progress, total_words, words_seen, out)
+            tracker = open_tracker(run_dir, cfg, vocab=vocab,
+                                   resume_step=step if ckpt else None)
+            if flag:  # nothing was trained by this process: the checkpoint is where it stands
+                write_status(run_dir, status="interrupted", step=step, wall_time=wall())
+                assert flag.signum is not None
+                raise interrupted(flag.signum, step, saved=ckpt is not None)
+            window.start()
             t0 = time.perf_counter()
             for batch in stream.iterate(cursor):
                 if cfg.max_steps is not None and step >= cfg.max_steps:
@@ -416,7 +446,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                     train_seconds += now - t0
                     t0 = now
                     last_loss = window.loss / max(1, window.pairs)
-                    elapsed = max(1e-9, now - window.started)
+                    elapsed = max(1e-9, window.elapsed())
                     scalars = {"train/loss": last_loss, "train/lr": lr,
                                "train/words_per_sec": window.words * raw_per_token / elapsed,
                                "train/pairs_per_sec": window.pairs / elapsed,
@@ -427,7 +457,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                     window = _Window()
                     write_status(run_dir, step=step, words_seen=words_seen, loss=last_loss,
                                  train_seconds=train_seconds,
-                                 raw_words=int(words_seen * raw_per_token))
+                                 raw_words=int(words_seen * raw_per_token), wall_time=wall())
                 if cfg.eval.every_steps and step % cfg.eval.every_steps == 0 and evaluator:
                     results = evaluator(vocab.words, params.w_in)
                     metrics.update(results)
@@ -436,7 +466,9 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                     train_seconds += time.perf_counter() - t0
                     save()
                     write_status(run_dir, status="interrupted", step=step,
-                                 train_seconds=train_seconds)
+                                 words_seen=words_seen, loss=last_loss,
+                                 train_seconds=train_seconds,
+                                 raw_words=int(words_seen * raw_per_token), wall_time=wall())
                     assert flag.signum is not None
                     raise interrupted(flag.signum, step)
                 interval = max(cfg.checkpoint.every_secs,
@@ -466,12 +498,12 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
             write_status(run_dir, status="finished" if finished else "interrupted", step=step,
                          words_seen=words_seen, loss=last_loss, train_seconds=train_seconds,
                          raw_words=int(words_seen * raw_per_token),
-                         wall_time=time.time() - started_wall)
+                         wall_time=wall())
     except TrainingInterrupted:
         raise
     except KeyboardInterrupt:
-        # Ctrl-C before the signal handlers were in place (opening the TensorBoard writer):
-        # nothing was trained since the last checkpoint, which is where a re-run resumes
+        # where the handlers could not catch it (raised by code, or they are not ours): nothing
+        # was trained since the last checkpoint, which is where a re-run resumes
         write_status(run_dir, status="interrupted", step=step)
         raise
     except BaseException as exc:
