@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 METRICS_FILE = "metrics.jsonl"
 PROJECTOR_CONFIG = "projector_config.pbtxt"
 PROJECTOR_TAG = "input_embeddings"
+REWRITE_PREFIX = ".events-rewrite-"  # scratch file of truncate_event_files
 PCA_WORDS = 200  # words in the per-checkpoint PCA image: enough to see structure, cheap to draw
 HIST_BINS = 60
 NEIGHBOURS = 8  # neighbours shown per probe word
@@ -95,11 +96,21 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 
 def truncate_metrics(path: Path, resume_step: int) -> None:
-    """Keep only rows with ``step <= resume_step`` (atomic rewrite; a missing file stays so)."""
+    """Keep only rows with ``step <= resume_step`` (atomic rewrite; a missing file stays so).
+
+    The ``final/*`` row of ``resume_step`` goes too: training goes on from there (a finished
+    run given more --epochs), so it is no longer the end, and the new end writes its own.
+    """
     if not path.exists():
         return
-    kept = [r for r in read_metrics(path) if r["step"] <= resume_step]
+    kept = [r for r in read_metrics(path)
+            if r["step"] < resume_step or (r["step"] == resume_step and not _is_final_row(r))]
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+
+
+def _is_final_row(row: Mapping[str, Any]) -> bool:
+    keys = [k for k in row if k != "step"]
+    return bool(keys) and all(k.startswith(FINAL_PREFIX) for k in keys)
 
 
 def _json_number(v: float) -> float | str:
@@ -202,33 +213,63 @@ def hparam_values(hparams: Mapping[str, Any]) -> dict[str, bool | int | float | 
     return out
 
 
+FINAL_PREFIX = "final/"
+HPARAMS_PREFIX = "_hparams_/"  # the hparams plugin's summaries: session start and end
+
+
 def final_metric_tag(name: str) -> str:
-    """Tag under which a final metric is written (and which the hparams table references)."""
-    return f"final/{name}"
+    """Tag under which a final metric is written (and which the hparams table shows)."""
+    return f"{FINAL_PREFIX}{name}"
+
+
+def _ends_run(event: Any) -> bool:
+    """A final metric or an hparams session summary: written once, at the end of training."""
+    return any(v.tag.startswith((FINAL_PREFIX, HPARAMS_PREFIX)) for v in event.summary.value)
+
+
+def event_files(run_dir: Path) -> list[Path]:
+    """The run's TensorBoard event files (not the scratch files of a rewrite)."""
+    return sorted(p for p in run_dir.glob("events.out.tfevents.*") if not p.name.endswith(".tmp"))
+
+
+def remove_stale_rewrites(run_dir: Path) -> None:
+    """Scratch files of an event-file rewrite that was killed; the run lock is held."""
+    # events.out.tfevents.*.tmp: the name older versions used (TensorBoard read it as events)
+    for path in [*run_dir.glob(f"{REWRITE_PREFIX}*"), *run_dir.glob("events.out.tfevents.*.tmp")]:
+        path.unlink(missing_ok=True)
 
 
 def truncate_event_files(run_dir: Path, resume_step: int) -> None:
-    """Drop every event after ``resume_step`` from the run's event files (atomic rewrite).
+    """Drop every event after ``resume_step`` from the run's event files (atomic rewrite), and
+    the final metrics and hparams session of ``resume_step`` (see :func:`truncate_metrics`).
 
     ``purge_step`` alone is not enough: the TensorBoard server (2.21, its fast data loader and
     ``--load_fast=false`` alike) keeps showing histograms, images and text of steps that a
     resume from an *older* checkpoint (``--from``, or falling back past a damaged one) abandoned.
-    Rewriting the files the way metrics.jsonl is rewritten removes them at the source.
+    Rewriting the files the way metrics.jsonl is rewritten removes them at the source. Left
+    behind, the hparams session of a finished run given more --epochs was a second one in the
+    same file, and TensorBoard showed the first: the old epoch count.
     """
+    remove_stale_rewrites(run_dir)
+    paths = event_files(run_dir)
+    if not paths:
+        return  # nothing to read: spare the tensorboard imports (a run without TensorBoard)
     from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
     from tensorboard.compat.proto import event_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    for path in sorted(run_dir.glob("events.out.tfevents.*")):
+    for path in paths:
         records = list(RawEventFileLoader(str(path)).Load())
         keep = []
         for raw in records:
             event = event_pb2.Event.FromString(raw)
-            if event.step <= resume_step or not event.HasField("summary"):
+            if not event.HasField("summary") or event.step < resume_step or \
+                    (event.step == resume_step and not _ends_run(event)):
                 keep.append(raw)
         if len(keep) == len(records):
             continue
-        tmp = path.with_name(path.name + ".tmp")
+        # not named events.out.tfevents.*: TensorBoard would read a half-written one as events
+        tmp = path.with_name(f"{REWRITE_PREFIX}{path.name.removeprefix('events.out.tfevents.')}")
         with open(tmp, "wb") as f:
             writer = RecordWriter(f)
             for raw in keep:
@@ -259,8 +300,6 @@ class TensorBoardSink:
         self._projector = trim_projector(run_dir, resume_step or 0)
         self._projector_steps = {_projector_step(e.tensor_path)
                                  for e in self._projector.embeddings}
-        if resume_step:
-            truncate_event_files(run_dir, resume_step)
         self._w: SummaryWriter = SummaryWriter(str(run_dir), purge_step=purge)
 
     def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
@@ -290,10 +329,13 @@ class TensorBoardSink:
         for tag, v in tags.items():
             self._w.add_scalar(tag, v, global_step=step)
         # Not add_hparams(): it writes into a new sub-folder, which TensorBoard shows as a second
-        # run. Writing the three hparams summaries into our own file keeps one run per run.
-        exp, ssi, sei = hparams_summary(hparam_values(hparams), tags)
+        # run. Writing the session summaries into our own file keeps one run per run. Not the
+        # experiment summary either: TensorBoard takes the first one it finds as the whole
+        # logdir's, so the other runs' metrics and differing hyperparameters went missing from
+        # the table; without one it builds the table from every run's session.
+        _, ssi, sei = hparams_summary(hparam_values(hparams), tags)
         fw = self._w._get_file_writer()
-        for summary in (exp, ssi, sei):
+        for summary in (ssi, sei):
             fw.add_summary(summary, global_step=step)
         self._w.flush()
 
@@ -392,6 +434,11 @@ def _write_projector_config(run_dir: Path, config: Any) -> None:
     from google.protobuf import text_format
 
     atomic_write_text(run_dir / PROJECTOR_CONFIG, text_format.MessageToString(config))
+
+
+def _has_projector(run_dir: Path) -> bool:
+    return (run_dir / PROJECTOR_CONFIG).exists() or any(
+        p.name.isdigit() and (p / PROJECTOR_TAG).is_dir() for p in run_dir.glob("[0-9]*"))
 
 
 def trim_projector(run_dir: Path, resume_step: int) -> Any:
@@ -498,10 +545,16 @@ def open_tracker(run_dir: Path, cfg: TrainConfig, *, vocab: VocabLike,
     run_dir.mkdir(parents=True, exist_ok=True)
     if resume_step is None:
         (run_dir / METRICS_FILE).unlink(missing_ok=True)
-        for events in run_dir.glob("events.out.tfevents.*"):
+        remove_stale_rewrites(run_dir)
+        for events in event_files(run_dir):
             events.unlink()
     elif resume_step:
         truncate_metrics(run_dir / METRICS_FILE, resume_step)
+        # whether or not this invocation writes TensorBoard: a --from resume with
+        # --no-tensorboard left the abandoned branch's curves and projector on show
+        truncate_event_files(run_dir, resume_step)
+    if not cfg.track.tensorboard and _has_projector(run_dir):
+        trim_projector(run_dir, resume_step or 0)
     sinks: list[Sink] = [JsonlSink(run_dir)]
     if cfg.track.tensorboard:
         try:
