@@ -524,6 +524,31 @@ def test_ctrl_c_before_training_puts_a_restarted_run_back(
     assert not list(copy.parent.glob("run.old-*"))
 
 
+def test_a_signal_before_training_puts_a_restarted_run_back(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # SIGTERM while the new run's writers open: nothing trained, the new folder is removed,
+    # and the old run must come back (it stayed moved aside as run.old-*)
+    import os
+
+    import embedlab.track.summaries as summaries
+
+    real = summaries.open_tracker
+
+    def signalled(*args: object, **kwargs: object) -> object:
+        os.kill(os.getpid(), 15)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(summaries, "open_tracker", signalled)
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+    assert code == 143, err
+    assert "stopped before training began; nothing was saved" in err
+    assert f"put the old run back at {copy}" in err
+    assert snapshot(copy) == before
+    assert not list(copy.parent.glob("run.old-*"))
+
+
 def test_restart_of_the_current_folder(copy: Path, corpus: Path,
                                        monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:

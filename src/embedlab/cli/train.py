@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from embedlab.errors import InputError, TrainingInterrupted
+from embedlab.errors import InputError
 from embedlab.fsutil import missing_folders, remove_empty_folders
 
 if TYPE_CHECKING:
@@ -178,10 +178,10 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
         if not run.exists():
             ahead = _prepare_ahead(run, explicit, preset)  # refuses bad flags of a new run
         _train(run, explicit, preset, from_ckpt, ahead)
-    except TrainingInterrupted:
-        raise  # stopped by a signal after training began: the new run was saved
     except BaseException:
-        refused = True  # refused, Ctrl-C, or a failure before the first checkpoint
+        # refused, Ctrl-C/SIGTERM, or a failure: what to undo depends on whether the new run
+        # exists (a signal after training began saved it; before, the trainer removed it)
+        refused = True
         raise
     finally:
         if ahead is not None:
