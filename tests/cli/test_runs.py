@@ -261,3 +261,34 @@ def test_visualize_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli([command, "--help"], capsys)
     assert code == 0 and "Usage: embedlab " + command in out
+
+
+def test_tensorboard_removes_older_experiment_summaries_except_in_busy_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # One run finished by an embedlab before 2026-11-24 hid every other run's metrics from the
+    # HParams table; `embedlab tensorboard` cleans such runs before serving, never a run that
+    # a trainer holds.
+    from embedlab.cli.runs import _drop_old_experiment_summaries
+    from embedlab.train.lock import RunLock
+
+    root = tmp_path / "runs"
+    for name in ("old", "busy"):
+        fakerun.simulate(root / name, steps=20, ckpt_every=10)
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+    exp, _, _ = hparams_summary({"optim.lr": 0.025}, {"final/loss": 0.6})
+    for name in ("old", "busy"):
+        (events,) = (root / name).glob("events.out.tfevents.*")
+        with events.open("ab") as f:
+            RecordWriter(f).write(event_pb2.Event(step=20, summary=exp).SerializeToString())
+    holder = RunLock(root / "busy").acquire()
+    try:
+        _drop_old_experiment_summaries(root)
+    finally:
+        holder.release()
+    tag = b"_hparams_/experiment"
+    assert tag not in next((root / "old").glob("events.out.tfevents.*")).read_bytes()
+    assert tag in next((root / "busy").glob("events.out.tfevents.*")).read_bytes()
+    assert "from 1 run(s)" in capsys.readouterr().err

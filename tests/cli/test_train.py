@@ -543,10 +543,37 @@ def test_a_signal_before_training_puts_a_restarted_run_back(
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
     assert code == 143, err
-    assert "stopped before training began; nothing was saved" in err
+    assert "stopped before training began; no checkpoint was saved" in err
     assert f"put the old run back at {copy}" in err
     assert snapshot(copy) == before
     assert not list(copy.parent.glob("run.old-*"))
+
+
+def test_a_signal_while_setting_up_in_an_existing_folder_binds_no_config(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Ctrl-C before the first step of a new run in a folder that already existed: config.json
+    # stayed, and the corrected command was refused as a resume of a different config
+    import os
+
+    import embedlab.track.summaries as summaries
+
+    real = summaries.open_tracker
+
+    def signalled(*args: object, **kwargs: object) -> object:
+        os.kill(os.getpid(), 2)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    run = tmp_path / "mine"
+    run.mkdir()
+    with monkeypatch.context() as m:
+        m.setattr(summaries, "open_tracker", signalled)
+        code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
+    assert code == 130, err
+    assert "stopped before training began; no checkpoint was saved" in err
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--dim", "6")
+    assert code == 0, err
+    assert json.loads((run / "config.json").read_text())["model"]["dim"] == 6
 
 
 def test_restart_of_the_current_folder(copy: Path, corpus: Path,

@@ -149,6 +149,14 @@ def _intact_builds(cache: Path) -> list[Path]:
             if p.name.endswith(f"-{native._content_hash(p)}.so")]
 
 
+def _other_library(tmp_path: Path) -> bytes:
+    other = tmp_path / "other.c"
+    other.write_text("int not_the_kernel(void) { return 1; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "other.so"), str(other)],
+                   check=True)
+    return (tmp_path / "other.so").read_bytes()
+
+
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "another library"])
 def test_a_damaged_cached_kernel_is_built_again(fresh_build: Path, tmp_path: Path,
                                                 damage: str) -> None:
@@ -157,11 +165,7 @@ def test_a_damaged_cached_kernel_is_built_again(fresh_build: Path, tmp_path: Pat
     # file is checked against the hash in its name before dlopen ever sees it.
     built = _built_not_loaded()
     if damage == "another library":
-        other = tmp_path / "other.c"
-        other.write_text("int not_the_kernel(void) { return 1; }\n")
-        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "other.so"), str(other)],
-                       check=True)
-        data = (tmp_path / "other.so").read_bytes()
+        data = _other_library(tmp_path)
     else:
         data = built.read_bytes()[:4096] if damage == "truncated" else b"not a library"
     built.write_bytes(data)  # never loaded in this process, so rewriting it in place is safe
@@ -169,6 +173,22 @@ def test_a_damaged_cached_kernel_is_built_again(fresh_build: Path, tmp_path: Pat
     assert native.library().w2v_scratch_floats(64, 5, 1, 5, 16, 1) > 0
     assert all(p.read_bytes() != data for p in fresh_build.glob("w2v-*.so"))
     assert len(_intact_builds(fresh_build)) == 1
+
+
+def test_a_library_without_the_kernel_is_refused_in_one_line(fresh_build: Path,
+                                                              tmp_path: Path) -> None:
+    # intact (its hash matches its name) but not the kernel, e.g. what a wrapper $CC made:
+    # refused by its missing symbols, not called into
+    built = _built_not_loaded()
+    data = _other_library(tmp_path)
+    built.unlink()
+    stem = built.name.rsplit("-", 1)[0]
+    digest = native.hashlib.sha256(data).hexdigest()[:native.CONTENT_HASH]
+    other = fresh_build / f"{stem}-{digest}.so"
+    other.write_bytes(data)
+    reason = native.unavailable_reason()
+    assert reason is not None and reason.startswith(f"cannot load {other}")
+    assert "w2v_skipgram_step" in reason and "\n" not in reason
 
 
 def test_without_a_compiler_auto_falls_back_and_says_so(

@@ -389,3 +389,33 @@ def test_a_resume_without_tensorboard_still_drops_the_abandoned_steps(tmp_path: 
     pbtxt = (run / "projector_config.pbtxt").read_text()
     assert "00030/" not in pbtxt and "00020/" in pbtxt
     assert not (run / "00030").exists()
+
+
+def _add_old_experiment_summary(run: Path) -> None:
+    """What an embedlab before 2026-11-24 also wrote at the end of a run."""
+    from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+    from embedlab.track.summaries import event_files
+
+    exp, _, _ = hparams_summary({"optim.lr": 0.025}, {"final/loss": 0.6})
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    event = event_pb2.Event(step=50, wall_time=1.0, summary=exp)
+    with event_files(run)[0].open("ab") as f:
+        RecordWriter(f).write(event.SerializeToString())
+
+
+def test_an_older_runs_experiment_summary_is_removed(tmp_path: Path) -> None:
+    # TensorBoard took an old run's experiment summary for the whole logdir's HParams table
+    from embedlab.track.summaries import drop_experiment_summaries
+
+    run = tmp_path / "run"
+    simulate(run, steps=50, ckpt_every=25)
+    _add_old_experiment_summary(run)
+    before = _summary_events(run)
+    assert (50, "_hparams_/experiment") in before
+    assert drop_experiment_summaries(run) is True
+    after = _summary_events(run)
+    assert after == [e for e in before if e[1] != "_hparams_/experiment"]
+    assert drop_experiment_summaries(run) is False  # nothing left to do: no rewrite

@@ -40,6 +40,9 @@ from .tbserver import (
 )
 
 RUNS = ("fresh", "sliced")
+# Another learning rate and no evaluation, named to sort first: TensorBoard used the first
+# run's experiment summary for the whole logdir, so final/analogy and the differing lr vanished.
+OTHER = "a-other-lr"
 PROJECTOR_WORDS = 300  # --projector-words in tbserver.TINY_FLAGS
 DIM = 16
 HISTOGRAM_TAGS = {"embeddings/input", "embeddings/output", "embeddings/input_norm",
@@ -70,9 +73,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # resume from an older checkpoint than the one the slice stopped at: steps 45 and 50 are
     # then in the first event file and must be hidden by the resumed writer's purge_step
     train_tiny(root / "sliced", corpus, "--from", "ckpt-00000040")
+    train_tiny(root / OTHER, corpus, "--lr", "0.05", "--checkpoint-every", "1000")
     proc, base = start_server(root)
     try:
-        wait_for_runs(base, set(RUNS))
+        wait_for_runs(base, {*RUNS, OTHER})
         yield Served(base, root)
     finally:
         stop_server(proc)
@@ -220,9 +224,13 @@ def test_hparams(served: Served) -> None:
     assert {"optim.lr", "model.dim", "model.loss", "data.min_count"} <= hp_names
     metric_tags = {m["name"]["tag"] for m in exp["metricInfos"]}
     assert {"final/loss", "final/analogy"} <= metric_tags  # final/<evaluator name>
+    differs = {h["name"] for h in exp["hparamInfos"] if h.get("differs")}
+    assert "optim.lr" in differs and "model.dim" not in differs
     groups = _session_groups(served)
     sessions = {s["name"]: (g, s) for g in groups for s in g["sessions"]}
-    assert set(sessions) == set(RUNS)  # one session per run folder, no sub-folder runs
+    assert set(sessions) == {*RUNS, OTHER}  # one session per run folder, no sub-folder runs
+    other = {m["name"]["tag"] for m in sessions[OTHER][1]["metricValues"]}
+    assert "final/loss" in other and "final/analogy" not in other
     for name, (group, session) in sessions.items():
         assert group["hparams"]["model.dim"] == DIM
         assert group["hparams"]["optim.batch_size"] == 128

@@ -108,6 +108,7 @@ def test_resume_accepts_unchanged_or_mutable_flags(tmp_path: Path,
 
 def test_resume_refuses_and_names_each_key(tmp_path: Path) -> None:
     run = _store(tmp_path / "run", TrainConfig.from_dict({"model": {"dim": 8}, "threads": 1}))
+    (run / "checkpoints" / "ckpt-00000010").mkdir(parents=True)  # it trained
     before = (run / "config.json").read_bytes()
     with pytest.raises(InputError) as e:
         resolve_config(run, {"model": {"dim": 9, "window": 2}, "optim": {"epochs": 1}}, None)
@@ -116,6 +117,18 @@ def test_resume_refuses_and_names_each_key(tmp_path: Path) -> None:
     assert "optim.epochs (stored 5, requested 1)" in msg and "--restart" in msg
     assert "\n" not in msg
     assert (run / "config.json").read_bytes() == before
+
+
+def test_a_run_without_a_checkpoint_takes_other_flags(tmp_path: Path) -> None:
+    # Stopped while it was set up (a Ctrl-C in a --run folder that already existed): it left
+    # config.json but trained nothing, and the corrected command was refused as a "resume" of
+    # another config. Flags not given still come from the stored config.
+    run = _store(tmp_path / "run", TrainConfig.from_dict({"model": {"dim": 8, "window": 3},
+                                                          "threads": 1}))
+    (run / "checkpoints" / "ckpt-00000010.tmp-123-4").mkdir(parents=True)  # a killed save
+    cfg, stored = resolve_config(run, {"model": {"dim": 9}}, None)
+    assert stored is None
+    assert (cfg.model.dim, cfg.model.window) == (9, 3)
 
 
 def test_resume_refuses_another_preset(tmp_path: Path) -> None:

@@ -564,7 +564,7 @@ def test_a_signal_while_the_writers_open_is_handled(
         run_train(make_cfg(corpus), run)
     assert e.value.exit_code == 128 + signum
     if fresh:  # nothing trained, nothing saved: no folder to mistake for a run
-        assert str(e.value) == "stopped before training began; nothing was saved"
+        assert str(e.value) == "stopped before training began; no checkpoint was saved"
         assert not run.exists()
     else:
         assert str(e.value).startswith("saved step 3 ")
@@ -603,7 +603,7 @@ def test_status_of_an_interrupted_run_matches_its_checkpoint(
     _, state = load_checkpoint(find_checkpoint(run))
     assert status["step"] == state["step"] == 7
     assert status["words_seen"] == state["words_seen"]
-    assert status["wall_time"] > 0
+    assert status["wall_time"] == state["wall_seconds"] > 0
 
 
 def test_wall_time_adds_up_over_resumes_and_a_new_attempt_clears_the_error(

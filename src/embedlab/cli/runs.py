@@ -77,12 +77,40 @@ def tensorboard(directory: Path, port: int | None) -> None:
         port = free_port()
     else:
         _check_port(port)
+    _drop_old_experiment_summaries(directory)
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(directory),
            "--host", "127.0.0.1", "--port", str(port)]
     code = serve(cmd, f"TensorBoard for {directory}: http://127.0.0.1:{port}/  (Ctrl-C stops it)")
     if code != 0:
         raise click.ClickException(f"tensorboard exited with status {code}; see its messages "
                                    "above")
+
+
+def _drop_old_experiment_summaries(directory: Path) -> None:
+    """Runs finished by an embedlab before 2026-11-24 carry an HParams experiment summary, which
+    TensorBoard takes for the whole logdir's (hiding the other runs' metrics): removed, under
+    each run's lock; a run in training is left alone."""
+    from embedlab.track.runs import find_runs
+    from embedlab.track.summaries import drop_experiment_summaries
+    from embedlab.train.lock import RunLock
+
+    fixed = 0
+    for run in find_runs(directory):
+        if not any(run.glob("events.out.tfevents.*")):
+            continue
+        try:
+            lock = RunLock(run, argv=["embedlab", "tensorboard"]).acquire()
+        except (InputError, OSError):
+            continue  # in training (the lock is held), or not ours to write: served as it is
+        try:
+            fixed += drop_experiment_summaries(run)
+        except OSError:
+            continue  # read-only: served as it is
+        finally:
+            lock.release()
+    if fixed:
+        click.echo(f"embedlab: removed the HParams experiment summary an older embedlab wrote "
+                   f"from {fixed} run(s), so the table shows every run's metrics", err=True)
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)

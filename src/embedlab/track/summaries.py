@@ -28,7 +28,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -215,6 +215,7 @@ def hparam_values(hparams: Mapping[str, Any]) -> dict[str, bool | int | float | 
 
 FINAL_PREFIX = "final/"
 HPARAMS_PREFIX = "_hparams_/"  # the hparams plugin's summaries: session start and end
+EXPERIMENT_TAG = "_hparams_/experiment"  # no longer written (see log_final)
 
 
 def final_metric_tag(name: str) -> str:
@@ -254,29 +255,59 @@ def truncate_event_files(run_dir: Path, resume_step: int) -> None:
     paths = event_files(run_dir)
     if not paths:
         return  # nothing to read: spare the tensorboard imports (a run without TensorBoard)
+
+    def keep(event: Any) -> bool:
+        if not event.HasField("summary"):
+            return True
+        if _is_experiment(event):
+            return False  # an older embedlab's: it hides the other runs' metrics (log_final)
+        return event.step < resume_step or (event.step == resume_step and not _ends_run(event))
+
+    for path in paths:
+        _rewrite_events(path, keep)
+
+
+def _is_experiment(event: Any) -> bool:
+    return any(v.tag == EXPERIMENT_TAG for v in event.summary.value)
+
+
+def _rewrite_events(path: Path, keep: Callable[[Any], bool]) -> bool:
+    """Rewrite one event file with the events ``keep`` accepts (atomic); False if all are."""
     from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
     from tensorboard.compat.proto import event_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    for path in paths:
-        records = list(RawEventFileLoader(str(path)).Load())
-        keep = []
-        for raw in records:
-            event = event_pb2.Event.FromString(raw)
-            if not event.HasField("summary") or event.step < resume_step or \
-                    (event.step == resume_step and not _ends_run(event)):
-                keep.append(raw)
-        if len(keep) == len(records):
-            continue
-        # not named events.out.tfevents.*: TensorBoard would read a half-written one as events
-        tmp = path.with_name(f"{REWRITE_PREFIX}{path.name.removeprefix('events.out.tfevents.')}")
-        with open(tmp, "wb") as f:
-            writer = RecordWriter(f)
-            for raw in keep:
-                writer.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+    records = list(RawEventFileLoader(str(path)).Load())
+    kept = [raw for raw in records if keep(event_pb2.Event.FromString(raw))]
+    if len(kept) == len(records):
+        return False
+    # not named events.out.tfevents.*: TensorBoard would read a half-written one as events
+    tmp = path.with_name(f"{REWRITE_PREFIX}{path.name.removeprefix('events.out.tfevents.')}")
+    with open(tmp, "wb") as f:
+        writer = RecordWriter(f)
+        for raw in kept:
+            writer.write(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return True
+
+
+def drop_experiment_summaries(run_dir: Path) -> bool:
+    """Remove the ``_hparams_/experiment`` summary an embedlab before 2026-11-24 wrote at the end
+    of each run; True if one was removed. The caller holds the run's lock.
+
+    TensorBoard builds its HParams table from the first such summary it finds in the logdir,
+    so one old run hid the metrics and differing hyperparameters of all the others.
+    """
+    changed = False
+    for path in event_files(run_dir):
+        with path.open("rb") as f:  # cheap test first: most files have none
+            if EXPERIMENT_TAG.encode() not in f.read():
+                continue
+        changed |= _rewrite_events(
+            path, lambda e: not (e.HasField("summary") and _is_experiment(e)))
+    return changed
 
 
 class TensorBoardSink:

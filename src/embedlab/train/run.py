@@ -77,6 +77,13 @@ def stored_config(run_dir: Path) -> TrainConfig | None:
                          "or --restart to start over") from None
 
 
+def _has_checkpoint(run_dir: Path | None) -> bool:
+    if run_dir is None:
+        return False
+    return any(p.name.removeprefix("ckpt-").isdigit()
+               for p in (run_dir / "checkpoints").glob("ckpt-*"))
+
+
 def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None
                    ) -> tuple[TrainConfig, TrainConfig | None]:
     """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
@@ -111,6 +118,11 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
                                  "resume it, or pass --restart")
     requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
     bad = diff_for_resume(stored, requested)
+    if bad and not _has_checkpoint(run_dir):
+        # Stopped before its first checkpoint (Ctrl-C while it was set up, in a folder that
+        # already existed): nothing was trained, so the stored config only fills in the flags
+        # not given, and other flags start the run afresh instead of being refused.
+        return requested, None
     if bad:
         raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
                          "Drop those flags to resume, pass --restart to start over, or use "

@@ -32,7 +32,7 @@ def interrupted(signum: int, step: int, *, saved: bool = True) -> TrainingInterr
     ``saved=False``: stopped before anything was trained or saved (a new run's first moments).
     """
     if not saved:
-        return TrainingInterrupted("stopped before training began; nothing was saved",
+        return TrainingInterrupted("stopped before training began; no checkpoint was saved",
                                    exit_code_for(signum))
     return TrainingInterrupted(f"saved step {step} — re-run the same command to resume",
                                exit_code_for(signum))

@@ -382,11 +382,14 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     last_save = time.perf_counter()
     saved_step = step if ckpt is not None else -1
 
-    def save(final: bool = False) -> None:
+    def save(final: bool = False) -> float:
+        """Save step ``step``; return the wall time recorded with it."""
         nonlocal last_save, saved_step
+        wall_seconds = wall()
         st = {"cursor": cursor.to_dict(), "words_seen": words_seen, "epoch": cursor.epoch,
               "window": window.state(), "last_loss": last_loss, "train_seconds": train_seconds,
-              "finished": final, "window_seconds": window.elapsed(), "wall_seconds": wall()}
+              "finished": final, "window_seconds": window.elapsed(),
+              "wall_seconds": wall_seconds}
         began = time.perf_counter()
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
         # Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
@@ -399,6 +402,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         last_save = time.perf_counter()
         window.started += last_save - began  # words/s in the window counts training time only
         saved_step = step
+        return wall_seconds
 
     every_steps = cfg.checkpoint.every_steps
     finished = False
@@ -464,11 +468,11 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                     tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
                 if flag and not last:
                     train_seconds += time.perf_counter() - t0
-                    save()
+                    saved_wall = save()  # the status says what the checkpoint holds
                     write_status(run_dir, status="interrupted", step=step,
                                  words_seen=words_seen, loss=last_loss,
                                  train_seconds=train_seconds,
-                                 raw_words=int(words_seen * raw_per_token), wall_time=wall())
+                                 raw_words=int(words_seen * raw_per_token), wall_time=saved_wall)
                     assert flag.signum is not None
                     raise interrupted(flag.signum, step)
                 interval = max(cfg.checkpoint.every_secs,
@@ -493,12 +497,10 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                 results = evaluator(vocab.words, params.w_in)
                 metrics.update(results)
                 tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
-            if saved_step != step:
-                save(final=finished)
+            end_wall = save(final=finished) if saved_step != step else wall()
             write_status(run_dir, status="finished" if finished else "interrupted", step=step,
                          words_seen=words_seen, loss=last_loss, train_seconds=train_seconds,
-                         raw_words=int(words_seen * raw_per_token),
-                         wall_time=wall())
+                         raw_words=int(words_seen * raw_per_token), wall_time=end_wall)
     except TrainingInterrupted:
         raise
     except KeyboardInterrupt:
