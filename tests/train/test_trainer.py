@@ -570,6 +570,8 @@ def test_a_signal_while_the_writers_open_is_handled(
         assert str(e.value).startswith("saved step 3 ")
         status = read_status(run)
         assert (status["status"], status["step"]) == ("interrupted", 3)
+        _, state = load_checkpoint(find_checkpoint(run))
+        assert status["wall_time"] == state["wall_seconds"]  # what the checkpoint holds
         assert not (run / ".lock").exists()
 
 

@@ -420,7 +420,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
             tracker = open_tracker(run_dir, cfg, vocab=vocab,
                                    resume_step=step if ckpt else None)
             if flag:  # nothing was trained by this process: the checkpoint is where it stands
-                write_status(run_dir, status="interrupted", step=step, wall_time=wall())
+                write_status(run_dir, status="interrupted", step=step, wall_time=wall_before)
                 assert flag.signum is not None
                 raise interrupted(flag.signum, step, saved=ckpt is not None)
             window.start()
