@@ -88,6 +88,14 @@ def count_fits_int64(digits: str) -> bool:
     return len(digits.lstrip("0")) <= len(str(MAX_INT)) and int(digits) <= MAX_INT
 
 
+def check_count_fits(digits: str, where: str, fix: str) -> None:
+    """Refuse a count too large for int64 in one line: ``WHERE: count N is too large ...; FIX``
+    (a count of thousands of digits is shown cut)."""
+    if not count_fits_int64(digits):
+        shown = digits if len(digits) <= 30 else f"{digits[:30]}..."
+        raise InputError(f"{where}: count {shown} is too large (the most is {MAX_INT}); {fix}")
+
+
 def _check_word(word: Any, where: str) -> None:
     if not isinstance(word, str) or not word or word.split() != [word]:
         raise InputError(f"invalid word {word!r} in {where}: words must be non-empty and "
@@ -180,11 +188,8 @@ class Vocab:
             if not tab or not count.isdigit() or not count.isascii():
                 raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
                                  "re-run 'embedlab prepare' to recreate the vocabulary")
-            if not count_fits_int64(count):
-                shown = count if len(count) <= 30 else f"{count[:30]}..."
-                raise InputError(f"{path}:{n}: count {shown} is too large (the most is "
-                                 f"{MAX_INT}); re-run 'embedlab prepare' to recreate the "
-                                 "vocabulary")
+            check_count_fits(count, f"{path}:{n}",
+                             "re-run 'embedlab prepare' to recreate the vocabulary")
             _check_word(word, f"{path}:{n}")
             words.append(word)
             counts.append(int(count))

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedlab.config import MAX_INT
-from embedlab.data.vocab import count_fits_int64
+from embedlab.data.vocab import check_count_fits
 from embedlab.errors import InputError
 from embedlab.export.atomic import atomic_export, check_writable
 from embedlab.export.word2vec import check_finite, validate_words
@@ -128,11 +127,8 @@ def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
             if not (count.isascii() and count.isdigit()):
                 raise InputError(f"{path} line {i + 1}: count {count!r} is not a non-negative "
                                  "integer; expected 'word<TAB>count'")
-            if not count_fits_int64(count):
-                shown = count if len(count) <= 30 else f"{count[:30]}..."
-                raise InputError(f"{path} line {i + 1}: count {shown} is too large (the most "
-                                 f"is {MAX_INT}); fix the count or regenerate the vocabulary "
-                                 "file")
+            check_count_fits(count, f"{path} line {i + 1}",
+                             "fix the count or regenerate the vocabulary file")
             counts.append(int(count))
     have_counts = len(counts) == len(words) and len(words) > 0
     return words, (np.asarray(counts, dtype=np.int64) if have_counts else None)
