@@ -39,3 +39,19 @@ def run_cli(argv: Sequence[str], capsys: Any) -> tuple[int, str, str]:
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def signal_while_writers_open(monkeypatch: Any, signum: int) -> None:
+    """Make the trainer receive ``signum`` while it opens its writers (metrics, TensorBoard):
+    after status.json says "running", before the first step."""
+    import os
+
+    import embedlab.track.summaries as summaries
+
+    real = summaries.open_tracker
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signum)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(summaries, "open_tracker", signalled)

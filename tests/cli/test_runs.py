@@ -274,15 +274,7 @@ def test_tensorboard_removes_older_experiment_summaries_except_in_busy_runs(
     root = tmp_path / "runs"
     for name in ("old", "busy"):
         fakerun.simulate(root / name, steps=20, ckpt_every=10)
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-    from torch.utils.tensorboard.summary import hparams as hparams_summary
-
-    exp, _, _ = hparams_summary({"optim.lr": 0.025}, {"final/loss": 0.6})
-    for name in ("old", "busy"):
-        (events,) = (root / name).glob("events.out.tfevents.*")
-        with events.open("ab") as f:
-            RecordWriter(f).write(event_pb2.Event(step=20, summary=exp).SerializeToString())
+        fakerun.add_old_experiment_summary(root / name, 20)
     holder = RunLock(root / "busy").acquire()
     try:
         _drop_old_experiment_summaries(root)

@@ -529,17 +529,9 @@ def test_a_signal_before_training_puts_a_restarted_run_back(
         capsys: pytest.CaptureFixture[str]) -> None:
     # SIGTERM while the new run's writers open: nothing trained, the new folder is removed,
     # and the old run must come back (it stayed moved aside as run.old-*)
-    import os
+    from embedlab.testing import signal_while_writers_open
 
-    import embedlab.track.summaries as summaries
-
-    real = summaries.open_tracker
-
-    def signalled(*args: object, **kwargs: object) -> object:
-        os.kill(os.getpid(), 15)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(summaries, "open_tracker", signalled)
+    signal_while_writers_open(monkeypatch, 15)
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
     assert code == 143, err
@@ -554,20 +546,12 @@ def test_a_signal_while_setting_up_in_an_existing_folder_binds_no_config(
         capsys: pytest.CaptureFixture[str]) -> None:
     # Ctrl-C before the first step of a new run in a folder that already existed: config.json
     # stayed, and the corrected command was refused as a resume of a different config
-    import os
-
-    import embedlab.track.summaries as summaries
-
-    real = summaries.open_tracker
-
-    def signalled(*args: object, **kwargs: object) -> object:
-        os.kill(os.getpid(), 2)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    from embedlab.testing import signal_while_writers_open
 
     run = tmp_path / "mine"
     run.mkdir()
     with monkeypatch.context() as m:
-        m.setattr(summaries, "open_tracker", signalled)
+        signal_while_writers_open(m, 2)
         code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
     assert code == 130, err
     assert "stopped before training began; no checkpoint was saved" in err

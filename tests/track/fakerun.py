@@ -99,3 +99,16 @@ def simulate(run: Path, *, steps: int = 50, ckpt_every: int = 10, start: int = 0
         write_status(run, status="finished", wall_time=12.5)
     tracker.close()
     return cfg
+
+
+def add_old_experiment_summary(run: Path, step: int) -> None:
+    """Append the ``_hparams_/experiment`` summary an embedlab before 2026-11-24 also wrote at
+    the end of a run (TensorBoard took the first one for the whole logdir's HParams table)."""
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+    from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+    exp, _, _ = hparams_summary({"optim.lr": 0.025}, {"final/loss": 0.6})
+    (events,) = sorted(run.glob("events.out.tfevents.*"))
+    with events.open("ab") as f:
+        RecordWriter(f).write(event_pb2.Event(step=step, summary=exp).SerializeToString())

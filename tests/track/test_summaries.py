@@ -26,7 +26,14 @@ from embedlab.track.summaries import (
     truncate_metrics,
 )
 
-from .fakerun import CLUSTERS, embeddings_at, fake_vocab, make_config, simulate
+from .fakerun import (
+    CLUSTERS,
+    add_old_experiment_summary,
+    embeddings_at,
+    fake_vocab,
+    make_config,
+    simulate,
+)
 
 TRAIN_TAGS = ["train/loss", "train/lr", "train/words_per_sec", "train/pairs_per_sec",
               "train/progress"]
@@ -391,28 +398,13 @@ def test_a_resume_without_tensorboard_still_drops_the_abandoned_steps(tmp_path: 
     assert not (run / "00030").exists()
 
 
-def _add_old_experiment_summary(run: Path) -> None:
-    """What an embedlab before 2026-11-24 also wrote at the end of a run."""
-    from torch.utils.tensorboard.summary import hparams as hparams_summary
-
-    from embedlab.track.summaries import event_files
-
-    exp, _, _ = hparams_summary({"optim.lr": 0.025}, {"final/loss": 0.6})
-    from tensorboard.compat.proto import event_pb2
-    from tensorboard.summary.writer.record_writer import RecordWriter
-
-    event = event_pb2.Event(step=50, wall_time=1.0, summary=exp)
-    with event_files(run)[0].open("ab") as f:
-        RecordWriter(f).write(event.SerializeToString())
-
-
 def test_an_older_runs_experiment_summary_is_removed(tmp_path: Path) -> None:
     # TensorBoard took an old run's experiment summary for the whole logdir's HParams table
     from embedlab.track.summaries import drop_experiment_summaries
 
     run = tmp_path / "run"
     simulate(run, steps=50, ckpt_every=25)
-    _add_old_experiment_summary(run)
+    add_old_experiment_summary(run, 50)
     before = _summary_events(run)
     assert (50, "_hparams_/experiment") in before
     assert drop_experiment_summaries(run) is True

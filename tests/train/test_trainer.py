@@ -544,22 +544,14 @@ def test_a_signal_while_the_writers_open_is_handled(
         fresh: bool) -> None:
     # SIGTERM after status.json said "running" but before the handlers were in place (opening
     # the writers) killed the process silently: "running" and the lock stayed behind.
-    import os
-
-    import embedlab.track.summaries as summaries
     from embedlab.errors import TrainingInterrupted
+    from embedlab.testing import signal_while_writers_open
     from embedlab.track.runs import read_status
 
     run = tmp_path / "run"
     if not fresh:
         run_train(make_cfg(corpus, max_steps=3), run)
-    real = summaries.open_tracker
-
-    def signalled(*args: Any, **kwargs: Any) -> Any:
-        os.kill(os.getpid(), signum)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(summaries, "open_tracker", signalled)
+    signal_while_writers_open(monkeypatch, signum)
     with pytest.raises(TrainingInterrupted) as e:
         run_train(make_cfg(corpus), run)
     assert e.value.exit_code == 128 + signum

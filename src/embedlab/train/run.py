@@ -80,8 +80,10 @@ def stored_config(run_dir: Path) -> TrainConfig | None:
 def _has_checkpoint(run_dir: Path | None) -> bool:
     if run_dir is None:
         return False
-    return any(p.name.removeprefix("ckpt-").isdigit()
-               for p in (run_dir / "checkpoints").glob("ckpt-*"))
+    # here, not at the top: checkpoint imports torch, which refusing a flag must not wait for
+    from embedlab.train.checkpoint import CKPT_DIR, parse_step
+
+    return any(parse_step(p.name) is not None for p in (run_dir / CKPT_DIR).glob("ckpt-*"))
 
 
 def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None
