@@ -249,6 +249,32 @@ def test_endless_token_is_refused(tmp_path: Path) -> None:
         list(iter_blocks(path))
 
 
+@pytest.mark.parametrize("length,refused", [(1000, False), (1001, True)])
+def test_token_length_limit_does_not_depend_on_piece_boundaries(tmp_path: Path, length: int,
+                                                                 refused: bool) -> None:
+    # 100-byte pieces; a 1,001-character token at offset 0 used to pass (only the carry, at
+    # most 1,000 here, was checked, not the token it became) while at offset 60 it was refused
+    for offset in range(0, 220, 2):
+        path = write(tmp_path, "c.txt", b"w " * (offset // 2) + b"x" * length + b" end\n")
+        with mock.patch.object(corpus, "PIECE_BYTES", 100), \
+                mock.patch.object(corpus, "MAX_TOKEN_CHARS", 1000):
+            if refused:
+                with pytest.raises(InputError, match="longer than 1,000 characters"):
+                    list(iter_blocks(path))
+            else:
+                assert sentences_of(list(iter_blocks(path)))[0][-2:] == ["x" * length, "end"]
+
+
+def test_token_completed_at_the_end_of_the_file_is_checked(tmp_path: Path) -> None:
+    # the cut UTF-8 sequence at the end becomes U+FFFD only when the file ends: the token is
+    # then 1,001 characters long, and the file's last piece was never checked
+    path = write(tmp_path, "c.txt", b"x" * 1000 + b"\xe2")
+    with mock.patch.object(corpus, "PIECE_BYTES", 100), \
+            mock.patch.object(corpus, "MAX_TOKEN_CHARS", 1000), \
+            pytest.raises(InputError, match="longer than 1,000 characters"):
+        list(iter_blocks(path))
+
+
 def test_empty_file_yields_nothing(tmp_path: Path) -> None:
     stats = ReadStats()
     assert list(iter_blocks(write(tmp_path, "e.txt", b" \n\n "), stats=stats)) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import signal
@@ -11,12 +12,14 @@ import sys
 import tempfile
 import types
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from embedlab.data import corpus
 from embedlab.data import prepared as prep
 from embedlab.data.prepared import PreparedCorpus, is_prepared, prepare
 from embedlab.errors import InputError
@@ -133,9 +136,10 @@ def test_pruning_gives_a_warning_and_meta(tmp_path: Path,
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "pruned rare words 1 time(s)" in err[0]
     assert "raise --max-distinct" in err[0]
-    assert pc.meta["pruned"] == {"times": 1, "threshold": 1, "dropped_types": 5,
-                                 "dropped_tokens": 5}
-    assert pc.vocab.words == ("a",)
+    # pruned as 'd' made a fourth word (b, c, d dropped), like word2vec.c; e and f come after
+    assert pc.meta["pruned"] == {"times": 1, "threshold": 1, "dropped_types": 3,
+                                 "dropped_tokens": 3}
+    assert pc.vocab.words == ("a", "e", "f")
 
 
 # ---- bad input: refused, and nothing on disk damaged --------------------------------------------
@@ -274,6 +278,43 @@ def test_one_pass_writes_what_count_then_encode_writes(
         mp.undo()
 
 
+@settings(max_examples=40, deadline=None)
+@given(tokens=st.lists(st.sampled_from([f"w{i}" for i in range(20)]), min_size=1, max_size=150),
+       max_distinct=st.integers(1, 12), data=st.data())
+def test_pruning_does_not_depend_on_the_layout(tokens: list[str], max_distinct: int,
+                                               data: st.DataObject) -> None:
+    """The same tokens as one line, as many lines, split over files, read in tiny pieces: the
+    same vocabulary and pruning (pruning used to run after each block, so it depended on lines)."""
+    breaks = data.draw(st.lists(st.integers(1, len(tokens)), max_size=30))
+    files = sorted(set(data.draw(st.lists(st.integers(1, len(tokens) - 1), max_size=3))
+                       if len(tokens) > 1 else []))
+    piece = data.draw(st.sampled_from([4, 16, 1 << 20]))
+
+    def outcome(folder: Path) -> object:
+        try:
+            pc = prepare(folder, folder.parent / f"{folder.name}-out", min_count=2,
+                         max_distinct=max_distinct, progress=False)
+        except InputError as exc:
+            return str(exc)
+        return pc.vocab.words, pc.vocab.counts.tolist(), pc.meta["pruned"]
+
+    with tempfile.TemporaryDirectory() as d:
+        one, many = Path(d) / "one", Path(d) / "many"
+        one.mkdir()
+        many.mkdir()
+        (one / "c.txt").write_text(" ".join(tokens) + "\n", encoding="utf-8")
+        lines = "".join(t + ("\n" if i + 1 in breaks else " ") for i, t in enumerate(tokens))
+        offsets = [0]
+        for cut in files:  # cut the text at the start of token number ``cut``
+            offsets.append(sum(len(t) + 1 for t in tokens[:cut]))
+        offsets.append(len(lines))
+        for n, (lo, hi) in enumerate(itertools.pairwise(offsets)):
+            (many / f"part{n:02d}.txt").write_text(lines[lo:hi], encoding="utf-8")
+        expected = outcome(one)
+        with mock.patch.object(corpus, "PIECE_BYTES", piece):
+            assert outcome(many) == expected
+
+
 @pytest.mark.parametrize("data,problem", [
     (b"", "holds no tokens"),
     (b" \n\t\n", "holds no tokens"),
@@ -298,6 +339,24 @@ def test_out_inside_the_corpus_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="inside the corpus folder"):
         prepare(tmp_path, tmp_path / "out", min_count=1, progress=False)
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
+def test_a_run_folder_inside_the_corpus_folder_is_named_as_such(tmp_path: Path) -> None:
+    # train prepares into RUN/prepared and has no --out: the message names the run folder
+    (tmp_path / "c.txt").write_text("a b c\n")
+    run = tmp_path / "runs" / "r"
+    with pytest.raises(InputError) as info:
+        prepare(tmp_path, run / "prepared", min_count=1, progress=False, run_dir=run)
+    assert str(info.value) == (f"the run folder {run} is inside the corpus folder {tmp_path}; "
+                               "its files would be read as corpus text — pass --run or "
+                               "--runs-dir outside it")
+    assert not (tmp_path / "runs").exists() and leftovers(tmp_path) == []
+
+
+def test_vocab_options_include_max_distinct(corpus_file: Path, tmp_path: Path) -> None:
+    prepare(corpus_file, tmp_path / "out", min_count=1, max_distinct=40, progress=False)
+    assert prep.vocab_options(tmp_path / "out") == {
+        "lowercase": False, "min_count": 1, "max_vocab": None, "unk": None, "max_distinct": 40}
 
 
 @pytest.mark.parametrize("kwargs,flag", [({"min_count": 0}, "--min-count"),

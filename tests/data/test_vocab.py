@@ -14,17 +14,17 @@ from embedlab.data.vocab import Vocab, WordCounter, build
 from embedlab.errors import InputError
 
 
-def reference_reduce_vocab(blocks: list[list[str]], max_distinct: int) -> dict[str, int]:
-    """word2vec.c's ReduceVocab, written plainly: prune after a block when over the limit."""
+def reference_reduce_vocab(tokens: list[str], max_distinct: int) -> tuple[dict[str, int], int]:
+    """word2vec.c's LearnVocabFromTrainFile + ReduceVocab, written plainly: after each token,
+    *if* the table is over the limit, drop the words seen at most ``reduce`` times."""
     counts: dict[str, int] = {}
     reduce = 1
-    for block in blocks:
-        for w in block:
-            counts[w] = counts.get(w, 0) + 1
-        while len(counts) > max_distinct:
+    for w in tokens:
+        counts[w] = counts.get(w, 0) + 1
+        if len(counts) > max_distinct:
             counts = {w: c for w, c in counts.items() if c > reduce}
             reduce += 1
-    return counts
+    return counts, reduce - 1
 
 
 _words = st.lists(st.sampled_from([f"w{i}" for i in range(30)]), max_size=40)
@@ -36,10 +36,11 @@ def test_counter_matches_word2vec_reduce_vocab(blocks: list[list[str]], max_dist
     c = WordCounter(max_distinct=max_distinct)
     for b in blocks:
         c.update(b)
-    assert dict(c.counts) == reference_reduce_vocab(blocks, max_distinct)
-    assert c.total == sum(map(len, blocks))
-    assert len(c.counts) <= max_distinct
-    exact = Counter(w for b in blocks for w in b)
+    tokens = [w for b in blocks for w in b]
+    expected, threshold = reference_reduce_vocab(tokens, max_distinct)
+    assert dict(c.counts) == expected and c.prune.threshold == threshold
+    assert c.total == len(tokens)
+    exact = Counter(tokens)
     if len(exact) <= max_distinct:
         assert c.counts == exact and c.prune.times == 0
     else:
@@ -47,12 +48,47 @@ def test_counter_matches_word2vec_reduce_vocab(blocks: list[list[str]], max_dist
         assert c.prune.dropped_tokens >= 1
 
 
+@settings(max_examples=150, deadline=None)
+@given(tokens=st.lists(st.sampled_from([f"w{i}" for i in range(25)]), max_size=300),
+       max_distinct=st.integers(1, 20), data=st.data())
+def test_pruning_does_not_depend_on_how_the_tokens_are_split(
+        tokens: list[str], max_distinct: int, data: st.DataObject) -> None:
+    # lines, files and 1 MiB pieces only change where blocks end; the result must not change
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(tokens)), max_size=20)))
+    whole, split = WordCounter(max_distinct=max_distinct), WordCounter(max_distinct=max_distinct)
+    whole.update(tokens)
+    for lo, hi in zip([0, *cuts], [*cuts, len(tokens)], strict=True):
+        split.update(tokens[lo:hi])
+    assert split.counts == whole.counts and split.prune == whole.prune
+    assert split.total == whole.total == len(tokens)
+
+
 def test_pruning_is_reported() -> None:
     c = WordCounter(max_distinct=2)
     c.update(["a", "a", "a", "b", "c", "d"])
-    assert dict(c.counts) == {"a": 3}
+    # pruned when 'c' made a third word; 'd' arrives after it
+    assert dict(c.counts) == {"a": 3, "d": 1}
     assert (c.prune.times, c.prune.threshold, c.prune.dropped_types,
-            c.prune.dropped_tokens) == (1, 1, 3, 3)
+            c.prune.dropped_tokens) == (1, 1, 2, 2)
+
+
+def test_the_table_never_holds_a_block_of_new_words_beyond_the_limit() -> None:
+    # the documented memory bound: pruning happens as the limit is passed, not after a block
+    # (up to 1 MiB of text) of new words has been added
+    c = WordCounter(max_distinct=10)
+    sizes: list[tuple[int, int]] = []
+    real = c._prune
+
+    def spy() -> None:
+        before = len(c.counts)
+        real()
+        sizes.append((before, len(c.counts)))
+
+    c._prune = spy  # type: ignore[method-assign]
+    c.update([f"w{i % 300}" for i in range(1000)])
+    # over by one word at most, and one pruning always brings it back under (so word2vec.c's
+    # `if` and a `while` are the same): the word that went over has count 1 <= reduce
+    assert sizes and all(before == 11 and after <= 10 for before, after in sizes)
 
 
 def test_build_orders_by_count_then_word() -> None:
@@ -91,6 +127,19 @@ def test_min_count_emptying_the_vocabulary_is_an_input_error() -> None:
         build({"a": 7}, min_count=50, unk="UNK")  # UNK alone is no vocabulary
     with pytest.raises(InputError, match="no words"):
         build({}, min_count=1)
+
+
+def test_the_unk_token_is_not_named_as_the_most_frequent_word() -> None:
+    # 'UNK' reaching --min-count is no vocabulary: the message used to name it as the most
+    # frequent word (5 times) while saying no word occurs 2 times
+    with pytest.raises(InputError) as info:
+        build({"UNK": 5, "a": 1, "b": 1}, min_count=2, unk="UNK")
+    assert str(info.value) == ("no word besides the --unk token 'UNK' occurs at least "
+                               "--min-count 2 times (the most frequent, 'b', occurs 1 times); "
+                               "lower --min-count, e.g. --min-count 1")
+    with pytest.raises(InputError, match=r"^the corpus has no words besides the --unk token "
+                                         r"'UNK'; pass a non-empty corpus$"):
+        build({"UNK": 5}, min_count=2, unk="UNK")
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 import torch
 
+import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+from embedlab.cli import main
 from embedlab.config import ModelConfig, TrainConfig, flatten
 from embedlab.errors import InputError
-from embedlab.train.checkpoint import CheckpointManager
+from embedlab.testing import write_zipf_corpus
+from embedlab.train.checkpoint import CheckpointManager, find_checkpoint
 from embedlab.train.run import (
     abandon_after,
     check_run_dir,
@@ -211,6 +214,65 @@ def test_choose_run_dir_same_name_different_config_gets_a_suffix(tmp_path: Path)
     assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-2"
 
 
+def _prepare(tmp_path: Path, *args: str) -> Path:
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    out = tmp_path / "prep"
+    main(["prepare", str(corpus), "--out", str(out), "--no-progress", *args])
+    return out
+
+
+def _train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    capsys.readouterr()
+    try:
+        main(["train", *(str(a) for a in args)])
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    return code, capsys.readouterr().err
+
+
+def test_rerunning_train_on_a_prepared_folder_resumes_its_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the folder's --min-count 1 is the run's; choose_run_dir compared the stored config with
+    # the default --min-count 5, so each re-run made another folder (-2, -3) instead of resuming
+    prep = _prepare(tmp_path, "--min-count", "1", "--max-distinct", "1000")
+    runs = tmp_path / "runs"
+    fast = ["--corpus", prep, "--runs-dir", runs, "--dim", "8", "--batch-size", "32",
+            "--epochs", "1", "--threads", "1", "--no-tensorboard", "--no-progress"]
+    code, err = _train(capsys, *fast, "--max-steps", "1")
+    assert code == 0, err
+    code, err = _train(capsys, *fast, "--max-steps", "2")
+    assert code == 0, err
+    assert [p.name for p in runs.iterdir()] == ["prep-sg-d8-b32-e1-mc1"]
+    assert "resuming" in err
+    assert find_checkpoint(runs / "prep-sg-d8-b32-e1-mc1").name == "ckpt-00000002"
+
+
+def test_a_new_run_takes_the_prepared_folders_max_distinct(tmp_path: Path) -> None:
+    prep = _prepare(tmp_path, "--min-count", "1", "--max-distinct", "50")
+    cfg, _ = resolve_config(None, {"data": {"corpus": str(prep)}}, None)
+    assert cfg.data.max_distinct == 50 and cfg.data.min_count == 1
+    # a flag given still wins (trainer._check_prepared_matches judges it)
+    cfg, _ = resolve_config(None, {"data": {"corpus": str(prep), "max_distinct": 70}}, None)
+    assert cfg.data.max_distinct == 70
+
+
+def test_a_run_folder_inside_the_corpus_folder_names_the_run_not_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 'train --corpus .': the run lands in ./runs, inside the corpus; the error named --out,
+    # a flag train does not have
+    write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    monkeypatch.chdir(tmp_path)
+    code, err = _train(capsys, "--corpus", ".", "--epochs", "1", "--no-tensorboard",
+                       "--no-progress")
+    assert code == 2 and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        "embedlab: error: the run folder runs/corpus-sg-e1 is inside the corpus folder .; its "
+        "files would be read as corpus text — pass --run or --runs-dir outside it"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
 # ---- --restart / --from moves ------------------------------------------------------------
 
 def test_move_aside_keeps_everything(tmp_path: Path) -> None:
@@ -247,3 +309,38 @@ def test_abandon_twice_in_one_second_keeps_both_branches(tmp_path: Path) -> None
 
 def test_abandon_after_without_checkpoints(tmp_path: Path) -> None:
     assert abandon_after(tmp_path, 3) == []
+
+
+def test_another_max_distinct_is_refused_only_for_a_pruned_prepared_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The limit decided a folder's counts only if it pruned; then another one is another
+    vocabulary, refused like another --min-count."""
+    fast = ["--dim", "8", "--batch-size", "32", "--epochs", "1", "--threads", "1",
+            "--no-tensorboard", "--no-progress", "--max-steps", "1"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    pruned = _prepare(tmp_path / "a", "--min-count", "1", "--max-distinct", "50")
+    code, err = _train(capsys, "--corpus", pruned, "--run", tmp_path / "r1", *fast,
+                       "--max-distinct", "70")
+    assert code == 2 and err.strip().splitlines() == [
+        f"embedlab: error: prepared corpus {pruned} was built with other vocabulary options: "
+        "--max-distinct 70 (prepared with --max-distinct 50); drop those flags or re-run "
+        "'embedlab prepare' with them"]
+    assert not (tmp_path / "r1").exists()
+    whole = _prepare(tmp_path / "b", "--min-count", "1")
+    code, err = _train(capsys, "--corpus", whole, "--run", tmp_path / "r2", *fast,
+                       "--max-distinct", "100000")
+    assert code == 0, err
+
+
+def test_an_explicit_run_inside_the_corpus_folder_names_the_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    run = tmp_path / "inside"
+    code, err = _train(capsys, "--corpus", tmp_path, "--run", run, "--epochs", "1",
+                       "--no-tensorboard", "--no-progress")
+    assert code == 2 and "Traceback" not in err
+    assert err.strip().splitlines() == [
+        f"embedlab: error: the run folder {run} is inside the corpus folder {tmp_path}; its "
+        "files would be read as corpus text — pass --run or --runs-dir outside it"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]

@@ -87,7 +87,7 @@ class PrepareAhead:
         except OSError:
             return None
         spec = {"data": asdict(data), "out": str(folder / OUT_DIR), "progress": progress,
-                "parent_pid": os.getpid()}
+                "parent_pid": os.getpid(), "run_dir": str(run_dir)}
         atomic_write_text(folder / SPEC_FILE, json.dumps(spec))
         try:
             with open(folder / STDERR_FILE, "wb") as err:
@@ -181,7 +181,8 @@ def _child(folder: Path) -> int:
     try:
         prepare_into(data.corpus, spec["out"], lowercase=data.lowercase, min_count=data.min_count,
                 max_vocab=data.max_vocab, unk=data.unk, max_distinct=data.max_distinct,
-                progress=spec["progress"])
+                progress=spec["progress"],
+                run_dir=Path(spec["run_dir"]) if "run_dir" in spec else None)
         result: dict[str, object] = {"ok": True}
     except InputError as exc:
         result = {"error": str(exc)}

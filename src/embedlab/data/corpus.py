@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from embedlab.errors import InputError
 
@@ -167,20 +168,40 @@ def _split_piece(text: str, carry: str, path: Path, lowercase: bool) -> tuple[li
     lowercasing depends on a letter's neighbours (a final Σ becomes ς, another σ), so a token is
     lowercased only once it is whole, whatever the piece boundaries.
     """
+    _check_completed(carry, text, path)
     text = carry + text
     if text and not text[-1].isspace():
         text, new_carry = _cut_last_token(text)
     else:
         new_carry = ""
-    if len(new_carry) > MAX_TOKEN_CHARS:
-        raise InputError(f"corpus file {path} has a 'word' longer than {MAX_TOKEN_CHARS:,} "
-                         "characters; pass whitespace-separated text")
+    if len(new_carry) > MAX_TOKEN_CHARS:  # refused early: the carry is held in memory
+        _too_long(path)
     if lowercase:
         text = text.lower()
     lines = text.split("\n")
     blocks: list[Block] = [(line.split(), True) for line in lines[:-1]]
     blocks.append((lines[-1].split(), False))
     return blocks, new_carry
+
+
+def _check_completed(carry: str, text: str, path: Path) -> None:
+    """Refuse the carried token once ``text`` completes it, if the whole is too long.
+
+    Checking only the carry missed a token whose last part came with the next piece, so the
+    same token was refused or accepted depending on where the piece boundaries fell. A token
+    inside one piece needs no check: a piece has at most PIECE_BYTES <= MAX_TOKEN_CHARS
+    characters.
+    """
+    if not carry or len(carry) + len(text) <= MAX_TOKEN_CHARS:
+        return
+    rest = 0 if text[0].isspace() else len(text.split(maxsplit=1)[0])
+    if len(carry) + rest > MAX_TOKEN_CHARS:
+        _too_long(path)
+
+
+def _too_long(path: Path) -> NoReturn:
+    raise InputError(f"corpus file {path} has a 'word' longer than {MAX_TOKEN_CHARS:,} "
+                     "characters; pass whitespace-separated text")
 
 
 def _cut_last_token(tail: str) -> tuple[str, str]:
@@ -219,6 +240,7 @@ def _file_blocks(
                 progress(pos - done_bytes)
             done_bytes = pos
             if final:
+                _check_completed(carry, text, path)
                 text = carry + text
                 if lowercase:
                     text = text.lower()

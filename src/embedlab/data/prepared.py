@@ -113,9 +113,10 @@ VOCAB_OPTIONS = ("lowercase", "min_count", "max_vocab", "unk")
 
 
 def vocab_options(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The vocabulary options the prepared folder ``path`` was built with."""
+    """The options the prepared folder ``path`` was built with: :data:`VOCAB_OPTIONS` and
+    ``max_distinct`` (the pruning limit, which decides the counts when pruning happened)."""
     meta = _read_meta(Path(path))
-    return {key: meta[key] for key in VOCAB_OPTIONS if key in meta}
+    return {key: meta[key] for key in (*VOCAB_OPTIONS, "max_distinct") if key in meta}
 
 
 def _invalid(root: Path, problem: str) -> InputError:
@@ -259,15 +260,18 @@ def _file_chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]
 def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
             lowercase: bool = False, min_count: int = 5, max_vocab: int | None = None,
             unk: str | None = None, max_distinct: int = 10_000_000, progress: bool = True,
-            force: bool = False) -> PreparedCorpus:
+            force: bool = False, run_dir: Path | None = None) -> PreparedCorpus:
     """Tokenise ``corpus`` (a path, or 'text8' / 'demo') into the prepared folder ``out_dir``.
 
     Out-of-vocabulary tokens are dropped (word2vec) unless ``unk`` is set, then they map to id 0.
     ``out_dir`` must be absent, an empty folder, or (with ``force``) an existing prepared corpus.
-    Warnings (invalid UTF-8, pruning) go to stderr, one line each. See :func:`prepare_into`.
+    Warnings (invalid UTF-8, pruning) go to stderr, one line each. ``run_dir``: the run folder
+    'train' prepares for (its errors then name the run folder, not --out). See
+    :func:`prepare_into`.
     """
     prepare_into(corpus, out_dir, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
-                 unk=unk, max_distinct=max_distinct, progress=progress, force=force)
+                 unk=unk, max_distinct=max_distinct, progress=progress, force=force,
+                 run_dir=run_dir)
     return PreparedCorpus.open(out_dir)
 
 
@@ -282,6 +286,7 @@ def prepare_into(
     max_distinct: int = 10_000_000,
     progress: bool = True,
     force: bool = False,
+    run_dir: Path | None = None,
 ) -> None:
     """:func:`prepare` without opening the result (the child of :mod:`embedlab.data.ahead` hands
     the folder over without reading it).
@@ -295,11 +300,13 @@ def prepare_into(
     out = Path(out_dir)
     _check_out(out, force)
     with _sigterm_cleans_up():
-        _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress)
+        _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress,
+                      run_dir)
 
 
 def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
-                  unk: str | None, max_distinct: int, progress: bool) -> None:
+                  unk: str | None, max_distinct: int, progress: bool,
+                  run_dir: Path | None) -> None:
     made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -314,7 +321,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
                          "in a writable location") from None
     try:
         source = _resolve_source(label, tmp / ".source", progress)
-        _check_not_inside(out, source)
+        check_not_inside(out, source, run_dir)
         files = list_files(source)
         # one pass when every distinct word fits in --max-distinct; else word2vec-style
         # pruning while counting, then a second pass to encode
@@ -451,8 +458,21 @@ def _damaged_prepared(out: Path) -> bool:
     return META_FILE in names and names <= {IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE}
 
 
-def _check_not_inside(out: Path, source: Path) -> None:
-    if source.is_dir() and out.resolve().is_relative_to(source.resolve()):
+def check_not_inside(out: Path, source: Path, run_dir: Path | None = None) -> None:
+    """Refuse an output inside a corpus folder (it would be read as corpus text).
+
+    ``run_dir``: preparing for 'train' into RUN/prepared; train has no --out, so the message
+    names the run folder and the flags that place it.
+    """
+    if not source.is_dir():
+        return
+    root = source.resolve()
+    if run_dir is not None and (run_dir.resolve().is_relative_to(root)
+                                or out.resolve().is_relative_to(root)):
+        raise InputError(f"the run folder {run_dir} is inside the corpus folder {source}; its "
+                         "files would be read as corpus text — pass --run or --runs-dir "
+                         "outside it")
+    if out.resolve().is_relative_to(root):
         raise InputError(f"--out {out} is inside the corpus folder {source}; the output would "
                          "be read as corpus text — pass a folder outside it")
 
@@ -531,15 +551,27 @@ class _FirstSeen(dict[str, int]):
     more on gcide8's 4.8M tokens.)
     """
 
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
     def __missing__(self, word: str) -> int:
+        # checked here, per new word, so the table never outgrows --max-distinct by a block's
+        # worth of new words before the scan gives up
+        if len(self) >= self.limit:
+            raise _TooManyWords
         new = self[word] = len(self)
         return new
+
+
+class _TooManyWords(Exception):
+    """More distinct words than --max-distinct: counting needs pruning (the two-pass path)."""
 
 
 def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
           progress: bool) -> _Scan | None:
     """Read the corpus once (see :class:`_Scan`); None when it has > ``max_distinct`` words."""
-    index = _FirstSeen()
+    index = _FirstSeen(max_distinct)
     stats = ReadStats()
     ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
     position = 0
@@ -549,8 +581,9 @@ def _scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
         for tokens, ends_sentence in iter_blocks(source, lowercase=lowercase, stats=stats,
                                                  progress=bar.update):
             # array.array fills from the iterator in C, a little faster than np.fromiter
-            first = array.array("I", map(index.__getitem__, tokens))
-            if len(index) > max_distinct:  # memory stays bounded: one block past the limit
+            try:
+                first = array.array("I", map(index.__getitem__, tokens))
+            except _TooManyWords:
                 break
             _write_array(ids_file, np.frombuffer(first, dtype=np.uintc).astype("<u4", copy=False))
             position += len(tokens)

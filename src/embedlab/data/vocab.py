@@ -47,11 +47,16 @@ class PruneInfo:
 
 @dataclass
 class WordCounter:
-    """Counts words with at most about ``max_distinct`` entries (word2vec's ReduceVocab).
+    """Counts words with at most ``max_distinct`` entries (word2vec's ReduceVocab).
 
-    When the table grows beyond ``max_distinct`` distinct words, every word with a count
-    ``<= reduce`` is dropped and ``reduce`` grows by one, exactly like word2vec.c. ``total``
-    counts every token seen, pruned or not.
+    Exactly like word2vec.c's ``LearnVocabFromTrainFile``: after *each token*, if the table holds
+    more than ``max_distinct`` distinct words, every word with a count ``<= reduce`` is dropped
+    and ``reduce`` grows by one. word2vec.c checks with an ``if``; a ``while`` would do the same,
+    because the word that went over the limit is new (count 1 <= reduce) and is always dropped,
+    so one pruning always brings the table back to at most ``max_distinct`` words (it holds one
+    more only between a token and the pruning it triggers). Because the check follows each
+    token, the result depends only on the token sequence, never on how it was split into blocks
+    (lines, files, 1 MiB pieces). ``total`` counts every token seen, pruned or not.
     """
 
     max_distinct: int = 10_000_000
@@ -66,10 +71,21 @@ class WordCounter:
                              "pass e.g. --max-distinct 10000000")
 
     def update(self, tokens: Sequence[str]) -> None:
-        self.counts.update(tokens)
-        self.total += len(tokens)
-        while len(self.counts) > self.max_distinct:
-            self._prune()
+        counts, limit, n = self.counts, self.max_distinct, len(tokens)
+        self.total += n
+        start = 0
+        while start < n:
+            # Each token adds at most one new word, so within ``room`` tokens the table can pass
+            # the limit only at the slice's last token: counting the slice in one C-level
+            # Counter.update and checking after it is checking after each token, at block
+            # speed (far from the limit, as usual, the whole block is one slice). max(1, ...):
+            # counts filled in directly (prepared._Scan) must not stall the loop.
+            room = max(1, limit - len(counts) + 1)
+            stop = min(n, start + room)
+            counts.update(tokens if start == 0 and stop == n else tokens[start:stop])
+            start = stop
+            if len(counts) > limit:
+                self._prune()
 
     def _prune(self) -> None:
         drop = [w for w, c in self.counts.items() if c <= self._reduce]
@@ -228,7 +244,7 @@ def build(
     words = sorted(w for w, c in counts.items() if c >= min_count and w != unk)
     words.sort(key=counts.__getitem__, reverse=True)
     if not words:
-        raise InputError(_empty_message(counts, min_count))
+        raise InputError(_empty_message(counts, min_count, unk))
     if max_vocab is not None:
         words = words[: max_vocab - (unk is not None)]
     kept = np.fromiter(map(counts.__getitem__, words), dtype=np.int64, count=len(words))
@@ -239,10 +255,14 @@ def build(
     return Vocab((unk, *words), np.concatenate([[unk_count], kept]).astype(np.int64), unk)
 
 
-def _empty_message(counts: Mapping[str, int], min_count: int) -> str:
-    if not counts:
-        return "the corpus has no words; pass a non-empty corpus"
-    top, top_count = max(counts.items(), key=lambda wc: (wc[1], wc[0]))
-    return (f"no word occurs at least --min-count {min_count} times (the most frequent, "
-            f"{top!r}, occurs {top_count:,} times); lower --min-count, e.g. --min-count "
-            f"{max(1, min(top_count, math.ceil(min_count / 2)))}")
+def _empty_message(counts: Mapping[str, int], min_count: int, unk: str | None) -> str:
+    # the --unk token is never a vocabulary word of its own: naming it as "the most frequent"
+    # would contradict "no word occurs at least --min-count times"
+    besides = f" besides the --unk token {unk!r}" if unk is not None and unk in counts else ""
+    others = [(w, c) for w, c in counts.items() if w != unk]
+    if not others:
+        return f"the corpus has no words{besides}; pass a non-empty corpus"
+    top, top_count = max(others, key=lambda wc: (wc[1], wc[0]))
+    return (f"no word{besides} occurs at least --min-count {min_count} times (the most "
+            f"frequent, {top!r}, occurs {top_count:,} times); lower --min-count, e.g. "
+            f"--min-count {max(1, min(top_count, math.ceil(min_count / 2)))}")

@@ -141,7 +141,9 @@ def _with_prepared_vocab(merged: dict[str, Any]) -> dict[str, Any]:
 
     Otherwise the defaults (--min-count 5, ...) would be compared with the folder's options and
     a folder prepared with --min-count 1 could not be trained on without repeating the flag.
-    An option that *was* set and differs is still refused (trainer._check_prepared_matches).
+    --max-distinct too: the run's config.json then records the pruning limit its counts came
+    from. An option that *was* set and differs is still refused
+    (trainer._check_prepared_matches).
     """
     from embedlab.data.corpus import SPECIAL_CORPORA, says_prepared
 
@@ -161,14 +163,31 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
     A folder with the same name *and* the same result-relevant config is reused, so re-running
     the same command resumes it.
     """
-    cfg = TrainConfig.from_dict(apply_preset(preset, explicit)).resolve()
+    # the config resolve_config gives a new run, prepared folder's options included: built
+    # without them, a run on a folder prepared with e.g. --min-count 1 never matched its stored
+    # config, and every re-run made another folder (-2, -3...) instead of resuming
+    cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))).resolve()
     base = run_name(cfg)
     for i in range(1, 10_000):
         candidate = runs_dir / (base if i == 1 else f"{base}-{i}")
         stored = stored_config(candidate) if candidate.is_dir() else None
         if not candidate.exists() or (stored is not None and not diff_for_resume(stored, cfg)):
+            _check_outside_corpus(candidate, cfg.data.corpus)
             return candidate
     raise InputError(f"too many runs named {base}* in {runs_dir}; pass --run DIR")
+
+
+def _check_outside_corpus(run_dir: Path, corpus: str) -> None:
+    """``train --corpus .``: the runs folder lands inside the corpus folder. Refused here, naming
+    the run folder, before prepare refuses it naming --out, a flag train does not have."""
+    from embedlab.data.corpus import SPECIAL_CORPORA, says_prepared
+
+    source = Path(corpus)
+    if corpus in SPECIAL_CORPORA or not source.is_dir() or says_prepared(source / "meta.json"):
+        return
+    from embedlab.data.prepared import check_not_inside
+
+    check_not_inside(run_dir, source, run_dir)
 
 
 def move_aside(run_dir: Path) -> Path:

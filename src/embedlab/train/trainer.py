@@ -105,7 +105,7 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     d = cfg.data
     return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
                    max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
-                   progress=progress)
+                   progress=progress, run_dir=run_dir)
 
 
 def _made_for(prepared: PreparedCorpus, cfg: TrainConfig) -> bool:
@@ -146,8 +146,11 @@ def _as_flag(key: str, value: Any) -> str:
 
 
 def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
+    wanted = _vocab_options(cfg)
+    if prepared.meta.get("pruned"):  # the limit decided the counts only if it pruned
+        wanted["max_distinct"] = cfg.data.max_distinct
     differ = [f"{_as_flag(k, v)} (prepared with {_as_flag(k, prepared.meta[k])})"
-              for k, v in _differences(prepared, _vocab_options(cfg)).items()]
+              for k, v in _differences(prepared, wanted).items()]
     if differ:
         source = f" (--preset {cfg.preset} sets some of them)" if cfg.preset else ""
         raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
