@@ -1,4 +1,7 @@
-"""The hand-written gradients must equal autograd on a plain per-pair reference loss."""
+"""The hand-written gradients must equal autograd on a plain per-pair reference loss.
+
+(CBOW's reference passes each context the whole gradient of the hidden mean: word2vec's rule.)
+"""
 
 from __future__ import annotations
 
@@ -53,7 +56,10 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
                 for n in noise:
                     total = total - (k / s) * F.logsigmoid(-logit(h, n)).double()
         else:
-            h = torch.stack([w_in[c] for c in ctx]).mean(0)
+            # forward: the mean of the contexts; backward: each context receives the whole
+            # gradient of h, as in word2vec.c and gensim (cbow_mean=1), not the mean's 1/count
+            x = torch.stack([w_in[c] for c in ctx])
+            h = x.mean(0).detach() + (x - x.detach()).sum(0)
             total = total - F.logsigmoid(logit(h, int(batch.centers[t]))).double()
             for n in noise:
                 total = total - (k / s) * F.logsigmoid(-logit(h, n)).double()
@@ -180,3 +186,40 @@ def test_band_scalar_helpers_match_the_gemm_forms() -> None:
                                band.gather(band.band(c), col.unsqueeze(1)).view(-1))
     torch.testing.assert_close(band.diag_scatter(c, x),
                                band.scatter(band.band(c), x.unsqueeze(1)).view(-1))
+
+
+@pytest.mark.parametrize("engine", ["torch", "native"])
+def test_nce_damping_of_an_input_row_uses_its_partners_norms_only(engine: str) -> None:
+    """An input row's NCE logit v·u + b − log kQ moves by lr·g·|u|²: no +1 for the bias.
+
+    (The +1 belongs to output rows, whose logits move with their vector and their bias.)
+    Small output vectors make the difference large: with |u|² + 1 the step was ~28× smaller.
+    """
+    v_n, d, w, r, k, lr, kappa = 10, 4, 1, 16, 2, 0.5, 1.0
+    g = torch.Generator().manual_seed(0)
+    w_in, w_out = torch.randn(v_n, d, generator=g), torch.randn(v_n, d, generator=g) * 0.01
+    log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, v_n + 1)).log_expected_count(k))
+    span = torch.tensor([1] + [0] * r + [2])  # word 0 is every centre
+    mask = torch.ones(r, 2 * w + 1, dtype=torch.uint8)
+    mask[:, w] = 0
+    ctx = mask.sum(1).to(torch.float32)
+    negs = torch.tensor([[3, 4]])  # one group of all 16 centres, S = 2 noise words
+    batch = Batch(span[w : w + r].clone(), span, mask, ctx, negs, int(ctx.sum()), r, 0, Cursor())
+
+    def step(damping: float) -> torch.Tensor:
+        p = Word2VecParams(w_in.clone(), w_out.clone(), torch.zeros(v_n))
+        Word2VecStep(StepConfig("skipgram", "nce", w, k, r, damping=damping), p,
+                     log_kq.clone(), r, engine=engine, threads=2)(batch, lr)
+        return p.w_in[0] - w_in[0]
+
+    h = 0.0  # Σ |∂L/∂s| · |u|² over row 0's terms: its contexts and its noise words
+    for t in range(r):
+        for c in (int(span[t]), int(span[t + 2 * w])):  # offsets −1 and +1
+            s = w_in[0] @ w_out[c] - log_kq[c]
+            h += float(1 - torch.sigmoid(s)) * float(w_out[c] @ w_out[c])
+        for n in negs[0].tolist():  # weight K/S per context: 2 · 2/2
+            s = w_in[0] @ w_out[n] - log_kq[n]
+            h += 2.0 * float(torch.sigmoid(s)) * float(w_out[n] @ w_out[n])
+    ratio = step(kappa) / step(0.0)
+    torch.testing.assert_close(ratio, torch.full_like(ratio, 1 / (1 + lr / kappa * h)),
+                               rtol=1e-3, atol=0)

@@ -100,6 +100,16 @@ def test_training_lowers_the_loss(reference: Path) -> None:
     assert last < first
 
 
+def test_each_step_trains_at_the_rate_where_its_batch_starts(reference: Path) -> None:
+    """word2vec's alpha for the words a step reads next: the first step at --lr exactly."""
+    lr, progress = logged(reference, "train/lr"), logged(reference, "train/progress")
+    lr0 = TrainConfig().optim.lr
+    assert lr[1] == pytest.approx(lr0, rel=1e-12)
+    for step in sorted(lr)[1:]:
+        assert lr[step] == pytest.approx(lr0 * max(1e-4, 1.0 - progress[step - 1]), rel=1e-9)
+    assert progress[max(progress)] == 1.0 and lr[max(lr)] > lr0 * 1e-4  # ends near the floor
+
+
 @pytest.mark.parametrize("slices", [(17,), (25, 60)])
 def test_max_steps_slices_are_bit_identical(corpus: Path, reference: Path, tmp_path: Path,
                                             slices: tuple[int, ...]) -> None:

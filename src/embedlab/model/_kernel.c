@@ -242,10 +242,13 @@ double w2v_skipgram_step(
         float *Nt = wts + (size_t)P * S;        /* D × Sv transposed noise vectors */
         float *scv = Nt + (size_t)D * Sv;       /* 4 × Sv scores of one tile */
 
-        if (damp) { /* squared norms (for the curvature) of the output rows the step reads */
+        /* squared norms (for the curvature) of the output rows the step reads: partners of
+         * input rows, whose logits move with the vector only, so no bias term (bias_sq goes
+         * on v_sq, the partner of output rows, which move with their vector and bias) */
+        if (damp) {
 #pragma omp for schedule(static)
             for (int r = 0; r < n_span; r++)
-                u_sq[r] = dot(w_out + span[r] * D, w_out + span[r] * D, D) + bias_sq;
+                u_sq[r] = dot(w_out + span[r] * D, w_out + span[r] * D, D);
         }
 
         /* A: per group */
@@ -270,7 +273,7 @@ double w2v_skipgram_step(
                 float *dst = Np + (size_t)k * Dp;
                 memcpy(dst, w_out + gneg[k] * D, sizeof(float) * D);
                 memset(dst + D, 0, sizeof(float) * (Dp - D));
-                n_sq[(size_t)g * S + k] = damp ? dot(dst, dst, Dp) + bias_sq : 0.0f;
+                n_sq[(size_t)g * S + k] = damp ? dot(dst, dst, Dp) : 0.0f;
             }
             /* positives: per pair, on the rows in place */
             for (int i = 0; i < P; i++) {

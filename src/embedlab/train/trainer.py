@@ -432,7 +432,9 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                 if cfg.max_steps is not None and step >= cfg.max_steps:
                     break
                 done = cursor.epoch * n_tokens + batch.words_done
-                lr = linear_lr(cfg.optim.lr, cfg.optim.min_lr_ratio, done, total_words)
+                # the rate where the batch starts, as word2vec's alpha for the words it reads
+                # next: the first step trains at --lr, the last near lr·--min-lr-ratio
+                lr = linear_lr(cfg.optim.lr, cfg.optim.min_lr_ratio, words_seen, total_words)
                 loss = model_step(batch, lr)
                 step += 1
                 advanced = done - words_seen
