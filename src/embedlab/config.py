@@ -233,7 +233,7 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 1
     threads: int = 0  # 0 = all cores; resolved in resolve()
-    engine: str = "auto"  # auto | native (C kernel, skip-gram) | torch; resolved in resolve()
+    engine: str = "auto"  # auto | native (C kernel) | torch; resolved in resolve()
     max_steps: int | None = None  # stop at this global step; the lr schedule is unchanged
     init_from: str | None = None  # warm start: copy rows of shared words from this run/ckpt
     preset: str | None = None
@@ -249,14 +249,11 @@ class TrainConfig:
             _positive("max_steps", self.max_steps)
         if self.engine not in ("auto", "native", "torch"):
             raise InputError(f"--engine must be auto, native or torch, got {self.engine!r}")
-        if self.engine == "native" and self.model.model != "skipgram":
-            raise InputError("--engine native implements skip-gram only; use --engine torch "
-                             "(or auto) with --model cbow")
 
     def resolve(self) -> TrainConfig:
         """Spell out machine-dependent defaults (thread count, engine).
 
-        ``engine="auto"`` becomes ``native`` for skip-gram when the C kernel builds here (see
+        ``engine="auto"`` becomes ``native`` when the C kernel builds here (see
         :mod:`embedlab.model.native`), else ``torch``; an explicit ``native`` that cannot be
         built is an :class:`InputError` naming the reason.
         """
@@ -264,7 +261,7 @@ class TrainConfig:
 
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
         engine = self.engine
-        if engine != "torch" and self.model.model == "skipgram":
+        if engine != "torch":
             reason = unavailable_reason()
             if reason is None:
                 engine = "native"
@@ -276,8 +273,6 @@ class TrainConfig:
                 print(f"embedlab: note: the native engine is unavailable ({reason}); training "
                       "with the slower torch engine", file=sys.stderr)
                 engine = "torch"
-        elif engine == "auto":
-            engine = "torch"
         return dataclasses.replace(self, threads=threads, engine=engine)
 
     # ---- (de)serialisation -------------------------------------------------------------

@@ -58,18 +58,19 @@ def _run(engine: str, p: Word2VecParams, batches: list[Batch], cfg: StepConfig,
     return [float(step(b, 0.05)) for b in batches]
 
 
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
 @pytest.mark.parametrize("loss", ["neg", "nce"])
 @pytest.mark.parametrize("dim", [8, 13, 100])  # 13: the kernel's remainder paths
 # the noise-score tiles are 4 centres x 16 noise words: (16, 12) fills whole tiles with padding,
 # (6, 20) leaves a partial tile of centres and a remainder vector of 8 noise words; the noise
 # GEMMs take two rows at a time, and (5, 13) leaves a lone last centre and noise word
 @pytest.mark.parametrize(("group", "shared"), [(16, 12), (6, 20), (5, 13)])
-def test_native_agrees_with_torch_with_damping(loss: str, dim: int, group: int,
+def test_native_agrees_with_torch_with_damping(model: str, loss: str, dim: int, group: int,
                                                shared: int) -> None:
     window = 3
     pad = Band.block_length(window)
     batches = _stream(pad, group=group, shared=shared, window=window)
-    cfg = StepConfig("skipgram", loss, window, 5, group, damping=2.0)  # damping engaged
+    cfg = StepConfig(model, loss, window, 5, group, damping=2.0)  # damping engaged
     log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5)) \
         if loss == "nce" else None
     a = _params(dim, loss == "nce")
@@ -84,21 +85,16 @@ def test_native_agrees_with_torch_with_damping(loss: str, dim: int, group: int,
     assert not torch.equal(a.w_in, _params(dim, loss == "nce").w_in)  # it did train
 
 
-def test_native_bits_do_not_depend_on_the_thread_count() -> None:
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+def test_native_bits_do_not_depend_on_the_thread_count(model: str) -> None:
     batches = _stream(16, group=16, shared=10)
-    cfg = StepConfig("skipgram", "neg", 3, 5, 16, damping=2.0)
+    cfg = StepConfig(model, "neg", 3, 5, 16, damping=2.0)
     runs = []
     for threads in (1, 2, 3):
         p = _params(24, False)
         losses = _run("native", p, batches, cfg, None, threads)
         runs.append((losses, p.w_in.numpy().tobytes(), p.w_out.numpy().tobytes()))
     assert runs[0] == runs[1] == runs[2]
-
-
-def test_native_refuses_cbow() -> None:
-    p = _params(8, False)
-    with pytest.raises(ValueError, match="skip-gram only"):
-        Word2VecStep(StepConfig("cbow", "neg", 3, 5, 16), p, None, 16, engine="native")
 
 
 def test_native_takes_the_mask_as_bytes_and_refuses_floats() -> None:
@@ -278,10 +274,12 @@ def test_the_compiler_arguments_are_part_of_the_cache_key(fresh_build: Path,
     assert len(calls) == 5  # the third call found its build in the cache
 
 
-def test_cbow_resolves_to_torch_and_native_cbow_is_refused() -> None:
-    assert TrainConfig.from_dict({"model": {"model": "cbow"}}).resolve().engine == "torch"
-    with pytest.raises(InputError, match="skip-gram only"):
-        TrainConfig.from_dict({"model": {"model": "cbow"}, "engine": "native"})
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+def test_auto_resolves_to_native_for_both_models(model: str) -> None:
+    cfg = TrainConfig.from_dict({"model": {"model": model}})
+    assert cfg.resolve().engine == "native"
+    assert TrainConfig.from_dict({"model": {"model": model}, "engine": "torch"}).resolve() \
+        .engine == "torch"
 
 
 # ---- through the CLI ------------------------------------------------------------------------
@@ -302,14 +300,20 @@ def test_cli_records_the_engine_and_a_resume_keeps_it(
     assert code == 0 and "(step 3)" in err
 
 
-def test_cli_native_with_cbow_is_a_one_line_error(
+def test_a_cbow_run_started_with_the_torch_engine_resumes_with_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(["train", "--model", "cbow", "--engine", "native", "--run",
-                            str(tmp_path / "r")], capsys)
-    assert code == 2
-    assert err.strip() == ("embedlab: error: --engine native implements skip-gram only; use "
-                           "--engine torch (or auto) with --model cbow")
-    assert not (tmp_path / "r").exists()
+    """CBOW runs of earlier versions recorded engine torch (native was skip-gram only): they
+    keep it, so their resumes stay exact."""
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    run = tmp_path / "run"
+    flags = ["train", "--corpus", str(corpus), "--run", str(run), "--dim", "8", "--model",
+             "cbow", "--batch-size", "32", "--threads", "1", "--no-tensorboard", "--no-progress"]
+    code, _, err = run_cli([*flags, "--engine", "torch", "--max-steps", "3"], capsys)
+    assert code == 0, err
+    assert '"engine": "torch"' in (run / "config.json").read_text()
+    code, _, err = run_cli(flags, capsys)
+    assert code == 0 and "(step 3)" in err
+    assert '"engine": "torch"' in (run / "config.json").read_text()
 
 
 

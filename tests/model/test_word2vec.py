@@ -67,7 +67,7 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
 
 
 @pytest.mark.parametrize(("model", "engine"), [("skipgram", "torch"), ("cbow", "torch"),
-                                               ("skipgram", "native")])
+                                               ("skipgram", "native"), ("cbow", "native")])
 @pytest.mark.parametrize("loss", ["neg", "nce"])
 def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
     stream, batches = _batches(group=8, rows_pad=Band.block_length(W))

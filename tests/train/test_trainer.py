@@ -345,7 +345,7 @@ def test_a_resume_by_another_step_revision_warns(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("model", "given", "used"), [
-    ("skipgram", 0.0, 8.0), ("cbow", 0.0, 1.0), ("cbow", 3.0, 3.0)])
+    ("skipgram", 0.0, 8.0), ("cbow", 0.0, 12.0), ("cbow", 3.0, 3.0)])
 def test_the_start_takes_the_models_default_init_scale(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, given: float,
         used: float) -> None:

@@ -89,7 +89,7 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--init", type=click.Choice(["centered", "uniform"]),
               help="Input-vector initialisation.  [default: centered]")
 @click.option("--init-scale", type=float, help="Centred initialisation U(-S/2, S/2)/dim "
-              "(1: word2vec.c's, 2: gensim's; 0: 8 for skip-gram, 1 for CBOW).  [default: 0]")
+              "(1: word2vec.c's, 2: gensim's; 0: 8 for skip-gram, 12 for CBOW).  [default: 0]")
 @click.option("--min-count", type=int, help="Drop words rarer than this.  [default: 5]")
 @click.option("--max-vocab", type=int, help="Keep the N most frequent words (incl. --unk).")
 @click.option("--unk", help="Map out-of-vocabulary words to this token (id 0).")
@@ -105,7 +105,7 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
 @click.option("--engine", type=click.Choice(["auto", "native", "torch"]),
-              help="native: the fused C kernel (skip-gram; built on first use with the "
+              help="native: the fused C kernel (skip-gram and CBOW; built on first use with the "
               "machine's C compiler); torch: PyTorch ops; auto: native when it builds.  "
               "[default: auto]")
 @click.option("--max-steps", type=int, help="Stop at this global step (schedule unchanged); "

@@ -1,4 +1,4 @@
-/* embedlab's native skip-gram step: the mathematics of Word2VecStep._skipgram, fused.
+/* embedlab's native word2vec steps: the mathematics of Word2VecStep._skipgram and _cbow, fused.
  *
  * Built on first use by embedlab/model/native.py (cc -O3 -march=native -fopenmp) and called
  * through ctypes on the memory of torch tensors. One call is one synchronous SGD step:
@@ -181,7 +181,9 @@ static inline size_t per_thread_floats(size_t P, size_t S, size_t D) {
 }
 
 /* Scratch floats the caller provides for one call, for `threads` threads (see native.py);
- * mirrors the carving at the top of w2v_skipgram_step. */
+ * mirrors the carving at the top of w2v_skipgram_step, plus one rows × Dp block, which makes
+ * it enough for w2v_cbow_step too (its carve has that block more and, since J >= 3, less of
+ * the rest). */
 size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim, int threads) {
     const size_t J = 2 * (size_t)window + 1, span = (size_t)rows + 2 * (size_t)window;
     const size_t noise = (size_t)groups * shared, dp = round_up((size_t)dim, VL);
@@ -189,10 +191,98 @@ size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim,
     const size_t blocks[] = {(size_t)rows * dp, span * dp, noise * dp, (size_t)rows * J,
                              (size_t)rows * J, (size_t)rows * J, (size_t)rows * shared,
                              (size_t)rows * shared, (size_t)rows, (size_t)rows, (size_t)rows,
-                             span, span, noise, noise, 2 * (size_t)groups};
+                             span, span, noise, noise, 2 * (size_t)groups,
+                             (size_t)rows * dp}; /* the last: CBOW's output-row gradients */
     size_t n = 0;
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) n += round_up(blocks[i], 16);
     return n + (size_t)threads * per_thread_floats(per_group, (size_t)shared, (size_t)dim) + 64;
+}
+
+/* The noise terms of one group of P centres (or CBOW hidden vectors) sharing S noise words,
+ * shared by both architectures. In: Vp (P × Dp) the packed centre-side vectors, Np (S × Dp)
+ * the packed noise rows, w_neg (P) each centre's weight per noise term, n_sq / x_sq the
+ * squared norms the curvatures use. Out: the terms' gradients gn and curvatures cn (P × S),
+ * d_x += gn · Np (P × Dp) and h_x += cn · n_sq, d_noise = gnᵀ · Vp (S × Dp) and
+ * h_noise = cnᵀ · x_sq; returns the terms' summed loss. Nt, scv, sc, wts: per-thread scratch. */
+static double group_noise(const float *restrict Vp, const float *restrict Np, float *restrict Nt,
+                          float *restrict scv, float *restrict sc, float *restrict wts,
+                          const float *restrict w_neg, const int64_t *restrict gneg,
+                          const float *restrict bias, const float *restrict log_kq,
+                          float *restrict gn, float *restrict cn, float *restrict d_x,
+                          float *restrict h_x, float *restrict d_noise, float *restrict h_noise,
+                          const float *restrict n_sq, const float *restrict x_sq,
+                          int P, int S, int D, int Dp, int damp) {
+    const int Sv = (int)round_up((size_t)S, VL);
+    double lg = 0.0;
+    /* noise scores: sc = Vp · Npᵀ (P × S). Noise rows transposed to Nt (D × Sv, Sv = S
+     * rounded up to the vector width), so that one FMA yields 8 scores and no horizontal
+     * sums are needed; tiles of 4 centres × 16 noise words, d ascending. */
+    for (int d = 0; d < D; d++)
+        for (int k = 0; k < Sv; k++) Nt[(size_t)d * Sv + k] = k < S ? Np[(size_t)k * Dp + d] : 0.0f;
+    for (int i0 = 0; i0 < P; i0 += 4) {
+        const int ni = P - i0 < 4 ? P - i0 : 4;
+        const float *a0 = Vp + (size_t)i0 * Dp, *a1 = a0 + (ni > 1) * Dp,
+                            *a2 = a0 + (ni > 2) * 2 * Dp, *a3 = a0 + (ni > 3) * 3 * Dp;
+        int k = 0;
+        for (; k + 2 * VL <= Sv; k += 2 * VL) {
+            v8 s00 = splat(0), s01 = splat(0), s10 = splat(0), s11 = splat(0);
+            v8 s20 = splat(0), s21 = splat(0), s30 = splat(0), s31 = splat(0);
+            for (int d = 0; d < D; d++) {
+                const v8 y0 = load(Nt + (size_t)d * Sv + k), y1 = load(Nt + (size_t)d * Sv + k + VL);
+                const v8 x0 = splat(a0[d]), x1 = splat(a1[d]), x2 = splat(a2[d]), x3 = splat(a3[d]);
+                s00 += x0 * y0; s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1;
+                s20 += x2 * y0; s21 += x2 * y1; s30 += x3 * y0; s31 += x3 * y1;
+            }
+            store(scv + 0 * Sv + k, s00); store(scv + 0 * Sv + k + VL, s01);
+            store(scv + 1 * Sv + k, s10); store(scv + 1 * Sv + k + VL, s11);
+            store(scv + 2 * Sv + k, s20); store(scv + 2 * Sv + k + VL, s21);
+            store(scv + 3 * Sv + k, s30); store(scv + 3 * Sv + k + VL, s31);
+        }
+        for (; k < Sv; k += VL) {
+            v8 s0 = splat(0), s1 = splat(0), s2 = splat(0), s3 = splat(0);
+            for (int d = 0; d < D; d++) {
+                const v8 y = load(Nt + (size_t)d * Sv + k);
+                s0 += splat(a0[d]) * y; s1 += splat(a1[d]) * y;
+                s2 += splat(a2[d]) * y; s3 += splat(a3[d]) * y;
+            }
+            store(scv + 0 * Sv + k, s0); store(scv + 1 * Sv + k, s1);
+            store(scv + 2 * Sv + k, s2); store(scv + 3 * Sv + k, s3);
+        }
+        for (int ii = 0; ii < ni; ii++)
+            memcpy(sc + (size_t)(i0 + ii) * S, scv + (size_t)ii * Sv, sizeof(float) * S);
+    }
+    if (bias)
+        for (int i2 = 0; i2 < P; i2++)
+            for (int k = 0; k < S; k++)
+                sc[(size_t)i2 * S + k] += bias[gneg[k]] - log_kq[gneg[k]];
+    for (int i2 = 0; i2 < P; i2++)
+        for (int k = 0; k < S; k++) wts[(size_t)i2 * S + k] = w_neg[i2];
+    lg += sigmoid_terms(sc, wts, P * S, -1.0f, gn, cn);
+    /* d_x += gn · Np  (P × Dp), two rows at a time; curvature h_x += cn · |n|² */
+    for (int i2 = 0; i2 < P; i2 += 2) {
+        const int i3 = i2 + 1 < P ? i2 + 1 : i2;
+        gemm_rows2(d_x + (size_t)i2 * Dp, d_x + (size_t)i3 * Dp,
+                           gn + (size_t)i2 * S, gn + (size_t)i3 * S, 1, Np, S, Dp, 1);
+    }
+    if (damp)
+        for (int i2 = 0; i2 < P; i2++) {
+            float h = 0.0f;
+            for (int k = 0; k < S; k++) h += cn[(size_t)i2 * S + k] * n_sq[k];
+            h_x[i2] += h;
+        }
+    /* d_noise = gnᵀ · Vp  (S × Dp), two noise words at a time; curvature h_noise = cnᵀ · |x|² */
+    for (int k = 0; k < S; k += 2) {
+        const int k2 = k + 1 < S ? k + 1 : k;
+        gemm_rows2(d_noise + (size_t)k * Dp, d_noise + (size_t)k2 * Dp,
+                           gn + k, gn + k2, (size_t)S, Vp, P, Dp, 0);
+    }
+    for (int k = 0; k < S; k++) {
+        float h = 0.0f;
+        if (damp)
+            for (int i2 = 0; i2 < P; i2++) h += cn[(size_t)i2 * S + k] * x_sq[i2];
+        h_noise[k] = h;
+    }
+    return lg;
 }
 
 /* Skip-gram with negative sampling (bias == NULL) or NCE (bias and log_kq given).
@@ -301,76 +391,11 @@ double w2v_skipgram_step(
                 h_v[t] = h;
                 w_neg[t] = contexts[t] * noise_weight;
             }
-            /* noise scores: sc = Vp · Npᵀ (P × S). Noise rows transposed to Nt (D × Sv, Sv = S
-             * rounded up to the vector width), so that one FMA yields 8 scores and no horizontal
-             * sums are needed; tiles of 4 centres × 16 noise words, d ascending. */
-            for (int d = 0; d < D; d++)
-                for (int k = 0; k < Sv; k++) Nt[(size_t)d * Sv + k] = k < S ? Np[(size_t)k * Dp + d] : 0.0f;
-            for (int i0 = 0; i0 < P; i0 += 4) {
-                const int ni = P - i0 < 4 ? P - i0 : 4;
-                const float *a0 = Vp + (size_t)i0 * Dp, *a1 = a0 + (ni > 1) * Dp,
-                            *a2 = a0 + (ni > 2) * 2 * Dp, *a3 = a0 + (ni > 3) * 3 * Dp;
-                int k = 0;
-                for (; k + 2 * VL <= Sv; k += 2 * VL) {
-                    v8 s00 = splat(0), s01 = splat(0), s10 = splat(0), s11 = splat(0);
-                    v8 s20 = splat(0), s21 = splat(0), s30 = splat(0), s31 = splat(0);
-                    for (int d = 0; d < D; d++) {
-                        const v8 y0 = load(Nt + (size_t)d * Sv + k), y1 = load(Nt + (size_t)d * Sv + k + VL);
-                        const v8 x0 = splat(a0[d]), x1 = splat(a1[d]), x2 = splat(a2[d]), x3 = splat(a3[d]);
-                        s00 += x0 * y0; s01 += x0 * y1; s10 += x1 * y0; s11 += x1 * y1;
-                        s20 += x2 * y0; s21 += x2 * y1; s30 += x3 * y0; s31 += x3 * y1;
-                    }
-                    store(scv + 0 * Sv + k, s00); store(scv + 0 * Sv + k + VL, s01);
-                    store(scv + 1 * Sv + k, s10); store(scv + 1 * Sv + k + VL, s11);
-                    store(scv + 2 * Sv + k, s20); store(scv + 2 * Sv + k + VL, s21);
-                    store(scv + 3 * Sv + k, s30); store(scv + 3 * Sv + k + VL, s31);
-                }
-                for (; k < Sv; k += VL) {
-                    v8 s0 = splat(0), s1 = splat(0), s2 = splat(0), s3 = splat(0);
-                    for (int d = 0; d < D; d++) {
-                        const v8 y = load(Nt + (size_t)d * Sv + k);
-                        s0 += splat(a0[d]) * y; s1 += splat(a1[d]) * y;
-                        s2 += splat(a2[d]) * y; s3 += splat(a3[d]) * y;
-                    }
-                    store(scv + 0 * Sv + k, s0); store(scv + 1 * Sv + k, s1);
-                    store(scv + 2 * Sv + k, s2); store(scv + 3 * Sv + k, s3);
-                }
-                for (int ii = 0; ii < ni; ii++)
-                    memcpy(sc + (size_t)(i0 + ii) * S, scv + (size_t)ii * Sv, sizeof(float) * S);
-            }
-            if (bias)
-                for (int i2 = 0; i2 < P; i2++)
-                    for (int k = 0; k < S; k++)
-                        sc[(size_t)i2 * S + k] += bias[gneg[k]] - log_kq[gneg[k]];
-            for (int i2 = 0; i2 < P; i2++)
-                for (int k = 0; k < S; k++) wts[(size_t)i2 * S + k] = w_neg[t0 + i2];
-            float *gn = g_neg + (size_t)t0 * S, *cn = c_neg + (size_t)t0 * S;
-            lg += sigmoid_terms(sc, wts, P * S, -1.0f, gn, cn);
-            /* d_v += g_neg · Np  (P × Dp), two centres at a time; curvature h_v += c_neg · |n|² */
-            for (int i2 = 0; i2 < P; i2 += 2) {
-                const int i3 = i2 + 1 < P ? i2 + 1 : i2;
-                gemm_rows2(d_v + (size_t)(t0 + i2) * Dp, d_v + (size_t)(t0 + i3) * Dp,
-                           gn + (size_t)i2 * S, gn + (size_t)i3 * S, 1, Np, S, Dp, 1);
-            }
-            if (damp)
-                for (int i2 = 0; i2 < P; i2++) {
-                    float h = 0.0f;
-                    for (int k = 0; k < S; k++) h += cn[(size_t)i2 * S + k] * n_sq[(size_t)g * S + k];
-                    h_v[t0 + i2] += h;
-                }
-            /* d_noise = g_negᵀ · Vp  (S × Dp), two noise words at a time; curvature
-             * h_noise = c_negᵀ · |v|² */
-            for (int k = 0; k < S; k += 2) {
-                const int k2 = k + 1 < S ? k + 1 : k;
-                gemm_rows2(d_noise + ((size_t)g * S + k) * Dp, d_noise + ((size_t)g * S + k2) * Dp,
-                           gn + k, gn + k2, (size_t)S, Vp, P, Dp, 0);
-            }
-            for (int k = 0; k < S; k++) {
-                float h = 0.0f;
-                if (damp)
-                    for (int i2 = 0; i2 < P; i2++) h += cn[(size_t)i2 * S + k] * v_sq[t0 + i2];
-                h_noise[(size_t)g * S + k] = h;
-            }
+            lg += group_noise(Vp, Np, Nt, scv, sc, wts, w_neg + t0, gneg, bias, log_kq,
+                              g_neg + (size_t)t0 * S, c_neg + (size_t)t0 * S,
+                              d_v + (size_t)t0 * Dp, h_v + t0, d_noise + (size_t)g * S * Dp,
+                              h_noise + (size_t)g * S, n_sq + (size_t)g * S, v_sq + t0,
+                              P, S, D, Dp, damp);
             loss_g[g] = lg;
         }
 
@@ -437,6 +462,168 @@ double w2v_skipgram_step(
                 if (centers[t] % nt == me) h_in[centers[t]] = 0.0f;
             for (int r = 0; r < n_span; r++)
                 if (span[r] % nt == me) h_out[span[r]] = 0.0f;
+            for (int k = 0; k < n_noise; k++)
+                if (negs[k] % nt == me) h_out[negs[k]] = 0.0f;
+        }
+    }
+    double loss = 0.0;
+    for (int g = 0; g < groups; g++) loss += loss_g[g];
+    return loss;
+}
+
+/* CBOW with negative sampling (bias == NULL) or NCE: the mathematics of Word2VecStep._cbow.
+ * Each centre's hidden vector h is the mean of its context input vectors; h predicts the
+ * centre's output row and scores the group's noise rows. Every context row then receives the
+ * whole gradient of h (word2vec's rule), damped by its own curvature. Same arguments as
+ * w2v_skipgram_step; contexts[t] = 0 marks a centre that does not train. */
+double w2v_cbow_step(
+    int dim, float *restrict w_in, float *restrict w_out, float *restrict bias,
+    const float *restrict log_kq,
+    const int64_t *restrict centers, int rows, const int64_t *restrict span, int window,
+    const uint8_t *restrict mask, const float *restrict contexts,
+    const int64_t *restrict negs, int groups, int shared, float noise_weight,
+    float lr, float rate, float bias_sq, float *restrict scratch,
+    float *restrict h_in, float *restrict h_out, int threads) {
+    const int J = 2 * window + 1, n_span = rows + 2 * window, n_noise = groups * shared;
+    const int P = rows / groups, S = shared, D = dim, Dp = (int)round_up((size_t)dim, VL);
+    const int damp = rate > 0.0f;
+    size_t at = 0;
+#define TAKE(n) (scratch + (at += round_up((size_t)(n), 16)) - round_up((size_t)(n), 16))
+    float *d_h = TAKE((size_t)rows * Dp);       /* gradient of each hidden vector */
+    float *d_u = TAKE((size_t)rows * Dp);       /* gradient of each centre's output row */
+    float *d_span = TAKE((size_t)n_span * Dp);  /* summed gradient of each context position */
+    float *d_noise = TAKE((size_t)n_noise * Dp);
+    float *g_pos = TAKE(rows);
+    float *c_pos = TAKE(rows);
+    float *g_neg = TAKE((size_t)rows * S);
+    float *c_neg = TAKE((size_t)rows * S);
+    float *h_h = TAKE(rows);                    /* curvature w.r.t. h */
+    float *h_u = TAKE(rows);
+    float *h_sq = TAKE(rows);
+    float *w_neg = TAKE(rows);
+    float *h_span = TAKE(n_span);
+    float *h_noise = TAKE(n_noise);
+    float *n_sq = TAKE(n_noise);
+    double *loss_g = (double *)(void *)TAKE(2 * (size_t)groups);
+    float *per_thread0 = TAKE(0);
+#undef TAKE
+    const int Sv = (int)round_up((size_t)S, VL);
+    const size_t per_thread = per_thread_floats((size_t)P, (size_t)S, (size_t)D);
+
+#pragma omp parallel num_threads(threads)
+    {
+        float *mine = per_thread0 + (size_t)omp_get_thread_num() * per_thread;
+        float *Vp = mine;                       /* P × Dp hidden vectors */
+        float *Np = Vp + (size_t)P * Dp;        /* S × Dp packed noise vectors */
+        float *sc = Np + (size_t)S * Dp;        /* P × S scores */
+        float *wts = sc + (size_t)P * S;        /* P × S noise weights */
+        float *Nt = wts + (size_t)P * S;        /* D × Sv transposed noise vectors */
+        float *scv = Nt + (size_t)D * Sv;       /* 4 × Sv scores of one tile */
+
+        /* A: per group */
+#pragma omp for schedule(dynamic, 2)
+        for (int g = 0; g < groups; g++) {
+            const int t0 = g * P;
+            const int64_t *gneg = negs + (size_t)g * S;
+            double lg = 0.0;
+            for (int k = 0; k < S; k++) prefetch_row(w_out + gneg[k] * D, D);
+            for (int i = 0; i < P; i++) prefetch_row(w_out + centers[t0 + i] * D, D);
+            for (int k = 0; k < S; k++) {
+                float *dst = Np + (size_t)k * Dp;
+                memcpy(dst, w_out + gneg[k] * D, sizeof(float) * D);
+                memset(dst + D, 0, sizeof(float) * (Dp - D));
+                n_sq[(size_t)g * S + k] = damp ? dot(dst, dst, Dp) : 0.0f;
+            }
+            for (int i = 0; i < P; i++) {
+                const int t = t0 + i;
+                float *h = Vp + (size_t)i * Dp;
+                memset(h, 0, sizeof(float) * Dp);
+                const uint8_t *mt = mask + (size_t)t * J;
+                for (int j = 0; j < J; j++)
+                    if (mt[j]) axpy(1.0f, w_in + span[t + j] * D, h, D);
+                const float has = contexts[t] > 0.0f ? 1.0f : 0.0f;
+                if (has > 0.0f) {
+                    const float inv = 1.0f / contexts[t];
+                    for (int d = 0; d < D; d++) h[d] *= inv;
+                }
+                h_sq[t] = damp ? dot(h, h, Dp) + bias_sq : 0.0f;
+                const int64_t c = centers[t];
+                const float *u = w_out + c * D;
+                float s = dot(h, u, D) + (bias ? bias[c] - log_kq[c] : 0.0f);
+                lg += sigmoid_terms(&s, &has, 1, 1.0f, g_pos + t, c_pos + t);
+                float *dh = d_h + (size_t)t * Dp, *du = d_u + (size_t)t * Dp;
+                memset(dh, 0, sizeof(float) * Dp);
+                memset(du, 0, sizeof(float) * Dp);
+                axpy(g_pos[t], u, dh, D);
+                axpy(g_pos[t], h, du, D);
+                h_h[t] = damp ? c_pos[t] * dot(u, u, D) : 0.0f;
+                h_u[t] = c_pos[t] * h_sq[t];
+                w_neg[t] = has * noise_weight;
+            }
+            lg += group_noise(Vp, Np, Nt, scv, sc, wts, w_neg + t0, gneg, bias, log_kq,
+                              g_neg + (size_t)t0 * S, c_neg + (size_t)t0 * S,
+                              d_h + (size_t)t0 * Dp, h_h + t0, d_noise + (size_t)g * S * Dp,
+                              h_noise + (size_t)g * S, n_sq + (size_t)g * S, h_sq + t0,
+                              P, S, D, Dp, damp);
+            loss_g[g] = lg;
+        }
+
+        /* B: per span position r, the whole d_h of every centre t = r − j it is a context of;
+         * its curvature through the mean's weight 1/count (see Word2VecStep._cbow) */
+#pragma omp for schedule(dynamic, 64)
+        for (int r = 0; r < n_span; r++) {
+            float *ds = d_span + (size_t)r * Dp;
+            memset(ds, 0, sizeof(float) * Dp);
+            float h = 0.0f;
+            for (int j = J - 1; j >= 0; j--) {
+                const int t = r - j;
+                if (t < 0 || t >= rows || !mask[(size_t)t * J + j]) continue;
+                axpy(1.0f, d_h + (size_t)t * Dp, ds, D);
+                h += h_h[t] / contexts[t];
+            }
+            h_span[r] = h;
+        }
+
+        /* C: updates, rows partitioned by id across threads; each row's contributions are
+         * summed in batch order (input: span; output: centres, then noise) */
+        const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+        if (damp) {
+            for (int r = 0; r < n_span; r++)
+                if (span[r] % nt == me) h_in[span[r]] += h_span[r];
+            for (int t = 0; t < rows; t++)
+                if (centers[t] % nt == me) h_out[centers[t]] += h_u[t];
+            for (int k = 0; k < n_noise; k++)
+                if (negs[k] % nt == me) h_out[negs[k]] += h_noise[k];
+        }
+        for (int r = 0; r < n_span; r++) {
+            const int64_t w = span[r];
+            if (w % nt != me) continue;
+            axpy(damped_step(lr, rate, h_in[w]), d_span + (size_t)r * Dp, w_in + w * D, D);
+        }
+        for (int t = 0; t < rows; t++) {
+            const int64_t w = centers[t];
+            if (w % nt != me || contexts[t] == 0.0f) continue;
+            const float step = damped_step(lr, rate, h_out[w]);
+            axpy(step, d_u + (size_t)t * Dp, w_out + w * D, D);
+            if (bias) bias[w] += step * g_pos[t];
+        }
+        for (int k = 0; k < n_noise; k++) {
+            const int64_t w = negs[k];
+            if (w % nt != me) continue;
+            const float step = damped_step(lr, rate, h_out[w]);
+            axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
+            if (bias) {
+                const int g = k / S, kk = k % S;
+                float gb = 0.0f;
+                for (int t = g * P; t < (g + 1) * P; t++) gb += g_neg[(size_t)t * S + kk];
+                bias[w] += step * gb;
+            }
+        }
+        if (damp) {
+            for (int r = 0; r < n_span; r++)
+                if (span[r] % nt == me) h_in[span[r]] = 0.0f;
+            for (int t = 0; t < rows; t++)
+                if (centers[t] % nt == me) h_out[centers[t]] = 0.0f;
             for (int k = 0; k < n_noise; k++)
                 if (negs[k] % nt == me) h_out[negs[k]] = 0.0f;
         }

@@ -169,7 +169,7 @@ def library() -> ctypes.CDLL:
 def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
-        for symbol in ("w2v_skipgram_step", "w2v_scratch_floats"):
+        for symbol in ("w2v_skipgram_step", "w2v_cbow_step", "w2v_scratch_floats"):
             getattr(lib, symbol)  # a shared library, but not this kernel: AttributeError
     except (OSError, AttributeError) as exc:
         raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
@@ -177,15 +177,16 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
         if temporary:  # a loaded library stays mapped after its file is gone
             shutil.rmtree(path.parent, ignore_errors=True)
     ptr, int_, f32 = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
-    lib.w2v_skipgram_step.restype = ctypes.c_double
-    lib.w2v_skipgram_step.argtypes = [
-        int_, ptr, ptr, ptr, ptr,  # dim, w_in, w_out, bias, log_kq
-        ptr, int_, ptr, int_,  # centers, rows, span, window
-        ptr, ptr,  # mask, contexts
-        ptr, int_, int_, f32,  # negatives, groups, shared, noise weight
-        f32, f32, f32, ptr,  # lr, rate, bias_sq, scratch
-        ptr, ptr, int_,  # h_in, h_out, threads
-    ]
+    for step in (lib.w2v_skipgram_step, lib.w2v_cbow_step):  # one signature for both
+        step.restype = ctypes.c_double
+        step.argtypes = [
+            int_, ptr, ptr, ptr, ptr,  # dim, w_in, w_out, bias, log_kq
+            ptr, int_, ptr, int_,  # centers, rows, span, window
+            ptr, ptr,  # mask, contexts
+            ptr, int_, int_, f32,  # negatives, groups, shared, noise weight
+            f32, f32, f32, ptr,  # lr, rate, bias_sq, scratch
+            ptr, ptr, int_,  # h_in, h_out, threads
+        ]
     lib.w2v_scratch_floats.restype = ctypes.c_size_t
     lib.w2v_scratch_floats.argtypes = [int_] * 6
     return lib
@@ -212,14 +213,16 @@ def _ptr(t: torch.Tensor | None) -> int | None:
     return None if t is None else t.data_ptr()
 
 
-class NativeSkipGram:
-    """Calls the kernel for one skip-gram step; owns its scratch memory."""
+class NativeStep:
+    """Calls the kernel for one skip-gram or CBOW step; owns its scratch memory."""
 
-    def __init__(self, dim: int, rows: int, window: int, threads: int) -> None:
+    def __init__(self, dim: int, rows: int, window: int, threads: int,
+                 model: str = "skipgram") -> None:
         import torch  # here, not at module level: resolving --engine must not import torch
 
         self._torch = torch  # the per-step methods use this reference, not an import statement
         self.lib = library()
+        self._step = {"skipgram": self.lib.w2v_skipgram_step, "cbow": self.lib.w2v_cbow_step}[model]
         self.dim, self.rows, self.window, self.threads = dim, rows, window, max(1, threads)
         self._scratch = torch.empty(0)
         self._shape: tuple[int, int] = (0, 0)
@@ -254,7 +257,7 @@ class NativeSkipGram:
         kq = None if log_kq is None else log_kq.to(torch.float32).contiguous()
         groups, shared = negatives.shape
         scratch = self._scratch_for(groups, shared)
-        return float(self.lib.w2v_skipgram_step(
+        return float(self._step(
             self.dim, w_in.data_ptr(), w_out.data_ptr(), _ptr(bias), _ptr(kq),
             centers.data_ptr(), self.rows, span.data_ptr(), self.window, mask.data_ptr(),
             contexts.data_ptr(), negatives.data_ptr(), groups, shared, noise_weight, lr, rate,

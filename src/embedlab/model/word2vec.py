@@ -62,7 +62,7 @@ def init_params(
     return Word2VecParams(w_in, w_out, b_out)
 
 
-ENGINES = ("torch", "native")  # native: embedlab/model/_kernel.c, skip-gram only
+ENGINES = ("torch", "native")  # native: embedlab/model/_kernel.c
 
 
 @dataclass(frozen=True)
@@ -198,8 +198,6 @@ class Word2VecStep:
         self.log_kq = log_kq  # (V,) log(K·Q(w)) for NCE
         self.band = Band(rows, cfg.window)
         self.damping = cfg.damping > 0
-        if engine == "native" and cfg.model != "skipgram":
-            raise ValueError("the native engine implements skip-gram only")
         vocab = params.w_in.shape[0]
         # per-row curvature accumulators, zeroed again after each use (only touched entries)
         self._h_in = torch.zeros(vocab, dtype=torch.float32)
@@ -208,16 +206,17 @@ class Word2VecStep:
         self._bias_sq = 1.0 if params.b_out is not None else 0.0
         self._native = None
         if engine == "native":
-            from embedlab.model.native import NativeSkipGram
+            from embedlab.model.native import NativeStep
 
-            self._native = NativeSkipGram(params.w_in.shape[1], rows, cfg.window, threads)
+            self._native = NativeStep(params.w_in.shape[1], rows, cfg.window, threads,
+                                      cfg.model)
             self._log_kq32 = None if log_kq is None else log_kq.to(torch.float32).contiguous()
 
     def __call__(self, batch: Batch, lr: float) -> torch.Tensor:
         if self.cfg.reduction == "mean":
             lr = lr / max(1, batch.n_pairs)
         if self._native is not None:
-            return torch.tensor(self._native_skipgram(batch, lr), dtype=torch.float64)
+            return torch.tensor(self._native_step(batch, lr), dtype=torch.float64)
         if self.cfg.model == "skipgram":
             return self._skipgram(batch, lr)
         return self._cbow(batch, lr)
@@ -266,8 +265,9 @@ class Word2VecStep:
         return out
 
     # ---- skip-gram ------------------------------------------------------------------------------
-    def _native_skipgram(self, batch: Batch, lr: float) -> float:
-        """:meth:`_skipgram` fused in C (``_kernel.c``): same terms, same damping."""
+    def _native_step(self, batch: Batch, lr: float) -> float:
+        """:meth:`_skipgram` or :meth:`_cbow` fused in C (``_kernel.c``): same terms, same
+        damping."""
         assert self._native is not None
         p = self.p
         rate = lr / self.cfg.damping if self.damping else 0.0
