@@ -209,6 +209,9 @@ def test_preset_is_merged_under_explicit_flags() -> None:
     (TrainConfig.from_dict(apply_preset("cs20", {})), "demo-sg-cs20"),
     (TrainConfig.from_dict(apply_preset("cs20", {"model": {"dim": 64}})), "demo-sg-cs20-d64"),
     (TrainConfig(model=ModelConfig(init_scale=2.0)), "demo-sg-is2"),
+    (TrainConfig(optim=OptimConfig(min_lr_ratio=0.01)), "demo-sg-mlr0.01"),
+    (TrainConfig.from_dict(apply_preset("cs20", {"optim": {"min_lr_ratio": 0.001}})),
+     "demo-sg-cs20-mlr0.001"),
 ])
 def test_run_name_examples(cfg: TrainConfig, name: str) -> None:
     assert run_name(cfg) == name

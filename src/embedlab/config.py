@@ -394,7 +394,8 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
 _NAME_KEYS = (
     ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
     ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
-    ("optim.lr", "lr"), ("optim.batch_size", "b"), ("optim.epochs", "e"),
+    ("optim.lr", "lr"), ("optim.min_lr_ratio", "mlr"), ("optim.batch_size", "b"),
+    ("optim.epochs", "e"),
     ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
     ("model.init_scale", "is"),
     ("model.noise_exponent", "alpha"), ("seed", "s"),
@@ -411,12 +412,17 @@ def corpus_tag(corpus: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "_", stem) or "corpus"
 
 
-def run_name(cfg: TrainConfig) -> str:
+# tags added to run names later: runs named before them are looked up under the old name too
+_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio"})
+
+
+def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:
     """A readable name from the hyperparameters that differ from the defaults.
 
     e.g. ``demo-sg``, ``text8-sg-lr0.5``, ``text8-cbow-nce-d128``. Uniqueness against existing
     folders is handled by the caller (it appends ``-2``, ``-3``... when a different config holds
-    the name).
+    the name). ``legacy``: the name earlier versions gave, without the tags of
+    ``_LATER_NAME_KEYS``, so that re-running an old command still finds its run.
     """
     flat = flatten(cfg.to_dict())
     base_cfg = TrainConfig()
@@ -427,6 +433,8 @@ def run_name(cfg: TrainConfig) -> str:
     if cfg.preset:
         parts.append(cfg.preset)
     for key, tag in _NAME_KEYS:
+        if legacy and key in _LATER_NAME_KEYS:
+            continue
         if flat[key] != base[key]:
             value = flat[key]
             if isinstance(value, float):

@@ -49,3 +49,12 @@ def test_log_expected_count_of_an_unused_word_is_finite_and_silent() -> None:
         logs = noise.log_expected_count(64)
     assert np.isfinite(logs).all() and logs[0] < -80
     assert logs[1] == pytest.approx(np.log(64 * noise.probs[1]), rel=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.75, 1.0])
+def test_a_word_never_seen_is_never_noise_whatever_the_exponent(alpha: float) -> None:
+    noise = NoiseDistribution(np.array([0, 3, 1, 6]), alpha=alpha)  # id 0: an unused --unk
+    assert noise.probs[0] == 0.0 and noise.probs.sum() == pytest.approx(1.0)
+    assert 0 not in noise.sample(np.random.default_rng(0), 20_000)
+    if alpha == 0.0:  # the seen words are equally likely
+        np.testing.assert_allclose(noise.probs[1:], 1 / 3)

@@ -214,6 +214,21 @@ def test_choose_run_dir_same_name_different_config_gets_a_suffix(tmp_path: Path)
     assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-2"
 
 
+def test_a_run_named_before_the_min_lr_ratio_tag_is_still_found(tmp_path: Path) -> None:
+    """Names now show --min-lr-ratio; a run an earlier version named without it (demo-sg-d8,
+    or demo-sg-d8-2 beside another config) is found again, not started anew."""
+    explicit: dict[str, Any] = {"model": {"dim": 8}, "optim": {"min_lr_ratio": 0.01}}
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-mlr0.01"
+    plain, _ = resolve_config(None, {"model": {"dim": 8}}, None)
+    _store(tmp_path / "demo-sg-d8", plain)
+    cfg, _ = resolve_config(None, explicit, None)
+    _store(tmp_path / "demo-sg-d8-2", cfg)  # as the old naming left it
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-2"
+    assert choose_run_dir(tmp_path, {"model": {"dim": 8}}, None) == tmp_path / "demo-sg-d8"
+    other = {"model": {"dim": 8}, "optim": {"min_lr_ratio": 0.5}}
+    assert choose_run_dir(tmp_path, other, None) == tmp_path / "demo-sg-d8-mlr0.5"
+
+
 def _prepare(tmp_path: Path, *args: str) -> Path:
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
     out = tmp_path / "prep"

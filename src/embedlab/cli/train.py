@@ -83,7 +83,9 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
               "shared by it (0 = ⌈4/3·K·(window+1)⌉, a third more than word2vec draws per "
               "centre).  [default: 0]")
 @click.option("--negative-group", type=int, help="Centres sharing one set of noise words "
-              "(smaller is closer to word2vec, slower).  [default: 32]")
+              "(smaller is closer to word2vec, slower; the group is gcd(this, --batch-size); "
+              "--loss nce with an explicit --shared-negatives shares them across the whole "
+              "batch, as TensorFlow's nce_loss).  [default: 32]")
 @click.option("--noise-exponent", type=float, help="Noise ∝ count^alpha.  [default: 0.75]")
 @click.option("--sample", type=float, help="Subsampling threshold t (0 = off).  [default: 0.001]")
 @click.option("--init", type=click.Choice(["centered", "uniform"]),

@@ -15,7 +15,10 @@ class NoiseDistribution:
     """Unigram^alpha noise over a vocabulary (ids 0..V-1)."""
 
     def __init__(self, counts: np.ndarray, alpha: float = 0.75) -> None:
-        weights = np.asarray(counts, dtype=np.float64) ** alpha
+        counts = np.asarray(counts, dtype=np.float64)
+        # a word never seen (an --unk token nothing was mapped to) is never noise, whatever
+        # alpha: numpy's 0**0 is 1, which gave it Q = 1/V at --noise-exponent 0
+        weights = np.where(counts > 0, counts**alpha, 0.0)
         total = weights.sum()
         if not np.isfinite(total) or total <= 0:
             raise ValueError("noise distribution needs at least one positive count")

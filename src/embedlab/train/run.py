@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import sys
 import time
@@ -168,6 +169,12 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
     # config, and every re-run made another folder (-2, -3...) instead of resuming
     cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))).resolve()
     base = run_name(cfg)
+    old = run_name(cfg, legacy=True)
+    if old != base:  # a run an earlier version named without the newer tags resumes there
+        for candidate in _named(runs_dir, old):
+            stored = stored_config(candidate) if candidate.is_dir() else None
+            if stored is not None and not diff_for_resume(stored, cfg):
+                return candidate
     for i in range(1, 10_000):
         candidate = runs_dir / (base if i == 1 else f"{base}-{i}")
         stored = stored_config(candidate) if candidate.is_dir() else None
@@ -175,6 +182,17 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
             _check_outside_corpus(candidate, cfg.data.corpus)
             return candidate
     raise InputError(f"too many runs named {base}* in {runs_dir}; pass --run DIR")
+
+
+def _named(runs_dir: Path, base: str) -> list[Path]:
+    """The folders in ``runs_dir`` named ``base`` or ``base-N``, in the order N."""
+    pattern = re.compile(re.escape(base) + r"(?:-(\d+))?")
+    found = []
+    if runs_dir.is_dir():
+        for p in runs_dir.iterdir():
+            if m := pattern.fullmatch(p.name):
+                found.append((int(m.group(1) or 1), p))
+    return [p for _, p in sorted(found)]
 
 
 def _check_outside_corpus(run_dir: Path, corpus: str) -> None:
