@@ -91,7 +91,7 @@ class ModelConfig:
     noise_exponent: float = 0.75  # unigram^alpha noise distribution
     sample: float = 1e-3  # subsampling threshold t; 0 disables
     init: InitKind = "centered"  # U(-s/2, s/2)/dim, s = init_scale; "uniform": the lecture's U[0,1)
-    # s = 1 is word2vec.c's, 2 gensim 4's; 0 = by model: 8 skip-gram, 1 CBOW (measured, see
+    # s = 1 is word2vec.c's, 2 gensim 4's; 0 = by model: 8 skip-gram, 12 CBOW (measured, see
     # embedlab.train.trainer.default_init_scale)
     init_scale: float = 0.0
 

@@ -86,14 +86,18 @@ def test_native_agrees_with_torch_with_damping(model: str, loss: str, dim: int, 
 
 
 @pytest.mark.parametrize("model", ["skipgram", "cbow"])
-def test_native_bits_do_not_depend_on_the_thread_count(model: str) -> None:
+@pytest.mark.parametrize("loss", ["neg", "nce"])
+def test_native_bits_do_not_depend_on_the_thread_count(model: str, loss: str) -> None:
     batches = _stream(16, group=16, shared=10)
-    cfg = StepConfig(model, "neg", 3, 5, 16, damping=2.0)
+    cfg = StepConfig(model, loss, 3, 5, 16, damping=2.0)
+    log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5)) \
+        if loss == "nce" else None
     runs = []
     for threads in (1, 2, 3):
-        p = _params(24, False)
-        losses = _run("native", p, batches, cfg, None, threads)
-        runs.append((losses, p.w_in.numpy().tobytes(), p.w_out.numpy().tobytes()))
+        p = _params(24, loss == "nce")
+        losses = _run("native", p, batches, cfg, log_kq, threads)
+        bias = b"" if p.b_out is None else p.b_out.numpy().tobytes()
+        runs.append((losses, p.w_in.numpy().tobytes(), p.w_out.numpy().tobytes(), bias))
     assert runs[0] == runs[1] == runs[2]
 
 

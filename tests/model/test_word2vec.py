@@ -223,3 +223,37 @@ def test_nce_damping_of_an_input_row_uses_its_partners_norms_only(engine: str) -
     ratio = step(kappa) / step(0.0)
     torch.testing.assert_close(ratio, torch.full_like(ratio, 1 / (1 + lr / kappa * h)),
                                rtol=1e-3, atol=0)
+
+
+@pytest.mark.parametrize("engine", ["torch", "native"])
+def test_cbow_damping_of_a_context_row_follows_the_mean_weight(engine: str) -> None:
+    """A context row takes the whole d_h of each centre but moves h by 1/count of its step, so
+    its curvature is Σ_t (1/count_t)·h_t with h_t = Σ |∂L/∂s|·|partner|² (no bias for NCE)."""
+    v_n, d, w, r, k, lr, kappa = 10, 4, 1, 16, 2, 0.5, 1.0
+    g = torch.Generator().manual_seed(1)
+    w_in, w_out = torch.randn(v_n, d, generator=g), torch.randn(v_n, d, generator=g)
+    span = torch.tensor([5] + [0, 1] * (r // 2) + [5])  # contexts alternate; word 0 and 1 rows
+    mask = torch.ones(r, 2 * w + 1, dtype=torch.uint8)
+    mask[:, w] = 0
+    ctx = mask.sum(1).to(torch.float32)  # two contexts per centre
+    negs = torch.tensor([[3, 4]])
+    batch = Batch(span[w : w + r].clone(), span, mask, ctx, negs, int(ctx.sum()), r, 0, Cursor())
+
+    def step(damping: float) -> torch.Tensor:
+        p = Word2VecParams(w_in.clone(), w_out.clone())
+        Word2VecStep(StepConfig("cbow", "neg", w, k, r, damping=damping), p, None, r,
+                     engine=engine, threads=2)(batch, lr)
+        return p.w_in[5] - w_in[5]  # word 5 is a context of the first and last centres only
+
+    h = 0.0
+    for t in (0, r - 1):
+        ids = [int(span[t]), int(span[t + 2 * w])]
+        hid = (w_in[ids[0]] + w_in[ids[1]]) / 2
+        c = int(span[t + w])
+        h_t = float(1 - torch.sigmoid(hid @ w_out[c])) * float(w_out[c] @ w_out[c])
+        for n in negs[0].tolist():
+            h_t += k / 2 * float(torch.sigmoid(hid @ w_out[n])) * float(w_out[n] @ w_out[n])
+        h += h_t / 2  # the mean's weight 1/count
+    ratio = step(kappa) / step(0.0)
+    torch.testing.assert_close(ratio, torch.full_like(ratio, 1 / (1 + lr / kappa * h)),
+                               rtol=1e-3, atol=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -359,3 +360,38 @@ def test_an_explicit_run_inside_the_corpus_folder_names_the_run(
         f"embedlab: error: the run folder {run} is inside the corpus folder {tmp_path}; its "
         "files would be read as corpus text — pass --run or --runs-dir outside it"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+def test_an_earlier_cbow_run_on_the_torch_engine_is_found_by_its_command(
+        tmp_path: Path) -> None:
+    """auto meant torch for CBOW before the native engine had CBOW; such a run stored torch and
+    must still be the one 'train --model cbow' (no --engine) resumes."""
+    explicit: dict[str, Any] = {"model": {"model": "cbow", "dim": 8}}
+    cfg, _ = resolve_config(None, explicit, None)
+    assert cfg.engine == "native"
+    _store(tmp_path / "demo-cbow-d8", dataclasses.replace(cfg, engine="torch"))
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-cbow-d8"
+    # asking for the other engine explicitly is another run
+    assert choose_run_dir(tmp_path, {**explicit, "engine": "native"}, None) == \
+        tmp_path / "demo-cbow-d8-2"
+
+
+def test_an_earlier_run_on_a_pruned_prepared_folder_still_resumes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs made before a new run took the folder's --max-distinct recorded the default; both
+    the command without --run and the resume itself must still accept them."""
+    prep = _prepare(tmp_path, "--min-count", "1", "--max-distinct", "50")
+    runs = tmp_path / "runs"
+    fast = ["--corpus", prep, "--runs-dir", runs, "--dim", "8", "--batch-size", "32",
+            "--epochs", "1", "--threads", "1", "--no-tensorboard", "--no-progress"]
+    code, err = _train(capsys, *fast, "--max-steps", "1")
+    assert code == 0, err
+    (run,) = runs.iterdir()
+    raw = json.loads((run / "config.json").read_text())
+    assert raw["data"]["max_distinct"] == 50
+    raw["data"]["max_distinct"] = 10_000_000  # as an earlier version recorded it
+    (run / "config.json").write_text(json.dumps(raw))
+    code, err = _train(capsys, *fast, "--max-steps", "2")
+    assert code == 0, err
+    assert [p.name for p in runs.iterdir()] == [run.name] and "resuming" in err
+    assert find_checkpoint(run).name == "ckpt-00000002"

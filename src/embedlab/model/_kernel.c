@@ -4,9 +4,11 @@
  * through ctypes on the memory of torch tensors. One call is one synchronous SGD step:
  *
  *   A. per group of centres (parallel): positive and noise scores, their gradients, the
- *      gradient of each centre's input vector, of each of the group's noise rows, and the
- *      curvatures h. The noise terms are three small GEMMs on packed copies of the rows;
- *   B. per span position (parallel): the gradient of each output row in the window halo;
+ *      gradient of each centre's input vector (CBOW: of each centre's hidden vector and output
+ *      row), of each of the group's noise rows, and the curvatures h. The noise terms are three
+ *      small GEMMs on packed copies of the rows (group_noise, shared by both steps);
+ *   B. per span position (parallel): the gradient of each row in the window halo — output
+ *      rows for skip-gram, the context (input) rows for CBOW;
  *   C. updates (parallel by row id): every row's contributions are summed in batch order and
  *      applied with the damped step lr / (1 + lr·H/κ), H the row's summed curvature.
  *

@@ -1,8 +1,9 @@
 """The native engine: ``_kernel.c`` built on first use with the machine's C compiler.
 
-One skip-gram step in torch is ~60 small tensor operations; their dispatch, temporaries and
-memory round trips cost more than the arithmetic. ``_kernel.c`` fuses the step (same
-mathematics as :meth:`Word2VecStep._skipgram`; agreement is tested to float32 rounding) and
+One skip-gram or CBOW step in torch is ~60 small tensor operations; their dispatch, temporaries
+and memory round trips cost more than the arithmetic. ``_kernel.c`` fuses the step (same
+mathematics as :meth:`Word2VecStep._skipgram` and :meth:`Word2VecStep._cbow`; agreement is
+tested to float32 rounding) and
 computes every output element in a fixed order on one thread, so its results do not depend on
 the thread count.
 

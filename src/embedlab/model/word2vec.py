@@ -264,7 +264,7 @@ class Word2VecStep:
             buf.index_fill_(0, ids, 0.0)
         return out
 
-    # ---- skip-gram ------------------------------------------------------------------------------
+    # ---- the native engine (both architectures) ------------------------------------------------
     def _native_step(self, batch: Batch, lr: float) -> float:
         """:meth:`_skipgram` or :meth:`_cbow` fused in C (``_kernel.c``): same terms, same
         damping."""
@@ -276,6 +276,7 @@ class Word2VecStep:
                             self.cfg.negative / batch.negatives.shape[1], lr, rate,
                             self._bias_sq, self._h_in, self._h_out)
 
+    # ---- skip-gram ------------------------------------------------------------------------------
     def _skipgram(self, batch: Batch, lr: float) -> torch.Tensor:
         p, band = self.p, self.band
         v = p.w_in.index_select(0, batch.centers)  # (R, D) centre input vectors

@@ -172,16 +172,38 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
     old = run_name(cfg, legacy=True)
     if old != base:  # a run an earlier version named without the newer tags resumes there
         for candidate in _named(runs_dir, old):
-            stored = stored_config(candidate) if candidate.is_dir() else None
-            if stored is not None and not diff_for_resume(stored, cfg):
+            if _resumes(candidate, cfg, explicit):
                 return candidate
     for i in range(1, 10_000):
         candidate = runs_dir / (base if i == 1 else f"{base}-{i}")
-        stored = stored_config(candidate) if candidate.is_dir() else None
-        if not candidate.exists() or (stored is not None and not diff_for_resume(stored, cfg)):
+        if not candidate.exists() or _resumes(candidate, cfg, explicit):
             _check_outside_corpus(candidate, cfg.data.corpus)
             return candidate
     raise InputError(f"too many runs named {base}* in {runs_dir}; pass --run DIR")
+
+
+def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> bool:
+    """Whether the run in ``candidate`` is the one ``cfg`` would resume (see resolve_config).
+
+    What a run keeps unless a flag says otherwise is taken from it, as resolve_config does: its
+    engine (CBOW runs of earlier versions recorded torch, where auto now gives native), and on a
+    prepared folder its --max-distinct (runs made before a new run took the folder's recorded
+    the default).
+    """
+    from embedlab.data.corpus import SPECIAL_CORPORA, says_prepared
+
+    stored = stored_config(candidate) if candidate.is_dir() else None
+    if stored is None:
+        return False
+    if explicit.get("engine") is None:
+        cfg = dataclasses.replace(cfg, engine="torch" if stored.engine == "auto" else
+                                  stored.engine)
+    corpus = cfg.data.corpus
+    if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA
+            and says_prepared(Path(corpus) / "meta.json")):
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(
+            cfg.data, max_distinct=stored.data.max_distinct))
+    return not diff_for_resume(stored, cfg)
 
 
 def _named(runs_dir: Path, base: str) -> list[Path]:

@@ -87,7 +87,7 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     corpus = cfg.data.corpus
     if corpus not in SPECIAL_CORPORA and is_prepared(corpus):
         prepared = PreparedCorpus.open(corpus)
-        _check_prepared_matches(cfg, prepared)
+        _check_prepared_matches(cfg, prepared, fresh=fresh)
         return prepared
     local = run_dir / PREPARED_DIR
     if is_prepared(local):
@@ -145,9 +145,12 @@ def _as_flag(key: str, value: Any) -> str:
     return f"{flag} {value}" if value is not None else f"no {flag}"
 
 
-def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus) -> None:
+def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus, *,
+                            fresh: bool = True) -> None:
     wanted = _vocab_options(cfg)
-    if prepared.meta.get("pruned"):  # the limit decided the counts only if it pruned
+    # The limit decided the counts only if it pruned. Only a new run is held to it: runs made
+    # before the run took the folder's --max-distinct recorded the default, and stay resumable.
+    if fresh and prepared.meta.get("pruned"):
         wanted["max_distinct"] = cfg.data.max_distinct
     differ = [f"{_as_flag(k, v)} (prepared with {_as_flag(k, prepared.meta[k])})"
               for k, v in _differences(prepared, wanted).items()]
