@@ -2,7 +2,8 @@
 
 A benchmark, not a test: it prints a table and writes ``benchmarks/_work/vs_gensim.json`` (and a
 Markdown copy of the table, ``vs_gensim.md``). Both systems train skip-gram, dim 100, window 5,
-negative 5, sample 1e-3, min_count 5, lr 0.025 on 2 threads with seed 1:
+negative 5, sample 1e-3, min_count 5, lr 0.025 on 2 threads with seed 1 (``--model cbow``: CBOW
+with the mean of the context vectors instead, for both):
 
 - timing: ``--reps`` runs of 1 epoch each, alternating gensim, embedlab, gensim, embedlab... so
   that drift in the machine (other load, thermal state) hits both alike; medians are reported;
@@ -60,6 +61,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "benchmarks" / "_work"
 SYSTEMS = ("gensim", "embedlab")
+MODELS = ("skipgram", "cbow")
 
 # The shared hyperparameters (issue #2). gensim and embedlab spell them differently below.
 DIM, WINDOW, NEGATIVE, SAMPLE, MIN_COUNT, LR, THREADS, SEED = 100, 5, 5, 1e-3, 5, 0.025, 2, 1
@@ -269,11 +271,13 @@ def run_child(argv: Sequence[str], log: Path, env: dict[str, str] | None = None)
                        out_path.read_text(), anon_kib / 1024)
 
 
-def run_gensim(data: Data, epochs: int, out_dir: Path, *, save: bool, seed: int = SEED) -> Run:
+def run_gensim(data: Data, epochs: int, out_dir: Path, *, save: bool, seed: int = SEED,
+               model: str = "skipgram") -> Run:
     out_dir.mkdir(parents=True, exist_ok=True)
     vec = out_dir / "vectors.txt"
     argv = [sys.executable, str(Path(__file__).resolve()), "_gensim-child",
-            "--corpus", str(data.corpus_lines), "--epochs", str(epochs), "--seed", str(seed)]
+            "--corpus", str(data.corpus_lines), "--epochs", str(epochs), "--seed", str(seed),
+            "--model", model]
     if save:
         argv += ["--save", str(vec)]
     res = run_child(argv, out_dir / "gensim.log")
@@ -286,11 +290,15 @@ def run_gensim(data: Data, epochs: int, out_dir: Path, *, save: bool, seed: int 
                 "vocab_seconds": report["vocab_seconds"]}, anon_mib=res.anon_mib)
 
 
-def gensim_child(corpus: str, epochs: int, save: str | None, seed: int = SEED) -> None:
-    """Runs inside the child: build the vocabulary, train, optionally save; print JSON."""
+def gensim_child(corpus: str, epochs: int, save: str | None, seed: int = SEED,
+                 sg: int = 1) -> None:
+    """Runs inside the child: build the vocabulary, train, optionally save; print JSON.
+
+    CBOW (``sg=0``) uses gensim's default ``cbow_mean=1``: the mean of the context vectors.
+    """
     from gensim.models import Word2Vec
 
-    model = Word2Vec(sg=1, vector_size=DIM, window=WINDOW, negative=NEGATIVE, sample=SAMPLE,
+    model = Word2Vec(sg=sg, vector_size=DIM, window=WINDOW, negative=NEGATIVE, sample=SAMPLE,
                      min_count=MIN_COUNT, alpha=LR, workers=THREADS, epochs=epochs, seed=seed)
     t0 = time.perf_counter()
     model.build_vocab(corpus_file=corpus)
@@ -314,14 +322,14 @@ def embedlab_bin() -> Path:
 
 
 def run_embedlab(data: Data, epochs: int, out_dir: Path, *, save: bool,
-                 extra: Sequence[str], seed: int = SEED) -> Run:
+                 extra: Sequence[str], seed: int = SEED, model: str = "skipgram") -> Run:
     exe = embedlab_bin()
     run_dir = out_dir / "run"
     if run_dir.exists():  # a fresh run each time: an existing one would resume
         shutil.rmtree(run_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(exe), "train", "--corpus", str(data.corpus), "--run", str(run_dir),
-            "--model", "skipgram", "--loss", "neg", "--dim", str(DIM), "--window", str(WINDOW),
+            "--model", model, "--loss", "neg", "--dim", str(DIM), "--window", str(WINDOW),
             "--negative", str(NEGATIVE), "--sample", str(SAMPLE), "--min-count", str(MIN_COUNT),
             "--lr", str(LR), "--epochs", str(epochs), "--threads", str(THREADS),
             "--seed", str(seed), *extra]
@@ -346,15 +354,17 @@ def run_embedlab(data: Data, epochs: int, out_dir: Path, *, save: bool,
 
 
 def run_system(system: str, data: Data, epochs: int, out_dir: Path, *, save: bool,
-               embedlab_extra: Sequence[str], wait_idle_s: float, seed: int = SEED) -> Run:
+               embedlab_extra: Sequence[str], wait_idle_s: float, seed: int = SEED,
+               model: str = "skipgram") -> Run:
     if wait_idle_s > 0:
         busy = wait_for_quiet(wait_idle_s)
         if busy >= 0.15:
             print(f"warning: the machine is busy ({busy:.0%} of a core used by other processes); "
                   "timings will be pessimistic", file=sys.stderr)
     if system == "gensim":
-        return run_gensim(data, epochs, out_dir, save=save, seed=seed)
-    return run_embedlab(data, epochs, out_dir, save=save, extra=embedlab_extra, seed=seed)
+        return run_gensim(data, epochs, out_dir, save=save, seed=seed, model=model)
+    return run_embedlab(data, epochs, out_dir, save=save, extra=embedlab_extra, seed=seed,
+                        model=model)
 
 
 # ---- evaluation (one neutral evaluator for both) ------------------------------------------
@@ -601,11 +611,13 @@ def markdown(rows: dict[str, dict[str, float]], info: dict[str, Any], args: dict
     return "\n".join(lines) + "\n"
 
 
-def print_table(rows: dict[str, dict[str, float]], info: dict[str, Any]) -> None:
+def print_table(rows: dict[str, dict[str, float]], info: dict[str, Any],
+                model: str = "skipgram") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="embedlab vs gensim 4.4 — gcide8, skip-gram d100 w5 n5, 2 threads")
+    name = "skip-gram" if model == "skipgram" else "CBOW"
+    table = Table(title=f"embedlab vs gensim 4.4 — gcide8, {name} d100 w5 n5, 2 threads")
     table.add_column("system")
     for _, header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
@@ -645,6 +657,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--render", type=Path, default=None, metavar="JSON",
                    help="print the table of a saved vs_gensim.json and exit (runs nothing)")
     p.add_argument("--work", type=Path, default=WORK, help="scratch folder (cached corpus, runs)")
+    p.add_argument("--model", choices=MODELS, default="skipgram",
+                   help="the architecture both systems train (issue #2's targets are for "
+                        "skip-gram); results go to vs_gensim-cbow.json/.md for cbow")
     args = p.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     bad = [s for s in systems if s not in SYSTEMS]
@@ -671,7 +686,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         for rep in range(args.reps):
             for system in args.systems:  # alternating A B A B
                 run = run_system(system, data, 1, args.work / "runs" / f"{system}-time{rep}",
-                                 save=False, embedlab_extra=extra, wait_idle_s=args.wait_idle)
+                                 save=False, embedlab_extra=extra, wait_idle_s=args.wait_idle,
+                                 model=args.model)
                 timing[system].append(run)
                 print(f"[time {rep + 1}/{args.reps}] {system}: {run.words_per_s:,.0f} words/s, "
                       f"train {run.train_s:.2f} s, wall {run.wall_s:.2f} s, "
@@ -683,7 +699,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             for system in args.systems:
                 run = run_system(system, data, args.quality_epochs,
                                  args.work / "runs" / f"{system}-quality-seed{seed}", save=True,
-                                 embedlab_extra=extra, wait_idle_s=args.wait_idle, seed=seed)
+                                 embedlab_extra=extra, wait_idle_s=args.wait_idle, seed=seed,
+                                 model=args.model)
                 quality_runs.setdefault(system, []).append(run)
                 assert run.vectors is not None
                 evals.setdefault(system, []).append(evaluate(run.vectors, data))
@@ -702,7 +719,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 "systems": args.systems, "embedlab_args": extra, "raw_tokens": data.raw_tokens,
                 "hyperparameters": {"dim": DIM, "window": WINDOW, "negative": NEGATIVE,
                                     "sample": SAMPLE, "min_count": MIN_COUNT, "lr": LR,
-                                    "threads": THREADS, "seed": SEED}}
+                                    "threads": THREADS, "seed": SEED, "model": args.model}}
     return {"settings": settings, "machine": info, "summary": rows,
             "targets": targets(rows),
             "timing_runs": {s: [asdict(r) for r in rs] for s, rs in timing.items()},
@@ -718,7 +735,7 @@ def render(path: Path) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise BenchError(f"cannot read {path} ({exc}); pass a vs_gensim.json this script "
                          "wrote") from exc
-    print_table(rows, info)
+    print_table(rows, info, settings["hyperparameters"].get("model", "skipgram"))
     print(markdown(rows, info, settings))
     return 0
 
@@ -731,8 +748,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--epochs", type=int, required=True)
         p.add_argument("--save")
         p.add_argument("--seed", type=int, default=SEED)
+        p.add_argument("--model", choices=MODELS, default="skipgram")
         a = p.parse_args(argv[1:])
-        gensim_child(a.corpus, a.epochs, a.save, a.seed)
+        gensim_child(a.corpus, a.epochs, a.save, a.seed, sg=int(a.model == "skipgram"))
         return 0
     try:
         args = parse_args(argv)
@@ -746,11 +764,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vs_gensim: failed: {exc}", file=sys.stderr)
         return 1
     args.work.mkdir(parents=True, exist_ok=True)
-    (args.work / "vs_gensim.json").write_text(json.dumps(result, indent=1) + "\n")
+    stem = "vs_gensim" if args.model == "skipgram" else f"vs_gensim-{args.model}"
+    (args.work / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     md = markdown(result["summary"], result["machine"], result["settings"])
-    (args.work / "vs_gensim.md").write_text(md)
-    print_table(result["summary"], result["machine"])
-    print(f"wrote {args.work / 'vs_gensim.json'} and {args.work / 'vs_gensim.md'}")
+    (args.work / f"{stem}.md").write_text(md)
+    print_table(result["summary"], result["machine"], args.model)
+    print(f"wrote {args.work / f'{stem}.json'} and {args.work / f'{stem}.md'}")
     return 0
 
 
