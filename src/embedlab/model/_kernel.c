@@ -173,6 +173,45 @@ static inline float damped_step(float lr, float rate, float h) {
     return rate > 0.0f ? -lr / (1.0f + rate * h) : -lr;
 }
 
+/* Phase C's pieces shared by both steps. Rows are partitioned by id across the nt threads:
+ * thread `me` owns the rows with id % nt == me, so each row's table entry and vector are
+ * written by one thread, its contributions taken in batch order. */
+
+/* table[ids[i]] += vals[i] for the rows this thread owns */
+static inline void sum_owned(const int64_t *restrict ids, int n, const float *restrict vals,
+                             float *restrict table, int nt, int me) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] % nt == me) table[ids[i]] += vals[i];
+}
+
+/* table[ids[i]] = 0 for the rows this thread owns (only touched entries: the table is V long) */
+static inline void reset_owned(const int64_t *restrict ids, int n, float *restrict table, int nt,
+                               int me) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] % nt == me) table[ids[i]] = 0.0f;
+}
+
+/* The damped update of the noise rows this thread owns, in batch order, and their NCE biases
+ * (bias != NULL): the summed gradient of noise word k of group g over the group's P centres. */
+static inline void update_noise_rows(float *restrict w_out, float *restrict bias,
+                                     const int64_t *restrict negs, int n_noise, int S, int P,
+                                     const float *restrict d_noise, const float *restrict g_neg,
+                                     const float *restrict h_out, float lr, float rate, int D,
+                                     int Dp, int nt, int me) {
+    for (int k = 0; k < n_noise; k++) {
+        const int64_t w = negs[k];
+        if (w % nt != me) continue;
+        const float step = damped_step(lr, rate, h_out[w]);
+        axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
+        if (bias) {
+            const int g = k / S, kk = k % S;
+            float gb = 0.0f;
+            for (int t = g * P; t < (g + 1) * P; t++) gb += g_neg[(size_t)t * S + kk];
+            bias[w] += step * gb;
+        }
+    }
+}
+
 /* Per-thread scratch floats for groups of P centres sharing S noise words (the carving at the
  * top of the parallel region in w2v_skipgram_step): packed centre rows P × Dp, packed noise
  * rows S × Dp, scores and noise weights P × S each, transposed noise rows D × Sv, one tile's
@@ -420,12 +459,9 @@ double w2v_skipgram_step(
          * summed in batch order (input: centres; output: span, then noise) */
         const int nt = omp_get_num_threads(), me = omp_get_thread_num();
         if (damp) {
-            for (int t = 0; t < rows; t++)
-                if (centers[t] % nt == me) h_in[centers[t]] += h_v[t];
-            for (int r = 0; r < n_span; r++)
-                if (span[r] % nt == me) h_out[span[r]] += h_span[r];
-            for (int k = 0; k < n_noise; k++)
-                if (negs[k] % nt == me) h_out[negs[k]] += h_noise[k];
+            sum_owned(centers, rows, h_v, h_in, nt, me);
+            sum_owned(span, n_span, h_span, h_out, nt, me);
+            sum_owned(negs, n_noise, h_noise, h_out, nt, me);
         }
         for (int t = 0; t < rows; t++) {
             const int64_t w = centers[t];
@@ -447,25 +483,12 @@ double w2v_skipgram_step(
                 bias[w] += step * gb;
             }
         }
-        for (int k = 0; k < n_noise; k++) {
-            const int64_t w = negs[k];
-            if (w % nt != me) continue;
-            const float step = damped_step(lr, rate, h_out[w]);
-            axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
-            if (bias) {
-                const int g = k / S, kk = k % S;
-                float gb = 0.0f;
-                for (int t = g * P; t < (g + 1) * P; t++) gb += g_neg[(size_t)t * S + kk];
-                bias[w] += step * gb;
-            }
-        }
+        update_noise_rows(w_out, bias, negs, n_noise, S, P, d_noise, g_neg, h_out, lr, rate, D,
+                          Dp, nt, me);
         if (damp) { /* each owner resets the rows it summed */
-            for (int t = 0; t < rows; t++)
-                if (centers[t] % nt == me) h_in[centers[t]] = 0.0f;
-            for (int r = 0; r < n_span; r++)
-                if (span[r] % nt == me) h_out[span[r]] = 0.0f;
-            for (int k = 0; k < n_noise; k++)
-                if (negs[k] % nt == me) h_out[negs[k]] = 0.0f;
+            reset_owned(centers, rows, h_in, nt, me);
+            reset_owned(span, n_span, h_out, nt, me);
+            reset_owned(negs, n_noise, h_out, nt, me);
         }
     }
     double loss = 0.0;
@@ -590,12 +613,9 @@ double w2v_cbow_step(
          * summed in batch order (input: span; output: centres, then noise) */
         const int nt = omp_get_num_threads(), me = omp_get_thread_num();
         if (damp) {
-            for (int r = 0; r < n_span; r++)
-                if (span[r] % nt == me) h_in[span[r]] += h_span[r];
-            for (int t = 0; t < rows; t++)
-                if (centers[t] % nt == me) h_out[centers[t]] += h_u[t];
-            for (int k = 0; k < n_noise; k++)
-                if (negs[k] % nt == me) h_out[negs[k]] += h_noise[k];
+            sum_owned(span, n_span, h_span, h_in, nt, me);
+            sum_owned(centers, rows, h_u, h_out, nt, me);
+            sum_owned(negs, n_noise, h_noise, h_out, nt, me);
         }
         for (int r = 0; r < n_span; r++) {
             const int64_t w = span[r];
@@ -609,25 +629,12 @@ double w2v_cbow_step(
             axpy(step, d_u + (size_t)t * Dp, w_out + w * D, D);
             if (bias) bias[w] += step * g_pos[t];
         }
-        for (int k = 0; k < n_noise; k++) {
-            const int64_t w = negs[k];
-            if (w % nt != me) continue;
-            const float step = damped_step(lr, rate, h_out[w]);
-            axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
-            if (bias) {
-                const int g = k / S, kk = k % S;
-                float gb = 0.0f;
-                for (int t = g * P; t < (g + 1) * P; t++) gb += g_neg[(size_t)t * S + kk];
-                bias[w] += step * gb;
-            }
-        }
-        if (damp) {
-            for (int r = 0; r < n_span; r++)
-                if (span[r] % nt == me) h_in[span[r]] = 0.0f;
-            for (int t = 0; t < rows; t++)
-                if (centers[t] % nt == me) h_out[centers[t]] = 0.0f;
-            for (int k = 0; k < n_noise; k++)
-                if (negs[k] % nt == me) h_out[negs[k]] = 0.0f;
+        update_noise_rows(w_out, bias, negs, n_noise, S, P, d_noise, g_neg, h_out, lr, rate, D,
+                          Dp, nt, me);
+        if (damp) { /* each owner resets the rows it summed */
+            reset_owned(span, n_span, h_in, nt, me);
+            reset_owned(centers, rows, h_out, nt, me);
+            reset_owned(negs, n_noise, h_out, nt, me);
         }
     }
     double loss = 0.0;
