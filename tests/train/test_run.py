@@ -14,7 +14,7 @@ import embedlab.train.trainer  # noqa: F401  (imported before any capsys test bi
 from embedlab.cli import main
 from embedlab.config import ModelConfig, TrainConfig, flatten
 from embedlab.errors import InputError
-from embedlab.testing import write_zipf_corpus
+from embedlab.testing import run_cli, write_zipf_corpus
 from embedlab.train.checkpoint import CheckpointManager, find_checkpoint
 from embedlab.train.run import (
     abandon_after,
@@ -239,12 +239,14 @@ def _prepare(tmp_path: Path, *args: str) -> Path:
 
 def _train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
     capsys.readouterr()
-    try:
-        main(["train", *(str(a) for a in args)])
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    return code, capsys.readouterr().err
+    code, _, err = run_cli(["train", *(str(a) for a in args)], capsys)
+    return code, err
+
+
+def _fast(prep: Path, runs: Path) -> list[str | Path]:
+    """Flags for a tiny run on the prepared folder ``prep`` named under ``runs``."""
+    return ["--corpus", prep, "--runs-dir", runs, "--dim", "8", "--batch-size", "32",
+            "--epochs", "1", "--threads", "1", "--no-tensorboard", "--no-progress"]
 
 
 def test_rerunning_train_on_a_prepared_folder_resumes_its_run(
@@ -253,8 +255,7 @@ def test_rerunning_train_on_a_prepared_folder_resumes_its_run(
     # the default --min-count 5, so each re-run made another folder (-2, -3) instead of resuming
     prep = _prepare(tmp_path, "--min-count", "1", "--max-distinct", "1000")
     runs = tmp_path / "runs"
-    fast = ["--corpus", prep, "--runs-dir", runs, "--dim", "8", "--batch-size", "32",
-            "--epochs", "1", "--threads", "1", "--no-tensorboard", "--no-progress"]
+    fast = _fast(prep, runs)
     code, err = _train(capsys, *fast, "--max-steps", "1")
     assert code == 0, err
     code, err = _train(capsys, *fast, "--max-steps", "2")
@@ -382,8 +383,7 @@ def test_an_earlier_run_on_a_pruned_prepared_folder_still_resumes(
     the command without --run and the resume itself must still accept them."""
     prep = _prepare(tmp_path, "--min-count", "1", "--max-distinct", "50")
     runs = tmp_path / "runs"
-    fast = ["--corpus", prep, "--runs-dir", runs, "--dim", "8", "--batch-size", "32",
-            "--epochs", "1", "--threads", "1", "--no-tensorboard", "--no-progress"]
+    fast = _fast(prep, runs)
     code, err = _train(capsys, *fast, "--max-steps", "1")
     assert code == 0, err
     (run,) = runs.iterdir()
