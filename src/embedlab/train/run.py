@@ -87,6 +87,12 @@ def _has_checkpoint(run_dir: Path | None) -> bool:
     return any(parse_step(p.name) is not None for p in (run_dir / CKPT_DIR).glob("ckpt-*"))
 
 
+def recorded_engine(stored: TrainConfig) -> str:
+    """The engine a stored run trained with: a config written before engines existed says
+    "auto", and those runs used torch."""
+    return "torch" if stored.engine == "auto" else stored.engine
+
+
 def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None
                    ) -> tuple[TrainConfig, TrainConfig | None]:
     """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
@@ -104,8 +110,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
             base.setdefault(key, {}).update(value)
         else:
             base[key] = value
-    if stored.engine == "auto":  # written before engines existed: those runs used torch
-        stored = dataclasses.replace(stored, engine="torch")
+    stored = dataclasses.replace(stored, engine=recorded_engine(stored))
     requested = TrainConfig.from_dict(base)
     if explicit.get("threads") is None:
         requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
@@ -196,8 +201,7 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
     if stored is None:
         return False
     if explicit.get("engine") is None:
-        cfg = dataclasses.replace(cfg, engine="torch" if stored.engine == "auto" else
-                                  stored.engine)
+        cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
     corpus = cfg.data.corpus
     if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA
             and says_prepared(Path(corpus) / "meta.json")):
