@@ -1,6 +1,8 @@
 """The hand-written gradients must equal autograd on a plain per-pair reference loss.
 
-(CBOW's reference passes each context the whole gradient of the hidden mean: word2vec's rule.)
+(CBOW's reference passes each context the whole gradient of the hidden mean: word2vec's rule.
+With negative sampling a noise word equal to the pair's target is skipped, as word2vec.c and
+gensim skip it; NCE keeps it, as TensorFlow's nce_loss does by default.)
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ def _batches(group: int, rows_pad: int) -> tuple[BatchStream, list[Batch]]:
 
 def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.Tensor,
                     b_out: torch.Tensor | None, log_kq: torch.Tensor | None,
-                    k: int) -> torch.Tensor:
-    """Per-pair loops, straight from the paper; slow but obviously right."""
+                    k: int) -> tuple[torch.Tensor, int]:
+    """Per-pair loops, straight from the paper; slow but obviously right. Also returns how
+    many noise terms were skipped as accidental hits."""
     rows, J = batch.mask.shape
     n_groups, s = batch.negatives.shape
     per_group = rows // n_groups
@@ -42,6 +45,9 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
         if b_out is not None and log_kq is not None:
             z = z + b_out[word] - log_kq[word]
         return z
+
+    skip_hits = b_out is None  # negative sampling
+    skipped = 0
 
     total = torch.zeros((), dtype=torch.float64)
     for t in range(rows):
@@ -54,16 +60,23 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
             for c in ctx:
                 total = total - F.logsigmoid(logit(h, c)).double()
                 for n in noise:
+                    if skip_hits and n == c:
+                        skipped += 1
+                        continue
                     total = total - (k / s) * F.logsigmoid(-logit(h, n)).double()
         else:
             # forward: the mean of the contexts; backward: each context receives the whole
             # gradient of h, as in word2vec.c and gensim (cbow_mean=1), not the mean's 1/count
             x = torch.stack([w_in[c] for c in ctx])
             h = x.mean(0).detach() + (x - x.detach()).sum(0)
-            total = total - F.logsigmoid(logit(h, int(batch.centers[t]))).double()
+            target = int(batch.centers[t])
+            total = total - F.logsigmoid(logit(h, target)).double()
             for n in noise:
+                if skip_hits and n == target:
+                    skipped += 1
+                    continue
                 total = total - (k / s) * F.logsigmoid(-logit(h, n)).double()
-    return total
+    return total, skipped
 
 
 @pytest.mark.parametrize(("model", "engine"), [("skipgram", "torch"), ("cbow", "torch"),
@@ -82,10 +95,16 @@ def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
     step = Word2VecStep(StepConfig(model, loss, W, 5, 8, damping=0.0), params, log_kq,
                         stream.rows, engine=engine, threads=2)
     lr = 0.1
+    # the last batch draws its noise from its own targets: many accidental hits
+    rich = batches[2]
+    rich.negatives = (rich.centers if model == "cbow" else rich.span[W:-W]).view(
+        rich.negatives.shape[0], -1)[:, : rich.negatives.shape[1]].clone()
+    skipped_total = 0
     for batch in batches[:3]:
         leaves = [t.clone().requires_grad_(True) for t in (params.w_in, params.w_out)]
         b_leaf = params.b_out.clone().requires_grad_(True) if params.b_out is not None else None
-        ref = _reference_loss(model, batch, leaves[0], leaves[1], b_leaf, log_kq, 5)
+        ref, skipped = _reference_loss(model, batch, leaves[0], leaves[1], b_leaf, log_kq, 5)
+        skipped_total += skipped
         ref.backward()
         expected_in = leaves[0].detach() - lr * leaves[0].grad
         expected_out = leaves[1].detach() - lr * leaves[1].grad
@@ -97,6 +116,7 @@ def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
             assert params.b_out is not None and b_leaf.grad is not None
             torch.testing.assert_close(params.b_out, b_leaf.detach() - lr * b_leaf.grad,
                                        rtol=1e-5, atol=1e-6)
+    assert (skipped_total > 0) == (loss == "neg")  # the skip was exercised, for neg only
 
 
 def test_mean_reduction_scales_by_pairs() -> None:

@@ -74,7 +74,9 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
               "CS20 lecture's word2vec); explicit flags override it.")
 @click.option("--model", type=click.Choice(["skipgram", "cbow"]), help="[default: skipgram]")
 @click.option("--loss", type=click.Choice(["neg", "nce"]),
-              help="Negative sampling or noise-contrastive estimation.  [default: neg]")
+              help="Negative sampling (a noise word equal to the pair's target is skipped, "
+              "as in word2vec) or noise-contrastive estimation (kept, as in TensorFlow's "
+              "nce_loss).  [default: neg]")
 @click.option("--dim", type=int, help="Embedding size.  [default: 100]")
 @click.option("--window", type=int, help="Maximum window; each centre draws 1..window.  "
               "[default: 5]")

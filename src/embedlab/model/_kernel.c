@@ -231,7 +231,7 @@ size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim,
     const size_t per_group = (size_t)rows / (size_t)groups;
     const size_t blocks[] = {(size_t)rows * dp, span * dp, noise * dp, (size_t)rows * J,
                              (size_t)rows * J, (size_t)rows * J, (size_t)rows * shared,
-                             (size_t)rows * shared, (size_t)rows, (size_t)rows, (size_t)rows,
+                             (size_t)rows * shared, (size_t)rows, (size_t)rows,
                              span, span, noise, noise, 2 * (size_t)groups,
                              (size_t)rows * dp}; /* the last: CBOW's output-row gradients */
     size_t n = 0;
@@ -241,13 +241,18 @@ size_t w2v_scratch_floats(int rows, int window, int groups, int shared, int dim,
 
 /* The noise terms of one group of P centres (or CBOW hidden vectors) sharing S noise words,
  * shared by both architectures. In: Vp (P × Dp) the packed centre-side vectors, Np (S × Dp)
- * the packed noise rows, w_neg (P) each centre's weight per noise term, n_sq / x_sq the
- * squared norms the curvatures use. Out: the terms' gradients gn and curvatures cn (P × S),
+ * the packed noise rows, n_pos (P) each centre's number of positive examples, unit the weight
+ * of a noise term per positive (K / S), n_sq / x_sq the squared norms the curvatures use.
+ * With tgt (negative sampling), a noise word equal to the target of one of a centre's
+ * positives does not count for that positive — word2vec skips such a draw: centre i's
+ * targets are tgt[i + j] for j < TJ where tmask[i·TJ + j] (tmask NULL: all). Out: the terms' gradients gn and curvatures cn (P × S),
  * d_x += gn · Np (P × Dp) and h_x += cn · n_sq, d_noise = gnᵀ · Vp (S × Dp) and
  * h_noise = cnᵀ · x_sq; returns the terms' summed loss. Nt, scv, sc, wts: per-thread scratch. */
 static double group_noise(const float *restrict Vp, const float *restrict Np, float *restrict Nt,
                           float *restrict scv, float *restrict sc, float *restrict wts,
-                          const float *restrict w_neg, const int64_t *restrict gneg,
+                          const float *restrict n_pos, float unit,
+                          const int64_t *restrict tgt, const uint8_t *restrict tmask, int TJ,
+                          const int64_t *restrict gneg,
                           const float *restrict bias, const float *restrict log_kq,
                           float *restrict gn, float *restrict cn, float *restrict d_x,
                           float *restrict h_x, float *restrict d_noise, float *restrict h_noise,
@@ -296,8 +301,19 @@ static double group_noise(const float *restrict Vp, const float *restrict Np, fl
         for (int i2 = 0; i2 < P; i2++)
             for (int k = 0; k < S; k++)
                 sc[(size_t)i2 * S + k] += bias[gneg[k]] - log_kq[gneg[k]];
-    for (int i2 = 0; i2 < P; i2++)
-        for (int k = 0; k < S; k++) wts[(size_t)i2 * S + k] = w_neg[i2];
+    for (int i2 = 0; i2 < P; i2++) {
+        float *w = wts + (size_t)i2 * S;
+        for (int k = 0; k < S; k++) w[k] = n_pos[i2];
+        if (tgt) {
+            for (int j = 0; j < TJ; j++) {
+                if (tmask && !tmask[(size_t)i2 * TJ + j]) continue;
+                const int64_t c = tgt[i2 + j];
+                for (int k = 0; k < S; k++) w[k] -= gneg[k] == c ? 1.0f : 0.0f;
+            }
+            for (int k = 0; k < S; k++) w[k] = w[k] > 0.0f ? w[k] : 0.0f;
+        }
+        for (int k = 0; k < S; k++) w[k] *= unit;
+    }
     lg += sigmoid_terms(sc, wts, P * S, -1.0f, gn, cn);
     /* d_x += gn · Np  (P × Dp), two rows at a time; curvature h_x += cn · |n|² */
     for (int i2 = 0; i2 < P; i2 += 2) {
@@ -352,7 +368,6 @@ double w2v_skipgram_step(
     float *c_neg = TAKE((size_t)rows * S);
     float *h_v = TAKE(rows);
     float *v_sq = TAKE(rows);
-    float *w_neg = TAKE(rows);
     float *h_span = TAKE(n_span);
     float *u_sq = TAKE(n_span);
     float *h_noise = TAKE(n_noise);
@@ -430,9 +445,11 @@ double w2v_skipgram_step(
                     h += c_pos[(size_t)t * J + j] * (damp ? u_sq[t + j] : 0.0f);
                 }
                 h_v[t] = h;
-                w_neg[t] = contexts[t] * noise_weight;
             }
-            lg += group_noise(Vp, Np, Nt, scv, sc, wts, w_neg + t0, gneg, bias, log_kq,
+            /* a centre's targets are its contexts: span[t + j] where mask[t·J + j] */
+            lg += group_noise(Vp, Np, Nt, scv, sc, wts, contexts + t0, noise_weight,
+                              bias ? NULL : span + t0, mask + (size_t)t0 * J, J, gneg, bias,
+                              log_kq,
                               g_neg + (size_t)t0 * S, c_neg + (size_t)t0 * S,
                               d_v + (size_t)t0 * Dp, h_v + t0, d_noise + (size_t)g * S * Dp,
                               h_noise + (size_t)g * S, n_sq + (size_t)g * S, v_sq + t0,
@@ -525,7 +542,7 @@ double w2v_cbow_step(
     float *h_h = TAKE(rows);                    /* curvature w.r.t. h */
     float *h_u = TAKE(rows);
     float *h_sq = TAKE(rows);
-    float *w_neg = TAKE(rows);
+    float *n_pos = TAKE(rows);                  /* 1 for a centre that trains, else 0 */
     float *h_span = TAKE(n_span);
     float *h_noise = TAKE(n_noise);
     float *n_sq = TAKE(n_noise);
@@ -583,9 +600,11 @@ double w2v_cbow_step(
                 axpy(g_pos[t], h, du, D);
                 h_h[t] = damp ? c_pos[t] * dot(u, u, D) : 0.0f;
                 h_u[t] = c_pos[t] * h_sq[t];
-                w_neg[t] = has * noise_weight;
+                n_pos[t] = has;
             }
-            lg += group_noise(Vp, Np, Nt, scv, sc, wts, w_neg + t0, gneg, bias, log_kq,
+            /* a centre's one target is itself */
+            lg += group_noise(Vp, Np, Nt, scv, sc, wts, n_pos + t0, noise_weight,
+                              bias ? NULL : centers + t0, NULL, 1, gneg, bias, log_kq,
                               g_neg + (size_t)t0 * S, c_neg + (size_t)t0 * S,
                               d_h + (size_t)t0 * Dp, h_h + t0, d_noise + (size_t)g * S * Dp,
                               h_noise + (size_t)g * S, n_sq + (size_t)g * S, h_sq + t0,

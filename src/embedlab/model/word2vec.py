@@ -81,6 +81,23 @@ def _norm_sq(x: torch.Tensor) -> torch.Tensor:
     return (x * x).sum(-1)
 
 
+def _hits(targets: torch.Tensor, mask: torch.Tensor | None,
+          negatives: torch.Tensor) -> torch.Tensor:
+    """(R, S) float32: how many of each centre's positive targets equal each shared noise word.
+
+    ``targets`` (R, J) are the ids each centre's positives predict (``mask`` (R, J) says which
+    are real; None: all), ``negatives`` (G, S) the noise words its group shares. word2vec skips
+    a noise draw that equals the positive word of its pair ("accidental hit"); with shared noise
+    words that is a per-(centre, noise word) count, taken off the centre's noise weight.
+    """
+    n_groups = negatives.shape[0]
+    per_centre = negatives.repeat_interleave(targets.shape[0] // n_groups, dim=0)  # (R, S)
+    eq = targets.unsqueeze(2) == per_centre.unsqueeze(1)  # (R, J, S)
+    if mask is not None:
+        eq &= mask.bool().unsqueeze(2)
+    return eq.sum(1, dtype=torch.float32)
+
+
 def _add_rows(param: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, alpha: float) -> None:
     """param[ids[i]] += alpha · rows[i], duplicates summed in index order. ``rows`` is consumed.
 
@@ -288,7 +305,11 @@ class Word2VecStep:
         mask = batch.mask.to(torch.float32)
         # each positive pair brings K noise terms; the group's S shared noise words stand in
         n_groups, s = batch.negatives.shape
-        weight = (batch.contexts * (self.cfg.negative / s)).view(n_groups, -1, 1)
+        count = batch.contexts.unsqueeze(1)  # (R, 1): positive pairs of each centre
+        if self.cfg.loss == "neg":  # word2vec skips a noise word equal to the pair's context
+            contexts = batch.span.as_strided((band.R, band.J), (1, 1))
+            count = count - _hits(contexts, batch.mask, batch.negatives)
+        weight = (count * (self.cfg.negative / s)).view(n_groups, -1, count.shape[1])
         neg, noise_rows = self._noise_logits(v, batch.negatives)  # (G, R/G, S)
 
         loss = -(F.logsigmoid(pos) * mask).sum(dtype=torch.float64)
@@ -346,7 +367,10 @@ class Word2VecStep:
         if shift is not None:
             pos = pos + shift
         n_groups, s = batch.negatives.shape
-        weight = (has_ctx * (self.cfg.negative / s)).view(n_groups, -1, 1)
+        count = has_ctx.unsqueeze(1)  # (R, 1)
+        if self.cfg.loss == "neg":  # word2vec skips a noise word equal to the centre (its target)
+            count = (count - _hits(batch.centers.unsqueeze(1), None, batch.negatives)).clamp(min=0)
+        weight = (count * (self.cfg.negative / s)).view(n_groups, -1, count.shape[1])
         neg, noise_rows = self._noise_logits(h, batch.negatives)
 
         loss = -(F.logsigmoid(pos) * has_ctx).sum(dtype=torch.float64)
