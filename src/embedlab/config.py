@@ -48,7 +48,7 @@ _EXAMPLES: dict[str, Any] = {
     "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
     "log_every": 100, "init_scale": 8, "min_lr_ratio": 0.0001, "max_distinct": 10_000_000,
     "shared_negatives": 40, "keep_every": 10000, "projector_words": 2000, "eval_every": 1000,
-    "eval_restrict_vocab": 30000, "max_steps": 1000,
+    "eval_restrict_vocab": 30000, "max_steps": 1000, "streams": 2,
 }
 
 
@@ -121,6 +121,9 @@ class OptimConfig:
     min_lr_ratio: float = 1e-4
     epochs: int = 5
     batch_size: int = 2048  # centre words per step (each yields up to 2*window pairs)
+    # the corpus is read as this many interleaved parts, as word2vec's threads read it (see
+    # embedlab.data.pairs); 1 reads it in order. Runs of versions before the option: 1.
+    streams: int = 2
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -131,6 +134,10 @@ class OptimConfig:
                              "(word2vec's), or 1 for a constant lr")
         _positive("epochs", self.epochs)
         _positive("batch_size", self.batch_size)
+        _positive("streams", self.streams)
+        if not isinstance(self.streams, int):
+            raise InputError(f"--streams must be an integer, got {self.streams!r}; pass e.g. "
+                             "--streams 2")
 
 
 @dataclass(frozen=True)
@@ -330,7 +337,9 @@ PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
         "model": {"model": "skipgram", "loss": "nce", "dim": 128, "window": 1, "negative": 64,
                   "shared_negatives": 64, "sample": 0.0, "init": "centered", "init_scale": 1.0},
         # constant lr, as TensorFlow's GradientDescentOptimizer(1.0) in the lecture
-        "optim": {"lr": 1.0, "min_lr_ratio": 1.0, "batch_size": 128, "epochs": 1},
+        # the lecture's generator reads the corpus in order
+        "optim": {"lr": 1.0, "min_lr_ratio": 1.0, "batch_size": 128, "epochs": 1,
+                  "streams": 1},
         "checkpoint": {"every_steps": 5_000, "keep": 5},
         "max_steps": 100_000,
     },
@@ -395,7 +404,7 @@ _NAME_KEYS = (
     ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
     ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
     ("optim.lr", "lr"), ("optim.min_lr_ratio", "mlr"), ("optim.batch_size", "b"),
-    ("optim.epochs", "e"),
+    ("optim.epochs", "e"), ("optim.streams", "st"),
     ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
     ("model.init_scale", "is"),
     ("model.noise_exponent", "alpha"), ("seed", "s"),
@@ -413,7 +422,7 @@ def corpus_tag(corpus: str) -> str:
 
 
 # tags added to run names later: runs named before them are looked up under the old name too
-_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio"})
+_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.streams"})
 
 
 def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:

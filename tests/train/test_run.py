@@ -182,6 +182,26 @@ def test_a_run_from_before_init_scale_keeps_word2vecs_scale(tmp_path: Path) -> N
                           )[0].model.init_scale == 0.0  # 0: the model's default, resolved at use
 
 
+def test_a_run_from_before_streams_keeps_reading_in_order(tmp_path: Path) -> None:
+    run = _store(tmp_path / "demo-sg-d8", resolve_config(None, {"model": {"dim": 8}}, None)[0])
+    raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    del raw["optim"]["streams"]  # config.json as written before the key existed
+    (run / "config.json").write_text(json.dumps(raw), encoding="utf-8")
+    stored = stored_config(run)
+    assert stored is not None and stored.optim.streams == 1
+    assert resolve_config(run, {}, None)[0].optim.streams == 1
+    # re-running its command finds it (no flag: the run's own 1, not the new default 2) ...
+    assert choose_run_dir(tmp_path, {"model": {"dim": 8}}, None) == run
+    # ... and so does naming its 1 explicitly (the name tag came later)
+    explicit: dict[str, Any] = {"model": {"dim": 8}, "optim": {"streams": 1}}
+    assert choose_run_dir(tmp_path, explicit, None) == run
+    # another value is another run
+    other = {"model": {"dim": 8}, "optim": {"streams": 3}}
+    assert choose_run_dir(tmp_path, other, None) == tmp_path / "demo-sg-d8-st3"
+    # a new run reads two streams and records it
+    assert resolve_config(None, {}, None)[0].optim.streams == 2
+
+
 def test_resume_with_threads_zero_resolves_to_a_count(tmp_path: Path) -> None:
     # --threads 0 means "all cores" on a new run; on resume it must be resolved too, not handed
     # to torch.set_num_threads(0), which raises.

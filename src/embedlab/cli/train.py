@@ -32,6 +32,7 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     "init": ("model", "init"), "init_scale": ("model", "init_scale"),
     "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
     "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
+    "streams": ("optim", "streams"),
     "checkpoint_every": ("checkpoint", "every_steps"),
     "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
     "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
@@ -106,6 +107,9 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--min-lr-ratio", type=float, help="Final lr as a fraction of --lr.  "
               "[default: 0.0001]")
 @click.option("--batch-size", type=int, help="Centre words per step.  [default: 2048]")
+@click.option("--streams", type=int, help="Read the corpus as N interleaved parts, 4,096 "
+              "tokens from each in turn, as word2vec's threads read it (1 = in order; a run "
+              "started before this option keeps 1).  [default: 2]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
 @click.option("--engine", type=click.Choice(["auto", "native", "torch"]),

@@ -14,6 +14,14 @@ strided view — each embedding row is gathered once per position, not once per 
 
 Windows never cross sentence ends; they do not cross chunk ends either (a chunk of 2^18 tokens loses
 at most ``window`` pairs at each end, well under 0.01%).
+
+Streams: an epoch reads the corpus as ``streams`` interleaved parts — pieces of
+``PIECE_TOKENS`` tokens taken in turn from each part — the way word2vec.c's and gensim's threads
+each read their own part of the file at once. Read in order, a corpus sorted by topic (a
+dictionary, an encyclopaedia) hands the trainer one topic for millions of steps and the last
+topics it reads dominate the vectors; with two streams, every stretch of training mixes two
+distant parts. Chunks, cursors and the learning-rate schedule count positions in this reading
+order; a piece boundary is a sentence end for the windows.
 """
 
 from __future__ import annotations
@@ -33,6 +41,36 @@ from embedlab.data.noise import NoiseDistribution
 from embedlab.seeding import numpy_rng
 
 PAD_SENTENCE = -1
+PIECE_TOKENS = 4096  # tokens a stream contributes in turn (≫ any window: few pairs are lost)
+
+
+def reading_runs(n_tokens: int, streams: int, lo: int, hi: int,
+                 piece: int = PIECE_TOKENS) -> list[tuple[int, int]]:
+    """Physical [start, end) ranges of the corpus that positions lo..hi of the reading order
+    cover, in order (adjacent ranges merged).
+
+    The corpus is cut into ``streams`` parts of m whole pieces each; position q·piece + o of
+    the reading order (q < streams·m) is offset o of piece q // streams of part q % streams.
+    What is left after streams·m pieces (less than ``streams`` pieces' worth) follows in order.
+    """
+    per_part = n_tokens // streams // piece * piece if streams > 1 else 0
+    mixed = per_part * streams  # positions read interleaved; the rest is read in order
+    runs: list[tuple[int, int]] = []
+    at = lo
+    while at < hi:
+        if at >= mixed:
+            start, end = at, hi
+        else:
+            q, off = divmod(at, piece)
+            part, index = q % streams, q // streams
+            start = part * per_part + index * piece + off
+            end = start + min(piece - off, hi - at, mixed - at)
+        if runs and runs[-1][1] == start:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+        at += end - start
+    return runs
 
 
 @dataclass(frozen=True)
@@ -91,6 +129,7 @@ class BatchStream:
         epochs: int,
         chunk_tokens: int = 1 << 18,
         pad_to: int = 1,
+        streams: int = 1,
     ) -> None:
         # Batches carry `rows` centre slots: batch_size real centres, padded up to a multiple of
         # pad_to (the model's block size) and of group; padding slots have no contexts.
@@ -106,6 +145,9 @@ class BatchStream:
         self.seed = seed
         self.epochs = epochs
         self.chunk_tokens = chunk_tokens
+        if streams < 1:
+            raise ValueError(f"streams must be >= 1, got {streams}")
+        self.streams = streams
         self.n_tokens = len(ids)
         self.n_chunks = max(1, math.ceil(self.n_tokens / chunk_tokens))
 
@@ -113,20 +155,29 @@ class BatchStream:
     def chunk_batches(self, epoch: int, chunk: int) -> list[Batch]:
         """All batches of one chunk; a pure function of (seed, epoch, chunk)."""
         W, B, R = self.window, self.batch_size, self.rows
-        lo = chunk * self.chunk_tokens
+        lo = chunk * self.chunk_tokens  # positions in the reading order (see ``streams``)
         hi = min(self.n_tokens, lo + self.chunk_tokens)
-        tok = np.asarray(self.ids[lo:hi], dtype=np.int64)
-        release_mapped(self.ids, lo, hi)
+        runs = reading_runs(self.n_tokens, self.streams, lo, hi)
+        if len(runs) == 1:
+            tok = np.asarray(self.ids[runs[0][0] : runs[0][1]], dtype=np.int64)
+        else:
+            tok = np.concatenate([np.asarray(self.ids[start:end], dtype=np.int64)
+                                  for start, end in runs])
+        for start, end in runs:
+            release_mapped(self.ids, start, end)
         if self.keep_prob is not None:
             u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
             kept = np.flatnonzero(u < self.keep_prob[tok])  # indices: faster than a bool mask
             tok, pos = tok.take(kept), kept + lo
         else:
-            pos = np.arange(lo, hi, dtype=np.int64)
-        # sentence ids relative to the chunk's first one fit int32: half the bytes to compare
-        sent = np.searchsorted(self.sentence_ends, pos, side="right")
-        if len(sent):
-            sent -= sent[0]
+            kept, pos = None, np.arange(lo, hi, dtype=np.int64)
+        if len(runs) == 1:
+            sent = np.searchsorted(self.sentence_ends, pos - lo + runs[0][0], side="right")
+            # sentence ids relative to the chunk's first one fit int32: half the bytes to compare
+            if len(sent):
+                sent -= sent[0]
+        else:
+            sent = self._run_sentences(runs, kept, hi - lo)
         n = len(tok)
         n_batches = max(1, math.ceil(n / B))
         total = (n_batches - 1) * B + R  # the last batch's padded rows fit too
@@ -187,6 +238,22 @@ class BatchStream:
                 )
             )
         return out
+
+    def _run_sentences(self, runs: list[tuple[int, int]], kept: np.ndarray | None,
+                       length: int) -> np.ndarray:
+        """Chunk-relative sentence ids of the kept tokens of a chunk read from several runs:
+        a new id wherever the corpus's sentence changes or the next run begins (windows only
+        compare ids for equality; the ids count up, so they fit int32)."""
+        offsets = np.cumsum([0] + [b - a for a, b in runs])  # each run's start in the chunk
+        physical = np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in runs])
+        at = kept if kept is not None else np.arange(length, dtype=np.int64)
+        sent = np.searchsorted(self.sentence_ends, physical.take(at), side="right")
+        run = np.searchsorted(offsets[1:], at, side="right")
+        new = np.empty(len(at), dtype=bool)
+        if len(at):
+            new[0] = False
+            new[1:] = (sent[1:] != sent[:-1]) | (run[1:] != run[:-1])
+        return np.cumsum(new, dtype=np.int64)
 
     def _after(self, epoch: int, chunk: int, batch: int, n_batches: int) -> Cursor:
         if batch + 1 < n_batches:

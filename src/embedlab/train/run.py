@@ -72,6 +72,10 @@ def stored_config(run_dir: Path) -> TrainConfig | None:
         if isinstance(model, dict) and "init_scale" not in model:
             # written before the key existed, when every run started at word2vec's scale
             model["init_scale"] = 1.0
+        optim = raw.get("optim") if isinstance(raw, dict) else None
+        if isinstance(optim, dict) and "streams" not in optim:
+            # written before the key existed, when every run read its corpus in order
+            optim["streams"] = 1
         return TrainConfig.from_dict(raw)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another --run "
@@ -202,6 +206,9 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
         return False
     if explicit.get("engine") is None:
         cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
+    if "streams" not in explicit.get("optim", {}):  # a run of an earlier version read in order
+        cfg = dataclasses.replace(cfg, optim=dataclasses.replace(
+            cfg.optim, streams=stored.optim.streams))
     corpus = cfg.data.corpus
     if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA
             and says_prepared(Path(corpus) / "meta.json")):
