@@ -111,8 +111,9 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: OptimConfig(min_lr_ratio=2), "--min-lr-ratio must be <= 1"),
     (lambda: OptimConfig(batch_size=0), "--batch-size must be"),
     (lambda: OptimConfig(epochs=0), "--epochs must be"),
-    (lambda: OptimConfig(streams=0), "--streams must be a finite number > 0"),
-    (lambda: OptimConfig(streams=1.5), "--streams must be an integer"),  # type: ignore[arg-type]
+    (lambda: OptimConfig(interleave=0), "--interleave must be a finite number > 0"),
+    (lambda: OptimConfig(interleave=1.5), "--interleave must be an integer"),  # type: ignore[arg-type]
+    (lambda: OptimConfig(interleave=True), "--interleave must be an integer"),
     (lambda: ModelConfig(dim=0), "--dim must be"),
     (lambda: ModelConfig(dim=2.5), "--dim must be an integer"),  # type: ignore[arg-type]
     (lambda: ModelConfig(window=0), "--window must be"),
@@ -194,7 +195,7 @@ def test_preset_is_merged_under_explicit_flags() -> None:
     assert cfg.model.init == "centered" and cfg.model.init_scale == 1.0
     # the lecture's GradientDescentOptimizer(1.0): a constant learning rate
     assert cfg.optim.lr == 1.0 and cfg.optim.min_lr_ratio == 1.0
-    assert cfg.optim.streams == 1  # the lecture's generator reads the corpus in order
+    assert cfg.optim.interleave == 1  # the lecture's generator reads the corpus in order
     with pytest.raises(InputError, match="unknown --preset 'nope'; available: cs20"):
         apply_preset("nope", {})
 
@@ -215,8 +216,8 @@ def test_preset_is_merged_under_explicit_flags() -> None:
     (TrainConfig(optim=OptimConfig(min_lr_ratio=0.01)), "demo-sg-mlr0.01"),
     (TrainConfig.from_dict(apply_preset("cs20", {"optim": {"min_lr_ratio": 0.001}})),
      "demo-sg-cs20-mlr0.001"),
-    (TrainConfig(optim=OptimConfig(streams=1)), "demo-sg-st1"),
-    (TrainConfig.from_dict(apply_preset("cs20", {"optim": {"streams": 2}})), "demo-sg-cs20-st2"),
+    (TrainConfig(optim=OptimConfig(interleave=1)), "demo-sg-il1"),
+    (TrainConfig.from_dict(apply_preset("cs20", {"optim": {"interleave": 2}})), "demo-sg-cs20-il2"),
 ])
 def test_run_name_examples(cfg: TrainConfig, name: str) -> None:
     assert run_name(cfg) == name

@@ -48,7 +48,7 @@ _EXAMPLES: dict[str, Any] = {
     "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
     "log_every": 100, "init_scale": 8, "min_lr_ratio": 0.0001, "max_distinct": 10_000_000,
     "shared_negatives": 40, "keep_every": 10000, "projector_words": 2000, "eval_every": 1000,
-    "eval_restrict_vocab": 30000, "max_steps": 1000, "streams": 2,
+    "eval_restrict_vocab": 30000, "max_steps": 1000, "interleave": 2,
 }
 
 
@@ -123,7 +123,7 @@ class OptimConfig:
     batch_size: int = 2048  # centre words per step (each yields up to 2*window pairs)
     # the corpus is read as this many interleaved parts, as word2vec's threads read it (see
     # embedlab.data.pairs); 1 reads it in order. Runs of versions before the option: 1.
-    streams: int = 2
+    interleave: int = 2
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -134,10 +134,10 @@ class OptimConfig:
                              "(word2vec's), or 1 for a constant lr")
         _positive("epochs", self.epochs)
         _positive("batch_size", self.batch_size)
-        _positive("streams", self.streams)
-        if not isinstance(self.streams, int):
-            raise InputError(f"--streams must be an integer, got {self.streams!r}; pass e.g. "
-                             "--streams 2")
+        _positive("interleave", self.interleave)
+        if not isinstance(self.interleave, int) or isinstance(self.interleave, bool):
+            raise InputError(f"--interleave must be an integer, got {self.interleave!r}; pass "
+                             "e.g. --interleave 2")
 
 
 @dataclass(frozen=True)
@@ -339,7 +339,7 @@ PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
         # constant lr, as TensorFlow's GradientDescentOptimizer(1.0) in the lecture
         # the lecture's generator reads the corpus in order
         "optim": {"lr": 1.0, "min_lr_ratio": 1.0, "batch_size": 128, "epochs": 1,
-                  "streams": 1},
+                  "interleave": 1},
         "checkpoint": {"every_steps": 5_000, "keep": 5},
         "max_steps": 100_000,
     },
@@ -364,6 +364,28 @@ def apply_preset(name: str | None, overrides: dict[str, dict[str, Any]]) -> dict
 
 
 # ---- resume rules -------------------------------------------------------------------------
+
+# Keys later versions added, with the value every run written before them had: a stored
+# config.json without the key is read with this value, not today's default.
+LEGACY_VALUES: dict[str, Any] = {
+    "model.init_scale": 1.0,  # word2vec's width, before the option existed
+    "optim.interleave": 1,  # the corpus read in order
+}
+
+
+def fill_legacy_keys(raw: Any) -> set[str]:
+    """Add the keys of :data:`LEGACY_VALUES` a stored config lacks, in place; return them."""
+    filled: set[str] = set()
+    if not isinstance(raw, dict):
+        return filled
+    for key, value in LEGACY_VALUES.items():
+        section, name = key.split(".")
+        part = raw.get(section)
+        if isinstance(part, dict) and name not in part:
+            part[name] = value
+            filled.add(key)
+    return filled
+
 
 # Keys that may differ between the stored config and a resuming command. Everything else would
 # change the result, so a difference is refused. optim.epochs may only be *raised*: the linear
@@ -404,7 +426,7 @@ _NAME_KEYS = (
     ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
     ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
     ("optim.lr", "lr"), ("optim.min_lr_ratio", "mlr"), ("optim.batch_size", "b"),
-    ("optim.epochs", "e"), ("optim.streams", "st"),
+    ("optim.epochs", "e"), ("optim.interleave", "il"),
     ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
     ("model.init_scale", "is"),
     ("model.noise_exponent", "alpha"), ("seed", "s"),
@@ -422,7 +444,7 @@ def corpus_tag(corpus: str) -> str:
 
 
 # tags added to run names later: runs named before them are looked up under the old name too
-_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.streams"})
+_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.interleave"})
 
 
 def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:

@@ -199,8 +199,8 @@ BAD = [
     (["--corpus", "{corpus}", "--min-lr-ratio", "0"], "pass e.g. --min-lr-ratio 0.0001"),
     (["--corpus", "{corpus}", "--min-lr-ratio", "2"], "pass e.g. --min-lr-ratio 0.0001"),
     (["--corpus", "{corpus}", "--threads", "-1"], "pass e.g. --threads 2"),
-    (["--corpus", "{corpus}", "--streams", "0"],
-     "--streams must be a finite number > 0, got 0; pass e.g. --streams 2"),
+    (["--corpus", "{corpus}", "--interleave", "0"],
+     "--interleave must be a finite number > 0, got 0; pass e.g. --interleave 2"),
 ]
 
 # On an existing run the resume config check comes first: these rows change a stored key, so

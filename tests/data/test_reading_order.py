@@ -1,4 +1,4 @@
-"""The reading order: ``streams`` interleaved parts of the corpus, read a piece from each in turn.
+"""The reading order: ``interleave`` parts of the corpus, read a piece from each in turn.
 
 Every token is read once per epoch, chunks cut the reading order like any other, windows never
 span two pieces, and resuming from any cursor replays the same batches.
@@ -18,28 +18,28 @@ from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import PIECE_TOKENS, BatchStream, Cursor, reading_runs
 
 
-def _order(n: int, streams: int, piece: int, cuts: list[int]) -> list[int]:
+def _order(n: int, parts: int, piece: int, cuts: list[int]) -> list[int]:
     """Physical positions in reading order, asked for chunk by chunk (cut at ``cuts``)."""
     bounds = [0, *sorted({min(c, n) for c in cuts}), n]
     out: list[int] = []
     for lo, hi in itertools.pairwise(bounds):
-        for a, b in reading_runs(n, streams, lo, hi, piece):
+        for a, b in reading_runs(n, parts, lo, hi, piece):
             assert lo <= hi and a < b
             out.extend(range(a, b))
     return out
 
 
 @settings(max_examples=200, deadline=None)
-@given(n=st.integers(0, 400), streams=st.integers(1, 5), piece=st.integers(1, 20),
+@given(n=st.integers(0, 400), parts=st.integers(1, 5), piece=st.integers(1, 20),
        cuts=st.lists(st.integers(0, 400), max_size=6))
 def test_each_position_is_read_once_however_the_order_is_cut(
-        n: int, streams: int, piece: int, cuts: list[int]) -> None:
-    whole = _order(n, streams, piece, [])
+        n: int, parts: int, piece: int, cuts: list[int]) -> None:
+    whole = _order(n, parts, piece, [])
     assert sorted(whole) == list(range(n))
-    assert _order(n, streams, piece, cuts) == whole  # chunks see the same order
+    assert _order(n, parts, piece, cuts) == whole  # chunks see the same order
 
 
-def test_two_streams_alternate_pieces_of_the_two_halves() -> None:
+def test_two_parts_alternate_pieces_of_the_two_halves() -> None:
     order = _order(43, 2, 5, [])
     # halves of 4 whole pieces (20 tokens) each; the 3 tokens left are read last
     expected = []
@@ -51,7 +51,7 @@ def test_two_streams_alternate_pieces_of_the_two_halves() -> None:
     assert _order(9, 2, 5, []) == list(range(9))  # shorter than a piece per part: in order
 
 
-def _stream(n: int, streams: int, *, ends: list[int] | None = None, sample: bool = False,
+def _stream(n: int, parts: int, *, ends: list[int] | None = None, sample: bool = False,
             epochs: int = 1, window: int = 3) -> BatchStream:
     """Token ids are their corpus positions, so every pair maps back to where it stood."""
     p = None
@@ -60,7 +60,7 @@ def _stream(n: int, streams: int, *, ends: list[int] | None = None, sample: bool
     return BatchStream(np.arange(n, dtype=np.uint32), np.array(ends or [n]), p,
                        NoiseDistribution(np.ones(n)), window=window, batch_size=256, group=8,
                        noise_per_group=4, seed=7, epochs=epochs, chunk_tokens=3000, pad_to=16,
-                       streams=streams)
+                       interleave=parts)
 
 
 def _pairs(s: BatchStream) -> tuple[list[int], list[tuple[int, int]]]:
@@ -75,7 +75,7 @@ def _pairs(s: BatchStream) -> tuple[list[int], list[tuple[int, int]]]:
     return centres, pairs
 
 
-N = 5 * PIECE_TOKENS + 123  # two whole pieces per part at 2 streams, and a tail read in order
+N = 5 * PIECE_TOKENS + 123  # two whole pieces per part with 2 parts, and a tail read in order
 
 
 def test_an_epoch_reads_every_token_once_in_the_reading_order() -> None:
@@ -131,6 +131,6 @@ def test_words_done_counts_positions_in_the_reading_order() -> None:
     assert done == sorted(done) and done[-1] == N
 
 
-def test_streams_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="streams"):
+def test_interleave_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="interleave"):
         _stream(100, 0)

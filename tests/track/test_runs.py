@@ -254,3 +254,18 @@ def test_per_invocation_settings_are_not_differing_hyperparameters(tmp_path: Pat
     assert {"max_steps", "track.progress"} <= {k for k in infos[0].hparams
                                                 if infos[0].hparams[k] != infos[1].hparams[k]}
     assert differing_keys(infos) == ["optim.lr"]
+
+
+def test_a_run_from_before_an_option_shows_the_value_it_trained_with(tmp_path: Path) -> None:
+    """config.json written before --interleave and --init-scale: listed with what a resume
+    reads (1 and word2vec's 1.0), so a new run beside it shows as differing."""
+    _make_run(tmp_path / "old")
+    _make_run(tmp_path / "new")
+    path = tmp_path / "old" / "config.json"
+    raw = json.loads(path.read_text())
+    del raw["optim"]["interleave"], raw["model"]["init_scale"]
+    path.write_text(json.dumps(raw))
+    new, old = (run_info(r, tmp_path) for r in find_runs(tmp_path))  # sorted by name
+    assert (new.name, old.name) == ("new", "old")
+    assert (old.hparams["optim.interleave"], new.hparams["optim.interleave"]) == (1, 2)
+    assert differing_keys([old, new]) == ["model.init_scale", "optim.interleave"]

@@ -182,24 +182,39 @@ def test_a_run_from_before_init_scale_keeps_word2vecs_scale(tmp_path: Path) -> N
                           )[0].model.init_scale == 0.0  # 0: the model's default, resolved at use
 
 
-def test_a_run_from_before_streams_keeps_reading_in_order(tmp_path: Path) -> None:
+def test_a_run_from_before_interleave_keeps_reading_in_order(tmp_path: Path) -> None:
     run = _store(tmp_path / "demo-sg-d8", resolve_config(None, {"model": {"dim": 8}}, None)[0])
     raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    del raw["optim"]["streams"]  # config.json as written before the key existed
+    del raw["optim"]["interleave"]  # config.json as written before the key existed
     (run / "config.json").write_text(json.dumps(raw), encoding="utf-8")
     stored = stored_config(run)
-    assert stored is not None and stored.optim.streams == 1
-    assert resolve_config(run, {}, None)[0].optim.streams == 1
+    assert stored is not None and stored.optim.interleave == 1
+    assert resolve_config(run, {}, None)[0].optim.interleave == 1
     # re-running its command finds it (no flag: the run's own 1, not the new default 2) ...
     assert choose_run_dir(tmp_path, {"model": {"dim": 8}}, None) == run
     # ... and so does naming its 1 explicitly (the name tag came later)
-    explicit: dict[str, Any] = {"model": {"dim": 8}, "optim": {"streams": 1}}
+    explicit: dict[str, Any] = {"model": {"dim": 8}, "optim": {"interleave": 1}}
     assert choose_run_dir(tmp_path, explicit, None) == run
     # another value is another run
-    other = {"model": {"dim": 8}, "optim": {"streams": 3}}
-    assert choose_run_dir(tmp_path, other, None) == tmp_path / "demo-sg-d8-st3"
-    # a new run reads two streams and records it
-    assert resolve_config(None, {}, None)[0].optim.streams == 2
+    other = {"model": {"dim": 8}, "optim": {"interleave": 3}}
+    assert choose_run_dir(tmp_path, other, None) == tmp_path / "demo-sg-d8-il3"
+    # a new run reads two parts and records it
+    assert resolve_config(None, {}, None)[0].optim.interleave == 2
+
+
+def test_only_a_run_without_the_key_is_taken_to_have_the_old_value(tmp_path: Path) -> None:
+    """A run made with --run and --interleave 3 is not what a plain command resumes, although
+    the name fits; a run from before --init-scale (recorded without the key) is."""
+    _store(tmp_path / "demo-sg-d8", resolve_config(
+        None, {"model": {"dim": 8}, "optim": {"interleave": 3}}, None)[0])
+    assert choose_run_dir(tmp_path, {"model": {"dim": 8}}, None) == tmp_path / "demo-sg-d8-2"
+    old = _store(tmp_path / "demo-sg-w3", resolve_config(None, {"model": {"window": 3}}, None)[0])
+    raw = json.loads((old / "config.json").read_text(encoding="utf-8"))
+    del raw["model"]["init_scale"]
+    (old / "config.json").write_text(json.dumps(raw), encoding="utf-8")
+    assert choose_run_dir(tmp_path, {"model": {"window": 3}}, None) == old
+    assert choose_run_dir(tmp_path, {"model": {"window": 3, "init_scale": 2.0}}, None
+                          ) == tmp_path / "demo-sg-w3-is2"
 
 
 def test_resume_with_threads_zero_resolves_to_a_count(tmp_path: Path) -> None:

@@ -146,11 +146,11 @@ def test_other_models_resume_exactly(corpus: Path, tmp_path: Path, model: str,
 
 
 def test_an_interleaved_reading_order_resumes_exactly(tmp_path: Path) -> None:
-    """--streams 2 on a corpus long enough to interleave (more than two 4,096-token pieces):
+    """--interleave 2 on a corpus long enough to interleave (more than two 4,096-token pieces):
     a run cut at a step and resumed ends bit-identical to one that ran through."""
     big = write_corpus(tmp_path / "big.txt", lines=2000)
     assert len(big.read_text().split()) > 4 * PIECE_TOKENS
-    over: dict[str, Any] = {"optim": {"batch_size": 128, "streams": 2}}
+    over: dict[str, Any] = {"optim": {"batch_size": 128, "interleave": 2}}
     run_train(make_cfg(big, **over), tmp_path / "whole")
     run_train(make_cfg(big, **over, max_steps=37), tmp_path / "cut")
     result, message = run_train(make_cfg(big, **over), tmp_path / "cut")
@@ -158,7 +158,7 @@ def test_an_interleaved_reading_order_resumes_exactly(tmp_path: Path) -> None:
     assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
     assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
     # the option reaches the batches: read in order, the same run trains other numbers
-    run_train(make_cfg(big, optim={"batch_size": 128, "streams": 1}), tmp_path / "ordered")
+    run_train(make_cfg(big, optim={"batch_size": 128, "interleave": 1}), tmp_path / "ordered")
     assert final_bytes(tmp_path / "ordered") != final_bytes(tmp_path / "whole")
 
 

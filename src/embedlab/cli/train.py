@@ -32,7 +32,7 @@ _FIELDS: dict[str, tuple[str | None, str]] = {
     "init": ("model", "init"), "init_scale": ("model", "init_scale"),
     "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
     "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
-    "streams": ("optim", "streams"),
+    "interleave": ("optim", "interleave"),
     "checkpoint_every": ("checkpoint", "every_steps"),
     "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
     "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
@@ -107,7 +107,7 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 @click.option("--min-lr-ratio", type=float, help="Final lr as a fraction of --lr.  "
               "[default: 0.0001]")
 @click.option("--batch-size", type=int, help="Centre words per step.  [default: 2048]")
-@click.option("--streams", type=int, help="Read the corpus as N interleaved parts, 4,096 "
+@click.option("--interleave", type=int, help="Read the corpus as N interleaved parts, 4,096 "
               "tokens from each in turn, as word2vec's threads read it (1 = in order; a run "
               "started before this option keeps 1).  [default: 2]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")

@@ -15,13 +15,14 @@ strided view — each embedding row is gathered once per position, not once per 
 Windows never cross sentence ends; they do not cross chunk ends either (a chunk of 2^18 tokens loses
 at most ``window`` pairs at each end, well under 0.01%).
 
-Streams: an epoch reads the corpus as ``streams`` interleaved parts — pieces of
-``PIECE_TOKENS`` tokens taken in turn from each part — the way word2vec.c's and gensim's threads
-each read their own part of the file at once. Read in order, a corpus sorted by topic (a
-dictionary, an encyclopaedia) hands the trainer one topic for millions of steps and the last
-topics it reads dominate the vectors; with two streams, every stretch of training mixes two
-distant parts. Chunks, cursors and the learning-rate schedule count positions in this reading
-order; a piece boundary is a sentence end for the windows.
+Reading order: an epoch reads the corpus as ``interleave`` parts — pieces of ``PIECE_TOKENS``
+tokens taken in turn from each part — the way word2vec.c's threads (and gensim's in its
+``corpus_file`` mode) each read their own part of the file at once. Read in order, a corpus
+sorted by topic (a dictionary, an encyclopaedia) hands the trainer one topic for millions of
+steps and the last topics it reads dominate the vectors; with two parts, every stretch of
+training mixes two distant regions. Chunks, cursors and the learning-rate schedule count
+positions in this reading order; where two consecutive pieces are not neighbours in the corpus,
+the windows stop as at a sentence end.
 """
 
 from __future__ import annotations
@@ -44,17 +45,18 @@ PAD_SENTENCE = -1
 PIECE_TOKENS = 4096  # tokens a stream contributes in turn (≫ any window: few pairs are lost)
 
 
-def reading_runs(n_tokens: int, streams: int, lo: int, hi: int,
+def reading_runs(n_tokens: int, parts: int, lo: int, hi: int,
                  piece: int = PIECE_TOKENS) -> list[tuple[int, int]]:
     """Physical [start, end) ranges of the corpus that positions lo..hi of the reading order
     cover, in order (adjacent ranges merged).
 
-    The corpus is cut into ``streams`` parts of m whole pieces each; position q·piece + o of
-    the reading order (q < streams·m) is offset o of piece q // streams of part q % streams.
-    What is left after streams·m pieces (less than ``streams`` pieces' worth) follows in order.
+    The corpus is cut into ``parts`` parts of m whole pieces each; position q·piece + o of the
+    reading order (q < parts·m) is offset o of piece q // parts of part q % parts. What is left
+    after parts·m pieces (less than ``parts`` pieces' worth) follows in order. With m = 1 that
+    is the corpus order: a corpus shorter than 2·parts pieces is read in order.
     """
-    per_part = n_tokens // streams // piece * piece if streams > 1 else 0
-    mixed = per_part * streams  # positions read interleaved; the rest is read in order
+    per_part = n_tokens // parts // piece * piece if parts > 1 else 0
+    mixed = per_part * parts  # positions read interleaved; the rest is read in order
     runs: list[tuple[int, int]] = []
     at = lo
     while at < hi:
@@ -62,7 +64,7 @@ def reading_runs(n_tokens: int, streams: int, lo: int, hi: int,
             start, end = at, hi
         else:
             q, off = divmod(at, piece)
-            part, index = q % streams, q // streams
+            part, index = q % parts, q // parts
             start = part * per_part + index * piece + off
             end = start + min(piece - off, hi - at, mixed - at)
         if runs and runs[-1][1] == start:
@@ -129,7 +131,7 @@ class BatchStream:
         epochs: int,
         chunk_tokens: int = 1 << 18,
         pad_to: int = 1,
-        streams: int = 1,
+        interleave: int = 1,
     ) -> None:
         # Batches carry `rows` centre slots: batch_size real centres, padded up to a multiple of
         # pad_to (the model's block size) and of group; padding slots have no contexts.
@@ -145,9 +147,9 @@ class BatchStream:
         self.seed = seed
         self.epochs = epochs
         self.chunk_tokens = chunk_tokens
-        if streams < 1:
-            raise ValueError(f"streams must be >= 1, got {streams}")
-        self.streams = streams
+        if interleave < 1:
+            raise ValueError(f"interleave must be >= 1, got {interleave}")
+        self.interleave = interleave
         self.n_tokens = len(ids)
         self.n_chunks = max(1, math.ceil(self.n_tokens / chunk_tokens))
 
@@ -155,16 +157,23 @@ class BatchStream:
     def chunk_batches(self, epoch: int, chunk: int) -> list[Batch]:
         """All batches of one chunk; a pure function of (seed, epoch, chunk)."""
         W, B, R = self.window, self.batch_size, self.rows
-        lo = chunk * self.chunk_tokens  # positions in the reading order (see ``streams``)
+        lo = chunk * self.chunk_tokens  # positions in the reading order (see ``interleave``)
         hi = min(self.n_tokens, lo + self.chunk_tokens)
-        runs = reading_runs(self.n_tokens, self.streams, lo, hi)
+        runs = reading_runs(self.n_tokens, self.interleave, lo, hi)
         if len(runs) == 1:
             tok = np.asarray(self.ids[runs[0][0] : runs[0][1]], dtype=np.int64)
         else:
             tok = np.concatenate([np.asarray(self.ids[start:end], dtype=np.int64)
                                   for start, end in runs])
-        for start, end in runs:
-            release_mapped(self.ids, start, end)
+        if len(runs) == 1:
+            release_mapped(self.ids, *runs[0])
+        else:
+            # a piece need not cover a whole page (16 KiB of ids; pages are up to 64 KiB), so
+            # each run's pages are handed back whole, shared ones too: a page of a piece not
+            # yet read is simply mapped back from the page cache when it is
+            pad = max(1, mmap.PAGESIZE // self.ids.itemsize)
+            for start, end in runs:
+                release_mapped(self.ids, max(0, start - pad), min(self.n_tokens, end + pad))
         if self.keep_prob is not None:
             u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
             kept = np.flatnonzero(u < self.keep_prob[tok])  # indices: faster than a bool mask

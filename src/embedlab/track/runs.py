@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from embedlab.config import MAX_INT, MUTABLE_ON_RESUME, TrainConfig, flatten
+from embedlab.config import MAX_INT, MUTABLE_ON_RESUME, TrainConfig, fill_legacy_keys, flatten
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text
 from embedlab.linreg import FIXED_ON_RESUME as LINREG_FIXED
@@ -209,6 +209,7 @@ def run_info(run: Path, root: Path) -> RunInfo:
         if isinstance(raw, dict) and raw.get("model") == LINREG:
             return _linreg_info(run, root, raw)
         _check_text_fields(raw)
+        fill_legacy_keys(raw)  # an older run shows what it trained with, as a resume reads it
         cfg = TrainConfig.from_dict(raw)
     # AttributeError: a field of the wrong type (best_metric 5) met a str method in the config's
     # checks; RecursionError: absurdly nested JSON

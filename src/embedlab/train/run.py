@@ -16,7 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from embedlab.config import TrainConfig, apply_preset, diff_for_resume, run_name
+from embedlab.config import (
+    TrainConfig,
+    apply_preset,
+    diff_for_resume,
+    fill_legacy_keys,
+    run_name,
+)
 from embedlab.errors import InputError
 
 CONFIG_FILE = "config.json"
@@ -63,20 +69,19 @@ def _check_parents(path: Path, flag: str) -> None:
 
 
 def stored_config(run_dir: Path) -> TrainConfig | None:
+    return _stored(run_dir)[0]
+
+
+def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
+    """The stored config, and the keys it lacked (written before they existed), which are read
+    with the value runs of that time had (:data:`embedlab.config.LEGACY_VALUES`)."""
     path = run_dir / CONFIG_FILE
     if not path.is_file():
-        return None
+        return None, set()
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        model = raw.get("model") if isinstance(raw, dict) else None
-        if isinstance(model, dict) and "init_scale" not in model:
-            # written before the key existed, when every run started at word2vec's scale
-            model["init_scale"] = 1.0
-        optim = raw.get("optim") if isinstance(raw, dict) else None
-        if isinstance(optim, dict) and "streams" not in optim:
-            # written before the key existed, when every run read its corpus in order
-            optim["streams"] = 1
-        return TrainConfig.from_dict(raw)
+        filled = fill_legacy_keys(raw)
+        return TrainConfig.from_dict(raw), filled
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another --run "
                          "or --restart to start over") from None
@@ -195,20 +200,25 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
     """Whether the run in ``candidate`` is the one ``cfg`` would resume (see resolve_config).
 
     What a run keeps unless a flag says otherwise is taken from it, as resolve_config does: its
-    engine (CBOW runs of earlier versions recorded torch, where auto now gives native), and on a
+    engine (CBOW runs of earlier versions recorded torch, where auto now gives native), on a
     prepared folder its --max-distinct (runs made before a new run took the folder's recorded
-    the default).
+    the default), and the value of an option its version did not have yet (--init-scale 1,
+    --interleave 1: see LEGACY_VALUES) — only for such runs: a run that recorded another value
+    than the default is another run.
     """
     from embedlab.data.corpus import SPECIAL_CORPORA, says_prepared
 
-    stored = stored_config(candidate) if candidate.is_dir() else None
+    stored, filled = _stored(candidate) if candidate.is_dir() else (None, set())
     if stored is None:
         return False
     if explicit.get("engine") is None:
         cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
-    if "streams" not in explicit.get("optim", {}):  # a run of an earlier version read in order
-        cfg = dataclasses.replace(cfg, optim=dataclasses.replace(
-            cfg.optim, streams=stored.optim.streams))
+    for key in filled:
+        section, name = key.split(".")
+        if name not in explicit.get(section, {}):
+            old = getattr(stored, section)
+            cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(
+                getattr(cfg, section), **{name: getattr(old, name)})})
     corpus = cfg.data.corpus
     if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA
             and says_prepared(Path(corpus) / "meta.json")):

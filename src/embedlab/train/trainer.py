@@ -319,7 +319,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     stream = BatchStream(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
                          batch_size=cfg.optim.batch_size, group=stepcfg.group,
                          noise_per_group=noise_per_group, seed=cfg.seed,
-                         epochs=cfg.optim.epochs, pad_to=pad_to, streams=cfg.optim.streams)
+                         epochs=cfg.optim.epochs, pad_to=pad_to, interleave=cfg.optim.interleave)
 
     # ---- state: fresh, resumed or warm-started ----
     state: dict[str, Any] = {}
