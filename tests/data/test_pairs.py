@@ -225,7 +225,8 @@ def _rss_file_kib() -> int:
 
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
-def test_a_memory_mapped_corpus_does_not_stay_resident(tmp_path: Path) -> None:
+@pytest.mark.parametrize("interleave", [1, 3])
+def test_a_memory_mapped_corpus_does_not_stay_resident(tmp_path: Path, interleave: int) -> None:
     n, vocab = 4_000_000, 1000  # 16 MB of ids
     ids = np.random.default_rng(5).integers(0, vocab, n, dtype=np.uint32)
     (tmp_path / "ids.u32").write_bytes(ids.tobytes())
@@ -235,7 +236,8 @@ def test_a_memory_mapped_corpus_does_not_stay_resident(tmp_path: Path) -> None:
     def stream(ids: np.ndarray) -> BatchStream:
         return BatchStream(ids, np.array([n]), keep_probabilities(counts, 1e-3),
                            NoiseDistribution(counts), window=2, batch_size=4096, group=32,
-                           noise_per_group=8, seed=1, epochs=1, chunk_tokens=1 << 19, pad_to=32)
+                           noise_per_group=8, seed=1, epochs=1, chunk_tokens=1 << 19, pad_to=32,
+                           interleave=interleave)
 
     in_memory = list(stream(ids).iterate(Cursor()))  # also warms the code paths
     before = _rss_file_kib()

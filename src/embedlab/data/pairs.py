@@ -42,7 +42,7 @@ from embedlab.data.noise import NoiseDistribution
 from embedlab.seeding import numpy_rng
 
 PAD_SENTENCE = -1
-PIECE_TOKENS = 4096  # tokens a stream contributes in turn (≫ any window: few pairs are lost)
+PIECE_TOKENS = 4096  # tokens a part contributes in turn (≫ any window: few pairs are lost)
 
 
 def reading_runs(n_tokens: int, parts: int, lo: int, hi: int,
@@ -162,12 +162,10 @@ class BatchStream:
         runs = reading_runs(self.n_tokens, self.interleave, lo, hi)
         if len(runs) == 1:
             tok = np.asarray(self.ids[runs[0][0] : runs[0][1]], dtype=np.int64)
+            release_mapped(self.ids, *runs[0])
         else:
             tok = np.concatenate([np.asarray(self.ids[start:end], dtype=np.int64)
                                   for start, end in runs])
-        if len(runs) == 1:
-            release_mapped(self.ids, *runs[0])
-        else:
             # a piece need not cover a whole page (16 KiB of ids; pages are up to 64 KiB), so
             # each run's pages are handed back whole, shared ones too: a page of a piece not
             # yet read is simply mapped back from the page cache when it is
