@@ -133,16 +133,22 @@ def test_max_steps_beyond_the_end_just_finishes(corpus: Path, reference: Path,
     assert result.finished and final_bytes(tmp_path / "r") == final_bytes(reference)
 
 
+def assert_cut_run_resumes_exactly(corpus: Path, tmp_path: Path, stop: int,
+                                   **over: Any) -> None:
+    """A run stopped at step ``stop`` and resumed ends bit-identical, with the same logged
+    losses, to one that ran through (in ``tmp_path / "whole"``)."""
+    run_train(make_cfg(corpus, **over), tmp_path / "whole")
+    run_train(make_cfg(corpus, **over, max_steps=stop), tmp_path / "cut")
+    result, message = run_train(make_cfg(corpus, **over), tmp_path / "cut")
+    assert result.finished and f"from ckpt-{stop:08d} (step {stop})" in message
+    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
+    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
+
+
 @pytest.mark.parametrize(("model", "loss"), [("cbow", "neg"), ("skipgram", "nce")])
 def test_other_models_resume_exactly(corpus: Path, tmp_path: Path, model: str,
                                      loss: str) -> None:
-    over: dict[str, Any] = {"model": {"model": model, "loss": loss}}
-    run_train(make_cfg(corpus, **over), tmp_path / "whole")
-    run_train(make_cfg(corpus, **over, max_steps=23), tmp_path / "cut")
-    result, message = run_train(make_cfg(corpus, **over), tmp_path / "cut")
-    assert result.finished and "from ckpt-00000023 (step 23)" in message
-    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
-    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
+    assert_cut_run_resumes_exactly(corpus, tmp_path, 23, model={"model": model, "loss": loss})
 
 
 def test_an_interleaved_reading_order_resumes_exactly(tmp_path: Path) -> None:
@@ -150,13 +156,7 @@ def test_an_interleaved_reading_order_resumes_exactly(tmp_path: Path) -> None:
     a run cut at a step and resumed ends bit-identical to one that ran through."""
     big = write_corpus(tmp_path / "big.txt", lines=2000)
     assert len(big.read_text().split()) > 4 * PIECE_TOKENS
-    over: dict[str, Any] = {"optim": {"batch_size": 128, "interleave": 2}}
-    run_train(make_cfg(big, **over), tmp_path / "whole")
-    run_train(make_cfg(big, **over, max_steps=37), tmp_path / "cut")
-    result, message = run_train(make_cfg(big, **over), tmp_path / "cut")
-    assert result.finished and "from ckpt-00000037 (step 37)" in message
-    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
-    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
+    assert_cut_run_resumes_exactly(big, tmp_path, 37, optim={"batch_size": 128, "interleave": 2})
     # the option reaches the batches: read in order, the same run trains other numbers
     run_train(make_cfg(big, optim={"batch_size": 128, "interleave": 1}), tmp_path / "ordered")
     assert final_bytes(tmp_path / "ordered") != final_bytes(tmp_path / "whole")
