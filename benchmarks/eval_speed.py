@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 from gensim.models import KeyedVectors
+from threadpoolctl import threadpool_info
 
 from embedlab.data.vocab import Vocab
 from embedlab.train.checkpoint import CheckpointManager
@@ -125,7 +126,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per system (median)")
     args = parser.parse_args()
     logging.getLogger("gensim").setLevel(logging.WARNING)
-    print(f"torch threads: {torch.get_num_threads()}; medians of {args.repeat}")
+    # embedlab scores with NumPy's BLAS (OpenBLAS: all cores unless OPENBLAS_NUM_THREADS says
+    # otherwise); torch is loaded only to write the checkpoint that bench_load reads.
+    blas = ", ".join(f"{lib['internal_api']} {lib['num_threads']}" for lib in threadpool_info()
+                     if lib["user_api"] == "blas")
+    print(f"BLAS threads: {blas}; medians of {args.repeat}")
     print(f"{'benchmark':40} {'embedlab s':>11} {'gensim s':>10}  note", flush=True)
     benches: list[Callable[[], list[tuple[str, float, float, str]]]] = []
     if args.questions.is_file():

@@ -32,7 +32,7 @@ import numpy as np
 from embedlab.errors import InputError
 from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, read_questions
 from embedlab.eval.neighbors import Metric, nearest, suggest
-from embedlab.eval.scoring import Method, analogy_scores, row_norms, unit_rows
+from embedlab.eval.scoring import Method, analogy_scores, row_norms, top_k, unit_rows
 from embedlab.eval.similarity import (
     DEFAULT_RESTRICT,
     PairSet,
@@ -150,9 +150,7 @@ class Vectors:
         k = min(k, len(self) - len(set(ids[:, 0].tolist())))
         if k <= 0:
             return []
-        values, idx = scores.topk(k)
-        pairs = zip(idx.tolist(), values.tolist(), strict=True)
-        return [(self.words[i], float(v)) for i, v in pairs]
+        return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
 
     # ---- evaluation ------------------------------------------------------------------------
     def evaluate_analogies(self, questions: PathLike | QuestionSet, restrict_vocab: int = 30_000,
@@ -311,7 +309,7 @@ def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
 
     name = _stored_name(ckpt, INPUT_EMBEDDINGS)
     tensors, state = load_checkpoint(ckpt, names=[name])
-    return tensors[name].detach().to("cpu").float().numpy(), state
+    return np.asarray(tensors[name], dtype=np.float32), state
 
 
 def _stored_name(ckpt: Path, original: str) -> str:

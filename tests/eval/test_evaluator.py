@@ -92,16 +92,33 @@ def test_reads_files_once_and_touches_nothing(planted: Planted) -> None:
                                    similarity=(str(planted.pairs),)))
     planted.questions.unlink()  # files are read at construction, not per call
     planted.pairs.unlink()
-    weights = torch.from_numpy(planted.matrix.copy())
-    before = weights.clone()
-    states = (torch.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
-    first = ev(planted.words, weights)  # a torch tensor straight from a model is accepted
+    weights = planted.matrix.copy()  # float32 and writeable, as the trainer's matrix
+    states = (np.random.get_state()[1].copy(), random.getstate())
+    first = ev(planted.words, weights)
     second = ev(planted.words, weights)
     assert first == second
+    assert np.array_equal(weights, planted.matrix) and weights.flags.writeable
+    assert np.array_equal(np.random.get_state()[1], states[0])
+    assert random.getstate() == states[1]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_any_float_dtype_is_scored_as_float32(planted: Planted, dtype: type) -> None:
+    ev = make_evaluator(EvalConfig(analogies=str(planted.questions),
+                                   similarity=(str(planted.pairs),)))
+    matrix = planted.matrix.astype(dtype)
+    assert ev(planted.words, matrix) == ev(planted.words, matrix.astype(np.float32))
+
+
+def test_a_torch_tensor_works_through_asarray(planted: Planted) -> None:
+    # A library user may still pass a CPU tensor: NumPy reads it through __array__, with no
+    # torch import on our side.
+    ev = make_evaluator(EvalConfig(analogies=str(planted.questions),
+                                   similarity=(str(planted.pairs),)))
+    weights = torch.from_numpy(planted.matrix.copy())
+    before = weights.clone()
+    assert ev(planted.words, weights) == ev(planted.words, planted.matrix)
     assert torch.equal(weights, before)
-    assert torch.equal(torch.get_rng_state(), states[0])
-    assert np.array_equal(np.random.get_state()[1], states[1])
-    assert random.getstate() == states[2]
 
 
 def test_no_files_gives_no_metrics(planted: Planted) -> None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from embedlab.config import EvalConfig
 from embedlab.errors import InputError
@@ -24,8 +24,10 @@ class Evaluator:
 
     Metric names: ``analogy`` (3CosAdd total accuracy in [0, 1], restricted to the
     ``cfg.restrict_vocab`` most frequent words) and ``similarity/<file stem>`` (Spearman).
-    A call only reads ``matrix`` (V×D, any float dtype; row i = ``words[i]``) and draws no
-    random numbers. :meth:`check` needs the vocabulary only: call it before training.
+    A call only reads ``matrix`` (a V×D NumPy array of any float dtype, or anything
+    ``np.asarray`` turns into one, such as a CPU torch tensor that does not require grad; row
+    i = ``words[i]``) and draws no random numbers. :meth:`check` needs the vocabulary only:
+    call it before training.
     """
 
     def __init__(self, questions: QuestionSet | None, pair_sets: Sequence[PairSet],
@@ -44,10 +46,9 @@ class Evaluator:
         for _, pairs in self._pairs:
             pair_ids(words, pairs)  # evaluate_similarity's default restriction, as in __call__
 
-    def __call__(self, words: Sequence[str], matrix: Any) -> dict[str, float]:
-        if hasattr(matrix, "detach"):  # a torch tensor straight from the model: read, never write
-            matrix = matrix.detach().cpu().numpy()
-        mat = np.asarray(matrix, dtype=np.float32)
+    def __call__(self, words: Sequence[str], matrix: npt.ArrayLike) -> dict[str, float]:
+        mat = np.asarray(matrix, dtype=np.float32).view()  # a float32 array is not copied
+        mat.flags.writeable = False  # so that the "only reads" promise is enforced, not hoped for
         norms = row_norms(mat)
         out: dict[str, float] = {}
         if self._questions is not None:

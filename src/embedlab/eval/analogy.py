@@ -12,7 +12,8 @@ Semantics (gensim's ``evaluate_word_analogies(restrict_vocab=N, case_insensitive
 * a question with any word outside those ``N`` is skipped and counted as ``skipped``;
 * the prediction is the best-scoring word among the first ``N``, excluding the three question
   words; like gensim we look at the top 5 of those and take the first that is not a case
-  variant of a question word (if all 5 are, the 5th counts);
+  variant of a question word (if all 5 are, the 5th counts). Equal scores rank the lower row
+  (the more frequent word) first; gensim leaves their order to an unstable sort;
 * accuracy = correct / answered (0 when nothing was answered); the total is over all sections.
 """
 
@@ -25,14 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from embedlab.errors import InputError
-from embedlab.eval.scoring import Method, cosmul, safe, unit_rows
+from embedlab.eval.scoring import Method, cosmul, safe, top_k, unit_rows
 from embedlab.fsutil import read_utf8
 
 _TOP = 5  # gensim inspects this many candidates per question
 _SCORE_BUDGET = 1 << 25  # floats per batch of scores (128 MiB): bounds memory for big vocabularies
+_MAX_BATCH = 1024  # questions per GEMM
+_BUFFERS: dict[Method, int] = {"3cosadd": 1, "3cosmul": 3}  # B×n score arrays per batch
 
 
 @dataclass(frozen=True)
@@ -174,49 +176,58 @@ def _solve(matrix: np.ndarray, norms: np.ndarray, ids: np.ndarray, group: np.nda
            method: Method) -> np.ndarray:
     """Correctness flags (Q) for in-vocabulary questions (Q×4 row ids, which are group ids).
 
-    Fast path: mask the question words *and all their case variants*, then argmax. That equals
-    gensim's "first of the top 5 that is not a variant" whenever fewer than 5 other variants
-    exist; the rare questions with more (or tiny vocabularies) take gensim's exact path.
+    Fast path: mask the question words *and all their case variants*, then argmax (on equal
+    scores the lowest row wins). That equals gensim's "first of the top 5 that is not a
+    variant" whenever fewer than 5 other variants exist; the rare questions with more (or tiny
+    vocabularies) take gensim's exact path.
     """
     variants = _variant_rows(group)
-    batch = max(1, min(1024, _SCORE_BUDGET // max(n, 1)))
-    group_t = torch.from_numpy(group)
+    batch = max(1, min(_MAX_BATCH, _SCORE_BUDGET // max(n, 1)))
     # Unit-normalised candidates, once: then one GEMM per batch yields cosines directly.
-    units = torch.from_numpy(matrix[:n] / safe(norms[:n])[:, None])
-    buf = torch.empty(min(batch, len(ids)), n)  # reused: fresh B×n tensors cost page faults
+    units = np.ascontiguousarray(matrix[:n] / safe(norms[:n])[:, None], dtype=np.float32)
+    # Reused across batches: fresh B×n arrays cost page faults (3CosMul needs three).
+    bufs = np.empty((_BUFFERS[method], min(batch, len(ids)), n), dtype=np.float32)
     out = np.zeros(len(ids), dtype=bool)
     for start in range(0, len(ids), batch):
         q = ids[start:start + batch]
-        qt = torch.from_numpy(q)
-        scores = _batch_scores(matrix, norms, units, q, method, buf[:len(q)])
-        scores.scatter_(1, qt[:, :3], float("-inf"))  # never answer with a question word
-        extra = [_extra_variants(row, variants) for row in q[:, :3].tolist()]
-        hard = np.array([len(e) >= _TOP or n - 3 < _TOP for e in extra], dtype=bool)
-        if hard.any():
-            h = torch.from_numpy(np.flatnonzero(hard))
-            values, cand = torch.topk(scores[h], min(_TOP, n), dim=1)
-            out[start + h.numpy()] = _pick(values, cand, group_t, qt[h]).numpy()
-        rows = [i for i, e in enumerate(extra) for _ in e]
-        if rows:
-            cols = [c for e in extra for c in e]
-            scores[torch.tensor(rows), torch.tensor(cols)] = float("-inf")
-        best = scores.argmax(dim=1)
-        easy = ~hard
-        out[start:start + len(q)][easy] = (group_t[best] == qt[:, 3]).numpy()[easy]
+        scores = _batch_scores(matrix, norms, units, q, method, bufs[:, :len(q)])
+        out[start:start + len(q)] = _judge(scores, q, group, variants)
     return out
 
 
-def _batch_scores(matrix: np.ndarray, norms: np.ndarray, units: torch.Tensor, q: np.ndarray,
-                  method: Method, out: torch.Tensor) -> torch.Tensor:
-    """B×n candidate scores for a batch of questions (rows of ``q``: a, b, c, ...)."""
-    ua, ub, uc = (torch.from_numpy(unit_rows(matrix, norms, q[:, j])) for j in range(3))
+def _judge(scores: np.ndarray, q: np.ndarray, group: np.ndarray,
+           variants: dict[int, list[int]]) -> np.ndarray:
+    """Correctness flags (B) of a batch's questions ``q`` (B×4) from their scores (B×n, which
+    this overwrites with the masks)."""
+    n = scores.shape[1]
+    scores[np.arange(len(q))[:, None], q[:, :3]] = -np.inf  # never answer with a question word
+    extra = [_extra_variants(row, variants) for row in q[:, :3].tolist()]
+    hard = np.array([len(e) >= _TOP or n - 3 < _TOP for e in extra], dtype=bool)
+    out = np.zeros(len(q), dtype=bool)
+    if hard.any():
+        top = scores[hard]
+        cand = np.stack([top_k(row, min(_TOP, n)) for row in top])
+        out[hard] = _pick(np.take_along_axis(top, cand, axis=1), cand, group, q[hard])
+    rows = [i for i, e in enumerate(extra) for _ in e]
+    if rows:
+        scores[rows, [c for e in extra for c in e]] = -np.inf
+    best = scores.argmax(axis=1)  # over all rows: selecting the easy ones first copies B×n
+    easy = ~hard
+    out[easy] = (group[best] == q[:, 3])[easy]
+    return out
+
+
+def _batch_scores(matrix: np.ndarray, norms: np.ndarray, units: np.ndarray, q: np.ndarray,
+                  method: Method, bufs: np.ndarray) -> np.ndarray:
+    """B×n candidate scores for a batch of questions (rows of ``q``: a, b, c, ...), written
+    into ``bufs`` (k×B×n float32, k = ``_BUFFERS[method]``)."""
+    ua, ub, uc = (unit_rows(matrix, norms, q[:, j]) for j in range(3))
     if method == "3cosadd":
         query = ub + uc - ua  # gensim: unit(mean of unit b, unit c, -unit a)
-        query /= query.norm(dim=1, keepdim=True).clamp_(min=1e-30)
-        return torch.mm(query, units.T, out=out)
-    cos_a = torch.mm(ua, units.T)
-    cos_b = torch.mm(ub, units.T)
-    return cosmul(cos_a, cos_b, torch.mm(uc, units.T, out=out))
+        query /= np.maximum(np.linalg.norm(query, axis=1, keepdims=True), np.float32(1e-30))
+        return np.matmul(query, units.T, out=bufs[0])
+    cos = [np.matmul(u, units.T, out=buf) for u, buf in zip((ua, ub, uc), bufs, strict=True)]
+    return cosmul(*cos)
 
 
 def _variant_rows(group: np.ndarray) -> dict[int, list[int]]:
@@ -237,18 +248,17 @@ def _extra_variants(question_rows: list[int], variants: dict[int, list[int]]) ->
     return sorted({r for g in own for r in variants.get(g, ()) if r not in own})
 
 
-def _pick(values: torch.Tensor, cand: torch.Tensor, group: torch.Tensor,
-          q: torch.Tensor) -> torch.Tensor:
-    """gensim's exact choice among the top candidates; returns B correctness flags."""
-    valid = values > float("-inf")  # fewer than _TOP candidates exist in tiny vocabularies
+def _pick(values: np.ndarray, cand: np.ndarray, group: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """gensim's exact choice among the top candidates (B×k, best first); returns B correctness
+    flags."""
+    valid = values > -np.inf  # fewer than _TOP candidates exist in tiny vocabularies
     cg = group[cand]  # B×k group ids of the candidates
-    variant = (cg[:, :, None] == q[:, None, :3]).any(dim=2)
+    variant = (cg[:, :, None] == q[:, None, :3]).any(axis=2)
     good = valid & ~variant
-    first_good = torch.where(good.any(dim=1), good.int().argmax(dim=1),
-                             valid.sum(dim=1) - 1)  # else the last candidate seen
-    has_any = valid.any(dim=1)
-    chosen = cg.gather(1, first_good.clamp(min=0)[:, None])[:, 0]
-    return has_any & (chosen == q[:, 3])
+    first_good = np.where(good.any(axis=1), good.argmax(axis=1),
+                          valid.sum(axis=1) - 1)  # else the last candidate seen
+    chosen = np.take_along_axis(cg, np.maximum(first_good, 0)[:, None], axis=1)[:, 0]
+    return valid.any(axis=1) & (chosen == q[:, 3])
 
 
 def _tally(questions: QuestionSet, known: np.ndarray, hit: np.ndarray, method: Method,

@@ -8,7 +8,7 @@ from typing import Literal
 
 import numpy as np
 
-from embedlab.eval.scoring import safe
+from embedlab.eval.scoring import safe, top_k
 
 Metric = Literal["cosine", "euclidean"]
 METRICS: tuple[Metric, ...] = ("cosine", "euclidean")
@@ -21,8 +21,8 @@ def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
     """The ``k`` rows closest to ``query`` (D), best first, as ``(row, score)``.
 
     cosine: score = cosine similarity (higher is closer). euclidean: score = L2 distance (lower
-    is closer). Rows in ``exclude`` (e.g. the query words) are never returned.
-    One query is a GEMV: numpy's is faster than torch's here (no thread-pool hand-off).
+    is closer). Rows in ``exclude`` (e.g. the query words) are never returned. Equal scores
+    come in row order (see :func:`~embedlab.eval.scoring.top_k`).
     """
     q = np.asarray(query, dtype=np.float32)
     dot = matrix @ q  # V
@@ -40,8 +40,7 @@ def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
     k = min(k, len(scores) - len(excluded))
     if k <= 0:
         return []
-    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-    top = top[np.argsort(-scores[top], kind="stable")]
+    top = top_k(scores, k)
     values = np.sqrt(-scores[top]) if metric == "euclidean" else scores[top]
     return [(int(i), float(v)) for i, v in zip(top.tolist(), values.tolist(), strict=True)]
 

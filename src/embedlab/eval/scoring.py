@@ -2,30 +2,21 @@
 
 All functions take the raw matrix (V×D float32) plus its row norms and never modify either.
 Rows with norm 0 are treated as having cosine 0 with everything (instead of NaN).
-Scores are computed with torch because its GEMM and ``topk`` use every core; arrays are
-wrapped, not copied.
+Scores are NumPy float32 arrays computed with NumPy's BLAS (its GEMM uses every core); no torch,
+so that evaluating inside the training process does not load it.
 """
 
 from __future__ import annotations
 
-import warnings
 from typing import Literal
 
 import numpy as np
-import torch
 
 Method = Literal["3cosadd", "3cosmul"]
 METHODS: tuple[Method, ...] = ("3cosadd", "3cosmul")
 
 # Levy & Goldberg (2014) add this to the 3CosMul denominator; gensim uses the same value.
 COSMUL_EPS = 1e-6
-
-
-def as_tensor(array: np.ndarray) -> torch.Tensor:
-    """A zero-copy tensor view. Read-only arrays are fine: callers never write through it."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(array)
 
 
 def row_norms(matrix: np.ndarray) -> np.ndarray:
@@ -44,16 +35,17 @@ def unit_rows(matrix: np.ndarray, norms: np.ndarray, ids: np.ndarray) -> np.ndar
 
 
 def cosine_to_all(matrix: np.ndarray, norms: np.ndarray, queries: np.ndarray,
-                  n: int | None = None) -> torch.Tensor:
-    """Cosine of each query row (B×D, any norm > 0) with the first ``n`` rows: a B×n tensor."""
+                  n: int | None = None) -> np.ndarray:
+    """Cosine of each query row (B×D, any norm > 0) with the first ``n`` rows: B×n float32."""
     n = matrix.shape[0] if n is None else n
-    q = queries / safe(row_norms(queries))[:, None]
-    scores = as_tensor(np.ascontiguousarray(q, dtype=np.float32)) @ as_tensor(matrix[:n]).T
-    return scores.div_(as_tensor(safe(norms[:n])))
+    q = np.ascontiguousarray(queries / safe(row_norms(queries))[:, None], dtype=np.float32)
+    scores = q @ matrix[:n].T  # a transposed view: BLAS reads it in place, no copy
+    scores /= safe(norms[:n])
+    return scores
 
 
 def analogy_scores(matrix: np.ndarray, norms: np.ndarray, a: np.ndarray, b: np.ndarray,
-                   c: np.ndarray, n: int, method: Method) -> torch.Tensor:
+                   c: np.ndarray, n: int, method: Method) -> np.ndarray:
     """Scores (B×n) of every candidate among the first ``n`` rows for "a is to b as c is to ?".
 
     3CosAdd: cos(x, u_b + u_c - u_a), as gensim's ``most_similar`` (scores are cosines).
@@ -66,11 +58,39 @@ def analogy_scores(matrix: np.ndarray, norms: np.ndarray, a: np.ndarray, b: np.n
         return cosine_to_all(matrix, norms, ub + uc - ua, n)
     if method != "3cosmul":
         raise ValueError(f"unknown analogy method {method!r}")
-    cos = cosine_to_all(matrix, norms, np.concatenate([ua, ub, uc]), n)
-    return cosmul(*cos.chunk(3))
+    cos_a, cos_b, cos_c = np.split(cosine_to_all(matrix, norms, np.concatenate([ua, ub, uc]), n), 3)
+    return cosmul(cos_a, cos_b, cos_c)
 
 
-def cosmul(cos_a: torch.Tensor, cos_b: torch.Tensor, cos_c: torch.Tensor) -> torch.Tensor:
-    """3CosMul from the three cosine tensors (modified in place)."""
-    sa, sb, sc = (t.add_(1.0).mul_(0.5) for t in (cos_a, cos_b, cos_c))
-    return sb.mul_(sc).div_(sa.add_(COSMUL_EPS))
+def cosmul(cos_a: np.ndarray, cos_b: np.ndarray, cos_c: np.ndarray) -> np.ndarray:
+    """3CosMul from the three float32 cosine arrays, computed in place (all three are
+    overwritten; the result is ``cos_b``'s memory), so a batch needs no further B×n buffer."""
+    for cos in (cos_a, cos_b, cos_c):
+        cos += 1.0
+        cos *= 0.5
+    cos_b *= cos_c
+    cos_a += COSMUL_EPS
+    cos_b /= cos_a
+    return cos_b
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest of ``scores`` (1-D, ``1 <= k <= len(scores)``), best first.
+
+    Deterministic order: by score descending, ties by index ascending -- also at the cut, where
+    the lowest tied indices are kept. NaN ranks as +inf, above every finite score (as with
+    ``torch.topk`` and ``np.argmax``); -inf (a masked entry) below every finite score.
+    O(n + k log k) via ``argpartition`` (plus the sort of the tied entries when a tie straddles
+    the cut), so asking for 10 of 3 million words does not sort them all.
+    """
+    key = -scores  # ascending key = descending score
+    if np.isnan(key.min()):  # rare (a diverged model), so detected by one cheap reduction
+        key[np.isnan(key)] = -np.inf
+    if k < len(key):
+        part = np.argpartition(key, k)  # the k smallest keys first, then the next smallest
+        cand = part[:k]
+        if key[part[k]] == key[cand].max():  # a tie straddles the cut: take all tied entries
+            cand = np.flatnonzero(key <= key[part[k]])
+    else:
+        cand = np.arange(len(key))
+    return cand[np.lexsort((cand, key[cand]))[:k]]
