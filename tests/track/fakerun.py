@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from embedlab.config import TrackConfig, TrainConfig
 from embedlab.track.runs import write_status
@@ -46,16 +45,17 @@ def fake_vocab(extra: int = 40) -> FakeVocab:
     return FakeVocab(tuple(words), counts)
 
 
-def embeddings_at(vocab: FakeVocab, step: int, total: int, dim: int = 16) -> torch.Tensor:
-    """Noise at step 0 that moves linearly towards one centre per planted cluster."""
-    g = torch.Generator().manual_seed(0)
-    noise = torch.randn(len(vocab), dim, generator=g)
-    target = noise.clone()
-    centres = torch.randn(len(CLUSTERS), dim, generator=g) * 3
+def embeddings_at(vocab: FakeVocab, step: int, total: int, dim: int = 16) -> np.ndarray:
+    """Noise at step 0 that moves linearly towards one centre per planted cluster (V×D float32,
+    C-contiguous, like the trainer's matrices)."""
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal((len(vocab), dim), dtype=np.float32)
+    target = noise.copy()
+    centres = rng.standard_normal((len(CLUSTERS), dim), dtype=np.float32) * 3
     for c, ws in enumerate(CLUSTERS.values()):
         for w in ws:
             target[vocab.words.index(w)] = centres[c] + 0.1 * noise[vocab.words.index(w)]
-    a = step / total
+    a = np.float32(step / total)
     return (1 - a) * noise + a * target
 
 
@@ -105,10 +105,16 @@ def add_old_experiment_summary(run: Path, step: int) -> None:
     """Append the ``_hparams_/experiment`` summary an embedlab before 2026-11-24 also wrote at
     the end of a run (TensorBoard took the first one for the whole logdir's HParams table)."""
     from tensorboard.compat.proto import event_pb2
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter
-    from torch.utils.tensorboard.summary import hparams as hparams_summary
 
-    exp, _, _ = hparams_summary({"optim.lr": 0.025}, {"final/loss": 0.6})
+    experiment = api_pb2.Experiment(
+        hparam_infos=[api_pb2.HParamInfo(name="optim.lr", type=api_pb2.DATA_TYPE_FLOAT64)],
+        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag="final/loss"))])
+    data = plugin_data_pb2.HParamsPluginData(experiment=experiment)
+    exp = Summary(value=[Summary.Value(tag=metadata.EXPERIMENT_TAG,
+                                       metadata=metadata.create_summary_metadata(data))])
     (events,) = sorted(run.glob("events.out.tfevents.*"))
     with events.open("ab") as f:
         RecordWriter(f).write(event_pb2.Event(step=step, summary=exp).SerializeToString())

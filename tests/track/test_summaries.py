@@ -5,24 +5,32 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from embedlab.track.summaries import (
     METRICS_FILE,
+    EventWriter,
     JsonlSink,
     default_probes,
+    event_files,
     float64_moments,
+    histogram_summary,
     hparam_values,
+    hparams_summaries,
     nearest_neighbours,
     neighbours_markdown,
     read_metrics,
+    scalar_summary,
+    text_summary,
     truncate_metrics,
 )
 
@@ -162,23 +170,34 @@ def test_neighbours_show_the_planted_clusters() -> None:
 def test_nearest_neighbours_are_cosine_neighbours_with_zero_rows() -> None:
     # computed without a normalised copy of the matrix: same result as normalising first,
     # and a zero row (a word never trained) is similarity 0 to everything, not NaN
-    w = torch.randn(300, 8, generator=torch.Generator().manual_seed(3))
+    w = np.random.default_rng(3).standard_normal((300, 8), dtype=np.float32)
     w[7] = 0.0
+    before = w.copy()
     ids = [0, 7, 42]
     got = nearest_neighbours(w, ids, k=5)
-    unit = torch.nn.functional.normalize(w, dim=1)
+    unit = w / np.maximum(np.linalg.norm(w, axis=1, keepdims=True), 1e-12)
     sims = unit[ids] @ unit.T
     for row, i in enumerate(ids):
         sims[row, i] = -math.inf
-        want = torch.topk(sims[row], 5)
-        assert [j for j, _ in got[row]] == want.indices.tolist() or i == 7
-        assert [s for _, s in got[row]] == pytest.approx(want.values.tolist(), abs=1e-6)
+        want = np.argsort(-sims[row], kind="stable")[:5]
+        assert [j for j, _ in got[row]] == want.tolist() or i == 7
+        assert [s for _, s in got[row]] == pytest.approx(sims[row, want].tolist(), abs=1e-6)
     assert all(math.isfinite(s) for row in got for _, s in row)
+    assert [s for _, s in got[1]] == [0.0] * 5
+    np.testing.assert_array_equal(w, before)  # the trainer's matrix is only read
+
+
+def test_nearest_neighbours_of_a_tiny_vocabulary() -> None:
+    w = np.eye(3, dtype=np.float32)
+    assert [[j for j, _ in row] for row in nearest_neighbours(w, [0, 2], k=8)] == [[1, 2],
+                                                                                  [0, 1]]
+    assert nearest_neighbours(w, [0], k=0) == [[]]
 
 
 def test_neighbours_without_known_probe_words() -> None:
     vocab = fake_vocab()
-    assert "no probe words" in neighbours_markdown(vocab.words, torch.zeros(len(vocab), 4),
+    assert "no probe words" in neighbours_markdown(vocab.words,
+                                                   np.zeros((len(vocab), 4), np.float32),
                                                    ["zebra"])
 
 
@@ -199,12 +218,10 @@ def test_hparam_values_flattens_to_plain_types() -> None:
 def test_hparams_of_a_path_that_is_not_utf8_can_be_written() -> None:
     # a --corpus folder named with the byte 0xfe: the hparams summary raised UnicodeEncodeError
     # in the final summaries, after the run had trained
-    from torch.utils.tensorboard.summary import hparams as hparams_summary
-
     corpus = os.fsdecode(b"/data/d\xfe")
     out = hparam_values({"data": {"corpus": corpus}, "dim": 8})
     assert out == {"data.corpus": "/data/d\\xfe", "dim": 8}
-    for summary in hparams_summary(out, {"final/loss": 1.0}):
+    for summary in hparams_summaries(out):
         summary.SerializeToString()
 
 
@@ -256,9 +273,9 @@ def test_tracker_counts_its_own_time(tmp_path: Path) -> None:
 @given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=0, max_size=300), st.integers(1, 64))
 def test_float64_moments_are_exact_sums_of_the_float32_values(values: list[float],
                                                               chunk: int) -> None:
-    t = torch.tensor(values, dtype=torch.float32)
-    total, squares = float64_moments(t, chunk=chunk)
-    exact = [float(v) for v in t]  # float32 values, summed exactly in Python floats
+    a = np.array(values, dtype=np.float32)
+    total, squares = float64_moments(a, chunk=chunk)
+    exact = [float(v) for v in a]  # float32 values, summed exactly in Python floats
     assert total == pytest.approx(math.fsum(exact), rel=1e-12, abs=1e-9)
     assert squares == pytest.approx(math.fsum(v * v for v in exact), rel=1e-12, abs=1e-9)
 
@@ -411,3 +428,126 @@ def test_an_older_runs_experiment_summary_is_removed(tmp_path: Path) -> None:
     after = _summary_events(run)
     assert after == [e for e in before if e[1] != "_hparams_/experiment"]
     assert drop_experiment_summaries(run) is False  # nothing left to do: no rewrite
+
+
+# ---- no torch: what the summaries write, compared with torch.utils.tensorboard's --------------
+
+
+def test_the_tracker_and_plots_never_import_torch(tmp_path: Path) -> None:
+    # `import torch` alone is ~270 MiB of the training process's resident memory; the tracker
+    # writes every kind of summary here, so a lazy import inside a method fails this too
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+import embedlab.track.plots, embedlab.track.summaries
+from fakerun import make_config, simulate
+run = Path({str(tmp_path / "run")!r})
+simulate(run, steps=20, ckpt_every=10, cfg=make_config(projector_each_checkpoint=True))
+simulate(run, steps=30, ckpt_every=10, start=10)
+assert "torch" not in sys.modules, [m for m in sys.modules if m.startswith("torch")][:5]
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert load_events(tmp_path / "run").Tags()["histograms"]
+
+
+def _events(path: Path) -> list[Any]:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    events = list(EventFileLoader(str(path)).Load())
+    for event in events:
+        event.wall_time = 0
+    return events
+
+
+def test_purge_step_events_are_summary_writers(tmp_path: Path) -> None:
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    writer = EventWriter(ours, purge_step=21)
+    writer.add_summary(21, scalar_summary("train/loss", 0.5))
+    writer.close()
+    reference = torch_tb.SummaryWriter(str(theirs), purge_step=21)
+    reference.add_scalar("train/loss", 0.5, global_step=21)
+    reference.close()
+    (path,) = event_files(ours)  # in the folder itself, named like SummaryWriter's
+    (expected,) = event_files(theirs)
+    assert path.name.split(".")[:3] == ["events", "out", "tfevents"]
+    got = _events(path)
+    assert got == _events(expected)
+    assert [(e.step, e.WhichOneof("what")) for e in got] == [
+        (0, "file_version"), (21, "file_version"), (21, "session_log"), (21, "summary")]
+
+
+def test_scalar_text_and_hparams_summaries_are_torchs_bytes() -> None:
+    ts = pytest.importorskip("torch.utils.tensorboard.summary")
+    assert scalar_summary("train/lr", 0.025) == ts.scalar("train/lr", 0.025)
+    text = "| word | nearest |\n|---|---|\n| **king** | queen (0.91) — é |"
+    assert text_summary("neighbours", text).SerializeToString() == \
+        ts.text("neighbours", text).SerializeToString()
+    values = hparam_values({**make_config().to_dict(), "flag": True, "missing": None})
+    _, start, end = ts.hparams(values, {"final/loss": 1.0})
+    assert [_hparams_content(s) for s in hparams_summaries(values)] == \
+        [_hparams_content(start), _hparams_content(end)]
+
+
+def _hparams_content(summary: Any) -> tuple[str, Any, Any]:
+    """Tag, metadata and parsed plugin data: the bytes of a map's entries come in no set order."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    (value,) = summary.value
+    content = value.metadata.plugin_data.content
+    value.metadata.plugin_data.content = b""
+    return value.tag, value.metadata, plugin_data_pb2.HParamsPluginData.FromString(content)
+
+
+def test_histogram_has_torchs_layout_and_buckets() -> None:
+    torch = pytest.importorskip("torch")
+    ts = pytest.importorskip("torch.utils.tensorboard.summary")
+    w = np.random.default_rng(5).standard_normal((3000, 16), dtype=np.float32)
+    (got,) = histogram_summary("embeddings/input", w).value
+    t = torch.from_numpy(w).reshape(-1)
+    lo, hi = float(t.min()), float(t.max())
+    total, squares = float64_moments(w)
+    (want,) = ts.histogram_raw("embeddings/input", lo, hi, t.numel(), total, squares,
+                               torch.linspace(lo, hi, 61)[1:].tolist(),
+                               torch.histc(t, bins=60, min=lo, max=hi).tolist()).value
+    assert got.tag == want.tag
+    g, h = got.histo, want.histo
+    assert (g.min, g.max, g.num, g.sum, g.sum_squares) == (h.min, h.max, h.num, h.sum,
+                                                           h.sum_squares)
+    assert len(g.bucket) == len(h.bucket) == 60 and sum(g.bucket) == g.num
+    assert g.bucket_limit[-1] == pytest.approx(hi, rel=1e-6)
+    np.testing.assert_allclose(g.bucket_limit, h.bucket_limit, rtol=1e-6, atol=1e-6)
+    # values at a bucket edge may land on either side of it, float32 rounding apart
+    assert np.abs(np.subtract(g.bucket, h.bucket)).max() <= 1
+
+
+@pytest.mark.parametrize("value", [0.0, -3.5, 100.0])
+def test_histogram_of_one_value_everywhere(value: float) -> None:
+    # an untouched matrix (output embeddings start at zero) has max == min
+    w = np.full((50, 4), value, dtype=np.float32)
+    (got,) = histogram_summary("embeddings/output", w).value
+    h = got.histo
+    assert (h.min, h.num, h.sum) == (value, 200, 200 * value)
+    assert h.max > h.min and sum(h.bucket) == 200 and max(h.bucket) == 200
+    assert list(h.bucket_limit) == sorted(h.bucket_limit)
+
+
+def test_summaries_use_one_blas_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenBLAS's threads fought the training kernel's OpenMP threads for the cores: a 2 ms PCA
+    # took up to seconds (see summaries.one_blas_thread)
+    from threadpoolctl import threadpool_info
+
+    from embedlab.track import plots
+
+    seen: list[int] = []
+    real = plots.project_2d
+
+    def recording(x: np.ndarray, method: plots.Method) -> np.ndarray:
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return real(x, method)
+
+    monkeypatch.setattr(plots, "project_2d", recording)
+    simulate(tmp_path / "run", steps=10, ckpt_every=10)
+    assert seen and set(seen) == {1}

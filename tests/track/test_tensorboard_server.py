@@ -47,7 +47,7 @@ PROJECTOR_WORDS = 300  # --projector-words in tbserver.TINY_FLAGS
 DIM = 16
 HISTOGRAM_TAGS = {"embeddings/input", "embeddings/output", "embeddings/input_norm",
                   "embeddings/output_norm"}
-TEXT_TAG = "neighbours/text_summary"  # torch's add_text appends "/text_summary"
+TEXT_TAG = "neighbours/text_summary"  # torch's add_text appended "/text_summary"; kept
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ def test_projector_serves_the_final_input_embeddings(served: Served) -> None:
         served_w = np.frombuffer(raw, dtype=np.float32).reshape(PROJECTOR_WORDS, DIM)
         tensors, _ = load_checkpoint(find_checkpoint(run))
         np.testing.assert_array_equal(served_w,
-                                      tensors["input_embeddings"][:PROJECTOR_WORDS].numpy())
+                                      np.asarray(tensors["input_embeddings"][:PROJECTOR_WORDS]))
 
 
 def _session_groups(served: Served) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-import torch
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -47,12 +46,12 @@ def project_2d(x: np.ndarray, method: Method, *, seed: int = 0) -> np.ndarray:
 
 
 def _pca_2d(x: np.ndarray) -> np.ndarray:
-    # Exact PCA by SVD of the centred matrix. torch rather than numpy or scikit-learn: inside the
-    # training process numpy's BLAS threads fight torch's for the cores (measured: 2.7 s instead
-    # of 0.01 s for 300×100), and scikit-learn's import alone takes seconds.
-    t = torch.from_numpy(x)
-    u, s, _vh = torch.linalg.svd(t - t.mean(dim=0), full_matrices=False)
-    pts = (u[:, :2] * s[:2]).numpy()
+    # Exact PCA by SVD of the centred matrix; scikit-learn's import alone takes seconds. In the
+    # training process the tracker calls this with numpy's BLAS on one thread: OpenBLAS's
+    # threads fought the native kernel's OpenMP threads for the cores (summaries.one_blas_thread).
+    centred = x - x.mean(axis=0)
+    u, s, _vh = np.linalg.svd(centred, full_matrices=False)
+    pts = u[:, :2] * s[:2]
     # fix each axis' sign (largest |coordinate| positive) so pictures do not flip between steps
     signs = np.sign(pts[np.abs(pts).argmax(axis=0), range(pts.shape[1])])
     pts = pts * np.where(signs == 0, 1, signs)

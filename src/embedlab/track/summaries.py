@@ -29,17 +29,17 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import torch
 
 from embedlab.config import TrainConfig, flatten
 from embedlab.fsutil import atomic_open, atomic_write_text
 
 if TYPE_CHECKING:
-    from torch.utils.tensorboard import SummaryWriter
+    from tensorboard.compat.proto.summary_pb2 import Summary
 
 METRICS_FILE = "metrics.jsonl"
 PROJECTOR_CONFIG = "projector_config.pbtxt"
@@ -68,9 +68,9 @@ class Sink(Protocol):
 
     def log_scalars(self, step: int, values: Mapping[str, float]) -> None: ...
 
-    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None: ...
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None: ...
 
-    def log_final(self, step: int, w_in: torch.Tensor, hparams: Mapping[str, Any],
+    def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],
                   metrics: Mapping[str, float]) -> None: ...
 
     def close(self) -> None: ...
@@ -131,10 +131,10 @@ class JsonlSink:
         self._f.write(json.dumps(row) + "\n")
         self._f.flush()
 
-    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None:
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
         return None
 
-    def log_final(self, step: int, w_in: torch.Tensor, hparams: Mapping[str, Any],
+    def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],
                   metrics: Mapping[str, float]) -> None:
         if metrics:
             self.log_scalars(step, {final_metric_tag(k): v for k, v in metrics.items()})
@@ -166,23 +166,38 @@ def default_probes(words: Sequence[str], unk: str | None, n: int = DEFAULT_PROBE
     return picks
 
 
-def nearest_neighbours(w: torch.Tensor, ids: Sequence[int],
+def nearest_neighbours(w: np.ndarray, ids: Sequence[int],
                        k: int) -> list[list[tuple[int, float]]]:
-    """Top-``k`` cosine neighbours (excluding the word itself) for each row id in ``ids``."""
-    w = w.float()
+    """Top-``k`` cosine neighbours (excluding the word itself) for each row id in ``ids``,
+    most similar first."""
+    w = np.asarray(w, dtype=np.float32)  # no copy for the trainer's float32 matrices
+    rows = np.asarray(ids, dtype=np.int64)
     # Divided by the norms afterwards rather than multiplying unit vectors: normalising the whole
     # matrix first made a V×D copy (17 MiB for gcide8), at the final checkpoint, the run's peak.
-    norms = w.norm(dim=1).clamp_min(1e-12)  # the floor of torch's normalize: zero rows stay 0
-    rows = list(ids)
+    norms = np.maximum(row_norms(w), 1e-12)  # a zero row (never trained) stays 0, not NaN
     sims = (w[rows] @ w.T) / norms  # (P, V)
-    sims /= norms[rows].unsqueeze(1)
-    sims[torch.arange(len(ids)), torch.tensor(list(ids))] = -math.inf
-    top = torch.topk(sims, k=min(k, w.shape[0] - 1), dim=1)
-    return [[(int(i), float(s)) for i, s in zip(ti, ts, strict=True)]
-            for ti, ts in zip(top.indices, top.values, strict=True)]
+    sims /= norms[rows, None]
+    sims[np.arange(len(rows)), rows] = -np.inf
+    top = _top_k(sims, min(k, w.shape[0] - 1))
+    return [[(int(i), float(sims[r, i])) for i in row] for r, row in enumerate(top)]
 
 
-def neighbours_markdown(words: Sequence[str], w: torch.Tensor, probes: Sequence[str],
+def _top_k(sims: np.ndarray, k: int) -> np.ndarray:
+    """Column ids of each row's ``k`` largest values, largest first (equal ones by id)."""
+    if k <= 0:
+        return np.zeros((sims.shape[0], 0), dtype=np.int64)
+    # a partial selection first: sorting all V similarities of each row would be O(V log V)
+    top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    order = np.lexsort((top, -np.take_along_axis(sims, top, axis=1)), axis=1)
+    return np.take_along_axis(top, order, axis=1)
+
+
+def row_norms(w: np.ndarray) -> np.ndarray:
+    """Euclidean norm of each row, without the V×D temporary of ``np.linalg.norm(w, axis=1)``."""
+    return np.sqrt(np.einsum("ij,ij->i", w, w))
+
+
+def neighbours_markdown(words: Sequence[str], w: np.ndarray, probes: Sequence[str],
                         k: int = NEIGHBOURS) -> str:
     """A markdown table: one row per probe word, its neighbours with cosine similarity."""
     index = {word: i for i, word in enumerate(words)}
@@ -310,13 +325,47 @@ def drop_experiment_summaries(run_dir: Path) -> bool:
     return changed
 
 
+class EventWriter:
+    """The run's own event file, ``RUN/events.out.tfevents.*``, written by tensorboard's
+    ``EventFileWriter`` the way torch's ``SummaryWriter`` wrote it: the same file name, a queue
+    of 10 events and a background flush every 120 s (else only at :meth:`flush`)."""
+
+    def __init__(self, run_dir: Path, purge_step: int | None) -> None:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._file = EventFileWriter(str(run_dir), max_queue_size=10, flush_secs=120)
+        if purge_step is not None:
+            self._purge_from(purge_step)
+
+    def _purge_from(self, step: int) -> None:
+        # SummaryWriter(purge_step=S)'s two events: TensorBoard's event accumulator, reading a
+        # version-2 file, drops everything it read before with step >= S at the session start.
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+        self._add(Event(step=step, file_version="brain.Event:2"))
+        self._add(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+
+    def add_summary(self, step: int, summary: Summary) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        self._add(Event(step=step, summary=summary))
+
+    def _add(self, event: Any) -> None:
+        event.wall_time = time.time()
+        self._file.add_event(event)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class TensorBoardSink:
     """Scalars, histograms, text, images, projector and hparams in the run's own event stream."""
 
     def __init__(self, run_dir: Path, cfg: TrainConfig, vocab: VocabLike,
                  resume_step: int | None) -> None:
-        from torch.utils.tensorboard import SummaryWriter  # heavy import: only when enabled
-
         self._run_dir = run_dir
         self._cfg = cfg
         self._words = tuple(vocab.words)
@@ -331,84 +380,66 @@ class TensorBoardSink:
         self._projector = trim_projector(run_dir, resume_step or 0)
         self._projector_steps = {_projector_step(e.tensor_path)
                                  for e in self._projector.embeddings}
-        self._w: SummaryWriter = SummaryWriter(str(run_dir), purge_step=purge)
+        self._w = EventWriter(run_dir, purge)
 
     def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
         for tag, v in values.items():
-            self._w.add_scalar(tag, float(v), global_step=step)
+            self._w.add_summary(step, scalar_summary(tag, v))
 
-    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None:
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
+        with one_blas_thread():
+            self._checkpoint_summaries(step, w_in, w_out)
+        self._w.flush()
+
+    def _checkpoint_summaries(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
         for name, w in (("input", w_in), ("output", w_out)):
-            w = w.detach().float().cpu()
-            self._histogram(f"embeddings/{name}", w.reshape(-1), step)
-            self._histogram(f"embeddings/{name}_norm", w.norm(dim=1), step)
-        w_in = w_in.detach().float().cpu()
+            self._w.add_summary(step, histogram_summary(f"embeddings/{name}", w))
+            self._w.add_summary(step, histogram_summary(f"embeddings/{name}_norm", row_norms(w)))
         if self._probes:
             text = neighbours_markdown(self._words, w_in, self._probes)
-            self._w.add_text("neighbours", text, global_step=step)
+            self._w.add_summary(step, text_summary("neighbours", text))
         self._log_pca(step, w_in)
         if self._cfg.track.projector_each_checkpoint:
             self._log_projector(step, w_in)
-        self._w.flush()
 
-    def log_final(self, step: int, w_in: torch.Tensor, hparams: Mapping[str, Any],
+    def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],
                   metrics: Mapping[str, float]) -> None:
-        from torch.utils.tensorboard.summary import hparams as hparams_summary
-
-        self._log_projector(step, w_in.detach().float().cpu())
-        tags = {final_metric_tag(k): float(v) for k, v in metrics.items()}
-        for tag, v in tags.items():
-            self._w.add_scalar(tag, v, global_step=step)
-        # Not add_hparams(): it writes into a new sub-folder, which TensorBoard shows as a second
-        # run. Writing the session summaries into our own file keeps one run per run. Not the
-        # experiment summary either: TensorBoard takes the first one it finds as the whole
-        # logdir's, so the other runs' metrics and differing hyperparameters went missing from
-        # the table; without one it builds the table from every run's session.
-        _, ssi, sei = hparams_summary(hparam_values(hparams), tags)
-        fw = self._w._get_file_writer()
-        for summary in (ssi, sei):
-            fw.add_summary(summary, global_step=step)
+        self._log_projector(step, w_in)  # no BLAS: only formatting and files
+        self.log_scalars(step, {final_metric_tag(k): v for k, v in metrics.items()})
+        # The session summaries in our own file, not in a sub-folder (add_hparams' way, which
+        # TensorBoard shows as a second run). Not the experiment summary either: TensorBoard
+        # takes the first one it finds as the whole logdir's, so the other runs' metrics and
+        # differing hyperparameters went missing from the table; without one it builds the
+        # table from every run's session, its metrics being the runs' scalars.
+        for summary in hparams_summaries(hparam_values(hparams)):
+            self._w.add_summary(step, summary)
         self._w.flush()
 
     def close(self) -> None:
         self._w.close()
 
-    def _histogram(self, tag: str, values: torch.Tensor, step: int) -> None:
-        # Bucketed with torch.histc: add_histogram's numpy path takes ~1 s on 7M values (text8's
-        # 71k×100), which alone would exceed the overhead budget at checkpoint cadence.
-        lo, hi = float(values.min()), float(values.max())
-        if hi <= lo:
-            hi = lo + 1e-6
-        counts = torch.histc(values, bins=HIST_BINS, min=lo, max=hi)
-        limits = torch.linspace(lo, hi, HIST_BINS + 1)[1:]
-        total, squares = float64_moments(values)
-        self._w.add_histogram_raw(tag, min=lo, max=hi, num=values.numel(), sum=total,
-                                  sum_squares=squares, bucket_limits=limits.tolist(),
-                                  bucket_counts=counts.tolist(), global_step=step)
-
-    def _log_pca(self, step: int, w_in: torch.Tensor) -> None:
+    def _log_pca(self, step: int, w_in: np.ndarray) -> None:
         from embedlab.track.plots import plot_words, project_2d, top_word_ids
 
         ids = top_word_ids(self._words, self._unk, PCA_WORDS)
         if len(ids) < 3:
             return
-        points = project_2d(w_in[ids].numpy(), "pca")
+        points = project_2d(w_in[ids], "pca")
         fig = plot_words([self._words[i] for i in ids], points,
                          title=f"PCA of the {len(ids)} most frequent words, step {step}")
-        # Not add_figure(): it turns the RGBA pixels into float32 copies before encoding them
-        # (measured: +45 MiB peak RSS for this 1200×1200 figure, the run's peak). matplotlib
-        # writes the PNG itself, a few MiB.
-        self._w._get_file_writer().add_summary(png_summary("embeddings/pca", fig),
-                                                global_step=step)
+        # The PNG straight from matplotlib, a few MiB: torch's add_figure() turned the RGBA
+        # pixels into float32 copies first (measured: +45 MiB peak RSS for this 1200×1200
+        # figure, the run's peak).
+        self._w.add_summary(step, png_summary("embeddings/pca", fig))
 
-    def _log_projector(self, step: int, w_in: torch.Tensor) -> None:
+    def _log_projector(self, step: int, w_in: np.ndarray) -> None:
         if step in self._projector_steps:
             return  # the per-checkpoint projector already holds this step
         n = min(self._cfg.track.projector_words, w_in.shape[0])
-        # Written here, not by SummaryWriter.add_embedding: that one writes the config before it
-        # is done with the tensors, in place (a kill leaves it naming a half-written file or
-        # torn), and the values one `str(x.item())` at a time (0.2 s for 2000×100, at every
-        # run's end). Same layout and file formats as add_embedding's.
+        # Written here, in the layout and file formats of torch's SummaryWriter.add_embedding,
+        # which wrote the config before it was done with the tensors, in place (a kill left it
+        # naming a half-written file, or torn), and the values one `str(x.item())` at a time
+        # (0.2 s for 2000×100, at every run's end).
         subdir = f"{step:05d}/{PROJECTOR_TAG}"
         folder = self._run_dir / subdir
         folder.mkdir(parents=True, exist_ok=True)
@@ -416,7 +447,7 @@ class TensorBoardSink:
         atomic_write_text(folder / "metadata.tsv", "\n".join(["word\tcount", *rows]) + "\n")
         with atomic_open(folder / "tensors.tsv") as f:
             # 9 significant digits: exact for float32
-            np.savetxt(f, w_in[:n].numpy(), fmt="%.9g", delimiter="\t")
+            np.savetxt(f, w_in[:n], fmt="%.9g", delimiter="\t")
         info = self._projector.embeddings.add()
         info.tensor_name = f"{PROJECTOR_TAG}:{step:05d}"
         info.tensor_path = f"{subdir}/tensors.tsv"
@@ -425,23 +456,110 @@ class TensorBoardSink:
         self._projector_steps.add(step)
 
 
-def float64_moments(values: torch.Tensor, chunk: int = 1 << 16) -> tuple[float, float]:
-    """Sum and sum of squares of a float32 tensor, accumulated in float64.
+def one_blas_thread() -> AbstractContextManager[object]:
+    """numpy's BLAS (OpenBLAS) on one thread while summaries are computed.
+
+    They run between training steps, right after the native kernel's OpenMP threads. With
+    OpenBLAS's own threads on the same cores, the PCA of 200×100 (median 2 ms) took up to
+    0.26 s after a BLAS call and an OpenMP region (15 of 300 tries over 20 ms; 2 cores,
+    GOMP_SPINCOUNT=2000), and up to 1.9 s beside a thread running OpenMP regions; on one BLAS
+    thread, the same median and at most 45 ms. The products here are small (PCA 200×100,
+    probes 8×D·D×V): one thread loses nothing.
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+# ---- summaries (protos as torch.utils.tensorboard wrote them, so old and new runs read alike) --
+
+
+def scalar_summary(tag: str, value: float) -> Summary:
+    """A scalar in the ``simple_value`` field, as ``SummaryWriter.add_scalar`` wrote it."""
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    return Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
+
+
+def histogram_summary(tag: str, values: np.ndarray) -> Summary:
+    """A histogram of ``values`` (any shape): ``HIST_BINS`` equal buckets from min to max, each
+    bucket's limit its upper edge, sums in float64 (``add_histogram_raw``'s layout)."""
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+
+    flat = values.reshape(-1)
+    lo, hi = float(flat.min()), float(flat.max())
+    if hi > lo:
+        # numpy's equal-width path bins block by block (64k values): no copy of the matrix.
+        # Not TensorBoard's default ~1,500 exponential buckets: torch's add_histogram took ~1 s
+        # on 7M values (text8's 71k×100) with them, alone more than the overhead budget.
+        counts, edges = np.histogram(flat, bins=HIST_BINS, range=(lo, hi))
+    else:  # one value everywhere (an untouched matrix): all of it in the first bucket
+        hi = lo + 1e-6  # np.histogram cannot split so narrow a float32 range away from 0
+        counts = np.zeros(HIST_BINS, dtype=np.int64)
+        counts[0] = flat.size
+        edges = np.linspace(lo, hi, HIST_BINS + 1)
+    total, squares = float64_moments(flat)
+    histo = HistogramProto(min=lo, max=hi, num=flat.size, sum=total, sum_squares=squares,
+                           bucket_limit=edges[1:].tolist(), bucket=counts.tolist())
+    return Summary(value=[Summary.Value(tag=tag, histo=histo)])
+
+
+def text_summary(tag: str, text: str) -> Summary:
+    """Markdown text under ``<tag>/text_summary``: torch's add_text appended the suffix, and
+    the runs it wrote show their text under that tag."""
+    from tensorboard.plugins.text.summary_v2 import text_pb
+
+    return text_pb(f"{tag}/text_summary", [text])
+
+
+def hparams_summaries(values: Mapping[str, bool | int | float | str]) -> tuple[Summary, Summary]:
+    """The hparams plugin's session start (``values``) and end (success) summaries.
+
+    As torch's ``summary.hparams`` built them (tensorboard's own ``hparams.summary`` needs
+    TensorFlow): numbers and booleans as ``number_value`` (a boolean shows as 1 or 0), the rest
+    as ``string_value``.
+    """
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
+    start = plugin_data_pb2.SessionStartInfo()
+    for name, value in values.items():
+        if isinstance(value, str):
+            start.hparams[name].string_value = value
+        else:
+            start.hparams[name].number_value = value
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS)
+    return (_hparams_summary(metadata.SESSION_START_INFO_TAG,
+                             plugin_data_pb2.HParamsPluginData(session_start_info=start)),
+            _hparams_summary(metadata.SESSION_END_INFO_TAG,
+                             plugin_data_pb2.HParamsPluginData(session_end_info=end)))
+
+
+def _hparams_summary(tag: str, data: Any) -> Summary:
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.plugins.hparams import metadata
+
+    return Summary(value=[Summary.Value(tag=tag, metadata=metadata.create_summary_metadata(data))])
+
+
+def float64_moments(values: np.ndarray, chunk: int = 1 << 16) -> tuple[float, float]:
+    """Sum and sum of squares of a float32 array, accumulated in float64.
 
     Chunk by chunk: a float64 copy of a whole embedding matrix (and of its square) would add
-    twice its size again to the run's peak memory (measured: +68 MiB at gcide8's 43k×100).
-    Small chunks (512 KiB as float64): with 8 MiB ones glibc served each copy from the heap top
-    after the first, and the heap kept growing, +40 MiB at the final checkpoint; now +3 MiB.
+    twice its size again to the run's peak memory (measured: +66 MiB at gcide8's 43k×100).
+    Small chunks (512 KiB as float64): +2 MiB; 8 MiB ones, +17 MiB (two alive at once), and in
+    the torch version glibc served them from the heap top, which kept growing (+40 MiB at the
+    final checkpoint).
     """
+    flat = values.reshape(-1)
     total = squares = 0.0
-    for part in values.reshape(-1).split(chunk):
-        p = part.double()
-        total += float(p.sum())
-        squares += float(p.dot(p))
+    for start in range(0, flat.size, chunk):
+        part = flat[start:start + chunk].astype(np.float64)
+        total += float(part.sum())
+        squares += float(part @ part)
     return total, squares
 
 
-def png_summary(tag: str, fig: Any) -> Any:
+def png_summary(tag: str, fig: Any) -> Summary:
     """An image Summary holding ``fig`` as a PNG rendered by matplotlib; closes nothing."""
     import io
 
@@ -535,14 +653,14 @@ class Tracker:
             s.log_scalars(step, values)
         self.seconds += time.perf_counter() - t
 
-    def log_checkpoint(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor) -> None:
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
         """Histograms of values and row norms, probe neighbours, PCA image (and projector)."""
         t = time.perf_counter()
         for s in self._sinks:
             s.log_checkpoint(step, w_in, w_out)
         self.seconds += time.perf_counter() - t
 
-    def log_final(self, step: int, w_in: torch.Tensor, w_out: torch.Tensor,
+    def log_final(self, step: int, w_in: np.ndarray, w_out: np.ndarray,
                   hparams: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
         """Projector of the final input embeddings, final metrics and the hparams table.
 
