@@ -33,7 +33,7 @@ def _table(path: Path, n: int = 60, seed: int = 0) -> Path:
 
 
 def _params(run: Path) -> dict[str, torch.Tensor]:
-    return load_checkpoint(find_checkpoint(run))[0]
+    return load_checkpoint(find_checkpoint(run), framework="pt")[0]
 
 
 CFG = LinRegConfig(steps=600, lr=0.02, batch_size=8, checkpoint_every=50)
@@ -237,7 +237,7 @@ def test_divergence_is_one_line_and_saves_nothing_non_finite(
     steps = sorted(int(p.name.split("-")[1]) for p in (tmp_path / "b/checkpoints").iterdir())
     assert steps and f"checkpoints up to step {steps[-1]} are intact" in err
     for step in steps:
-        params = load_checkpoint(find_checkpoint(tmp_path / "b", step=step))[0]
+        params = load_checkpoint(find_checkpoint(tmp_path / "b", step=step), framework="pt")[0]
         assert all(torch.isfinite(t).all() for t in params.values())
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == len(steps) and "Infinity" not in lines[-1] and "NaN" not in lines[-1]

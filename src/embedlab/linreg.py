@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from embedlab import provenance
-from embedlab.config import MAX_INT
+from embedlab.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
 from embedlab.errors import InputError, diverged
 from embedlab.fsutil import write_error
 from embedlab.seeding import numpy_rng, torch_generator
@@ -44,40 +44,8 @@ from embedlab.train.lock import RunLock
 from embedlab.train.signals import SignalFlag, interrupted
 
 STREAMS = ("init", "shuffle")
-MODEL = "linreg"
-
-
-@dataclass(frozen=True)
-class LinRegConfig:
-    """Hyperparameters. ``steps`` counts SGD updates (one minibatch each)."""
-
-    steps: int = 2000
-    lr: float = 0.01
-    batch_size: int = 16
-    seed: int = 1
-    checkpoint_every: int = 500  # steps; whichever of this and checkpoint_secs comes first
-    checkpoint_secs: float = 120.0
-    keep: int = 5
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "checkpoint_every", "keep"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or not 1 <= value <= MAX_INT:
-                flag = name.replace("_", "-")
-                raise InputError(f"--{flag} must be an integer from 1 to {MAX_INT}, got "
-                                 f"{value!r}; pass e.g. --{flag} 100")
-        for name in ("lr", "checkpoint_secs"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise InputError(f"--{name.replace('_', '-')} must be a finite number > 0, "
-                                 f"got {value!r}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
-            raise InputError(f"--seed must be an integer from 0 to {MAX_INT}, got {self.seed!r}; "
-                             "pass e.g. --seed 1")
-
-
-# Keys whose change would alter the result of a resumed run (steps may be raised or lowered).
-FIXED_ON_RESUME = ("lr", "batch_size", "seed")
+MODEL = LINREG_MODEL
+FIXED_ON_RESUME = LINREG_FIXED_ON_RESUME
 
 
 @dataclass(frozen=True)
@@ -227,7 +195,8 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     manager.check_index()  # a damaged index is refused before anything of the run is written
     # loaded (and its state checked) before config.json and env.json are rewritten: a damaged
     # checkpoint must leave the run as it was
-    loaded = load_checkpoint(latest, names=["w", "b"]) if latest is not None else None
+    loaded = load_checkpoint(latest, names=["w", "b"], framework="pt") if latest is not None \
+        else None
     provenance.write_config_json(run, requested)
     provenance.write_env_json(run, argv=argv, threads=torch.get_num_threads(), seed=cfg.seed,
                               streams=STREAMS)

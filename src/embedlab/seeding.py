@@ -36,6 +36,38 @@ def numpy_rng(seed: int, stream: str, *counters: int) -> np.random.Generator:
     return np.random.Generator(np.random.Philox(key=derive_key(seed, stream, *counters)))
 
 
+def mt19937_rng(seed: int, stream: str, *counters: int) -> np.random.RandomState:
+    """A Mersenne Twister in the state :func:`torch_generator` starts from, without torch.
+
+    torch's CPU generator seeds MT19937 with the low 32 bits of its seed (the classic
+    ``init_genrand``), as NumPy's legacy ``RandomState`` does with a 32-bit seed, so both yield
+    the same stream of 32-bit words. The initial vectors are drawn from it
+    (:func:`uniform_float32`): runs started by embedlab versions that drew them with torch
+    restart from the same vectors, and the training process needs no torch import.
+    """
+    return np.random.RandomState(derive_key(seed, stream, *counters) & 0xFFFF_FFFF)
+
+
+def uniform_float32(rng: np.random.RandomState, shape: tuple[int, ...],
+                    rows_per_draw: int = 4096) -> np.ndarray:
+    """U[0, 1) float32 values with the bits of ``torch.rand(shape, generator=g)`` for the
+    generator ``rng`` mirrors (:func:`mt19937_rng`).
+
+    torch turns each 32-bit word w into (w mod 2^24) · 2^-24 (exact in float32), one word per
+    value in row-major order. Drawn a block of rows at a time, so the 32-bit words never exist
+    for the whole matrix at once.
+    """
+    out = np.empty(shape, dtype=np.float32)
+    flat = out.reshape(-1)
+    step = max(1, rows_per_draw * int(np.prod(shape[1:])))
+    for start in range(0, flat.size, step):
+        words = rng.randint(0, 1 << 32, size=min(step, flat.size - start), dtype=np.uint32)
+        words &= (1 << 24) - 1
+        np.multiply(words, np.float32(2.0**-24), out=flat[start:start + len(words)],
+                    casting="unsafe")
+    return out
+
+
 def torch_generator(seed: int, stream: str, *counters: int):  # -> torch.Generator
     """A ``torch.Generator`` (CPU) seeded from the derived key (63 bits: torch wants int64)."""
     import torch

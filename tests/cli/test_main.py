@@ -96,17 +96,18 @@ def test_openmp_spinning_is_limited_unless_the_user_chose(
     assert os.environ.get("GOMP_SPINCOUNT") == expected
 
 
-def test_openmp_spinning_is_set_before_torch_loads_libgomp(tmp_path: Path) -> None:
-    # libgomp reads GOMP_SPINCOUNT once, when it is loaded (with torch): the variable must be in
-    # the environment before a command imports torch, or it has no effect. A fresh process runs
-    # a one-step training with an import hook that checks the variable when torch comes.
+@pytest.mark.parametrize("engine", ["native", "torch"])
+def test_openmp_spinning_is_set_before_libgomp_loads(tmp_path: Path, engine: str) -> None:
+    # libgomp reads GOMP_SPINCOUNT once, when it is loaded (with the native kernel, or with
+    # torch): the variable must be in the environment before either loads, or it has no effect.
+    # A fresh process runs a one-step training with spies that check the variable then.
     import subprocess
     import sys
 
     from embedlab.testing import write_zipf_corpus
 
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
-    code = ("import os, sys\n"
+    code = ("import ctypes, os, sys\n"
             "os.environ.pop('GOMP_SPINCOUNT', None); os.environ.pop('OMP_WAIT_POLICY', None)\n"
             "class Spy:\n"  # on sys.meta_path: sees every import, importlib's included
             "    def find_spec(self, name, path=None, target=None):\n"
@@ -114,11 +115,20 @@ def test_openmp_spinning_is_set_before_torch_loads_libgomp(tmp_path: Path) -> No
             "            assert os.environ.get('GOMP_SPINCOUNT') == '2000', 'torch came first'\n"
             "        return None\n"
             "sys.meta_path.insert(0, Spy())\n"
+            "loaded = []\n"
+            "class CDLL(ctypes.CDLL):\n"
+            "    def __init__(self, name, *args, **kwargs):\n"
+            "        if 'w2v-' in str(name):\n"
+            "            assert os.environ.get('GOMP_SPINCOUNT') == '2000', 'kernel came first'\n"
+            "            loaded.append(name)\n"
+            "        super().__init__(name, *args, **kwargs)\n"
+            "ctypes.CDLL = CDLL\n"
             "from embedlab.cli import main\n"
             f"main(['train', '--corpus', {str(corpus)!r}, '--run', {str(tmp_path / 'run')!r},\n"
             "      '--min-count', '1', '--dim', '4', '--max-steps', '1', '--no-progress',\n"
-            "      '--no-tensorboard', '--threads', '1'])\n"
-            "assert 'torch' in sys.modules\n")
+            f"      '--no-tensorboard', '--threads', '1', '--engine', {engine!r}])\n"
+            f"assert ('torch' in sys.modules) == {engine == 'torch'}\n"
+            f"assert bool(loaded) == {engine == 'native'}\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=200)
     assert out.returncode == 0, out.stderr

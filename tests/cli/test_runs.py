@@ -229,7 +229,7 @@ def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     vocab = fakerun.fake_vocab()
     fakerun.write_run_files(run, fakerun.make_config(), vocab)
     w = fakerun.embeddings_at(vocab, 7, 7)
-    CheckpointManager(run).save(7, {"input_embeddings": w, "output_embeddings": w.clone()},
+    CheckpointManager(run).save(7, {"input_embeddings": w, "output_embeddings": w.copy()},
                               {"step": 7})
     out = tmp_path / "plot.png"
     code, stdout, _ = run_cli(["visualize", str(run), "--words", "40", "--out", str(out)], capsys)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +26,7 @@ def _stream(n: int = 500, window: int = 3, batch: int = 16, sample: float = 0.0,
 
 
 def _same(a, b) -> bool:  # type: ignore[no-untyped-def]
-    return all(torch.equal(getattr(a, f), getattr(b, f))
+    return all(np.array_equal(getattr(a, f), getattr(b, f))
                for f in ("centers", "span", "mask", "contexts", "negatives")) and \
         a.cursor_next == b.cursor_next and a.words_done == b.words_done
 
@@ -64,7 +63,7 @@ def _centres_and_contexts(s: BatchStream) -> tuple[list[int], list[list[int]]]:
     offsets: list[list[int]] = []
     spans: list[tuple[int, list[int]]] = []  # (index of the centre, context positions)
     for b in s.iterate(Cursor()):
-        mask = b.mask.numpy()
+        mask = b.mask
         assert not mask[b.n_centers :].any()
         for t in range(b.n_centers):
             js = np.nonzero(mask[t])[0]
@@ -160,9 +159,9 @@ def test_contexts_and_pair_counts_agree_with_the_mask(window: int, sample: float
                                                       batch: int) -> None:
     s = _stream(n=700, window=window, ends=[300, 301, 700], epochs=1, sample=sample, batch=batch)
     for b in s.iterate(Cursor()):
-        mask = b.mask.numpy()
-        assert b.mask.dtype == torch.uint8 and set(np.unique(mask).tolist()) <= {0, 1}
-        np.testing.assert_array_equal(b.contexts.numpy(), mask.sum(axis=1))
+        mask = b.mask
+        assert b.mask.dtype == np.uint8 and set(np.unique(mask).tolist()) <= {0, 1}
+        np.testing.assert_array_equal(b.contexts, mask.sum(axis=1))
         assert b.n_pairs == int(mask.sum())  # rows past the batch's own centres have none
         assert not mask[b.n_centers :].any()
 
@@ -212,7 +211,7 @@ def test_wide_windows_count_every_context() -> None:
                     noise_per_group=4, seed=3, epochs=1, chunk_tokens=4096, pad_to=8)
     most = 0
     for b in s.iterate(Cursor()):
-        np.testing.assert_array_equal(b.contexts.numpy(), b.mask.numpy().sum(axis=1))
+        np.testing.assert_array_equal(b.contexts, b.mask.sum(axis=1))
         most = max(most, int(b.contexts.max()))
     assert most > 255
 

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from embedlab.config import TrainConfig
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
 from embedlab.errors import InputError
 from embedlab.model import native
-from embedlab.model.word2vec import Band, StepConfig, Word2VecParams, Word2VecStep, init_params
-from embedlab.seeding import torch_generator
+from embedlab.model.params import Word2VecParams, init_params
+from embedlab.model.step import StepConfig, band_block_length, make_step
+from embedlab.seeding import mt19937_rng
 from embedlab.testing import run_cli, write_zipf_corpus
 
 V = 300
@@ -38,24 +38,19 @@ def _stream(dim_rows_pad: int, group: int, shared: int, window: int = 3) -> list
 
 
 def _params(dim: int, nce: bool) -> Word2VecParams:
-    g = torch_generator(2, "init")
-    p = init_params(V, dim, init="centered", nce=nce, generator=g)
-    p.w_out.normal_(0, 0.2, generator=g)
+    p = init_params(V, dim, init="centered", nce=nce, rng=mt19937_rng(2, "init"))
+    rng = np.random.default_rng(2)
+    p.w_out[:] = rng.normal(0, 0.2, size=p.w_out.shape)
     if p.b_out is not None:
-        p.b_out.normal_(0, 0.1, generator=g)
+        p.b_out[:] = rng.normal(0, 0.1, size=p.b_out.shape)
     return p
 
 
-def _copy(p: Word2VecParams) -> Word2VecParams:
-    return Word2VecParams(p.w_in.clone(), p.w_out.clone(),
-                          None if p.b_out is None else p.b_out.clone())
-
-
 def _run(engine: str, p: Word2VecParams, batches: list[Batch], cfg: StepConfig,
-         log_kq: torch.Tensor | None, threads: int) -> list[float]:
-    step = Word2VecStep(cfg, p, log_kq, batches[0].centers.shape[0], engine=engine,
-                        threads=threads)
-    return [float(step(b, 0.05)) for b in batches]
+         log_kq: np.ndarray | None, threads: int) -> list[float]:
+    step = make_step(cfg, p, log_kq, batches[0].centers.shape[0], engine=engine,
+                     threads=threads)
+    return [step(b, 0.05) for b in batches]
 
 
 @pytest.mark.parametrize("model", ["skipgram", "cbow"])
@@ -68,21 +63,21 @@ def _run(engine: str, p: Word2VecParams, batches: list[Batch], cfg: StepConfig,
 def test_native_agrees_with_torch_with_damping(model: str, loss: str, dim: int, group: int,
                                                shared: int) -> None:
     window = 3
-    pad = Band.block_length(window)
+    pad = band_block_length(window)
     batches = _stream(pad, group=group, shared=shared, window=window)
     cfg = StepConfig(model, loss, window, 5, group, damping=2.0)  # damping engaged
-    log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5)) \
+    log_kq = NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5) \
         if loss == "nce" else None
     a = _params(dim, loss == "nce")
-    b = _copy(a)
+    b = a.copy()
     la = _run("torch", a, batches, cfg, log_kq, 1)
     lb = _run("native", b, batches, cfg, log_kq, 2)
     np.testing.assert_allclose(lb, la, rtol=2e-5)
-    torch.testing.assert_close(b.w_in, a.w_in, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(b.w_out, a.w_out, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.w_in, a.w_in, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.w_out, a.w_out, rtol=1e-4, atol=1e-5)
     if a.b_out is not None and b.b_out is not None:
-        torch.testing.assert_close(b.b_out, a.b_out, rtol=1e-4, atol=1e-5)
-    assert not torch.equal(a.w_in, _params(dim, loss == "nce").w_in)  # it did train
+        np.testing.assert_allclose(b.b_out, a.b_out, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(a.w_in, _params(dim, loss == "nce").w_in)  # it did train
 
 
 @pytest.mark.parametrize("model", ["skipgram", "cbow"])
@@ -90,28 +85,43 @@ def test_native_agrees_with_torch_with_damping(model: str, loss: str, dim: int, 
 def test_native_bits_do_not_depend_on_the_thread_count(model: str, loss: str) -> None:
     batches = _stream(16, group=16, shared=10)
     cfg = StepConfig(model, loss, 3, 5, 16, damping=2.0)
-    log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5)) \
+    log_kq = NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5) \
         if loss == "nce" else None
     runs = []
     for threads in (1, 2, 3):
         p = _params(24, loss == "nce")
         losses = _run("native", p, batches, cfg, log_kq, threads)
-        bias = b"" if p.b_out is None else p.b_out.numpy().tobytes()
-        runs.append((losses, p.w_in.numpy().tobytes(), p.w_out.numpy().tobytes(), bias))
+        bias = b"" if p.b_out is None else p.b_out.tobytes()
+        runs.append((losses, p.w_in.tobytes(), p.w_out.tobytes(), bias))
     assert runs[0] == runs[1] == runs[2]
 
 
 def test_native_takes_the_mask_as_bytes_and_refuses_floats() -> None:
     batches = _stream(16, 16, 12)
-    assert batches[0].mask.dtype == torch.uint8  # a quarter of float32's memory per chunk
+    assert batches[0].mask.dtype == np.uint8  # a quarter of float32's memory per chunk
     p = _params(8, False)
-    step = Word2VecStep(StepConfig("skipgram", "neg", 3, 5, 16), p, None,
-                        batches[0].centers.shape[0], engine="native")
+    step = make_step(StepConfig("skipgram", "neg", 3, 5, 16), p, None,
+                     batches[0].centers.shape[0], engine="native")
     b = batches[0]
-    as_float = Batch(b.centers, b.span, b.mask.float(), b.contexts, b.negatives, b.n_pairs,
-                     b.n_centers, b.words_done, b.cursor_next)
+    as_float = Batch(b.centers, b.span, b.mask.astype(np.float32), b.contexts, b.negatives,
+                     b.n_pairs, b.n_centers, b.words_done, b.cursor_next)
     with pytest.raises(ValueError, match="uint8"):
         step(as_float, 0.05)
+
+
+def test_native_refuses_parameters_it_could_not_update_in_place() -> None:
+    # the kernel writes through the arrays' memory: a copy (float64, strided, read-only) would
+    # take the updates and leave the model as it was
+    batches = _stream(16, 16, 12)
+    read_only = np.zeros((V, 8), np.float32)
+    read_only.flags.writeable = False
+    for bad in (np.zeros((V, 8)), np.zeros((V, 16), np.float32)[:, ::2], read_only):
+        p = _params(8, False)
+        p.w_in = bad
+        step = make_step(StepConfig("skipgram", "neg", 3, 5, 16), p, None,
+                         batches[0].centers.shape[0], engine="native")
+        with pytest.raises(ValueError, match="writable, contiguous float32"):
+            step(batches[0], 0.05)
 
 
 # ---- building -------------------------------------------------------------------------------

@@ -14,8 +14,10 @@ import torch.nn.functional as F
 
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
-from embedlab.model.word2vec import Band, StepConfig, Word2VecParams, Word2VecStep, init_params
-from embedlab.seeding import torch_generator
+from embedlab.model.params import Word2VecParams, init_params
+from embedlab.model.step import StepConfig, make_step
+from embedlab.model.word2vec import Band
+from embedlab.seeding import mt19937_rng, torch_generator
 
 V, D, W = 40, 8, 2
 
@@ -29,6 +31,17 @@ def _batches(group: int, rows_pad: int) -> tuple[BatchStream, list[Batch]]:
                          group=group, noise_per_group=3, seed=5, epochs=1, chunk_tokens=128,
                          pad_to=rows_pad)
     return stream, list(stream.iterate(Cursor()))
+
+
+def _params(seed: int, *, nce: bool, out_std: float) -> Word2VecParams:
+    """Centred input vectors and non-zero output vectors (and biases), so that both sides get
+    gradients."""
+    p = init_params(V, D, init="centered", nce=nce, rng=mt19937_rng(seed, "init"))
+    rng = np.random.default_rng(seed)
+    p.w_out[:] = rng.normal(0, out_std, size=p.w_out.shape)
+    if p.b_out is not None:
+        p.b_out[:] = rng.normal(0, 0.1, size=p.b_out.shape)
+    return p
 
 
 def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.Tensor,
@@ -84,70 +97,86 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
 @pytest.mark.parametrize("loss", ["neg", "nce"])
 def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
     stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
-    g = torch_generator(0, "init")
-    params = init_params(V, D, init="centered", nce=loss == "nce", generator=g)
-    params.w_out.normal_(0, 0.3, generator=g)  # non-zero so both sides get gradients
-    if params.b_out is not None:
-        params.b_out.normal_(0, 0.1, generator=g)
+    params = _params(0, nce=loss == "nce", out_std=0.3)
     counts = np.arange(1, V + 1)
-    log_kq = torch.from_numpy(NoiseDistribution(counts).log_expected_count(5)) \
-        if loss == "nce" else None
-    step = Word2VecStep(StepConfig(model, loss, W, 5, 8, damping=0.0), params, log_kq,
-                        stream.rows, engine=engine, threads=2)
+    log_kq = NoiseDistribution(counts).log_expected_count(5) if loss == "nce" else None
+    step = make_step(StepConfig(model, loss, W, 5, 8, damping=0.0), params, log_kq,
+                     stream.rows, engine=engine, threads=2)
     lr = 0.1
     # the last batch draws its noise from its own targets: many accidental hits
     rich = batches[2]
-    rich.negatives = (rich.centers if model == "cbow" else rich.span[W:-W]).view(
-        rich.negatives.shape[0], -1)[:, : rich.negatives.shape[1]].clone()
+    rich.negatives = (rich.centers if model == "cbow" else rich.span[W:-W]).reshape(
+        rich.negatives.shape[0], -1)[:, : rich.negatives.shape[1]].copy()
     skipped_total = 0
     for batch in batches[:3]:
-        leaves = [t.clone().requires_grad_(True) for t in (params.w_in, params.w_out)]
-        b_leaf = params.b_out.clone().requires_grad_(True) if params.b_out is not None else None
-        ref, skipped = _reference_loss(model, batch, leaves[0], leaves[1], b_leaf, log_kq, 5)
+        leaves = [torch.tensor(a, requires_grad=True) for a in (params.w_in, params.w_out)]
+        b_leaf = torch.tensor(params.b_out, requires_grad=True) \
+            if params.b_out is not None else None
+        ref, skipped = _reference_loss(model, batch, leaves[0], leaves[1], b_leaf,
+                                       None if log_kq is None else torch.from_numpy(log_kq), 5)
         skipped_total += skipped
         ref.backward()
+        assert leaves[0].grad is not None and leaves[1].grad is not None
         expected_in = leaves[0].detach() - lr * leaves[0].grad
         expected_out = leaves[1].detach() - lr * leaves[1].grad
         got = step(batch, lr)
-        assert float(got) == pytest.approx(float(ref.detach()), rel=1e-5)
-        torch.testing.assert_close(params.w_in, expected_in, rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(params.w_out, expected_out, rtol=1e-5, atol=1e-6)
+        assert got == pytest.approx(float(ref.detach()), rel=1e-5)
+        np.testing.assert_allclose(params.w_in, expected_in.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(params.w_out, expected_out.numpy(), rtol=1e-5, atol=1e-6)
         if b_leaf is not None:
             assert params.b_out is not None and b_leaf.grad is not None
-            torch.testing.assert_close(params.b_out, b_leaf.detach() - lr * b_leaf.grad,
+            np.testing.assert_allclose(params.b_out, (b_leaf.detach() - lr * b_leaf.grad).numpy(),
                                        rtol=1e-5, atol=1e-6)
     assert (skipped_total > 0) == (loss == "neg")  # the skip was exercised, for neg only
 
 
 def test_mean_reduction_scales_by_pairs() -> None:
     stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
-    g = torch_generator(0, "init")
-    a = init_params(V, D, init="centered", nce=False, generator=g)
-    b = Word2VecParams(a.w_in.clone(), a.w_out.clone())
+    a = init_params(V, D, init="centered", nce=False, rng=mt19937_rng(0, "init"))
+    b = a.copy()
     batch = batches[0]
-    Word2VecStep(StepConfig("skipgram", "neg", W, 5, 8), a, None, stream.rows)(batch, 0.5)
-    Word2VecStep(StepConfig("skipgram", "neg", W, 5, 8, "mean"), b, None, stream.rows)(
-        batch, 0.5 * batch.n_pairs)
-    torch.testing.assert_close(a.w_in, b.w_in)
+    make_step(StepConfig("skipgram", "neg", W, 5, 8), a, None, stream.rows,
+              engine="torch")(batch, 0.5)
+    make_step(StepConfig("skipgram", "neg", W, 5, 8, "mean"), b, None, stream.rows,
+              engine="torch")(batch, 0.5 * batch.n_pairs)
+    np.testing.assert_allclose(a.w_in, b.w_in, rtol=1.3e-6, atol=1e-5)
 
 
 def test_uniform_init_is_the_lectures() -> None:
-    p = init_params(10, 4, init="uniform", nce=True, generator=torch_generator(1, "init"))
+    p = init_params(10, 4, init="uniform", nce=True, rng=mt19937_rng(1, "init"))
     assert (p.w_in >= 0).all() and (p.w_in < 1).all() and p.b_out is not None
-    q = init_params(10, 4, init="centered", nce=False, generator=torch_generator(1, "init"))
-    assert q.w_in.abs().max() <= 0.5 / 4 and not q.w_out.any() and q.b_out is None
+    q = init_params(10, 4, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    assert np.abs(q.w_in).max() <= 0.5 / 4 and not q.w_out.any() and q.b_out is None
+    assert all(a.dtype == np.float32 and a.flags.c_contiguous for a in (*q.tensors().values(),
+                                                                        p.b_out))
 
 
 def test_init_scale_widens_the_centred_start_exactly() -> None:
-    one = init_params(50, 8, init="centered", nce=False, generator=torch_generator(1, "init"))
-    eight = init_params(50, 8, init="centered", nce=False, scale=8.0,
-                        generator=torch_generator(1, "init"))
-    assert one.w_in.abs().max() <= 0.5 / 8 < eight.w_in.abs().max() <= 4.0 / 8
-    torch.testing.assert_close(eight.w_in, one.w_in * 8.0)  # same draws, only wider
+    one = init_params(50, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    eight = init_params(50, 8, init="centered", nce=False, scale=8.0, rng=mt19937_rng(1, "init"))
+    assert np.abs(one.w_in).max() <= 0.5 / 8 < np.abs(eight.w_in).max() <= 4.0 / 8
+    np.testing.assert_allclose(eight.w_in, one.w_in * 8.0, rtol=1e-6)  # same draws, only wider
     assert not eight.w_out.any()
     lecture = init_params(50, 8, init="uniform", nce=False, scale=8.0,
-                          generator=torch_generator(1, "init"))
+                          rng=mt19937_rng(1, "init"))
     assert (lecture.w_in >= 0).all() and (lecture.w_in < 1).all()  # the scale is not applied
+
+
+@pytest.mark.parametrize(("vocab", "dim", "scale"), [(7, 3, 1.0), (300, 100, 8.0),
+                                                      (1000, 128, 12.0), (50, 13, 0.3)])
+def test_init_has_the_bits_earlier_versions_drew_with_torch(vocab: int, dim: int,
+                                                            scale: float) -> None:
+    """embedlab drew the initial vectors with torch.rand before the training process stopped
+    importing torch: a run of an older version, restarted, starts from the same vectors."""
+    g = torch_generator(4, "init")
+    old = torch.rand(vocab, dim, generator=g, dtype=torch.float32)
+    old.sub_(0.5).mul_(scale).div_(dim)
+    new = init_params(vocab, dim, init="centered", nce=False, scale=scale,
+                      rng=mt19937_rng(4, "init"))
+    assert new.w_in.tobytes() == old.numpy().tobytes()
+    uniform = torch.rand(vocab, dim, generator=torch_generator(4, "init"), dtype=torch.float32)
+    lecture = init_params(vocab, dim, init="uniform", nce=False, rng=mt19937_rng(4, "init"))
+    assert lecture.w_in.tobytes() == uniform.numpy().tobytes()
 
 
 def test_band_rejects_rows_not_multiple_of_block() -> None:
@@ -157,15 +186,13 @@ def test_band_rejects_rows_not_multiple_of_block() -> None:
 
 def test_damping_scales_each_rows_summed_update_by_one_factor() -> None:
     stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
-    g = torch_generator(3, "init")
-    base = init_params(V, D, init="centered", nce=False, generator=g)
-    base.w_out.normal_(0, 0.5, generator=g)
+    base = _params(3, nce=False, out_std=0.5)
     runs = {}
     for kappa in (0.0, 1.0):
-        p = Word2VecParams(base.w_in.clone(), base.w_out.clone())
-        Word2VecStep(StepConfig("skipgram", "neg", W, 5, 8, damping=kappa), p, None,
-                     stream.rows)(batches[0], 0.5)
-        runs[kappa] = (p.w_in - base.w_in, p.w_out - base.w_out)
+        p = base.copy()
+        make_step(StepConfig("skipgram", "neg", W, 5, 8, damping=kappa), p, None,
+                  stream.rows, engine="torch")(batches[0], 0.5)
+        runs[kappa] = (torch.from_numpy(p.w_in - base.w_in), torch.from_numpy(p.w_out - base.w_out))
     for plain, damped in zip(runs[0.0], runs[1.0], strict=True):
         touched = plain.abs().sum(1) > 0
         ratio = damped[touched] / plain[touched]
@@ -183,16 +210,16 @@ def test_damping_keeps_a_row_hit_by_every_centre_bounded() -> None:
     """All centres share one noise word: the undamped sum overshoots, the damped step does not."""
     stream, batches = _batches(group=32, rows_pad=Band.block_length(W))
     batch = batches[0]
-    batch.negatives = torch.zeros_like(batch.negatives)  # every group draws word 0 only
+    batch.negatives = np.zeros_like(batch.negatives)  # every group draws word 0 only
     norms = {}
     for kappa in (0.0, 1.0):
-        g = torch_generator(0, "init")
-        p = init_params(V, D, init="centered", nce=False, generator=g)
-        p.w_in.mul_(200.0)  # late-training sized vectors
+        p = init_params(V, D, init="centered", nce=False, rng=mt19937_rng(0, "init"))
+        p.w_in *= 200.0  # late-training sized vectors
+        step = make_step(StepConfig("skipgram", "neg", W, 5, 32, damping=kappa), p, None,
+                         stream.rows, engine="torch")
         for _ in range(5):
-            Word2VecStep(StepConfig("skipgram", "neg", W, 5, 32, damping=kappa), p, None,
-                         stream.rows)(batch, 1.0)
-        norms[kappa] = float(p.w_out[0].norm())
+            step(batch, 1.0)
+        norms[kappa] = float(np.linalg.norm(p.w_out[0]))
     assert norms[1.0] < norms[0.0] / 5
 
 
@@ -219,18 +246,19 @@ def test_nce_damping_of_an_input_row_uses_its_partners_norms_only(engine: str) -
     g = torch.Generator().manual_seed(0)
     w_in, w_out = torch.randn(v_n, d, generator=g), torch.randn(v_n, d, generator=g) * 0.01
     log_kq = torch.from_numpy(NoiseDistribution(np.arange(1, v_n + 1)).log_expected_count(k))
-    span = torch.tensor([1] + [0] * r + [2])  # word 0 is every centre
-    mask = torch.ones(r, 2 * w + 1, dtype=torch.uint8)
+    span = np.array([1] + [0] * r + [2])  # word 0 is every centre
+    mask = np.ones((r, 2 * w + 1), dtype=np.uint8)
     mask[:, w] = 0
-    ctx = mask.sum(1).to(torch.float32)
-    negs = torch.tensor([[3, 4]])  # one group of all 16 centres, S = 2 noise words
-    batch = Batch(span[w : w + r].clone(), span, mask, ctx, negs, int(ctx.sum()), r, 0, Cursor())
+    ctx = mask.sum(1).astype(np.float32)
+    negs = np.array([[3, 4]])  # one group of all 16 centres, S = 2 noise words
+    batch = Batch(span[w : w + r].copy(), span, mask, ctx, negs, int(ctx.sum()), r, 0, Cursor())
 
     def step(damping: float) -> torch.Tensor:
-        p = Word2VecParams(w_in.clone(), w_out.clone(), torch.zeros(v_n))
-        Word2VecStep(StepConfig("skipgram", "nce", w, k, r, damping=damping), p,
-                     log_kq.clone(), r, engine=engine, threads=2)(batch, lr)
-        return p.w_in[0] - w_in[0]
+        p = Word2VecParams(w_in.numpy().copy(), w_out.numpy().copy(),
+                           np.zeros(v_n, dtype=np.float32))
+        make_step(StepConfig("skipgram", "nce", w, k, r, damping=damping), p,
+                  log_kq.numpy().copy(), r, engine=engine, threads=2)(batch, lr)
+        return torch.from_numpy(p.w_in[0]) - w_in[0]
 
     h = 0.0  # Σ |∂L/∂s| · |u|² over row 0's terms: its contexts and its noise words
     for t in range(r):
@@ -252,18 +280,19 @@ def test_cbow_damping_of_a_context_row_follows_the_mean_weight(engine: str) -> N
     v_n, d, w, r, k, lr, kappa = 10, 4, 1, 16, 2, 0.5, 1.0
     g = torch.Generator().manual_seed(1)
     w_in, w_out = torch.randn(v_n, d, generator=g), torch.randn(v_n, d, generator=g)
-    span = torch.tensor([5] + [0, 1] * (r // 2) + [5])  # contexts alternate; word 0 and 1 rows
-    mask = torch.ones(r, 2 * w + 1, dtype=torch.uint8)
+    span = np.array([5] + [0, 1] * (r // 2) + [5])  # contexts alternate; word 0 and 1 rows
+    mask = np.ones((r, 2 * w + 1), dtype=np.uint8)
     mask[:, w] = 0
-    ctx = mask.sum(1).to(torch.float32)  # two contexts per centre
-    negs = torch.tensor([[3, 4]])
-    batch = Batch(span[w : w + r].clone(), span, mask, ctx, negs, int(ctx.sum()), r, 0, Cursor())
+    ctx = mask.sum(1).astype(np.float32)  # two contexts per centre
+    negs = np.array([[3, 4]])
+    batch = Batch(span[w : w + r].copy(), span, mask, ctx, negs, int(ctx.sum()), r, 0, Cursor())
 
     def step(damping: float) -> torch.Tensor:
-        p = Word2VecParams(w_in.clone(), w_out.clone())
-        Word2VecStep(StepConfig("cbow", "neg", w, k, r, damping=damping), p, None, r,
-                     engine=engine, threads=2)(batch, lr)
-        return p.w_in[5] - w_in[5]  # word 5 is a context of the first and last centres only
+        p = Word2VecParams(w_in.numpy().copy(), w_out.numpy().copy())
+        make_step(StepConfig("cbow", "neg", w, k, r, damping=damping), p, None, r,
+                  engine=engine, threads=2)(batch, lr)
+        # word 5 is a context of the first and last centres only
+        return torch.from_numpy(p.w_in[5]) - w_in[5]
 
     h = 0.0
     for t in (0, r - 1):

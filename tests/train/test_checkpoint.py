@@ -12,6 +12,7 @@ import shutil
 import stat
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -36,11 +37,11 @@ def no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ck.os, "fsync", lambda fd: None)
 
 
-def _tensors(step: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(step)
-    return {"input_embeddings": torch.randn(7, 3, generator=g),
-            "output_embeddings": torch.randn(7, 3, generator=g),
-            "output_bias": torch.arange(7, dtype=torch.float32) + step}
+def _tensors(step: int) -> dict[str, np.ndarray]:
+    g = np.random.default_rng(step)
+    return {"input_embeddings": g.standard_normal((7, 3), dtype=np.float32),
+            "output_embeddings": g.standard_normal((7, 3), dtype=np.float32),
+            "output_bias": np.arange(7, dtype=np.float32) + step}
 
 
 def _save(m: CheckpointManager, step: int, loss: float | None = None) -> Path:
@@ -58,7 +59,7 @@ def test_round_trip_layout_and_index(tmp_path: Path) -> None:
     assert set(manifest["files"]) == {"tensors.safetensors", "state.json"}
     tensors, state = load_checkpoint(path)
     for name, t in _tensors(12000).items():
-        assert torch.equal(tensors[name], t)
+        assert np.array_equal(tensors[name], t) and tensors[name].dtype == t.dtype
     assert state == {"epoch": 0, "cursor": 120000, "step": 12000, "metrics": {"loss": 1 / 12001}}
     index = (tmp_path / "checkpoint").read_text()
     assert "latest: ckpt-00012000" in index
@@ -68,24 +69,60 @@ def test_round_trip_layout_and_index(tmp_path: Path) -> None:
     assert not list((tmp_path / "checkpoints").glob("*.tmp-*"))
 
 
+_SHAPES = st.dictionaries(st.text("abcxyz_", min_size=1, max_size=8),
+                          st.lists(st.integers(0, 4), max_size=3), min_size=1, max_size=4)
+_STATES = st.dictionaries(st.text(max_size=5).filter(lambda k: k not in ("step", "metrics")),
+                          st.integers() | st.text() | st.booleans() | st.none(), max_size=4)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=_FIXTURE_OK)
-@given(shapes=st.dictionaries(st.text("abcxyz_", min_size=1, max_size=8),
-                              st.lists(st.integers(0, 4), max_size=3), min_size=1, max_size=4),
-       dtype=st.sampled_from([torch.float32, torch.float64, torch.int64, torch.uint8,
-                              torch.bfloat16]),
-       state=st.dictionaries(st.text(max_size=5).filter(lambda k: k not in ("step", "metrics")),
-                             st.integers() | st.text() | st.booleans() | st.none(), max_size=4))
+@given(shapes=_SHAPES, dtype=st.sampled_from([np.float32, np.float64, np.int64, np.uint8]),
+       state=_STATES)
 def test_property_save_load_round_trip(no_fsync: None, tmp_path: Path, shapes: dict[str, list[int]],
-                                       dtype: torch.dtype, state: dict[str, object]) -> None:
+                                       dtype: type, state: dict[str, object]) -> None:
     run = tmp_path / "run"
     shutil.rmtree(run, ignore_errors=True)
-    tensors = {n: (torch.rand(tuple(s)) * 100).to(dtype) for n, s in shapes.items()}
+    rng = np.random.default_rng(0)
+    tensors = {n: (rng.random(tuple(s)) * 100).astype(dtype) for n, s in shapes.items()}
     path = CheckpointManager(run).save(3, tensors, state, {"loss": 0.5})
     got, got_state = load_checkpoint(path)
     assert got.keys() == tensors.keys()
     for n, t in tensors.items():
+        assert got[n].dtype == t.dtype and got[n].shape == t.shape and np.array_equal(got[n], t)
+    assert got_state == {**state, "step": 3, "metrics": {"loss": 0.5}}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=_FIXTURE_OK)
+@given(shapes=_SHAPES, dtype=st.sampled_from([torch.float32, torch.float64, torch.int64,
+                                              torch.uint8, torch.bfloat16]),
+       state=_STATES)
+def test_property_torch_tensors_round_trip(no_fsync: None, tmp_path: Path,
+                                           shapes: dict[str, list[int]], dtype: torch.dtype,
+                                           state: dict[str, object]) -> None:
+    # the linear regression saves torch tensors; framework="pt" gives them back as stored,
+    # bfloat16 included, and a NumPy load of the same file widens bfloat16 to float32 exactly
+    run = tmp_path / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    tensors = {n: (torch.rand(tuple(s)) * 100).to(dtype) for n, s in shapes.items()}
+    path = CheckpointManager(run).save(3, tensors, state, {"loss": 0.5})
+    got, got_state = load_checkpoint(path, framework="pt")
+    assert got.keys() == tensors.keys()
+    for n, t in tensors.items():
         assert got[n].dtype == t.dtype and got[n].shape == t.shape and torch.equal(got[n], t)
     assert got_state == {**state, "step": 3, "metrics": {"loss": 0.5}}
+    arrays, _ = load_checkpoint(path)
+    for n, t in tensors.items():
+        want = t.float().numpy() if dtype == torch.bfloat16 else t.numpy()
+        assert arrays[n].dtype == want.dtype and np.array_equal(arrays[n], want)
+
+
+def test_numpy_and_torch_tensors_give_the_same_file(tmp_path: Path) -> None:
+    # runs saved by torch-era embedlab and by today's NumPy path are byte-identical
+    arrays = _tensors(5)
+    a = CheckpointManager(tmp_path / "a").save(5, arrays, {}, {})
+    b = CheckpointManager(tmp_path / "b").save(5, {n: torch.from_numpy(t)
+                                                   for n, t in arrays.items()}, {}, {})
+    assert (a / "tensors.safetensors").read_bytes() == (b / "tensors.safetensors").read_bytes()
 
 
 def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
@@ -132,7 +169,7 @@ def test_failed_save_permission_denied(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_failure_of_other_kind_cleans_tmp(tmp_path: Path) -> None:
     m = CheckpointManager(tmp_path)
-    a = torch.zeros(4)
+    a = np.zeros(4)
     with pytest.raises(ValueError, match="disagrees"):
         m.save(5, {"a": a}, {"step": 4}, {})
     assert list((tmp_path / "checkpoints").iterdir()) == []
@@ -189,10 +226,11 @@ def test_subset_and_rename(tmp_path: Path) -> None:
     path = _save(CheckpointManager(tmp_path), 7)
     t = _tensors(7)
     got, _ = load_checkpoint(path, names=["input_embeddings"])
-    assert list(got) == ["input_embeddings"] and torch.equal(got["input_embeddings"],
-                                                               t["input_embeddings"])
+    assert list(got) == ["input_embeddings"] and np.array_equal(got["input_embeddings"],
+                                                                  t["input_embeddings"])
     got, _ = load_checkpoint(path, names=[], rename={"embed_matrix": "input_embeddings"})
-    assert list(got) == ["embed_matrix"] and torch.equal(got["embed_matrix"], t["input_embeddings"])
+    assert list(got) == ["embed_matrix"]
+    assert np.array_equal(got["embed_matrix"], t["input_embeddings"])
     got, _ = load_checkpoint(path, rename={"embed_matrix": "input_embeddings"})
     assert set(got) == {"embed_matrix", "output_embeddings", "output_bias"}
     with pytest.raises(InputError, match="no tensor named nce_weight; it has: input_embeddings"):
@@ -302,9 +340,9 @@ def test_list_roles_and_sizes(tmp_path: Path) -> None:
 
 def test_same_step_saved_twice_replaces(tmp_path: Path) -> None:
     m = CheckpointManager(tmp_path)
-    m.save(4, {"w": torch.zeros(2)}, {}, {})
-    m.save(4, {"w": torch.ones(2)}, {}, {})
-    assert torch.equal(load_checkpoint(m.latest())[0]["w"], torch.ones(2))  # type: ignore[arg-type]
+    m.save(4, {"w": np.zeros(2)}, {}, {})
+    m.save(4, {"w": np.ones(2)}, {}, {})
+    assert np.array_equal(load_checkpoint(m.latest())[0]["w"], np.ones(2))  # type: ignore[arg-type]
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000004"]
 
 
@@ -341,7 +379,7 @@ def test_no_pickle_on_load_path() -> None:
 
 def test_remove_stale_tmp_deletes_only_uncommitted_save_folders(tmp_path: Path) -> None:
     m = CheckpointManager(tmp_path)
-    m.save(1, {"x": torch.zeros(2)}, {}, {})
+    m.save(1, {"x": np.zeros(2)}, {}, {})
     stale = tmp_path / "checkpoints" / "ckpt-00000002.tmp-abc"
     stale.mkdir()
     (stale / "tensors.safetensors").write_bytes(b"partial")
@@ -357,7 +395,7 @@ def test_checkpoint_files_get_the_umasks_mode(tmp_path: Path) -> None:
     old = os.umask(0o002)
     try:
         folder = CheckpointManager(tmp_path / "run").save(
-            1, {"w": torch.zeros(2, 2)}, {"step": 1}, {})
+            1, {"w": np.zeros((2, 2))}, {"step": 1}, {})
     finally:
         os.umask(old)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o775
@@ -369,13 +407,13 @@ def test_a_write_failure_inside_safetensors_is_the_one_line_save_error(tmp_path:
     # safetensors raises its own SafetensorError for a full disk, not an OSError: it escaped
     # the save's error handling as a traceback.
     manager = CheckpointManager(tmp_path / "run")
-    manager.save(1, {"w": torch.zeros(4)}, {"step": 1}, {})
+    manager.save(1, {"w": np.zeros(4)}, {"step": 1}, {})
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # writes past 100 kB: EFBIG
     try:
         with pytest.raises(CheckpointError, match=r"could not save checkpoint at step 2 in .*: "
                                                   r"File too large; check .*earlier checkpoints"):
-            manager.save(2, {"w": torch.zeros(100_000)}, {"step": 2}, {})
+            manager.save(2, {"w": np.zeros(100_000)}, {"step": 2}, {})
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert [p.name for p in (tmp_path / "run" / "checkpoints").iterdir()] == ["ckpt-00000001"]

@@ -55,7 +55,7 @@ def saved(run: Path) -> dict[int, tuple[list[str], np.ndarray, dict[str, float]]
     out = {}
     for ckpt in sorted((run / "checkpoints").glob("ckpt-*")):
         tensors, state = load_checkpoint(ckpt, names=["input_embeddings"])
-        out[int(state["step"])] = (words, tensors["input_embeddings"].numpy(), state["metrics"])
+        out[int(state["step"])] = (words, tensors["input_embeddings"], state["metrics"])
     return out
 
 

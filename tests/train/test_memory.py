@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,43 @@ def test_without_malloc_trim_it_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> N
         assert memory.release_free_memory() is False
     finally:
         memory._malloc_trim.cache_clear()
+
+
+# The training process of the native engine must not import torch: the import alone holds
+# ~140 MiB of anonymous memory and 220-280 MiB of RSS, more than the rest of a run on a
+# 5M-token corpus (issue #2's peak-RSS target). The spy ends the process at the first attempt,
+# naming the import chain, so a regression says where torch came from.
+NO_TORCH = """
+import os, sys, traceback
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            traceback.print_stack(file=sys.stderr)
+            print("TORCH IMPORTED", file=sys.stderr, flush=True)
+            os._exit(3)
+        return None
+
+sys.meta_path.insert(0, NoTorch())
+sys.argv = ["embedlab", *sys.argv[1:]]
+from embedlab.cli import run
+run()
+"""
+
+
+def test_a_native_run_never_imports_torch(tmp_path: Path) -> None:
+    """Start, a checkpoint and its summaries, Ctrl-C-free resume, evaluation during training,
+    the final summaries (histograms, PCA image, projector, hparams) and the demo's report."""
+    sims = tmp_path / "sims.tsv"
+    sims.write_text("king\tqueen\t8.5\nman\twoman\t8.3\nparis\tfrance\t7.7\ncat\tdog\t7.0\n")
+    run = tmp_path / "run"
+    flags = ["train", "--corpus", "demo", "--run", str(run), "--epochs", "1", "--no-progress",
+             "--checkpoint-every", "40", "--eval-every", "40", "--eval-similarity", str(sims),
+             "--threads", "2"]
+    for extra in (["--max-steps", "50"], []):  # the second call resumes and finishes
+        out = subprocess.run([sys.executable, "-c", NO_TORCH, *flags, *extra],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+    assert "resuming" in out.stderr and "planted analogies" in out.stdout
+    assert '"engine": "native"' in (run / "config.json").read_text()
+    assert list(run.glob("events.out.tfevents.*")) and (run / "projector_config.pbtxt").exists()

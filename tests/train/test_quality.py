@@ -20,7 +20,7 @@ def _accuracy(tmp_path: Path, corpus: Path, model: str = "skipgram") -> float:
     cfg = TrainConfig(data=DataConfig(corpus=str(corpus)), model=ModelConfig(model=model),
                       track=TrackConfig(tensorboard=False, progress=False)).resolve()
     result = train(cfg, tmp_path / "run", argv=["test"])
-    vectors = Vectors(result.vocab.words, result.w_in.numpy())
+    vectors = Vectors(result.vocab.words, result.w_in)
     return vectors.evaluate_analogies(write_questions(tmp_path / "q.txt")).accuracy
 
 

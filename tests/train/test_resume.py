@@ -104,12 +104,18 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same command, uninterrupted, in its own process."""
+def reference_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """The same command, uninterrupted, in its own process; and its wall time in seconds."""
     run = tmp_path_factory.mktemp("ref") / "run"
+    started = time.monotonic()
     code, err = run_and_signal(run, corpus, None)
     assert code == 0, err
-    return run
+    return run, time.monotonic() - started
+
+
+@pytest.fixture(scope="module")
+def reference(reference_run: tuple[Path, float]) -> Path:
+    return reference_run[0]
 
 
 @pytest.fixture(scope="module")
@@ -151,15 +157,16 @@ def test_sigterm_saves_exits_143_and_resumes_exactly(corpus: Path, reference: Pa
 
 
 def _kill_and_resume(corpus: Path, reference: Path, total: int, run: Path, seed: int,
-                     kills: int, *, early: bool = False) -> None:
+                     kills: int, *, early_within: float | None = None) -> None:
     rng = random.Random(seed)
     targets = sorted(rng.sample(range(1, total - 5), kills))
     killed = 0
     for i, at in enumerate(targets):
         # optionally the first kill lands at a random time after start: during interpreter
-        # start-up (importing torch alone takes over a second), corpus preparation or the first
-        # steps — early enough that a small run on an idle machine has not finished yet
-        after = rng.uniform(0.2, 1.5) if early and i == 0 else None
+        # start-up, corpus preparation or the first steps. ``early_within``: an uninterrupted
+        # run's wall time here, so the moment is early on a fast machine and on a slow one
+        after = rng.uniform(0.1, 0.8) * early_within \
+            if early_within is not None and i == 0 else None
         code, err = run_and_signal(run, corpus, signal.SIGKILL, at_step=at,
                                    delay=rng.uniform(0, 0.03), after_start=after)
         if code == 0:
@@ -180,10 +187,11 @@ def test_sigkill_twice_at_random_steps_resumes_exactly(corpus: Path, reference: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(100, 124))
-def test_sigkill_many_random_points(corpus: Path, reference: Path, total_steps: int,
-                                    tmp_path: Path, seed: int) -> None:
+def test_sigkill_many_random_points(corpus: Path, reference_run: tuple[Path, float],
+                                    total_steps: int, tmp_path: Path, seed: int) -> None:
+    reference, seconds = reference_run
     _kill_and_resume(corpus, reference, total_steps, tmp_path / "run", seed,
-                     kills=1 + seed % 3, early=seed % 4 == 0)
+                     kills=1 + seed % 3, early_within=seconds if seed % 4 == 0 else None)
 
 
 @pytest.mark.slow

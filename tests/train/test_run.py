@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-import torch
 
 import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
 from embedlab.cli import main
@@ -35,7 +35,8 @@ def _store(run: Path, cfg: TrainConfig) -> Path:
 def _checkpoints(run: Path, steps: tuple[int, ...]) -> CheckpointManager:
     m = CheckpointManager(run, keep=10)
     for s in steps:
-        m.save(s, {"input_embeddings": torch.full((2, 2), float(s))}, {"epoch": 0}, {})
+        m.save(s, {"input_embeddings": np.full((2, 2), float(s), dtype=np.float32)},
+               {"epoch": 0}, {})
     return m
 
 

@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from embedlab.config import TrainConfig
 from embedlab.data.pairs import PIECE_TOKENS
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
-from embedlab.model.word2vec import init_params
-from embedlab.seeding import torch_generator
+from embedlab.model.params import init_params
+from embedlab.seeding import mt19937_rng
 from embedlab.testing import write_zipf_corpus
 from embedlab.train import trainer as trainer_module
 from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
@@ -186,7 +185,7 @@ def test_state_holds_the_data_position(corpus: Path, tmp_path: Path) -> None:
     assert state["step"] == 9 and state["words_seen"] > 0
     assert set(state["cursor"]) == {"epoch", "chunk", "batch"} and state["epoch"] == 0
     assert set(tensors) == {"input_embeddings", "output_embeddings"}
-    assert tensors["input_embeddings"].dtype == torch.float32
+    assert tensors["input_embeddings"].dtype == np.float32
 
 
 def test_too_few_tokens_is_an_input_error(tmp_path: Path) -> None:
@@ -212,24 +211,23 @@ def test_warm_start_copies_shared_rows_only(reference: Path, tmp_path: Path) -> 
     src, _ = load_checkpoint(find_checkpoint(reference))
     words = ("w0", "w3", "new1", "w7", "new2")
     vocab = Vocab(words, np.array([9, 8, 7, 6, 5], dtype=np.int64), None)
-    params = init_params(len(vocab), 8, init="centered", nce=False,
-                         generator=torch_generator(1, "init"))
-    fresh_in, fresh_out = params.w_in.clone(), params.w_out.clone()
+    params = init_params(len(vocab), 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    fresh_in, fresh_out = params.w_in.copy(), params.w_out.copy()
     message = warm_start(params, vocab, str(reference))
     assert "copied 3 of 5 words' rows" in message and "2 new words" in message
     for i, w in enumerate(words):
         j = src_vocab.id(w)
         if j is None:
-            assert torch.equal(params.w_in[i], fresh_in[i])
-            assert torch.equal(params.w_out[i], fresh_out[i])
+            assert np.array_equal(params.w_in[i], fresh_in[i])
+            assert np.array_equal(params.w_out[i], fresh_out[i])
         else:
-            assert torch.equal(params.w_in[i], src["input_embeddings"][j])
-            assert torch.equal(params.w_out[i], src["output_embeddings"][j])
+            assert np.array_equal(params.w_in[i], src["input_embeddings"][j])
+            assert np.array_equal(params.w_out[i], src["output_embeddings"][j])
 
 
 def test_warm_start_refuses_another_dim(reference: Path) -> None:
     vocab = Vocab(("w0",), np.array([5], dtype=np.int64), None)
-    params = init_params(1, 4, init="centered", nce=False, generator=torch_generator(1, "init"))
+    params = init_params(1, 4, init="centered", nce=False, rng=mt19937_rng(1, "init"))
     with pytest.raises(InputError, match="has dim 8, this run 4; pass a matching --dim"):
         warm_start(params, vocab, str(reference))
 
@@ -340,7 +338,7 @@ def test_big_batches_stay_finite_at_high_learning_rates(tmp_path: Path, engine: 
                    optim={"lr": lr, "epochs": 3, "batch_size": 1024})
     result, _ = run_train(cfg, tmp_path / "run")
     assert result.loss is not None and math.isfinite(result.loss)
-    assert float(result.w_in.norm(dim=1).max()) < 10.0
+    assert float(np.linalg.norm(result.w_in, axis=1).max()) < 10.0
 
 
 def test_a_resume_by_another_step_revision_warns(tmp_path: Path) -> None:
@@ -407,7 +405,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     from embedlab.train.checkpoint import CheckpointManager
 
     c = _Clock(save_seconds=0.0)
-    real_step, real_save = trainer_module.Word2VecStep, CheckpointManager.save
+    real_step, real_save = trainer_module.make_step, CheckpointManager.save
 
     def ticking_step(*args: Any, **kw: Any) -> Any:
         step = real_step(*args, **kw)
@@ -425,7 +423,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
 
     monkeypatch.setattr(trainer_module, "time",
                         types.SimpleNamespace(**{**vars(time), "perf_counter": c.perf_counter}))
-    monkeypatch.setattr(trainer_module, "Word2VecStep", ticking_step)
+    monkeypatch.setattr(trainer_module, "make_step", ticking_step)
     monkeypatch.setattr(CheckpointManager, "save", timed_save)
     return c
 
@@ -604,7 +602,7 @@ def test_status_of_an_interrupted_run_matches_its_checkpoint(
     from embedlab.errors import TrainingInterrupted
     from embedlab.track.runs import read_status
 
-    real = trainer_module.Word2VecStep
+    real = trainer_module.make_step
 
     def step_then_signal(*args: Any, **kw: Any) -> Any:
         inner = real(*args, **kw)
@@ -617,7 +615,7 @@ def test_status_of_an_interrupted_run_matches_its_checkpoint(
             return inner(*a, **k)
         return call
 
-    monkeypatch.setattr(trainer_module, "Word2VecStep", step_then_signal)
+    monkeypatch.setattr(trainer_module, "make_step", step_then_signal)
     run = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
         run_train(make_cfg(corpus, track={"log_every": 5}), run)
@@ -657,3 +655,24 @@ def test_wall_time_adds_up_over_resumes_and_a_new_attempt_clears_the_error(
     status = read_status(run)
     assert status["status"] == "finished" and "error" not in status
     assert status["wall_time"] >= final["wall_seconds"]
+
+
+def test_numpys_blas_keeps_to_the_threads_asked_for(corpus: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # evaluation during training is BLAS work; with --threads 1 it must not take every core
+    from threadpoolctl import threadpool_info
+
+    seen: list[int] = []
+
+    class Spy:
+        def check(self, words: object) -> None: ...
+
+        def __call__(self, words: object, matrix: object) -> dict[str, float]:
+            seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+            return {}
+
+    monkeypatch.setattr(trainer_module, "_make_evaluator", lambda cfg: Spy())
+    before = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    run_train(make_cfg(corpus, max_steps=4, eval={"every_steps": 2}), tmp_path / "run")
+    assert seen and set(seen) == {1}
+    assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before

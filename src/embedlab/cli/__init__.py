@@ -1,8 +1,9 @@
 """The ``embedlab`` command line: a thin layer over the library.
 
 Commands live in their own modules (``embedlab.cli.<name>``) and are imported lazily, so
-``embedlab --help`` is fast and a command's heavy imports (torch, tensorboard) are paid only
-when it runs. Every error the user can fix is printed as one line and exits with status 2.
+``embedlab --help`` is fast and a command's heavy imports (tensorboard, matplotlib; torch for
+the torch engine and ``linreg``) are paid only when it runs. Every error the user can fix is
+printed as one line and exits with status 2.
 """
 
 from __future__ import annotations
@@ -81,9 +82,9 @@ def _limit_openmp_spinning() -> None:
     with the default spin, 4.9-5.2 s with 2,000 (4.5-4.7 s with 200, 4.8-4.9 s with none); on
     the quiet machine 2,000 was no slower than the default (best of 5: 2.50 against 2.57 s)
     while 200 was (2.69 s): a short spin still catches a partner that arrives within
-    microseconds. The variables are read once, when libgomp loads (with torch), so this runs
-    before anything imports torch; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is left
-    alone. It does not change any result: only how threads wait.
+    microseconds. The variables are read once, when libgomp loads (with the native kernel, or
+    with torch), so this runs before either is loaded; a user's own OMP_WAIT_POLICY or
+    GOMP_SPINCOUNT is left alone. It does not change any result: only how threads wait.
     """
     import os
 
@@ -153,11 +154,12 @@ _USER_FIXABLE = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.E
 def run() -> None:
     """The console script and ``python -m embedlab``: :func:`main`, then a quick exit.
 
-    With torch, TensorBoard and matplotlib loaded, the interpreter's own shutdown (a garbage
-    collection over every object, then tearing down ~2,000 modules) takes ~0.5 s, a tenth of a
-    one-epoch gcide8 run. Everything embedlab writes is closed and fsynced before ``main``
-    returns, so after what a normal exit would still do that matters — waiting for non-daemon
-    threads, atexit handlers, flushing stdout/stderr — the process ends with ``os._exit``.
+    With TensorBoard and matplotlib (and, on the torch engine, torch) loaded, the interpreter's
+    own shutdown (a garbage collection over every object, then tearing down ~1,000-2,000
+    modules) takes up to ~0.5 s, a tenth of a one-epoch gcide8 run. Everything embedlab writes
+    is closed and fsynced before ``main`` returns, so after what a normal exit would still do
+    that matters — waiting for non-daemon threads, atexit handlers, flushing stdout/stderr —
+    the process ends with ``os._exit``.
     Exceptions other than ``SystemExit`` (bugs, Ctrl-C outside training) exit the normal way,
     with their traceback. In-process callers (tests, notebooks) use :func:`main`, which returns.
     """

@@ -36,7 +36,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from embedlab.data.noise import NoiseDistribution
 from embedlab.seeding import numpy_rng
@@ -95,11 +94,11 @@ class Cursor:
 class Batch:
     """One optimisation step's data. Shapes use B = batch size, W = window, S = noise per group."""
 
-    centers: torch.Tensor  # (B,) int64: centre word ids (padding rows have weight 0)
-    span: torch.Tensor  # (B + 2W,) int64: ids of positions centre-W .. centre+W
-    mask: torch.Tensor  # (B, 2W+1) uint8: 1 where offset j-W is a context of centre t
-    contexts: torch.Tensor  # (B,) float32: number of contexts of each centre (row sums of mask)
-    negatives: torch.Tensor  # (B // group, S) int64: noise ids shared by each group of centres
+    centers: np.ndarray  # (B,) int64: centre word ids (padding rows have weight 0)
+    span: np.ndarray  # (B + 2W,) int64: ids of positions centre-W .. centre+W
+    mask: np.ndarray  # (B, 2W+1) uint8: 1 where offset j-W is a context of centre t
+    contexts: np.ndarray  # (B,) float32: number of contexts of each centre (row sums of mask)
+    negatives: np.ndarray  # (B // group, S) int64: noise ids shared by each group of centres
     n_pairs: int  # positive (centre, context) pairs in this batch
     n_centers: int  # real (non-padding) centres
     words_done: int  # in-vocabulary tokens of this epoch consumed up to the end of this batch
@@ -233,11 +232,11 @@ class BatchStream:
             nxt = self._after(epoch, chunk, i, n_batches)
             out.append(
                 Batch(
-                    centers=torch.from_numpy(tok_p[W + s : W + s + R]),
-                    span=torch.from_numpy(tok_p[s : s + R + 2 * W]),
-                    mask=torch.from_numpy(m),
-                    contexts=torch.from_numpy(ctx),
-                    negatives=torch.from_numpy(negs[i]),
+                    centers=tok_p[W + s : W + s + R],
+                    span=tok_p[s : s + R + 2 * W],
+                    mask=m,
+                    contexts=ctx,
+                    negatives=negs[i],
                     n_pairs=int(cum[min(s + B, total)] - cum[s]),
                     n_centers=int(max(0, min(B, n - s))),
                     words_done=int(words_done[i]),
@@ -273,8 +272,9 @@ class BatchStream:
     def iterate(self, start: Cursor, *, prefetch: int = 1) -> Iterator[Batch]:
         """Yield batches from ``start`` to the end of the last epoch.
 
-        Chunks are built by a background thread (numpy and torch release the GIL in their
-        kernels), so data preparation overlaps with the model's compute.
+        Chunks are built by a background thread (numpy releases the GIL in its kernels, the
+        native engine in its ctypes call), so data preparation overlaps with the model's
+        compute.
         """
         q: queue.Queue[list[Batch] | BaseException | None] = queue.Queue(maxsize=prefetch)
         stop = threading.Event()

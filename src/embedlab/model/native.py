@@ -36,10 +36,12 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # imported lazily: resolving --engine must not cost a torch import
-    import torch
+import numpy as np
+
+from embedlab.data.pairs import Batch
+from embedlab.model.params import Word2VecParams
+from embedlab.model.step import StepConfig
 
 SOURCE = "_kernel.c"
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
@@ -210,8 +212,14 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _ptr(t: torch.Tensor | None) -> int | None:
-    return None if t is None else t.data_ptr()
+def _ptr(a: np.ndarray | None) -> int | None:
+    return None if a is None else a.ctypes.data
+
+
+def _contiguous(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` itself when it already is C-contiguous ``dtype`` (a batch's arrays are), else a
+    copy that is."""
+    return np.ascontiguousarray(a, dtype=dtype)
 
 
 class NativeStep:
@@ -219,47 +227,72 @@ class NativeStep:
 
     def __init__(self, dim: int, rows: int, window: int, threads: int,
                  model: str = "skipgram") -> None:
-        import torch  # here, not at module level: resolving --engine must not import torch
-
-        self._torch = torch  # the per-step methods use this reference, not an import statement
         self.lib = library()
         self._step = {"skipgram": self.lib.w2v_skipgram_step, "cbow": self.lib.w2v_cbow_step}[model]
         self.dim, self.rows, self.window, self.threads = dim, rows, window, max(1, threads)
-        self._scratch = torch.empty(0)
+        self._scratch = np.empty(0, dtype=np.float32)
         self._shape: tuple[int, int] = (0, 0)
 
-    def _scratch_for(self, groups: int, shared: int) -> torch.Tensor:
+    def _scratch_for(self, groups: int, shared: int) -> np.ndarray:
         if self._shape != (groups, shared):
-            torch = self._torch
             n = self.lib.w2v_scratch_floats(self.rows, self.window, groups, shared, self.dim,
                                             self.threads)
-            self._scratch = torch.empty(int(n), dtype=torch.float32)
+            self._scratch = np.empty(int(n), dtype=np.float32)
             self._shape = (groups, shared)
         return self._scratch
 
-    def __call__(self, w_in: torch.Tensor, w_out: torch.Tensor, bias: torch.Tensor | None,
-                 log_kq: torch.Tensor | None, centers: torch.Tensor, span: torch.Tensor,
-                 mask: torch.Tensor, contexts: torch.Tensor, negatives: torch.Tensor,
+    def __call__(self, w_in: np.ndarray, w_out: np.ndarray, bias: np.ndarray | None,
+                 log_kq: np.ndarray | None, centers: np.ndarray, span: np.ndarray,
+                 mask: np.ndarray, contexts: np.ndarray, negatives: np.ndarray,
                  noise_weight: float, lr: float, rate: float, bias_sq: float,
-                 h_in: torch.Tensor, h_out: torch.Tensor) -> float:
-        torch = self._torch
-        for t in (w_in, w_out, h_in, h_out):
-            if not (t.is_contiguous() and t.dtype == torch.float32):
-                raise ValueError("the native engine needs contiguous float32 parameters")
+                 h_in: np.ndarray, h_out: np.ndarray) -> float:
+        # the kernel writes through these pointers: they must be the arrays themselves
+        for a in (w_in, w_out, h_in, h_out, *(() if bias is None else (bias,))):
+            if not (a.flags.c_contiguous and a.flags.writeable and a.dtype == np.float32):
+                raise ValueError("the native engine needs writable, contiguous float32 "
+                                 "parameters")
         if (bias is None) != (log_kq is None):
             raise ValueError("NCE needs both the output bias and log(K·Q)")
-        if mask.dtype != torch.uint8:
+        if mask.dtype != np.uint8:
             raise ValueError("the native engine takes the context mask as uint8 (0/1)")
-        centers = centers.contiguous()
-        span = span.contiguous()
-        mask = mask.contiguous()
-        contexts = contexts.contiguous()
-        negatives = negatives.contiguous()
-        kq = None if log_kq is None else log_kq.to(torch.float32).contiguous()
+        centers = _contiguous(centers, np.int64)
+        span = _contiguous(span, np.int64)
+        mask = _contiguous(mask, np.uint8)
+        contexts = _contiguous(contexts, np.float32)
+        negatives = _contiguous(negatives, np.int64)
+        kq = None if log_kq is None else _contiguous(log_kq, np.float32)
         groups, shared = negatives.shape
         scratch = self._scratch_for(groups, shared)
         return float(self._step(
-            self.dim, w_in.data_ptr(), w_out.data_ptr(), _ptr(bias), _ptr(kq),
-            centers.data_ptr(), self.rows, span.data_ptr(), self.window, mask.data_ptr(),
-            contexts.data_ptr(), negatives.data_ptr(), groups, shared, noise_weight, lr, rate,
-            bias_sq, scratch.data_ptr(), h_in.data_ptr(), h_out.data_ptr(), self.threads))
+            self.dim, _ptr(w_in), _ptr(w_out), _ptr(bias), _ptr(kq),
+            _ptr(centers), self.rows, _ptr(span), self.window, _ptr(mask),
+            _ptr(contexts), _ptr(negatives), groups, shared, noise_weight, lr, rate,
+            bias_sq, _ptr(scratch), _ptr(h_in), _ptr(h_out), self.threads))
+
+
+class NativeWord2VecStep:
+    """:class:`embedlab.model.word2vec.Word2VecStep`'s step fused in C: same terms, same damping
+    (see its docstring), on the parameters' own memory."""
+
+    def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
+                 rows: int, threads: int) -> None:
+        self.cfg = cfg
+        self.p = params
+        vocab, dim = params.w_in.shape
+        self._kernel = NativeStep(dim, rows, cfg.window, threads, cfg.model)
+        self._log_kq = None if log_kq is None else _contiguous(log_kq, np.float32)
+        # per-row damping sums; the kernel zeroes the entries it touched after each use
+        self._h_in = np.zeros(vocab, dtype=np.float32)
+        self._h_out = np.zeros(vocab, dtype=np.float32)
+        # NCE rows carry a bias: the augmented input [x; 1] has squared norm |x|² + 1
+        self._bias_sq = 1.0 if params.b_out is not None else 0.0
+
+    def __call__(self, batch: Batch, lr: float) -> float:
+        if self.cfg.reduction == "mean":
+            lr = lr / max(1, batch.n_pairs)
+        p = self.p
+        rate = lr / self.cfg.damping if self.cfg.damping > 0 else 0.0
+        return self._kernel(p.w_in, p.w_out, p.b_out, self._log_kq, batch.centers, batch.span,
+                            batch.mask, batch.contexts, batch.negatives,
+                            self.cfg.negative / batch.negatives.shape[1], lr, rate,
+                            self._bias_sq, self._h_in, self._h_out)

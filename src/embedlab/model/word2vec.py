@@ -1,10 +1,12 @@
-"""word2vec as in Mikolov et al. (2013), with hand-written gradients and batched updates.
+"""word2vec as in Mikolov et al. (2013), with hand-written gradients and batched updates: the
+torch engine (the native engine, :mod:`embedlab.model.native`, fuses the same step in C).
 
 Notation (per batch): B centres, window W, J = 2W+1 offsets, D dimensions, groups of ``group``
 centres that share S noise words, K = noise words per positive pair.
 
 * ``w_in``  (V×D): input vectors v (the embeddings users keep).
 * ``w_out`` (V×D): output vectors u. ``b_out`` (V,): output biases (NCE only).
+  (NumPy arrays, :class:`embedlab.model.params.Word2VecParams`, updated through tensor views.)
 
 Skip-gram maximises, for each centre t and each context c of t,
     log σ(v_t·u_c) + Σ_{k=1..K} log σ(−v_t·u_{n_k}),  n_k ~ Q (negative sampling),
@@ -22,58 +24,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from embedlab.data.pairs import Batch
+from embedlab.model.params import Word2VecParams
+from embedlab.model.step import StepConfig, band_block_length
 
 
 @dataclass
-class Word2VecParams:
+class _Tensors:
+    """Zero-copy torch views of :class:`Word2VecParams`: the engine updates the arrays' memory."""
+
     w_in: torch.Tensor  # (V, D) float32
     w_out: torch.Tensor  # (V, D) float32
-    b_out: torch.Tensor | None = None  # (V,) float32, NCE only
+    b_out: torch.Tensor | None  # (V,) float32, NCE only
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        out = {"input_embeddings": self.w_in, "output_embeddings": self.w_out}
-        if self.b_out is not None:
-            out["output_bias"] = self.b_out
-        return out
-
-
-def init_params(
-    vocab_size: int, dim: int, *, init: str, nce: bool, generator: torch.Generator,
-    scale: float = 1.0,
-) -> Word2VecParams:
-    """Centred initialisation: v ~ U(−scale/2, scale/2)/D, u = 0 (``init="centered"``).
-
-    ``scale`` 1 is word2vec.c's, 2 gensim 4's; the trainer's default is measured per model
-    (:func:`embedlab.train.trainer.default_init_scale`).
-
-    ``init="uniform"`` is the CS20 lecture's U[0, 1) for the input vectors — kept for replication;
-    all-positive vectors start nearly collinear and barely train (analogy ≈ 0 after 100k steps).
-    ``scale`` does not apply to it.
-    """
-    w_in = torch.rand(vocab_size, dim, generator=generator, dtype=torch.float32)
-    if init == "centered":
-        w_in.sub_(0.5).mul_(scale).div_(dim)
-    w_out = torch.zeros(vocab_size, dim, dtype=torch.float32)
-    b_out = torch.zeros(vocab_size, dtype=torch.float32) if nce else None
-    return Word2VecParams(w_in, w_out, b_out)
+    @classmethod
+    def of(cls, p: Word2VecParams) -> _Tensors:
+        return cls(torch.from_numpy(p.w_in), torch.from_numpy(p.w_out),
+                   None if p.b_out is None else torch.from_numpy(p.b_out))
 
 
-ENGINES = ("torch", "native")  # native: embedlab/model/_kernel.c
+@dataclass
+class _TorchBatch:
+    """A :class:`Batch`'s arrays as tensor views (see there for shapes)."""
 
+    centers: torch.Tensor
+    span: torch.Tensor
+    mask: torch.Tensor
+    contexts: torch.Tensor
+    negatives: torch.Tensor
 
-@dataclass(frozen=True)
-class StepConfig:
-    model: str  # "skipgram" | "cbow"
-    loss: str  # "neg" | "nce"
-    window: int
-    negative: int  # K
-    group: int  # centres sharing one set of S noise words
-    reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
-    damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
+    @classmethod
+    def of(cls, b: Batch) -> _TorchBatch:
+        return cls(*(torch.from_numpy(np.ascontiguousarray(a)) for a in
+                     (b.centers, b.span, b.mask, b.contexts, b.negatives)))
 
 
 def _norm_sq(x: torch.Tensor) -> torch.Tensor:
@@ -128,7 +115,7 @@ class Band:
     @staticmethod
     def block_length(window: int) -> int:
         """A multiple of 16 and >= 2W (the overlap-add in :meth:`scatter` needs 2W <= L)."""
-        return 16 * max(1, -(-2 * window // 16))
+        return band_block_length(window)
 
     def diag_dot(self, c: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
         """(R,): Σ_j c[t, j] · col[t+j] for a per-position scalar ``col`` (R+2W,)."""
@@ -179,7 +166,8 @@ class Band:
 
 
 class Word2VecStep:
-    """One SGD step on a :class:`Batch`. Returns the summed loss (float64 tensor) over positives.
+    """The torch engine: one SGD step on a :class:`Batch`, returning the summed loss over its
+    positives (accumulated in float64).
 
     Damping: a row that receives many gradient contributions in one synchronous step — a
     frequent noise word, a frequent context — would overshoot, because sequential SGD's
@@ -203,16 +191,12 @@ class Word2VecStep:
     WS-353 0.62. Before this change (Gauss–Newton, κ = 8, S = 30): 14.9%.
     """
 
-    def __init__(
-        self, cfg: StepConfig, params: Word2VecParams, log_kq: torch.Tensor | None, rows: int,
-        *, engine: str = "torch", threads: int = 1,
-    ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
+                 rows: int) -> None:
         self.cfg = cfg
-        self.engine = engine
-        self.p = params
-        self.log_kq = log_kq  # (V,) log(K·Q(w)) for NCE
+        self.p = _Tensors.of(params)
+        # (V,) log(K·Q(w)) for NCE
+        self.log_kq = None if log_kq is None else torch.from_numpy(np.asarray(log_kq))
         self.band = Band(rows, cfg.window)
         self.damping = cfg.damping > 0
         vocab = params.w_in.shape[0]
@@ -221,22 +205,13 @@ class Word2VecStep:
         self._h_out = torch.zeros(vocab, dtype=torch.float32)
         # NCE rows carry a bias: the augmented input [x; 1] has squared norm |x|² + 1
         self._bias_sq = 1.0 if params.b_out is not None else 0.0
-        self._native = None
-        if engine == "native":
-            from embedlab.model.native import NativeStep
 
-            self._native = NativeStep(params.w_in.shape[1], rows, cfg.window, threads,
-                                      cfg.model)
-            self._log_kq32 = None if log_kq is None else log_kq.to(torch.float32).contiguous()
-
-    def __call__(self, batch: Batch, lr: float) -> torch.Tensor:
+    def __call__(self, batch: Batch, lr: float) -> float:
         if self.cfg.reduction == "mean":
             lr = lr / max(1, batch.n_pairs)
-        if self._native is not None:
-            return torch.tensor(self._native_step(batch, lr), dtype=torch.float64)
-        if self.cfg.model == "skipgram":
-            return self._skipgram(batch, lr)
-        return self._cbow(batch, lr)
+        tb = _TorchBatch.of(batch)
+        loss = self._skipgram(tb, lr) if self.cfg.model == "skipgram" else self._cbow(tb, lr)
+        return float(loss)
 
     # ---- pieces shared by both architectures ----------------------------------------------------
     def _noise_logits(
@@ -281,20 +256,8 @@ class Word2VecStep:
             buf.index_fill_(0, ids, 0.0)
         return out
 
-    # ---- the native engine (both architectures) ------------------------------------------------
-    def _native_step(self, batch: Batch, lr: float) -> float:
-        """:meth:`_skipgram` or :meth:`_cbow` fused in C (``_kernel.c``): same terms, same
-        damping."""
-        assert self._native is not None
-        p = self.p
-        rate = lr / self.cfg.damping if self.damping else 0.0
-        return self._native(p.w_in, p.w_out, p.b_out, self._log_kq32, batch.centers, batch.span,
-                            batch.mask, batch.contexts, batch.negatives,
-                            self.cfg.negative / batch.negatives.shape[1], lr, rate,
-                            self._bias_sq, self._h_in, self._h_out)
-
     # ---- skip-gram ------------------------------------------------------------------------------
-    def _skipgram(self, batch: Batch, lr: float) -> torch.Tensor:
+    def _skipgram(self, batch: _TorchBatch, lr: float) -> torch.Tensor:
         p, band = self.p, self.band
         v = p.w_in.index_select(0, batch.centers)  # (R, D) centre input vectors
         u_span = p.w_out.index_select(0, batch.span)  # (R+2W, D) output vectors around them
@@ -353,7 +316,7 @@ class Word2VecStep:
         return loss
 
     # ---- CBOW -----------------------------------------------------------------------------------
-    def _cbow(self, batch: Batch, lr: float) -> torch.Tensor:
+    def _cbow(self, batch: _TorchBatch, lr: float) -> torch.Tensor:
         p, band = self.p, self.band
         v_span = p.w_in.index_select(0, batch.span)  # (R+2W, D) context input vectors
         count = batch.contexts.clamp(min=1.0)
@@ -417,10 +380,3 @@ class Word2VecStep:
             p.b_out.index_add_(0, batch.centers, d_b_u, alpha=-lr)
             p.b_out.index_add_(0, flat_neg, d_b_noise, alpha=-lr)
         return loss
-
-
-def pairs_in(batch: Batch, model: str) -> int:
-    """Positive examples a batch trains: (centre, context) pairs for skip-gram, centres for CBOW."""
-    if model == "skipgram":
-        return batch.n_pairs
-    return int((batch.contexts > 0).sum())

@@ -22,12 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from embedlab.config import MAX_INT, MUTABLE_ON_RESUME, TrainConfig, fill_legacy_keys, flatten
+from embedlab.config import LINREG_FIXED_ON_RESUME as LINREG_FIXED
+from embedlab.config import LINREG_MODEL as LINREG
+from embedlab.config import (
+    MAX_INT,
+    MUTABLE_ON_RESUME,
+    LinRegConfig,
+    TrainConfig,
+    fill_legacy_keys,
+    flatten,
+)
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text
-from embedlab.linreg import FIXED_ON_RESUME as LINREG_FIXED
-from embedlab.linreg import MODEL as LINREG
-from embedlab.linreg import LinRegConfig
 from embedlab.track.summaries import METRICS_FILE, read_metrics
 from embedlab.train.checkpoint import read_index
 from embedlab.train.lock import pid_alive, read_lock

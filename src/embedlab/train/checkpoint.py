@@ -19,6 +19,9 @@ Invariants:
   itself); unknown folders are never touched. The checkpoint a run resumed from
   (:meth:`CheckpointManager.protect`) survives until a newer checkpoint is committed.
 * Loading never unpickles: safetensors and JSON only, so a stranger's checkpoint cannot run code.
+* Tensors are NumPy arrays by default, on both sides: training on the native engine never
+  imports torch. Torch tensors are accepted and returned where asked (``framework="pt"``), for
+  dtypes NumPy lacks (bfloat16); the file format is the same.
 """
 
 from __future__ import annotations
@@ -39,9 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
+import numpy as np
+import safetensors.numpy
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
 
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text, current_umask, file_digest, fsync_dir
@@ -55,6 +58,9 @@ MANIFEST_FORMAT = "embedlab-checkpoint/1"
 _NAME_RE = re.compile(r"^ckpt-(\d+)$")
 
 Role = Literal["latest", "kept", "best", "archive"]
+Framework = Literal["numpy", "pt"]
+# safetensors dtypes NumPy has no type for: a NumPy load widens them to float32 (exactly)
+_NOT_NUMPY = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
 
 
 class CheckpointError(InputError):
@@ -412,9 +418,11 @@ class CheckpointManager:
         self._protected = step
 
     # -- save --
-    def save(self, step: int, tensors: Mapping[str, torch.Tensor], state: Mapping[str, Any],
+    def save(self, step: int, tensors: Mapping[str, Any], state: Mapping[str, Any],
              metrics: Mapping[str, float] | None = None) -> Path:
         """Commit checkpoint ``step`` atomically, then apply retention and rewrite the index.
+
+        ``tensors``: NumPy arrays or torch tensors (see :func:`save_file`).
 
         Raises :class:`CheckpointError` (one line: cause + fix) when the folder cannot be
         written; earlier checkpoints and the index are then untouched.
@@ -540,15 +548,31 @@ def _has_manifest(ckpt_dir: Path) -> bool:
     return True
 
 
-def _write_contents(tmp: Path, step: int, tensors: Mapping[str, torch.Tensor],
+def save_file(tensors: Mapping[str, Any], filename: str, metadata: dict[str, str]) -> None:
+    """Write ``tensors`` with safetensors: NumPy arrays through its NumPy writer (no torch
+    import), anything else as torch tensors (e.g. the linear regression's, or bfloat16 ones).
+    Same format, and the same bytes for the same values, either way."""
+    numpy_types = (np.ndarray, np.generic)  # a 0-d array may arrive as a NumPy scalar
+    if all(isinstance(t, numpy_types) for t in tensors.values()):
+        safetensors.numpy.save_file({n: np.asarray(t, order="C") for n, t in tensors.items()},
+                                    filename, metadata=metadata)
+        return
+    import torch
+    from safetensors.torch import save_file as save_torch
+
+    save_torch({n: (torch.from_numpy(np.asarray(t, order="C")) if isinstance(t, numpy_types)
+                    else t.detach().to("cpu").contiguous()) for n, t in tensors.items()},
+               filename, metadata=metadata)
+
+
+def _write_contents(tmp: Path, step: int, tensors: Mapping[str, Any],
                     state: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
     """Write the two data files, then the manifest, all fsynced (the folder is not yet visible)."""
     for key in ("step", "metrics"):
         if key in state and state[key] != (step if key == "step" else dict(metrics)):
             raise ValueError(f"state[{key!r}] disagrees with the {key} passed to save()")
-    flat = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
     try:
-        save_file(flat, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
+        save_file(tensors, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
     except SafetensorError as exc:
         raise _os_error(exc) from None
     # safetensors creates the file 0600; a checkpoint is as shareable as the rest of the run
@@ -717,8 +741,13 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
                     names: Iterable[str] | None = None,
                     rename: Mapping[str, str] | None = None,
                     state_spec: Mapping[str, Any] | None = None,
-                    ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+                    framework: Framework = "numpy",
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Load tensors and state of one checkpoint folder (no unpickling anywhere).
+
+    ``framework``: ``"numpy"`` gives NumPy arrays (and imports no torch, unless a tensor has a
+    dtype NumPy lacks: bfloat16 and float8 come back widened to float32); ``"pt"`` gives torch
+    tensors of the stored dtypes.
 
     ``names``: stored tensor names to load (default: all). ``rename``: ``{new_name: stored_name}``
     (the CLI's ``--map new=old``); stored names not mentioned keep their names, and a stored
@@ -732,7 +761,7 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
         _verified_or_fail(ckpt_dir)
     rename = dict(rename or {})
     try:
-        with safe_open(str(ckpt_dir / TENSORS_FILE), framework="pt") as f:
+        with safe_open(str(ckpt_dir / TENSORS_FILE), framework="numpy") as f:
             stored = list(f.keys())
             wanted = list(names) if names is not None else list(stored)
             wanted += [old for old in rename.values() if old not in wanted]
@@ -741,10 +770,13 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
                 raise InputError(f"checkpoint {ckpt_dir} has no tensor named "
                                  f"{', '.join(missing)}; it has: {', '.join(sorted(stored))}")
             out_names = _output_names(wanted, rename)
-            if len(wanted) == len(stored) and names is None:
-                loaded = load_file(str(ckpt_dir / TENSORS_FILE))  # one pass for the full set
-            else:
-                loaded = {n: f.get_tensor(n) for n in wanted}
+            widen = framework == "numpy" and any(
+                f.get_slice(n).get_dtype() in _NOT_NUMPY for n in wanted)
+        loaded = _read_tensors(ckpt_dir / TENSORS_FILE, wanted, "pt" if widen else framework,
+                               everything=len(wanted) == len(stored) and names is None)
+        if widen:
+            loaded = {n: t.float().numpy() if t.is_floating_point() else t.numpy()
+                      for n, t in loaded.items()}
         state = json.loads((ckpt_dir / STATE_FILE).read_text(encoding="utf-8"))
     except InputError:
         raise
@@ -756,6 +788,18 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
     if state_spec is not None:
         check_state(ckpt_dir, state, state_spec)
     return {out_names[n]: loaded[n] for n in wanted}, state
+
+
+def _read_tensors(path: Path, names: list[str], framework: Framework, *,
+                  everything: bool) -> dict[str, Any]:
+    if everything:  # one pass for the full set
+        if framework == "numpy":
+            return safetensors.numpy.load_file(str(path))
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    with safe_open(str(path), framework=framework) as f:
+        return {n: f.get_tensor(n) for n in names}
 
 
 def _output_names(wanted: list[str], rename: Mapping[str, str]) -> dict[str, str]:
@@ -780,7 +824,7 @@ def tensor_specs(ckpt_dir: Path | str) -> list[tuple[str, tuple[int, ...], str]]
     """(name, shape, dtype) of every stored tensor, read from the header only (no data)."""
     out = []
     try:
-        with safe_open(str(Path(ckpt_dir) / TENSORS_FILE), framework="pt") as f:
+        with safe_open(str(Path(ckpt_dir) / TENSORS_FILE), framework="numpy") as f:
             for name in sorted(f.keys()):
                 sl = f.get_slice(name)
                 out.append((name, tuple(sl.get_shape()), str(sl.get_dtype())))

@@ -90,7 +90,8 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
 def _has_checkpoint(run_dir: Path | None) -> bool:
     if run_dir is None:
         return False
-    # here, not at the top: checkpoint imports torch, which refusing a flag must not wait for
+    # here, not at the top: checkpoint imports numpy and safetensors, which refusing a flag
+    # must not wait for
     from embedlab.train.checkpoint import CKPT_DIR, parse_step
 
     return any(parse_step(p.name) is not None for p in (run_dir / CKPT_DIR).glob("ckpt-*"))
@@ -269,7 +270,7 @@ def abandon_after(run_dir: Path, step: int) -> list[Path]:
     They are moved (never deleted) into ``RUN/checkpoints-abandoned-<time>/`` so that automatic
     resume does not jump back to them.
     """
-    from embedlab.train.checkpoint import CKPT_DIR, parse_step  # torch: imported when needed
+    from embedlab.train.checkpoint import CKPT_DIR, parse_step  # numpy: imported when needed
 
     root = run_dir / CKPT_DIR
     newer = [p for p in root.iterdir() if (s := parse_step(p.name)) is not None and s > step] \

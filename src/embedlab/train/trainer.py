@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-import torch
+from threadpoolctl import threadpool_limits
 
 from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.ahead import PrepareAhead
@@ -35,22 +35,16 @@ from embedlab.data.prepared import (
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError, TrainingInterrupted, diverged
 from embedlab.fsutil import missing_folders, remove_empty_folders
-from embedlab.model.word2vec import (
-    Band,
-    StepConfig,
-    Word2VecParams,
-    Word2VecStep,
-    init_params,
-    pairs_in,
-)
+from embedlab.model.params import Word2VecParams, init_params
+from embedlab.model.step import StepConfig, band_block_length, make_step, pairs_in
 from embedlab.provenance import started_step_revision, write_config_json, write_env_json
-from embedlab.seeding import STREAMS, torch_generator
+from embedlab.seeding import STREAMS, mt19937_rng
 from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 from embedlab.train.lock import RunLock
 from embedlab.train.memory import release_free_memory
 from embedlab.train.run import abandon_after
 from embedlab.train.schedule import linear_lr
-from embedlab.train.signals import SignalFlag, interrupted
+from embedlab.train.signals import SignalFlag, deferred_interrupt, interrupted
 
 PREPARED_DIR = "prepared"
 VOCAB_FILE = "vocab.tsv"
@@ -70,7 +64,7 @@ class TrainResult:
     train_seconds: float
     finished: bool
     vocab: Vocab
-    w_in: torch.Tensor
+    w_in: np.ndarray
 
 
 # ---- data -----------------------------------------------------------------------------------
@@ -195,7 +189,7 @@ def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
     s = m.shared_negatives or default_shared_negatives(m.negative, m.window)
     # TensorFlow's nce_loss (the lecture) shares one noise sample across the whole batch
     group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(m.negative_group, batch)
-    band_block = Band.block_length(m.window)
+    band_block = band_block_length(m.window)
     reduction = "mean" if cfg.preset == "cs20" else "sum"
     damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
     return (StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping), s,
@@ -265,8 +259,10 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
         raise InputError(f"cannot create the run folder {run_dir} ({exc.strerror or exc}); "
                          "pass --run (or --runs-dir) in a writable location") from None
     # A run another process holds is refused here, before the clean-up below can touch it
-    # (two commands racing to create the same new run both see it missing).
-    with RunLock(run_dir, argv=argv):
+    # (two commands racing to create the same new run both see it missing). NumPy's BLAS
+    # (evaluation, the neighbour table, PCA) keeps to --threads, as the kernel does: by default
+    # it starts a thread per core whatever the user asked for.
+    with RunLock(run_dir, argv=argv), threadpool_limits(cfg.threads, user_api="blas"):
         try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
                                  ahead=ahead, abandon_newer=abandon_newer)
@@ -289,7 +285,6 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     from embedlab.track.summaries import open_tracker
 
     check_best_metric(cfg)
-    torch.set_num_threads(cfg.threads)
     progress = cfg.track.progress and out.isatty()
     manager = CheckpointManager(run_dir, keep=cfg.checkpoint.keep,
                                 keep_every=cfg.checkpoint.keep_every,
@@ -325,15 +320,13 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     state: dict[str, Any] = {}
     if ckpt is not None:
         tensors, state = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
-        params = Word2VecParams(tensors["input_embeddings"], tensors["output_embeddings"],
-                                tensors.get("output_bias"))
+        params = _params_of(tensors, ckpt, nce=m.loss == "nce")
         _check_shapes(params, len(vocab), m.dim, ckpt)
         started = [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state['step']})"]
     else:
         params = init_params(len(vocab), m.dim, init=m.init,
                              scale=m.init_scale or default_init_scale(m.model),
-                             nce=m.loss == "nce",
-                             generator=torch_generator(cfg.seed, "init"))
+                             nce=m.loss == "nce", rng=mt19937_rng(cfg.seed, "init"))
         started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
             started.append(warm_start(params, vocab, cfg.init_from))
@@ -374,9 +367,10 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, True, vocab,
                            params.w_in)
 
-    log_kq = torch.from_numpy(noise.log_expected_count(m.negative)) if m.loss == "nce" else None
-    model_step = Word2VecStep(stepcfg, params, log_kq, stream.rows, engine=cfg.engine,
-                              threads=cfg.threads)
+    log_kq = noise.log_expected_count(m.negative) if m.loss == "nce" else None
+    with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
+        model_step = make_step(stepcfg, params, log_kq, stream.rows, engine=cfg.engine,
+                               threads=cfg.threads)
     n_tokens = len(prepared.ids)
     total_words = cfg.optim.epochs * n_tokens
     raw_per_token = prepared.raw_tokens / max(1, n_tokens)
@@ -548,11 +542,34 @@ def _diverged(step: int, loss: float, cfg: TrainConfig, saved_step: int) -> Inpu
                     f"--restart --lr {cfg.optim.lr / 4:g}")
 
 
+def _params_of(tensors: dict[str, np.ndarray], ckpt: Path, *, nce: bool) -> Word2VecParams:
+    """The model stored in a training checkpoint; one line naming what is missing."""
+    needed = ["input_embeddings", "output_embeddings", *(["output_bias"] if nce else [])]
+    missing = [n for n in needed if n not in tensors]
+    if missing:
+        raise InputError(f"checkpoint {ckpt} has no {', '.join(missing)} (it holds "
+                         f"{', '.join(sorted(tensors)) or 'none'}); resume from another "
+                         "checkpoint ('embedlab ckpt RUN' lists them) or pass --restart to start "
+                         "over")
+    return Word2VecParams(tensors["input_embeddings"], tensors["output_embeddings"],
+                          tensors["output_bias"] if nce else None)
+
+
 def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path) -> None:
     if tuple(params.w_in.shape) != (vocab_size, dim):
         raise InputError(f"checkpoint {ckpt} holds {tuple(params.w_in.shape)} input embeddings "
                          f"but the run's vocabulary × dim is {(vocab_size, dim)}; pass --restart "
                          "to start over")
+    # The native kernel indexes these rows without bounds checks: a checkpoint whose files were
+    # altered (and re-signed) must be refused here, not read out of bounds.
+    wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),
+              "output_bias": (vocab_size,)}
+    for name, array in params.tensors().items():
+        if array.shape != wanted[name] or array.dtype != np.float32:
+            raise InputError(f"checkpoint {ckpt} holds {name} of shape {tuple(array.shape)} and "
+                             f"dtype {array.dtype}, not {wanted[name]} float32; resume from "
+                             "another checkpoint ('embedlab ckpt RUN' lists them) or pass "
+                             "--restart to start over")
 
 
 def _check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
@@ -616,7 +633,7 @@ def warm_start(params: Word2VecParams, vocab: Vocab, source: str) -> str:
     vocab_file = _vocab_of(ckpt)
     src_vocab = Vocab.load_tsv(vocab_file)
     w_in = tensors["input_embeddings"]
-    check_vocab_fits(vocab_file, len(src_vocab), ckpt, w_in.numpy())
+    check_vocab_fits(vocab_file, len(src_vocab), ckpt, w_in)
     if tuple(tensors["output_embeddings"].shape) != tuple(w_in.shape):
         raise InputError(f"--init-from {source}: checkpoint {ckpt} holds output embeddings of "
                          f"shape {tuple(tensors['output_embeddings'].shape)} but input "
@@ -628,8 +645,8 @@ def warm_start(params: Word2VecParams, vocab: Vocab, source: str) -> str:
     index = src_vocab.index
     pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
     if pairs:
-        dst = torch.tensor([p[0] for p in pairs])
-        src = torch.tensor([p[1] for p in pairs])
+        dst = np.array([p[0] for p in pairs], dtype=np.int64)
+        src = np.array([p[1] for p in pairs], dtype=np.int64)
         params.w_in[dst] = w_in[src]
         params.w_out[dst] = tensors["output_embeddings"][src]
         if params.b_out is not None and "output_bias" in tensors:

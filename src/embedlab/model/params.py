@@ -1,0 +1,61 @@
+"""word2vec's parameters and their initialisation, as plain NumPy arrays.
+
+* ``w_in``  (V×D): input vectors v (the embeddings users keep).
+* ``w_out`` (V×D): output vectors u. ``b_out`` (V,): output biases (NCE only).
+
+The arrays are the one copy of the model: the native engine updates them in place through
+their memory, and the torch engine through zero-copy tensor views
+(:class:`embedlab.model.word2vec.Word2VecStep`). Keeping them in NumPy means a run on the
+native engine never imports torch, whose import alone holds more memory than the rest of
+the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedlab.seeding import uniform_float32
+
+
+@dataclass
+class Word2VecParams:
+    w_in: np.ndarray  # (V, D) float32, C-contiguous
+    w_out: np.ndarray  # (V, D) float32, C-contiguous
+    b_out: np.ndarray | None = None  # (V,) float32, NCE only
+
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The checkpoint's tensors, under their stored names."""
+        out = {"input_embeddings": self.w_in, "output_embeddings": self.w_out}
+        if self.b_out is not None:
+            out["output_bias"] = self.b_out
+        return out
+
+    def copy(self) -> Word2VecParams:
+        return Word2VecParams(self.w_in.copy(), self.w_out.copy(),
+                              None if self.b_out is None else self.b_out.copy())
+
+
+def init_params(vocab_size: int, dim: int, *, init: str, nce: bool,
+                rng: np.random.RandomState, scale: float = 1.0) -> Word2VecParams:
+    """Centred initialisation: v ~ U(−scale/2, scale/2)/D, u = 0 (``init="centered"``).
+
+    ``rng``: the ``init`` stream (:func:`embedlab.seeding.mt19937_rng`); the values are those
+    of ``torch.rand`` on the generator it mirrors, so earlier runs restart identically.
+    ``scale`` 1 is word2vec.c's, 2 gensim 4's; the trainer's default is measured per model
+    (:func:`embedlab.train.trainer.default_init_scale`).
+
+    ``init="uniform"`` is the CS20 lecture's U[0, 1) for the input vectors — kept for replication;
+    all-positive vectors start nearly collinear and barely train (analogy ≈ 0 after 100k steps).
+    ``scale`` does not apply to it.
+    """
+    w_in = uniform_float32(rng, (vocab_size, dim))
+    if init == "centered":
+        # float32 arithmetic in this order, as the torch version computed it (same bits)
+        w_in -= np.float32(0.5)
+        w_in *= np.float32(scale)
+        w_in /= np.float32(dim)
+    w_out = np.zeros((vocab_size, dim), dtype=np.float32)
+    b_out = np.zeros(vocab_size, dtype=np.float32) if nce else None
+    return Word2VecParams(w_in, w_out, b_out)
