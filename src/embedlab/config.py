@@ -269,7 +269,7 @@ class TrainConfig:
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
         engine = self.engine
         if engine != "torch":
-            reason = unavailable_reason()
+            reason = unavailable_reason()  # cached: asking again (see engine_for) is free
             if reason is None:
                 engine = "native"
             elif engine == "native":
@@ -281,6 +281,14 @@ class TrainConfig:
                       "with the slower torch engine", file=sys.stderr)
                 engine = "torch"
         return dataclasses.replace(self, threads=threads, engine=engine)
+
+    def engine_for(self) -> str:
+        """The engine :meth:`resolve` would choose, without its note or its refusal."""
+        if self.engine != "auto":
+            return self.engine
+        from embedlab.model.native import unavailable_reason
+
+        return "native" if unavailable_reason() is None else "torch"
 
     # ---- (de)serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

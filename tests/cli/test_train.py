@@ -350,7 +350,7 @@ def test_same_command_twice_resumes_to_identical_bytes(
     assert final_bytes(run) == final_bytes(trained)
 
 
-# ---- tokenising in a child while torch imports (embedlab.data.ahead) --------------------------
+# ---- tokenising in a child while the torch engine imports torch (embedlab.data.ahead) --------
 
 @pytest.fixture
 def child_prepares(monkeypatch: pytest.MonkeyPatch) -> list[bool | str]:
@@ -370,7 +370,7 @@ def child_prepares(monkeypatch: pytest.MonkeyPatch) -> list[bool | str]:
         taken.append(result)
         return result
 
-    monkeypatch.setattr(ahead, "should_prepare_ahead", lambda data: True)
+    monkeypatch.setattr(ahead, "should_prepare_ahead", lambda data, **kw: True)
     monkeypatch.setattr(ahead.PrepareAhead, "take", spy)
     return taken
 
@@ -403,9 +403,12 @@ main(sys.argv[1:])
 """
 
 
-def test_a_fresh_process_tokenises_a_big_corpus_in_a_child(tmp_path: Path) -> None:
-    """The real policy in a real process: torch must not be imported before the child starts
-    (an eager torch import on the CLI's path would silently cost the overlap)."""
+@pytest.mark.parametrize("engine", ["torch", "native"])
+def test_a_fresh_process_tokenises_a_big_corpus_in_a_child_for_torch(tmp_path: Path,
+                                                                     engine: str) -> None:
+    """The real policy in a real process: with the torch engine, torch must not be imported
+    before the child starts (an eager torch import on the CLI's path would silently cost the
+    overlap); the native engine, which imports no torch, tokenises in-process."""
     import subprocess
     import sys
 
@@ -415,10 +418,10 @@ def test_a_fresh_process_tokenises_a_big_corpus_in_a_child(tmp_path: Path) -> No
     assert big.stat().st_size >= MIN_BYTES
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-c", _SPY, "train", "--run", str(run), "--corpus",
-                           str(big), *FAST, "--max-steps", "1"],
+                           str(big), *FAST, "--max-steps", "1", "--engine", engine],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "child prepared: True" in proc.stdout
+    assert ("child prepared: True" in proc.stdout) == (engine == "torch")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "run"]
 
 

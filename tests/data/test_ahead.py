@@ -170,11 +170,13 @@ def test_when_a_child_is_worth_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     prepare(big, prepared, min_count=1, progress=False)
     size = big.stat().st_size
 
-    def worth(corpus: str | Path, min_bytes: int = size) -> bool:
-        return should_prepare_ahead(DataConfig(corpus=str(corpus)), min_bytes=min_bytes)
+    def worth(corpus: str | Path, min_bytes: int = size, engine: str = "torch") -> bool:
+        return should_prepare_ahead(DataConfig(corpus=str(corpus)), engine=engine,
+                                    min_bytes=min_bytes)
 
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert worth(big)
+    assert not worth(big, engine="native")  # imports no torch: nothing worth overlapping
     assert not worth(big, size + 1)  # too small to pay for a child
     assert worth("text8")
     assert not worth("demo")

@@ -210,6 +210,10 @@ def test_without_a_compiler_auto_falls_back_and_says_so(
     assert "native engine is unavailable (no C compiler" in capsys.readouterr().err
     with pytest.raises(InputError, match="--engine native is unavailable: no C compiler"):
         TrainConfig.from_dict({"threads": 1, "engine": "native"}).resolve()
+    # what the CLI asks before training, to decide on a tokenising child: no note, no refusal
+    assert TrainConfig.from_dict({}).engine_for() == "torch"
+    assert TrainConfig.from_dict({"engine": "native"}).engine_for() == "native"
+    assert capsys.readouterr().err == ""
 
 
 def test_a_failing_compiler_is_reported_in_one_line(fresh_build: Path, tmp_path: Path,

@@ -154,7 +154,8 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
-    # embedlab.train.run is torch-free: torch is imported only after the corpus child started
+    # embedlab.train.run is torch-free: a torch-engine run imports torch only after the corpus
+    # child started
     from embedlab.train.run import check_run_dir, check_runs_dir, choose_run_dir, move_aside
 
     explicit = _explicit(params)
@@ -232,12 +233,13 @@ def _lock_for_restart(run: Path) -> RunLock | None:
 
 def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
                    ) -> PrepareAhead | None:
-    """A new run on a big raw corpus: tokenise it in a child while this process imports torch."""
+    """A new torch-engine run on a big raw corpus: tokenise it in a child while this process
+    imports torch."""
     from embedlab.config import TrainConfig, apply_preset
     from embedlab.data.ahead import PrepareAhead, should_prepare_ahead
 
     cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
-    if not should_prepare_ahead(cfg.data):
+    if not should_prepare_ahead(cfg.data, engine=cfg.engine_for()):
         return None
     return PrepareAhead.start(cfg.data, run, progress=cfg.track.progress and sys.stderr.isatty())
 
