@@ -284,15 +284,12 @@ class NativeWord2VecStep:
         # per-row damping sums; the kernel zeroes the entries it touched after each use
         self._h_in = np.zeros(vocab, dtype=np.float32)
         self._h_out = np.zeros(vocab, dtype=np.float32)
-        # NCE rows carry a bias: the augmented input [x; 1] has squared norm |x|² + 1
-        self._bias_sq = 1.0 if params.b_out is not None else 0.0
 
     def __call__(self, batch: Batch, lr: float) -> float:
-        if self.cfg.reduction == "mean":
-            lr = lr / max(1, batch.n_pairs)
+        lr = self.cfg.batch_lr(lr, batch)
         p = self.p
         rate = lr / self.cfg.damping if self.cfg.damping > 0 else 0.0
         return self._kernel(p.w_in, p.w_out, p.b_out, self._log_kq, batch.centers, batch.span,
                             batch.mask, batch.contexts, batch.negatives,
                             self.cfg.negative / batch.negatives.shape[1], lr, rate,
-                            self._bias_sq, self._h_in, self._h_out)
+                            p.bias_sq, self._h_in, self._h_out)

@@ -32,6 +32,12 @@ class Word2VecParams:
             out["output_bias"] = self.b_out
         return out
 
+    @property
+    def bias_sq(self) -> float:
+        """What a bias adds to an output row's squared partner norm in the damping: an NCE row's
+        logits move with the augmented input [x; 1], of squared norm |x|² + 1."""
+        return 1.0 if self.b_out is not None else 0.0
+
     def copy(self) -> Word2VecParams:
         return Word2VecParams(self.w_in.copy(), self.w_out.copy(),
                               None if self.b_out is None else self.b_out.copy())

@@ -33,6 +33,11 @@ class StepConfig:
     reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
     damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
 
+    def batch_lr(self, lr: float, batch: Batch) -> float:
+        """The rate a batch's summed gradient is applied with: word2vec's per-pair SGD sums,
+        the "mean" reduction (the lecture's batch-mean loss) divides by the batch's pairs."""
+        return lr / max(1, batch.n_pairs) if self.reduction == "mean" else lr
+
 
 class TrainStep(Protocol):
     def __call__(self, batch: Batch, lr: float) -> float: ...

@@ -203,12 +203,10 @@ class Word2VecStep:
         # per-row curvature accumulators, zeroed again after each use (only touched entries)
         self._h_in = torch.zeros(vocab, dtype=torch.float32)
         self._h_out = torch.zeros(vocab, dtype=torch.float32)
-        # NCE rows carry a bias: the augmented input [x; 1] has squared norm |x|² + 1
-        self._bias_sq = 1.0 if params.b_out is not None else 0.0
+        self._bias_sq = params.bias_sq
 
     def __call__(self, batch: Batch, lr: float) -> float:
-        if self.cfg.reduction == "mean":
-            lr = lr / max(1, batch.n_pairs)
+        lr = self.cfg.batch_lr(lr, batch)
         tb = _TorchBatch.of(batch)
         loss = self._skipgram(tb, lr) if self.cfg.model == "skipgram" else self._cbow(tb, lr)
         return float(loss)
