@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from gensim.models import KeyedVectors
 from threadpoolctl import threadpool_info
 
@@ -106,8 +105,7 @@ def bench_load(repeat: int) -> list[tuple[str, float, float, str]]:
         run = Path(tmp) / "run"
         run.mkdir()
         Vocab(words, np.arange(50_000, 0, -1, dtype=np.int64)).save_tsv(run / "vocab.tsv")
-        tensors = {"input_embeddings": torch.from_numpy(matrix),
-                   "output_embeddings": torch.from_numpy(matrix).clone()}
+        tensors = {"input_embeddings": matrix, "output_embeddings": matrix.copy()}
         CheckpointManager(run).save(1000, tensors, {})
         binary = Vectors(words, matrix).to_word2vec(Path(tmp) / "v.bin", binary=True)
         run_s, _ = median_time(lambda: load(run), repeat)
@@ -127,7 +125,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("gensim").setLevel(logging.WARNING)
     # embedlab scores with NumPy's BLAS (OpenBLAS: all cores unless OPENBLAS_NUM_THREADS says
-    # otherwise); torch is loaded only to write the checkpoint that bench_load reads.
+    # otherwise); nothing here imports torch.
     blas = ", ".join(f"{lib['internal_api']} {lib['num_threads']}" for lib in threadpool_info()
                      if lib["user_api"] == "blas")
     print(f"BLAS threads: {blas}; medians of {args.repeat}")
