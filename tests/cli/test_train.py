@@ -745,6 +745,41 @@ def test_a_resigned_state_of_another_shape_is_one_line(
     assert snapshot(copy) == before
 
 
+@pytest.mark.parametrize(("edit", "needle"), [
+    ("fewer output rows", "holds output_embeddings of shape"),
+    ("float64 input", "dtype float64, not"),
+    ("no output embeddings", "has no output_embeddings (it holds input_embeddings)"),
+])
+def test_resigned_tensors_the_kernel_cannot_use_are_one_line(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str], edit: str,
+        needle: str) -> None:
+    # the native kernel indexes rows without bounds checks: a shorter output matrix behind a
+    # re-signed manifest would be read (and written) out of bounds
+    import hashlib
+
+    from safetensors.numpy import save_file
+
+    ckpt = find_checkpoint(copy)
+    tensors, _ = load_checkpoint(ckpt)
+    if edit == "fewer output rows":
+        tensors["output_embeddings"] = tensors["output_embeddings"][:-1].copy()
+    elif edit == "float64 input":
+        tensors["input_embeddings"] = tensors["input_embeddings"].astype(np.float64)
+    else:
+        del tensors["output_embeddings"]
+    save_file(tensors, str(ckpt / "tensors.safetensors"))
+    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
+    data = (ckpt / "tensors.safetensors").read_bytes()
+    manifest["files"]["tensors.safetensors"] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                                "size": len(data)}
+    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    line = assert_refused(code, err, needle)
+    assert f"checkpoint {ckpt}" in line and "--restart" in line
+    assert snapshot(copy) == before
+
+
 def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other.txt"
