@@ -394,6 +394,7 @@ import sys
 from embedlab.data import ahead
 take = ahead.PrepareAhead.take
 def spy(self, dest):
+    print("torch imported while the child worked:", "torch" in sys.modules, flush=True)
     result = take(self, dest)
     print("child prepared:", result, flush=True)
     return result
@@ -422,6 +423,8 @@ def test_a_fresh_process_tokenises_a_big_corpus_in_a_child_for_torch(tmp_path: P
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert ("child prepared: True" in proc.stdout) == (engine == "torch")
+    if engine == "torch":  # the point of the child: torch's import runs beside it, not after
+        assert "torch imported while the child worked: True" in proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.txt", "run"]
 
 

@@ -249,17 +249,22 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     from embedlab.train.run import resolve_config
     from embedlab.train.signals import deferred_interrupt
 
-    with deferred_interrupt():  # numpy (torch, for its engine): see deferred_interrupt
+    with deferred_interrupt():  # numpy: see deferred_interrupt
         from embedlab.train.trainer import train as run_training
 
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
+    if cfg.engine_for() == "torch":
+        # imported now, while a tokenising child works (ahead), not after waiting for it, and
+        # before the freeze below; torch's C++ import swallows a Ctrl-C: see deferred_interrupt
+        with deferred_interrupt():
+            import embedlab.model.word2vec  # noqa: F401  (imports torch)
     # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
     # every check has passed, so a refused command leaves them where they were
     resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
     # The objects imported so far outlive training: freezing them keeps the cyclic collector
-    # from rescanning them in every full collection (measured when the trainer imported torch,
-    # ~170,000 objects: 0.34 s of collection per 1-epoch gcide8 run before, 0.13-0.17 s after;
-    # without torch, ~74,000 objects are frozen).
+    # from rescanning them in every full collection (measured with torch's ~170,000 objects:
+    # 0.34 s of collection per 1-epoch gcide8 run before, 0.13-0.17 s after; a native run
+    # freezes ~30,000).
     gc.freeze()
     try:
         result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,
