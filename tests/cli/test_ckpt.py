@@ -56,6 +56,19 @@ def test_export_subset_with_rename(run: Path, tmp_path: Path) -> None:
     assert state["step"] == 2 and state["exported_from"].endswith("ckpt-00000002")
 
 
+def test_export_subset_keeps_bfloat16(tmp_path: Path) -> None:
+    # NumPy has no bfloat16: a NumPy load widens it to float32, which would double the subset
+    src = tmp_path / "bf16"
+    w = torch.arange(12, dtype=torch.float32).reshape(4, 3).to(torch.bfloat16)
+    CheckpointManager(src).save(4, {"input_embeddings": w, "output_embeddings": w.clone()}, {})
+    out = tmp_path / "emb"
+    _invoke(str(src), "--export-subset", str(out), "--names", "input_embeddings")
+    tensors, _ = load_checkpoint(find_checkpoint(out), framework="pt")
+    assert tensors["input_embeddings"].dtype == torch.bfloat16
+    assert torch.equal(tensors["input_embeddings"], w)
+    assert "BF16" in _invoke(str(out), "--tensors")
+
+
 # each message names the problem and the fix
 @pytest.mark.parametrize(("args", "message"), [
     (["{missing}"], "missing does not exist; pass a run folder (see 'embedlab runs')"),

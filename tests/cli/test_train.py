@@ -727,20 +727,24 @@ def read_latest_step(run: Path) -> int:
     return int(find_checkpoint(run).name.split("-")[1])
 
 
+def resign(ckpt: Path, name: str) -> None:
+    """Record file ``name``'s new hash and size in the manifest, as a hand edit would."""
+    import hashlib
+
+    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
+    data = (ckpt / name).read_bytes()
+    manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
 def test_a_resigned_state_of_another_shape_is_one_line(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # a state.json edited and its manifest re-signed: "cursor": 5 raised TypeError mid-resume
-    import hashlib
-
     ckpt = find_checkpoint(copy)
     state = json.loads((ckpt / "state.json").read_text())
     state["cursor"] = 5
     (ckpt / "state.json").write_text(json.dumps(state))
-    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
-    data = (ckpt / "state.json").read_bytes()
-    manifest["files"]["state.json"] = {"sha256": hashlib.sha256(data).hexdigest(),
-                                       "size": len(data)}
-    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+    resign(ckpt, "state.json")
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
     assert_refused(code, err, f"checkpoint {ckpt} is damaged: state.json has 'cursor' = 5, not "
@@ -750,7 +754,8 @@ def test_a_resigned_state_of_another_shape_is_one_line(
 
 @pytest.mark.parametrize(("edit", "needle"), [
     ("fewer output rows", "holds output_embeddings of shape"),
-    ("float64 input", "dtype float64, not"),
+    ("float64 input", "dtype F64, but the run's vocabulary × dim needs"),
+    ("bfloat16 input", "dtype BF16, but the run's vocabulary × dim needs"),
     ("no output embeddings", "has no output_embeddings (it holds input_embeddings)"),
 ])
 def test_resigned_tensors_the_kernel_cannot_use_are_one_line(
@@ -758,24 +763,22 @@ def test_resigned_tensors_the_kernel_cannot_use_are_one_line(
         needle: str) -> None:
     # the native kernel indexes rows without bounds checks: a shorter output matrix behind a
     # re-signed manifest would be read (and written) out of bounds
-    import hashlib
+    import torch
 
-    from safetensors.numpy import save_file
+    from embedlab.train.checkpoint import save_tensors
 
     ckpt = find_checkpoint(copy)
-    tensors, _ = load_checkpoint(ckpt)
+    tensors, _ = load_checkpoint(ckpt, framework="pt")
     if edit == "fewer output rows":
-        tensors["output_embeddings"] = tensors["output_embeddings"][:-1].copy()
+        tensors["output_embeddings"] = tensors["output_embeddings"][:-1].clone()
     elif edit == "float64 input":
-        tensors["input_embeddings"] = tensors["input_embeddings"].astype(np.float64)
+        tensors["input_embeddings"] = tensors["input_embeddings"].double()
+    elif edit == "bfloat16 input":  # a NumPy load widens it to float32: it must not slip through
+        tensors["input_embeddings"] = tensors["input_embeddings"].to(torch.bfloat16)
     else:
         del tensors["output_embeddings"]
-    save_file(tensors, str(ckpt / "tensors.safetensors"))
-    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
-    data = (ckpt / "tensors.safetensors").read_bytes()
-    manifest["files"]["tensors.safetensors"] = {"sha256": hashlib.sha256(data).hexdigest(),
-                                                "size": len(data)}
-    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+    save_tensors(tensors, str(ckpt / "tensors.safetensors"), {})
+    resign(ckpt, "tensors.safetensors")
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
     line = assert_refused(code, err, needle)

@@ -138,7 +138,7 @@ def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
         Path(str(args[1])).write_bytes(b"partial")  # a torn write, then the failure
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(ck, "save_file", disk_full)
+    monkeypatch.setattr(ck, "save_tensors", disk_full)
     with pytest.raises(CheckpointError) as e:
         _save(m, 30)
     # training's wording (an export of a subset words it its own way, see tests/cli/test_ckpt.py)

@@ -90,10 +90,12 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         write_error,
     )
     from embedlab.train.checkpoint import (
+        NOT_NUMPY_DTYPES,
         CheckpointError,
         CheckpointManager,
         find_checkpoint,
         load_checkpoint,
+        tensor_specs,
     )
 
     wanted = _parse_names(names)
@@ -101,7 +103,11 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     if export.exists() and not export.is_dir():
         raise InputError(f"--export-subset {export} is a file, not a folder; pick a new folder")
     _check_out_place(export, src)
-    tensors, state = load_checkpoint(src, names=wanted, rename=rename)
+    # the subset keeps the stored dtypes: torch tensors where NumPy has no type (bfloat16),
+    # which it would widen to float32
+    exact = any(dtype in NOT_NUMPY_DTYPES for _, _, dtype in tensor_specs(src))
+    tensors, state = load_checkpoint(src, names=wanted, rename=rename,
+                                     framework="pt" if exact else "numpy")
     vocab_src, vocab_out = src.parent.parent / "vocab.tsv", export / "vocab.tsv"
     for taken in (export / "checkpoints", vocab_out):
         if taken.exists():

@@ -60,7 +60,7 @@ _NAME_RE = re.compile(r"^ckpt-(\d+)$")
 Role = Literal["latest", "kept", "best", "archive"]
 Framework = Literal["numpy", "pt"]
 # safetensors dtypes NumPy has no type for: a NumPy load widens them to float32 (exactly)
-_NOT_NUMPY = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
+NOT_NUMPY_DTYPES = frozenset({"BF16", "F8_E4M3", "F8_E5M2"})
 
 
 class CheckpointError(InputError):
@@ -422,7 +422,7 @@ class CheckpointManager:
              metrics: Mapping[str, float] | None = None) -> Path:
         """Commit checkpoint ``step`` atomically, then apply retention and rewrite the index.
 
-        ``tensors``: NumPy arrays or torch tensors (see :func:`save_file`).
+        ``tensors``: NumPy arrays or torch tensors (see :func:`save_tensors`).
 
         Raises :class:`CheckpointError` (one line: cause + fix) when the folder cannot be
         written; earlier checkpoints and the index are then untouched.
@@ -548,7 +548,7 @@ def _has_manifest(ckpt_dir: Path) -> bool:
     return True
 
 
-def save_file(tensors: Mapping[str, Any], filename: str, metadata: dict[str, str]) -> None:
+def save_tensors(tensors: Mapping[str, Any], filename: str, metadata: dict[str, str]) -> None:
     """Write ``tensors`` with safetensors: NumPy arrays through its NumPy writer (no torch
     import), anything else as torch tensors (e.g. the linear regression's, or bfloat16 ones).
     Same format, and the same bytes for the same values, either way."""
@@ -572,7 +572,7 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, Any],
         if key in state and state[key] != (step if key == "step" else dict(metrics)):
             raise ValueError(f"state[{key!r}] disagrees with the {key} passed to save()")
     try:
-        save_file(tensors, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
+        save_tensors(tensors, str(tmp / TENSORS_FILE), metadata={"step": str(step)})
     except SafetensorError as exc:
         raise _os_error(exc) from None
     # safetensors creates the file 0600; a checkpoint is as shareable as the rest of the run
@@ -771,7 +771,7 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
                                  f"{', '.join(missing)}; it has: {', '.join(sorted(stored))}")
             out_names = _output_names(wanted, rename)
             widen = framework == "numpy" and any(
-                f.get_slice(n).get_dtype() in _NOT_NUMPY for n in wanted)
+                f.get_slice(n).get_dtype() in NOT_NUMPY_DTYPES for n in wanted)
         loaded = _read_tensors(ckpt_dir / TENSORS_FILE, wanted, "pt" if widen else framework,
                                everything=len(wanted) == len(stored) and names is None)
         if widen:

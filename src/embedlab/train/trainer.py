@@ -39,7 +39,12 @@ from embedlab.model.params import Word2VecParams, init_params
 from embedlab.model.step import StepConfig, band_block_length, make_step, pairs_in
 from embedlab.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.seeding import STREAMS, mt19937_rng
-from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+from embedlab.train.checkpoint import (
+    CheckpointManager,
+    find_checkpoint,
+    load_checkpoint,
+    tensor_specs,
+)
 from embedlab.train.lock import RunLock
 from embedlab.train.memory import release_free_memory
 from embedlab.train.run import abandon_after
@@ -556,20 +561,19 @@ def _params_of(tensors: dict[str, np.ndarray], ckpt: Path, *, nce: bool) -> Word
 
 
 def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path) -> None:
-    if tuple(params.w_in.shape) != (vocab_size, dim):
-        raise InputError(f"checkpoint {ckpt} holds {tuple(params.w_in.shape)} input embeddings "
-                         f"but the run's vocabulary × dim is {(vocab_size, dim)}; pass --restart "
-                         "to start over")
-    # The native kernel indexes these rows without bounds checks: a checkpoint whose files were
-    # altered (and re-signed) must be refused here, not read out of bounds.
+    """Refuse a checkpoint whose tensors do not fit the run: another vocabulary or --dim, or
+    files altered behind a re-signed manifest. The native kernel indexes rows without bounds
+    checks, so this must hold before the first step. Dtypes are the stored ones: a NumPy load
+    would widen bfloat16 to float32 and hide it."""
+    stored = {name: dtype for name, _, dtype in tensor_specs(ckpt)}
     wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),
               "output_bias": (vocab_size,)}
     for name, array in params.tensors().items():
-        if array.shape != wanted[name] or array.dtype != np.float32:
+        if array.shape != wanted[name] or stored.get(name) != "F32":
             raise InputError(f"checkpoint {ckpt} holds {name} of shape {tuple(array.shape)} and "
-                             f"dtype {array.dtype}, not {wanted[name]} float32; resume from "
-                             "another checkpoint ('embedlab ckpt RUN' lists them) or pass "
-                             "--restart to start over")
+                             f"dtype {stored.get(name)}, but the run's vocabulary × dim needs "
+                             f"{wanted[name]} F32; resume from another checkpoint ('embedlab "
+                             "ckpt RUN' lists them) or pass --restart to start over")
 
 
 def _check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
