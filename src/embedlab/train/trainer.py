@@ -265,9 +265,11 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
                          "pass --run (or --runs-dir) in a writable location") from None
     # A run another process holds is refused here, before the clean-up below can touch it
     # (two commands racing to create the same new run both see it missing). NumPy's BLAS
-    # (evaluation, the neighbour table, PCA) keeps to --threads, as the kernel does: by default
-    # it starts a thread per core whatever the user asked for.
-    with RunLock(run_dir, argv=argv), threadpool_limits(cfg.threads, user_api="blas"):
+    # (evaluation, the neighbour table, PCA) runs on one thread: OpenBLAS sums a product in an
+    # order that depends on its thread count, and the metrics evaluated during training (which
+    # pick the best checkpoint) must not change with --threads, which a resume may change; its
+    # threads would also take the cores from the kernel's (see track.summaries.one_blas_thread).
+    with RunLock(run_dir, argv=argv), threadpool_limits(1, user_api="blas"):
         try:
             return _train_locked(cfg, run_dir, argv=argv, resume_from=resume_from, out=out,
                                  ahead=ahead, abandon_newer=abandon_newer)
