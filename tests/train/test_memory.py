@@ -97,9 +97,10 @@ run()
 """
 
 
-def test_a_native_run_never_imports_torch(tmp_path: Path) -> None:
+def test_a_native_run_and_the_commands_reading_it_never_import_torch(tmp_path: Path) -> None:
     """Start, a checkpoint and its summaries, Ctrl-C-free resume, evaluation during training,
-    the final summaries (histograms, PCA image, projector, hparams) and the demo's report."""
+    the final summaries (histograms, PCA image, projector, hparams), the demo's report, and the
+    query, export and listing commands on the run."""
     sims = tmp_path / "sims.tsv"
     sims.write_text("king\tqueen\t8.5\nman\twoman\t8.3\nparis\tfrance\t7.7\ncat\tdog\t7.0\n")
     run = tmp_path / "run"
@@ -113,3 +114,13 @@ def test_a_native_run_never_imports_torch(tmp_path: Path) -> None:
     assert "resuming" in out.stderr and "planted analogies" in out.stdout
     assert '"engine": "native"' in (run / "config.json").read_text()
     assert list(run.glob("events.out.tfevents.*")) and (run / "projector_config.pbtxt").exists()
+    # the commands that read a run: they start in half a second without torch's import
+    for command in (["neighbors", str(run), "king", "-k", "3"],
+                    ["analogy", str(run), "man", "king", "woman"],
+                    ["eval", str(run), "--similarity", str(sims)],
+                    ["export", str(run), "--format", "word2vec-binary"],
+                    ["ckpt", str(run), "--tensors"], ["runs", str(tmp_path)],
+                    ["visualize", str(run), "--words", "50", "--out", str(tmp_path / "v.png")]):
+        out = subprocess.run([sys.executable, "-c", NO_TORCH, *command],
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, (command, out.stderr)
