@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
 from embedlab.model.params import Word2VecParams, init_params
-from embedlab.model.step import StepConfig, make_step
+from embedlab.model.step import StepConfig, band_block_length, make_step
 from embedlab.model.word2vec import Band
 from embedlab.seeding import mt19937_rng, torch_generator
 
@@ -96,7 +96,7 @@ def _reference_loss(model: str, batch: Batch, w_in: torch.Tensor, w_out: torch.T
                                                ("skipgram", "native"), ("cbow", "native")])
 @pytest.mark.parametrize("loss", ["neg", "nce"])
 def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
-    stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
+    stream, batches = _batches(group=8, rows_pad=band_block_length(W))
     params = _params(0, nce=loss == "nce", out_std=0.3)
     counts = np.arange(1, V + 1)
     log_kq = NoiseDistribution(counts).log_expected_count(5) if loss == "nce" else None
@@ -131,7 +131,7 @@ def test_step_matches_autograd(model: str, loss: str, engine: str) -> None:
 
 
 def test_mean_reduction_scales_by_pairs() -> None:
-    stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
+    stream, batches = _batches(group=8, rows_pad=band_block_length(W))
     a = init_params(V, D, init="centered", nce=False, rng=mt19937_rng(0, "init"))
     b = a.copy()
     batch = batches[0]
@@ -185,7 +185,7 @@ def test_band_rejects_rows_not_multiple_of_block() -> None:
 
 
 def test_damping_scales_each_rows_summed_update_by_one_factor() -> None:
-    stream, batches = _batches(group=8, rows_pad=Band.block_length(W))
+    stream, batches = _batches(group=8, rows_pad=band_block_length(W))
     base = _params(3, nce=False, out_std=0.5)
     runs = {}
     for kappa in (0.0, 1.0):
@@ -208,7 +208,7 @@ def test_damping_scales_each_rows_summed_update_by_one_factor() -> None:
 
 def test_damping_keeps_a_row_hit_by_every_centre_bounded() -> None:
     """All centres share one noise word: the undamped sum overshoots, the damped step does not."""
-    stream, batches = _batches(group=32, rows_pad=Band.block_length(W))
+    stream, batches = _batches(group=32, rows_pad=band_block_length(W))
     batch = batches[0]
     batch.negatives = np.zeros_like(batch.negatives)  # every group draws word 0 only
     norms = {}

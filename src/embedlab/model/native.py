@@ -216,12 +216,6 @@ def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
 
 
-def _contiguous(a: np.ndarray, dtype: type) -> np.ndarray:
-    """``a`` itself when it already is C-contiguous ``dtype`` (a batch's arrays are), else a
-    copy that is."""
-    return np.ascontiguousarray(a, dtype=dtype)
-
-
 class NativeStep:
     """Calls the kernel for one skip-gram or CBOW step; owns its scratch memory."""
 
@@ -255,12 +249,13 @@ class NativeStep:
             raise ValueError("NCE needs both the output bias and log(K·Q)")
         if mask.dtype != np.uint8:
             raise ValueError("the native engine takes the context mask as uint8 (0/1)")
-        centers = _contiguous(centers, np.int64)
-        span = _contiguous(span, np.int64)
-        mask = _contiguous(mask, np.uint8)
-        contexts = _contiguous(contexts, np.float32)
-        negatives = _contiguous(negatives, np.int64)
-        kq = None if log_kq is None else _contiguous(log_kq, np.float32)
+        # no copies for a batch's arrays, which already have these layouts
+        centers = np.ascontiguousarray(centers, np.int64)
+        span = np.ascontiguousarray(span, np.int64)
+        mask = np.ascontiguousarray(mask, np.uint8)
+        contexts = np.ascontiguousarray(contexts, np.float32)
+        negatives = np.ascontiguousarray(negatives, np.int64)
+        kq = None if log_kq is None else np.ascontiguousarray(log_kq, np.float32)
         groups, shared = negatives.shape
         scratch = self._scratch_for(groups, shared)
         return float(self._step(
@@ -280,7 +275,7 @@ class NativeWord2VecStep:
         self.p = params
         vocab, dim = params.w_in.shape
         self._kernel = NativeStep(dim, rows, cfg.window, threads, cfg.model)
-        self._log_kq = None if log_kq is None else _contiguous(log_kq, np.float32)
+        self._log_kq = None if log_kq is None else np.ascontiguousarray(log_kq, np.float32)
         # per-row damping sums; the kernel zeroes the entries it touched after each use
         self._h_in = np.zeros(vocab, dtype=np.float32)
         self._h_out = np.zeros(vocab, dtype=np.float32)

@@ -106,16 +106,11 @@ class Band:
 
     def __init__(self, rows: int, window: int) -> None:
         self.W, self.J = window, 2 * window + 1
-        self.L = self.block_length(window)
+        self.L = band_block_length(window)  # >= 2W: see scatter
         if rows % self.L:
             raise ValueError(f"batch rows ({rows}) must be a multiple of the band block {self.L}")
         self.R, self.nb = rows, rows // self.L
         self.wide = self.L + 2 * window
-
-    @staticmethod
-    def block_length(window: int) -> int:
-        """A multiple of 16 and >= 2W (the overlap-add in :meth:`scatter` needs 2W <= L)."""
-        return band_block_length(window)
 
     def diag_dot(self, c: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
         """(R,): Σ_j c[t, j] · col[t+j] for a per-position scalar ``col`` (R+2W,)."""

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from embedlab.config import TrainConfig, flatten
+from embedlab.eval.scoring import top_k
 from embedlab.fsutil import atomic_open, atomic_write_text
 
 if TYPE_CHECKING:
@@ -178,22 +179,15 @@ def nearest_neighbours(w: np.ndarray, ids: Sequence[int],
     sims = (w[rows] @ w.T) / norms  # (P, V)
     sims /= norms[rows, None]
     sims[np.arange(len(rows)), rows] = -np.inf
-    top = _top_k(sims, min(k, w.shape[0] - 1))
-    return [[(int(i), float(sims[r, i])) for i in row] for r, row in enumerate(top)]
-
-
-def _top_k(sims: np.ndarray, k: int) -> np.ndarray:
-    """Column ids of each row's ``k`` largest values, largest first (equal ones by id)."""
-    if k <= 0:
-        return np.zeros((sims.shape[0], 0), dtype=np.int64)
-    # a partial selection first: sorting all V similarities of each row would be O(V log V)
-    top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
-    order = np.lexsort((top, -np.take_along_axis(sims, top, axis=1)), axis=1)
-    return np.take_along_axis(top, order, axis=1)
+    k = min(k, w.shape[0] - 1)
+    # the order of embedlab's other neighbour lists: equal similarities by id, also at the cut
+    return [[(int(i), float(row[i])) for i in top_k(row, k)] if k > 0 else [] for row in sims]
 
 
 def row_norms(w: np.ndarray) -> np.ndarray:
-    """Euclidean norm of each row, without the V×D temporary of ``np.linalg.norm(w, axis=1)``."""
+    """Euclidean norm of each row, without the V×D temporary of ``np.linalg.norm(w, axis=1)``
+    (:func:`embedlab.eval.scoring.row_norms`, whose values evaluation keeps): this one runs at
+    the final checkpoint, the run's peak of memory."""
     return np.sqrt(np.einsum("ij,ij->i", w, w))
 
 
