@@ -124,3 +124,16 @@ def test_a_native_run_and_the_commands_reading_it_never_import_torch(tmp_path: P
         out = subprocess.run([sys.executable, "-c", NO_TORCH, *command],
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, (command, out.stderr)
+
+
+def test_the_trainers_modules_leave_heavy_libraries_unimported() -> None:
+    # scipy.stats (~20 MiB, 0.35 s) came in through embedlab.eval's similarity module once the
+    # summaries imported eval.scoring: the peak RSS of a 1-epoch gcide8 run rose 179 -> 210 MiB.
+    # Only a similarity evaluation needs scipy, and only a t-SNE plot scikit-learn.
+    code = ("import sys\n"
+            "import embedlab.cli.train, embedlab.train.trainer, embedlab.track.summaries\n"
+            "import embedlab.track.plots, embedlab.eval, embedlab.vectors\n"
+            "print(sorted(m for m in ('scipy', 'sklearn', 'torch') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"

@@ -22,17 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
-from scipy.linalg import blas
 
 from embedlab.errors import InputError
 from embedlab.eval.analogy import case_groups
 from embedlab.fsutil import read_utf8
 
 DEFAULT_RESTRICT = 300_000
-# gensim's matutils.unitvec: double-precision nrm2/scal on the float32 vector, cast back
-_NRM2 = blas.dnrm2
-_SCAL = blas.dscal  # gensim's default for evaluate_word_pairs
 
 
 @dataclass(frozen=True)
@@ -80,9 +75,14 @@ def _cosine(va: np.ndarray, vb: np.ndarray) -> float:
 
 
 def _unit(vec: np.ndarray) -> np.ndarray:
+    # gensim's matutils.unitvec: double-precision nrm2/scal on the float32 vector, cast back.
+    # scipy is imported here, not at the top: importing embedlab.eval (the trainer and the
+    # TensorBoard summaries do) must not cost scipy.stats' ~0.35 s and ~20 MiB
+    from scipy.linalg import blas
+
     vec = np.ascontiguousarray(vec, dtype=np.float32)
-    length = _NRM2(vec)
-    return _SCAL(1.0 / length, vec).astype(np.float32) if length > 0 else vec
+    length = blas.dnrm2(vec)
+    return blas.dscal(1.0 / length, vec).astype(np.float32) if length > 0 else vec
 
 
 def read_pairs(path: str | os.PathLike[str]) -> PairSet:
@@ -153,6 +153,8 @@ def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndar
     if np.ptp(gold) == 0 or np.ptp(model) == 0:
         spearman = pearson = 0.0  # a constant column has no correlation (scipy would warn, NaN)
     else:
+        from scipy import stats  # see _unit
+
         spearman = float(stats.spearmanr(gold, model).statistic)
         pearson = float(stats.pearsonr(gold, model).statistic)
     oov = len(ids) - used
