@@ -36,12 +36,14 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from embedlab.data.pairs import Batch
-from embedlab.model.params import Word2VecParams
-from embedlab.model.step import StepConfig
+if TYPE_CHECKING:  # types only: config.resolve() imports this module to ask about the compiler
+    from embedlab.data.pairs import Batch
+    from embedlab.model.params import Word2VecParams
+    from embedlab.model.step import StepConfig
 
 SOURCE = "_kernel.c"
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
