@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from embedlab.train import checkpoint as ck
-from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
+from embedlab import checkpoint as ck
+from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 from embedlab.train.trainer import SAVE_TIME_FACTOR
 
 DEFAULT_SECS = 120.0

@@ -25,8 +25,8 @@ import numpy as np
 from gensim.models import KeyedVectors
 from threadpoolctl import threadpool_info
 
+from embedlab.checkpoint import CheckpointManager
 from embedlab.data.vocab import Vocab
-from embedlab.train.checkpoint import CheckpointManager
 from embedlab.vectors import Vectors, load
 
 DEFAULT_QUESTIONS = Path(__file__).resolve().parents[2] / "shared/data/questions-words.txt"

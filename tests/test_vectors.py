@@ -8,9 +8,9 @@ import torch
 from gensim.models import KeyedVectors
 
 import embedlab
+from embedlab.checkpoint import CheckpointManager
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
-from embedlab.train.checkpoint import CheckpointManager
 from embedlab.vectors import Vectors, load
 
 WORDS = (*(f"w{i}" for i in range(60)), "king", "queen", "man", "woman", "King")

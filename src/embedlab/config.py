@@ -261,10 +261,10 @@ class TrainConfig:
         """Spell out machine-dependent defaults (thread count, engine).
 
         ``engine="auto"`` becomes ``native`` when the C kernel builds here (see
-        :mod:`embedlab.model.native`), else ``torch``; an explicit ``native`` that cannot be
+        :mod:`embedlab.engines.native`), else ``torch``; an explicit ``native`` that cannot be
         built is an :class:`InputError` naming the reason.
         """
-        from embedlab.model.native import install_hint, unavailable_reason
+        from embedlab.engines.native import install_hint, unavailable_reason
 
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
         engine = self.engine
@@ -286,7 +286,7 @@ class TrainConfig:
         """The engine :meth:`resolve` would choose, without its note or its refusal."""
         if self.engine != "auto":
             return self.engine
-        from embedlab.model.native import unavailable_reason
+        from embedlab.engines.native import unavailable_reason
 
         return "native" if unavailable_reason() is None else "torch"
 
@@ -482,41 +482,3 @@ def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:
     if cfg.data.lowercase:
         parts.append("lc")
     return "-".join(str(p) for p in parts)
-
-
-# ---- the linear regression (embedlab linreg) --------------------------------------------------
-# Here rather than in embedlab.linreg, which imports torch: `embedlab runs` and the trainer read
-# linreg runs' configs too.
-
-LINREG_MODEL = "linreg"  # config.json's "model" of a linreg run
-# Keys whose change would alter the result of a resumed run (steps may be raised or lowered).
-LINREG_FIXED_ON_RESUME = ("lr", "batch_size", "seed")
-
-
-@dataclass(frozen=True)
-class LinRegConfig:
-    """Hyperparameters. ``steps`` counts SGD updates (one minibatch each)."""
-
-    steps: int = 2000
-    lr: float = 0.01
-    batch_size: int = 16
-    seed: int = 1
-    checkpoint_every: int = 500  # steps; whichever of this and checkpoint_secs comes first
-    checkpoint_secs: float = 120.0
-    keep: int = 5
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "checkpoint_every", "keep"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or not 1 <= value <= MAX_INT:
-                flag = name.replace("_", "-")
-                raise InputError(f"--{flag} must be an integer from 1 to {MAX_INT}, got "
-                                 f"{value!r}; pass e.g. --{flag} 100")
-        for name in ("lr", "checkpoint_secs"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value <= 0:
-                raise InputError(f"--{name.replace('_', '-')} must be a finite number > 0, "
-                                 f"got {value!r}")
-        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
-            raise InputError(f"--seed must be an integer from 0 to {MAX_INT}, got {self.seed!r}; "
-                             "pass e.g. --seed 1")

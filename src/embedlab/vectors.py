@@ -225,8 +225,8 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
 
 
 def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
+    from embedlab.checkpoint import find_checkpoint
     from embedlab.data.vocab import Vocab
-    from embedlab.train.checkpoint import find_checkpoint
 
     ckpt = find_checkpoint(path, step=step, best=best)
     run_dir = ckpt.parent.parent  # RUN/checkpoints/ckpt-N
@@ -266,7 +266,7 @@ def _vocab_sources(run_dir: Path, ckpt: Path) -> list[Path]:
     """Where a copy of the vocabulary a checkpoint was trained with may be: the prepared corpus
     the trainer read it from (RUN/prepared or the run's --corpus), and for a subset written by
     ``embedlab ckpt --export-subset`` the run it was exported from."""
-    from embedlab.train.checkpoint import STATE_FILE
+    from embedlab.checkpoint import STATE_FILE
 
     found = [run_dir / "prepared" / "vocab.tsv"]
     data = _json_object(run_dir / "config.json").get("data")
@@ -305,7 +305,7 @@ def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
     under NEW and records ``{NEW: "input_embeddings"}`` as ``original_names`` in its state; that
     record, not the tensor names, says which tensor to use.
     """
-    from embedlab.train.checkpoint import load_checkpoint
+    from embedlab.checkpoint import load_checkpoint
 
     name = _stored_name(ckpt, INPUT_EMBEDDINGS)
     tensors, state = load_checkpoint(ckpt, names=[name])
@@ -313,7 +313,7 @@ def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
 
 
 def _stored_name(ckpt: Path, original: str) -> str:
-    from embedlab.train.checkpoint import STATE_FILE
+    from embedlab.checkpoint import STATE_FILE
 
     try:
         state = json.loads((ckpt / STATE_FILE).read_text(encoding="utf-8"))

@@ -9,9 +9,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 from embedlab.cli import cli, main
 from embedlab.testing import run_cli
-from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ def _export_fails_with(error: OSError, run: Path, out: Path, monkeypatch: pytest
                        capsys: pytest.CaptureFixture[str]) -> str:
     """stderr of ``ckpt RUN --export-subset OUT`` when writing the checkpoint raises ``error``
     (after checking the exit status is 2)."""
-    from embedlab.train import checkpoint as ck
+    from embedlab import checkpoint as ck
 
     def fail(*args: object, **kwargs: object) -> None:
         raise error

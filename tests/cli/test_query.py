@@ -133,8 +133,8 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
 def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
+    from embedlab.checkpoint import CheckpointManager
     from embedlab.data.vocab import Vocab
-    from embedlab.train.checkpoint import CheckpointManager
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -221,8 +221,8 @@ def test_export_to_read_only_folder(vecfile: Path, tmp_path: Path, fmt: str, nam
 def _tiny_run(run_dir: Path) -> None:
     import torch
 
+    from embedlab.checkpoint import CheckpointManager
     from embedlab.data.vocab import Vocab
-    from embedlab.train.checkpoint import CheckpointManager
 
     run_dir.mkdir()
     Vocab(("a", "b"), np.array([2, 1])).save_tsv(run_dir / "vocab.tsv")

@@ -223,7 +223,7 @@ def test_serve_stops_its_child_on_sighup_and_sigterm(signum: int) -> None:
 
 
 def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from embedlab.train.checkpoint import CheckpointManager
+    from embedlab.checkpoint import CheckpointManager
 
     run = tmp_path / "run"
     vocab = fakerun.fake_vocab()
@@ -269,7 +269,7 @@ def test_tensorboard_removes_older_experiment_summaries_except_in_busy_runs(
     # HParams table; `embedlab tensorboard` cleans such runs before serving, never a run that
     # a trainer holds.
     from embedlab.cli.runs import _drop_old_experiment_summaries
-    from embedlab.train.lock import RunLock
+    from embedlab.run.lock import RunLock
 
     root = tmp_path / "runs"
     for name in ("old", "busy"):

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+from embedlab.checkpoint import find_checkpoint, load_checkpoint, read_index
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
 from embedlab.testing import write_zipf_corpus
-from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
 from embedlab.train.trainer import default_init_scale
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
@@ -584,7 +584,7 @@ def test_restart_of_a_run_in_use_is_refused_before_anything_moves(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # It used to move the folder from under the training process, which went on writing to
     # paths now owned by the new run.
-    from embedlab.train.lock import RunLock
+    from embedlab.run.lock import RunLock
 
     with RunLock(copy, argv=["embedlab", "train", "--run", str(copy)]):
         before = snapshot(copy)
@@ -765,7 +765,7 @@ def test_resigned_tensors_the_kernel_cannot_use_are_one_line(
     # re-signed manifest would be read (and written) out of bounds
     import torch
 
-    from embedlab.train.checkpoint import save_tensors
+    from embedlab.checkpoint import save_tensors
 
     ckpt = find_checkpoint(copy)
     tensors, _ = load_checkpoint(ckpt, framework="pt")
@@ -1065,7 +1065,7 @@ def test_a_run_refused_as_busy_is_never_cleaned_up(
     # Two commands racing to create the same new run both find it missing; the one refused
     # because the other holds the lock used to delete the other's live run folder.
     import embedlab.train.trainer as trainer
-    from embedlab.train.lock import RunLock
+    from embedlab.run.lock import RunLock
 
     run = tmp_path / "run"
     run.mkdir()

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.config import TrackConfig, TrainConfig
-from embedlab.track.runs import write_status
+from embedlab.run.status import write_status
 from embedlab.track.summaries import open_tracker
 
 CLUSTERS = {

@@ -17,16 +17,15 @@ from rich.console import Console
 
 from embedlab.config import OptimConfig, TrainConfig
 from embedlab.errors import InputError
+from embedlab.run.status import read_status, write_status
 from embedlab.track.runs import (
     differing_keys,
     effective_status,
     find_runs,
     format_count,
     format_duration,
-    read_status,
     run_info,
     runs_tables,
-    write_status,
 )
 from embedlab.track.summaries import METRICS_FILE, read_metrics
 
@@ -198,7 +197,7 @@ def test_formatting() -> None:
 
 
 def _linreg_run(run: Path, tmp_path: Path, *, max_steps: int | None = None) -> None:
-    from embedlab.linreg import LinRegConfig, train_linreg
+    from embedlab.linreg.train import LinRegConfig, train_linreg
 
     table = tmp_path / "table.tsv"
     rows = [f"c{i}\t{1 + i % 7 * 0.5}\t{80 - 4 * (1 + i % 7 * 0.5)}" for i in range(40)]

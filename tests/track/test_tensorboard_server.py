@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.data.demo import write_questions
 from embedlab.track.summaries import default_probes
-from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
 
 from .tbserver import (
     TRAIN_TAGS,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from matplotlib.image import imread
 
+from embedlab.checkpoint import CheckpointManager
 from embedlab.errors import InputError
 from embedlab.track.visualize import read_vocab_words, visualize
-from embedlab.train.checkpoint import CheckpointManager
 
 from .fakerun import embeddings_at, fake_vocab, make_config, write_run_files
 

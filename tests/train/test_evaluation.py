@@ -26,10 +26,10 @@ import pytest
 from gensim.models import KeyedVectors
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from embedlab.checkpoint import find_checkpoint, load_checkpoint, read_index
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
 from embedlab.testing import write_zipf_corpus
-from embedlab.train.checkpoint import find_checkpoint, load_checkpoint, read_index
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
         "--log-every", "1", "--no-progress"]

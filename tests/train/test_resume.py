@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from embedlab.checkpoint import find_checkpoint
 from embedlab.testing import write_zipf_corpus
-from embedlab.train.checkpoint import find_checkpoint
 
 pytestmark = pytest.mark.timeout(600)
 

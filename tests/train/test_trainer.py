@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.config import TrainConfig
 from embedlab.data.pairs import PIECE_TOKENS
 from embedlab.data.vocab import Vocab
+from embedlab.engines.params import init_params
 from embedlab.errors import InputError
-from embedlab.model.params import init_params
 from embedlab.seeding import mt19937_rng
 from embedlab.testing import write_zipf_corpus
 from embedlab.train import trainer as trainer_module
-from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.train.trainer import TrainResult, train, warm_start
 
 
@@ -283,8 +283,8 @@ def test_a_kill_right_after_a_commit_resumes_with_every_summary_once(
     # The race the random-kill tests found once in CI: killed after the final checkpoint was
     # committed but before status.json said "finished", the re-run used to report "already
     # finished" and leave the status "running" (and the final summaries unwritten).
-    from embedlab.track import runs
-    from embedlab.train.checkpoint import CheckpointManager
+    from embedlab.checkpoint import CheckpointManager
+    from embedlab.run import status as runs
 
     cfg = make_cfg(corpus, track={"tensorboard": True, "log_every": 2, "projector_words": 20},
                    checkpoint={"every_steps": 3})
@@ -342,7 +342,7 @@ def test_big_batches_stay_finite_at_high_learning_rates(tmp_path: Path, engine: 
 
 
 def test_a_resume_by_another_step_revision_warns(tmp_path: Path) -> None:
-    from embedlab.model import STEP_REVISION
+    from embedlab.engines import STEP_REVISION
 
     corpus = write_corpus(tmp_path / "c.txt")
     run = tmp_path / "run"
@@ -402,7 +402,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     import time
     import types
 
-    from embedlab.train.checkpoint import CheckpointManager
+    from embedlab.checkpoint import CheckpointManager
 
     c = _Clock(save_seconds=0.0)
     real_step, real_save = trainer_module.make_step, CheckpointManager.save
@@ -501,7 +501,7 @@ def test_a_stop_while_opening_the_writers_is_recorded(
         status: str) -> None:
     # Ctrl-C after "resuming ..." but before the first step (TensorBoard's writer opening) left
     # status.json at "running" for good; a failure there did too.
-    from embedlab.track.runs import read_status
+    from embedlab.run.status import read_status
 
     run = tmp_path / "run"
     cfg = make_cfg(corpus, max_steps=3)
@@ -571,8 +571,8 @@ def test_a_signal_while_the_writers_open_is_handled(
     # SIGTERM after status.json said "running" but before the handlers were in place (opening
     # the writers) killed the process silently: "running" and the lock stayed behind.
     from embedlab.errors import TrainingInterrupted
+    from embedlab.run.status import read_status
     from embedlab.testing import signal_while_writers_open
-    from embedlab.track.runs import read_status
 
     run = tmp_path / "run"
     if not fresh:
@@ -600,7 +600,7 @@ def test_status_of_an_interrupted_run_matches_its_checkpoint(
     import os
 
     from embedlab.errors import TrainingInterrupted
-    from embedlab.track.runs import read_status
+    from embedlab.run.status import read_status
 
     real = trainer_module.make_step
 
@@ -633,7 +633,7 @@ def test_wall_time_adds_up_over_resumes_and_a_new_attempt_clears_the_error(
     import time
     import types
 
-    from embedlab.track.runs import read_status, write_status
+    from embedlab.run.status import read_status, write_status
 
     now = [1e9]
 

@@ -48,8 +48,8 @@ def _parse_names(names: str | None) -> list[str] | None:
 def _check_out_place(export: Path, src: Path) -> None:
     """Refuse an OUT inside a run's checkpoint area (retention there deletes folders and the
     next save rewrites what it lists), or anywhere in the source run but its exports/."""
+    from embedlab.checkpoint import CKPT_DIR, INDEX_FILE, MANIFEST_FILE, parse_step
     from embedlab.errors import InputError
-    from embedlab.train.checkpoint import CKPT_DIR, INDEX_FILE, MANIFEST_FILE, parse_step
 
     out = export.resolve()
     src = src.resolve()
@@ -82,20 +82,20 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
                    rename: dict[str, str]) -> None:
     """A new run folder: one verified checkpoint with the chosen tensors, plus the source run's
     vocab.tsv, so that neighbors/analogy/eval/export/visualize work on it as on the source."""
-    from embedlab.errors import InputError
-    from embedlab.fsutil import (
-        atomic_write_bytes,
-        missing_folders,
-        remove_empty_folders,
-        write_error,
-    )
-    from embedlab.train.checkpoint import (
+    from embedlab.checkpoint import (
         NOT_NUMPY_DTYPES,
         CheckpointError,
         CheckpointManager,
         find_checkpoint,
         load_checkpoint,
         tensor_specs,
+    )
+    from embedlab.errors import InputError
+    from embedlab.fsutil import (
+        atomic_write_bytes,
+        missing_folders,
+        remove_empty_folders,
+        write_error,
     )
 
     wanted = _parse_names(names)
@@ -192,8 +192,8 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     from rich.console import Console
     from rich.table import Table
 
+    from embedlab.checkpoint import CheckpointManager, find_checkpoint, tensor_specs
     from embedlab.errors import InputError
-    from embedlab.train.checkpoint import CheckpointManager, find_checkpoint, tensor_specs
 
     console = Console(soft_wrap=True)
     if export is not None:

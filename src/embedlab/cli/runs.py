@@ -90,9 +90,9 @@ def _drop_old_experiment_summaries(directory: Path) -> None:
     """Runs finished by an embedlab before 2026-11-24 carry an HParams experiment summary, which
     TensorBoard takes for the whole logdir's (hiding the other runs' metrics): removed, under
     each run's lock; a run in training is left alone."""
+    from embedlab.run.lock import RunLock
     from embedlab.track.runs import find_runs
     from embedlab.track.summaries import drop_experiment_summaries
-    from embedlab.train.lock import RunLock
 
     fixed = 0
     for run in find_runs(directory):

@@ -17,7 +17,7 @@ from embedlab.fsutil import missing_folders, remove_empty_folders
 
 if TYPE_CHECKING:
     from embedlab.data.ahead import PrepareAhead
-    from embedlab.train.lock import RunLock
+    from embedlab.run.lock import RunLock
 
 # flag name -> (config section or None for top level, config key)
 _FIELDS: dict[str, tuple[str | None, str]] = {
@@ -154,9 +154,9 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
-    # embedlab.train.run is torch-free: a torch-engine run imports torch only after the corpus
+    # embedlab.run.folder is torch-free: a torch-engine run imports torch only after the corpus
     # child started
-    from embedlab.train.run import check_run_dir, check_runs_dir, choose_run_dir, move_aside
+    from embedlab.run.folder import check_run_dir, check_runs_dir, choose_run_dir, move_aside
 
     explicit = _explicit(params)
     if run is None:
@@ -221,7 +221,7 @@ def _lock_for_restart(run: Path) -> RunLock | None:
     anything moves (moving it pulled the folder from under that process). None for a folder
     this user cannot write into: no trainer can hold it either, since the lock is a file in it,
     and renaming it needs only its parent to be writable."""
-    from embedlab.train.lock import RunLock
+    from embedlab.run.lock import RunLock
 
     try:
         return RunLock(run, argv=sys.argv).acquire()
@@ -246,8 +246,8 @@ def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
 
 def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
            ahead: PrepareAhead | None) -> None:
-    from embedlab.train.run import resolve_config
-    from embedlab.train.signals import deferred_interrupt
+    from embedlab.run.folder import resolve_config
+    from embedlab.run.signals import deferred_interrupt
 
     with deferred_interrupt():  # numpy: see deferred_interrupt
         from embedlab.train.trainer import train as run_training
@@ -257,7 +257,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
         # imported now, while a tokenising child works (ahead), not after waiting for it, and
         # before the freeze below; torch's C++ import swallows a Ctrl-C: see deferred_interrupt
         with deferred_interrupt():
-            import embedlab.model.word2vec  # noqa: F401  (imports torch)
+            import embedlab.engines.torch  # noqa: F401  (imports torch)
     # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
     # every check has passed, so a refused command leaves them where they were
     resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
@@ -285,7 +285,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
 
 
 def _resolve_from(run: Path, from_ckpt: str) -> str:
-    from embedlab.train.checkpoint import CheckpointManager, find_checkpoint
+    from embedlab.checkpoint import CheckpointManager, find_checkpoint
 
     if from_ckpt == "best":
         return str(find_checkpoint(run, best=True))

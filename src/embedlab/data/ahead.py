@@ -37,7 +37,7 @@ from pathlib import Path
 from embedlab.config import DataConfig
 from embedlab.errors import InputError
 from embedlab.fsutil import atomic_write_text, fsync_dir
-from embedlab.train.lock import pid_alive
+from embedlab.run.lock import pid_alive
 
 #: below this many bytes of corpus, tokenising takes less than starting a child costs
 MIN_BYTES = 1 << 20

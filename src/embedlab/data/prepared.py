@@ -409,7 +409,7 @@ def _sweep_orphans(out: Path) -> None:
     that was killed (SIGKILL, or a power cut) — each as big as a prepared corpus. Only those of
     processes that no longer run: a live one may be a prepare working right now.
     """
-    from embedlab.train.lock import pid_alive  # stdlib only; no torch
+    from embedlab.run.lock import pid_alive  # stdlib only; no torch
 
     for kind in ("tmp", "old"):
         for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):

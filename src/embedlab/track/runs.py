@@ -16,30 +16,27 @@ from __future__ import annotations
 import json
 import math
 import socket
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from embedlab.config import LINREG_FIXED_ON_RESUME as LINREG_FIXED
-from embedlab.config import LINREG_MODEL as LINREG
+from embedlab.checkpoint import read_index
 from embedlab.config import (
     MAX_INT,
     MUTABLE_ON_RESUME,
-    LinRegConfig,
     TrainConfig,
     fill_legacy_keys,
     flatten,
 )
 from embedlab.errors import InputError
-from embedlab.fsutil import atomic_write_text
+from embedlab.linreg.config import LINREG_FIXED_ON_RESUME as LINREG_FIXED
+from embedlab.linreg.config import LINREG_MODEL as LINREG
+from embedlab.linreg.config import LinRegConfig
+from embedlab.run.lock import pid_alive, read_lock
+from embedlab.run.status import STATUS_FILE, STATUSES, read_status
 from embedlab.track.summaries import METRICS_FILE, read_metrics
-from embedlab.train.checkpoint import read_index
-from embedlab.train.lock import pid_alive, read_lock
 
-STATUS_FILE = "status.json"
-STATUSES = ("running", "finished", "interrupted", "failed")
 WORD2VEC = "word2vec"  # the kind of a run made by `embedlab train`
 
 # linreg's config keys that do not change its result (checkpoint cadence, retention); its
@@ -47,35 +44,6 @@ WORD2VEC = "word2vec"  # the kind of a run made by `embedlab train`
 _LINREG_SETTINGS = frozenset(
     f"{LINREG}.{k}" for k in LinRegConfig.__dataclass_fields__
     if k not in (*LINREG_FIXED, "steps"))
-
-
-def write_status(run_dir: Path, *, clear: Iterable[str] = (), **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into ``RUN/status.json`` (atomically) and return the new status.
-
-    ``updated`` (unix seconds) and ``host`` are filled in on every write; ``status`` must be one
-    of :data:`STATUSES` when given. ``clear``: fields to remove (a new attempt drops the
-    ``error`` of a failed one). An unreadable old file is replaced, not merged.
-    """
-    if "status" in fields and fields["status"] not in STATUSES:
-        raise ValueError(f"status must be one of {STATUSES}, got {fields['status']!r}")
-    run_dir = Path(run_dir)
-    status = read_status(run_dir)
-    for key in clear:
-        status.pop(key, None)
-    status.update(fields)
-    status["updated"] = time.time()
-    status.setdefault("host", socket.gethostname())
-    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n")
-    return status
-
-
-def read_status(run_dir: Path) -> dict[str, Any]:
-    """The stored status dict; ``{}`` when the file is missing or unreadable."""
-    try:
-        data = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _is_pid(v: Any) -> TypeGuard[int]:

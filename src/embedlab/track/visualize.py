@@ -1,6 +1,6 @@
 """``embedlab visualize``: the labelled 2-D plot of a run's latest input embeddings.
 
-Loads the latest *verified* checkpoint with :func:`embedlab.train.checkpoint.find_checkpoint` /
+Loads the latest *verified* checkpoint with :func:`embedlab.checkpoint.find_checkpoint` /
 ``load_checkpoint`` (safetensors + JSON, never pickle) and the words from ``RUN/vocab.tsv``.
 """
 
@@ -39,7 +39,7 @@ def load_input_embeddings(run_dir: Path) -> tuple[np.ndarray, int | None]:
 
 
 def _latest_embeddings(run_dir: Path) -> tuple[Path, np.ndarray, int | None]:
-    from embedlab.train.checkpoint import find_checkpoint
+    from embedlab.checkpoint import find_checkpoint
     from embedlab.vectors import load_input_embeddings as load_matrix
 
     ckpt = find_checkpoint(run_dir)

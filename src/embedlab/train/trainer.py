@@ -21,6 +21,12 @@ from typing import Any, TextIO
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from embedlab.checkpoint import (
+    CheckpointManager,
+    find_checkpoint,
+    load_checkpoint,
+    tensor_specs,
+)
 from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.ahead import PrepareAhead
 from embedlab.data.noise import NoiseDistribution
@@ -33,27 +39,21 @@ from embedlab.data.prepared import (
     prepare,
 )
 from embedlab.data.vocab import Vocab
+from embedlab.engines.params import Word2VecParams, init_params
+from embedlab.engines.step import StepConfig, band_block_length, make_step, pairs_in
 from embedlab.errors import InputError, TrainingInterrupted, diverged
 from embedlab.fsutil import missing_folders, remove_empty_folders
-from embedlab.model.params import Word2VecParams, init_params
-from embedlab.model.step import StepConfig, band_block_length, make_step, pairs_in
-from embedlab.provenance import started_step_revision, write_config_json, write_env_json
+from embedlab.run.folder import abandon_after
+from embedlab.run.lock import RunLock
+from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
+from embedlab.run.signals import SignalFlag, deferred_interrupt, interrupted
 from embedlab.seeding import STREAMS, mt19937_rng
-from embedlab.train.checkpoint import (
-    CheckpointManager,
-    find_checkpoint,
-    load_checkpoint,
-    tensor_specs,
-)
-from embedlab.train.lock import RunLock
 from embedlab.train.memory import release_free_memory
-from embedlab.train.run import abandon_after
 from embedlab.train.schedule import linear_lr
-from embedlab.train.signals import SignalFlag, deferred_interrupt, interrupted
 
 PREPARED_DIR = "prepared"
 VOCAB_FILE = "vocab.tsv"
-# κ of the per-row damping at batch 1024 (see embedlab.model.word2vec.Word2VecStep, measured).
+# κ of the per-row damping at batch 1024 (see embedlab.engines.torch.Word2VecStep, measured).
 DAMPING_AT_1024 = 32.0
 # Checkpointing must stay a small share of training time: the time-based cadence is stretched
 # to at least this multiple of the last save's duration (2% => 50x).
@@ -288,7 +288,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
                   out: TextIO, ahead: PrepareAhead | None, abandon_newer: bool) -> TrainResult:
-    from embedlab.track.runs import read_status, write_status
+    from embedlab.run.status import read_status, write_status
     from embedlab.track.summaries import open_tracker
 
     check_best_metric(cfg)
@@ -532,7 +532,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
 
 def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
     """A run started by an embedlab whose step arithmetic differs resumes with this one's."""
-    from embedlab.model import STEP_CHANGES, STEP_REVISION
+    from embedlab.engines import STEP_CHANGES, STEP_REVISION
 
     started = started_step_revision(run_dir)
     if started is not None and started != STEP_REVISION:

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.cli import cli, main
 from embedlab.errors import InputError, TrainingInterrupted
-from embedlab.linreg import LinRegConfig, batch_indices, read_table, train_linreg
-from embedlab.train.checkpoint import find_checkpoint, load_checkpoint
+from embedlab.linreg.train import LinRegConfig, batch_indices, read_table, train_linreg
 
 
 def _table(path: Path, n: int = 60, seed: int = 0) -> Path:
@@ -112,7 +112,7 @@ def test_sigterm_saves_and_exits_143(tmp_path: Path) -> None:
 
 def test_signal_in_process_raises_interrupted(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import embedlab.linreg as lr
+    import embedlab.linreg.train as lr
 
     real = lr.sgd_step
     calls = {"n": 0}
@@ -217,7 +217,7 @@ def test_unwritable_run_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     def denied(*args: object, **kwargs: object) -> object:
         raise PermissionError(13, "Permission denied")  # as in a read-only folder (we are root)
 
-    monkeypatch.setattr("embedlab.train.lock.RunLock.acquire", denied)
+    monkeypatch.setattr("embedlab.run.lock.RunLock.acquire", denied)
     code, err = _main(["linreg", str(table), "--run", str(tmp_path / "ro")], capsys)
     assert code == 2 and err.count("\n") == 1 and "Permission denied" in err
     assert "pass --run in a writable folder" in err
@@ -245,7 +245,7 @@ def test_divergence_is_one_line_and_saves_nothing_non_finite(
 
 def test_overflowing_loss_with_finite_parameters_is_not_saved(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import embedlab.linreg as lr
+    import embedlab.linreg.train as lr
 
     monkeypatch.setattr(lr, "mse", lambda params, table: float("inf"))
     with pytest.raises(InputError, match="diverged at step 50: the loss became inf"):

@@ -5,7 +5,7 @@
 
 The arrays are the one copy of the model: the native engine updates them in place through
 their memory, and the torch engine through zero-copy tensor views
-(:class:`embedlab.model.word2vec.Word2VecStep`). Keeping them in NumPy means a run on the
+(:class:`embedlab.engines.torch.Word2VecStep`). Keeping them in NumPy means a run on the
 native engine never imports torch, whose import alone holds more memory than the rest of
 the run.
 """

@@ -42,8 +42,8 @@ import numpy as np
 
 if TYPE_CHECKING:  # types only: config.resolve() imports this module to ask about the compiler
     from embedlab.data.pairs import Batch
-    from embedlab.model.params import Word2VecParams
-    from embedlab.model.step import StepConfig
+    from embedlab.engines.params import Word2VecParams
+    from embedlab.engines.step import StepConfig
 
 SOURCE = "_kernel.c"
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
@@ -166,7 +166,7 @@ def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
 @functools.cache
 def library() -> ctypes.CDLL:
     """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
-    source = resources.files("embedlab.model").joinpath(SOURCE).read_bytes()
+    source = resources.files("embedlab.engines").joinpath(SOURCE).read_bytes()
     path, temporary = _build(source, compiler_command())
     return _load(path, temporary)
 
@@ -268,7 +268,7 @@ class NativeStep:
 
 
 class NativeWord2VecStep:
-    """:class:`embedlab.model.word2vec.Word2VecStep`'s step fused in C: same terms, same damping
+    """:class:`embedlab.engines.torch.Word2VecStep`'s step fused in C: same terms, same damping
     (see its docstring), on the parameters' own memory."""
 
     def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,

@@ -16,10 +16,10 @@ import pytest
 from embedlab.config import TrainConfig
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
+from embedlab.engines import native
+from embedlab.engines.params import Word2VecParams, init_params
+from embedlab.engines.step import StepConfig, band_block_length, make_step
 from embedlab.errors import InputError
-from embedlab.model import native
-from embedlab.model.params import Word2VecParams, init_params
-from embedlab.model.step import StepConfig, band_block_length, make_step
 from embedlab.seeding import mt19937_rng
 from embedlab.testing import run_cli, write_zipf_corpus
 
@@ -337,7 +337,7 @@ def test_a_cbow_run_started_with_the_torch_engine_resumes_with_it(
 
 def test_the_fix_named_matches_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     # "install a C compiler" was the fix for every reason, a missing cache folder too
-    from embedlab.model import native
+    from embedlab.engines import native
 
     cache = ("the kernel cache folder /x is not usable (Read-only file system), nor is a "
              "temporary folder (No space left on device); set EMBEDLAB_CACHE to a writable folder")

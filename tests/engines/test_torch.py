@@ -14,9 +14,9 @@ import torch.nn.functional as F
 
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
-from embedlab.model.params import Word2VecParams, init_params
-from embedlab.model.step import StepConfig, band_block_length, make_step
-from embedlab.model.word2vec import Band
+from embedlab.engines.params import Word2VecParams, init_params
+from embedlab.engines.step import StepConfig, band_block_length, make_step
+from embedlab.engines.torch import Band
 from embedlab.seeding import mt19937_rng, torch_generator
 
 V, D, W = 40, 8, 2

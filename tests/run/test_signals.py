@@ -10,7 +10,7 @@ import time
 import pytest
 
 from embedlab.errors import TrainingInterrupted
-from embedlab.train.signals import SignalFlag, deferred_interrupt, exit_code_for, interrupted
+from embedlab.run.signals import SignalFlag, deferred_interrupt, exit_code_for, interrupted
 
 
 def test_exit_codes() -> None:

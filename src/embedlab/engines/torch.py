@@ -1,12 +1,12 @@
 """word2vec as in Mikolov et al. (2013), with hand-written gradients and batched updates: the
-torch engine (the native engine, :mod:`embedlab.model.native`, fuses the same step in C).
+torch engine (the native engine, :mod:`embedlab.engines.native`, fuses the same step in C).
 
 Notation (per batch): B centres, window W, J = 2W+1 offsets, D dimensions, groups of ``group``
 centres that share S noise words, K = noise words per positive pair.
 
 * ``w_in``  (V×D): input vectors v (the embeddings users keep).
 * ``w_out`` (V×D): output vectors u. ``b_out`` (V,): output biases (NCE only).
-  (NumPy arrays, :class:`embedlab.model.params.Word2VecParams`, updated through tensor views.)
+  (NumPy arrays, :class:`embedlab.engines.params.Word2VecParams`, updated through tensor views.)
 
 Skip-gram maximises, for each centre t and each context c of t,
     log σ(v_t·u_c) + Σ_{k=1..K} log σ(−v_t·u_{n_k}),  n_k ~ Q (negative sampling),
@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from embedlab.data.pairs import Batch
-from embedlab.model.params import Word2VecParams
-from embedlab.model.step import StepConfig, band_block_length
+from embedlab.engines.params import Word2VecParams
+from embedlab.engines.step import StepConfig, band_block_length
 
 
 @dataclass

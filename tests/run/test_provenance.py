@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from embedlab import provenance
 from embedlab.config import TrainConfig
 from embedlab.errors import InputError
+from embedlab.run import provenance
 
 
 def test_env_json_content(tmp_path: Path) -> None:

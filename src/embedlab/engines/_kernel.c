@@ -1,6 +1,6 @@
 /* embedlab's native word2vec steps: the mathematics of Word2VecStep._skipgram and _cbow, fused.
  *
- * Built on first use by embedlab/model/native.py (cc -O3 -march=native -fopenmp) and called
+ * Built on first use by embedlab/engines/native.py (cc -O3 -march=native -fopenmp) and called
  * through ctypes on the memory of torch tensors. One call is one synchronous SGD step:
  *
  *   A. per group of centres (parallel): positive and noise scores, their gradients, the

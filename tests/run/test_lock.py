@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from embedlab.errors import InputError
-from embedlab.train.lock import RunLock, pid_alive, read_lock
+from embedlab.run.lock import RunLock, pid_alive, read_lock
 
 
 def _dead_pid() -> int:
@@ -33,7 +33,7 @@ def test_records_holder_and_removes_file(tmp_path: Path) -> None:
 
 
 def test_live_holder_refused(tmp_path: Path) -> None:
-    code = ("import sys, time; from embedlab.train.lock import RunLock\n"
+    code = ("import sys, time; from embedlab.run.lock import RunLock\n"
             f"with RunLock({str(tmp_path)!r}):\n    print('ok', flush=True); time.sleep(30)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:

@@ -18,15 +18,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from embedlab.errors import InputError
-from embedlab.train import checkpoint as ck
-from embedlab.train.checkpoint import (
+from embedlab import checkpoint as ck
+from embedlab.checkpoint import (
     CheckpointError,
     CheckpointManager,
     find_checkpoint,
     load_checkpoint,
     read_index,
 )
+from embedlab.errors import InputError
 
 _FIXTURE_OK = [HealthCheck.function_scoped_fixture]
 

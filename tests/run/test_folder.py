@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+from embedlab.checkpoint import CheckpointManager, find_checkpoint
 from embedlab.cli import main
 from embedlab.config import ModelConfig, TrainConfig, flatten
 from embedlab.errors import InputError
-from embedlab.testing import run_cli, write_zipf_corpus
-from embedlab.train.checkpoint import CheckpointManager, find_checkpoint
-from embedlab.train.run import (
+from embedlab.run.folder import (
     abandon_after,
     check_run_dir,
     choose_run_dir,
@@ -24,6 +23,7 @@ from embedlab.train.run import (
     resolve_config,
     stored_config,
 )
+from embedlab.testing import run_cli, write_zipf_corpus
 
 
 def _store(run: Path, cfg: TrainConfig) -> Path:

@@ -4,8 +4,8 @@ A training step is a callable ``step(batch, lr) -> loss`` (the summed loss over 
 positive examples, a float computed in float64) that updates :class:`Word2VecParams` in place.
 Two engines compute the same step (agreement to float32 rounding is tested):
 
-* ``native``: ``_kernel.c``, built on first use (:mod:`embedlab.model.native`); NumPy only;
-* ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.model.word2vec`).
+* ``native``: ``_kernel.c``, built on first use (:mod:`embedlab.engines.native`); NumPy only;
+* ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.engines.torch`).
 
 This module imports neither, so choosing the native engine never imports torch.
 """
@@ -18,9 +18,9 @@ from typing import Protocol
 import numpy as np
 
 from embedlab.data.pairs import Batch
-from embedlab.model.params import Word2VecParams
+from embedlab.engines.params import Word2VecParams
 
-ENGINES = ("torch", "native")  # native: embedlab/model/_kernel.c
+ENGINES = ("torch", "native")  # native: embedlab/engines/_kernel.c
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,13 @@ def make_step(cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None
     or torch's intra-op threads (a process-wide setting) for the torch engine.
     """
     if engine == "native":
-        from embedlab.model.native import NativeWord2VecStep
+        from embedlab.engines.native import NativeWord2VecStep
 
         return NativeWord2VecStep(cfg, params, log_kq, rows, threads)
     if engine == "torch":
         import torch
 
-        from embedlab.model.word2vec import Word2VecStep
+        from embedlab.engines.torch import Word2VecStep
 
         torch.set_num_threads(threads)
         return Word2VecStep(cfg, params, log_kq, rows)

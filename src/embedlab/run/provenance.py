@@ -23,8 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from embedlab.model import STEP_REVISION
-from embedlab.train.checkpoint import atomic_write_text
+from embedlab.checkpoint import atomic_write_text
+from embedlab.engines import STEP_REVISION
 
 ENV_FILE = "env.json"
 CONFIG_FILE = "config.json"

@@ -3,8 +3,8 @@
 The lecture's first TensorFlow example: life expectancy ``y`` from birth rate ``x``, fitted as
 ``y ≈ w·x + b`` by minibatch SGD on the squared error. It uses, unchanged, what word2vec uses:
 counter-based seeding (:mod:`embedlab.seeding`), the checkpoint manager
-(:mod:`embedlab.train.checkpoint`), the run lock (:mod:`embedlab.train.lock`), the signal
-flag (:mod:`embedlab.train.signals`) and :mod:`embedlab.provenance`.
+(:mod:`embedlab.checkpoint`), the run lock (:mod:`embedlab.run.lock`), the signal
+flag (:mod:`embedlab.run.signals`) and :mod:`embedlab.run.provenance`.
 
 Exact resume: the batch of step ``s`` is a pure function of ``(seed, s)`` (epoch
 ``s // steps_per_epoch`` is a permutation drawn from the ``shuffle`` stream), so the checkpoint
@@ -29,19 +29,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from embedlab import provenance
-from embedlab.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
-from embedlab.errors import InputError, diverged
-from embedlab.fsutil import write_error
-from embedlab.seeding import numpy_rng, torch_generator
-from embedlab.train.checkpoint import (
+from embedlab.checkpoint import (
     CheckpointManager,
     atomic_write_text,
     ckpt_name,
     load_checkpoint,
 )
-from embedlab.train.lock import RunLock
-from embedlab.train.signals import SignalFlag, interrupted
+from embedlab.errors import InputError, diverged
+from embedlab.fsutil import write_error
+from embedlab.linreg.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
+from embedlab.run import provenance
+from embedlab.run.lock import RunLock
+from embedlab.run.signals import SignalFlag, interrupted
+from embedlab.seeding import numpy_rng, torch_generator
 
 STREAMS = ("init", "shuffle")
 MODEL = LINREG_MODEL

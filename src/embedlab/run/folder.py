@@ -92,7 +92,7 @@ def _has_checkpoint(run_dir: Path | None) -> bool:
         return False
     # here, not at the top: checkpoint imports numpy and safetensors, which refusing a flag
     # must not wait for
-    from embedlab.train.checkpoint import CKPT_DIR, parse_step
+    from embedlab.checkpoint import CKPT_DIR, parse_step
 
     return any(parse_step(p.name) is not None for p in (run_dir / CKPT_DIR).glob("ckpt-*"))
 
@@ -127,7 +127,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if explicit.get("engine") is None:  # a run keeps its engine: the other gives other bits
         requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
         if stored.engine == "native":
-            from embedlab.model.native import install_hint, unavailable_reason
+            from embedlab.engines.native import install_hint, unavailable_reason
 
             reason = unavailable_reason()
             if reason is not None:
@@ -270,7 +270,7 @@ def abandon_after(run_dir: Path, step: int) -> list[Path]:
     They are moved (never deleted) into ``RUN/checkpoints-abandoned-<time>/`` so that automatic
     resume does not jump back to them.
     """
-    from embedlab.train.checkpoint import CKPT_DIR, parse_step  # numpy: imported when needed
+    from embedlab.checkpoint import CKPT_DIR, parse_step  # numpy: imported when needed
 
     root = run_dir / CKPT_DIR
     newer = [p for p in root.iterdir() if (s := parse_step(p.name)) is not None and s > step] \
