@@ -28,3 +28,10 @@ class TrainingInterrupted(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def warn(message: str) -> None:
+    """One line on stderr. Not warnings.warn, which tests turn into errors and users rarely see."""
+    import sys
+
+    print(f"embedlab: warning: {message}", file=sys.stderr, flush=True)

@@ -12,8 +12,10 @@ import contextlib
 import errno
 import hashlib
 import os
+import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -174,3 +176,39 @@ def remove_empty_folders(folders: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+def commit_folder(tmp: Path, final: Path) -> None:
+    """Atomically put the finished folder ``tmp`` in place of ``final`` (checkpoints, prepared
+    corpora): readers see the old folder or the new one, never a mix.
+
+    An existing ``final`` is moved aside first and removed only once ``tmp`` is in place (put
+    back if that fails); where ``final`` was a symbolic link, the link goes, not its target.
+    The parent folder is fsynced, so the rename survives a power cut.
+    """
+    old: Path | None = None
+    if final.is_symlink() or final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}-{time.time_ns()}")
+        final.rename(old)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if old is not None:
+            old.rename(final)
+        raise
+    fsync_dir(final.parent)
+    if old is None:
+        return
+    if old.is_symlink():
+        old.unlink()
+        return
+    try:
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:  # SIGTERM or Ctrl-C half-way: finish, then stop
+        shutil.rmtree(old, ignore_errors=True)
+        raise
+
+
+def clip(text: str, width: int = 40) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis, for values quoted in messages."""
+    return text if len(text) <= width else text[:width - 3] + "..."
