@@ -7,6 +7,8 @@ never with a traceback. The message names the problem *and* the fix.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InputError(Exception):
     """A problem with the user's input; the message says what is wrong and what to do."""
@@ -35,3 +37,17 @@ def warn(message: str) -> None:
     import sys
 
     print(f"embedlab: warning: {message}", file=sys.stderr, flush=True)
+
+
+def import_torch(purpose: str) -> Any:
+    """``import torch`` for ``purpose`` (e.g. "--engine torch"), or one line naming the extra.
+
+    PyTorch is optional: ``pip install embedlab`` trains with the native engine and answers every
+    query command without it; ``pip install "embedlab[torch]"`` adds the torch engine and linreg.
+    """
+    try:
+        import torch
+    except ImportError:
+        raise InputError(f"{purpose} needs PyTorch, which is not installed; install it with "
+                         "pip install 'embedlab[torch]'") from None
+    return torch
