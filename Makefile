@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# CPU build of torch (a local wheel on these machines); a bare `torch` would pull CUDA.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[torch,test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
