@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-import torch
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
+from embedlab.errors import InputError
 from embedlab.seeding import (
     STREAMS,
     derive_key,
@@ -17,6 +20,12 @@ from embedlab.seeding import (
     torch_generator,
     uniform_float32,
 )
+
+try:
+    import torch
+except ImportError:  # the optional extra: the torch generator's tests need it
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="needs PyTorch (embedlab[torch])")
 
 seeds = st.integers(min_value=0, max_value=2**62)
 counters = st.lists(st.integers(min_value=0, max_value=2**40), max_size=3)
@@ -49,6 +58,11 @@ def test_generators_replay_the_same_draws(seed: int, stream: str, cs: list[int])
     a = numpy_rng(seed, stream, *cs).integers(0, 2**32, 8)
     b = numpy_rng(seed, stream, *cs).integers(0, 2**32, 8)
     assert np.array_equal(a, b)
+
+
+@needs_torch
+@given(seeds, st.sampled_from(STREAMS), counters)
+def test_torch_generators_replay_the_same_draws(seed: int, stream: str, cs: list[int]) -> None:
     ta = torch.rand(5, generator=torch_generator(seed, stream, *cs))
     tb = torch.rand(5, generator=torch_generator(seed, stream, *cs))
     assert np.array_equal(ta, tb)
@@ -65,6 +79,7 @@ def test_streams_do_not_shift_each_other() -> None:
     assert not np.array_equal(numpy_rng(8, "init").random(16), fresh)
 
 
+@needs_torch
 @given(seeds, st.sampled_from(STREAMS), st.lists(st.integers(0, 40), min_size=1, max_size=3),
        st.integers(1, 50))
 def test_uniform_float32_draws_torch_rand_bits_without_torch(seed: int, stream: str,
@@ -77,9 +92,18 @@ def test_uniform_float32_draws_torch_rand_bits_without_torch(seed: int, stream: 
     assert got.tobytes() == want.numpy().tobytes()
 
 
+@needs_torch
 def test_torch_generator_seed_fits_int64() -> None:
     g = torch_generator(2**62, "init", 5)
     assert 0 <= g.initial_seed() < 2**63
+
+
+def test_torch_generator_without_torch_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed: the import fails
+    with pytest.raises(InputError) as e:
+        torch_generator(1, "init")
+    assert str(e.value) == ("embedlab.seeding.torch_generator needs PyTorch, which is not "
+                            "installed; install it with pip install 'embedlab[torch]'")
 
 
 def _stream(noise_per_group: int, seed: int = 3) -> BatchStream:

@@ -18,6 +18,8 @@ import struct
 
 import numpy as np
 
+from embedlab.errors import import_torch
+
 STREAMS = ("init", "subsample", "window", "negatives", "shuffle", "eval", "demo")
 
 
@@ -69,9 +71,11 @@ def uniform_float32(rng: np.random.RandomState, shape: tuple[int, ...],
 
 
 def torch_generator(seed: int, stream: str, *counters: int):  # -> torch.Generator
-    """A ``torch.Generator`` (CPU) seeded from the derived key (63 bits: torch wants int64)."""
-    import torch
+    """A ``torch.Generator`` (CPU) seeded from the derived key (63 bits: torch wants int64).
 
+    PyTorch is optional; without it this is a one-line error naming the extra.
+    """
+    torch = import_torch("embedlab.seeding.torch_generator")
     g = torch.Generator(device="cpu")
     g.manual_seed(derive_key(seed, stream, *counters) & 0x7FFF_FFFF_FFFF_FFFF)
     return g
