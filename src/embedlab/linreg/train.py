@@ -24,10 +24,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from embedlab.checkpoint import (
     CheckpointManager,
@@ -35,13 +34,18 @@ from embedlab.checkpoint import (
     ckpt_name,
     load_checkpoint,
 )
-from embedlab.errors import InputError, diverged
+from embedlab.errors import InputError, diverged, import_torch
 from embedlab.fsutil import write_error
 from embedlab.linreg.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
 from embedlab.run import provenance
 from embedlab.run.lock import RunLock
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.seeding import numpy_rng, torch_generator
+
+if TYPE_CHECKING:
+    import torch
+else:  # PyTorch is optional: without it, `embedlab linreg` is one line naming the extra
+    torch = import_torch("embedlab linreg")
 
 STREAMS = ("init", "shuffle")
 MODEL = LINREG_MODEL
