@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/eval_speed.py [--questions PATH] [--repeat 3]
 
-Targets (issue #5, 2 cores): all 19,544 questions-words analogies on 30,000 × 100 in <= 2 s;
+Targets (2 cores): all 19,544 questions-words analogies on 30,000 × 100 in <= 2 s;
 a neighbours query on 100,000 × 300 in <= 50 ms after loading; loading a 50,000 × 128 run's
 vectors in <= 1 s. The vocabulary holds the questions' real words (lower-cased, so every
 question is answerable within the first 30,000 words) plus filler; vectors are Gaussian, so

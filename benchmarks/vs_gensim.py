@@ -1,4 +1,4 @@
-"""embedlab vs gensim 4.4 on gcide8: speed, memory and quality, side by side (issue #2).
+"""embedlab vs gensim 4.4 on gcide8: speed, memory and quality, side by side.
 
 A benchmark, not a test: it prints a table and writes ``benchmarks/_work/vs_gensim.json`` (and a
 Markdown copy of the table, ``vs_gensim.md``). Both systems train skip-gram, dim 100, window 5,
@@ -34,10 +34,10 @@ child's own peak RSS (``ru_maxrss``). Definitions (units in the names):
   every 20 ms, so a spike shorter than that can be missed; the direct child only, not a process
   it starts, such as embedlab's corpus-tokenising child), MiB. RSS also counts the pages of
   shared libraries mapped into the process, and how many of those are resident depends on the
-  page cache (the kernel maps cached neighbours of a touched page): ``import torch`` alone
-  measured 218 MiB on one day and 273 MiB on another on the same machine, its anonymous part
-  135-142 MiB both times. The anonymous part is what the run itself allocated and cannot be
-  dropped by the kernel, so it is the steadier measure of a system's own memory.
+  page cache (the kernel maps cached neighbours of a touched page), so the same imports can
+  measure tens of MiB apart on different days (benchmarks/README.md). The anonymous part is
+  what the run itself allocated and cannot be dropped by the kernel, so it is the steadier
+  measure of a system's own memory.
 
 gensim runs in ``corpus_file`` mode on a copy of the corpus split into 1,000-word lines: on
 longer lines that mode silently drops words (see ../shared/data/README.md).
@@ -68,11 +68,11 @@ WORK = REPO / "benchmarks" / "_work"
 SYSTEMS = ("gensim", "embedlab")
 MODELS = ("skipgram", "cbow")
 
-# The shared hyperparameters (issue #2). gensim and embedlab spell them differently below.
+# The shared hyperparameters. gensim and embedlab spell them differently below.
 DIM, WINDOW, NEGATIVE, SAMPLE, MIN_COUNT, LR, THREADS, SEED = 100, 5, 5, 1e-3, 5, 0.025, 2, 1
 LINE_WORDS = 1_000  # gensim corpus_file mode drops words on longer lines
 
-# Targets from the issue: embedlab/gensim ratios.
+# The project's targets: embedlab/gensim ratios (benchmarks/README.md).
 TARGET_THROUGHPUT, TARGET_WALL_SPEEDUP, TARGET_RSS = 3.0, 2.0, 1.5
 
 
@@ -471,7 +471,7 @@ def summarise(timing: dict[str, list[Run]], quality: dict[str, dict[str, float]]
                         "cpu_util": statistics.median(r.cpu_s / r.wall_s for r in runs),
                         "others_util": statistics.median(r.others_cpu_s / r.wall_s
                                                          for r in runs)})
-            if all(r.tree_mib for r in runs):  # runs saved before it was sampled have none
+            if all(r.tree_mib for r in runs):  # runs saved by an older vs_gensim.py have none
                 row["tree_mib"] = _median(runs, "tree_mib")
         row.update(quality.get(system, {}))
         if row:
@@ -484,7 +484,7 @@ def summarise(timing: dict[str, list[Run]], quality: dict[str, dict[str, float]]
             ratio["train_s"] = g["train_s"] / e["train_s"]  # speed-up
             ratio["wall_s"] = g["wall_s"] / e["wall_s"]  # speed-up
             ratio["rss_mib"] = e["rss_mib"] / g["rss_mib"]
-            for key in ("anon_mib", "tree_mib"):  # absent from runs saved before they existed
+            for key in ("anon_mib", "tree_mib"):  # absent from runs saved by an older vs_gensim.py
                 if g.get(key) and e.get(key):
                     ratio[key] = e[key] / g[key]
             ratio["cpu_s"] = g["cpu_s"] / e["cpu_s"]  # CPU-time saving
@@ -514,8 +514,8 @@ QUIET_CPU = 1.10
 def quiet_pairs(pairs: list[tuple[Run, Run]]) -> list[tuple[Run, Run]]:
     """The pairs in which both runs went at full speed.
 
-    The development VM has slow spells (memory contention from outside, measured: the same
-    work takes 1.3-1.5x the CPU time) that no load counter shows. A run's CPU time for a fixed
+    A virtual machine can have slow spells (memory contention from outside: the same work
+    takes 1.3-1.5x the CPU time) that no load counter shows. A run's CPU time for a fixed
     amount of work exposes them, so runs more than 10 % above their system's least CPU time
     are set aside here; a spell that hits one run of a pair decides that pair's ratio.
     """
@@ -692,7 +692,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="print the table of a saved vs_gensim.json and exit (runs nothing)")
     p.add_argument("--work", type=Path, default=WORK, help="scratch folder (cached corpus, runs)")
     p.add_argument("--model", choices=MODELS, default="skipgram",
-                   help="the architecture both systems train (issue #2's targets are for "
+                   help="the architecture both systems train (the targets are for "
                         "skip-gram); results go to vs_gensim-cbow.json/.md for cbow")
     args = p.parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
