@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -251,3 +254,27 @@ def test_overflowing_loss_with_finite_parameters_is_not_saved(
     with pytest.raises(InputError, match="diverged at step 50: the loss became inf"):
         train_linreg(_table(tmp_path / "t.tsv"), tmp_path / "run", CFG, argv=["test"])
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# recorded by resuming the fixture with the version that made it (see fixtures/README.md)
+LEGACY_FINAL_SHA256 = "3d93105cfc61781431e404b5795f0b8585c17fdcc687f3409d2bdaae43a0b730"
+LEGACY_METRICS = [(50, 603.7989501953125), (100, 346.4370422363281), (150, 216.7831573486328),
+                  (200, 88.05622100830078), (237, 54.21333694458008), (250, 47.12053298950195),
+                  (300, 25.613338470458984), (350, 14.008822441101074), (400, 8.327057838439941),
+                  (450, 4.659545421600342), (500, 2.916764259338379), (550, 2.1147258281707764),
+                  (600, 2.2237932682037354)]
+
+
+def test_a_run_of_an_earlier_version_resumes_bit_identical(tmp_path: Path) -> None:
+    run = tmp_path / "legacy_run"
+    shutil.copytree(FIXTURES / "legacy_run", run)
+    result = CliRunner().invoke(cli, ["linreg", str(FIXTURES / "table.tsv"), "--run", str(run),
+                                      "--steps", "600", "--lr", "0.02", "--batch-size", "8",
+                                      "--checkpoint-every", "50"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("resumed from step 237\nstep 600: w=-5.81266 b=83.2902 ")
+    final = run / "checkpoints" / "ckpt-00000600" / "tensors.safetensors"
+    assert hashlib.sha256(final.read_bytes()).hexdigest() == LEGACY_FINAL_SHA256
+    expected = "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in LEGACY_METRICS)
+    assert (run / "metrics.jsonl").read_text() == expected
