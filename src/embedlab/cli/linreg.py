@@ -31,6 +31,7 @@ def linreg(table: Path, run_dir: Path, steps: int, lr: float, batch_size: int, s
     Example (the lecture's data):
       embedlab linreg birth_life_2010.txt --run runs/linreg --steps 2000
     """
+    # torch is the optional extra: without it this import is the one-line error naming it
     from embedlab.linreg.train import LinRegConfig, train_linreg
 
     cfg = LinRegConfig(steps=steps, lr=lr, batch_size=batch_size, seed=seed,
