@@ -91,8 +91,8 @@ class ModelConfig:
     noise_exponent: float = 0.75  # unigram^alpha noise distribution
     sample: float = 1e-3  # subsampling threshold t; 0 disables
     init: InitKind = "centered"  # U(-s/2, s/2)/dim, s = init_scale; "uniform": the lecture's U[0,1)
-    # s = 1 is word2vec.c's, 2 gensim 4's; 0 = by model: 8 skip-gram, 12 CBOW (measured, see
-    # embedlab.train.trainer.default_init_scale)
+    # s = 1 is word2vec.c's, 2 gensim 4's; 0 = by model: 8 skip-gram, 12 CBOW (see
+    # embedlab.engines.params.default_init_scale)
     init_scale: float = 0.0
 
     def __post_init__(self) -> None:
@@ -260,22 +260,22 @@ class TrainConfig:
     def resolve(self) -> TrainConfig:
         """Spell out machine-dependent defaults (thread count, engine).
 
-        ``engine="auto"`` becomes ``native`` when the C kernel builds here (see
-        :mod:`embedlab.engines.native`), else ``torch``; an explicit ``native`` that cannot be
-        built is an :class:`InputError` naming the reason.
+        ``engine="auto"`` becomes the engine the registry picks (:mod:`embedlab.engines`:
+        ``native`` when the C kernel builds here, else ``torch``); an explicit ``native`` that
+        cannot be built is an :class:`InputError` naming the reason.
         """
-        from embedlab.engines.native import install_hint, unavailable_reason
+        from embedlab.engines import install_hint, unavailable_reason
 
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
         engine = self.engine
         if engine != "torch":
-            reason = unavailable_reason()  # cached: asking again (see engine_for) is free
+            reason = unavailable_reason("native")  # cached: asking again is free
             if reason is None:
                 engine = "native"
             elif engine == "native":
                 raise InputError(f"--engine native is unavailable: {reason}; "
-                                 f"{install_hint(reason)} or pass --engine torch (a run keeps "
-                                 "the engine it started with)")
+                                 f"{install_hint('native', reason)} or pass --engine torch (a "
+                                 "run keeps the engine it started with)")
             else:
                 print(f"embedlab: note: the native engine is unavailable ({reason}); training "
                       "with the slower torch engine", file=sys.stderr)
@@ -286,9 +286,9 @@ class TrainConfig:
         """The engine :meth:`resolve` would choose, without its note or its refusal."""
         if self.engine != "auto":
             return self.engine
-        from embedlab.engines.native import unavailable_reason
+        from embedlab.engines import auto_choice
 
-        return "native" if unavailable_reason() is None else "torch"
+        return auto_choice()
 
     # ---- (de)serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -337,8 +337,8 @@ def _from_plain(cls: type, d: dict[str, Any]) -> Any:
 # The CS20 lecture's word2vec (../shared/seeds): VOCAB_SIZE 50,000 (incl. UNK), EMBED_SIZE 128,
 # SKIP_WINDOW 1, NCE with NUM_SAMPLED 64 shared by the batch, BATCH_SIZE 128, SGD lr 1.0,
 # 100,000 steps, a checkpoint every 5,000 steps (SKIP_STEP), max_to_keep 5. Deviation, on purpose:
-# the lecture's U[0,1) initialisation leaves the vectors nearly untrained (analogy ~0 after 100k
-# steps), so the preset uses word2vec's centred initialisation; pass --init uniform to replicate.
+# the lecture's U[0,1) initialisation leaves the vectors nearly untrained, so the preset uses
+# word2vec's centred initialisation; pass --init uniform to replicate.
 PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
     "cs20": {
         "data": {"max_vocab": 50_000, "unk": "UNK", "min_count": 1},

@@ -20,9 +20,9 @@ import embedlab.train.trainer  # noqa: F401  (imported before any capsys test bi
 from embedlab.checkpoint import find_checkpoint, load_checkpoint, read_index
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
+from embedlab.engines.params import default_init_scale
 from embedlab.errors import InputError
 from embedlab.testing import write_zipf_corpus
-from embedlab.train.trainer import default_init_scale
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
         "--no-tensorboard", "--log-every", "1", "--no-progress"]
@@ -41,6 +41,20 @@ def train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, s
     except SystemExit as e:
         code = int(e.code or 0)
     return code, capsys.readouterr().err
+
+
+def wrap_steps(monkeypatch: pytest.MonkeyPatch, wrap: Any) -> None:
+    """Make every engine a run builds train through ``wrap(engine.step)``."""
+    import embedlab.train.trainer as trainer_module
+
+    real = trainer_module.engine_for_config
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        engine = real(*args, **kwargs)
+        engine.step = wrap(engine.step)
+        return engine
+
+    monkeypatch.setattr(trainer_module, "engine_for_config", wrapped)
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
@@ -356,7 +370,7 @@ def test_same_command_twice_resumes_to_identical_bytes(
 def child_prepares(monkeypatch: pytest.MonkeyPatch) -> list[bool | str]:
     """Make every new run tokenise in a child (this process has torch imported already, so the
     real policy would say no); returns what each PrepareAhead.take returned or raised."""
-    from embedlab.data import ahead
+    from embedlab.data import tokenise_child as ahead
 
     taken: list[bool | str] = []
     take = ahead.PrepareAhead.take
@@ -391,7 +405,7 @@ def test_a_corpus_tokenised_in_a_child_trains_to_the_same_bytes(
 
 _SPY = """
 import sys
-from embedlab.data import ahead
+from embedlab.data import tokenise_child as ahead
 take = ahead.PrepareAhead.take
 def spy(self, dest):
     print("torch imported while the child worked:", "torch" in sys.modules, flush=True)
@@ -413,7 +427,7 @@ def test_a_fresh_process_tokenises_a_big_corpus_in_a_child_for_torch(tmp_path: P
     import subprocess
     import sys
 
-    from embedlab.data.ahead import MIN_BYTES
+    from embedlab.data.tokenise_child import MIN_BYTES
 
     big = write_corpus(tmp_path / "big.txt", lines=30_000, vocab=2000)
     assert big.stat().st_size >= MIN_BYTES
@@ -654,16 +668,14 @@ def test_a_new_run_that_fails_before_its_first_checkpoint_leaves_nothing(
         capsys: pytest.CaptureFixture[str]) -> None:
     # e.g. --batch-size 99999999999: a MemoryError traceback left config.json behind, and the
     # corrected command was then refused as a resume with a different --batch-size
-    from embedlab.train import trainer
-
-    def out_of_memory(*args: object, **kwargs: object) -> Any:
-        def step(*a: object) -> float:
+    def out_of_memory(step: Any) -> Any:
+        def fail(*a: object) -> float:
             raise MemoryError
-        return step
+        return fail
 
     run = tmp_path / "runs" / "r"
     with monkeypatch.context() as m:
-        m.setattr(trainer, "make_step", out_of_memory)
+        wrap_steps(m, out_of_memory)
         code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
     assert_refused(code, err, "out of memory;")
     assert not (tmp_path / "runs").exists()
@@ -818,21 +830,16 @@ def test_init_from_copies_shared_rows(trained: Path, tmp_path: Path,
 def test_a_diverging_run_stops_with_one_line_and_keeps_its_checkpoints(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from embedlab.train import trainer
-
-    make_step = trainer.make_step
     calls = [0]
 
-    def nan_at_step_5(*args: Any, **kwargs: Any) -> Any:
-        step_once = make_step(*args, **kwargs)
-
+    def nan_at_step_5(step_once: Any) -> Any:
         def step(batch: Any, lr: float) -> float:
             calls[0] += 1
             loss = step_once(batch, lr)
             return float("nan") if calls[0] == 5 else loss
         return step
 
-    monkeypatch.setattr(trainer, "make_step", nan_at_step_5)
+    wrap_steps(monkeypatch, nan_at_step_5)
     run = tmp_path / "run"
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--checkpoint-every", "3")
     line = assert_refused(code, err, "training diverged at step 5: the loss became nan")

@@ -16,14 +16,22 @@ import pytest
 from embedlab.config import TrainConfig
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
-from embedlab.engines import native
+from embedlab.engines import build_engine, native
+from embedlab.engines.base import Engine
 from embedlab.engines.params import Word2VecParams, init_params
-from embedlab.engines.step import StepConfig, band_block_length, make_step
+from embedlab.engines.step import StepConfig, TrainStep, band_block_length
 from embedlab.errors import InputError
 from embedlab.seeding import mt19937_rng
 from embedlab.testing import run_cli, write_zipf_corpus
 
 V = 300
+
+
+def make_step(cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None, rows: int, *,
+              engine: str, threads: int = 1) -> TrainStep:
+    """The step of engine ``engine`` (built by name) on ``params``."""
+    built: Engine = build_engine(engine, cfg, params, log_kq, rows, threads=threads)
+    return built.step
 
 
 def _stream(dim_rows_pad: int, group: int, shared: int, window: int = 3) -> list[Batch]:

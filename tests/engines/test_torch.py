@@ -14,12 +14,21 @@ import torch.nn.functional as F
 
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
+from embedlab.engines import build_engine
+from embedlab.engines.base import Engine
 from embedlab.engines.params import Word2VecParams, init_params
-from embedlab.engines.step import StepConfig, band_block_length, make_step
+from embedlab.engines.step import StepConfig, TrainStep, band_block_length
 from embedlab.engines.torch import Band
 from embedlab.seeding import mt19937_rng, torch_generator
 
 V, D, W = 40, 8, 2
+
+
+def make_step(cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None, rows: int, *,
+              engine: str, threads: int = 1) -> TrainStep:
+    """The step of engine ``engine`` (built by name) on ``params``."""
+    built: Engine = build_engine(engine, cfg, params, log_kq, rows, threads=threads)
+    return built.step
 
 
 def _batches(group: int, rows_pad: int) -> tuple[BatchStream, list[Batch]]:

@@ -20,7 +20,10 @@ from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.config import TrainConfig
 from embedlab.data.pairs import PIECE_TOKENS
 from embedlab.data.vocab import Vocab
+from embedlab.engines import build_engine
+from embedlab.engines import params as params_module
 from embedlab.engines.params import init_params
+from embedlab.engines.step import StepConfig
 from embedlab.errors import InputError
 from embedlab.seeding import mt19937_rng
 from embedlab.testing import write_zipf_corpus
@@ -56,6 +59,18 @@ def run_train(cfg: TrainConfig, run: Path) -> tuple[TrainResult, str]:
 
 def final_bytes(run: Path) -> bytes:
     return (find_checkpoint(run) / "tensors.safetensors").read_bytes()
+
+
+def wrap_steps(monkeypatch: pytest.MonkeyPatch, wrap: Any) -> None:
+    """Make every engine a run builds train through ``wrap(engine.step)``."""
+    real = trainer_module.engine_for_config
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        engine = real(*args, **kwargs)
+        engine.step = wrap(engine.step)
+        return engine
+
+    monkeypatch.setattr(trainer_module, "engine_for_config", wrapped)
 
 
 def logged(run: Path, tag: str = "train/loss") -> dict[int, float]:
@@ -206,6 +221,11 @@ def _overlapping_corpus(tmp_path: Path) -> Path:
     return other
 
 
+def _engine(params: Any) -> Any:
+    """A native engine training ``params`` (what a run's set-up builds)."""
+    return build_engine("native", StepConfig("skipgram", "neg", 5, 5, 16), params, None, 16)
+
+
 def test_warm_start_copies_shared_rows_only(reference: Path, tmp_path: Path) -> None:
     src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
     src, _ = load_checkpoint(find_checkpoint(reference))
@@ -213,7 +233,7 @@ def test_warm_start_copies_shared_rows_only(reference: Path, tmp_path: Path) -> 
     vocab = Vocab(words, np.array([9, 8, 7, 6, 5], dtype=np.int64), None)
     params = init_params(len(vocab), 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
     fresh_in, fresh_out = params.w_in.copy(), params.w_out.copy()
-    message = warm_start(params, vocab, str(reference))
+    message = warm_start(_engine(params), vocab, str(reference))
     assert "copied 3 of 5 words' rows" in message and "2 new words" in message
     for i, w in enumerate(words):
         j = src_vocab.id(w)
@@ -229,7 +249,7 @@ def test_warm_start_refuses_another_dim(reference: Path) -> None:
     vocab = Vocab(("w0",), np.array([5], dtype=np.int64), None)
     params = init_params(1, 4, init="centered", nce=False, rng=mt19937_rng(1, "init"))
     with pytest.raises(InputError, match="has dim 8, this run 4; pass a matching --dim"):
-        warm_start(params, vocab, str(reference))
+        warm_start(_engine(params), vocab, str(reference))
 
 
 def test_init_from_says_what_was_copied(reference: Path, tmp_path: Path) -> None:
@@ -371,7 +391,7 @@ def test_the_start_takes_the_models_default_init_scale(
         scales.append(kw["scale"])
         return init_params(*args, **kw)
 
-    monkeypatch.setattr(trainer_module, "init_params", spy)
+    monkeypatch.setattr(params_module, "init_params", spy)
     cfg = make_cfg(corpus, model={"model": model, "init_scale": given}, max_steps=1)
     run_train(cfg, tmp_path / "run")
     assert scales == [used]
@@ -405,15 +425,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
     from embedlab.checkpoint import CheckpointManager
 
     c = _Clock(save_seconds=0.0)
-    real_step, real_save = trainer_module.make_step, CheckpointManager.save
+    real_save = CheckpointManager.save
 
-    def ticking_step(*args: Any, **kw: Any) -> Any:
-        step = real_step(*args, **kw)
-
-        def tick(*a: Any, **k: Any) -> Any:
+    def tick(step: Any) -> Any:
+        def ticking(*a: Any, **k: Any) -> Any:
             c.now += 1.0
             return step(*a, **k)
-        return tick
+        return ticking
 
     def timed_save(self: CheckpointManager, step: int, *args: Any, **kw: Any) -> Any:
         path = real_save(self, step, *args, **kw)
@@ -423,7 +441,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
 
     monkeypatch.setattr(trainer_module, "time",
                         types.SimpleNamespace(**{**vars(time), "perf_counter": c.perf_counter}))
-    monkeypatch.setattr(trainer_module, "make_step", ticking_step)
+    wrap_steps(monkeypatch, tick)
     monkeypatch.setattr(CheckpointManager, "save", timed_save)
     return c
 
@@ -511,7 +529,7 @@ def test_a_stop_while_opening_the_writers_is_recorded(
     def failing(*args: Any, **kwargs: Any) -> None:
         raise error
 
-    import embedlab.track.summaries as summaries
+    import embedlab.track.tracker as summaries
 
     monkeypatch.setattr(summaries, "open_tracker", failing)
     with pytest.raises(type(error)):
@@ -525,7 +543,7 @@ def test_a_stop_while_opening_the_writers_is_recorded(
 def _slow_writers(monkeypatch: pytest.MonkeyPatch, clock: _Clock, seconds: float) -> None:
     """Opening the writers takes ``seconds`` on the trainer's clock (like a resume rewriting
     large event files)."""
-    import embedlab.track.summaries as summaries
+    import embedlab.track.tracker as summaries
 
     real = summaries.open_tracker
 
@@ -602,10 +620,7 @@ def test_status_of_an_interrupted_run_matches_its_checkpoint(
     from embedlab.errors import TrainingInterrupted
     from embedlab.run.status import read_status
 
-    real = trainer_module.make_step
-
-    def step_then_signal(*args: Any, **kw: Any) -> Any:
-        inner = real(*args, **kw)
+    def step_then_signal(inner: Any) -> Any:
         calls = [0]
 
         def call(*a: Any, **k: Any) -> Any:
@@ -615,7 +630,7 @@ def test_status_of_an_interrupted_run_matches_its_checkpoint(
             return inner(*a, **k)
         return call
 
-    monkeypatch.setattr(trainer_module, "make_step", step_then_signal)
+    wrap_steps(monkeypatch, step_then_signal)
     run = tmp_path / "run"
     with pytest.raises(TrainingInterrupted):
         run_train(make_cfg(corpus, track={"log_every": 5}), run)

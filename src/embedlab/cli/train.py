@@ -16,7 +16,7 @@ from embedlab.errors import InputError
 from embedlab.fsutil import missing_folders, remove_empty_folders
 
 if TYPE_CHECKING:
-    from embedlab.data.ahead import PrepareAhead
+    from embedlab.data.tokenise_child import PrepareAhead
     from embedlab.run.lock import RunLock
 
 # flag name -> (config section or None for top level, config key)
@@ -236,7 +236,7 @@ def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
     """A new torch-engine run on a big raw corpus: tokenise it in a child while this process
     imports torch."""
     from embedlab.config import TrainConfig, apply_preset
-    from embedlab.data.ahead import PrepareAhead, should_prepare_ahead
+    from embedlab.data.tokenise_child import PrepareAhead, should_prepare_ahead
 
     cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
     if not should_prepare_ahead(cfg.data, engine=cfg.engine_for()):
@@ -256,15 +256,15 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     if cfg.engine_for() == "torch":
         # imported now, while a tokenising child works (ahead), not after waiting for it, and
         # before the freeze below; torch's C++ import swallows a Ctrl-C: see deferred_interrupt
+        from embedlab.engines import engine_module
+
         with deferred_interrupt():
-            import embedlab.engines.torch  # noqa: F401  (imports torch)
+            engine_module("torch")  # imports torch, or says in one line how to install it
     # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
     # every check has passed, so a refused command leaves them where they were
     resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
     # The objects imported so far outlive training: freezing them keeps the cyclic collector
-    # from rescanning them in every full collection (measured with torch's ~170,000 objects:
-    # 0.34 s of collection per 1-epoch gcide8 run before, 0.13-0.17 s after; a native run
-    # freezes ~30,000).
+    # from rescanning them in every full collection (docs/performance.md).
     gc.freeze()
     try:
         result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,

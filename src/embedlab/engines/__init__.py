@@ -1,4 +1,32 @@
-"""word2vec models (torch engine and native kernel)."""
+"""word2vec's training engines behind one interface (:class:`~embedlab.engines.base.Engine`),
+and the registry that says which are usable here and builds them by name.
+
+* ``native``: ``_kernel.c``, the fused step in C, built on first use
+  (:mod:`embedlab.engines.native`); NumPy only;
+* ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.engines.torch`), the
+  reference the native engine agrees with to float32 rounding.
+
+Choosing an engine imports only that engine's module: the native engine never imports torch,
+and the torch engine imports it through :func:`embedlab.errors.import_torch`, so a missing torch
+is one line naming the extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import numpy as np
+
+    from embedlab.config import TrainConfig
+    from embedlab.data.noise import NoiseDistribution
+    from embedlab.engines.base import Engine
+    from embedlab.engines.params import Word2VecParams
+    from embedlab.engines.step import StepConfig
 
 #: Bumped whenever the arithmetic of a training step changes, so that a run resumed by another
 #: revision says its result will differ from an uninterrupted run (recorded in ``RUN/env.json``).
@@ -16,3 +44,90 @@ STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 sha
                    "learning rate is the schedule's value where the batch starts",
                 5: "negative sampling skips a shared noise word that equals the target of a "
                    "positive pair, as word2vec.c and gensim skip such a draw"}
+
+#: engine name -> its class in module embedlab.engines.<name>
+_CLASSES = {"torch": "TorchEngine", "native": "NativeEngine"}  # native: engines/_kernel.c
+ENGINES = tuple(_CLASSES)
+
+
+def _check_name(name: str) -> None:
+    if name not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {name!r}")
+
+
+def unavailable_reason(name: str) -> str | None:
+    """None when engine ``name`` can train here, else why not (one line).
+
+    The native engine needs its kernel built (a C compiler, a usable cache folder); the torch
+    engine is always offered, and says what to install when it is imported without torch.
+    """
+    _check_name(name)
+    if name == "native":
+        from embedlab.engines import native
+
+        return native.unavailable_reason()  # cached: asking again is free
+    return None
+
+
+def install_hint(name: str, reason: str) -> str:
+    """What fixes the ``reason`` :func:`unavailable_reason` gave for engine ``name``."""
+    _check_name(name)
+    if name == "native":
+        from embedlab.engines import native
+
+        return native.install_hint(reason)
+    return "install it with pip install 'embedlab[torch]'"
+
+
+def auto_choice() -> str:
+    """The engine ``--engine auto`` trains with: native where its kernel builds, else torch."""
+    return "native" if unavailable_reason("native") is None else "torch"
+
+
+def engine_module(name: str) -> ModuleType:
+    """Import engine ``name``'s module.
+
+    For the torch engine this is the moment torch is imported: through
+    :func:`embedlab.errors.import_torch`, so that a missing torch is one line naming the extra.
+    """
+    _check_name(name)
+    if name == "torch":
+        from embedlab.errors import import_torch
+
+        import_torch("--engine torch")
+    return importlib.import_module(f"embedlab.engines.{name}")
+
+
+def build_engine(name: str, step: StepConfig, params: Word2VecParams,
+                 log_kq: np.ndarray | None, rows: int, *, threads: int = 1) -> Engine:
+    """Engine ``name`` training ``params`` (taken, not copied) with the step ``step``.
+
+    ``log_kq`` (V,): log(K·Q(w)) for NCE, else None. ``rows``: centre slots per batch.
+    ``threads``: the native kernel's threads, or torch's intra-op threads (a process-wide
+    setting) for the torch engine.
+    """
+    engine: Engine = getattr(engine_module(name), _CLASSES[name])(step, params, log_kq, rows,
+                                                                  threads)
+    return engine
+
+
+def engine_for_config(cfg: TrainConfig, noise: NoiseDistribution, rows: int, *,
+                      tensors: Mapping[str, np.ndarray] | None = None) -> Engine:
+    """The engine of the resolved ``cfg`` for a vocabulary whose noise distribution is
+    ``noise``, for batches of ``rows`` centre slots.
+
+    Its parameters are a fresh start (the ``init`` stream of ``cfg.seed``), or ``tensors``, a
+    checkpoint's, which the engine takes over as they are: no second copy of the model, and no
+    initialisation drawn only to be overwritten. Other values (a warm start) are loaded with
+    :meth:`~embedlab.engines.base.Engine.load_state_dict`.
+    """
+    from embedlab.engines.params import Word2VecParams, fresh_params
+    from embedlab.engines.step import step_config
+
+    m = cfg.model
+    nce = m.loss == "nce"
+    params = Word2VecParams.of(tensors, nce=nce) if tensors is not None else \
+        fresh_params(m, len(noise), cfg.seed)
+    log_kq = noise.log_expected_count(m.negative) if nce else None
+    return build_engine(cfg.engine, step_config(cfg).step, params, log_kq, rows,
+                        threads=cfg.threads)

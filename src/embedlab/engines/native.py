@@ -3,9 +3,8 @@
 One skip-gram or CBOW step in torch is ~60 small tensor operations; their dispatch, temporaries
 and memory round trips cost more than the arithmetic. ``_kernel.c`` fuses the step (same
 mathematics as :meth:`Word2VecStep._skipgram` and :meth:`Word2VecStep._cbow`; agreement is
-tested to float32 rounding) and
-computes every output element in a fixed order on one thread, so its results do not depend on
-the thread count.
+tested to float32 rounding) and computes every output element in a fixed order on one thread,
+so its results do not depend on the thread count.
 
 Building: ``cc -O3 -march=native -fopenmp -shared`` (``$CC`` overrides ``cc``; it is split
 into words like make does, so ``CC="ccache gcc"`` or ``CC="gcc -m64"`` work: the first word is
@@ -15,8 +14,8 @@ compiler's arguments, the flags, the compiler's version and the CPU's feature fl
 shared between machines never loads code built for another CPU; the file name also carries a
 hash of the built file, checked before loading, so a damaged file (truncated by a full disk or
 a crash) is built again instead of failing, or crashing, every run. The build is atomic (a
-temporary file renamed into place); two processes building at once both succeed. It takes
-about half a second, once. Without a compiler, ``--engine auto`` falls back to the torch
+temporary file renamed into place); two processes building at once both succeed. Without a
+compiler, ``--engine auto`` falls back to the torch
 engine and says so. A cache folder that cannot be written (a file, read-only, full) is not a
 missing compiler: the kernel is then built in a temporary folder, removed once loaded, with a
 warning naming the folder and the fix (set ``EMBEDLAB_CACHE`` to a writable folder).
@@ -32,7 +31,6 @@ import platform
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -40,7 +38,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # types only: config.resolve() imports this module to ask about the compiler
+from embedlab.engines.base import HostEngine
+from embedlab.errors import warn
+
+if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no more than this
     from embedlab.data.pairs import Batch
     from embedlab.engines.params import Word2VecParams
     from embedlab.engines.step import StepConfig
@@ -157,9 +158,8 @@ def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
     except OSError as exc:
         raise NativeUnavailable(f"{problem}, nor is a temporary folder ({exc.strerror or exc}); "
                                 "set EMBEDLAB_CACHE to a writable folder") from exc
-    print(f"embedlab: warning: {problem}; built the native kernel in a temporary folder instead "
-          "(again in each new process); set EMBEDLAB_CACHE to a writable folder",
-          file=sys.stderr)
+    warn(f"{problem}; built the native kernel in a temporary folder instead (again in each new "
+         "process); set EMBEDLAB_CACHE to a writable folder")
     return path, True
 
 
@@ -290,3 +290,13 @@ class NativeWord2VecStep:
                             batch.mask, batch.contexts, batch.negatives,
                             self.cfg.negative / batch.negatives.shape[1], lr, rate,
                             p.bias_sq, self._h_in, self._h_out)
+
+
+class NativeEngine(HostEngine):
+    """The native engine: the fused C step on host NumPy parameters."""
+
+    name = "native"
+
+    def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
+                 rows: int, threads: int = 1) -> None:
+        super().__init__(params, NativeWord2VecStep(cfg, params, log_kq, rows, threads))

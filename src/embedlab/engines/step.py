@@ -1,26 +1,26 @@
-"""What both engines share: the step's configuration, and the choice of engine.
+"""The training step's configuration, derived from the run's config, and what both engines share.
 
-A training step is a callable ``step(batch, lr) -> loss`` (the summed loss over the batch's
-positive examples, a float computed in float64) that updates :class:`Word2VecParams` in place.
-Two engines compute the same step (agreement to float32 rounding is tested):
-
-* ``native``: ``_kernel.c``, built on first use (:mod:`embedlab.engines.native`); NumPy only;
-* ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.engines.torch`).
-
-This module imports neither, so choosing the native engine never imports torch.
+A training step takes a batch and a learning rate, updates the parameters in place and returns
+the summed loss over the batch's positive examples (a float computed in float64). How the step
+is configured — which noise words a group of centres shares, how strongly a row's summed update
+is damped, how batches are padded — is decided here, once, for every engine.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 
-from embedlab.data.pairs import Batch
-from embedlab.engines.params import Word2VecParams
+if TYPE_CHECKING:
+    from embedlab.config import TrainConfig
+    from embedlab.data.pairs import Batch
 
-ENGINES = ("torch", "native")  # native: embedlab/engines/_kernel.c
+#: κ of the per-row damping at batch 1024 (see :class:`embedlab.engines.torch.Word2VecStep`);
+#: a batch of B centres uses κ = DAMPING_AT_1024 · 1024 / B
+DAMPING_AT_1024 = 32.0
 
 
 @dataclass(frozen=True)
@@ -43,31 +43,39 @@ class TrainStep(Protocol):
     def __call__(self, batch: Batch, lr: float) -> float: ...
 
 
+class StepPlan(NamedTuple):
+    """The step configuration and the shape of the batches it takes."""
+
+    step: StepConfig
+    noise_per_group: int  # S: noise words a group of centres shares
+    pad_to: int  # batches are padded to a multiple of this many centre slots
+
+
 def band_block_length(window: int) -> int:
     """Centres per block of the banded products: a multiple of 16 and >= 2W (the torch engine's
     overlap-add needs 2W <= L; batches are padded to a multiple of it for both engines)."""
     return 16 * max(1, -(-2 * window // 16))
 
 
-def make_step(cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None, rows: int,
-              *, engine: str, threads: int = 1) -> TrainStep:
-    """The step of ``engine`` for batches of ``rows`` centre slots.
+def default_shared_negatives(negative: int, window: int) -> int:
+    """S when --shared-negatives is 0: ⌈4/3 · K·(window+1)⌉ (40 for K = 5, window 5)."""
+    return math.ceil(negative * (window + 1) * 4 / 3)
 
-    ``log_kq`` (V,): log(K·Q(w)) for NCE, else None. ``threads``: the native kernel's threads,
-    or torch's intra-op threads (a process-wide setting) for the torch engine.
-    """
-    if engine == "native":
-        from embedlab.engines.native import NativeWord2VecStep
 
-        return NativeWord2VecStep(cfg, params, log_kq, rows, threads)
-    if engine == "torch":
-        import torch
-
-        from embedlab.engines.torch import Word2VecStep
-
-        torch.set_num_threads(threads)
-        return Word2VecStep(cfg, params, log_kq, rows)
-    raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+def step_config(cfg: TrainConfig) -> StepPlan:
+    """The step of the run configured by ``cfg``, and how its batches are cut."""
+    m, batch = cfg.model, cfg.optim.batch_size
+    # word2vec draws K noise words per pair, about K·(window+1) per centre (E[2b] = window+1);
+    # a group shares a third more distinct ones than that, each weighted < 1, so no noise row
+    # stands in for many draws at once
+    s = m.shared_negatives or default_shared_negatives(m.negative, m.window)
+    # TensorFlow's nce_loss (the lecture) shares one noise sample across the whole batch
+    group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(m.negative_group, batch)
+    band_block = band_block_length(m.window)
+    reduction = "mean" if cfg.preset == "cs20" else "sum"
+    damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
+    return StepPlan(StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping),
+                    s, math.lcm(band_block, group))
 
 
 def pairs_in(batch: Batch, model: str) -> int:

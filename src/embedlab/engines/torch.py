@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from embedlab.data.pairs import Batch
+from embedlab.engines.base import HostEngine
 from embedlab.engines.params import Word2VecParams
 from embedlab.engines.step import StepConfig, band_block_length
 
@@ -89,7 +90,7 @@ def _add_rows(param: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, alpha:
     """param[ids[i]] += alpha · rows[i], duplicates summed in index order. ``rows`` is consumed.
 
     ``scatter_add_`` with the index broadcast along the row is deterministic on the CPU, gives
-    the same bits as ``index_add_`` and runs about twice as fast for ~1,000-row updates.
+    the same bits as ``index_add_`` and is faster for updates of a batch's size.
     """
     rows.mul_(alpha)
     param.scatter_add_(0, ids.unsqueeze(1).expand(-1, rows.shape[1]), rows)
@@ -175,15 +176,13 @@ class Word2VecStep:
     on the row, so it multiplies the summed gradient exactly; it costs a few scalar index_adds.
 
     Why ``|∂L/∂s|`` (``1 − σ(s)`` for a positive, ``σ(s)`` for a noise term) and not the
-    Gauss–Newton curvature ``σ'(s) = σ(1 − σ)`` used before: σ' vanishes when a logit saturates
-    on the *wrong* side, exactly where the gradient is largest, so one overshoot switched the
-    damping off and the next step overshot further. Training diverged to NaN from lr 0.05 on, on
-    gcide8 and on small corpora alike (``test_big_batches_stay_finite_at_high_learning_rates``);
-    with ``|∂L/∂s| ≥ σ'`` it stays bounded at lr 0.5. Near ``s = 0`` the two differ by a factor of
-    at most 2, which a larger κ offsets: the trainer uses κ = 32·1024/batch (16 at the default
-    batch 2048). Measured on gcide8 (5 epochs, batch 2048, S = 40, analogy@300k, mean of seeds
-    1 and 2): κ = 8 15.0% (S = 30), κ = 16 15.4%, κ = 32 15.3%; at lr 0.05 and κ = 8, 15.3% with
-    WS-353 0.62. Before this change (Gauss–Newton, κ = 8, S = 30): 14.9%.
+    Gauss–Newton curvature ``σ'(s) = σ(1 − σ)``: σ' vanishes when a logit saturates on the
+    *wrong* side, exactly where the gradient is largest, so one overshoot switches the damping
+    off and the next step overshoots further, until training diverges to NaN at high learning
+    rates (``test_big_batches_stay_finite_at_high_learning_rates``); with ``|∂L/∂s| ≥ σ'`` it
+    stays bounded. Near ``s = 0`` the two differ by a factor of at most 2, which a larger κ
+    offsets: a run uses κ = 32·1024/batch (16 at the default batch 2048;
+    :func:`embedlab.engines.step.step_config`).
     """
 
     def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
@@ -341,7 +340,7 @@ class Word2VecStep:
         # word2vec's CBOW rule: each context vector receives the whole of d_h, not the mean's
         # share d_h/count (word2vec.c adds neu1e to every context row; gensim's cbow_mean=1
         # does the same). The true gradient of the mean trains the input vectors count times
-        # slower: on gcide8 (5 epochs) it scored 4.0 % analogy against gensim's 11.3 %.
+        # slower.
         ones = band.band(batch.mask.to(torch.float32))
         d_span = band.scatter(ones, d_h)
 
@@ -373,3 +372,15 @@ class Word2VecStep:
             p.b_out.index_add_(0, batch.centers, d_b_u, alpha=-lr)
             p.b_out.index_add_(0, flat_neg, d_b_noise, alpha=-lr)
         return loss
+
+
+class TorchEngine(HostEngine):
+    """The torch engine: :class:`Word2VecStep` on zero-copy tensor views of host NumPy
+    parameters. ``threads``: torch's intra-op threads, a process-wide setting."""
+
+    name = "torch"
+
+    def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
+                 rows: int, threads: int = 1) -> None:
+        torch.set_num_threads(threads)
+        super().__init__(params, Word2VecStep(cfg, params, log_kq, rows))

@@ -28,7 +28,6 @@ from embedlab.checkpoint import (
     tensor_specs,
 )
 from embedlab.config import TrainConfig, check_best_metric
-from embedlab.data.ahead import PrepareAhead
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, Cursor, keep_probabilities
 from embedlab.data.prepared import (
@@ -36,25 +35,25 @@ from embedlab.data.prepared import (
     VOCAB_OPTIONS,
     PreparedCorpus,
     is_prepared,
-    prepare,
 )
+from embedlab.data.preparing import prepare
+from embedlab.data.tokenise_child import PrepareAhead
 from embedlab.data.vocab import Vocab
-from embedlab.engines.params import Word2VecParams, init_params
-from embedlab.engines.step import StepConfig, band_block_length, make_step, pairs_in
+from embedlab.engines import engine_for_config
+from embedlab.engines.base import Engine
+from embedlab.engines.step import pairs_in, step_config
 from embedlab.errors import InputError, TrainingInterrupted, diverged
 from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.run.folder import abandon_after
 from embedlab.run.lock import RunLock
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import SignalFlag, deferred_interrupt, interrupted
-from embedlab.seeding import STREAMS, mt19937_rng
+from embedlab.seeding import STREAMS
 from embedlab.train.memory import release_free_memory
 from embedlab.train.schedule import linear_lr
 
 PREPARED_DIR = "prepared"
 VOCAB_FILE = "vocab.tsv"
-# κ of the per-row damping at batch 1024 (see embedlab.engines.torch.Word2VecStep, measured).
-DAMPING_AT_1024 = 32.0
 # Checkpointing must stay a small share of training time: the time-based cadence is stretched
 # to at least this multiple of the last save's duration (2% => 50x).
 SAVE_TIME_FACTOR = 50
@@ -132,7 +131,7 @@ def _warm_up(cfg: TrainConfig) -> None:
     if cfg.track.tensorboard:
         import importlib
 
-        for module in ("embedlab.track.summaries", "embedlab.track.plots"):
+        for module in ("embedlab.track.tracker", "embedlab.track.plots"):
             importlib.import_module(module)
 
 
@@ -158,47 +157,6 @@ def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus, *,
         raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
                          f"options: {', '.join(differ)}; drop those flags{source} or re-run "
                          "'embedlab prepare' with them")
-
-
-# ---- the step configuration derived from the config ------------------------------------------
-
-def default_shared_negatives(negative: int, window: int) -> int:
-    """S when --shared-negatives is 0: ⌈4/3 · K·(window+1)⌉ (40 for K = 5, window 5)."""
-    return math.ceil(negative * (window + 1) * 4 / 3)
-
-
-def default_init_scale(model: str) -> float:
-    """The centred start's width when --init-scale is 0: 8 for skip-gram, 12 for CBOW.
-
-    Output vectors start at zero, so every vector's first updates are proportional to the input
-    vectors' initial size; a wider start learns faster, which decides a short run. Measured on
-    gcide8, 5 epochs, trainer defaults, analogy@300k, mean of seeds 1-3 — skip-gram: scale 1
-    15.4 %, 2 15.6 %, 4 15.9 %, 6 16.0 %, 8 16.0 % (seeds 1-8 in benchmarks/vs_gensim.py: 16.1 %,
-    WS-353 0.580 vs 0.571 at scale 1), 16 15.7 %; 32 14.9 % (seeds 1-2). CBOW (word2vec's
-    update, STEP_REVISION 4; analogy / WS-353): scale 1 9.57 % / 0.470 (seed 1), 2 10.27 / 0.476
-    (seed 1), 4 10.82 / 0.482, 8 11.33 / 0.483, 12 11.69 / 0.482, 16 11.78 / 0.479 (seeds
-    1-3), 32 11.36 / 0.453 (seed 1); gensim's CBOW 11.76 / 0.484 (seeds 1-3). 12 keeps both
-    near gensim's.
-    """
-    return 8.0 if model == "skipgram" else 12.0
-
-
-def step_config(cfg: TrainConfig) -> tuple[StepConfig, int, int]:
-    """(step config, noise words per group S, group size)."""
-    m, batch = cfg.model, cfg.optim.batch_size
-    # word2vec draws K noise words per pair, about K·(window+1) per centre (E[2b] = window+1);
-    # a group shares a third more distinct ones than that, each weighted < 1, so no noise row
-    # stands in for many draws at once (measured: S = K gave analogy 1.6% vs 3.0% after one
-    # gcide8 epoch; at 5 epochs, mean of seeds 1-2, analogy@300k S = 30: 15.2%, 40: 15.4%,
-    # 50: 15.4%, at ~5% more time per step for 40 than for 30).
-    s = m.shared_negatives or default_shared_negatives(m.negative, m.window)
-    # TensorFlow's nce_loss (the lecture) shares one noise sample across the whole batch
-    group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(m.negative_group, batch)
-    band_block = band_block_length(m.window)
-    reduction = "mean" if cfg.preset == "cs20" else "sum"
-    damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
-    return (StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping), s,
-            math.lcm(band_block, group))
 
 
 # ---- the loop -------------------------------------------------------------------------------
@@ -289,7 +247,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
 def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
                   out: TextIO, ahead: PrepareAhead | None, abandon_newer: bool) -> TrainResult:
     from embedlab.run.status import read_status, write_status
-    from embedlab.track.summaries import open_tracker
+    from embedlab.track.tracker import open_tracker
 
     check_best_metric(cfg)
     progress = cfg.track.progress and out.isatty()
@@ -317,26 +275,26 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
     if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
         evaluator.check(vocab.words)
     noise = NoiseDistribution(vocab.counts, m.noise_exponent)
-    stepcfg, noise_per_group, pad_to = step_config(cfg)
+    plan = step_config(cfg)
     stream = BatchStream(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
-                         batch_size=cfg.optim.batch_size, group=stepcfg.group,
-                         noise_per_group=noise_per_group, seed=cfg.seed,
-                         epochs=cfg.optim.epochs, pad_to=pad_to, interleave=cfg.optim.interleave)
+                         batch_size=cfg.optim.batch_size, group=plan.step.group,
+                         noise_per_group=plan.noise_per_group, seed=cfg.seed,
+                         epochs=cfg.optim.epochs, pad_to=plan.pad_to,
+                         interleave=cfg.optim.interleave)
 
     # ---- state: fresh, resumed or warm-started ----
     state: dict[str, Any] = {}
     if ckpt is not None:
         tensors, state = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
-        params = _params_of(tensors, ckpt, nce=m.loss == "nce")
-        _check_shapes(params, len(vocab), m.dim, ckpt)
+        _check_tensors(tensors, ckpt, len(vocab), m.dim, nce=m.loss == "nce")
         started = [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state['step']})"]
-    else:
-        params = init_params(len(vocab), m.dim, init=m.init,
-                             scale=m.init_scale or default_init_scale(m.model),
-                             nce=m.loss == "nce", rng=mt19937_rng(cfg.seed, "init"))
+    with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
+        engine = engine_for_config(cfg, noise, stream.rows,
+                                   tensors=tensors if ckpt is not None else None)
+    if ckpt is None:
         started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
-            started.append(warm_start(params, vocab, cfg.init_from))
+            started.append(warm_start(engine, vocab, cfg.init_from))
 
     # Everything above may refuse the command; nothing of the run was written (or moved) before
     # this point, so a refused resume leaves config.json (and so the next plain re-run) and the
@@ -372,12 +330,8 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         print(f"embedlab: {run_dir} already finished at step {step}; pass --epochs N (more) to "
               "continue or --restart to start over", file=out)
         return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, True, vocab,
-                           params.w_in)
+                           engine.input_vectors)
 
-    log_kq = noise.log_expected_count(m.negative) if m.loss == "nce" else None
-    with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
-        model_step = make_step(stepcfg, params, log_kq, stream.rows, engine=cfg.engine,
-                               threads=cfg.threads)
     n_tokens = len(prepared.ids)
     total_words = cfg.optim.epochs * n_tokens
     raw_per_token = prepared.raw_tokens / max(1, n_tokens)
@@ -404,10 +358,11 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         # Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
         # resume from S keeps the events up to S and drops later ones, so with this order a kill
         # at any moment leaves neither gaps nor duplicates.
-        tracker.log_checkpoint(step, params.w_in, params.w_out)
+        tracker.log_checkpoint(step, engine.input_vectors, engine.output_vectors)
         if final:
-            tracker.log_final(step, params.w_in, params.w_out, cfg.to_dict(), metrics)
-        manager.save(step, params.tensors(), st, metrics)
+            tracker.log_final(step, engine.input_vectors, engine.output_vectors, cfg.to_dict(),
+                              metrics)
+        manager.save(step, engine.state_dict(), st, metrics)
         last_save = time.perf_counter()
         window.started += last_save - began  # words/s in the window counts training time only
         saved_step = step
@@ -441,7 +396,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                 # the rate where the batch starts, as word2vec's alpha for the words it reads
                 # next: the first step trains at --lr, the last near lr·--min-lr-ratio
                 lr = linear_lr(cfg.optim.lr, cfg.optim.min_lr_ratio, words_seen, total_words)
-                loss = model_step(batch, lr)
+                loss = engine.step(batch, lr)
                 step += 1
                 advanced = done - words_seen
                 words_seen = done
@@ -474,7 +429,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                  train_seconds=train_seconds,
                                  raw_words=int(words_seen * raw_per_token), wall_time=wall())
                 if cfg.eval.every_steps and step % cfg.eval.every_steps == 0 and evaluator:
-                    results = evaluator(vocab.words, params.w_in)
+                    results = evaluator(vocab.words, engine.input_vectors)
                     metrics.update(results)
                     tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
                 if flag and not last:
@@ -505,7 +460,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
                                            "train/progress": words_seen / total_words})
                 window = _Window()
             if evaluator and finished:
-                results = evaluator(vocab.words, params.w_in)
+                results = evaluator(vocab.words, engine.input_vectors)
                 metrics.update(results)
                 tracker.log_scalars(step, {f"eval/{k}": v for k, v in results.items()})
             end_wall = save(final=finished) if saved_step != step else wall()
@@ -527,7 +482,7 @@ def _train_locked(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_fr
         if tracker is not None:
             tracker.close()
     return TrainResult(run_dir, step, words_seen, last_loss, train_seconds, finished, vocab,
-                       params.w_in)
+                       engine.input_vectors)
 
 
 def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
@@ -549,8 +504,12 @@ def _diverged(step: int, loss: float, cfg: TrainConfig, saved_step: int) -> Inpu
                     f"--restart --lr {cfg.optim.lr / 4:g}")
 
 
-def _params_of(tensors: dict[str, np.ndarray], ckpt: Path, *, nce: bool) -> Word2VecParams:
-    """The model stored in a training checkpoint; one line naming what is missing."""
+def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, dim: int, *,
+                   nce: bool) -> None:
+    """Refuse a checkpoint that lacks a tensor of the model, or whose tensors do not fit the run:
+    another vocabulary or --dim, or files altered behind a re-signed manifest. The native kernel
+    indexes rows without bounds checks, so this must hold before the first step. Dtypes are the
+    stored ones: a NumPy load would widen bfloat16 to float32 and hide it."""
     needed = ["input_embeddings", "output_embeddings", *(["output_bias"] if nce else [])]
     missing = [n for n in needed if n not in tensors]
     if missing:
@@ -558,19 +517,11 @@ def _params_of(tensors: dict[str, np.ndarray], ckpt: Path, *, nce: bool) -> Word
                          f"{', '.join(sorted(tensors)) or 'none'}); resume from another "
                          "checkpoint ('embedlab ckpt RUN' lists them) or pass --restart to start "
                          "over")
-    return Word2VecParams(tensors["input_embeddings"], tensors["output_embeddings"],
-                          tensors["output_bias"] if nce else None)
-
-
-def _check_shapes(params: Word2VecParams, vocab_size: int, dim: int, ckpt: Path) -> None:
-    """Refuse a checkpoint whose tensors do not fit the run: another vocabulary or --dim, or
-    files altered behind a re-signed manifest. The native kernel indexes rows without bounds
-    checks, so this must hold before the first step. Dtypes are the stored ones: a NumPy load
-    would widen bfloat16 to float32 and hide it."""
     stored = {name: dtype for name, _, dtype in tensor_specs(ckpt)}
     wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),
               "output_bias": (vocab_size,)}
-    for name, array in params.tensors().items():
+    for name in needed:
+        array = tensors[name]
         if array.shape != wanted[name] or stored.get(name) != "F32":
             raise InputError(f"checkpoint {ckpt} holds {name} of shape {tuple(array.shape)} and "
                              f"dtype {stored.get(name)}, but the run's vocabulary × dim needs "
@@ -622,8 +573,9 @@ def _make_evaluator(cfg: TrainConfig) -> Any:
     return make_evaluator(cfg.eval)
 
 
-def warm_start(params: Word2VecParams, vocab: Vocab, source: str) -> str:
-    """Copy the rows of words present in both vocabularies from another run or checkpoint."""
+def warm_start(engine: Engine, vocab: Vocab, source: str) -> str:
+    """Copy the rows of words present in both vocabularies from another run or checkpoint into
+    ``engine``'s parameters; return the message that says what was copied."""
     from embedlab.vectors import check_vocab_fits
 
     ckpt = find_checkpoint(source)
@@ -645,18 +597,20 @@ def warm_start(params: Word2VecParams, vocab: Vocab, source: str) -> str:
                          f"shape {tuple(tensors['output_embeddings'].shape)} but input "
                          f"embeddings of shape {tuple(w_in.shape)}; pass another checkpoint "
                          "('embedlab ckpt RUN' lists them)")
-    if w_in.shape[1] != params.w_in.shape[1]:
-        raise InputError(f"--init-from {source} has dim {w_in.shape[1]}, this run "
-                         f"{params.w_in.shape[1]}; pass a matching --dim")
+    params = engine.state_dict()
+    dim = params["input_embeddings"].shape[1]
+    if w_in.shape[1] != dim:
+        raise InputError(f"--init-from {source} has dim {w_in.shape[1]}, this run {dim}; pass a "
+                         "matching --dim")
     index = src_vocab.index
     pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
     if pairs:
         dst = np.array([p[0] for p in pairs], dtype=np.int64)
         src = np.array([p[1] for p in pairs], dtype=np.int64)
-        params.w_in[dst] = w_in[src]
-        params.w_out[dst] = tensors["output_embeddings"][src]
-        if params.b_out is not None and "output_bias" in tensors:
-            params.b_out[dst] = tensors["output_bias"][src]
+        for name in params:  # the output bias only where both runs have one (NCE)
+            if name in tensors:
+                params[name][dst] = tensors[name][src]
+        engine.load_state_dict(params)
     return (f"embedlab: warm start from {ckpt}: copied {len(pairs)} of {len(vocab)} words' rows "
             f"(input and output embeddings); {len(vocab) - len(pairs)} new words initialised "
             "as usual")
