@@ -41,7 +41,7 @@ def prepare(corpus: str, out: Path, lowercase: bool, min_count: int, max_vocab: 
       embedlab prepare text8 --out data/text8-prepared --min-count 5
       embedlab train --corpus data/text8-prepared
     """
-    from embedlab.data.prepared import prepare as run_prepare
+    from embedlab.data.preparing import prepare as run_prepare
 
     start = time.perf_counter()
     pc = run_prepare(corpus, out, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,

@@ -79,7 +79,7 @@ class WordCounter:
             # the limit only at the slice's last token: counting the slice in one C-level
             # Counter.update and checking after it is checking after each token, at block
             # speed (far from the limit, as usual, the whole block is one slice). max(1, ...):
-            # counts filled in directly (prepared._Scan) must not stall the loop.
+            # counts filled in directly (token_ids.Scan) must not stall the loop.
             room = max(1, limit - len(counts) + 1)
             stop = min(n, start + room)
             counts.update(tokens if start == 0 and stop == n else tokens[start:stop])

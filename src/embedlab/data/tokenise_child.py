@@ -1,17 +1,15 @@
 """Tokenise a raw corpus in a child process while a torch-engine trainer imports PyTorch.
 
-A fresh ``embedlab train --engine torch`` on a raw corpus spends its first seconds on two
-independent, single-threaded jobs: importing torch, TensorBoard and matplotlib (~1.9 s here),
-and tokenising the corpus (~1.8 s for gcide8's 4.8M tokens). Run one after the other they take
-both; run side by side on two cores they take the longer of the two. :class:`PrepareAhead`
-starts a child Python process on the corpus before the parent imports torch; the trainer then
-adopts the finished folder (:meth:`PrepareAhead.take`), which is byte-for-byte what
-:func:`embedlab.data.prepared.prepare` would have written in-process (the child calls it).
+A fresh ``embedlab train --engine torch`` on a raw corpus starts with two independent,
+single-threaded jobs of similar length: importing torch, TensorBoard and matplotlib, and
+tokenising the corpus. Run one after the other they take both; run side by side on two cores
+they take the longer of the two. :class:`PrepareAhead` starts a child Python process on the
+corpus before the parent imports torch; the trainer then adopts the finished folder
+(:meth:`PrepareAhead.take`), which is byte-for-byte what
+:func:`embedlab.data.preparing.prepare` would have written in-process (the child calls it).
 
-The native engine's process imports no torch, and what it does import takes ~0.5 s: there a
-child saved no wall time (1-epoch gcide8, 4 runs each: 3.69-3.81 s with it, 3.50-3.88 s
-without) and cost 0.6 s of CPU and ~40 MiB more memory at once (both processes' RSS summed:
-205-220 against 177-179 MiB), so native runs tokenise in-process.
+The native engine's process imports no torch, and what it does import is quick: there a child
+saves no wall time and costs CPU and memory at once, so native runs tokenise in-process.
 
 Safety: the child writes only inside a private hidden folder beside the run folder
 (``.<run>.prepare-<parent pid>-<random>``), never into the run, and the parent moves the result
@@ -153,7 +151,8 @@ class PrepareAhead:
 # the standard library) keep precedence — prepending it via PYTHONPATH could shadow stdlib
 # modules with same-named packages from site-packages.
 _CHILD_CODE = ("import sys; sys.path.append(sys.argv[2]); from pathlib import Path; "
-               "from embedlab.data.ahead import _child; sys.exit(_child(Path(sys.argv[1])))")
+               "from embedlab.data.tokenise_child import _child; "
+               "sys.exit(_child(Path(sys.argv[1])))")
 
 
 def _package_root() -> str:
@@ -181,7 +180,7 @@ def _child(folder: Path) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     spec = json.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
     data = DataConfig(**spec["data"])
-    from embedlab.data.prepared import prepare_into
+    from embedlab.data.preparing import prepare_into
 
     try:
         prepare_into(data.corpus, spec["out"], lowercase=data.lowercase, min_count=data.min_count,

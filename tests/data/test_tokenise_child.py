@@ -1,4 +1,4 @@
-"""Tokenising in a child process (embedlab.data.ahead): same bytes, same errors, no litter."""
+"""The corpus-tokenising child process: same bytes as in-process, same errors, no litter."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from embedlab.config import DataConfig
-from embedlab.data import ahead
-from embedlab.data.ahead import PrepareAhead, should_prepare_ahead
-from embedlab.data.prepared import prepare
+from embedlab.data import tokenise_child
+from embedlab.data.preparing import prepare
+from embedlab.data.tokenise_child import PrepareAhead, should_prepare_ahead
 from embedlab.errors import InputError
 from embedlab.testing import write_zipf_corpus
 
@@ -39,10 +39,10 @@ def _child_folder(tmp_path: Path, corpus: Path, *, parent_pid: int) -> Path:
     """A child's private folder with the spec PrepareAhead.start would write."""
     folder = tmp_path / ".r.prepare-1-x"
     folder.mkdir()
-    (folder / ahead.SPEC_FILE).write_text(json.dumps({
+    (folder / tokenise_child.SPEC_FILE).write_text(json.dumps({
         "data": {"corpus": str(corpus), "lowercase": False, "min_count": 1, "max_vocab": None,
                  "unk": None, "max_distinct": 10_000_000},
-        "out": str(folder / ahead.OUT_DIR), "progress": False, "parent_pid": parent_pid}))
+        "out": str(folder / tokenise_child.OUT_DIR), "progress": False, "parent_pid": parent_pid}))
     return folder
 
 
@@ -113,16 +113,16 @@ def test_a_child_failing_for_another_reason_says_it_once(
     # parent would replay before its own in-process attempt reports the failure again.
     corpus = write_zipf_corpus(tmp_path / "c.txt")
     folder = _child_folder(tmp_path, corpus, parent_pid=os.getppid())
-    monkeypatch.setattr(ahead.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
+    monkeypatch.setattr(tokenise_child.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
 
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    import embedlab.data.prepared
+    import embedlab.data.preparing
 
-    monkeypatch.setattr(embedlab.data.prepared, "prepare_into", broken)
-    assert ahead._child(folder) == 1
-    assert json.loads((folder / ahead.RESULT_FILE).read_text()) == {
+    monkeypatch.setattr(embedlab.data.preparing, "prepare_into", broken)
+    assert tokenise_child._child(folder) == 1
+    assert json.loads((folder / tokenise_child.RESULT_FILE).read_text()) == {
         "failed": "RuntimeError: disk on fire"}
     assert capsys.readouterr() == ("", "")
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(1)"])
@@ -147,8 +147,8 @@ def test_an_orphaned_child_removes_its_folder(tmp_path: Path,
     corpus = write_zipf_corpus(tmp_path / "c.txt")
     # not our parent: the "parent" has died
     folder = _child_folder(tmp_path, corpus, parent_pid=os.getppid() + 1_000_000)
-    monkeypatch.setattr(ahead.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
-    assert ahead._child(folder) == 1
+    monkeypatch.setattr(tokenise_child.signal, "signal", lambda *a: None)  # keep pytest's Ctrl-C
+    assert tokenise_child._child(folder) == 1
     assert not folder.exists()
 
 
@@ -160,7 +160,7 @@ def test_folders_of_dead_parents_are_swept(tmp_path: Path) -> None:
     other_run = tmp_path / f".r2.prepare-{dead}-abcd"
     for p in (stale, live, other_run):
         p.mkdir()
-    ahead._sweep_orphans(tmp_path, "r")
+    tokenise_child._sweep_orphans(tmp_path, "r")
     assert not stale.exists() and live.exists() and other_run.exists()
 
 

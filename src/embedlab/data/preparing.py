@@ -1,0 +1,305 @@
+"""Preparing a corpus: tokenise it once into a prepared folder (:mod:`embedlab.data.prepared`).
+
+The folder is built in a temporary sibling and renamed into place, so it is either complete or
+absent, and an existing prepared folder is replaced only after the new one is complete. The
+reading passes are in :mod:`embedlab.data.token_ids`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import os
+import secrets
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from embedlab import __version__
+from embedlab.config import DataConfig
+from embedlab.data import token_ids
+from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, list_files
+from embedlab.data.prepared import (
+    ENDS_FILE,
+    FORMAT,
+    FORMAT_VERSION,
+    IDS_FILE,
+    META_FILE,
+    VOCAB_FILE,
+    PreparedCorpus,
+    check_not_inside,
+    is_prepared,
+    write_meta,
+)
+from embedlab.data.vocab import WordCounter, build
+from embedlab.errors import InputError, warn
+from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
+
+
+def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+            lowercase: bool = False, min_count: int = 5, max_vocab: int | None = None,
+            unk: str | None = None, max_distinct: int = 10_000_000, progress: bool = True,
+            force: bool = False, run_dir: Path | None = None) -> PreparedCorpus:
+    """Tokenise ``corpus`` (a path, or 'text8' / 'demo') into the prepared folder ``out_dir``.
+
+    Out-of-vocabulary tokens are dropped (word2vec) unless ``unk`` is set, then they map to id 0.
+    ``out_dir`` must be absent, an empty folder, or (with ``force``) an existing prepared corpus.
+    Warnings (invalid UTF-8, pruning) go to stderr, one line each. ``run_dir``: the run folder
+    'train' prepares for (its errors then name the run folder, not --out). See
+    :func:`prepare_into`.
+    """
+    prepare_into(corpus, out_dir, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
+                 unk=unk, max_distinct=max_distinct, progress=progress, force=force,
+                 run_dir=run_dir)
+    return PreparedCorpus.open(out_dir)
+
+
+def prepare_into(
+    corpus: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    lowercase: bool = False,
+    min_count: int = 5,
+    max_vocab: int | None = None,
+    unk: str | None = None,
+    max_distinct: int = 10_000_000,
+    progress: bool = True,
+    force: bool = False,
+    run_dir: Path | None = None,
+) -> None:
+    """:func:`prepare` without opening the result (the child of
+    :mod:`embedlab.data.tokenise_child` hands the folder over without reading it).
+
+    One pass over the corpus (:class:`embedlab.data.token_ids.Scan`) unless it has more than
+    ``max_distinct`` distinct words; then two: count with word2vec-style pruning (bounded
+    memory), then encode.
+    """
+    label = os.fspath(corpus)
+    DataConfig(corpus=label, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
+               unk=unk, max_distinct=max_distinct)  # validates the options, one message each
+    out = Path(out_dir)
+    _check_out(out, force)
+    with _sigterm_cleans_up():
+        _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress,
+                      run_dir)
+
+
+def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
+                  unk: str | None, max_distinct: int, progress: bool,
+                  run_dir: Path | None) -> None:
+    made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        _sweep_orphans(out)
+        # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700; the pid in
+        # the name lets a later prepare remove it if this process is killed (_sweep_orphans)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
+        tmp.mkdir()
+    except OSError as exc:
+        remove_empty_folders(made)
+        raise InputError(f"cannot create --out {out} ({exc.strerror or exc}); pass a folder "
+                         "in a writable location") from None
+    try:
+        source = _resolve_source(label, tmp / ".source", progress)
+        check_not_inside(out, source, run_dir)
+        files = list_files(source)
+        # one pass when every distinct word fits in --max-distinct; else word2vec-style
+        # pruning while counting, then a second pass to encode
+        scan = token_ids.scan(source, lowercase, max_distinct, tmp, progress)
+        counter, stats = (scan.counter(max_distinct), scan.stats) if scan is not None else \
+            token_ids.count_words(source, lowercase, max_distinct, progress)
+        if stats.tokens == 0:
+            raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
+                             "whitespace-separated words")
+        if counter.prune.times and not any(c >= min_count for w, c in counter.counts.items()
+                                           if w != unk):
+            raise InputError(_pruned_away(counter, min_count))
+        vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                      total=counter.total)
+        encoded = scan.encode(vocab, tmp) if scan is not None else \
+            token_ids.encode(source, vocab, lowercase, tmp, progress, stats)
+        vocab = encoded.vocab
+        vocab.save_tsv(tmp / VOCAB_FILE)
+        meta = _meta(label, source, files, lowercase, min_count, max_vocab, unk, max_distinct,
+                     stats, counter, encoded)
+        write_meta(tmp / META_FILE, meta)
+        shutil.rmtree(tmp / ".source", ignore_errors=True)
+        _fsync_files(tmp)
+        commit_folder(tmp, out)
+    except BaseException as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        remove_empty_folders(made)
+        if isinstance(exc, OSError) and (exc.errno is None or exc.errno in _WRITE_PROBLEMS):
+            raise _write_failed(out, exc) from None
+        raise
+    _warn_about(label, stats, counter)
+
+
+#: errors of a write into the temporary folder that the user fixes by freeing space or by
+#: choosing another --out (corpus files that cannot be read are reported where they are read)
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+_WRITE_PROBLEMS = _DISK_FULL | {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _write_failed(out: Path, exc: OSError) -> InputError:
+    # numpy and some libraries report a short write with no errno: nearly always a full disk
+    why = exc.strerror or f"{exc}: the disk is probably full"
+    if exc.errno is None or exc.errno in _DISK_FULL:
+        fix = "free disk space or pass --out on another disk"
+    else:
+        fix = "pass --out in a writable folder"
+    kept = "the prepared corpus already there is unchanged" if _has_files(out) else \
+        "nothing was left behind"
+    return InputError(f"cannot write the prepared corpus {out} ({why}); {fix} ({kept})")
+
+
+def _has_files(folder: Path) -> bool:
+    try:
+        return folder.is_dir() and any(folder.iterdir())
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _sigterm_cleans_up() -> Iterator[None]:
+    """Turn SIGTERM into ``SystemExit(143)`` during the block, so that the clean-up that runs
+    for Ctrl-C (removing the temporary folder, putting an old folder back) runs for ``kill``
+    too: SIGTERM's default action ends the process at once, which would leave hidden folders as
+    big as the corpus. Only the default action is replaced (a caller's handler, e.g. the
+    trainer's, or an ignored SIGTERM stays), and only in the main thread, where handlers run.
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _sweep_orphans(out: Path) -> None:
+    """Remove ``.OUT.tmp-<pid>-*`` and ``.OUT.old-<pid>-*`` left beside ``out`` by a prepare
+    that was killed (SIGKILL, or a power cut) — each as big as a prepared corpus. Only those of
+    processes that have ended: a live one may be a prepare working right now.
+    """
+    from embedlab.run.lock import pid_alive  # stdlib only; no torch
+
+    for kind in ("tmp", "old"):
+        for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):
+            pid = path.name[len(out.name) + len(kind) + 3:].split("-", 1)
+            if len(pid) != 2 or not pid[0].isdigit() or pid_alive(int(pid[0])):
+                continue
+            if path.is_symlink():  # an old --out that was a link: the link only
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def _pruned_away(counter: WordCounter, min_count: int) -> str:
+    """The error for a vocabulary emptied by pruning: the counts left are too low to show
+    (build's "the most frequent occurs N times; lower --min-count" would blame --min-count)."""
+    p, limit = counter.prune, counter.max_distinct
+    bigger = DataConfig().max_distinct if limit < DataConfig().max_distinct else limit * 10
+    return (f"no word occurs at least --min-count {min_count} times in the counts left after "
+            f"pruning to --max-distinct {limit:,} (pruning dropped {p.dropped_tokens:,} of "
+            f"{counter.total:,} occurrences, so the counts are lower bounds); raise "
+            f"--max-distinct, e.g. --max-distinct {bigger}")
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.is_file() or (out.exists() and not out.is_dir()):
+        raise InputError(f"--out {out} is a file; pass a new folder name")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if not is_prepared(out) and _damaged_prepared(out):
+        if force:
+            return
+        raise InputError(f"--out {out} holds a damaged prepared corpus; pass --force to "
+                         "replace it, or choose another folder")
+    if not is_prepared(out):
+        raise InputError(f"--out {out} is a folder that is not empty and holds no prepared "
+                         "corpus; pass a new or empty folder")
+    if not force:
+        raise InputError(f"--out {out} already holds a prepared corpus; pass --force to "
+                         "replace it, or choose another folder")
+
+
+def _damaged_prepared(out: Path) -> bool:
+    """A folder holding nothing but a prepared corpus's files, with a meta.json that does not
+    say so (damaged): the error for it says to replace it with --force, so --force may."""
+    names = {p.name for p in out.iterdir()}
+    return META_FILE in names and names <= {IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE}
+
+
+def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
+    if label == "text8":
+        from embedlab.data.download import fetch_text8
+
+        return fetch_text8(progress=progress)
+    if label == "demo":
+        from embedlab.data.demo import write_demo_corpus  # another module; imported lazily
+
+        scratch.mkdir()
+        return Path(write_demo_corpus(scratch / "demo.txt"))
+    return Path(label)
+
+
+def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_count: int,
+          max_vocab: int | None, unk: str | None, max_distinct: int, stats: ReadStats,
+          counter: WordCounter, encoded: token_ids.Encoded) -> dict[str, Any]:
+    demo = label == "demo"
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "embedlab_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "source": label if label in SPECIAL_CORPORA else str(source.resolve()),
+        # the demo corpus is generated in a scratch folder that is deleted afterwards
+        "source_files": [] if demo else [
+            {"path": str(p.resolve()), "size": p.stat().st_size, "mtime": p.stat().st_mtime}
+            for p in files
+        ],
+        "lowercase": lowercase,
+        "min_count": min_count,
+        "max_vocab": max_vocab,
+        "unk": unk,
+        "max_distinct": max_distinct,
+        "raw_tokens": stats.tokens,
+        "tokens": encoded.tokens,
+        "sentences": encoded.sentences,
+        "vocab_size": len(encoded.vocab),
+        "invalid_utf8": stats.invalid_utf8,
+        "pruned": counter.prune.to_dict() if counter.prune.times else None,
+    }
+
+
+def _fsync_files(folder: Path) -> None:
+    for p in folder.iterdir():
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+
+
+def _warn_about(label: str, stats: ReadStats, counter: WordCounter) -> None:
+    if stats.invalid_utf8:
+        warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label} with U+FFFD; "
+             "re-encode the corpus as UTF-8 if that is wrong")
+    if counter.prune.times:
+        p = counter.prune
+        warn(f"more than --max-distinct {counter.max_distinct:,} distinct words: pruned rare "
+             f"words {p.times} time(s) while counting (up to count {p.threshold}; "
+             f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate; raise "
+             "--max-distinct for exact counts")

@@ -1,0 +1,243 @@
+"""Corpus text to token-id files: the reading passes of the preparation pipeline.
+
+:func:`scan` reads the corpus once, giving each token its *first-seen* id on disk, and
+:meth:`Scan.encode` maps those to vocabulary ids; where the corpus has more distinct words than
+``--max-distinct``, :func:`count_words` counts with word2vec-style pruning (bounded memory) and
+:func:`encode` reads the corpus a second time. Both ways write the same ``ids.u32`` and
+``sentences.i64`` bytes (see :mod:`embedlab.data.prepared` for the format).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import repeat
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+from tqdm import tqdm
+
+from embedlab.data.corpus import ReadStats, iter_blocks, list_files
+from embedlab.data.prepared import ENDS_FILE, IDS_FILE, file_chunks, map_file
+from embedlab.data.vocab import Vocab, WordCounter
+from embedlab.errors import InputError
+
+_FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
+
+
+@contextlib.contextmanager
+def _bar(source: Path, desc: str, progress: bool) -> Iterator[tqdm[Any]]:
+    total = sum(p.stat().st_size for p in list_files(source))
+    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+              disable=None if progress else True, leave=False, file=sys.stderr) as bar:
+        yield bar
+
+
+class Scan:
+    """One pass over the corpus: each token's *first-seen* id (on disk), sentence ends, words.
+
+    Counting with ``Counter`` and then encoding in a second read costs two tokenisations and two
+    hash lookups per token in Python. Here each token is looked up once, by a C loop over the
+    block, in a dict that hands a new word the next free id (:class:`_FirstSeen`); the ids go to a
+    uint32 file, and counting is a ``bincount`` over that file; :meth:`encode` maps first-seen
+    ids to vocabulary ids in numpy. The result is byte for byte what count-then-encode writes
+    (tested); only the pruning case (more distinct words than ``--max-distinct``) still needs
+    the two-pass path, because pruning changes the counts while reading.
+    """
+
+    def __init__(self, words: list[str], ids_path: Path, ends_path: Path,
+                 stats: ReadStats) -> None:
+        self.words, self.ids_path, self.ends_path, self.stats = words, ids_path, ends_path, stats
+        self.counts = np.zeros(len(words), dtype=np.int64)
+        for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
+            self.counts += np.bincount(chunk, minlength=len(words))
+
+    def counter(self, max_distinct: int) -> WordCounter:
+        """The counts as the counting pass would give them (no pruning was needed)."""
+        counter = WordCounter(max_distinct=max_distinct)
+        counter.counts.update(dict(zip(self.words, self.counts.tolist(), strict=True)))
+        counter.total = self.stats.tokens
+        return counter
+
+    def encode(self, vocab: Vocab, tmp: Path) -> Encoded:
+        """Write ``vocab``'s ids of the corpus into ``tmp``; the scan's own files go."""
+        # first-seen id -> vocabulary id, or -1 (dropped) / 0 (UNK) for out-of-vocabulary words
+        missing = 0 if vocab.unk is not None else -1
+        get = vocab.index.get
+        to_vocab = np.fromiter(map(get, self.words, repeat(missing)), dtype=np.int64,
+                               count=len(self.words))
+        raw_ends = map_file(self.ends_path, np.dtype("<i8"))
+        with open(tmp / IDS_FILE, "wb") as ids, open(tmp / ENDS_FILE, "wb") as ends:
+            writer = _IdWriter(ids, ends)
+            start = 0
+            for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
+                stop = start + len(chunk)
+                lo, hi = np.searchsorted(raw_ends, [start, stop], side="right")
+                writer.write(to_vocab[chunk], np.asarray(raw_ends[lo:hi]) - start)
+                start = stop
+        self.ids_path.unlink()
+        self.ends_path.unlink()
+        return writer.result(vocab)
+
+
+class _FirstSeen(dict[str, int]):
+    """word -> id in order of first appearance; looking up a new word gives it the next id.
+
+    Lookups of known words stay in dict's C code; only the tokens that are new call
+    ``__missing__``.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __missing__(self, word: str) -> int:
+        # checked here, per new word, so the table never outgrows --max-distinct by a block's
+        # worth of new words before the scan gives up
+        if len(self) >= self.limit:
+            raise _TooManyWords
+        new = self[word] = len(self)
+        return new
+
+
+class _TooManyWords(Exception):
+    """More distinct words than --max-distinct: counting needs pruning (the two-pass path)."""
+
+
+def scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
+         progress: bool) -> Scan | None:
+    """Read the corpus once (see :class:`Scan`); None when it has > ``max_distinct`` words."""
+    index = _FirstSeen(max_distinct)
+    stats = ReadStats()
+    ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
+    position = 0
+    ends: list[int] = []
+    with open(ids_path, "wb") as ids_file, open(ends_path, "wb") as ends_file, \
+            _bar(source, "reading", progress) as bar:
+        for tokens, ends_sentence in iter_blocks(source, lowercase=lowercase, stats=stats,
+                                                 progress=bar.update):
+            # array.array fills from the iterator in C, a little faster than np.fromiter
+            try:
+                first = array.array("I", map(index.__getitem__, tokens))
+            except _TooManyWords:
+                break
+            _write_array(ids_file, np.frombuffer(first, dtype=np.uintc).astype("<u4", copy=False))
+            position += len(tokens)
+            if ends_sentence:
+                ends.append(position)
+                if len(ends) >= _FLUSH_TOKENS:
+                    _write_array(ends_file, np.array(ends, dtype="<i8"))
+                    ends = []
+        else:
+            _write_array(ends_file, np.array(ends, dtype="<i8"))
+            ids_file.flush()  # Scan reads both files back at once
+            ends_file.flush()
+            # dicts keep insertion order, and ids were handed out in that order
+            return Scan(list(index), ids_path, ends_path, stats)
+    ids_path.unlink()
+    ends_path.unlink()
+    return None
+
+
+def _write_array(f: IO[bytes], arr: npt.NDArray[Any]) -> None:
+    """Append ``arr``'s bytes to ``f``. Not ``ndarray.tofile``: on a full disk that raises
+    ``OSError("N requested and 0 written")`` with no errno, so the cause cannot be told;
+    a file's own write raises ENOSPC (and is as fast: one write of the whole buffer)."""
+    f.write(np.ascontiguousarray(arr).data)
+
+
+def count_words(source: Path, lowercase: bool, max_distinct: int,
+                progress: bool) -> tuple[WordCounter, ReadStats]:
+    """The first of the two passes: word counts, pruned word2vec-style beyond ``max_distinct``
+    distinct words, and what reading the corpus found."""
+    counter, stats = WordCounter(max_distinct=max_distinct), ReadStats()
+    with _bar(source, "counting", progress) as bar:
+        for tokens, _ in iter_blocks(source, lowercase=lowercase, stats=stats,
+                                     progress=bar.update):
+            counter.update(tokens)
+    return counter, stats
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """What an encoding pass wrote: the ids of ``tokens`` tokens in ``sentences`` sentences."""
+
+    vocab: Vocab  # with UNK's count made exact
+    tokens: int
+    sentences: int
+
+
+class _IdWriter:
+    """Buffers ids and sentence ends; writes them to disk in large numpy chunks.
+
+    Sentence ends are recorded as positions in the raw token stream and translated to positions
+    among the kept ids when the buffer is flushed, so OOV filtering stays vectorised.
+    """
+
+    def __init__(self, ids: IO[bytes], ends: IO[bytes]) -> None:
+        self.ids_file, self.ends_file = ids, ends
+        self.buf: list[int] = []
+        self.raw_ends: list[int] = []  # exclusive ends, relative to the buffer
+        self.kept = 0  # ids written so far
+        self.last_end = 0
+        self.sentences = 0
+        self.zeros = 0  # tokens with id 0 (= UNK's exact count when unk is set)
+
+    def flush(self) -> None:
+        self.write(np.array(self.buf, dtype=np.int64), np.array(self.raw_ends, dtype=np.int64))
+        self.buf, self.raw_ends = [], []
+
+    def result(self, vocab: Vocab) -> Encoded:
+        """What was written, with UNK's count made exact (the tokens that got id 0)."""
+        if vocab.unk is not None:
+            counts = vocab.counts.copy()
+            counts[0] = self.zeros
+            vocab = Vocab(vocab.words, counts, vocab.unk)
+        return Encoded(vocab, self.kept, self.sentences)
+
+    def write(self, arr: npt.NDArray[np.int64], raw_ends: npt.NDArray[np.int64]) -> None:
+        """Write ids (< 0 = dropped) and the sentence ends inside them (exclusive, relative)."""
+        keep = arr >= 0
+        kept_before = np.concatenate([[0], np.cumsum(keep)])  # kept ids before raw position i
+        ends = self.kept + kept_before[raw_ends]
+        ends = np.unique(ends[ends > self.last_end])  # drop sentences that became empty
+        arr = arr[keep]
+        self.zeros += int(np.count_nonzero(arr == 0))
+        _write_array(self.ids_file, arr.astype("<u4"))
+        _write_array(self.ends_file, ends.astype("<i8"))
+        self.kept += len(arr)
+        if len(ends):
+            self.last_end = int(ends[-1])
+        self.sentences += len(ends)
+
+
+def encode(source: Path, vocab: Vocab, lowercase: bool, tmp: Path, progress: bool,
+           counted: ReadStats) -> Encoded:
+    """The second of the two passes: write ``vocab``'s ids of the corpus into ``tmp``.
+
+    ``counted``: what the counting pass read; a different token count means the corpus changed
+    in between, and the counts would not match the ids (:class:`InputError`).
+    """
+    get = vocab.index.get
+    missing = 0 if vocab.unk is not None else -1
+    stats = ReadStats()
+    with open(tmp / IDS_FILE, "wb") as ids, open(tmp / ENDS_FILE, "wb") as ends, \
+            _bar(source, "encoding", progress) as bar:
+        writer = _IdWriter(ids, ends)
+        for tokens, ends_sentence in iter_blocks(source, lowercase=lowercase, stats=stats,
+                                                 progress=bar.update):
+            writer.buf.extend(map(get, tokens, repeat(missing)))
+            if ends_sentence:
+                writer.raw_ends.append(len(writer.buf))
+            if len(writer.buf) >= _FLUSH_TOKENS:
+                writer.flush()
+        writer.flush()
+    if stats.tokens != counted.tokens:
+        raise InputError(f"the corpus changed while it was being prepared ({counted.tokens:,} "
+                         f"tokens, then {stats.tokens:,}); run 'embedlab prepare' again")
+    return writer.result(vocab)
