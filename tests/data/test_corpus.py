@@ -252,8 +252,8 @@ def test_endless_token_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("length,refused", [(1000, False), (1001, True)])
 def test_token_length_limit_does_not_depend_on_piece_boundaries(tmp_path: Path, length: int,
                                                                  refused: bool) -> None:
-    # 100-byte pieces; a 1,001-character token at offset 0 used to pass (only the carry, at
-    # most 1,000 here, was checked, not the token it became) while at offset 60 it was refused
+    # 100-byte pieces; a 1,001-character token is refused wherever it starts, also where it
+    # begins in one piece and ends in the next (the carry alone is at most 1,000 characters)
     for offset in range(0, 220, 2):
         path = write(tmp_path, "c.txt", b"w " * (offset // 2) + b"x" * length + b" end\n")
         with mock.patch.object(corpus, "PIECE_BYTES", 100), \

@@ -183,8 +183,8 @@ class _CutShort(_Quiet):
 
 def test_a_transfer_cut_short_is_a_one_line_error(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    # http.client raises IncompleteRead here, which is not an OSError: it used to escape as a
-    # traceback.
+    # http.client raises IncompleteRead here, which is not an OSError: it must not escape as
+    # a traceback.
     for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(var, raising=False)
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _CutShort)

@@ -41,8 +41,8 @@ def test_alias_table_encodes_the_distribution_exactly(counts: list[int], alpha: 
 
 
 def test_log_expected_count_of_an_unused_word_is_finite_and_silent() -> None:
-    # --unk with no word mapped to it: count 0, so Q = 0; numpy used to warn "divide by zero
-    # encountered in log" on stderr (through --preset cs20 on a small corpus).
+    # --unk with no word mapped to it: count 0, so Q = 0; numpy's log would warn "divide by
+    # zero encountered in log" on stderr (through --preset cs20 on a small corpus).
     noise = NoiseDistribution(np.array([0, 5, 3]), 0.75)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -130,7 +130,7 @@ def test_min_count_emptying_the_vocabulary_is_an_input_error() -> None:
 
 
 def test_the_unk_token_is_not_named_as_the_most_frequent_word() -> None:
-    # 'UNK' reaching --min-count is no vocabulary: the message used to name it as the most
+    # 'UNK' reaching --min-count is no vocabulary: the message must not name it as the most
     # frequent word (5 times) while saying no word occurs 2 times
     with pytest.raises(InputError) as info:
         build({"UNK": 5, "a": 1, "b": 1}, min_count=2, unk="UNK")
