@@ -65,3 +65,15 @@ def test_analogy_scores_equal_the_float64_formula(method: str) -> None:
         want = sb * sc / (sa + 1e-6)
     assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
     assert np.isfinite(got).all()
+
+
+def test_low_memory_row_norms_are_the_norms_without_a_copy() -> None:
+    m = np.random.default_rng(2).standard_normal((500, 37)).astype(np.float32)
+    m[3] = 0
+    before = m.copy()
+    exact = np.linalg.norm(m.astype(np.float64), axis=1)
+    for norms in (row_norms(m), row_norms(m, low_memory=True)):
+        assert norms.dtype == np.float32 and norms.shape == (500,)
+        np.testing.assert_allclose(norms, exact, rtol=1e-6)
+        assert norms[3] == 0.0
+    np.testing.assert_array_equal(m, before)

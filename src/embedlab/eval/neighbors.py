@@ -45,6 +45,26 @@ def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
     return [(int(i), float(v)) for i, v in zip(top.tolist(), values.tolist(), strict=True)]
 
 
+def nearest_to_rows(matrix: np.ndarray, norms: np.ndarray, ids: Sequence[int],
+                    k: int) -> list[list[tuple[int, float]]]:
+    """For each row in ``ids``, the ``k`` rows of highest cosine similarity (the row itself
+    excluded), best first, as ``(row, similarity)``; ``k`` is capped at V - 1.
+
+    One product for all the rows (len(ids)×V scores), divided by the norms afterwards:
+    normalising the matrix first would copy it (V×D), and the training summaries call this
+    beside the matrices being trained. A zero row (a word never trained) has similarity 0 with
+    everything, not NaN. Equal similarities come in row order, also at the cut.
+    """
+    matrix = np.asarray(matrix, dtype=np.float32)  # no copy for the trainer's float32 matrices
+    rows = np.asarray(ids, dtype=np.int64)
+    norms = safe(norms)
+    sims = (matrix[rows] @ matrix.T) / norms  # (P, V)
+    sims /= norms[rows, None]
+    sims[np.arange(len(rows)), rows] = -np.inf
+    k = min(k, matrix.shape[0] - 1)
+    return [[(int(i), float(row[i])) for i in top_k(row, k)] if k > 0 else [] for row in sims]
+
+
 def suggest(word: str, words: Sequence[str], n: int = 5) -> list[str]:
     """Words the user may have meant: case variants, then prefix matches, then close spellings.
 

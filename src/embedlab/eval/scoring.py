@@ -19,8 +19,17 @@ METHODS: tuple[Method, ...] = ("3cosadd", "3cosmul")
 COSMUL_EPS = 1e-6
 
 
-def row_norms(matrix: np.ndarray) -> np.ndarray:
-    """Euclidean norm of each row (float32, V), as gensim's ``fill_norms``."""
+def row_norms(matrix: np.ndarray, *, low_memory: bool = False) -> np.ndarray:
+    """Euclidean norm of each row (V).
+
+    By default ``np.linalg.norm(matrix, axis=1)`` as float32, as gensim's ``fill_norms``: the
+    norms of evaluation and queries. ``low_memory=True`` sums the squares with ``einsum``
+    instead, without ``linalg.norm``'s V×D temporary, in the matrix's own dtype: the norms of
+    the training summaries, computed beside the matrices being trained, where that temporary
+    would set the process's peak of memory. The two differ in the last bit of some rows.
+    """
+    if low_memory:
+        return np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
     return np.linalg.norm(matrix, axis=1).astype(np.float32)
 
 
