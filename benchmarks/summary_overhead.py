@@ -22,7 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.config import TrainConfig
-from embedlab.track.summaries import histogram_summary, one_blas_thread, open_tracker, row_norms
+from embedlab.eval.scoring import row_norms
+from embedlab.track.protos import histogram_summary
+from embedlab.track.tensorboard import one_blas_thread
+from embedlab.track.tracker import open_tracker
 
 
 @dataclass(frozen=True)

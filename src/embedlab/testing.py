@@ -46,7 +46,7 @@ def signal_while_writers_open(monkeypatch: Any, signum: int) -> None:
     after status.json says "running", before the first step."""
     import os
 
-    import embedlab.track.summaries as summaries
+    import embedlab.track.tracker as summaries
 
     real = summaries.open_tracker
 

@@ -3,6 +3,7 @@
 Embeddings drift from noise towards planted clusters, so neighbours and the PCA picture change
 over steps the way a real run's do; the loss falls. Used by the tracker, CLI, server and browser
 tests (the browser test loads this file by path, so keep it import-free of test packages).
+:func:`load_events` and :func:`summary_events` read a run's event files back.
 """
 
 from __future__ import annotations
@@ -12,12 +13,16 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from embedlab.config import TrackConfig, TrainConfig
 from embedlab.run.status import write_status
-from embedlab.track.summaries import open_tracker
+from embedlab.track.tracker import open_tracker
+
+TRAIN_TAGS = ("train/loss", "train/lr", "train/words_per_sec", "train/pairs_per_sec",
+              "train/progress")  # the scalars simulate() logs every log_every steps
 
 CLUSTERS = {
     "animal": ["cat", "dog", "horse", "cow", "sheep", "goat"],
@@ -103,7 +108,7 @@ def simulate(run: Path, *, steps: int = 50, ckpt_every: int = 10, start: int = 0
 
 def add_old_experiment_summary(run: Path, step: int) -> None:
     """Append the ``_hparams_/experiment`` summary an embedlab before 2026-11-24 also wrote at
-    the end of a run (TensorBoard took the first one for the whole logdir's HParams table)."""
+    the end of a run (TensorBoard takes the first one for the whole logdir's HParams table)."""
     from tensorboard.compat.proto import event_pb2
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
@@ -118,3 +123,24 @@ def add_old_experiment_summary(run: Path, step: int) -> None:
     (events,) = sorted(run.glob("events.out.tfevents.*"))
     with events.open("ab") as f:
         RecordWriter(f).write(event_pb2.Event(step=step, summary=exp).SerializeToString())
+
+
+def load_events(run: Path) -> Any:
+    """An ``EventAccumulator`` over ``run``, every event kept."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(run), size_guidance={"images": 0, "histograms": 0, "tensors": 0,
+                                                   "scalars": 0})
+    ea.Reload()
+    return ea
+
+
+def summary_events(run: Path) -> list[tuple[int, str]]:
+    """(step, tag) of every summary value in the run's event files, as written."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    out = []
+    for path in sorted(run.glob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            out += [(event.step, v.tag) for v in event.summary.value]
+    return out

@@ -18,6 +18,7 @@ from rich.console import Console
 from embedlab.config import OptimConfig, TrainConfig
 from embedlab.errors import InputError
 from embedlab.run.status import read_status, write_status
+from embedlab.track.jsonl import METRICS_FILE, read_metrics
 from embedlab.track.runs import (
     differing_keys,
     effective_status,
@@ -27,7 +28,6 @@ from embedlab.track.runs import (
     run_info,
     runs_tables,
 )
-from embedlab.track.summaries import METRICS_FILE, read_metrics
 
 from .fakerun import fake_vocab, write_run_files
 

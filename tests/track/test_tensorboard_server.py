@@ -23,7 +23,7 @@ import pytest
 
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.data.demo import write_questions
-from embedlab.track.summaries import default_probes
+from embedlab.track.tensorboard import default_probes
 
 from .tbserver import (
     TRAIN_TAGS,

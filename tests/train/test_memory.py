@@ -82,6 +82,7 @@ def test_without_malloc_trim_it_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> N
 NO_TORCH = """
 import os, sys, traceback
 
+
 class NoTorch:
     def find_spec(self, name, path=None, target=None):
         if name == "torch" or name.startswith("torch."):
@@ -131,7 +132,8 @@ def test_the_trainers_modules_leave_heavy_libraries_unimported() -> None:
     # summaries imported eval.scoring: the peak RSS of a 1-epoch gcide8 run rose 179 -> 210 MiB.
     # Only a similarity evaluation needs scipy, and only a t-SNE plot scikit-learn.
     code = ("import sys\n"
-            "import embedlab.cli.train, embedlab.train.trainer, embedlab.track.summaries\n"
+            "import embedlab.cli.train, embedlab.train.trainer, embedlab.track.tracker\n"
+            "import embedlab.train.api, embedlab.engines.native\n"
             "import embedlab.track.plots, embedlab.eval, embedlab.vectors\n"
             "print(sorted(m for m in ('scipy', 'sklearn', 'torch') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

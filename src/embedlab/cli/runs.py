@@ -92,7 +92,7 @@ def _drop_old_experiment_summaries(directory: Path) -> None:
     each run's lock; a run in training is left alone."""
     from embedlab.run.lock import RunLock
     from embedlab.track.runs import find_runs
-    from embedlab.track.summaries import drop_experiment_summaries
+    from embedlab.track.events import drop_experiment_summaries
 
     fixed = 0
     for run in find_runs(directory):

@@ -48,7 +48,8 @@ def project_2d(x: np.ndarray, method: Method, *, seed: int = 0) -> np.ndarray:
 def _pca_2d(x: np.ndarray) -> np.ndarray:
     # Exact PCA by SVD of the centred matrix; scikit-learn's import alone takes seconds. In the
     # training process the tracker calls this with numpy's BLAS on one thread: OpenBLAS's
-    # threads fought the native kernel's OpenMP threads for the cores (summaries.one_blas_thread).
+    # threads would fight the native kernel's OpenMP threads for the cores
+    # (tensorboard.one_blas_thread).
     centred = x - x.mean(axis=0)
     u, s, _vh = np.linalg.svd(centred, full_matrices=False)
     pts = u[:, :2] * s[:2]
@@ -84,7 +85,7 @@ def plot_words(words: Sequence[str], points: np.ndarray, *, title: str = "") -> 
         label = ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
                             alpha=0.9)
         # _fit_labels already keeps labels inside the axes; measuring each label's extent for
-        # the layout took most of the figure's time
+        # the layout would take most of the figure's time
         label.set_in_layout(False)
     shown = f" ({len(placed)} of {n} labelled; overlapping labels left out)" \
         if len(placed) < n else ""

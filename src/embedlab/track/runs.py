@@ -1,9 +1,8 @@
-"""Run status (``RUN/status.json``) and the comparison table behind ``embedlab runs``.
+"""Runs as ``embedlab runs`` shows them: their status, and the comparison table.
 
-``status.json`` is rewritten atomically (temp file + fsync + rename), so a reader sees the old or
-the new status, never half of one. A status of ``running`` whose ``pid`` is no longer alive on
-this machine is *shown* as ``failed`` (the process was killed without a chance to say so); the
-file itself is left alone.
+The status comes from ``RUN/status.json`` (:mod:`embedlab.run.status`). A status of ``running``
+whose ``pid`` is not alive on this machine is *shown* as ``failed`` (the process was killed
+without a chance to say so); the file itself is left alone.
 
 ``embedlab runs`` lists every kind of run the experiment core makes: word2vec runs (``embedlab
 train``) and linreg runs (``embedlab linreg``), whose ``config.json`` names its model
@@ -35,7 +34,7 @@ from embedlab.linreg.config import LINREG_MODEL as LINREG
 from embedlab.linreg.config import LinRegConfig
 from embedlab.run.lock import pid_alive, read_lock
 from embedlab.run.status import STATUS_FILE, STATUSES, read_status
-from embedlab.track.summaries import METRICS_FILE, read_metrics
+from embedlab.track.jsonl import METRICS_FILE, read_metrics
 
 WORD2VEC = "word2vec"  # the kind of a run made by `embedlab train`
 

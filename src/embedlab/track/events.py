@@ -1,0 +1,149 @@
+"""The run's TensorBoard event files: the writer, and the rewrites that cut them back.
+
+Everything is written into the run folder itself (no per-run sub-folders), so
+``tensorboard --logdir runs`` shows one run per training run, hparams included. On resume from
+step ``S`` nothing logged after ``S`` survives: the event files are rewritten without those
+events, and the new event file carries ``purge_step = S + 1`` besides.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from embedlab.track.jsonl import FINAL_PREFIX
+
+if TYPE_CHECKING:
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+REWRITE_PREFIX = ".events-rewrite-"  # scratch file of truncate_event_files
+HPARAMS_PREFIX = "_hparams_/"  # the hparams plugin's summaries: session start and end
+# written at the end of each run by embedlab before 2026-11-24; see drop_experiment_summaries
+EXPERIMENT_TAG = "_hparams_/experiment"
+
+
+def event_files(run_dir: Path) -> list[Path]:
+    """The run's TensorBoard event files (not the scratch files of a rewrite)."""
+    return sorted(p for p in run_dir.glob("events.out.tfevents.*") if not p.name.endswith(".tmp"))
+
+
+def remove_stale_rewrites(run_dir: Path) -> None:
+    """Scratch files of an event-file rewrite that was killed; the run lock is held."""
+    # events.out.tfevents.*.tmp: the name older versions used (TensorBoard read it as events)
+    for path in [*run_dir.glob(f"{REWRITE_PREFIX}*"), *run_dir.glob("events.out.tfevents.*.tmp")]:
+        path.unlink(missing_ok=True)
+
+
+def truncate_event_files(run_dir: Path, resume_step: int) -> None:
+    """Drop every event after ``resume_step`` from the run's event files (atomic rewrite), and
+    the final metrics and hparams session of ``resume_step`` (see
+    :func:`embedlab.track.jsonl.truncate_metrics`).
+
+    ``purge_step`` alone is not enough: the TensorBoard server (2.21, its fast data loader and
+    ``--load_fast=false`` alike) keeps showing histograms, images and text of steps that a
+    resume from an *older* checkpoint (``--from``, or falling back past a damaged one) abandoned.
+    Rewriting the files the way metrics.jsonl is rewritten removes them at the source. Left in
+    place, the hparams session of a finished run given more --epochs would be a second one in
+    the same file, and TensorBoard shows the first: the old epoch count.
+    """
+    remove_stale_rewrites(run_dir)
+    paths = event_files(run_dir)
+    if not paths:
+        return  # nothing to read: spare the tensorboard imports (a run without TensorBoard)
+
+    def keep(event: Any) -> bool:
+        if not event.HasField("summary"):
+            return True
+        if _is_experiment(event):
+            return False  # an older embedlab's: it hides the other runs' metrics
+        return event.step < resume_step or (event.step == resume_step and not _ends_run(event))
+
+    for path in paths:
+        _rewrite_events(path, keep)
+
+
+def drop_experiment_summaries(run_dir: Path) -> bool:
+    """Remove the ``_hparams_/experiment`` summary an embedlab before 2026-11-24 wrote at the end
+    of each run; True if one was removed. The caller holds the run's lock.
+
+    TensorBoard builds its HParams table from the first such summary it finds in the logdir,
+    so one old run hides the metrics and differing hyperparameters of all the others.
+    """
+    changed = False
+    for path in event_files(run_dir):
+        with path.open("rb") as f:  # cheap test first: most files have none
+            if EXPERIMENT_TAG.encode() not in f.read():
+                continue
+        changed |= _rewrite_events(
+            path, lambda e: not (e.HasField("summary") and _is_experiment(e)))
+    return changed
+
+
+def _ends_run(event: Any) -> bool:
+    """A final metric or an hparams session summary: written once, at the end of training."""
+    return any(v.tag.startswith((FINAL_PREFIX, HPARAMS_PREFIX)) for v in event.summary.value)
+
+
+def _is_experiment(event: Any) -> bool:
+    return any(v.tag == EXPERIMENT_TAG for v in event.summary.value)
+
+
+def _rewrite_events(path: Path, keep: Callable[[Any], bool]) -> bool:
+    """Rewrite one event file with the events ``keep`` accepts (atomic); False if all are."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    records = list(RawEventFileLoader(str(path)).Load())
+    kept = [raw for raw in records if keep(event_pb2.Event.FromString(raw))]
+    if len(kept) == len(records):
+        return False
+    # not named events.out.tfevents.*: TensorBoard would read a half-written one as events
+    tmp = path.with_name(f"{REWRITE_PREFIX}{path.name.removeprefix('events.out.tfevents.')}")
+    with open(tmp, "wb") as f:
+        writer = RecordWriter(f)
+        for raw in kept:
+            writer.write(raw)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return True
+
+
+class EventWriter:
+    """The run's own event file, ``RUN/events.out.tfevents.*``, written by tensorboard's
+    ``EventFileWriter`` the way torch's ``SummaryWriter`` wrote it: the same file name, a queue
+    of 10 events and a background flush every 120 s (else only at :meth:`flush`)."""
+
+    def __init__(self, run_dir: Path, purge_step: int | None) -> None:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._file = EventFileWriter(str(run_dir), max_queue_size=10, flush_secs=120)
+        if purge_step is not None:
+            self._purge_from(purge_step)
+
+    def _purge_from(self, step: int) -> None:
+        # SummaryWriter(purge_step=S)'s two events: TensorBoard's event accumulator, reading a
+        # version-2 file, drops everything it read before with step >= S at the session start.
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+        self._add(Event(step=step, file_version="brain.Event:2"))
+        self._add(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+
+    def add_summary(self, step: int, summary: Summary) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+
+        self._add(Event(step=step, summary=summary))
+
+    def _add(self, event: Any) -> None:
+        event.wall_time = time.time()
+        self._file.add_event(event)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()

@@ -1,0 +1,134 @@
+"""TensorBoard summary protos, built as ``torch.utils.tensorboard`` built them, so that runs
+written with torch and without it read alike: scalars, histograms, text, images, hparams.
+
+Only tensorboard's own protos are used (imported on first use): neither torch nor TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from embedlab.config import flatten
+
+if TYPE_CHECKING:
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+HIST_BINS = 60
+
+
+def scalar_summary(tag: str, value: float) -> Summary:
+    """A scalar in the ``simple_value`` field, as ``SummaryWriter.add_scalar`` wrote it."""
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    return Summary(value=[Summary.Value(tag=tag, simple_value=float(value))])
+
+
+def histogram_summary(tag: str, values: np.ndarray) -> Summary:
+    """A histogram of ``values`` (any shape): ``HIST_BINS`` equal buckets from min to max, each
+    bucket's limit its upper edge, sums in float64 (``add_histogram_raw``'s layout)."""
+    from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+
+    flat = values.reshape(-1)
+    lo, hi = float(flat.min()), float(flat.max())
+    if hi > lo:
+        # numpy's equal-width path bins block by block (64k values): no copy of the matrix.
+        # Not TensorBoard's default ~1,500 exponential buckets: on a text8-sized matrix they
+        # alone would cost more than the whole budget of the summaries.
+        counts, edges = np.histogram(flat, bins=HIST_BINS, range=(lo, hi))
+    else:  # one value everywhere (an untouched matrix): all of it in the first bucket
+        hi = lo + 1e-6  # np.histogram cannot split so narrow a float32 range away from 0
+        counts = np.zeros(HIST_BINS, dtype=np.int64)
+        counts[0] = flat.size
+        edges = np.linspace(lo, hi, HIST_BINS + 1)
+    total, squares = float64_moments(flat)
+    histo = HistogramProto(min=lo, max=hi, num=flat.size, sum=total, sum_squares=squares,
+                           bucket_limit=edges[1:].tolist(), bucket=counts.tolist())
+    return Summary(value=[Summary.Value(tag=tag, histo=histo)])
+
+
+def float64_moments(values: np.ndarray, chunk: int = 1 << 16) -> tuple[float, float]:
+    """Sum and sum of squares of a float32 array, accumulated in float64.
+
+    Chunk by chunk: a float64 copy of a whole embedding matrix (and of its square) would add
+    twice its size again to the run's peak memory. The chunks are small (512 KiB as float64):
+    large ones, two alive at once, would raise the peak by their size, and the allocator may
+    serve them from the top of the heap, which then keeps growing.
+    """
+    flat = values.reshape(-1)
+    total = squares = 0.0
+    for start in range(0, flat.size, chunk):
+        part = flat[start:start + chunk].astype(np.float64)
+        total += float(part.sum())
+        squares += float(part @ part)
+    return total, squares
+
+
+def text_summary(tag: str, text: str) -> Summary:
+    """Markdown text under ``<tag>/text_summary``: torch's add_text appended the suffix, and
+    the runs it wrote show their text under that tag."""
+    from tensorboard.plugins.text.summary_v2 import text_pb
+
+    return text_pb(f"{tag}/text_summary", [text])
+
+
+def png_summary(tag: str, fig: Any) -> Summary:
+    """An image Summary holding ``fig`` as a PNG rendered by matplotlib; closes nothing."""
+    import io
+
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    width, height = fig.canvas.get_width_height()
+    image = Summary.Image(height=height, width=width, colorspace=4,
+                          encoded_image_string=buf.getvalue())
+    return Summary(value=[Summary.Value(tag=tag, image=image)])
+
+
+def hparam_values(hparams: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """Flatten a (nested) config dict into values the hparams plugin accepts."""
+    out: dict[str, bool | int | float | str] = {}
+    for k, v in flatten(dict(hparams)).items():
+        if isinstance(v, (bool, int, float)):
+            out[k] = v
+        elif v is None:
+            out[k] = "none"
+        else:
+            text = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+            # A path that is not UTF-8 (a --corpus folder named with other bytes) arrives with
+            # lone surrogates, which the protobuf writer cannot encode, at the end of a run
+            # that has trained to the last step. Shown as \xNN escapes instead.
+            out[k] = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return out
+
+
+def hparams_summaries(values: Mapping[str, bool | int | float | str]) -> tuple[Summary, Summary]:
+    """The hparams plugin's session start (``values``) and end (success) summaries.
+
+    As torch's ``summary.hparams`` built them (tensorboard's own ``hparams.summary`` needs
+    TensorFlow): numbers and booleans as ``number_value`` (a boolean shows as 1 or 0), the rest
+    as ``string_value``.
+    """
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
+    start = plugin_data_pb2.SessionStartInfo()
+    for name, value in values.items():
+        if isinstance(value, str):
+            start.hparams[name].string_value = value
+        else:
+            start.hparams[name].number_value = value
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS)
+    return (_hparams_summary(metadata.SESSION_START_INFO_TAG,
+                             plugin_data_pb2.HParamsPluginData(session_start_info=start)),
+            _hparams_summary(metadata.SESSION_END_INFO_TAG,
+                             plugin_data_pb2.HParamsPluginData(session_end_info=end)))
+
+
+def _hparams_summary(tag: str, data: Any) -> Summary:
+    from tensorboard.compat.proto.summary_pb2 import Summary
+    from tensorboard.plugins.hparams import metadata
+
+    return Summary(value=[Summary.Value(tag=tag, metadata=metadata.create_summary_metadata(data))])

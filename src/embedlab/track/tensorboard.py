@@ -1,0 +1,169 @@
+"""What a run shows in TensorBoard: scalars, and at each checkpoint histograms of the
+embeddings and their row norms, the probe words' neighbours, a PCA image and the projector;
+at the end, the final metrics and the hparams session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from embedlab.config import TrainConfig
+from embedlab.eval.neighbors import nearest_to_rows
+from embedlab.eval.scoring import row_norms
+from embedlab.track.events import EventWriter
+from embedlab.track.jsonl import final_metric_tag
+from embedlab.track.projector import Projector
+from embedlab.track.protos import (
+    histogram_summary,
+    hparam_values,
+    hparams_summaries,
+    png_summary,
+    scalar_summary,
+    text_summary,
+)
+
+PCA_WORDS = 200  # words in the per-checkpoint PCA image: enough to see structure, cheap to draw
+NEIGHBOURS = 8  # neighbours shown per probe word
+DEFAULT_PROBES = 8  # probe words chosen when --probe is not given
+
+
+class VocabLike(Protocol):
+    """The part of :class:`embedlab.data.vocab.Vocab` the tracker relies on."""
+
+    @property
+    def words(self) -> tuple[str, ...]: ...
+
+    @property
+    def counts(self) -> np.ndarray: ...
+
+    def __len__(self) -> int: ...
+
+
+def default_probes(words: Sequence[str], unk: str | None, n: int = DEFAULT_PROBES) -> list[str]:
+    """Frequent words at geometrically spaced ranks 10, 20, 40, ... (falling back to the top).
+
+    The very top of a frequency list is function words ("the", "of") whose neighbours say little;
+    spacing the ranks shows frequent content words as well.
+    """
+    candidates = [w for w in words if w != unk]
+    picks: list[str] = []
+    rank = 10
+    while len(picks) < n and rank < len(candidates):
+        picks.append(candidates[rank])
+        rank *= 2
+    for w in candidates:  # small vocabularies: top up with the most frequent words
+        if len(picks) >= n:
+            break
+        if w not in picks:
+            picks.append(w)
+    return picks
+
+
+def neighbours_markdown(words: Sequence[str], w: np.ndarray, probes: Sequence[str],
+                        k: int = NEIGHBOURS) -> str:
+    """A markdown table: one row per probe word, its neighbours with cosine similarity."""
+    index = {word: i for i, word in enumerate(words)}
+    ids = [index[p] for p in probes if p in index]
+    if not ids or w.shape[0] < 2:
+        return "(no probe words in the vocabulary)"
+    w = np.asarray(w, dtype=np.float32)  # no copy for the trainer's float32 matrices
+    neighbours = nearest_to_rows(w, row_norms(w, low_memory=True), ids, k)
+    lines = ["| word | nearest neighbours (cosine) |", "|---|---|"]
+    for i, row in zip(ids, neighbours, strict=True):
+        cells = ", ".join(f"{words[j]} ({s:.2f})" for j, s in row)
+        lines.append(f"| **{words[i]}** | {cells} |")
+    return "\n".join(lines)
+
+
+def one_blas_thread() -> AbstractContextManager[object]:
+    """numpy's BLAS (OpenBLAS) on one thread while summaries are computed.
+
+    They run between training steps, right after the native kernel's OpenMP threads. With
+    OpenBLAS's own threads on the same cores, a PCA of a few milliseconds can take a large part
+    of a second, waiting for cores that are still spinning; on one thread it takes its few
+    milliseconds. The products here are small (PCA 200×100, probes 8×D·D×V): one thread loses
+    nothing.
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+class TensorBoardSink:
+    """Scalars, histograms, text, images, projector and hparams in the run's own event stream."""
+
+    def __init__(self, run_dir: Path, cfg: TrainConfig, vocab: VocabLike,
+                 resume_step: int | None) -> None:
+        self._run_dir = run_dir
+        self._cfg = cfg
+        self._words = tuple(vocab.words)
+        self._counts = np.asarray(vocab.counts)
+        self._unk: str | None = getattr(vocab, "unk", None)
+        probes = list(cfg.track.probe_words) or default_probes(self._words, self._unk)
+        known = set(self._words)
+        self._probes = [p for p in probes if p in known]
+        purge = None if not resume_step else resume_step + 1
+        # A fresh run (no checkpoint) keeps nothing of a process killed before its first
+        # checkpoint either: its projector entries would otherwise be shown beside ours.
+        self._projector = Projector(run_dir, resume_step or 0)
+        self._w = EventWriter(run_dir, purge)
+
+    def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
+        for tag, v in values.items():
+            self._w.add_summary(step, scalar_summary(tag, v))
+
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
+        with one_blas_thread():
+            self._checkpoint_summaries(step, w_in, w_out)
+        self._w.flush()
+
+    def _checkpoint_summaries(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
+        for name, w in (("input", w_in), ("output", w_out)):
+            self._w.add_summary(step, histogram_summary(f"embeddings/{name}", w))
+            self._w.add_summary(step, histogram_summary(f"embeddings/{name}_norm",
+                                                        row_norms(w, low_memory=True)))
+        if self._probes:
+            text = neighbours_markdown(self._words, w_in, self._probes)
+            self._w.add_summary(step, text_summary("neighbours", text))
+        self._log_pca(step, w_in)
+        if self._cfg.track.projector_each_checkpoint:
+            self._log_projector(step, w_in)
+
+    def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],
+                  metrics: Mapping[str, float]) -> None:
+        self._log_projector(step, w_in)  # no BLAS: only formatting and files
+        self.log_scalars(step, {final_metric_tag(k): v for k, v in metrics.items()})
+        # The session summaries in our own file, not in a sub-folder (add_hparams' way, which
+        # TensorBoard shows as a second run). Not the experiment summary either: TensorBoard
+        # takes the first one it finds as the whole logdir's, so the other runs' metrics and
+        # differing hyperparameters would be missing from the table; without one it builds
+        # the table from every run's session, its metrics being the runs' scalars.
+        for summary in hparams_summaries(hparam_values(hparams)):
+            self._w.add_summary(step, summary)
+        self._w.flush()
+
+    def close(self) -> None:
+        self._w.close()
+
+    def _log_pca(self, step: int, w_in: np.ndarray) -> None:
+        from embedlab.track.plots import plot_words, project_2d, top_word_ids
+
+        ids = top_word_ids(self._words, self._unk, PCA_WORDS)
+        if len(ids) < 3:
+            return
+        points = project_2d(w_in[ids], "pca")
+        fig = plot_words([self._words[i] for i in ids], points,
+                         title=f"PCA of the {len(ids)} most frequent words, step {step}")
+        # The PNG straight from matplotlib, a few MiB: torch's add_figure() turns the RGBA
+        # pixels into float32 copies first, which for this 1200×1200 figure would set the
+        # run's peak of memory.
+        self._w.add_summary(step, png_summary("embeddings/pca", fig))
+
+    def _log_projector(self, step: int, w_in: np.ndarray) -> None:
+        n = min(self._cfg.track.projector_words, w_in.shape[0])
+        self._projector.add(step, self._words[:n], self._counts[:n], w_in[:n])

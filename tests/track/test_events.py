@@ -1,0 +1,84 @@
+"""The run's event files: the writer's purge events, and the rewrites on resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embedlab.track.events import EventWriter, drop_experiment_summaries, event_files
+from embedlab.track.jsonl import METRICS_FILE, read_metrics
+from embedlab.track.protos import scalar_summary
+
+from .fakerun import add_old_experiment_summary, load_events, simulate, summary_events
+
+
+def _events(path: Path) -> list[Any]:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    events = list(EventFileLoader(str(path)).Load())
+    for event in events:
+        event.wall_time = 0
+    return events
+
+
+def test_purge_step_events_are_summary_writers(tmp_path: Path) -> None:
+    torch_tb = pytest.importorskip("torch.utils.tensorboard")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.mkdir()
+    writer = EventWriter(ours, purge_step=21)
+    writer.add_summary(21, scalar_summary("train/loss", 0.5))
+    writer.close()
+    reference = torch_tb.SummaryWriter(str(theirs), purge_step=21)
+    reference.add_scalar("train/loss", 0.5, global_step=21)
+    reference.close()
+    (path,) = event_files(ours)  # in the folder itself, named like SummaryWriter's
+    (expected,) = event_files(theirs)
+    assert path.name.split(".")[:3] == ["events", "out", "tfevents"]
+    got = _events(path)
+    assert got == _events(expected)
+    assert [(e.step, e.WhichOneof("what")) for e in got] == [
+        (0, "file_version"), (21, "file_version"), (21, "session_log"), (21, "summary")]
+
+
+def test_more_epochs_after_the_end_replace_the_final_metrics_and_hparams(tmp_path: Path) -> None:
+    # A finished run given more --epochs resumes from its final checkpoint. Were its final/*
+    # rows and hparams session kept, TensorBoard's HParams tab would show the first session:
+    # the old epoch count.
+    run = tmp_path / "run"
+    simulate(run, steps=50, ckpt_every=25)
+    simulate(run, steps=80, ckpt_every=25, start=50)
+    events = summary_events(run)
+    assert [s for s, tag in events if tag == "_hparams_/session_start_info"] == [80]
+    assert [s for s, tag in events if tag == "final/loss"] == [80]
+    assert (50, "embeddings/input") in events  # the checkpoint's own summaries stay
+    finals = [r["step"] for r in read_metrics(run / METRICS_FILE) if "final/loss" in r]
+    assert finals == [80]
+    assert 50 in [r["step"] for r in read_metrics(run / METRICS_FILE) if "eval/analogy" in r]
+
+
+@pytest.mark.parametrize("leftover", ["events.out.tfevents.1.host.0.tmp", ".events-rewrite-1"])
+def test_a_rewrite_killed_midway_does_not_break_the_next_resume(tmp_path: Path,
+                                                                 leftover: str) -> None:
+    # A SIGKILL while a resume rewrites the event files leaves a scratch file, which the next
+    # resume must neither take for an event file nor keep.
+    run = tmp_path / "run"
+    simulate(run, steps=35, ckpt_every=20, final=False)
+    (run / leftover).write_bytes(b"half a record")
+    simulate(run, steps=50, ckpt_every=20, start=20)
+    assert not (run / leftover).exists()
+    assert [e.step for e in load_events(run).Scalars("train/loss")] == list(range(5, 51, 5))
+
+
+def test_an_older_runs_experiment_summary_is_removed(tmp_path: Path) -> None:
+    # TensorBoard takes an old run's experiment summary for the whole logdir's HParams table
+    run = tmp_path / "run"
+    simulate(run, steps=50, ckpt_every=25)
+    add_old_experiment_summary(run, 50)
+    before = summary_events(run)
+    assert (50, "_hparams_/experiment") in before
+    assert drop_experiment_summaries(run) is True
+    after = summary_events(run)
+    assert after == [e for e in before if e[1] != "_hparams_/experiment"]
+    assert drop_experiment_summaries(run) is False  # nothing left to do: no rewrite

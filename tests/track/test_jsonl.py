@@ -1,0 +1,47 @@
+"""metrics.jsonl: round trip, truncation on resume, non-finite values, torn lines."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.track.jsonl import METRICS_FILE, JsonlSink, read_metrics, truncate_metrics
+
+from .fakerun import TRAIN_TAGS
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.dictionaries(
+    st.sampled_from(TRAIN_TAGS), finite, min_size=1)), max_size=20), st.integers(0, 10_000))
+def test_jsonl_round_trip_and_truncate(tmp_path_factory: pytest.TempPathFactory,
+                                       rows: list[tuple[int, dict[str, float]]],
+                                       resume: int) -> None:
+    run = tmp_path_factory.mktemp("run")
+    sink = JsonlSink(run)
+    for step, values in rows:
+        sink.log_scalars(step, values)
+    sink.close()
+    path = run / METRICS_FILE
+    expected = [{"step": s, **v} for s, v in rows]
+    assert read_metrics(path) == expected
+    truncate_metrics(path, resume)
+    assert read_metrics(path) == [r for r in expected if r["step"] <= resume]
+
+
+def test_jsonl_keeps_non_finite_values_as_strings_and_skips_torn_lines(tmp_path: Path) -> None:
+    sink = JsonlSink(tmp_path)
+    sink.log_scalars(1, {"train/loss": math.nan, "train/lr": math.inf})
+    sink.close()
+    with (tmp_path / METRICS_FILE).open("a") as f:
+        f.write('{"step": 2, "train/lo')  # a SIGKILL in the middle of a write
+    assert read_metrics(tmp_path / METRICS_FILE) == [
+        {"step": 1, "train/loss": "nan", "train/lr": "inf"}]
+    lines = (tmp_path / METRICS_FILE).read_text().splitlines()
+    json.loads(lines[0])  # still strict JSON

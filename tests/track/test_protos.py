@@ -1,0 +1,105 @@
+"""Summary protos: the bytes and layouts torch.utils.tensorboard wrote (no torch needed to write
+them; the comparisons with torch's run where torch is installed)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.track.protos import (
+    float64_moments,
+    histogram_summary,
+    hparam_values,
+    hparams_summaries,
+    scalar_summary,
+    text_summary,
+)
+
+from .fakerun import make_config
+
+
+def test_scalar_text_and_hparams_summaries_are_torchs_bytes() -> None:
+    ts = pytest.importorskip("torch.utils.tensorboard.summary")
+    assert scalar_summary("train/lr", 0.025) == ts.scalar("train/lr", 0.025)
+    text = "| word | nearest |\n|---|---|\n| **king** | queen (0.91) — é |"
+    assert text_summary("neighbours", text).SerializeToString() == \
+        ts.text("neighbours", text).SerializeToString()
+    values = hparam_values({**make_config().to_dict(), "flag": True, "missing": None})
+    _, start, end = ts.hparams(values, {"final/loss": 1.0})
+    assert [_hparams_content(s) for s in hparams_summaries(values)] == \
+        [_hparams_content(start), _hparams_content(end)]
+
+
+def _hparams_content(summary: Any) -> tuple[str, Any, Any]:
+    """Tag, metadata and parsed plugin data: the bytes of a map's entries come in no set order."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    (value,) = summary.value
+    content = value.metadata.plugin_data.content
+    value.metadata.plugin_data.content = b""
+    return value.tag, value.metadata, plugin_data_pb2.HParamsPluginData.FromString(content)
+
+
+def test_histogram_has_torchs_layout_and_buckets() -> None:
+    torch = pytest.importorskip("torch")
+    ts = pytest.importorskip("torch.utils.tensorboard.summary")
+    w = np.random.default_rng(5).standard_normal((3000, 16), dtype=np.float32)
+    (got,) = histogram_summary("embeddings/input", w).value
+    t = torch.from_numpy(w).reshape(-1)
+    lo, hi = float(t.min()), float(t.max())
+    total, squares = float64_moments(w)
+    (want,) = ts.histogram_raw("embeddings/input", lo, hi, t.numel(), total, squares,
+                               torch.linspace(lo, hi, 61)[1:].tolist(),
+                               torch.histc(t, bins=60, min=lo, max=hi).tolist()).value
+    assert got.tag == want.tag
+    g, h = got.histo, want.histo
+    assert (g.min, g.max, g.num, g.sum, g.sum_squares) == (h.min, h.max, h.num, h.sum,
+                                                           h.sum_squares)
+    assert len(g.bucket) == len(h.bucket) == 60 and sum(g.bucket) == g.num
+    assert g.bucket_limit[-1] == pytest.approx(hi, rel=1e-6)
+    np.testing.assert_allclose(g.bucket_limit, h.bucket_limit, rtol=1e-6, atol=1e-6)
+    # values at a bucket edge may land on either side of it, float32 rounding apart
+    assert np.abs(np.subtract(g.bucket, h.bucket)).max() <= 1
+
+
+@pytest.mark.parametrize("value", [0.0, -3.5, 100.0])
+def test_histogram_of_one_value_everywhere(value: float) -> None:
+    # an untouched matrix (output embeddings start at zero) has max == min
+    w = np.full((50, 4), value, dtype=np.float32)
+    (got,) = histogram_summary("embeddings/output", w).value
+    h = got.histo
+    assert (h.min, h.num, h.sum) == (value, 200, 200 * value)
+    assert h.max > h.min and sum(h.bucket) == 200 and max(h.bucket) == 200
+    assert list(h.bucket_limit) == sorted(h.bucket_limit)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3, width=32), min_size=0, max_size=300), st.integers(1, 64))
+def test_float64_moments_are_exact_sums_of_the_float32_values(values: list[float],
+                                                              chunk: int) -> None:
+    a = np.array(values, dtype=np.float32)
+    total, squares = float64_moments(a, chunk=chunk)
+    exact = [float(v) for v in a]  # float32 values, summed exactly in Python floats
+    assert total == pytest.approx(math.fsum(exact), rel=1e-12, abs=1e-9)
+    assert squares == pytest.approx(math.fsum(v * v for v in exact), rel=1e-12, abs=1e-9)
+
+
+def test_hparam_values_flattens_to_plain_types() -> None:
+    out = hparam_values({"a": {"b": None, "c": [1, 2]}, "d": 1.5, "e": True})
+    assert out == {"a.b": "none", "a.c": "1,2", "d": 1.5, "e": True}
+
+
+def test_hparams_of_a_path_that_is_not_utf8_can_be_written() -> None:
+    # a --corpus folder named with the byte 0xfe: a UnicodeEncodeError here would come in the
+    # final summaries, after the whole run has trained
+    corpus = os.fsdecode(b"/data/d\xfe")
+    out = hparam_values({"data": {"corpus": corpus}, "dim": 8})
+    assert out == {"data.corpus": "/data/d\\xfe", "dim": 8}
+    for summary in hparams_summaries(out):
+        summary.SerializeToString()

@@ -1,0 +1,100 @@
+"""What a run shows in TensorBoard: every kind of summary, hparams, probe neighbours, one BLAS
+thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from embedlab.track.tensorboard import default_probes, neighbours_markdown
+
+from .fakerun import CLUSTERS, TRAIN_TAGS, embeddings_at, fake_vocab, load_events, simulate
+
+
+def test_fresh_run_writes_every_kind_of_summary(fresh_run: Path) -> None:
+    run = fresh_run
+    ea = load_events(run)
+    tags = ea.Tags()
+    assert set(TRAIN_TAGS) | {"eval/analogy", "final/loss", "final/eval/analogy"} \
+        <= set(tags["scalars"])
+    assert [e.step for e in ea.Scalars("train/loss")] == list(range(5, 51, 5))
+    assert sorted(tags["histograms"]) == ["embeddings/input", "embeddings/input_norm",
+                                         "embeddings/output", "embeddings/output_norm"]
+    assert [e.step for e in ea.Histograms("embeddings/input_norm")] == [25, 50]
+    assert [e.step for e in ea.Images("embeddings/pca")] == [25, 50]
+    png = ea.Images("embeddings/pca")[-1]
+    assert png.width >= 600 and png.encoded_image_string[:4] == b"\x89PNG"
+    # the summary's size is the encoded image's (IHDR: width, height at bytes 16-24)
+    ihdr = png.encoded_image_string[16:24]
+    assert (png.width, png.height) == (int.from_bytes(ihdr[:4], "big"),
+                                       int.from_bytes(ihdr[4:], "big"))
+    text = ea.Tensors("neighbours/text_summary")
+    assert [e.step for e in text] == [25, 50]
+    # no sub-folders (add_hparams' pitfall): the only folder is the projector's step folder
+    assert sorted(p.name for p in run.iterdir() if p.is_dir()) == ["00050"]
+
+
+def test_hparams_are_in_the_runs_own_event_file(fresh_run: Path) -> None:
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    run = fresh_run
+    content = load_events(run).PluginTagToContent("hparams")
+    # No "_hparams_/experiment": TensorBoard takes the first run's as the whole logdir's, which
+    # hides the metrics and differing hyperparameters of every other run from the table.
+    assert set(content) == {"_hparams_/session_start_info", "_hparams_/session_end_info"}
+    data = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+    hp = data.session_start_info.hparams
+    assert hp["optim.lr"].number_value == pytest.approx(0.025)
+    assert hp["model.loss"].string_value == "neg"
+    assert {"final/loss", "final/eval/analogy"} <= set(load_events(run).Tags()["scalars"])
+    assert len(list(run.glob("events.out.tfevents.*"))) == 1
+
+
+def test_neighbours_show_the_planted_clusters() -> None:
+    vocab = fake_vocab()
+    w = embeddings_at(vocab, 50, 50)
+    text = neighbours_markdown(vocab.words, w, ["cat", "france"], k=5)
+    rows = text.splitlines()
+    assert rows[0].startswith("| word |") and len(rows) == 4
+    for row, cluster in ((rows[2], CLUSTERS["animal"]), (rows[3], CLUSTERS["country"])):
+        names = [cell.split(" (")[0] for cell in row.split("|")[2].strip().split(", ")]
+        assert set(names) <= set(cluster), row
+
+
+def test_neighbours_without_known_probe_words() -> None:
+    vocab = fake_vocab()
+    assert "no probe words" in neighbours_markdown(vocab.words,
+                                                   np.zeros((len(vocab), 4), np.float32),
+                                                   ["zebra"])
+
+
+@given(st.integers(1, 3000), st.integers(1, 12))
+def test_default_probes_are_distinct_frequent_words(v: int, n: int) -> None:
+    words = [f"w{i}" for i in range(v)]
+    probes = default_probes(words, "w0", n)
+    assert len(probes) == min(n, v - 1)
+    assert len(set(probes)) == len(probes) and "w0" not in probes
+    assert all(int(p[1:]) <= max(11 * 2 ** n, n + 1) for p in probes)
+
+
+def test_summaries_use_one_blas_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenBLAS's threads would fight the training kernel's OpenMP threads for the cores (see
+    # tensorboard.one_blas_thread)
+    from threadpoolctl import threadpool_info
+
+    from embedlab.track import plots
+
+    seen: list[int] = []
+    real = plots.project_2d
+
+    def recording(x: np.ndarray, method: plots.Method) -> np.ndarray:
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return real(x, method)
+
+    monkeypatch.setattr(plots, "project_2d", recording)
+    simulate(tmp_path / "run", steps=10, ckpt_every=10)
+    assert seen and set(seen) == {1}
