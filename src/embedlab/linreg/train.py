@@ -4,7 +4,9 @@ The lecture's first TensorFlow example: life expectancy ``y`` from birth rate ``
 ``y ≈ w·x + b`` by minibatch SGD on the squared error. It uses, unchanged, what word2vec uses:
 counter-based seeding (:mod:`embedlab.seeding`), the checkpoint manager
 (:mod:`embedlab.checkpoint`), the run lock (:mod:`embedlab.run.lock`), the signal
-flag (:mod:`embedlab.run.signals`) and :mod:`embedlab.run.provenance`.
+flag (:mod:`embedlab.run.signals`), :mod:`embedlab.run.provenance` and the metrics sink
+(:mod:`embedlab.track.jsonl`). Unlike a word2vec run it keeps no ``status.json``: `embedlab runs`
+reads its state from the checkpoints.
 
 Exact resume: the batch of step ``s`` is a pure function of ``(seed, s)`` (epoch
 ``s // steps_per_epoch`` is a permutation drawn from the ``shuffle`` stream), so the checkpoint
@@ -18,22 +20,17 @@ Table format: UTF-8, tab-separated, one header line; ``x`` is the second-to-last
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from embedlab.checkpoint import (
-    CheckpointManager,
-    atomic_write_text,
-    ckpt_name,
-    load_checkpoint,
-)
+from embedlab.checkpoint import CheckpointManager, ckpt_name, load_checkpoint
 from embedlab.errors import InputError, diverged, import_torch
 from embedlab.fsutil import write_error
 from embedlab.linreg.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
@@ -41,6 +38,7 @@ from embedlab.run import provenance
 from embedlab.run.lock import RunLock
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.seeding import numpy_rng, torch_generator
+from embedlab.track.jsonl import METRICS_FILE, JsonlSink, truncate_metrics
 
 if TYPE_CHECKING:
     import torch
@@ -157,24 +155,7 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
             manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss", best_mode="min")
             params, step, resumed = _start(run, cfg, table, manager, argv)
             stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
-            last_save, saved_at = time.monotonic(), step
-            n = len(table.x)
-            while step < stop:
-                idx = torch.from_numpy(batch_indices(cfg.seed, n, cfg.batch_size, step))
-                params = sgd_step(params, table.x[idx], table.y[idx], cfg.lr)
-                step += 1
-                if not _finite(params):
-                    raise _diverged(step, mse(params, table), cfg, saved_at)
-                due = step % cfg.checkpoint_every == 0
-                due = due or time.monotonic() - last_save >= cfg.checkpoint_secs
-                if flag or due:
-                    _save(manager, run, params, step, table, cfg, saved_at)
-                    last_save, saved_at = time.monotonic(), step
-                if flag.signum is not None:
-                    raise interrupted(flag.signum, step)
-            path = manager.root / ckpt_name(step)
-            if saved_at != step:  # the final checkpoint
-                path = _save(manager, run, params, step, table, cfg, saved_at)
+            params, step, path = _train_steps(manager, flag, params, step, stop, table, cfg)
     except OSError as exc:
         # The run lock, config.json/env.json and metrics.jsonl are plain files in the run folder
         # (checkpoint saves report their own CheckpointError): a folder that cannot be created
@@ -182,6 +163,33 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
         raise write_error(run, exc, "--run") from None
     return LinRegResult(float(params["w"]), float(params["b"]), mse(params, table), step,
                         resumed, path)
+
+
+def _train_steps(manager: CheckpointManager, flag: SignalFlag, params: dict[str, torch.Tensor],
+                 step: int, stop: int, table: Table, cfg: LinRegConfig
+                 ) -> tuple[dict[str, torch.Tensor], int, Path]:
+    """SGD updates from ``step`` to ``stop``: a checkpoint every ``checkpoint_every`` steps or
+    ``checkpoint_secs`` seconds, whichever comes first, at a signal (then
+    :class:`~embedlab.errors.TrainingInterrupted`) and at the end. Returns the parameters, the
+    step and the checkpoint of that step."""
+    last_save, saved_at = time.monotonic(), step
+    n = len(table.x)
+    while step < stop:
+        idx = torch.from_numpy(batch_indices(cfg.seed, n, cfg.batch_size, step))
+        params = sgd_step(params, table.x[idx], table.y[idx], cfg.lr)
+        step += 1
+        if not _finite(params):
+            raise _diverged(step, mse(params, table), cfg, saved_at)
+        due = step % cfg.checkpoint_every == 0
+        due = due or time.monotonic() - last_save >= cfg.checkpoint_secs
+        if flag or due:
+            _save(manager, params, step, table, cfg, saved_at)
+            last_save, saved_at = time.monotonic(), step
+        if flag.signum is not None:
+            raise interrupted(flag.signum, step)
+    if saved_at != step:  # the final checkpoint
+        return params, step, _save(manager, params, step, table, cfg, saved_at)
+    return params, step, manager.root / ckpt_name(step)
 
 
 def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManager,
@@ -209,7 +217,8 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     tensors, state = loaded
     step = int(state["step"])
     manager.protect(step)
-    _truncate_metrics(run, step)
+    # metric lines past the resumed step are work lost with the interrupted process
+    truncate_metrics(run / METRICS_FILE, step)
     return tensors, step, step
 
 
@@ -237,27 +246,14 @@ def _diverged(step: int, loss: float, cfg: LinRegConfig, saved_step: int) -> Inp
                     f"--run folder, e.g. --lr {cfg.lr / 10:g}")
 
 
-def _save(manager: CheckpointManager, run: Path, params: dict[str, torch.Tensor], step: int,
-          table: Table, cfg: LinRegConfig, saved_step: int) -> Path:
+def _save(manager: CheckpointManager, params: dict[str, torch.Tensor], step: int, table: Table,
+          cfg: LinRegConfig, saved_step: int) -> Path:
     loss = mse(params, table)
     if not math.isfinite(loss):  # finite w and b can still overflow the float32 squared error
         raise _diverged(step, loss, cfg, saved_step)
-    path = manager.save(step, params, {"model": MODEL, "cursor": step}, {"loss": loss})
-    with open(run / "metrics.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps({"step": step, "loss": loss}) + "\n")
-    return path
-
-
-def _truncate_metrics(run: Path, step: int) -> None:
-    """Drop metric lines past the resumed step (work lost with the interrupted process)."""
-    path = run / "metrics.jsonl"
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                kept.append(line)
-        except ValueError:
-            continue  # a torn last line from a killed process
-    atomic_write_text(path, "".join(k + "\n" for k in kept))
+    # The line of step S is written before checkpoint S is committed, as the trainer does: a
+    # kill in between leaves a line past the newest checkpoint, which the resume drops, and
+    # never a checkpoint without its line.
+    with closing(JsonlSink(manager.run_dir)) as metrics:
+        metrics.log_scalars(step, {"loss": loss})
+    return manager.save(step, params, {"model": MODEL, "cursor": step}, {"loss": loss})
