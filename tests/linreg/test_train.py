@@ -68,6 +68,38 @@ def test_exact_resume_bit_for_bit(tmp_path: Path) -> None:
     assert steps == sorted(set(steps))  # no duplicated or out-of-order lines after resume
 
 
+def test_a_resume_drops_the_lines_and_folders_of_work_lost_with_a_killed_process(
+        tmp_path: Path) -> None:
+    # what a SIGKILL may leave past the newest checkpoint (step 100): the metrics line of a
+    # step whose checkpoint was not committed, a torn line, a half-written checkpoint folder
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    train_linreg(table, run, CFG, argv=["a"], max_steps=100)
+    with open(run / "metrics.jsonl", "a") as f:
+        f.write('{"step": 150, "loss": 1.0}\n{"step": 2')
+    stale = run / "checkpoints" / "ckpt-00000150.tmp-0123456789ab"
+    stale.mkdir()
+    (stale / "tensors.safetensors").write_bytes(b"half")
+    train_linreg(table, run, CFG, argv=["b"], max_steps=200)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [50, 100, 150, 200] and rows[2]["loss"] != 1.0
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "ckpt-00000050", "ckpt-00000100", "ckpt-00000150", "ckpt-00000200"]
+
+
+def test_a_run_killed_in_its_first_save_starts_afresh(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    train_linreg(table, tmp_path / "ref", CFG, argv=["ref"], max_steps=100)
+    (run / "checkpoints" / "ckpt-00000050.tmp-0123456789ab").mkdir(parents=True)
+    res = train_linreg(table, run, CFG, argv=["a"], max_steps=100)
+    assert res.resumed_from is None
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "ckpt-00000050", "ckpt-00000100"]
+    a, b = _params(run), _params(tmp_path / "ref")
+    assert torch.equal(a["w"], b["w"]) and torch.equal(a["b"], b["b"])
+
+
 def test_sigkill_then_resume_matches(tmp_path: Path) -> None:
     table = _table(tmp_path / "t.tsv")
     cfg = LinRegConfig(steps=200_000, lr=0.02, batch_size=8, checkpoint_every=500)

@@ -199,11 +199,7 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     requested = {"model": MODEL, **asdict(cfg), "table_sha256": table.sha256}
     if stored is not None:
         _check_resume(run, stored, requested)
-    has_ckpts = (manager.root).is_dir() and any(manager.root.iterdir())
-    latest = manager.latest() if has_ckpts else None
-    if has_ckpts and latest is None:
-        raise InputError(f"no verified checkpoint in {run}; every checkpoint is incomplete or "
-                         "corrupted - use a new --run (or restore the folder from a backup)")
+    latest = _resume_point(run, manager)
     manager.check_index()  # a damaged index is refused before anything of the run is written
     # loaded (and its state checked) before config.json and env.json are rewritten: a damaged
     # checkpoint must leave the run as it was
@@ -212,6 +208,7 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     provenance.write_config_json(run, requested)
     provenance.write_env_json(run, argv=argv, threads=torch.get_num_threads(), seed=cfg.seed,
                               streams=STREAMS)
+    manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     if loaded is None:
         return init_params(cfg.seed), 0, None
     tensors, state = loaded
@@ -220,6 +217,19 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     # metric lines past the resumed step are work lost with the interrupted process
     truncate_metrics(run / METRICS_FILE, step)
     return tensors, step, step
+
+
+def _resume_point(run: Path, manager: CheckpointManager) -> Path | None:
+    """The newest verified checkpoint; None for a run without checkpoints.
+
+    A run whose checkpoints all fail verification is refused rather than started over, which
+    would overwrite the evidence and mix two runs' histories.
+    """
+    latest = manager.latest()  # warns about each damaged one it skips
+    if latest is None and manager.list(check=False):
+        raise InputError(f"no verified checkpoint in {run}; every checkpoint is incomplete or "
+                         "corrupted - use a new --run (or restore the folder from a backup)")
+    return latest
 
 
 def _check_resume(run: Path, stored: dict[str, Any], requested: dict[str, Any]) -> None:
