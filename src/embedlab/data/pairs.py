@@ -159,18 +159,7 @@ class BatchStream:
         lo = chunk * self.chunk_tokens  # positions in the reading order (see ``interleave``)
         hi = min(self.n_tokens, lo + self.chunk_tokens)
         runs = reading_runs(self.n_tokens, self.interleave, lo, hi)
-        if len(runs) == 1:
-            tok = np.asarray(self.ids[runs[0][0] : runs[0][1]], dtype=np.int64)
-            release_mapped(self.ids, *runs[0])
-        else:
-            tok = np.concatenate([np.asarray(self.ids[start:end], dtype=np.int64)
-                                  for start, end in runs])
-            # a piece need not cover a whole page (16 KiB of ids; pages are up to 64 KiB), so
-            # each run's pages are handed back whole, shared ones too: a page of a piece not
-            # yet read is simply mapped back from the page cache when it is
-            pad = max(1, mmap.PAGESIZE // self.ids.itemsize)
-            for start, end in runs:
-                release_mapped(self.ids, max(0, start - pad), min(self.n_tokens, end + pad))
+        tok = self._read_runs(runs)
         if self.keep_prob is not None:
             u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
             kept = np.flatnonzero(u < self.keep_prob[tok])  # indices: faster than a bool mask
@@ -195,20 +184,8 @@ class BatchStream:
         sent_p[W : W + n] = sent
         b = np.zeros(total, dtype=np.int64)
         b[:n] = numpy_rng(self.seed, "window", epoch, chunk).integers(1, W + 1, size=n)
-        # mask[t, j]: offset o = j - W is a context of centre t (same sentence, |o| <= b_t);
-        # padding rows (t >= n) have b_t = 0, so no contexts. Bytes, not float32: a chunk's
-        # batches stay alive until trained, and the mask was most of their memory.
-        mask = np.zeros((total, 2 * W + 1), dtype=np.uint8)
-        count = np.zeros(total, dtype=np.min_scalar_type(2 * W))  # contexts per centre (<= 2W)
-        centre_sent = sent_p[W : W + total]
-        reach = [b >= d for d in range(W + 1)]  # reach[d][t]: b_t >= d
-        for j in range(2 * W + 1):
-            o = j - W
-            if o != 0:
-                col = sent_p[W + o : W + o + total] == centre_sent
-                col &= reach[abs(o)]
-                mask[:, j] = col
-                count += col
+        # padding rows (t >= n) have b_t = 0, so no contexts
+        mask, count = _context_mask(sent_p, b, W, total)
         contexts = count.astype(np.float32)
         # pairs up to each row, for the batches' n_pairs (a batch counts its first B rows)
         cum = np.concatenate(([0], np.cumsum(count, dtype=np.int64)))
@@ -244,6 +221,22 @@ class BatchStream:
                 )
             )
         return out
+
+    def _read_runs(self, runs: list[tuple[int, int]]) -> np.ndarray:
+        """The ids of ``runs`` (corpus positions), as int64; their mapped pages are handed back."""
+        if len(runs) == 1:
+            tok = np.asarray(self.ids[runs[0][0] : runs[0][1]], dtype=np.int64)
+            release_mapped(self.ids, *runs[0])
+            return tok
+        tok = np.concatenate([np.asarray(self.ids[start:end], dtype=np.int64)
+                              for start, end in runs])
+        # a piece need not cover a whole page (16 KiB of ids; pages are up to 64 KiB), so
+        # each run's pages are handed back whole, shared ones too: a page of a piece not
+        # yet read is simply mapped back from the page cache when it is
+        pad = max(1, mmap.PAGESIZE // self.ids.itemsize)
+        for start, end in runs:
+            release_mapped(self.ids, max(0, start - pad), min(self.n_tokens, end + pad))
+        return tok
 
     def _run_sentences(self, runs: list[tuple[int, int]], kept: np.ndarray | None,
                        length: int) -> np.ndarray:
@@ -311,6 +304,28 @@ class BatchStream:
                 with contextlib.suppress(queue.Empty):
                     q.get(timeout=0.05)
             thread.join()
+
+
+def _context_mask(sent_p: np.ndarray, b: np.ndarray, W: int,
+                  total: int) -> tuple[np.ndarray, np.ndarray]:
+    """``mask[t, j]``: offset ``o = j - W`` is a context of centre ``t`` (same sentence in the
+    padded sentence ids ``sent_p``, ``|o| <= b[t]``), and each centre's count of contexts.
+
+    Padding rows (``b[t] == 0``) get no contexts. Bytes, not float32: a chunk's batches stay
+    alive until trained, and the mask is most of their memory.
+    """
+    mask = np.zeros((total, 2 * W + 1), dtype=np.uint8)
+    count = np.zeros(total, dtype=np.min_scalar_type(2 * W))  # contexts per centre (<= 2W)
+    centre_sent = sent_p[W : W + total]
+    reach = [b >= d for d in range(W + 1)]  # reach[d][t]: b_t >= d
+    for j in range(2 * W + 1):
+        o = j - W
+        if o != 0:
+            col = sent_p[W + o : W + o + total] == centre_sent
+            col &= reach[abs(o)]
+            mask[:, j] = col
+            count += col
+    return mask, count
 
 
 def release_mapped(ids: np.ndarray, lo: int, hi: int) -> None:
