@@ -45,16 +45,16 @@ def train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, s
 
 def wrap_steps(monkeypatch: pytest.MonkeyPatch, wrap: Any) -> None:
     """Make every engine a run builds train through ``wrap(engine.step)``."""
-    import embedlab.train.trainer as trainer_module
+    from embedlab.train import setup
 
-    real = trainer_module.engine_for_config
+    real = setup.engine_for_config
 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         engine = real(*args, **kwargs)
         engine.step = wrap(engine.step)
         return engine
 
-    monkeypatch.setattr(trainer_module, "engine_for_config", wrapped)
+    monkeypatch.setattr(setup, "engine_for_config", wrapped)
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:
@@ -532,12 +532,12 @@ def test_a_refused_restart_leaves_the_old_run_in_place(
 def test_ctrl_c_before_training_puts_a_restarted_run_back(
         copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import embedlab.train.trainer as trainer_module
+    from embedlab.train import setup
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer_module, "open_corpus", interrupted)
+    monkeypatch.setattr(setup, "open_corpus", interrupted)
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
     assert code == 130, err
@@ -644,12 +644,12 @@ def test_a_restart_that_fails_puts_the_old_run_back(
         capsys: pytest.CaptureFixture[str], error: BaseException) -> None:
     # Only a refusal or Ctrl-C used to put it back: any other failure (a traceback, memory, a
     # full disk) left the old run at RUN.old-* and a half-made new one at RUN.
-    import embedlab.train.trainer as trainer_module
+    from embedlab.train import setup
 
     def failing(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr(trainer_module, "NoiseDistribution", failing)
+    monkeypatch.setattr(setup, "NoiseDistribution", failing)
     before = snapshot(copy)
     if isinstance(error, MemoryError):
         code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
@@ -1011,12 +1011,12 @@ def test_a_refused_new_run_leaves_no_runs_dir_behind(tmp_path: Path,
 def test_ctrl_c_before_training_leaves_no_new_run_behind(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import embedlab.train.trainer as trainer
+    from embedlab.train import setup
 
     def interrupted_setup(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(trainer, "NoiseDistribution", interrupted_setup)  # mid-way through setup
+    monkeypatch.setattr(setup, "NoiseDistribution", interrupted_setup)  # mid-way through setup
     code, err = train(capsys, "--run", tmp_path / "runs" / "r", "--corpus", corpus, *FAST)
     assert code == 130 and err.strip() == "embedlab: interrupted"
     assert not (tmp_path / "runs").exists()

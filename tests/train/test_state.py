@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.data.pairs import Cursor
 from embedlab.train.state import TRAIN_STATE, LogWindow, TrainState
+
+from .small_runs import make_cfg, replace_clock, run_train
 
 counts = st.integers(min_value=0, max_value=2**63 - 1)
 seconds = st.floats(min_value=0.0, max_value=1e9, allow_nan=False)
@@ -59,14 +64,8 @@ def test_a_new_state_is_a_new_runs() -> None:
 
 def test_a_resumed_window_counts_its_earlier_seconds_from_its_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import time
-    import types
-
-    from embedlab.train import state as state_module
-
     now = [100.0]
-    monkeypatch.setattr(state_module, "time",
-                        types.SimpleNamespace(**{**vars(time), "perf_counter": lambda: now[0]}))
+    replace_clock(monkeypatch, perf_counter=lambda: now[0])
     window = LogWindow({"loss": 1.5, "pairs": 3, "words": 9}, seconds=4.0)
     assert window.elapsed() == 4.0  # not started: what the earlier process ran
     now[0] = 250.0
@@ -77,3 +76,13 @@ def test_a_resumed_window_counts_its_earlier_seconds_from_its_start(
     assert window.elapsed() == 5.0
     assert window.mean_loss() == 0.5
     assert LogWindow.opening_now().elapsed() == 0.0
+
+
+def test_state_holds_the_data_position(corpus: Path, tmp_path: Path) -> None:
+    run_train(make_cfg(corpus, max_steps=9), tmp_path / "r")
+    tensors, state = load_checkpoint(find_checkpoint(tmp_path / "r"))
+    assert state["step"] == 9 and state["words_seen"] > 0
+    assert set(state["cursor"]) == {"epoch", "chunk", "batch"} and state["epoch"] == 0
+    assert set(tensors) == {"input_embeddings", "output_embeddings"}
+    assert tensors["input_embeddings"].dtype == np.float32
+    assert TrainState.from_state_dict(state).state_dict() == state

@@ -1,14 +1,13 @@
-"""Give memory that malloc keeps but no longer uses back to the operating system.
+"""Give memory that malloc keeps, free but resident, back to the operating system.
 
 The batch producer builds each chunk's arrays (a few MiB each) in its own thread, so glibc serves
 them from that thread's arena, and its dynamic mmap threshold soon serves them from the heap
 rather than from mmap. When a chunk is done the memory is free but stays resident: the main
-thread, which writes checkpoint summaries, cannot reuse another arena's free space. Measured on
-gcide8 (1 epoch): the final checkpoint's summaries then set the run's peak, 17–23 MiB of
-anonymous memory above what trimming first leaves.
+thread, which writes checkpoint summaries, cannot reuse another arena's free space, so the final
+checkpoint's summaries would set the run's peak memory (docs/performance.md).
 
 Not done with ``mallopt`` (a fixed 128 KiB mmap threshold): that returns every chunk's arrays at
-once, but mapping them afresh doubled the page faults and cost ~0.5 CPU s per epoch.
+once, but mapping them afresh multiplies the page faults.
 """
 
 from __future__ import annotations

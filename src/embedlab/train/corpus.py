@@ -1,0 +1,137 @@
+"""The run's corpus: the prepared folder it trains on, and the checks that it can train at all.
+
+A run trains on the folder named by --corpus when that is a prepared corpus, else on
+``RUN/prepared``, made once from the raw corpus. Its vocabulary options must be the run's: a
+corpus prepared with others is refused (a new run) or kept (a trained run's own folder).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from embedlab.data.prepared import SPECIAL_CORPORA, VOCAB_OPTIONS, PreparedCorpus, is_prepared
+from embedlab.data.preparing import prepare
+from embedlab.errors import InputError
+
+if TYPE_CHECKING:
+    from embedlab.config import TrainConfig
+    from embedlab.data.tokenise_child import PrepareAhead
+
+PREPARED_DIR = "prepared"
+
+
+def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
+                ahead: PrepareAhead | None = None, fresh: bool = True) -> PreparedCorpus:
+    """The run's prepared corpus: the folder named by --corpus, or RUN/prepared (made once).
+
+    ``ahead``: a child already tokenising the corpus (see :mod:`embedlab.data.tokenise_child`);
+    its folder is adopted when the run has none yet, else it is discarded. ``fresh``: the run
+    has no checkpoint, so a RUN/prepared made for other data flags is a leftover to rebuild (a
+    trained run always keeps its own, whatever the current directory makes of a relative
+    --corpus).
+    """
+    corpus = cfg.data.corpus
+    if corpus not in SPECIAL_CORPORA and is_prepared(corpus):
+        prepared = PreparedCorpus.open(corpus)
+        _check_prepared_matches(cfg, prepared, fresh=fresh)
+        return prepared
+    local = run_dir / PREPARED_DIR
+    if is_prepared(local):
+        prepared = PreparedCorpus.open(local)
+        if not fresh or _made_for(prepared, cfg):
+            return prepared
+        # Left by an attempt with other data flags that never trained (a run that did has a
+        # config.json pinning them, and resolve_config refuses other flags): it is derived
+        # data of this run folder, so it is rebuilt, never reused for the wrong corpus.
+        shutil.rmtree(local)
+    if ahead is not None and ahead.data == cfg.data:
+        _warm_up(cfg)  # imports the final summaries need, while the child still works
+        if ahead.take(local):
+            return PreparedCorpus.open(local)
+    d = cfg.data
+    return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
+                   max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
+                   progress=progress, run_dir=run_dir)
+
+
+def check_enough_tokens(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
+    """Refuse a corpus of fewer in-vocabulary tokens than a window needs."""
+    if len(prepared.ids) <= 1:
+        raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
+                         "token(s), fewer than a window needs; use a bigger corpus or lower "
+                         "--min-count")
+
+
+def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
+                         keep: np.ndarray | None) -> None:
+    """Refuse a corpus that cannot give a single (centre, context) pair: the run would
+    "finish" with its vectors at their random start and the loss n/a. ``keep``: the words'
+    subsampling keep probabilities (None: no subsampling)."""
+    if prepared.longest_sentence() < 2:
+        raise InputError(f"corpus {cfg.data.corpus} has no sentence (line) with two "
+                         "in-vocabulary words, and contexts never cross a line end; put more "
+                         "than one word per line, or lower --min-count")
+    if keep is not None:
+        kept = float(np.dot(np.asarray(prepared.vocab.counts, dtype=np.float64), keep))
+        if kept < 2:
+            raise InputError(f"subsampling (--sample {cfg.model.sample:g}) keeps about "
+                             f"{kept:.1f} of the corpus's {len(prepared.ids):,} tokens per "
+                             "epoch, too few to form a pair; pass --sample 0 (off) or use a "
+                             "bigger corpus")
+
+
+def _made_for(prepared: PreparedCorpus, cfg: TrainConfig) -> bool:
+    """True when ``prepared`` was built from ``cfg``'s corpus with its vocabulary options (a key
+    missing from an older meta.json is taken to agree)."""
+    d = cfg.data
+    source = d.corpus if d.corpus in SPECIAL_CORPORA else str(Path(d.corpus).resolve())
+    return not _differences(prepared, {"source": source, "max_distinct": d.max_distinct,
+                                       **_vocab_options(cfg)})
+
+
+def _vocab_options(cfg: TrainConfig) -> dict[str, Any]:
+    return {key: getattr(cfg.data, key) for key in VOCAB_OPTIONS}
+
+
+def _differences(prepared: PreparedCorpus, wanted: dict[str, Any]) -> dict[str, Any]:
+    """The wanted options ``prepared`` was built otherwise (keys its meta.json lacks, written by
+    an older embedlab, are taken to agree)."""
+    meta = prepared.meta
+    return {key: value for key, value in wanted.items() if key in meta and meta[key] != value}
+
+
+def _warm_up(cfg: TrainConfig) -> None:
+    """Import now what the run imports later anyway (the PCA figure needs matplotlib)."""
+    if cfg.track.tensorboard:
+        import importlib
+
+        for module in ("embedlab.track.tracker", "embedlab.track.plots"):
+            importlib.import_module(module)
+
+
+def _as_flag(key: str, value: Any) -> str:
+    """``value`` of vocabulary option ``key`` as the user would type it."""
+    flag = f"--{key.replace('_', '-')}"
+    if isinstance(value, bool):
+        return flag if value else f"--no-{flag[2:]}"
+    return f"{flag} {value}" if value is not None else f"no {flag}"
+
+
+def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus, *,
+                            fresh: bool = True) -> None:
+    wanted = _vocab_options(cfg)
+    # The limit decided the counts only if it pruned. Only a new run is held to it: runs made
+    # before the run took the folder's --max-distinct recorded the default, and stay resumable.
+    if fresh and prepared.meta.get("pruned"):
+        wanted["max_distinct"] = cfg.data.max_distinct
+    differ = [f"{_as_flag(k, v)} (prepared with {_as_flag(k, prepared.meta[k])})"
+              for k, v in _differences(prepared, wanted).items()]
+    if differ:
+        source = f" (--preset {cfg.preset} sets some of them)" if cfg.preset else ""
+        raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
+                         f"options: {', '.join(differ)}; drop those flags{source} or re-run "
+                         "'embedlab prepare' with them")

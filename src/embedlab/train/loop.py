@@ -1,0 +1,165 @@
+"""The training loop: batch → step → bookkeeping, then logging, evaluation and saving when due.
+
+One step trains the engine on a batch at the learning rate where the batch starts. The loop
+counts the batch into the :class:`~embedlab.train.state.TrainState`, logs a window every
+``--log-every`` steps and evaluates every ``--eval-every`` steps
+(:class:`~embedlab.train.reporting.Reporter`), and saves when the cadence says so
+(:class:`~embedlab.train.saving.Saver`). SIGINT/SIGTERM only raise a flag, checked once per step:
+the loop saves that step and stops. The last step is saved once, after the loop, together with
+the final summaries.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any, TextIO
+
+from embedlab.engines.step import pairs_in
+from embedlab.errors import InputError, TrainingInterrupted, diverged
+from embedlab.run import status
+from embedlab.run.signals import SignalFlag, interrupted
+from embedlab.train.clocks import WallClock
+from embedlab.train.reporting import NoBar, Reporter, progress_bar, progress_fields
+from embedlab.train.saving import Saver
+from embedlab.train.schedule import linear_lr
+from embedlab.train.state import TrainResult
+
+if TYPE_CHECKING:
+    from embedlab.track.tracker import Tracker
+    from embedlab.train.setup import TrainingRun
+
+
+def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
+    """Train ``run`` from where its state stands until its data ends, ``--max-steps`` is reached
+    or a signal stops it; status.json says which."""
+    from embedlab.track.tracker import open_tracker  # looked up per call: tests replace it
+
+    state = run.state
+    if state.cursor.epoch >= run.cfg.optim.epochs:
+        return _already_finished(run, out)
+    wall = WallClock(state.wall_seconds)
+    saver = Saver(run, wall)
+    bar: Any = NoBar()
+    tracker: Tracker | None = None
+    try:
+        # The handlers are in place before status.json says "running": a SIGTERM while the
+        # writers open (a resume rewriting its event files can take seconds) must not kill the
+        # process silently, leaving "running" and the lock behind.
+        with SignalFlag() as flag:
+            status.write_status(run.run_dir, status="running", pid=os.getpid(), step=state.step,
+                                words_seen=state.words_seen, started=wall.started,
+                                train_seconds=state.train_seconds, wall_time=wall.seconds(),
+                                clear=("error",))
+            bar = progress_bar(run.progress, run.total_words, state.words_seen, out)
+            tracker = open_tracker(run.run_dir, run.cfg, vocab=run.vocab,
+                                   resume_step=state.step if run.resumed else None)
+            if flag:  # nothing was trained by this process: the checkpoint is where it stands
+                status.write_status(run.run_dir, status="interrupted", step=state.step,
+                                    wall_time=wall.before)
+                assert flag.signum is not None
+                raise interrupted(flag.signum, state.step, saved=run.resumed)
+            state.window.start()
+            reporter = Reporter(run, tracker, bar, wall)
+            finished = _train(run, reporter, saver, flag)
+            _finish(run, reporter, saver, finished)
+    except TrainingInterrupted:
+        raise
+    except KeyboardInterrupt:
+        # where the handlers could not catch it (raised by code, or they are not ours): nothing
+        # was trained since the last checkpoint, which is where a re-run resumes
+        status.write_status(run.run_dir, status="interrupted", step=state.step)
+        raise
+    except BaseException as exc:
+        status.write_status(run.run_dir, status="failed", step=state.step, error=str(exc)[:500])
+        raise
+    finally:
+        bar.close()
+        if tracker is not None:
+            tracker.close()
+    return _result(run, finished)
+
+
+def _train(run: TrainingRun, reporter: Reporter, saver: Saver, flag: SignalFlag) -> bool:
+    """Train batch after batch; True when the data ran out, False at ``--max-steps``."""
+    cfg, state, engine = run.cfg, run.state, run.engine
+    finished = False
+    for batch in run.stream.iterate(state.cursor):
+        if cfg.max_steps is not None and state.step >= cfg.max_steps:
+            break
+        # the rate where the batch starts, as word2vec's alpha for the words it reads next: the
+        # first step trains at --lr, the last near lr·--min-lr-ratio
+        lr = linear_lr(cfg.optim.lr, cfg.optim.min_lr_ratio, state.words_seen, run.total_words)
+        loss = float(engine.step(batch, lr))
+        words = state.advance(batch, run.n_tokens)
+        last = state.cursor.epoch >= cfg.optim.epochs  # saved after the loop, with the summaries
+        if not math.isfinite(loss):
+            raise _diverged(run, loss, saver.saved_step)
+        state.window.add(loss, pairs_in(batch, cfg.model.model), words)
+        reporter.bar.update(words)
+        if state.step % cfg.track.log_every == 0:
+            reporter.close_window(lr)
+        if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
+            reporter.evaluate()
+        if flag and not last:
+            _save_and_stop(run, reporter, saver, flag)
+        if not last and saver.due(state.step):
+            reporter.time.lap()
+            saver.save(reporter.tracker)
+            reporter.time.restart()
+    else:
+        finished = True
+    reporter.time.lap()
+    return finished
+
+
+def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver,
+                   flag: SignalFlag) -> None:
+    """A signal came: save the step just trained, and stop with the signal's exit status."""
+    reporter.time.lap()
+    saved_wall = saver.save(reporter.tracker)  # the status says what the checkpoint holds
+    status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
+                        wall_time=saved_wall)
+    assert flag.signum is not None
+    raise interrupted(flag.signum, run.state.step)
+
+
+def _finish(run: TrainingRun, reporter: Reporter, saver: Saver, finished: bool) -> None:
+    """At the end of the data: the last window, the final evaluation and the final checkpoint;
+    at --max-steps, a checkpoint of where the run stopped. Then the status says which."""
+    state = run.state
+    if finished:
+        reporter.close_last_window()
+        if run.evaluator:
+            reporter.evaluate()
+    saved = saver.saved_step == state.step
+    end_wall = saver.wall.seconds() if saved else saver.save(reporter.tracker, final=finished)
+    status.write_status(run.run_dir, status="finished" if finished else "interrupted",
+                        **progress_fields(run), wall_time=end_wall)
+
+
+def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
+    """Nothing left to train: leave the finished run exactly as it is.
+
+    Only the final checkpoint reaches the end of the data, and everything it summarises was
+    logged before it was committed; a kill after that commit can only have missed the status.
+    """
+    state = run.state
+    if status.read_status(run.run_dir).get("status") != "finished":
+        status.write_status(run.run_dir, status="finished", step=state.step,
+                            words_seen=state.words_seen, loss=state.last_loss,
+                            train_seconds=state.train_seconds)
+    print(f"embedlab: {run.run_dir} already finished at step {state.step}; pass --epochs N "
+          "(more) to continue or --restart to start over", file=out)
+    return _result(run, True)
+
+
+def _result(run: TrainingRun, finished: bool) -> TrainResult:
+    s = run.state
+    return TrainResult(run.run_dir, s.step, s.words_seen, s.last_loss, s.train_seconds,
+                       finished, run.vocab, run.engine.input_vectors)
+
+
+def _diverged(run: TrainingRun, loss: float, saved_step: int) -> InputError:
+    return diverged(run.state.step, loss, saved_step, "Start over with a lower learning rate, "
+                    f"e.g. --restart --lr {run.cfg.optim.lr / 4:g}")

@@ -1,0 +1,61 @@
+"""When the loop saves a checkpoint, and what a save writes.
+
+Saves come every ``--checkpoint-every`` steps and every ``--checkpoint-secs`` seconds, whichever
+comes first. Checkpointing must stay a small share of training time: the time-based cadence is
+stretched to at least :data:`SAVE_TIME_FACTOR` times the last save's duration (2% => 50x).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from embedlab.train.memory import release_free_memory
+
+if TYPE_CHECKING:
+    from embedlab.track.tracker import Tracker
+    from embedlab.train.clocks import WallClock
+    from embedlab.train.setup import TrainingRun
+
+SAVE_TIME_FACTOR = 50
+
+
+class Saver:
+    """Saves the run's checkpoints and says when the next one is due."""
+
+    def __init__(self, run: TrainingRun, wall: WallClock) -> None:
+        self.run = run
+        self.wall = wall
+        self.last_save = time.perf_counter()
+        self.saved_step = run.state.step if run.resumed else -1
+
+    def due(self, step: int) -> bool:
+        """Whether step ``step``, just trained, is to be saved (the last step is not: it is
+        saved once, after the loop, with the final summaries)."""
+        c, manager = self.run.cfg.checkpoint, self.run.manager
+        interval = max(c.every_secs, SAVE_TIME_FACTOR * (manager.last_save_seconds or 0.0))
+        return bool((c.every_steps and step % c.every_steps == 0)
+                    or time.perf_counter() - self.last_save >= interval)
+
+    def save(self, tracker: Tracker, *, final: bool = False) -> float:
+        """Save the current step; return the wall time recorded with it.
+
+        Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
+        resume from S keeps the events up to S and drops later ones, so with this order a kill
+        at any moment leaves neither gaps nor duplicates.
+        """
+        run, state, engine = self.run, self.run.state, self.run.engine
+        state.wall_seconds = self.wall.seconds()
+        state.finished = final
+        saved = state.state_dict()
+        began = time.perf_counter()
+        release_free_memory()  # the batch producer's freed chunks: summaries allocate next
+        tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors)
+        if final:
+            tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
+                              run.cfg.to_dict(), state.metrics)
+        run.manager.save(state.step, engine.state_dict(), saved, state.metrics)
+        self.last_save = time.perf_counter()
+        state.window.pause(self.last_save - began)  # words/s counts training time only
+        self.saved_step = state.step
+        return state.wall_seconds

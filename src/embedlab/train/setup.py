@@ -1,0 +1,210 @@
+"""Setting a run up: checkpoints, corpus, batches, engine and evaluator, and the input checks.
+
+:func:`set_up` does everything that may refuse the command before it writes anything of the run:
+a refused resume leaves ``config.json`` (and so the next plain re-run) and the checkpoints as
+they were. Only then does it record the run (``config.json``, ``env.json``, ``vocab.tsv``) and
+say what it is doing: a new run, a resume, a warm start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
+
+from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
+from embedlab.config import TrainConfig, check_best_metric
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import BatchStream, keep_probabilities
+from embedlab.data.prepared import PreparedCorpus
+from embedlab.data.vocab import Vocab
+from embedlab.engines import STEP_CHANGES, STEP_REVISION, engine_for_config
+from embedlab.engines.step import step_config
+from embedlab.errors import InputError
+from embedlab.run.folder import abandon_after
+from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
+from embedlab.run.signals import deferred_interrupt
+from embedlab.seeding import STREAMS
+from embedlab.train.corpus import check_enough_tokens, check_pairs_possible, open_corpus
+from embedlab.train.state import TRAIN_STATE, TrainState
+from embedlab.train.warm_start import VOCAB_FILE, warm_start
+
+if TYPE_CHECKING:
+    from embedlab.data.tokenise_child import PrepareAhead
+    from embedlab.engines.base import Engine
+    from embedlab.eval import Evaluator
+
+
+@dataclass
+class TrainingRun:
+    """A run ready to train: everything the loop needs, and where it stands."""
+
+    cfg: TrainConfig
+    run_dir: Path
+    vocab: Vocab
+    stream: BatchStream
+    engine: Engine
+    evaluator: Evaluator | None
+    manager: CheckpointManager
+    state: TrainState
+    resumed: bool  # from a checkpoint (else a new run, perhaps warm-started)
+    n_tokens: int  # in-vocabulary tokens per epoch
+    raw_per_token: float  # corpus words (out-of-vocabulary ones too) per in-vocabulary token
+    progress: bool  # show a progress bar
+
+    @property
+    def total_words(self) -> int:
+        """The positions of the whole run, over which the learning rate decays."""
+        return self.cfg.optim.epochs * self.n_tokens
+
+
+def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None,
+           out: TextIO, ahead: PrepareAhead | None, abandon_newer: bool) -> TrainingRun:
+    """Check the input, build what training needs, then record the run in ``run_dir``.
+
+    ``resume_from``: a checkpoint to resume from instead of the latest; ``abandon_newer``
+    (``--from``): move the checkpoints newer than it aside once every check has passed.
+    """
+    check_best_metric(cfg)
+    progress = cfg.track.progress and out.isatty()
+    manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
+    prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
+    vocab = prepared.vocab
+    check_enough_tokens(prepared, cfg)
+    keep = keep_probabilities(vocab.counts, cfg.model.sample)
+    check_pairs_possible(prepared, cfg, keep)
+    _check_probe_words(cfg, vocab)
+    evaluator = make_evaluator(cfg)
+    if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
+        evaluator.check(vocab.words)
+    noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
+    stream = _batches(cfg, prepared, keep, noise)
+    engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows)
+    # Everything above may refuse the command; nothing of the run was written (or moved) before
+    # this point.
+    if ckpt is not None and abandon_newer:
+        moved = abandon_after(run_dir, state.step)
+        if moved:  # said at once: a write below may still fail, and the user must know
+            print(f"embedlab: --from: moved {len(moved)} newer checkpoint(s) to "
+                  f"{moved[0].parent}", file=out, flush=True)
+    write_config_json(run_dir, cfg)
+    if ckpt is not None:
+        manager.protect(state.step)
+        _warn_if_other_step_revision(run_dir, out)
+    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
+    vocab.save_tsv(run_dir / VOCAB_FILE)
+    print("\n".join(started), file=out)
+    n_tokens = len(prepared.ids)
+    return TrainingRun(cfg, run_dir, vocab, stream, engine, evaluator, manager, state,
+                       resumed=ckpt is not None, n_tokens=n_tokens,
+                       raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress)
+
+
+def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
+                 ) -> tuple[CheckpointManager, Path | None]:
+    """The run's checkpoint manager, and the checkpoint to resume from (None: a new run)."""
+    c = cfg.checkpoint
+    manager = CheckpointManager(run_dir, keep=c.keep, keep_every=c.keep_every,
+                                best_metric=c.best_name, best_mode=c.best_mode)
+    manager.check_index()  # a damaged index is refused before anything of the run is written
+    manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
+    if resume_from:
+        return manager, find_checkpoint(resume_from)
+    latest = manager.latest()  # warns about each damaged one it skips
+    # A run whose checkpoints all fail verification is refused rather than started over: a
+    # fresh start in the same folder would overwrite the damaged checkpoints' evidence and mix
+    # two runs' histories.
+    if latest is None and manager.list(check=False):
+        raise InputError(f"run {run_dir} has checkpoints but none of them is intact (see the "
+                         "warnings above); restore them from a backup, or pass --restart to "
+                         "start over (the old folder is moved aside)")
+    return manager, latest
+
+
+def _check_probe_words(cfg: TrainConfig, vocab: Vocab) -> None:
+    unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
+    if unknown:
+        raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
+                         f"words the corpus has (the most frequent: {', '.join(vocab.words[:3])})")
+
+
+def make_evaluator(cfg: TrainConfig) -> Any:
+    """The evaluation during training (None: no evaluation file was given)."""
+    if not (cfg.eval.analogies or cfg.eval.similarity):
+        if cfg.eval.every_steps:
+            raise InputError("--eval-every needs --eval-analogies FILE and/or "
+                             "--eval-similarity FILE")
+        return None
+    from embedlab.eval import make_evaluator as evaluator_for
+
+    return evaluator_for(cfg.eval)
+
+
+def _batches(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
+             noise: NoiseDistribution) -> BatchStream:
+    """The run's batches, cut for its step (:func:`embedlab.engines.step.step_config`)."""
+    plan, m = step_config(cfg), cfg.model
+    return BatchStream(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
+                       batch_size=cfg.optim.batch_size, group=plan.step.group,
+                       noise_per_group=plan.noise_per_group, seed=cfg.seed,
+                       epochs=cfg.optim.epochs, pad_to=plan.pad_to,
+                       interleave=cfg.optim.interleave)
+
+
+def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
+                      noise: NoiseDistribution, rows: int
+                      ) -> tuple[Engine, TrainState, list[str]]:
+    """The engine with its parameters — resumed, fresh or warm-started — the loop's state, and
+    the lines that say which."""
+    if ckpt is None:
+        with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
+            engine = engine_for_config(cfg, noise, rows)
+        started = [f"embedlab: new run {run_dir}"]
+        if cfg.init_from:
+            started.append(warm_start(engine, vocab, cfg.init_from))
+        return engine, TrainState(), started
+    tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
+    _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, nce=cfg.model.loss == "nce")
+    with deferred_interrupt():
+        engine = engine_for_config(cfg, noise, rows, tensors=tensors)
+    state = TrainState.from_state_dict(stored)
+    return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
+
+
+def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, dim: int, *,
+                   nce: bool) -> None:
+    """Refuse a checkpoint that lacks a tensor of the model, or whose tensors do not fit the run:
+    another vocabulary or --dim, or files altered behind a re-signed manifest. The native kernel
+    indexes rows without bounds checks, so this must hold before the first step. Dtypes are the
+    stored ones: a NumPy load would widen bfloat16 to float32 and hide it."""
+    needed = ["input_embeddings", "output_embeddings", *(["output_bias"] if nce else [])]
+    missing = [n for n in needed if n not in tensors]
+    if missing:
+        raise InputError(f"checkpoint {ckpt} has no {', '.join(missing)} (it holds "
+                         f"{', '.join(sorted(tensors)) or 'none'}); resume from another "
+                         "checkpoint ('embedlab ckpt RUN' lists them) or pass --restart to start "
+                         "over")
+    stored = {name: dtype for name, _, dtype in tensor_specs(ckpt)}
+    wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),
+              "output_bias": (vocab_size,)}
+    for name in needed:
+        array = tensors[name]
+        if array.shape != wanted[name] or stored.get(name) != "F32":
+            raise InputError(f"checkpoint {ckpt} holds {name} of shape {tuple(array.shape)} and "
+                             f"dtype {stored.get(name)}, but the run's vocabulary × dim needs "
+                             f"{wanted[name]} F32; resume from another checkpoint ('embedlab "
+                             "ckpt RUN' lists them) or pass --restart to start over")
+
+
+def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
+    """A run started by an embedlab whose step arithmetic differs resumes with this one's."""
+    started = started_step_revision(run_dir)
+    if started is not None and started != STEP_REVISION:
+        changes = "; ".join(STEP_CHANGES[r] for r in sorted(STEP_CHANGES)
+                            if started < r <= STEP_REVISION) or "an older step"
+        print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
+              f"revision {started}, this is revision {STEP_REVISION} ({changes}); it resumes "
+              "with this revision's step, so its result will differ from an uninterrupted run "
+              "of the old version — pass --restart for a run of one revision", file=out)

@@ -1,0 +1,53 @@
+"""What the loop reports: words/s over training time only, across the writers' opening and
+resumes (on a clock that only training steps advance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from .small_runs import Clock, logged, make_cfg, run_train
+
+
+def _slow_writers(monkeypatch: pytest.MonkeyPatch, clock: Clock, seconds: float) -> None:
+    """Opening the writers takes ``seconds`` on the trainer's clock (like a resume rewriting
+    large event files)."""
+    import embedlab.track.tracker as summaries
+
+    real = summaries.open_tracker
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        clock.now += seconds
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(summaries, "open_tracker", slow)
+
+
+def test_words_per_second_counts_training_time_only(
+        corpus: Path, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first window's clock started before the model was built and the writers opened, so
+    # the first words/s of every process was a fraction of the rest (40k against 200k)
+    _slow_writers(monkeypatch, clock, 100.0)
+    cfg = make_cfg(corpus, track={"log_every": 5})
+    run_train(cfg, tmp_path / "run")
+    rates = list(logged(tmp_path / "run", "train/words_per_sec").values())
+    assert len(rates) > 4
+    assert rates[0] == pytest.approx(float(np.median(rates[1:-1])), rel=0.5)
+
+
+def test_a_resumed_window_keeps_its_earlier_seconds(
+        corpus: Path, tmp_path: Path, clock: Clock) -> None:
+    # A checkpoint inside a logging window (step 7 of 5..10): the resumed window holds words of
+    # steps 6-7, trained by the first process; over the new process's seconds alone its rate
+    # came out 5/3 too high. Steps take 1 s on this clock, so the rates must agree exactly.
+    cfg = make_cfg(corpus, track={"log_every": 5})
+    run_train(cfg, tmp_path / "ref")
+    run_train(make_cfg(corpus, track={"log_every": 5}, max_steps=7), tmp_path / "cut")
+    run_train(cfg, tmp_path / "cut")
+    want = logged(tmp_path / "ref", "train/words_per_sec")
+    got = logged(tmp_path / "cut", "train/words_per_sec")
+    assert got.keys() == want.keys() and 10 in got
+    assert got[10] == pytest.approx(want[10], rel=1e-9)

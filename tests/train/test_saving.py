@@ -1,0 +1,75 @@
+"""When the loop saves: --checkpoint-every, --checkpoint-secs and the stretch by the time a
+save takes, on a clock that only training steps advance."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from embedlab.checkpoint import find_checkpoint, load_checkpoint
+from embedlab.train import saving
+
+from .small_runs import Clock, checkpoint_steps, make_cfg, run_train
+
+
+def test_a_tiny_checkpoint_secs_saves_after_every_step(corpus: Path, tmp_path: Path,
+                                                       clock: Clock) -> None:
+    # No --checkpoint-every: only the clock decides. Each step takes 1 s >= 1e-9 s and saves
+    # take no time, so every step is saved — the last one once, as the final checkpoint.
+    cfg = make_cfg(corpus, checkpoint={"every_secs": 1e-9, "keep": 10**6})
+    assert cfg.checkpoint.every_steps is None
+    result, _ = run_train(cfg, tmp_path / "run")
+    assert result.finished and result.step > 10
+    assert clock.saved == list(range(1, result.step + 1))
+    assert checkpoint_steps(tmp_path / "run") == clock.saved  # written, not just attempted
+    _, state = load_checkpoint(find_checkpoint(tmp_path / "run"))
+    assert state["finished"] and state["step"] == result.step
+
+
+def test_a_huge_checkpoint_secs_saves_only_the_final_step(corpus: Path, tmp_path: Path,
+                                                          clock: Clock) -> None:
+    cfg = make_cfg(corpus, checkpoint={"every_secs": 1e9, "keep": 10**6})
+    result, _ = run_train(cfg, tmp_path / "run")
+    assert result.finished and result.step > 10
+    assert clock.saved == [result.step]
+    assert checkpoint_steps(tmp_path / "run") == [result.step]
+
+
+@pytest.mark.parametrize(("every_secs", "save_seconds", "gap"), [
+    (1.0, 0.001, 1),  # 50 × 1 ms < 1 s: --checkpoint-secs rules, a save each step
+    (1.0, 0.09, 5),  # 50 × 0.09 s = 4.5 s: stretched to every 5th step (steps take 1 s)
+    (3.0, 0.01, 3),  # 50 × 0.01 s = 0.5 s < 3 s: --checkpoint-secs rules
+    (3.0, 0.15, 8),  # 50 × 0.15 s = 7.5 s > 3 s: the save's cost rules
+])
+def test_the_save_interval_stretches_with_the_time_a_save_takes(
+        corpus: Path, tmp_path: Path, clock: Clock, every_secs: float, save_seconds: float,
+        gap: int) -> None:
+    # Checkpointing must stay under 1/SAVE_TIME_FACTOR of the time: after a save that took d
+    # seconds the next time-based one waits max(--checkpoint-secs, SAVE_TIME_FACTOR · d).
+    # Before the first save there is no d yet, so the first one comes after --checkpoint-secs.
+    assert saving.SAVE_TIME_FACTOR == 50
+    clock.save_seconds = save_seconds
+    cfg = make_cfg(corpus, checkpoint={"every_secs": every_secs, "keep": 10**6})
+    result, _ = run_train(cfg, tmp_path / "run")
+    assert result.finished and result.step > 3 * gap
+    first = math.ceil(every_secs)
+    expected = [*range(first, result.step, gap), result.step]
+    assert clock.saved == expected
+    assert checkpoint_steps(tmp_path / "run") == expected
+
+
+def test_checkpoint_every_and_checkpoint_secs_whichever_comes_first(
+        corpus: Path, tmp_path: Path, clock: Clock) -> None:
+    # --checkpoint-every 10 and a 4 s cadence (steps take 1 s, saves nothing): both fire, and
+    # a step-based save restarts the clock (4, 8, 10, 14, 18, 20, ...).
+    cfg = make_cfg(corpus, checkpoint={"every_steps": 10, "every_secs": 4.0, "keep": 10**6})
+    result, _ = run_train(cfg, tmp_path / "run")
+    expected, last = [], 0
+    for step in range(1, result.step):
+        if step % 10 == 0 or step - last >= 4:
+            expected.append(step)
+            last = step
+    assert clock.saved == [*expected, result.step]
+    assert result.step > 20 and expected[:6] == [4, 8, 10, 14, 18, 20]

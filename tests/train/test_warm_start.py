@@ -1,0 +1,70 @@
+"""Warm start (--init-from): shared words' rows are copied, new words start fresh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from embedlab.checkpoint import find_checkpoint, load_checkpoint
+from embedlab.data.vocab import Vocab
+from embedlab.engines import build_engine
+from embedlab.engines.params import init_params
+from embedlab.engines.step import StepConfig
+from embedlab.errors import InputError
+from embedlab.seeding import mt19937_rng
+from embedlab.train.warm_start import warm_start
+
+from .small_runs import make_cfg, run_train, write_corpus
+
+
+def _overlapping_corpus(tmp_path: Path) -> Path:
+    """A corpus sharing w0..w99 with the reference's vocabulary and adding x0..x99."""
+    other = tmp_path / "other.txt"
+    text = write_corpus(tmp_path / "a.txt", lines=300, vocab=100, seed=5).read_text()
+    text += write_corpus(tmp_path / "b.txt", lines=300, vocab=100, seed=6, prefix="x").read_text()
+    other.write_text(text)
+    return other
+
+
+def _engine(params: Any) -> Any:
+    """A native engine training ``params`` (what a run's set-up builds)."""
+    return build_engine("native", StepConfig("skipgram", "neg", 5, 5, 16), params, None, 16)
+
+
+def test_warm_start_copies_shared_rows_only(reference: Path, tmp_path: Path) -> None:
+    src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
+    src, _ = load_checkpoint(find_checkpoint(reference))
+    words = ("w0", "w3", "new1", "w7", "new2")
+    vocab = Vocab(words, np.array([9, 8, 7, 6, 5], dtype=np.int64), None)
+    params = init_params(len(vocab), 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    fresh_in, fresh_out = params.w_in.copy(), params.w_out.copy()
+    message = warm_start(_engine(params), vocab, str(reference))
+    assert "copied 3 of 5 words' rows" in message and "2 new words" in message
+    for i, w in enumerate(words):
+        j = src_vocab.id(w)
+        if j is None:
+            assert np.array_equal(params.w_in[i], fresh_in[i])
+            assert np.array_equal(params.w_out[i], fresh_out[i])
+        else:
+            assert np.array_equal(params.w_in[i], src["input_embeddings"][j])
+            assert np.array_equal(params.w_out[i], src["output_embeddings"][j])
+
+
+def test_warm_start_refuses_another_dim(reference: Path) -> None:
+    vocab = Vocab(("w0",), np.array([5], dtype=np.int64), None)
+    params = init_params(1, 4, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    with pytest.raises(InputError, match="has dim 8, this run 4; pass a matching --dim"):
+        warm_start(_engine(params), vocab, str(reference))
+
+
+def test_init_from_says_what_was_copied(reference: Path, tmp_path: Path) -> None:
+    other = _overlapping_corpus(tmp_path)
+    cfg = make_cfg(other, init_from=str(reference), max_steps=1)
+    result, message = run_train(cfg, tmp_path / "warm")
+    src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
+    expected = sum(1 for w in result.vocab.words if src_vocab.id(w) is not None)
+    assert 10 < expected < len(result.vocab)
+    assert f"copied {expected} of {len(result.vocab)} words' rows" in message
