@@ -1,0 +1,136 @@
+"""Run folders made by an earlier embedlab resume with today's code and finish bit-identical.
+
+``tests/fixtures/legacy_runs/`` holds two tiny runs stopped part-way with ``--max-steps`` by
+embedlab 0.1.0 (commit c9eeca4; how: the README.md there). Each is copied, resumed the way a user
+does it (``embedlab train --run RUN``, nothing else, from a folder without the corpus: the run's
+``prepared/`` must suffice), and its final checkpoint must hold the very tensors that version
+wrote when it resumed the folder, which were also those of an uninterrupted run of the same
+command. The expected SHA-256s, steps and logged scalars below were recorded with that version;
+they are not to be regenerated with newer code, or a change of results would pass unnoticed.
+
+The native kernel is built with ``-march=native``, so the bits are those of this machine class
+(the one CI runs on); another CPU may round differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_runs"
+
+
+@dataclass(frozen=True)
+class Legacy:
+    name: str
+    start_step: int  # the fixture's latest checkpoint
+    final_step: int
+    tensors_sha256: str  # of checkpoints/ckpt-<final>/tensors.safetensors
+    metrics: list[dict[str, Any]]  # metrics.jsonl without the *_per_sec rates (timings)
+    # TensorBoard: the steps of every non-scalar tag, as EventAccumulator shows them
+    event_steps: dict[str, list[int]] = field(default_factory=dict)
+
+
+CASES = [
+    Legacy(
+        name="skipgram-neg-tb",  # skip-gram, negative sampling, native, TensorBoard on
+        start_step=10,
+        final_step=24,
+        tensors_sha256="55760ea63b4a5071de412d32ab7125e9dd308166362f14b9a1724f7a6304be43",
+        metrics=[
+            {"step": 4, "train/loss": 3.798854809829453, "train/lr": 0.02212478184991274,
+             "train/progress": 0.15602094240837697},
+            {"step": 8, "train/loss": 3.677975804522811, "train/lr": 0.017940663176265272,
+             "train/progress": 0.32338568935427575},
+            {"step": 12, "train/loss": 3.6908026371197202, "train/lr": 0.01287521815008726,
+             "train/progress": 0.5},
+            {"step": 16, "train/loss": 3.5699689632747322, "train/lr": 0.009816753926701572,
+             "train/progress": 0.6488656195462478},
+            {"step": 20, "train/loss": 3.5255407727395114, "train/lr": 0.005157068062827225,
+             "train/progress": 0.8551483420593369},
+            {"step": 24, "train/loss": 3.5101906667472025, "train/lr": 0.0004406631762652713,
+             "train/progress": 1.0},
+            {"step": 24, "final/loss": 3.5101906667472025},
+        ],
+        event_steps={tag: [5, 10, 15, 20, 24] for tag in (
+            "embeddings/pca", "embeddings/input", "embeddings/input_norm", "embeddings/output",
+            "embeddings/output_norm", "neighbours/text_summary")},
+    ),
+    Legacy(
+        name="cbow-nce",  # CBOW, NCE, native, --no-tensorboard
+        start_step=15,
+        final_step=24,
+        tensors_sha256="160bcc4b964bc2d06ca3a3e4aad639013b486ccb5eafdf40987bd00f91a8dea1",
+        metrics=[
+            {"step": 5, "train/loss": 5.799141802180272, "train/lr": 0.021099476439790578,
+             "train/progress": 0.21134380453752183},
+            {"step": 10, "train/loss": 5.202354567330501, "train/lr": 0.015383944153577661,
+             "train/progress": 0.4350785340314136},
+            {"step": 15, "train/loss": 4.515702387822844, "train/lr": 0.010728621291448519,
+             "train/progress": 0.6073298429319371},
+            {"step": 20, "train/loss": 4.020183090543099, "train/lr": 0.005157068062827225,
+             "train/progress": 0.8551483420593369},
+            # the last, partial logging window (steps 21-24 of --log-every 5) has no train/lr
+            {"step": 24, "train/loss": 3.9548711975570767, "train/progress": 1.0},
+            {"step": 24, "final/loss": 3.9548711975570767},
+        ],
+    ),
+]
+
+
+def _metrics(run: Path) -> list[dict[str, Any]]:
+    lines = (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return [{k: v for k, v in json.loads(line).items() if not k.endswith("_per_sec")}
+            for line in lines if line.strip()]
+
+
+def _check_events(run: Path, case: Legacy) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0, "tensors": 0, "images": 0,
+                                                    "histograms": 0}).Reload()
+    tags = acc.Tags()
+    # scalars: each logged step once, the values of metrics.jsonl (stored as float32)
+    for tag in ("train/loss", "train/lr", "train/progress", "final/loss"):
+        want = [(m["step"], float(np.float32(m[tag]))) for m in case.metrics if tag in m]
+        got = [(e.step, e.value) for e in acc.Scalars(tag)]
+        assert got == want, tag
+    steps = {tag: [e.step for e in acc.Images(tag)] for tag in tags["images"]}
+    steps |= {tag: [e.step for e in acc.Histograms(tag)] for tag in tags["histograms"]}
+    steps |= {tag: [e.step for e in acc.Tensors(tag)] for tag in tags["tensors"]}
+    assert steps == case.event_steps
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_legacy_run_resumes_bit_identical(case: Legacy, tmp_path: Path) -> None:
+    run = tmp_path / case.name
+    shutil.copytree(FIXTURES / case.name, run)
+    cwd = tmp_path / "elsewhere"  # the run recorded --corpus corpus.txt, absent here
+    cwd.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--run", str(run)],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    # resumed, not started over: the fixture's checkpoint is still there, untouched
+    start = f"checkpoints/ckpt-{case.start_step:08d}/MANIFEST.json"
+    assert (run / start).read_bytes() == (FIXTURES / case.name / start).read_bytes()
+
+    status = json.loads((run / "status.json").read_text(encoding="utf-8"))
+    assert (status["status"], status["step"]) == ("finished", case.final_step)
+    index = (run / "checkpoint").read_text(encoding="utf-8")
+    assert f"latest: ckpt-{case.final_step:08d}" in index.splitlines()
+    tensors = run / "checkpoints" / f"ckpt-{case.final_step:08d}" / "tensors.safetensors"
+    assert hashlib.sha256(tensors.read_bytes()).hexdigest() == case.tensors_sha256
+    assert _metrics(run) == case.metrics
+    if case.event_steps:
+        _check_events(run, case)
+    else:
+        assert not list(run.glob("events.out.tfevents.*"))
