@@ -1,7 +1,9 @@
 """embedlab: word2vec with first-class experiment management.
 
-The public Python API is deliberately small: :func:`load` returns a vectors object
-(see :mod:`embedlab.vectors`). Everything else is reached through the ``embedlab`` CLI.
+The public Python API is deliberately small: :func:`load` returns a vectors object (see
+:mod:`embedlab.vectors`), and ``embedlab.train(...)`` trains a run as ``embedlab train`` does
+(see :func:`embedlab.train.api.train`). Everything else is reached through the ``embedlab``
+CLI.
 """
 
 from __future__ import annotations
@@ -31,4 +33,14 @@ def load(path: Any, **kwargs: Any) -> Vectors:
     return _load(path, **kwargs)
 
 
-__all__ = ["__version__", "load"]
+def __getattr__(name: str) -> Any:
+    # embedlab.train: the package embedlab.train, which is callable (embedlab.train(corpus=...,
+    # dim=...)); imported on first use, so that `import embedlab` stays cheap
+    if name == "train":
+        import importlib
+
+        return importlib.import_module("embedlab.train")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["__version__", "load", "train"]

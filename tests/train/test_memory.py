@@ -133,7 +133,7 @@ def test_the_trainers_modules_leave_heavy_libraries_unimported() -> None:
     # Only a similarity evaluation needs scipy, and only a t-SNE plot scikit-learn.
     code = ("import sys\n"
             "import embedlab.cli.train, embedlab.train.trainer, embedlab.track.tracker\n"
-            "import embedlab.engines.native\n"
+            "import embedlab.train.api, embedlab.engines.native\n"
             "import embedlab.track.plots, embedlab.eval, embedlab.vectors\n"
             "print(sorted(m for m in ('scipy', 'sklearn', 'torch') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,10 +1,7 @@
-"""``embedlab train``: parse flags, pick the run folder, call the trainer."""
+"""``embedlab train``: parse the flags and call :func:`embedlab.train.api.train`."""
 
 from __future__ import annotations
 
-import errno
-import gc
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -12,56 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from embedlab.errors import InputError
-from embedlab.fsutil import missing_folders, remove_empty_folders
-
 if TYPE_CHECKING:
-    from embedlab.data.tokenise_child import PrepareAhead
-    from embedlab.run.lock import RunLock
-
-# flag name -> (config section or None for top level, config key)
-_FIELDS: dict[str, tuple[str | None, str]] = {
-    "corpus": ("data", "corpus"), "lowercase": ("data", "lowercase"),
-    "min_count": ("data", "min_count"), "max_vocab": ("data", "max_vocab"), "unk": ("data", "unk"),
-    "max_distinct": ("data", "max_distinct"),
-    "model": ("model", "model"), "loss": ("model", "loss"), "dim": ("model", "dim"),
-    "window": ("model", "window"), "negative": ("model", "negative"),
-    "shared_negatives": ("model", "shared_negatives"),
-    "negative_group": ("model", "negative_group"),
-    "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
-    "init": ("model", "init"), "init_scale": ("model", "init_scale"),
-    "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
-    "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
-    "interleave": ("optim", "interleave"),
-    "checkpoint_every": ("checkpoint", "every_steps"),
-    "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
-    "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
-    "log_every": ("track", "log_every"), "tensorboard": ("track", "tensorboard"),
-    "probe": ("track", "probe_words"), "projector_words": ("track", "projector_words"),
-    "projector_each_checkpoint": ("track", "projector_each_checkpoint"),
-    "progress": ("track", "progress"),
-    "eval_every": ("eval", "every_steps"), "eval_analogies": ("eval", "analogies"),
-    "eval_similarity": ("eval", "similarity"), "eval_restrict_vocab": ("eval", "restrict_vocab"),
-    "seed": (None, "seed"), "threads": (None, "threads"), "engine": (None, "engine"),
-    "max_steps": (None, "max_steps"),
-    "init_from": (None, "init_from"),
-}
-
-
-def _explicit(params: dict[str, Any]) -> dict[str, Any]:
-    """Only the flags the user actually gave, nested like TrainConfig.to_dict()."""
-    out: dict[str, Any] = {}
-    for name, (section, key) in _FIELDS.items():
-        value = params.get(name)
-        if value is None or value == ():
-            continue
-        if isinstance(value, tuple):
-            value = list(value)
-        if section is None:
-            out[key] = value
-        else:
-            out.setdefault(section, {})[key] = value
-    return out
+    from embedlab.train.state import TrainResult
 
 
 @click.command(context_settings={"show_default": True})
@@ -154,168 +103,19 @@ def _explicit(params: dict[str, Any]) -> dict[str, Any]:
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
-    # embedlab.run.folder is torch-free: a torch-engine run imports torch only after the corpus
-    # child started
-    from embedlab.run.folder import check_run_dir, check_runs_dir, choose_run_dir, move_aside
+    from embedlab.train.api import train as train_run
 
-    explicit = _explicit(params)
-    if run is None:
-        check_runs_dir(runs_dir)
-        run = choose_run_dir(runs_dir, explicit, preset)
-    check_run_dir(run)
-    if restart and from_ckpt:
-        raise InputError("--restart and --from exclude each other; pass one")
-    if restart:
-        # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
-        run = Path(os.path.abspath(run))
-    moved: Path | None = None
-    old_lock: RunLock | None = None
-    made = missing_folders(run.parent)  # the child's folder beside the run creates them
-    ahead = None
-    refused = False
-    try:
-        if restart and run.exists():
-            old_lock = _lock_for_restart(run)
-            try:
-                moved = move_aside(run)
-            except OSError as exc:
-                raise InputError(f"--restart: cannot move {run} aside ({exc.strerror or exc}); "
-                                 "check the permissions of its parent folder") from None
-            if old_lock is not None:
-                old_lock.moved_to(moved)
-            click.echo(f"embedlab: --restart: moved the old run to {moved}", err=True)
-        if not run.exists():
-            ahead = _prepare_ahead(run, explicit, preset)  # refuses bad flags of a new run
-        _train(run, explicit, preset, from_ckpt, ahead)
-    except BaseException:
-        # refused, Ctrl-C/SIGTERM, or a failure: what to undo depends on whether the new run
-        # exists (a signal after training began saved it; before, the trainer removed it)
-        refused = True
-        raise
-    finally:
-        if ahead is not None:
-            ahead.cancel()
-        # A --restart that ends before the new run's first checkpoint (a bad flag, corpus or
-        # --probe word, divergence, Ctrl-C before training began, out of memory, a full disk,
-        # a bug) puts the old run back: the trainer has removed the new folder it made. Still
-        # under the old run's lock.
-        if refused and moved is not None and not run.exists():
-            try:
-                moved.rename(run)
-            except OSError as exc:
-                click.echo(f"embedlab: warning: could not put the old run back "
-                           f"({exc.strerror or exc}); it is at {moved}: mv {moved} {run}",
-                           err=True)
-            else:
-                if old_lock is not None:
-                    old_lock.moved_to(run)
-                click.echo(f"embedlab: --restart: put the old run back at {run}", err=True)
-        if old_lock is not None:
-            old_lock.release()
-        if refused:  # e.g. an offline --corpus text8 with a new --runs-dir: leave no empty one
-            remove_empty_folders(made)
-
-
-def _lock_for_restart(run: Path) -> RunLock | None:
-    """The old run's lock, so that a run another process is training is refused before
-    anything moves (moving it pulled the folder from under that process). None for a folder
-    this user cannot write into: no trainer can hold it either, since the lock is a file in it,
-    and renaming it needs only its parent to be writable."""
-    from embedlab.run.lock import RunLock
-
-    try:
-        return RunLock(run, argv=sys.argv).acquire()
-    except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return None
-        raise
-
-
-def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
-                   ) -> PrepareAhead | None:
-    """A new torch-engine run on a big raw corpus: tokenise it in a child while this process
-    imports torch."""
-    from embedlab.config import TrainConfig, apply_preset
-    from embedlab.data.tokenise_child import PrepareAhead, should_prepare_ahead
-
-    cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
-    if not should_prepare_ahead(cfg.data, engine=cfg.engine_for()):
-        return None
-    return PrepareAhead.start(cfg.data, run, progress=cfg.track.progress and sys.stderr.isatty())
-
-
-def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
-           ahead: PrepareAhead | None) -> None:
-    from embedlab.run.folder import resolve_config
-    from embedlab.run.signals import deferred_interrupt
-
-    with deferred_interrupt():  # numpy: see deferred_interrupt
-        from embedlab.train.trainer import train as run_training
-
-    cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
-    if cfg.engine_for() == "torch":
-        # imported now, while a tokenising child works (ahead), not after waiting for it, and
-        # before the freeze below; torch's C++ import swallows a Ctrl-C: see deferred_interrupt
-        from embedlab.engines import engine_module
-
-        with deferred_interrupt():
-            engine_module("torch")  # imports torch, or says in one line how to install it
-    # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
-    # every check has passed, so a refused command leaves them where they were
-    resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
-    # The objects imported so far outlive training: freezing them keeps the cyclic collector
-    # from rescanning them in every full collection (docs/performance.md).
-    gc.freeze()
-    try:
-        result = run_training(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,
-                              abandon_newer=resume_from is not None)
-    finally:
-        gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
-    loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
-    if result.finished:
-        state = "finished"
-    elif cfg.max_steps is not None and result.step > cfg.max_steps:  # nothing was trained
-        state = f"already past --max-steps {cfg.max_steps}"
-    else:
-        state = f"stopped at --max-steps {cfg.max_steps}"
-    click.echo(f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "
-               f"{loss}, {result.train_seconds:.1f} s training; vectors in {run}", err=True)
-    if cfg.data.corpus == "demo" and result.finished:
+    result = train_run(run=run, runs_dir=runs_dir, preset=preset, restart=restart,
+                       from_checkpoint=from_ckpt, **params)
+    if result.config.data.corpus == "demo" and result.finished:
         _demo_report(result)
 
 
-def _resolve_from(run: Path, from_ckpt: str) -> str:
-    from embedlab.checkpoint import CheckpointManager, find_checkpoint
-
-    if from_ckpt == "best":
-        return str(find_checkpoint(run, best=True))
-    path = Path(from_ckpt)
-    if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
-        path = run / "checkpoints" / from_ckpt
-    if not path.exists():
-        # the generic "pass a run folder" of find_checkpoint does not fit --from
-        have = [info.path.name for info in CheckpointManager(run).list(check=False)]
-        listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
-                  if have else f"{run} has no checkpoints")
-        raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "
-                         f"them, 'best' or a checkpoint folder (list them: embedlab ckpt {run})")
-    ckpt = find_checkpoint(path)
-    # Another run's checkpoint would continue that run's weights under this run's name, config
-    # and history; starting from other vectors is what --init-from is for.
-    if not ckpt.resolve().is_relative_to(run.resolve()):
-        raise InputError(f"--from {from_ckpt}: {ckpt} is not a checkpoint of run {run}; --from "
-                         f"takes the run's own checkpoints (list them: embedlab ckpt {run}). To "
-                         f"start a new run from its vectors, pass --init-from {from_ckpt} with "
-                         "a new --run")
-    return str(ckpt)
-
-
-def _demo_report(result: Any) -> None:
+def _demo_report(result: TrainResult) -> None:
     """What `make demo` shows: planted-analogy accuracy and a few neighbour lists."""
     from embedlab.data.demo import demo_probe_words, write_questions
-    from embedlab.vectors import Vectors
 
-    vectors = Vectors(result.vocab.words, result.w_in, result.vocab.counts)
+    vectors = result.vectors
     with tempfile.TemporaryDirectory() as tmp:
         questions = write_questions(Path(tmp) / "questions.txt")
         res = vectors.evaluate_analogies(questions)

@@ -157,7 +157,7 @@ def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
 def _result(run: TrainingRun, finished: bool) -> TrainResult:
     s = run.state
     return TrainResult(run.run_dir, s.step, s.words_seen, s.last_loss, s.train_seconds,
-                       finished, run.vocab, run.engine.input_vectors)
+                       finished, run.vocab, run.engine.input_vectors, run.cfg)
 
 
 def _diverged(run: TrainingRun, loss: float, saved_step: int) -> InputError:

@@ -21,6 +21,7 @@ import numpy as np
 from embedlab.data.pairs import Cursor
 
 if TYPE_CHECKING:
+    from embedlab.config import TrainConfig
     from embedlab.data.pairs import Batch
     from embedlab.data.vocab import Vocab
     from embedlab.vectors import Vectors
@@ -153,8 +154,8 @@ class TrainState:
 
 @dataclass
 class TrainResult:
-    """Where a call to train left the run: its folder, position, last logged loss, and the
-    input vectors (the engine's array, not a copy) with their vocabulary."""
+    """Where a call to train left the run: its folder, position, last logged loss, the input
+    vectors (the engine's array, not a copy) with their vocabulary, and the run's config."""
 
     run_dir: Path
     step: int
@@ -164,6 +165,7 @@ class TrainResult:
     finished: bool
     vocab: Vocab
     w_in: np.ndarray
+    config: TrainConfig
 
     @property
     def vectors(self) -> Vectors:

@@ -1,0 +1,231 @@
+"""Training from Python, as ``embedlab train`` trains from a shell: ``embedlab.train(...)``.
+
+Both pick the run folder the same way (the same automatic names under ``runs_dir``), resume a
+run the same way, print the same lines on stderr and write the same files; the command only
+parses its flags and calls :func:`train`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import gc
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from embedlab.errors import InputError
+from embedlab.fsutil import missing_folders, remove_empty_folders
+from embedlab.run.folder import check_run_dir, check_runs_dir, choose_run_dir, resolve_config
+
+if TYPE_CHECKING:
+    from embedlab.config import TrainConfig
+    from embedlab.data.tokenise_child import PrepareAhead
+    from embedlab.train.state import TrainResult
+
+#: option (a flag of ``embedlab train`` with underscores) -> (config section, or None for the
+#: top level, and key)
+OPTIONS: dict[str, tuple[str | None, str]] = {
+    "corpus": ("data", "corpus"), "lowercase": ("data", "lowercase"),
+    "min_count": ("data", "min_count"), "max_vocab": ("data", "max_vocab"), "unk": ("data", "unk"),
+    "max_distinct": ("data", "max_distinct"),
+    "model": ("model", "model"), "loss": ("model", "loss"), "dim": ("model", "dim"),
+    "window": ("model", "window"), "negative": ("model", "negative"),
+    "shared_negatives": ("model", "shared_negatives"),
+    "negative_group": ("model", "negative_group"),
+    "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
+    "init": ("model", "init"), "init_scale": ("model", "init_scale"),
+    "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
+    "interleave": ("optim", "interleave"),
+    "checkpoint_every": ("checkpoint", "every_steps"),
+    "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
+    "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
+    "log_every": ("track", "log_every"), "tensorboard": ("track", "tensorboard"),
+    "probe": ("track", "probe_words"), "projector_words": ("track", "projector_words"),
+    "projector_each_checkpoint": ("track", "projector_each_checkpoint"),
+    "progress": ("track", "progress"),
+    "eval_every": ("eval", "every_steps"), "eval_analogies": ("eval", "analogies"),
+    "eval_similarity": ("eval", "similarity"), "eval_restrict_vocab": ("eval", "restrict_vocab"),
+    "seed": (None, "seed"), "threads": (None, "threads"), "engine": (None, "engine"),
+    "max_steps": (None, "max_steps"),
+    "init_from": (None, "init_from"),
+}
+#: options that take several values (flags given more than once)
+LISTS = ("probe", "eval_similarity")
+
+
+def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[str] | None = None,
+          runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
+          restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None,
+          **options: Any) -> TrainResult:
+    """Train word2vec into a run folder, or resume the run there; ``embedlab train`` in Python.
+
+    ``corpus``: ``"demo"`` (built in, the default for a new run), ``"text8"`` (downloaded), a
+    file or folder of text, or a folder made by ``embedlab prepare``. ``run``: the run folder,
+    created, or resumed from its latest verified checkpoint; None names one under ``runs_dir``
+    from the options that differ from the defaults (``runs/demo-sg``, ``runs/text8-sg-d200``),
+    and a call with the same options resumes it. ``preset``: a named configuration
+    (``"cs20"``); options override it. ``restart``: start the run over, moving the old folder
+    aside to ``RUN.old-<time>``. ``from_checkpoint``: resume from this checkpoint of the run
+    (a folder, or ``"best"``), moving newer ones aside.
+
+    ``options``: the other flags of ``embedlab train``, named with underscores and taking the
+    same values — ``dim=100``, ``window=5``, ``epochs=5``, ``model="cbow"``, ``loss="nce"``,
+    ``engine="native"``, ``threads=2``, ``seed=1``, ``max_steps=1000``, ``tensorboard=False``,
+    ``probe=["king", "queen"]``, ``eval_similarity=["ws353.tsv"]`` and so on (see
+    :data:`OPTIONS`). An option left out (or None) is the default for a new run and the stored
+    value for a resumed one. An unknown name raises :class:`~embedlab.errors.InputError`.
+
+    Prints what ``embedlab train`` prints on stderr (a progress bar only on a terminal).
+    Returns a :class:`~embedlab.train.state.TrainResult`: ``vectors`` (the trained
+    :class:`~embedlab.vectors.Vectors`), ``run_dir``, ``step``, ``loss``, ``words_seen``,
+    ``finished`` and the resolved ``config``. Refused input raises ``InputError`` (the one-line
+    message the command prints); SIGINT/SIGTERM save a checkpoint and raise
+    :class:`~embedlab.errors.TrainingInterrupted`.
+    """
+    explicit = explicit_options({"corpus": corpus, **options})
+    if run is None:
+        check_runs_dir(Path(runs_dir))
+        run_dir = choose_run_dir(Path(runs_dir), explicit, preset)
+    else:
+        run_dir = Path(run)
+    check_run_dir(run_dir)
+    if restart and from_checkpoint:
+        raise InputError("--restart and --from exclude each other; pass one")
+    if restart:
+        # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
+        run_dir = Path(os.path.abspath(run_dir))
+    made = missing_folders(run_dir.parent)  # the child's folder beside the run creates them
+    try:
+        with contextlib.ExitStack() as stack:
+            if restart and run_dir.exists():
+                from embedlab.train.restart import old_run_moved_aside
+
+                stack.enter_context(old_run_moved_aside(run_dir))
+            ahead = None if run_dir.exists() else _prepare_ahead(run_dir, explicit, preset)
+            if ahead is not None:
+                stack.callback(ahead.cancel)
+            return _train(run_dir, explicit, preset,
+                          None if from_checkpoint is None else os.fspath(from_checkpoint), ahead)
+    except BaseException:
+        # e.g. an offline corpus="text8" with a new runs_dir: leave no empty one
+        remove_empty_folders(made)
+        raise
+
+
+def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options given (not None), nested like ``TrainConfig.to_dict()``: what a run's config
+    takes from the caller."""
+    for name in options:
+        if name not in OPTIONS:
+            raise _unknown_option(name)
+    out: dict[str, Any] = {}
+    for name in OPTIONS:
+        value = options.get(name)
+        if value is None or value == ():
+            continue
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if name in LISTS:
+            value = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+        section, key = OPTIONS[name]
+        if section is None:
+            out[key] = value
+        else:
+            out.setdefault(section, {})[key] = value
+    return out
+
+
+def _unknown_option(name: str) -> InputError:
+    names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint"]
+    close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
+        difflib.get_close_matches(name, names, n=1)
+    hint = f"did you mean {close[0]}=? " if close else ""
+    return InputError(f"embedlab.train() got an unknown option {name}=; {hint}its options are "
+                      "the flags of 'embedlab train' with underscores (dim=, window=, epochs=, "
+                      "...): see help(embedlab.train.api.train)")
+
+
+def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
+                   ) -> PrepareAhead | None:
+    """A new torch-engine run on a big raw corpus: tokenise it in a child while this process
+    imports torch."""
+    from embedlab.config import TrainConfig, apply_preset
+    from embedlab.data.tokenise_child import PrepareAhead, should_prepare_ahead
+
+    cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
+    if not should_prepare_ahead(cfg.data, engine=cfg.engine_for()):
+        return None
+    return PrepareAhead.start(cfg.data, run, progress=cfg.track.progress and sys.stderr.isatty())
+
+
+def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: str | None,
+           ahead: PrepareAhead | None) -> TrainResult:
+    from embedlab.engines import engine_module
+    from embedlab.run.signals import deferred_interrupt
+
+    with deferred_interrupt():  # numpy: see deferred_interrupt
+        from embedlab.train.trainer import train as train_run
+
+    cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
+    if cfg.engine_for() == "torch":
+        # imported now, while a tokenising child works (ahead), not after waiting for it, and
+        # before the freeze below; torch's C++ import swallows a Ctrl-C: see deferred_interrupt
+        with deferred_interrupt():
+            engine_module("torch")  # imports torch, or says in one line how to install it
+    # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
+    # every check has passed, so a refused command leaves them where they were
+    resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
+    # The objects imported so far outlive training: freezing them keeps the cyclic collector
+    # from rescanning them in every full collection (docs/performance.md).
+    gc.freeze()
+    try:
+        result = train_run(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,
+                           abandon_newer=resume_from is not None)
+    finally:
+        gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
+    print(_summary(result, cfg), file=sys.stderr)
+    return result
+
+
+def _summary(result: TrainResult, cfg: TrainConfig) -> str:
+    """The line that says how the call ended."""
+    loss = f"{result.loss:.4f}" if result.loss is not None else "n/a"
+    if result.finished:
+        state = "finished"
+    elif cfg.max_steps is not None and result.step > cfg.max_steps:  # nothing was trained
+        state = f"already past --max-steps {cfg.max_steps}"
+    else:
+        state = f"stopped at --max-steps {cfg.max_steps}"
+    return (f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "
+            f"{loss}, {result.train_seconds:.1f} s training; vectors in {result.run_dir}")
+
+
+def _resolve_from(run: Path, from_ckpt: str) -> str:
+    from embedlab.checkpoint import CheckpointManager, find_checkpoint
+
+    if from_ckpt == "best":
+        return str(find_checkpoint(run, best=True))
+    path = Path(from_ckpt)
+    if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
+        path = run / "checkpoints" / from_ckpt
+    if not path.exists():
+        # the generic "pass a run folder" of find_checkpoint does not fit --from
+        have = [info.path.name for info in CheckpointManager(run).list(check=False)]
+        listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
+                  if have else f"{run} has no checkpoints")
+        raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "
+                         f"them, 'best' or a checkpoint folder (list them: embedlab ckpt {run})")
+    ckpt = find_checkpoint(path)
+    # Another run's checkpoint would continue that run's weights under this run's name, config
+    # and history; starting from other vectors is what --init-from is for.
+    if not ckpt.resolve().is_relative_to(run.resolve()):
+        raise InputError(f"--from {from_ckpt}: {ckpt} is not a checkpoint of run {run}; --from "
+                         f"takes the run's own checkpoints (list them: embedlab ckpt {run}). To "
+                         f"start a new run from its vectors, pass --init-from {from_ckpt} with "
+                         "a new --run")
+    return str(ckpt)

@@ -1,0 +1,70 @@
+"""``--restart``: the old run is moved aside, never deleted, and comes back if the new one fails.
+
+The old folder goes to a sibling ``RUN.old-<time>`` under the old run's lock, so a run another
+process is training is refused before anything moves. If the new run ends before its first
+checkpoint (a bad flag, corpus or --probe word, divergence, Ctrl-C before training began, out
+of memory, a full disk, a bug), the trainer has removed the new folder it made, and the old run
+is put back where it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from embedlab.errors import InputError, warn
+from embedlab.run.folder import move_aside
+from embedlab.run.lock import RunLock
+
+
+@contextlib.contextmanager
+def old_run_moved_aside(run: Path) -> Iterator[Path]:
+    """Move the run in ``run`` aside for the block (which starts the new run); yields where it
+    went. Put back when the block fails and left no new run behind."""
+    old_lock = _lock_for_restart(run)
+    try:
+        try:
+            moved = move_aside(run)
+        except OSError as exc:
+            raise InputError(f"--restart: cannot move {run} aside ({exc.strerror or exc}); "
+                             "check the permissions of its parent folder") from None
+        if old_lock is not None:
+            old_lock.moved_to(moved)
+        print(f"embedlab: --restart: moved the old run to {moved}", file=sys.stderr)
+        try:
+            yield moved
+        except BaseException:
+            if not run.exists():  # still under the old run's lock
+                _put_back(moved, run, old_lock)
+            raise
+    finally:
+        if old_lock is not None:
+            old_lock.release()
+
+
+def _put_back(moved: Path, run: Path, old_lock: RunLock | None) -> None:
+    try:
+        moved.rename(run)
+    except OSError as exc:
+        warn(f"could not put the old run back ({exc.strerror or exc}); it is at {moved}: "
+             f"mv {moved} {run}")
+    else:
+        if old_lock is not None:
+            old_lock.moved_to(run)
+        print(f"embedlab: --restart: put the old run back at {run}", file=sys.stderr)
+
+
+def _lock_for_restart(run: Path) -> RunLock | None:
+    """The old run's lock, so that a run another process is training is refused before
+    anything moves (moving it pulled the folder from under that process). None for a folder
+    this user cannot write into: no trainer can hold it either, since the lock is a file in it,
+    and renaming it needs only its parent to be writable."""
+    try:
+        return RunLock(run, argv=sys.argv).acquire()
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return None
+        raise
