@@ -19,7 +19,7 @@ from embedlab.engines.base import Engine
 from embedlab.engines.params import Word2VecParams, init_params
 from embedlab.engines.step import StepConfig, TrainStep, band_block_length
 from embedlab.engines.torch import Band
-from embedlab.seeding import mt19937_rng, torch_generator
+from embedlab.seeding import mt19937_rng
 
 V, D, W = 40, 8, 2
 
@@ -149,43 +149,6 @@ def test_mean_reduction_scales_by_pairs() -> None:
     make_step(StepConfig("skipgram", "neg", W, 5, 8, "mean"), b, None, stream.rows,
               engine="torch")(batch, 0.5 * batch.n_pairs)
     np.testing.assert_allclose(a.w_in, b.w_in, rtol=1.3e-6, atol=1e-5)
-
-
-def test_uniform_init_is_the_lectures() -> None:
-    p = init_params(10, 4, init="uniform", nce=True, rng=mt19937_rng(1, "init"))
-    assert (p.w_in >= 0).all() and (p.w_in < 1).all() and p.b_out is not None
-    q = init_params(10, 4, init="centered", nce=False, rng=mt19937_rng(1, "init"))
-    assert np.abs(q.w_in).max() <= 0.5 / 4 and not q.w_out.any() and q.b_out is None
-    assert all(a.dtype == np.float32 and a.flags.c_contiguous for a in (*q.tensors().values(),
-                                                                        p.b_out))
-
-
-def test_init_scale_widens_the_centred_start_exactly() -> None:
-    one = init_params(50, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
-    eight = init_params(50, 8, init="centered", nce=False, scale=8.0, rng=mt19937_rng(1, "init"))
-    assert np.abs(one.w_in).max() <= 0.5 / 8 < np.abs(eight.w_in).max() <= 4.0 / 8
-    np.testing.assert_allclose(eight.w_in, one.w_in * 8.0, rtol=1e-6)  # same draws, only wider
-    assert not eight.w_out.any()
-    lecture = init_params(50, 8, init="uniform", nce=False, scale=8.0,
-                          rng=mt19937_rng(1, "init"))
-    assert (lecture.w_in >= 0).all() and (lecture.w_in < 1).all()  # the scale is not applied
-
-
-@pytest.mark.parametrize(("vocab", "dim", "scale"), [(7, 3, 1.0), (300, 100, 8.0),
-                                                      (1000, 128, 12.0), (50, 13, 0.3)])
-def test_init_has_the_bits_earlier_versions_drew_with_torch(vocab: int, dim: int,
-                                                            scale: float) -> None:
-    """embedlab drew the initial vectors with torch.rand before the training process stopped
-    importing torch: a run of an older version, restarted, starts from the same vectors."""
-    g = torch_generator(4, "init")
-    old = torch.rand(vocab, dim, generator=g, dtype=torch.float32)
-    old.sub_(0.5).mul_(scale).div_(dim)
-    new = init_params(vocab, dim, init="centered", nce=False, scale=scale,
-                      rng=mt19937_rng(4, "init"))
-    assert new.w_in.tobytes() == old.numpy().tobytes()
-    uniform = torch.rand(vocab, dim, generator=torch_generator(4, "init"), dtype=torch.float32)
-    lecture = init_params(vocab, dim, init="uniform", nce=False, rng=mt19937_rng(4, "init"))
-    assert lecture.w_in.tobytes() == uniform.numpy().tobytes()
 
 
 def test_band_rejects_rows_not_multiple_of_block() -> None:
