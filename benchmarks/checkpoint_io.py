@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedlab import checkpoint as ck
 from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint
-from embedlab.train.trainer import SAVE_TIME_FACTOR
+from embedlab.checkpoint import format as ck
+from embedlab.train.saving import SAVE_TIME_FACTOR
 
 DEFAULT_SECS = 120.0
 

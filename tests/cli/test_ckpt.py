@@ -166,7 +166,7 @@ def _export_fails_with(error: OSError, run: Path, out: Path, monkeypatch: pytest
                        capsys: pytest.CaptureFixture[str]) -> str:
     """stderr of ``ckpt RUN --export-subset OUT`` when writing the checkpoint raises ``error``
     (after checking the exit status is 2)."""
-    from embedlab import checkpoint as ck
+    from embedlab.checkpoint import manager as ck
 
     def fail(*args: object, **kwargs: object) -> None:
         raise error

@@ -1,0 +1,251 @@
+"""Finding a verified checkpoint and loading its tensors and state, without unpickling.
+
+Tensors come back as NumPy arrays unless torch tensors are asked for (``framework="pt"``); the
+state is checked for the shape its readers expect, so a damaged or re-signed checkpoint is a
+one-line :class:`InputError` naming the fix rather than a traceback deep in a resume.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import safetensors.numpy
+from safetensors import safe_open
+
+from embedlab.checkpoint.format import (
+    CKPT_DIR,
+    MANIFEST_FILE,
+    NOT_NUMPY_DTYPES,
+    STATE_FILE,
+    TENSORS_FILE,
+    Framework,
+    ckpt_name,
+    committed_folders,
+    parse_step,
+    verify,
+)
+from embedlab.checkpoint.index import INDEX_FILE, read_index
+from embedlab.checkpoint.manager import CheckpointManager
+from embedlab.errors import InputError
+from embedlab.fsutil import clip
+
+
+def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = False) -> Path:
+    """A verified checkpoint folder from a run folder or a checkpoint folder.
+
+    For a run folder: ``step`` picks that step, ``best`` the index's best, otherwise the newest
+    verified one (skipping bad ones with a warning). Raises :class:`InputError` naming the fix.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p} does not exist; pass a run folder or a checkpoint folder")
+    if step is not None and best:
+        raise InputError("--step and --best are mutually exclusive; pass one of them")
+    if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
+        return _verified_or_fail(p)
+    root = p / CKPT_DIR
+    if not root.is_dir():
+        raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
+                         "that has been trained, or a checkpoint folder")
+    if step is not None:
+        target = root / ckpt_name(step)
+        if not target.is_dir():
+            have = ", ".join(str(s) for s in sorted(committed_folders(root))) or "none"
+            raise InputError(f"{p} has no checkpoint at step {step} (available: {have}); "
+                             "run 'embedlab ckpt RUN' to list them")
+        return _verified_or_fail(target)
+    if best:
+        index = read_index(p)
+        if index.best is None:
+            raise InputError(f"{p} has no best checkpoint recorded in {INDEX_FILE}; "
+                             "use the latest one (drop --best) or pick one with --step")
+        return _verified_or_fail(root / ckpt_name(index.best))
+    found = CheckpointManager(p).latest()
+    if found is None:
+        raise InputError(f"no verified checkpoint in {p}; every checkpoint folder is incomplete "
+                         "or corrupted - start a new run or restore the folder from a backup")
+    return found
+
+
+def _verified_or_fail(ckpt_dir: Path) -> Path:
+    if not ckpt_dir.is_dir():
+        raise InputError(f"checkpoint {ckpt_dir} is missing; run 'embedlab ckpt RUN' to list them")
+    problem = verify(ckpt_dir)
+    if problem is not None:
+        raise InputError(f"checkpoint {ckpt_dir} failed verification: {problem}; use another "
+                         "checkpoint ('embedlab ckpt RUN' lists them)")
+    return ckpt_dir
+
+
+def _unreadable(ckpt_dir: Path, exc: BaseException) -> InputError:
+    """The one line for a checkpoint whose files verify but cannot be parsed (re-signed)."""
+    what = str(exc) if isinstance(exc, (OSError, ValueError)) else \
+        f"{type(exc).__name__}: {exc}"  # SafetensorError is not a ValueError in every version
+    return InputError(f"cannot read checkpoint {ckpt_dir} ({what}); use another checkpoint "
+                      "('embedlab ckpt RUN' lists them)")
+
+
+# ---- the state's shape -----------------------------------------------------------------------
+
+def _spec_problem(value: Any, spec: Any) -> str | None:
+    """None when ``value`` fits ``spec`` (see :func:`check_state`), else what it should be."""
+    if isinstance(spec, tuple):
+        problems = [_spec_problem(value, s) for s in spec]
+        return None if None in problems else " or ".join(p for p in problems if p)
+    if spec is None:
+        return None if value is None else "null"
+    if isinstance(spec, Mapping):
+        if not isinstance(value, dict):
+            return f"an object with {', '.join(spec)}"
+        for key, sub in spec.items():
+            problem = "present" if key not in value else _spec_problem(value[key], sub)
+            if problem is not None:
+                return f"an object whose {key!r} is {problem}"
+        return None
+    if spec is int:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+        return None if ok else "a whole number >= 0"
+    if spec is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "a number"
+    return None if isinstance(value, spec) else f"a {spec.__name__}"
+
+
+def check_state(ckpt_dir: Path | str, state: Mapping[str, Any],
+                spec: Mapping[str, Any]) -> None:
+    """Raise :class:`InputError` when a field of ``state`` does not have the shape ``spec`` gives.
+
+    The files of a checkpoint are hashed, but a re-signed manifest (or a bug) can still carry a
+    state.json of the wrong shape; this turns that into the one line of a damaged checkpoint
+    instead of a KeyError deep in a resume. ``spec`` maps a key to ``int`` (a whole number
+    >= 0: steps, counts, positions), ``float`` (any number), ``str``, ``bool``, ``None``, a
+    tuple of these (any of them) or a mapping (an object whose keys must all be present).
+    Top-level keys may be absent (callers have defaults); present ones must fit.
+    """
+    for key, sub in spec.items():
+        if key in state:
+            problem = _spec_problem(state[key], sub)
+            if problem is not None:
+                raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has "
+                                 f"{key!r} = {clip(json.dumps(state[key]))}, not {problem}; use "
+                                 "another checkpoint ('embedlab ckpt RUN' lists them)")
+
+
+def _check_own_fields(ckpt_dir: Path, state: dict[str, Any]) -> None:
+    """``step`` and ``metrics``, which :meth:`CheckpointManager.save` always writes."""
+    if "step" not in state:
+        raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has no 'step'; use "
+                         "another checkpoint ('embedlab ckpt RUN' lists them)")
+    check_state(ckpt_dir, state, {"step": int})
+    metrics = state.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()):
+        raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has 'metrics' = "
+                         f"{clip(json.dumps(metrics))}, not an object of numbers; use another "
+                         "checkpoint ('embedlab ckpt RUN' lists them)")
+    named = parse_step(ckpt_dir.name)
+    if named is not None and named != state["step"]:
+        raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} says step "
+                         f"{state['step']}, its folder name step {named}; use another "
+                         "checkpoint ('embedlab ckpt RUN' lists them)")
+
+
+# ---- loading ---------------------------------------------------------------------------------
+
+def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
+                    names: Iterable[str] | None = None,
+                    rename: Mapping[str, str] | None = None,
+                    state_spec: Mapping[str, Any] | None = None,
+                    framework: Framework = "numpy",
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load tensors and state of one checkpoint folder (no unpickling anywhere).
+
+    ``framework``: ``"numpy"`` gives NumPy arrays (and imports no torch, unless a tensor has a
+    dtype NumPy lacks: bfloat16 and float8 come back widened to float32); ``"pt"`` gives torch
+    tensors of the stored dtypes.
+
+    ``names``: stored tensor names to load (default: all). ``rename``: ``{new_name: stored_name}``
+    (the CLI's ``--map new=old``); stored names not mentioned keep their names, and a stored
+    name in ``rename`` is loaded even when ``names`` omits it. Raises :class:`InputError` naming
+    missing tensors and the available ones. The state always has ``step`` (an int >= 0, that of
+    the folder's name) and ``metrics`` (numbers); ``state_spec`` checks the caller's own fields
+    (:func:`check_state`). A state of the wrong shape is a one-line :class:`InputError`.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    if verify:
+        _verified_or_fail(ckpt_dir)
+    rename = dict(rename or {})
+    try:
+        with safe_open(str(ckpt_dir / TENSORS_FILE), framework="numpy") as f:
+            stored = list(f.keys())
+            wanted = list(names) if names is not None else list(stored)
+            wanted += [old for old in rename.values() if old not in wanted]
+            missing = [n for n in wanted if n not in stored]
+            if missing:
+                raise InputError(f"checkpoint {ckpt_dir} has no tensor named "
+                                 f"{', '.join(missing)}; it has: {', '.join(sorted(stored))}")
+            out_names = _output_names(wanted, rename)
+            widen = framework == "numpy" and any(
+                f.get_slice(n).get_dtype() in NOT_NUMPY_DTYPES for n in wanted)
+        loaded = _read_tensors(ckpt_dir / TENSORS_FILE, wanted, "pt" if widen else framework,
+                               everything=len(wanted) == len(stored) and names is None)
+        if widen:
+            loaded = {n: t.float().numpy() if t.is_floating_point() else t.numpy()
+                      for n, t in loaded.items()}
+        state = json.loads((ckpt_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except InputError:
+        raise
+    except Exception as exc:  # OSError, ValueError (JSON), SafetensorError
+        raise _unreadable(ckpt_dir, exc) from None
+    if not isinstance(state, dict):
+        raise InputError(f"{ckpt_dir / STATE_FILE} is not a JSON object; use another checkpoint")
+    _check_own_fields(ckpt_dir, state)
+    if state_spec is not None:
+        check_state(ckpt_dir, state, state_spec)
+    return {out_names[n]: loaded[n] for n in wanted}, state
+
+
+def _read_tensors(path: Path, names: list[str], framework: Framework, *,
+                  everything: bool) -> dict[str, Any]:
+    if everything:  # one pass for the full set
+        if framework == "numpy":
+            return safetensors.numpy.load_file(str(path))
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    with safe_open(str(path), framework=framework) as f:
+        return {n: f.get_tensor(n) for n in names}
+
+
+def _output_names(wanted: list[str], rename: Mapping[str, str]) -> dict[str, str]:
+    """stored name -> output name; refuses two tensors ending up under one name."""
+    reverse: dict[str, str] = {}
+    for new, old in rename.items():
+        if old in reverse:
+            raise InputError(f"--map names {old!r} twice ({reverse[old]!r} and {new!r}); "
+                             "map each stored tensor once")
+        reverse[old] = new
+    out = {n: reverse.get(n, n) for n in wanted}
+    seen: dict[str, str] = {}
+    for old, new in out.items():
+        if new in seen:
+            raise InputError(f"--map would give two tensors the name {new!r} ({seen[new]!r} and "
+                             f"{old!r}); pick another new name")
+        seen[new] = old
+    return out
+
+
+def tensor_specs(ckpt_dir: Path | str) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, shape, dtype) of every stored tensor, read from the header only (no data)."""
+    out = []
+    try:
+        with safe_open(str(Path(ckpt_dir) / TENSORS_FILE), framework="numpy") as f:
+            for name in sorted(f.keys()):
+                sl = f.get_slice(name)
+                out.append((name, tuple(sl.get_shape()), str(sl.get_dtype())))
+    except Exception as exc:  # a verified but unparsable file (re-signed): as load_checkpoint
+        raise _unreadable(Path(ckpt_dir), exc) from None
+    return out

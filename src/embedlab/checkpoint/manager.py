@@ -1,0 +1,298 @@
+"""Saving a run's checkpoints and deciding which ones to keep.
+
+A save writes ``ckpt-N.tmp-XXXX/`` (data files, then the manifest, all fsynced), renames it to
+``ckpt-N/``, deletes what retention lets go, then rewrites the index. Retention keeps the latest
+K, the best by a named metric, the archived ones (every N steps), and the checkpoint a run
+resumed from until a newer one is committed; it deletes only folders that are ours.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import secrets
+import shutil
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from embedlab.checkpoint.format import (
+    CKPT_DIR,
+    STATE_FILE,
+    CheckpointError,
+    ckpt_name,
+    committed_folders,
+    created_time,
+    has_manifest,
+    read_manifest,
+    verify,
+    write_manifest,
+    write_state,
+    write_tensors,
+)
+from embedlab.checkpoint.index import INDEX_FILE, Index, Role, read_index
+from embedlab.errors import InputError, warn
+from embedlab.fsutil import atomic_write_text, commit_folder
+
+
+@dataclass(frozen=True)
+class CheckpointInfo:
+    """One checkpoint folder as ``embedlab ckpt`` shows it.
+
+    ``time`` is the save time (Unix seconds, from the manifest; folder mtime if unreadable),
+    ``size`` the total bytes of its files, ``roles`` from the index (empty = not ours),
+    ``problem`` the reason verification failed (None when verified or not checked).
+    """
+
+    step: int
+    path: Path
+    time: float
+    size: int
+    roles: tuple[Role, ...]
+    verified: bool
+    problem: str | None = None
+
+
+def _better(value: float, best: float | None, mode: str) -> bool:
+    if not math.isfinite(value):
+        return False
+    if best is None or not math.isfinite(best):
+        return True
+    return value < best if mode == "min" else value > best
+
+
+def _is_leftover(name: str) -> bool:
+    """A folder name that only an unfinished save leaves in ``checkpoints/``."""
+    return ((name.startswith("ckpt-") and ".tmp-" in name)
+            or (name.startswith(".ckpt-") and ".old-" in name))
+
+
+def _write_contents(tmp: Path, step: int, tensors: Mapping[str, Any],
+                    state: Mapping[str, Any], metrics: Mapping[str, float]) -> None:
+    """Write the two data files, then the manifest, all fsynced (the folder is not yet visible)."""
+    for key in ("step", "metrics"):
+        if key in state and state[key] != (step if key == "step" else dict(metrics)):
+            raise ValueError(f"state[{key!r}] disagrees with the {key} passed to save()")
+    write_tensors(tmp, step, tensors)
+    write_state(tmp, step, state, metrics)
+    write_manifest(tmp, step)
+
+
+class CheckpointManager:
+    """Saves checkpoints of one run folder and applies retention.
+
+    ``keep``: the K most recent checkpoints (TensorFlow's ``max_to_keep``). ``keep_every``:
+    checkpoints whose step is a multiple are archived and never deleted. ``best_metric`` /
+    ``best_mode``: the checkpoint with the best value of that metric (as passed to :meth:`save`)
+    is kept while it is the best; ties keep the earlier one.
+    """
+
+    def __init__(self, run_dir: Path | str, *, keep: int = 5, keep_every: int | None = None,
+                 best_metric: str = "loss", best_mode: Literal["min", "max"] = "min") -> None:
+        if keep < 1:
+            raise InputError(f"--keep must be >= 1, got {keep}; e.g. --keep 5")
+        if keep_every is not None and keep_every < 1:
+            raise InputError(f"--keep-every must be >= 1, got {keep_every}; e.g. 10000")
+        if best_mode not in ("min", "max"):
+            raise InputError(f"best mode must be min or max, got {best_mode!r}")
+        self.run_dir = Path(run_dir)
+        self.root = self.run_dir / CKPT_DIR
+        self.keep = keep
+        self.keep_every = keep_every
+        self.best_metric = best_metric
+        self.best_mode = best_mode
+        self._protected: int | None = None
+        self._committed: set[int] = set()  # folders this manager renamed into place
+        # Wall seconds of the last successful save (write + fsync + hash + rename + retention),
+        # so a trainer can stretch its cadence to keep checkpointing under a share of its time.
+        self.last_save_seconds: float | None = None
+
+    # -- queries --
+    def index(self) -> Index:
+        return read_index(self.run_dir)
+
+    def check_index(self) -> None:
+        """Raise :class:`CheckpointError` now if the index cannot be read, so that a trainer
+        refuses a resume before it writes anything (every save reads the index)."""
+        read_index(self.run_dir)
+
+    def latest(self) -> Path | None:
+        """The newest verified checkpoint; skips bad ones with a one-line warning each."""
+        for _step, path in sorted(committed_folders(self.root).items(), reverse=True):
+            problem = verify(path)
+            if problem is None:
+                return path
+            warn(f"skipping checkpoint {path}: {problem}; falling back to the previous one")
+        return None
+
+    def best(self) -> Path | None:
+        """The best checkpoint named by the index, if it still verifies."""
+        step = self.index().best
+        if step is None:
+            return None
+        path = self.root / ckpt_name(step)
+        return path if path.is_dir() and verify(path) is None else None
+
+    def list(self, *, check: bool = True) -> list[CheckpointInfo]:
+        """All committed checkpoint folders, oldest first (``check=False`` skips hashing)."""
+        index = self.index()
+        out = []
+        for step, path in sorted(committed_folders(self.root).items()):
+            problem = verify(path) if check else None
+            try:
+                created = created_time(read_manifest(path))
+            except ValueError:
+                created = None
+            # no valid "created" (an unreadable or hand-edited manifest): the folder's mtime,
+            # which the rename at commit time set
+            saved = created if created is not None else path.stat().st_mtime
+            size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+            out.append(CheckpointInfo(step, path, saved, size, index.roles(step),
+                                      check and problem is None, problem))
+        return out
+
+    def remove_stale_tmp(self) -> tuple[Path, ...]:
+        """Delete ``ckpt-N.tmp-*`` folders left by a killed save, and ``.ckpt-N.old-*`` ones
+        (a replaced checkpoint that :func:`~embedlab.fsutil.commit_folder` had moved aside when
+        a killed save wrote the same step again).
+
+        Call only while holding the run's lock: then no other save can be in flight, so no such
+        folder will ever be renamed into place.
+        """
+        removed = []
+        if self.root.is_dir():
+            for p in self.root.iterdir():
+                if p.is_dir() and _is_leftover(p.name):
+                    shutil.rmtree(p, ignore_errors=True)
+                    removed.append(p)
+        return tuple(removed)
+
+    def protect(self, step: int) -> None:
+        """Never delete checkpoint ``step`` until a checkpoint with a higher step is committed."""
+        self._protected = step
+
+    # -- save --
+    def save(self, step: int, tensors: Mapping[str, Any], state: Mapping[str, Any],
+             metrics: Mapping[str, float] | None = None) -> Path:
+        """Commit checkpoint ``step`` atomically, then apply retention and rewrite the index.
+
+        ``tensors``: NumPy arrays or torch tensors (see :func:`save_tensors`).
+
+        Raises :class:`CheckpointError` (one line: cause + fix) when the folder cannot be
+        written; earlier checkpoints and the index are then untouched.
+        """
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        started = time.perf_counter()
+        metrics = dict(metrics or {})
+        final = self.root / ckpt_name(step)
+        try:
+            old_index = self.index()
+            self.root.mkdir(parents=True, exist_ok=True)
+            # mkdir, not mkdtemp: the folder gets the umask's mode (mkdtemp's is 0700)
+            tmp = self.root / f"{final.name}.tmp-{secrets.token_hex(6)}"
+            tmp.mkdir()
+        except OSError as exc:
+            raise self._save_error(step, exc) from None
+        try:
+            _write_contents(tmp, step, tensors, state, metrics)
+            commit_folder(tmp, final)
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise self._save_error(step, exc) from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self._committed.add(step)
+        if self._protected is not None and step > self._protected:
+            self._protected = None
+        self._retain(step, old_index, metrics)
+        self.last_save_seconds = time.perf_counter() - started
+        return final
+
+    def _save_error(self, step: int, exc: OSError) -> CheckpointError:
+        why = exc.strerror or str(exc)
+        if exc.errno == errno.ENOSPC:
+            fix = "free disk space"
+        elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            fix = f"make {self.root} writable"
+        else:
+            fix = f"check {self.root}"
+        error = CheckpointError(f"could not save checkpoint at step {step} in {self.root}: "
+                                f"{why}; {fix}, then re-run the same command to resume from the "
+                                "last saved checkpoint (earlier checkpoints are intact)")
+        error.os_error = exc
+        return error
+
+    # -- retention --
+    def _retain(self, step: int, old: Index, metrics: Mapping[str, float]) -> None:
+        present = committed_folders(self.root)
+        ours = {s for s in (old.ours() | self._committed) if s in present}
+        # A crash between a commit and the index rewrite leaves a newer, unlisted folder behind;
+        # it carries our manifest and is newer than anything listed, so adopt it.
+        newest_listed = max(old.ours(), default=-1)
+        ours |= {s for s, p in present.items() if s > newest_listed and has_manifest(p)}
+        ours.add(step)
+        # The just-saved checkpoint is always the latest, even when its step is lower than an
+        # abandoned branch's (a run restarted from an older checkpoint).
+        order = [step, *sorted((s for s in ours if s != step), reverse=True)]
+        kept = order[: self.keep]
+        archive = {s for s in ours if s in old.archive or
+                   (self.keep_every is not None and s % self.keep_every == 0)}
+        best, value = self._best(step, old, metrics, ours)
+        keep_set = set(kept) | archive | ({best} if best is not None else set())
+        if self._protected is not None and self._protected in ours:
+            keep_set.add(self._protected)
+            if self._protected not in kept:
+                kept.append(self._protected)
+        # Delete before rewriting the index: a crash in between leaves an index that names a
+        # missing folder (harmless, verification skips it), never an unlisted orphan of ours.
+        for s in sorted(ours - keep_set):
+            shutil.rmtree(present[s], ignore_errors=True)
+            self._committed.discard(s)
+        new = Index(step, tuple(kept), tuple(sorted(archive)), best,
+                    self.best_metric if best is not None else None, value,
+                    self.best_mode if best is not None else None)
+        try:
+            atomic_write_text(self.run_dir / INDEX_FILE, new.render())
+        except OSError as exc:
+            # The checkpoint itself is committed and loadable (latest() scans folders), so this
+            # is not fatal; say so once.
+            warn(f"could not rewrite {self.run_dir / INDEX_FILE} ({exc.strerror}); "
+                 "the checkpoint itself was saved")
+
+    def _best(self, step: int, old: Index, metrics: Mapping[str, float],
+              ours: set[int]) -> tuple[int | None, float | None]:
+        same_metric = old.best_metric == self.best_metric and old.best_mode == self.best_mode
+        best = old.best if same_metric and old.best in ours else None
+        value = old.best_value if best is not None else None
+        if not old.ours():
+            # No index (a new run, or one deleted because it was damaged): the best of the
+            # folders adopted above, by the metrics their state.json recorded, so that deleting
+            # a damaged index does not cost the run its best checkpoint at the next save.
+            best, value = self._best_on_disk(sorted(ours - {step}))
+        new_value = metrics.get(self.best_metric)
+        if new_value is not None and _better(float(new_value), value, self.best_mode):
+            return step, float(new_value)
+        return best, value
+
+    def _best_on_disk(self, steps: Iterable[int]) -> tuple[int | None, float | None]:
+        best: int | None = None
+        value: float | None = None
+        for s in steps:  # ascending: ties keep the earlier one
+            path = self.root / ckpt_name(s)
+            if verify(path) is not None:
+                continue
+            try:
+                recorded = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            metrics = recorded.get("metrics") if isinstance(recorded, dict) else None
+            v = metrics.get(self.best_metric) if isinstance(metrics, dict) else None
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                    _better(float(v), value, self.best_mode):
+                best, value = s, float(v)
+        return best, value

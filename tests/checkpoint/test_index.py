@@ -1,0 +1,69 @@
+"""The ``checkpoint`` index file: its text, hand edits, and a damaged or unreadable index."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from embedlab.checkpoint import CheckpointError, CheckpointManager, read_index
+from embedlab.checkpoint.format import committed_folders
+from embedlab.checkpoint.index import Index
+
+from .sample import save_sample
+
+
+def test_the_index_text_round_trips_and_tolerates_hand_edits() -> None:
+    index = Index(latest=30, kept=(30, 20), archive=(10,), best=20, best_metric="loss",
+                  best_value=0.25, best_mode="min")
+    text = index.render()
+    assert text.splitlines()[2:] == ["latest: ckpt-00000030", "kept: ckpt-00000030",
+                                     "kept: ckpt-00000020", "best: ckpt-00000020 loss=0.25 (min)",
+                                     "archive: ckpt-00000010"]
+    assert Index.parse(text) == index
+    edited = text + "\nkept: my-notes\nlatest:\n  # a comment\nunknown: ckpt-00000099\n"
+    assert Index.parse(edited) == index
+    assert index.ours() == {10, 20, 30}
+    assert index.roles(20) == ("kept", "best") and index.roles(5) == ()
+
+
+def test_a_garbled_index_is_refused_up_front_and_deleting_it_is_the_fix(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=2)
+    save_sample(m, 1, loss=0.5)  # the best, outside the two kept
+    save_sample(m, 2, loss=0.9)
+    save_sample(m, 3, loss=0.8)
+    (tmp_path / "checkpoint").write_bytes(b"\xff\xfe garbage \x80")
+    m = CheckpointManager(tmp_path, keep=2)
+    # the trainer asks before it writes anything; the fix is "delete it", not "permissions"
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"{tmp_path / 'checkpoint'} is damaged (not UTF-8 text); delete it (it is rebuilt "
+            "from the checkpoint folders at the next save)")):
+        m.check_index()
+    (tmp_path / "checkpoint").unlink()
+    m.check_index()
+    m.protect(3)
+    save_sample(m, 4, loss=0.7)
+    # the rebuilt index keeps the best checkpoint (from its state.json's metrics), so the
+    # deletion did not cost the run its best
+    index = read_index(tmp_path)
+    assert index.latest == 4 and index.best == 1 and index.best_value == 0.5
+    assert sorted(committed_folders(tmp_path / "checkpoints")) == [1, 3, 4]
+    save_sample(m, 5, loss=0.9)
+    assert sorted(committed_folders(tmp_path / "checkpoints")) == [1, 4, 5]
+
+
+def test_an_unreadable_index_still_names_permissions(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    save_sample(CheckpointManager(tmp_path), 1)
+    real = Path.read_text
+
+    def denied(self: Path, *args: object, **kwargs: object) -> str:
+        if self.name == "checkpoint":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", denied)
+    with pytest.raises(CheckpointError, match=r"cannot read .*checkpoint \(Permission denied\); "
+                                              "fix its permissions or delete it"):
+        CheckpointManager(tmp_path).check_index()

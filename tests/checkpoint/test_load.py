@@ -1,0 +1,133 @@
+"""Finding and loading checkpoints: fallbacks, subsets and renames, damaged states."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
+from embedlab.errors import InputError
+
+from .sample import resign, sample_tensors, save_sample
+
+
+def test_tmp_dirs_are_ignored_and_none_verified_is_clear_error(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "ckpt-00000005.tmp-abc").mkdir(parents=True)
+    (root / "ckpt-00000005.tmp-abc" / "MANIFEST.json").write_text("{}")
+    m = CheckpointManager(tmp_path)
+    assert m.latest() is None and m.list() == []
+    with pytest.raises(InputError, match="no verified checkpoint"):
+        find_checkpoint(tmp_path)
+    (tmp_path / "fresh").mkdir()
+    with pytest.raises(InputError, match="holds no checkpoints"):
+        find_checkpoint(tmp_path / "fresh")
+    with pytest.raises(InputError, match="does not exist"):
+        find_checkpoint(tmp_path / "nope")
+
+
+def test_subset_and_rename(tmp_path: Path) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 7)
+    t = sample_tensors(7)
+    got, _ = load_checkpoint(path, names=["input_embeddings"])
+    assert list(got) == ["input_embeddings"] and np.array_equal(got["input_embeddings"],
+                                                                  t["input_embeddings"])
+    got, _ = load_checkpoint(path, names=[], rename={"embed_matrix": "input_embeddings"})
+    assert list(got) == ["embed_matrix"]
+    assert np.array_equal(got["embed_matrix"], t["input_embeddings"])
+    got, _ = load_checkpoint(path, rename={"embed_matrix": "input_embeddings"})
+    assert set(got) == {"embed_matrix", "output_embeddings", "output_bias"}
+    with pytest.raises(InputError, match="no tensor named nce_weight; it has: input_embeddings"):
+        load_checkpoint(path, names=["nce_weight"])
+    with pytest.raises(InputError, match="two tensors the name"):
+        load_checkpoint(path, rename={"output_bias": "input_embeddings"})
+
+
+def test_find_checkpoint_step_best_and_folder(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=2)
+    for s, loss in ((1, 5.0), (2, 1.0), (3, 3.0), (4, 4.0)):
+        save_sample(m, s, loss)
+    root = tmp_path / "checkpoints"
+    assert find_checkpoint(tmp_path, best=True) == root / "ckpt-00000002"
+    assert find_checkpoint(tmp_path, step=3) == root / "ckpt-00000003"
+    assert find_checkpoint(root / "ckpt-00000004") == root / "ckpt-00000004"
+    with pytest.raises(InputError, match=r"no checkpoint at step 1 \(available: 2, 3, 4\)"):
+        find_checkpoint(tmp_path, step=1)
+
+
+def test_no_pickle_on_load_path() -> None:
+    import embedlab.checkpoint
+
+    sources = Path(embedlab.checkpoint.__file__).parent.glob("*.py")
+    for source in sources:
+        src = source.read_text()
+        for call in ("torch.load(", "pickle.load", "allow_pickle=True", "import pickle"):
+            assert call not in src, source.name
+
+
+def test_tensor_specs_of_an_unparsable_resigned_file_is_one_line(tmp_path: Path) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    (path / "tensors.safetensors").write_bytes(b"\xff" * 300)
+    resign(path)
+    with pytest.raises(InputError, match=r"cannot read checkpoint .*ckpt-00000003 \(.*\); use "
+                                         r"another checkpoint \('embedlab ckpt RUN' lists them\)"):
+        tensor_specs(path)
+
+
+def _edit_state(path: Path, edit: dict[str, object], drop: tuple[str, ...] = ()) -> None:
+    state = json.loads((path / "state.json").read_text())
+    state.update(edit)
+    for key in drop:
+        del state[key]
+    (path / "state.json").write_text(json.dumps(state))
+    resign(path)
+
+
+@pytest.mark.parametrize(("edit", "drop", "message"), [
+    ({}, ("step",), "state.json has no 'step'"),
+    ({"step": "x"}, (), "'step' = \"x\", not a whole number >= 0"),
+    ({"step": -1}, (), "'step' = -1, not a whole number >= 0"),
+    ({"step": True}, (), "'step' = true, not a whole number >= 0"),
+    ({"step": "x" * 50}, (), "'step' = \"" + "x" * 36 + "..., not a whole number >= 0"),
+    ({"step": 4}, (), "state.json says step 4, its folder name step 3"),
+    ({"metrics": [1]}, (), "'metrics' = [1], not an object of numbers"),
+    ({"metrics": {"loss": "low"}}, (), "not an object of numbers"),
+])
+def test_a_resigned_state_of_the_wrong_shape_is_one_line(tmp_path: Path, edit: dict[str, object],
+                                                         drop: tuple[str, ...],
+                                                         message: str) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    _edit_state(path, edit, drop)
+    with pytest.raises(InputError) as e:
+        load_checkpoint(path)
+    text = str(e.value)
+    assert "\n" not in text and message in text
+    assert text.startswith(f"checkpoint {path} is damaged: ")
+    assert text.endswith("; use another checkpoint ('embedlab ckpt RUN' lists them)")
+
+
+_SPEC = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "last_loss": (float, None),
+         "words_seen": int}
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"cursor": 5}, "'cursor' = 5, not an object with epoch, chunk, batch"),
+    ({"cursor": {"epoch": 0, "chunk": 1}}, "not an object whose 'batch' is present"),
+    ({"cursor": {"epoch": 0, "chunk": 1, "batch": "2"}}, "whose 'batch' is a whole number >= 0"),
+    ({"last_loss": "x"}, "'last_loss' = \"x\", not a number or null"),
+    ({"words_seen": 1.5}, "'words_seen' = 1.5, not a whole number >= 0"),
+])
+def test_state_spec_checks_the_callers_fields(tmp_path: Path, edit: dict[str, object],
+                                              message: str) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    ok = {"cursor": {"epoch": 0, "chunk": 1, "batch": 2}, "last_loss": None, "words_seen": 7}
+    _edit_state(path, ok)
+    assert load_checkpoint(path, state_spec=_SPEC)[1]["cursor"] == ok["cursor"]
+    _edit_state(path, {**ok, **edit})
+    load_checkpoint(path)  # without a spec only step and metrics are checked
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_checkpoint(path, state_spec=_SPEC)

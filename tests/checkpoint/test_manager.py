@@ -1,0 +1,235 @@
+"""Saving checkpoints: atomic saves, failed saves, retention roles, listing."""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    ckpt_name,
+    load_checkpoint,
+    read_index,
+)
+from embedlab.checkpoint import format as ckpt_format
+from embedlab.checkpoint import manager as ckpt_manager
+
+from .sample import FIXTURE_OK, sample_tensors, save_sample
+
+
+def test_round_trip_layout_and_index(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    path = save_sample(m, 12000)
+    assert path == tmp_path / "checkpoints" / "ckpt-00012000"
+    assert sorted(p.name for p in path.iterdir()) == ["MANIFEST.json", "state.json",
+                                                      "tensors.safetensors"]
+    manifest = json.loads((path / "MANIFEST.json").read_text())
+    assert set(manifest["files"]) == {"tensors.safetensors", "state.json"}
+    tensors, state = load_checkpoint(path)
+    for name, t in sample_tensors(12000).items():
+        assert np.array_equal(tensors[name], t) and tensors[name].dtype == t.dtype
+    assert state == {"epoch": 0, "cursor": 120000, "step": 12000, "metrics": {"loss": 1 / 12001}}
+    index = (tmp_path / "checkpoint").read_text()
+    assert "latest: ckpt-00012000" in index
+    assert "kept: ckpt-00012000" in index
+    assert f"best: ckpt-00012000 loss={1 / 12001!r} (min)" in index
+    assert m.latest() == path and m.best() == path
+    assert not list((tmp_path / "checkpoints").glob("*.tmp-*"))
+
+
+def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    m = CheckpointManager(tmp_path, keep=2)
+    for s in (10, 20):
+        save_sample(m, s)
+    before_index = (tmp_path / "checkpoint").read_bytes()
+    root = tmp_path / "checkpoints"
+    before = {p.name: (p / "MANIFEST.json").read_bytes() for p in root.iterdir()}
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        Path(str(args[1])).write_bytes(b"partial")  # a torn write, then the failure
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ckpt_format, "save_tensors", disk_full)
+    with pytest.raises(CheckpointError) as e:
+        save_sample(m, 30)
+    # training's wording (an export of a subset words it its own way, see tests/cli/test_ckpt.py)
+    assert str(e.value) == (f"could not save checkpoint at step 30 in {root}: No space left on "
+                            "device; free disk space, then re-run the same command to resume "
+                            "from the last saved checkpoint (earlier checkpoints are intact)")
+    assert isinstance(e.value.os_error, OSError) and e.value.os_error.errno == errno.ENOSPC
+    assert (tmp_path / "checkpoint").read_bytes() == before_index
+    after = {p.name: (p / "MANIFEST.json").read_bytes() for p in root.iterdir()}
+    assert after == before  # no tmp folder left, nothing deleted or modified
+    assert m.latest() == tmp_path / "checkpoints" / "ckpt-00000020"
+    assert load_checkpoint(m.latest())[1]["step"] == 20  # type: ignore[arg-type]
+
+
+def test_failed_save_permission_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Simulated: the tests may run as root, where chmod does not deny anything.
+    m = CheckpointManager(tmp_path)
+    save_sample(m, 1)
+
+    def denied(path: Path, data: bytes) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(ckpt_format, "_write_file", denied)
+    with pytest.raises(CheckpointError, match=r"Permission denied; make .* writable"):
+        save_sample(m, 2)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
+
+
+def test_failure_of_other_kind_cleans_tmp(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    a = np.zeros(4)
+    with pytest.raises(ValueError, match="disagrees"):
+        m.save(5, {"a": a}, {"step": 4}, {})
+    assert list((tmp_path / "checkpoints").iterdir()) == []
+    assert not (tmp_path / "checkpoint").exists()
+
+
+def test_best_max_mode_and_missing_metric(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=1, best_metric="analogy", best_mode="max")
+    m.save(1, sample_tensors(1), {}, {"loss": 3.0, "analogy": 0.2})
+    m.save(2, sample_tensors(2), {}, {"loss": 2.0})  # no analogy: best unchanged
+    m.save(3, sample_tensors(3), {}, {"analogy": 0.1})
+    m.save(4, sample_tensors(4), {}, {"analogy": math.nan})
+    idx = read_index(tmp_path)
+    assert idx.best == 1 and idx.best_value == 0.2 and idx.kept == (4,)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000001",
+                                                                          "ckpt-00000004"]
+
+
+def test_protect_keeps_resume_point_until_newer_commit(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=3, best_metric="none")
+    for s in (10, 20, 30):
+        save_sample(m, s)
+    # A run restarted from step 20 (e.g. --step) saves step 15 of a new branch.
+    m2 = CheckpointManager(tmp_path, keep=1, best_metric="none")
+    m2.protect(20)
+    save_sample(m2, 15)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["ckpt-00000015", "ckpt-00000020"]  # 10 and 30 are ours and past --keep
+    save_sample(m2, 25)  # newer than the protected one: protection ends
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000025"]
+
+
+def test_crash_between_commit_and_index_adopts_new_folder(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=1, best_metric="none")
+    save_sample(m, 1)
+    index = (tmp_path / "checkpoint").read_text()
+    save_sample(CheckpointManager(tmp_path, keep=5, best_metric="none"), 2)
+    (tmp_path / "checkpoint").write_text(index)  # as if the process died before the rewrite
+    save_sample(CheckpointManager(tmp_path, keep=1, best_metric="none"), 3)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000003"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(steps=st.lists(st.integers(1, 60), min_size=1, max_size=14, unique=True).map(sorted),
+       losses=st.lists(st.floats(0, 10, allow_nan=False), min_size=14, max_size=14),
+       keep=st.integers(1, 4), keep_every=st.none() | st.integers(2, 20),
+       mode=st.sampled_from(["min", "max"]))
+def test_property_retention_invariants(no_fsync: None, tmp_path: Path, steps: list[int],
+                                       losses: list[float], keep: int, keep_every: int | None,
+                                       mode: str) -> None:
+    run = tmp_path / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    root = run / "checkpoints"
+    root.mkdir(parents=True)
+    # Unknown folders: a user's notes, a foreign ckpt-like folder without our manifest, a tmp.
+    for name in ("notes", "ckpt-00000999", "ckpt-00000003.tmp-x"):
+        (root / name).mkdir()
+        (root / name / "keep.txt").write_text("mine")
+    m = CheckpointManager(run, keep=keep, keep_every=keep_every, best_metric="loss",
+                          best_mode=mode)  # type: ignore[arg-type]
+    best_step, best_val = None, None
+    for step, loss in zip(steps, losses, strict=False):
+        m.save(step, {"w": torch.tensor([float(step)])}, {}, {"loss": loss})
+        if best_val is None or (loss < best_val if mode == "min" else loss > best_val):
+            best_step, best_val = step, loss
+    present = {p.name for p in root.iterdir()}
+    for name in ("notes", "ckpt-00000999", "ckpt-00000003.tmp-x"):
+        assert (root / name / "keep.txt").read_text() == "mine"
+    ours = {n for n in present if n.startswith("ckpt-") and n != "ckpt-00000999"
+            and ".tmp-" not in n}
+    assert best_step is not None
+    expected = set(steps[-keep:]) | {best_step}
+    if keep_every:
+        expected |= {s for s in steps if s % keep_every == 0}
+    assert ours == {ckpt_name(s) for s in expected}
+    idx = read_index(run)
+    assert idx.latest == steps[-1] and idx.best == best_step
+    assert set(idx.kept) == set(steps[-keep:])
+    for s in expected:
+        assert load_checkpoint(root / ckpt_name(s))[0]["w"].item() == float(s)
+
+
+def test_list_roles_and_sizes(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path, keep=2, keep_every=2)
+    for s, loss in ((1, 0.1), (2, 0.5), (3, 0.4), (5, 0.3)):
+        save_sample(m, s, loss)
+    infos = {i.step: i for i in m.list()}
+    assert set(infos) == {1, 2, 3, 5}
+    assert infos[1].roles == ("best",) and infos[2].roles == ("archive",)
+    assert infos[5].roles == ("latest", "kept") and infos[3].roles == ("kept",)
+    assert all(i.verified and i.size > 0 and i.time > 0 for i in infos.values())
+
+
+def test_same_step_saved_twice_replaces(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    m.save(4, {"w": np.zeros(2)}, {}, {})
+    m.save(4, {"w": np.ones(2)}, {}, {})
+    assert np.array_equal(load_checkpoint(m.latest())[0]["w"], np.ones(2))  # type: ignore[arg-type]
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000004"]
+
+
+def test_a_save_reports_how_long_it_took(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The trainer stretches --checkpoint-secs to 50x the last save's duration (tested in
+    # test_trainer with a fake value): here, that the manager measures it, and that only a
+    # save that succeeded counts.
+    import time
+    import types
+
+    m = CheckpointManager(tmp_path)
+    assert m.last_save_seconds is None
+    readings = [100.0, 102.5]  # a save's start and end; any later reading stays at the end
+
+    def perf_counter() -> float:
+        return readings.pop(0) if len(readings) > 1 else readings[0]
+
+    monkeypatch.setattr(ckpt_manager, "time", types.SimpleNamespace(
+        **{**vars(time), "perf_counter": perf_counter}))
+    save_sample(m, 1)
+    assert m.last_save_seconds == 2.5
+    monkeypatch.setattr(ckpt_manager, "commit_folder", lambda tmp, final: (_ for _ in ()).throw(
+        OSError(28, "No space left on device")))
+    with pytest.raises(CheckpointError):
+        save_sample(m, 2)
+    assert m.last_save_seconds == 2.5  # a failed save leaves the last good measure
+
+
+def test_remove_stale_tmp_deletes_only_uncommitted_save_folders(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    m.save(1, {"x": np.zeros(2)}, {}, {})
+    stale = tmp_path / "checkpoints" / "ckpt-00000002.tmp-abc"
+    stale.mkdir()
+    (stale / "tensors.safetensors").write_bytes(b"partial")
+    other = tmp_path / "checkpoints" / "notes"
+    other.mkdir()
+    assert m.remove_stale_tmp() == (stale,)
+    assert not stale.exists() and other.is_dir() and m.latest() is not None
+    # a save of step 1 again, killed after it moved the old folder aside
+    aside = tmp_path / "checkpoints" / ".ckpt-00000001.old-123-456"
+    aside.mkdir()
+    assert m.remove_stale_tmp() == (aside,)
+    assert not aside.exists() and other.is_dir() and m.latest() is not None
