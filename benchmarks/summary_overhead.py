@@ -90,8 +90,8 @@ def main() -> None:
         ckpt_ms = median_ms(lambda k: tracker.log_checkpoint(args.steps + k, w_in, w_out),
                             args.reps)
         with one_blas_thread():  # as inside log_checkpoint
-            hist_ms = median_ms(lambda k: [histogram_summary("h", x)
-                                           for w in (w_in, w_out) for x in (w, row_norms(w))],
+            hist_ms = median_ms(lambda k: [histogram_summary("h", x) for w in (w_in, w_out)
+                                           for x in (w, row_norms(w, low_memory=True))],
                                 args.reps)
         final_ms = median_ms(lambda k: tracker.log_final(args.steps + args.reps + k, w_in, w_out,
                                                          cfg.to_dict(), {"loss": 1.0}), 1)

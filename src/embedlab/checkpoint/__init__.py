@@ -43,7 +43,6 @@ from embedlab.checkpoint.format import (
 from embedlab.checkpoint.index import INDEX_FILE, read_index
 from embedlab.checkpoint.load import find_checkpoint, load_checkpoint, tensor_specs
 from embedlab.checkpoint.manager import CheckpointManager
-from embedlab.fsutil import atomic_write_text
 
 __all__ = [
     "CKPT_DIR",
@@ -53,7 +52,6 @@ __all__ = [
     "STATE_FILE",
     "CheckpointError",
     "CheckpointManager",
-    "atomic_write_text",
     "ckpt_name",
     "find_checkpoint",
     "load_checkpoint",

@@ -29,7 +29,7 @@ from embedlab.checkpoint.format import (
 )
 from embedlab.checkpoint.index import INDEX_FILE, read_index
 from embedlab.checkpoint.manager import CheckpointManager
-from embedlab.errors import InputError
+from embedlab.errors import InputError, import_torch
 from embedlab.fsutil import clip
 
 
@@ -210,6 +210,8 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
 
 def _read_tensors(path: Path, names: list[str], framework: Framework, *,
                   everything: bool) -> dict[str, Any]:
+    if framework == "pt":  # bfloat16 or float8 tensors: NumPy has no such dtypes
+        import_torch(f"reading the bfloat16/float8 tensors of {path}")
     if everything:  # one pass for the full set
         if framework == "numpy":
             return safetensors.numpy.load_file(str(path))

@@ -23,8 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from embedlab.checkpoint import atomic_write_text
 from embedlab.engines import STEP_REVISION
+from embedlab.fsutil import atomic_write_text
 
 ENV_FILE = "env.json"
 CONFIG_FILE = "config.json"
