@@ -11,7 +11,7 @@ import embedlab
 from embedlab.checkpoint import CheckpointManager
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError
-from embedlab.vectors import Vectors, load
+from embedlab.vectors import UnknownWordError, Vectors, load
 
 WORDS = (*(f"w{i}" for i in range(60)), "king", "queen", "man", "woman", "King")
 
@@ -108,10 +108,58 @@ def test_unknown_word_suggests(vec: Vectors) -> None:
         vec.most_similar("kinq")
     with pytest.raises(InputError, match="did you mean king, King"):
         vec.vector("KING")
-    with pytest.raises(InputError, match="-k must be"):
+    with pytest.raises(InputError, match=r"^k must be a positive integer, got 0; e\.g\. k=10$"):
         vec.most_similar("king", k=0)
     with pytest.raises(InputError, match="unknown analogy method"):
         vec.analogy("man", "king", "woman", method="3cosfoo")  # type: ignore[arg-type]
+
+
+def test_gensim_argument_names_are_aliases(vec: Vectors) -> None:
+    # most_similar(word, k) and gensim's most_similar(positive, negative, topn) are one method
+    expect = vec.most_similar("king", k=4)
+    assert vec.most_similar("king", 4) == vec.most_similar("king", np.int64(4)) == expect
+    assert vec.most_similar(word="king", k=4) == expect
+    assert vec.most_similar(positive="king", topn=4) == expect
+    assert vec.most_similar(["king"], None, 4) == expect
+    assert vec.most_similar("king", topn=0) == []  # gensim's answer; k=0 stays an error
+    assert vec.similarity(w1="king", w2="queen") == vec.similarity("king", "queen")
+    with pytest.raises(TypeError, match="pass positive or word, not both"):
+        vec.most_similar("king", word="queen")
+    with pytest.raises(TypeError, match="pass k or a second positional argument, not both"):
+        vec.most_similar("king", 3, k=4)
+    with pytest.raises(TypeError, match="pass a or w1, not both"):
+        vec.similarity("king", "queen", w1="man")
+    with pytest.raises(InputError, match="negative words, weights and vectors need "
+                                         "metric='cosine'"):
+        vec.most_similar("king", "man", metric="euclidean")
+
+
+def test_unknown_word_is_an_input_error_and_a_key_error(vec: Vectors) -> None:
+    with pytest.raises(UnknownWordError) as e:
+        vec.index("kinq")
+    assert isinstance(e.value, InputError) and isinstance(e.value, KeyError)
+    assert str(e.value) == "'kinq' is not in the vocabulary (65 words); did you mean king?"
+
+
+def test_errors_name_python_arguments(vec: Vectors, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"restrict_vocab must be None or an integer >= 1, got 0"):
+        vec.evaluate_analogies(tmp_path / "q.txt", restrict_vocab=0)
+    with pytest.raises(InputError, match=r"restrict_vocab must be None or an integer >= 1, got -1"):
+        vec.most_similar("king", restrict_vocab=-1)
+    with pytest.raises(InputError, match=r"does not exist; pass the path of a questions-words "
+                                         "file$"):
+        vec.evaluate_analogies(tmp_path / "q.txt")
+    with pytest.raises(InputError, match=r"does not exist; pass the path of a 'word1<TAB>word2"
+                                         "<TAB>score' file$"):
+        vec.evaluate_similarity(tmp_path / "p.tsv")
+
+
+def test_evaluate_without_restriction(vec: Vectors, tmp_path: Path) -> None:
+    questions = tmp_path / "q.txt"
+    questions.write_text(": s\nman king woman queen\nw1 w2 w3 w64\n")
+    everything = vec.evaluate_analogies(questions, restrict_vocab=None)
+    assert everything.total.answered == 1 and everything.restrict_vocab == len(vec)
+    assert vec.evaluate_analogies(questions).restrict_vocab == 30_000
 
 
 # ---- loading ------------------------------------------------------------------------------

@@ -5,6 +5,10 @@
 >>> vec.most_similar("king", k=5)                  # folder, word2vec text/binary or .npy file
 >>> vec.analogy("man", "king", "woman")            # man is to king as woman is to ?
 >>> vec.evaluate_analogies("questions-words.txt").accuracy
+>>> vec.most_similar(positive=["king", "woman"], negative=["man"], topn=5)  # gensim's calls too
+
+It also speaks gensim's ``KeyedVectors`` dialect (``vec["king"]``, ``key_to_index``,
+``evaluate_word_analogies``...; see :mod:`embedlab.vectors_gensim`).
 
 Invariants:
 
@@ -21,31 +25,46 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from embedlab.errors import InputError
-from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, read_questions
+from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, parse_questions
 from embedlab.eval.neighbors import Metric, nearest, suggest
-from embedlab.eval.scoring import Method, analogy_scores, row_norms, top_k, unit_rows
+from embedlab.eval.scoring import Method, analogy_scores, cosine_to_all, row_norms, top_k, unit_rows
 from embedlab.eval.similarity import (
     DEFAULT_RESTRICT,
     PairSet,
     SimilarityResult,
     evaluate_similarity,
-    read_pairs,
+    parse_pairs,
+)
+from embedlab.fsutil import read_utf8
+from embedlab.vectors_gensim import (
+    KeyedVectorsDialect,
+    Keys,
+    as_list,
+    one_of,
+    read_analogy_text,
+    restricted,
 )
 
 PathLike = str | os.PathLike[str]
 
 
+class UnknownWordError(InputError, KeyError):
+    """A word that is not in the vocabulary: an :class:`InputError` (one line with suggestions
+    on the command line) that is also the ``KeyError`` gensim users catch."""
+
+    __str__ = Exception.__str__  # the message as it is, not quoted as KeyError quotes its key
+
+
 @dataclass(frozen=True, eq=False)
-class Vectors:
+class Vectors(KeyedVectorsDialect):
     """Words, their vectors (V×D float32, read-only) and, when known, their corpus counts."""
 
     words: tuple[str, ...]
@@ -91,10 +110,10 @@ class Vectors:
         return row_norms(self.matrix)
 
     def index(self, word: str) -> int:
-        """Row of ``word``; unknown words raise :class:`InputError` with suggestions."""
+        """Row of ``word``; unknown words raise :class:`UnknownWordError` with suggestions."""
         i = self._index.get(word)
         if i is None:
-            raise InputError(self._unknown_message(word))
+            raise UnknownWordError(self._unknown_message(word))
         return i
 
     def vector(self, word: str) -> np.ndarray:
@@ -108,29 +127,72 @@ class Vectors:
         return f"{word!r} is not in the vocabulary ({len(self)} words); {hint}"
 
     # ---- queries ---------------------------------------------------------------------------
-    def most_similar(self, word: str | Sequence[str], k: int = 10, *,
-                     metric: Metric = "cosine") -> list[tuple[str, float]]:
-        """The ``k`` nearest words to ``word`` (or to the mean unit vector of several words).
+    @overload
+    def most_similar(self, positive: Keys = None, negative: Keys | int = None, topn: int = 10,
+                     *, k: int | None = None, word: Keys = None, metric: Metric = "cosine",
+                     restrict_vocab: int | None = None) -> list[tuple[str, float]]: ...
+
+    @overload
+    def most_similar(self, positive: Keys = None, negative: Keys = None, *, topn: None,
+                     restrict_vocab: int | None = None) -> np.ndarray: ...
+
+    def most_similar(self, positive: Keys = None, negative: Keys | int = None,
+                     topn: int | None = 10, *, k: int | None = None, word: Keys = None,
+                     metric: Metric = "cosine", restrict_vocab: int | None = None
+                     ) -> list[tuple[str, float]] | np.ndarray:
+        """The nearest words to a word (or to the mean unit vector of several words), best first.
 
         Scores are cosine similarities (``metric="cosine"``, higher = closer) or Euclidean
         distances on the raw vectors (``metric="euclidean"``, lower = closer). The query
-        words are excluded.
+        words are excluded. Also gensim's call: ``positive``/``negative`` words, vectors or
+        ``(word, weight)`` pairs, ``topn`` (``None``: the cosines of all words, an array),
+        ``restrict_vocab`` (only the first N words are candidates). ``word`` is ``positive``
+        and ``k`` is ``topn`` (a second positional integer is ``k``), except that ``k`` < 1
+        raises where ``topn`` < 1 returns nothing.
         """
-        _check_k(k)
-        query_words = [word] if isinstance(word, str) else list(word)
-        if not query_words:
-            raise InputError("no query word given; pass at least one word")
-        ids = [self.index(w) for w in query_words]
-        if len(ids) == 1 or metric == "euclidean":
-            query = self.matrix[ids].mean(axis=0)
-        else:
-            query = unit_rows(self.matrix, self.norms, np.asarray(ids)).mean(axis=0)
-        found = nearest(self.matrix, self.norms, query, k, metric=metric, exclude=ids)
+        if isinstance(negative, int | np.integer):  # embedlab's most_similar(word, 10)
+            k = one_of("k", k, "a second positional argument", int(negative))
+            negative = None
+        positive = one_of("positive", positive, "word", word)
+        if k is not None:
+            _check_k(k)
+            topn = k
+        elif isinstance(topn, int) and topn < 1:
+            return []
+        n = restricted(restrict_vocab, len(self))
+        query, rows = self._query(as_list(positive), as_list(negative), metric)
+        if topn is None:
+            if metric != "cosine":
+                raise InputError(f"topn=None returns cosine similarities; drop metric={metric!r} "
+                                 "or pass an integer topn")
+            return cosine_to_all(self.matrix, self.norms, query[None], n)[0]
+        found = nearest(self.matrix[:n], self.norms[:n], query, topn, metric=metric,
+                        exclude=[r for r in rows if r < n])
         return [(self.words[i], s) for i, s in found]
 
-    def similarity(self, a: str, b: str) -> float:
-        """Cosine similarity of two words, in [-1, 1] (0 if either vector is zero)."""
-        va, vb = self.vector(a).astype(np.float64), self.vector(b).astype(np.float64)
+    def _query(self, positive: list[Any], negative: list[Any], metric: Metric
+               ) -> tuple[np.ndarray, list[int]]:
+        """The query vector of :meth:`most_similar` and the rows of its words."""
+        if not positive and not negative:
+            raise InputError("no query word given; pass at least one word")
+        if not negative and all(isinstance(w, str) for w in positive):
+            ids = [self.index(w) for w in positive]
+            if len(ids) == 1 or metric == "euclidean":
+                return self.matrix[ids].mean(axis=0), ids
+            return unit_rows(self.matrix, self.norms, np.asarray(ids)).mean(axis=0), ids
+        if metric != "cosine":
+            raise InputError(f"metric={metric!r} ranks by the distance to the mean of positive "
+                             "words; negative words, weights and vectors need metric='cosine'")
+        return self._weighted_query(positive, negative, self.index)
+
+    def similarity(self, a: str | None = None, b: str | None = None, *, w1: str | None = None,
+                   w2: str | None = None) -> float:
+        """Cosine similarity of two words, in [-1, 1] (0 if either vector is zero); ``w1`` and
+        ``w2`` are gensim's names for ``a`` and ``b``."""
+        first, second = one_of("a", a, "w1", w1), one_of("b", b, "w2", w2)
+        if first is None or second is None:
+            raise TypeError("similarity() needs two words")
+        va, vb = self.vector(first).astype(np.float64), self.vector(second).astype(np.float64)
         den = float(np.linalg.norm(va) * np.linalg.norm(vb))
         return float(va @ vb) / den if den > 0 else 0.0
 
@@ -153,22 +215,27 @@ class Vectors:
         return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
 
     # ---- evaluation ------------------------------------------------------------------------
-    def evaluate_analogies(self, questions: PathLike | QuestionSet, restrict_vocab: int = 30_000,
+    def evaluate_analogies(self, questions: PathLike | QuestionSet,
+                           restrict_vocab: int | None = 30_000,
                            method: Method = "3cosadd") -> AnalogyResult:
         """Accuracy on a questions-words file, per section and in total (gensim's semantics; see
-        :mod:`embedlab.eval.analogy`). Only the ``restrict_vocab`` most frequent words count."""
+        :mod:`embedlab.eval.analogy`). Only the ``restrict_vocab`` most frequent words count
+        (``None``: all)."""
         _check_method(method)
-        qs = questions if isinstance(questions, QuestionSet) else read_questions(questions)
-        return evaluate_analogies(self.words, self.matrix, self.norms, qs,
-                                  restrict_vocab=restrict_vocab, method=method)
+        restricted(restrict_vocab, len(self))
+        qs = (questions if isinstance(questions, QuestionSet) else
+              parse_questions(read_analogy_text(questions).split("\n"), str(questions)))
+        return evaluate_analogies(self.words, self.matrix, self.norms, qs, method=method,
+                                  restrict_vocab=restrict_vocab or len(self))
 
     def evaluate_similarity(self, pairs: PathLike | PairSet,
-                            restrict_vocab: int = DEFAULT_RESTRICT) -> SimilarityResult:
+                            restrict_vocab: int | None = DEFAULT_RESTRICT) -> SimilarityResult:
         """Spearman/Pearson correlation with human scores (gensim's ``evaluate_word_pairs``;
-        see :mod:`embedlab.eval.similarity`)."""
-        ps = pairs if isinstance(pairs, PairSet) else read_pairs(pairs)
+        see :mod:`embedlab.eval.similarity`); ``None`` for ``restrict_vocab``: all words."""
+        restricted(restrict_vocab, len(self))
+        ps = pairs if isinstance(pairs, PairSet) else _read_pairs(pairs)
         return evaluate_similarity(self.words, self.matrix, self.norms, ps,
-                                   restrict_vocab=restrict_vocab)
+                                   restrict_vocab=restrict_vocab or len(self))
 
     # ---- export ----------------------------------------------------------------------------
     def to_word2vec(self, path: PathLike, binary: bool = False, *, force: bool = False) -> Path:
@@ -187,7 +254,15 @@ class Vectors:
 
 def _check_k(k: int) -> None:
     if not isinstance(k, int) or k < 1:
-        raise InputError(f"-k must be a positive integer, got {k!r}; e.g. -k 10")
+        raise InputError(f"k must be a positive integer, got {k!r}; e.g. k=10")
+
+
+def _read_pairs(path: PathLike) -> PairSet:
+    """``read_pairs`` naming Python's fixes, not the CLI's flags (the CLI reads its files)."""
+    text = read_utf8(Path(path), what="similarity file",
+                     missing_fix="pass the path of a 'word1<TAB>word2<TAB>score' file",
+                     unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
+    return parse_pairs(text.split("\n"), str(path))
 
 
 def _check_method(method: str) -> None:

@@ -1,0 +1,389 @@
+"""gensim's ``KeyedVectors`` dialect, spoken by :class:`embedlab.vectors.Vectors`.
+
+Code written for gensim 4 keeps working on ``embedlab.load(...)``: ``vec["king"]``,
+``vec.most_similar(positive=["king", "woman"], negative=["man"], topn=5)``,
+``vec.evaluate_word_analogies("questions-words.txt")``... take gensim's arguments and return
+what gensim returns (tests/test_vectors_gensim.py compares both on the same vectors). The
+maths is :mod:`embedlab.eval`'s. ``most_similar`` and ``similarity`` are embedlab's own methods
+(see :mod:`embedlab.vectors`), which also take gensim's arguments.
+
+Where the dialect departs from gensim, on purpose:
+
+* an unknown word is ``KeyError("Key 'w' not present")`` in every method here, also in
+  ``n_similarity`` and ``doesnt_match``, which gensim 4.4 answers by skipping the word;
+* ``most_similar_cosmul`` honours ``restrict_vocab``, which gensim 4.4 accepts and ignores;
+* a zero vector has cosine 0 with everything (gensim: NaN), and the vectors are read-only;
+* ``evaluate_word_pairs`` returns plain ``(statistic, p-value)`` tuples of floats;
+* ``restrict_vocab`` must be ``None`` (every word) or at least 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
+
+import numpy as np
+
+from embedlab.errors import InputError
+from embedlab.eval.analogy import case_groups
+from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
+from embedlab.eval.similarity import _cosine as gensim_cosine
+from embedlab.fsutil import read_utf8
+
+PathLike = str | os.PathLike[str]
+Key: TypeAlias = "str | np.ndarray"
+Keys: TypeAlias = "Key | tuple[Key, float] | Sequence[Key | tuple[Key, float]] | None"
+
+GENSIM_RESTRICT = 300_000  # the restrict_vocab default of gensim's evaluate_word_* methods
+_TOP = 5  # gensim's evaluate_word_analogies looks at this many answers per question
+_SCORE_BUDGET = 1 << 25  # analogy scores held at once (128 MiB of float32)
+
+
+class KeyedVectorsDialect:
+    """gensim ``KeyedVectors``' attributes and methods, for :class:`~embedlab.vectors.Vectors`
+    (which provides ``words``, ``matrix``, ``norms`` and ``dim``)."""
+
+    if TYPE_CHECKING:  # provided by Vectors
+        words: tuple[str, ...]
+        matrix: np.ndarray
+        _index: dict[str, int]
+
+        @property
+        def norms(self) -> np.ndarray: ...
+
+        @property
+        def dim(self) -> int: ...
+
+        def __len__(self) -> int: ...
+
+    # ---- attributes ----------------------------------------------------------------------
+    @property
+    def vectors(self) -> np.ndarray:
+        """The V×D float32 matrix (read-only): row ``i`` is ``index_to_key[i]``'s vector."""
+        return self.matrix
+
+    @property
+    def vector_size(self) -> int:
+        return self.dim
+
+    @property
+    def index_to_key(self) -> tuple[str, ...]:
+        """The words in row order (frequency order for runs)."""
+        return self.words
+
+    @property
+    def key_to_index(self) -> Mapping[str, int]:
+        """word -> row, a read-only view (the vocabulary of a Vectors never changes)."""
+        return MappingProxyType(self._index)
+
+    # ---- vectors -------------------------------------------------------------------------
+    __iter__ = None  # vec[0] is not a row: iterating over a Vectors is a TypeError, not a loop
+
+    def __getitem__(self, key_or_keys: str | Sequence[str]) -> np.ndarray:
+        """The vector of one word (1-D, read-only), or of several as rows of a new 2-D array."""
+        if isinstance(key_or_keys, str):
+            return self.get_vector(key_or_keys)
+        return self.matrix[[self._key_row(k) for k in key_or_keys]]
+
+    def get_vector(self, key: str, norm: bool = False) -> np.ndarray:
+        """The vector of ``key`` (read-only); with ``norm`` scaled to unit length."""
+        row = self._key_row(key)
+        if not norm:
+            return self.matrix[row]
+        unit = self.matrix[row] / safe(self.norms[row : row + 1])[0]
+        unit.flags.writeable = False
+        return unit
+
+    def _key_row(self, key: object) -> int:
+        """Row of ``key``; an unknown key raises gensim's ``KeyError("Key 'w' not present")``."""
+        row = self._index.get(key) if isinstance(key, str) else None
+        if row is None:
+            raise KeyError(f"Key '{key}' not present")
+        return row
+
+    def _query_term(self, key: Key, lookup: Callable[[str], int] | None = None
+                    ) -> tuple[np.ndarray, int | None]:
+        """A query item as gensim uses it: a word's unit vector and its row, or a vector as
+        given (and no row). ``lookup`` maps a word to its row (default :meth:`_key_row`)."""
+        if isinstance(key, np.ndarray):
+            return np.asarray(key, dtype=np.float32).reshape(self.dim), None
+        row = (lookup or self._key_row)(key)
+        return self.matrix[row] / safe(self.norms[row : row + 1])[0], row
+
+    def _weighted_query(self, positive: list[Any], negative: list[Any],
+                        lookup: Callable[[str], int]) -> tuple[np.ndarray, list[int]]:
+        """gensim's ``most_similar`` query and the rows of its words: the mean of the items'
+        terms (:meth:`_query_term`) weighted +1 (positive) or -1 (negative), or by ``w`` for
+        an item ``(key, w)``."""
+        terms, weights, rows = [], [], []
+        for sign, items in ((1.0, positive), (-1.0, negative)):
+            for item in items:
+                key, weight = item if isinstance(item, tuple) else (item, sign)
+                term, row = self._query_term(key, lookup)
+                terms.append(term)
+                weights.append(weight)
+                rows += [] if row is None else [row]
+        w = np.asarray(weights, dtype=np.float32)
+        total = float(np.abs(w).sum())  # 0 only when every weight is: then gensim does not divide
+        return (w[:, None] * np.stack(terms)).sum(axis=0) / (total or 1.0), rows
+
+    # ---- similarities --------------------------------------------------------------------
+    @overload
+    def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None, topn: int = 10,
+                            restrict_vocab: int | None = None) -> list[tuple[str, float]]: ...
+
+    @overload
+    def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None, *, topn: None,
+                            restrict_vocab: int | None = None) -> np.ndarray: ...
+
+    def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None,
+                            topn: int | None = 10, restrict_vocab: int | None = None
+                            ) -> list[tuple[str, float]] | np.ndarray:
+        """Levy & Goldberg's 3CosMul generalised (gensim's ``most_similar_cosmul``): rank by
+        the product of the shifted cosines (1 + cos) / 2 with the ``positive`` words over
+        that with the ``negative`` ones (+ 1e-6). Words of the query are never answers;
+        ``topn=None`` returns the scores of every word (of the first ``restrict_vocab``)."""
+        if isinstance(topn, int) and topn < 1:
+            return []
+        pos = [self._query_term(k) for k in as_list(positive)]
+        neg = [self._query_term(k) for k in as_list(negative)]
+        if not pos:
+            raise ValueError("cannot compute similarity with no input")
+        n = restricted(restrict_vocab, len(self))
+        terms = np.stack([t for t, _ in pos + neg])
+        # gensim divides by the row norms only: a vector given raw is used as it is
+        shifted = (1 + (terms @ self.matrix[:n].T) / safe(self.norms[:n])) / 2
+        scores = np.prod(shifted[: len(pos)], axis=0) / (
+            np.prod(shifted[len(pos) :], axis=0) + np.float32(COSMUL_EPS))
+        if topn is None:
+            return scores
+        rows = [r for _, r in pos + neg if r is not None]
+        return self._best_of(scores, topn, rows)
+
+    def _best_of(self, scores: np.ndarray, topn: int, exclude: Sequence[int]
+                ) -> list[tuple[str, float]]:
+        """The ``topn`` best ``(word, score)`` of ``scores`` (one per row of the first
+        ``len(scores)``), best first, rows in ``exclude`` left out."""
+        masked = sorted({r for r in exclude if r < len(scores)})
+        scores[masked] = -np.inf
+        k = min(topn, len(scores) - len(masked))
+        if k <= 0:
+            return []
+        return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
+
+    def n_similarity(self, ws1: Sequence[str], ws2: Sequence[str]) -> float:
+        """Cosine similarity of the mean vectors of two lists of words."""
+        if not (len(ws1) and len(ws2)):
+            raise ZeroDivisionError("At least one of the passed list is empty.")
+        mean1 = self.matrix[[self._key_row(w) for w in ws1]].mean(axis=0)
+        mean2 = self.matrix[[self._key_row(w) for w in ws2]].mean(axis=0)
+        return gensim_cosine(mean1, mean2)
+
+    def doesnt_match(self, words: Sequence[str]) -> str:
+        """The word of ``words`` least similar to the mean of their unit vectors."""
+        if not words:
+            raise ValueError("cannot select a word from an empty list")
+        units = np.stack([self._query_term(w)[0] for w in words])
+        mean = units.mean(axis=0)
+        sims = units @ (mean / max(float(np.linalg.norm(mean)), 1e-30))
+        return min(zip(sims.tolist(), words, strict=True))[1]  # gensim: ties go to min(word)
+
+    def distance(self, w1: str, w2: str) -> float:
+        """Cosine distance, 1 - cosine similarity."""
+        return 1.0 - gensim_cosine(self.matrix[self._key_row(w1)], self.matrix[self._key_row(w2)])
+
+    def distances(self, word_or_vector: Key, other_words: Sequence[str] = ()) -> np.ndarray:
+        """Cosine distances (float32) from a word or vector to ``other_words``, or to every
+        word (itself included) when ``other_words`` is empty."""
+        query = (self.get_vector(word_or_vector) if isinstance(word_or_vector, str)
+                 else np.asarray(word_or_vector, dtype=np.float32))
+        if other_words:
+            rows = [self._key_row(w) for w in other_words]
+            cos = cosine_to_all(self.matrix[rows], self.norms[rows], query[None])[0]
+        else:
+            cos = cosine_to_all(self.matrix, self.norms, query[None])[0]
+        return 1 - cos
+
+    # ---- evaluation ----------------------------------------------------------------------
+    def evaluate_word_analogies(self, analogies: PathLike,
+                                restrict_vocab: int | None = GENSIM_RESTRICT,
+                                case_insensitive: bool = True, dummy4unknown: bool = False
+                                ) -> tuple[float, list[dict[str, Any]]]:
+        """gensim's ``evaluate_word_analogies``: ``(accuracy, sections)``, each section a dict
+        ``{"section": name, "correct": [(a, b, c, d), ...], "incorrect": [...]}``, the last
+        one ``"Total accuracy"``. Only the first ``restrict_vocab`` words count, as questions
+        and as answers; a question with another word is skipped, or with ``dummy4unknown``
+        counted incorrect. 3CosAdd, the question words excluded (:mod:`embedlab.eval.analogy`
+        gives the same numbers, without the lists)."""
+        n = restricted(restrict_vocab, len(self))
+        lookup, group = vocabulary_keys(self.words, n, case_insensitive)
+        names, quads, section_of = read_analogies(analogies, case_insensitive)
+        ids = np.array([[lookup.get(w, -1) for w in q] for q in quads], dtype=np.int64)
+        known = np.all(ids >= 0, axis=1)
+        hits = np.zeros(len(quads), dtype=bool)
+        hits[known] = solve_analogies(self.matrix, self.norms, ids[known], group, n)
+        sections: list[dict[str, Any]] = [{"section": name, "correct": [], "incorrect": []}
+                                          for name in names]
+        for quad, sec, ok, hit in zip(quads, section_of, known.tolist(), hits.tolist(),
+                                      strict=True):
+            if ok or dummy4unknown:
+                sections[sec]["correct" if hit else "incorrect"].append(quad)
+        total = {"section": "Total accuracy",
+                 "correct": [q for s in sections for q in s["correct"]],
+                 "incorrect": [q for s in sections for q in s["incorrect"]]}
+        answered = len(total["correct"]) + len(total["incorrect"])
+        return (len(total["correct"]) / answered if answered else 0.0), [*sections, total]
+
+    def evaluate_word_pairs(self, pairs: PathLike, delimiter: str = "\t", encoding: str = "utf8",
+                            restrict_vocab: int | None = GENSIM_RESTRICT,
+                            case_insensitive: bool = True, dummy4unknown: bool = False
+                            ) -> tuple[tuple[float, float], tuple[float, float], float]:
+        """gensim's ``evaluate_word_pairs``: ``((pearson, p), (spearman, p), oov_ratio)``,
+        the correlations of the cosine similarities with the scores of ``word1 word2 score``
+        lines (``#`` comments), ``oov_ratio`` the percent of pairs with a word outside the
+        first ``restrict_vocab``. Such pairs are left out, or with ``dummy4unknown`` scored 0
+        (and ``oov_ratio`` is then over all pairs, as gensim counts it)."""
+        from scipy import stats  # imported here: see embedlab.eval.similarity
+
+        lookup, _ = vocabulary_keys(self.words, restricted(restrict_vocab, len(self)),
+                                    case_insensitive)
+        gold: list[float] = []
+        model: list[float] = []
+        oov = 0
+        for a, b, score in read_pairs(pairs, delimiter, encoding, case_insensitive):
+            known = a in lookup and b in lookup
+            oov += not known
+            if known or dummy4unknown:
+                gold.append(score)
+                model.append(gensim_cosine(self.matrix[lookup[a]], self.matrix[lookup[b]])
+                             if known else 0.0)
+        if len(gold) < 2:
+            raise InputError(f"{len(gold)} usable word pairs in {pairs} (a correlation needs 2); "
+                             f"check delimiter={delimiter!r}, case_insensitive and restrict_vocab")
+        pearson, spearman = stats.pearsonr(gold, model), stats.spearmanr(gold, model)
+        oov_ratio = 100.0 * oov / (len(gold) if dummy4unknown else len(gold) + oov)
+        return ((float(pearson.statistic), float(pearson.pvalue)),
+                (float(spearman.statistic), float(spearman.pvalue)), oov_ratio)
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+def as_list(value: Keys) -> list[Any]:
+    """gensim's reading of ``positive``/``negative``: nothing, one word or vector, or several."""
+    if value is None:
+        return []
+    if isinstance(value, str) or (isinstance(value, np.ndarray) and value.ndim == 1):
+        return [value]
+    return list(value)
+
+
+def one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
+    """The value of an argument that has two names (embedlab's and gensim's)."""
+    if value is not None and alias_value is not None:
+        raise TypeError(f"pass {name} or {alias}, not both")
+    return alias_value if value is None else value
+
+
+def restricted(restrict_vocab: int | None, words: int) -> int:
+    """How many words a ``restrict_vocab`` lets count (``None``: all of them)."""
+    if restrict_vocab is None:
+        return words
+    if not isinstance(restrict_vocab, int) or restrict_vocab < 1:
+        raise InputError(f"restrict_vocab must be None or an integer >= 1, got {restrict_vocab!r}; "
+                         f"e.g. restrict_vocab={GENSIM_RESTRICT}")
+    return min(restrict_vocab, words)
+
+
+def vocabulary_keys(words: Sequence[str], n: int, case_insensitive: bool
+                    ) -> tuple[dict[str, int], np.ndarray]:
+    """As gensim's ``ok_vocab``: key (the upper-cased word, or the word) -> the first of the
+    first ``n`` rows with that key; and each of those rows' key row (its group)."""
+    if case_insensitive:
+        return case_groups(words, n)
+    return {w: i for i, w in enumerate(words[:n])}, np.arange(n, dtype=np.int64)
+
+
+def read_analogies(path: PathLike, case_insensitive: bool
+                   ) -> tuple[list[str], list[tuple[str, ...]], list[int]]:
+    """A questions-words file read as gensim reads it: section names, questions (a, b, c, d;
+    upper-cased when ``case_insensitive``) and each question's section. Lines that are not
+    four words are skipped."""
+    text = read_analogy_text(path)
+    names: list[str] = []
+    quads: list[tuple[str, ...]] = []
+    section_of: list[int] = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.startswith(": "):
+            names.append(line.lstrip(": ").strip())
+            continue
+        words = line.split()
+        if words and not names:
+            raise InputError(f"{path}:{number}: question before the first ': section' line; "
+                             "start the file with a line like ': capital-common-countries'")
+        if len(words) == 4:
+            quads.append(tuple(w.upper() for w in words) if case_insensitive else tuple(words))
+            section_of.append(len(names) - 1)
+    if not quads:
+        raise InputError(f"{path} holds no analogy questions; expected ': section' lines "
+                         "followed by 'a b c d' lines (questions-words format)")
+    return names, quads, section_of
+
+
+def read_analogy_text(path: PathLike) -> str:
+    """A questions-words file's text; a missing or unreadable file is an :class:`InputError`
+    naming Python's fix (the CLI reads its files itself, naming its flags)."""
+    return read_utf8(Path(path), what="analogy file",
+                     missing_fix="pass the path of a questions-words file",
+                     unreadable_fix="pass a UTF-8 questions-words file")
+
+
+def solve_analogies(matrix: np.ndarray, norms: np.ndarray, ids: np.ndarray, group: np.ndarray,
+                    n: int) -> np.ndarray:
+    """gensim's verdict on each question (rows of ``ids``: key rows of a, b, c, d): among
+    the 5 best 3CosAdd answers of the first ``n`` rows, the question rows left out, the first
+    whose key is no question word's (else the 5th) must have d's key."""
+    hits = np.zeros(len(ids), dtype=bool)
+    batch = max(1, _SCORE_BUDGET // max(n, 1))
+    for start in range(0, len(ids), batch):
+        q = ids[start : start + batch]
+        scores = analogy_scores(matrix, norms, q[:, 0], q[:, 1], q[:, 2], n, "3cosadd")
+        for j, (row, question) in enumerate(zip(scores, q.tolist(), strict=True)):
+            asked = sorted(set(question[:3]))
+            row[asked] = -np.inf
+            k = min(_TOP, n - len(asked))
+            if k > 0:
+                keys = group[top_k(row, k)].tolist()
+                chosen = next((g for g in keys if g not in asked), keys[-1])
+                hits[start + j] = chosen == question[3]
+    return hits
+
+
+def read_pairs(path: PathLike, delimiter: str, encoding: str, case_insensitive: bool
+               ) -> list[tuple[str, str, float]]:
+    """``(word1, word2, score)`` of each ``word1 word2 score`` line, split on ``delimiter`` and
+    upper-cased when ``case_insensitive``, as gensim reads them (words are not stripped);
+    ``#`` comments and other lines are skipped."""
+    try:
+        with open(path, encoding=encoding) as fh:
+            lines = fh.readlines()
+    except FileNotFoundError:
+        raise InputError(f"word-pairs file {path} does not exist; pass the path of a "
+                         "'word1<TAB>word2<TAB>score' file") from None
+    except (OSError, UnicodeDecodeError, LookupError) as exc:
+        raise InputError(f"cannot read word-pairs file {path} ({exc}); pass a readable file "
+                         "and its encoding, e.g. encoding='utf8'") from None
+    out = []
+    for line in lines:
+        if line.startswith("#"):
+            continue
+        parts = [p.upper() for p in line.split(delimiter)] if case_insensitive else \
+            line.split(delimiter)
+        try:
+            a, b, score = parts
+            out.append((a, b, float(score)))
+        except ValueError:
+            continue
+    return out

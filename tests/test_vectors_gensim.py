@@ -1,0 +1,345 @@
+"""embedlab.Vectors speaks gensim's KeyedVectors dialect: every call gives gensim's answer on the
+same vectors (same words in the same order, floats to 1e-5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from gensim.models import KeyedVectors
+
+from embedlab.errors import InputError
+from embedlab.vectors import Vectors
+
+# most_similar_cosmul calls gensim's deprecated init_sims
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Call to deprecated `init_sims`:DeprecationWarning")
+
+DIM = 16
+# case variants (King/KING after king) exercise case_insensitive; w0..w179 fill the vocabulary
+NAMED = ("king", "queen", "man", "woman", "King", "KING", "paris", "france", "rome", "italy",
+         "Paris", "berlin", "germany", "tokyo", "japan", "big", "bigger", "small", "smaller",
+         "Queen")
+WORDS = (*NAMED, *(f"w{i}" for i in range(180)))
+# planted analogies: d = b - a + c (plus noise), so that some answers are right
+PLANTED = (("man", "king", "woman", "queen"), ("france", "paris", "italy", "rome"),
+           ("germany", "berlin", "japan", "tokyo"), ("big", "bigger", "small", "smaller"))
+
+
+def _matrix() -> np.ndarray:
+    rng = np.random.default_rng(20240611)
+    m = rng.standard_normal((len(WORDS), DIM)).astype(np.float32)
+    row = {w: i for i, w in enumerate(WORDS)}
+    for variant in ("King", "KING", "Paris", "Queen"):  # near their lower-case word: answers
+        m[row[variant]] = m[row[variant.lower()]] + 0.05 * rng.standard_normal(DIM)
+    for a, b, c, d in PLANTED:
+        m[row[d]] = m[row[b]] - m[row[a]] + m[row[c]] + 0.1 * rng.standard_normal(DIM)
+    m[row["w7"]] = -m[row["w3"]]  # a word exactly opposite another
+    return m
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[Vectors, KeyedVectors]:
+    m = _matrix()
+    kv = KeyedVectors(vector_size=DIM)
+    kv.add_vectors(list(WORDS), m.copy())
+    return Vectors(WORDS, m, None, "test"), kv
+
+
+def same(ours: Any, theirs: Any) -> None:
+    """Equal results: (word, float) lists word for word, arrays and floats to 1e-5."""
+    if isinstance(theirs, list):
+        assert [w for w, _ in ours] == [w for w, _ in theirs]
+        assert [s for _, s in ours] == pytest.approx([float(s) for _, s in theirs], abs=1e-5)
+        assert all(type(w) is str and type(s) is float for w, s in ours)
+    else:
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+# ---- attributes and vectors ---------------------------------------------------------------
+
+def test_attributes(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    assert len(vec) == len(kv) == len(WORDS)
+    assert ("king" in vec) and ("kinq" not in vec) and ("kinq" not in kv)
+    assert list(vec.index_to_key) == kv.index_to_key
+    assert dict(vec.key_to_index) == kv.key_to_index
+    assert vec.vector_size == kv.vector_size == DIM
+    np.testing.assert_array_equal(vec.vectors, kv.vectors)
+    with pytest.raises(TypeError):
+        vec.key_to_index["new"] = 1  # type: ignore[index]
+
+
+def test_getitem_and_get_vector(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    one = vec["queen"]
+    assert one.shape == (DIM,) and not one.flags.writeable
+    np.testing.assert_array_equal(one, kv["queen"])
+    many = vec[["queen", "w3", "King"]]
+    assert many.shape == (3, DIM)
+    np.testing.assert_array_equal(many, kv[["queen", "w3", "King"]])
+    np.testing.assert_array_equal(vec.get_vector("w5"), kv.get_vector("w5"))
+    unit = vec.get_vector("w5", norm=True)
+    assert not unit.flags.writeable
+    np.testing.assert_allclose(unit, kv.get_vector("w5", norm=True), atol=1e-6)
+    with pytest.raises(TypeError, match="not iterable"):
+        iter(vec)
+
+
+# ---- most_similar, most_similar_cosmul ----------------------------------------------------
+
+VECTOR = np.linspace(-1, 1, DIM, dtype=np.float32)
+QUERIES: list[dict[str, Any]] = [
+    {"positive": "king"},
+    {"positive": ["king"], "topn": 5},
+    {"positive": ["king", "woman"], "negative": ["man"], "topn": 7},
+    {"positive": ["king", "woman"], "negative": "man", "topn": 3},
+    {"negative": ["w3"], "topn": 4},
+    {"positive": [("king", 2.0), "woman"], "negative": [("man", -0.5)], "topn": 6},
+    {"positive": [VECTOR], "topn": 5},
+    {"positive": VECTOR, "negative": ["w1"], "topn": 5},
+    {"positive": ["paris", "italy"], "negative": ["france"], "restrict_vocab": 50},
+    {"positive": ["w150"], "restrict_vocab": 100},  # the query word itself is not a candidate
+    {"positive": ["king"], "topn": len(WORDS) + 5},
+    {"positive": ["king"], "topn": 0},
+    {"positive": ["king"], "topn": -1},
+]
+
+
+@pytest.mark.parametrize("kwargs", QUERIES)
+def test_most_similar(pair: tuple[Vectors, KeyedVectors], kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    same(vec.most_similar(**kwargs), kv.most_similar(**kwargs))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"positive": ["king"]},
+    {"positive": ["king", "woman"], "negative": ["man"]},
+    {"positive": [VECTOR], "negative": ["w1"]},
+    {"positive": ["paris", "italy"], "negative": ["france"], "restrict_vocab": 70},
+])
+def test_most_similar_all_scores(pair: tuple[Vectors, KeyedVectors],
+                                 kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    ours = vec.most_similar(**kwargs, topn=None)
+    assert isinstance(ours, np.ndarray) and ours.shape == (kwargs.get("restrict_vocab", len(vec)),)
+    same(ours, kv.most_similar(**kwargs, topn=None))
+
+
+def test_most_similar_positional(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    same(vec.most_similar("king", "man", 4), kv.most_similar("king", "man", 4))
+    same(vec.most_similar(["queen"], None, 6), kv.most_similar(["queen"], None, 6))
+
+
+COSMUL: list[dict[str, Any]] = [
+    {"positive": "king"},
+    {"positive": ["king", "woman"], "negative": ["man"], "topn": 7},
+    {"positive": ["king", "woman"], "negative": "man", "topn": 3},
+    {"positive": ["bigger", "small", "w9"], "negative": ["big", "w8"], "topn": 5},
+    {"positive": [VECTOR, "queen"], "topn": 5},
+    {"positive": ["king"], "topn": len(WORDS) + 5},
+    {"positive": ["king"], "topn": 0},
+]
+
+
+@pytest.mark.parametrize("kwargs", COSMUL)
+def test_most_similar_cosmul(pair: tuple[Vectors, KeyedVectors], kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    same(vec.most_similar_cosmul(**kwargs), kv.most_similar_cosmul(**kwargs))
+    if kwargs.get("topn", 10) > 0:
+        same(vec.most_similar_cosmul(**{**kwargs, "topn": None}),
+             kv.most_similar_cosmul(**{**kwargs, "topn": None}))
+
+
+def test_most_similar_cosmul_restrict_vocab(pair: tuple[Vectors, KeyedVectors]) -> None:
+    # gensim 4.4 accepts restrict_vocab here and ignores it; embedlab answers what it means:
+    # gensim's answer on the first N words alone
+    vec, _ = pair
+    first = KeyedVectors(vector_size=DIM)
+    first.add_vectors(list(WORDS[:60]), np.array(vec.matrix[:60]))
+    query = {"positive": ["paris", "italy"], "negative": ["france"]}
+    same(vec.most_similar_cosmul(**query, topn=8, restrict_vocab=60),
+         first.most_similar_cosmul(**query, topn=8))
+    same(vec.most_similar_cosmul(**query, topn=None, restrict_vocab=60),
+         first.most_similar_cosmul(**query, topn=None))
+
+
+# ---- similarities -------------------------------------------------------------------------
+
+def test_similarities(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    for a, b in (("king", "queen"), ("w3", "w7"), ("w4", "w4"), ("paris", "Paris")):
+        assert vec.similarity(a, b) == pytest.approx(float(kv.similarity(a, b)), abs=1e-6)
+        assert vec.similarity(w1=a, w2=b) == vec.similarity(a, b)
+        assert vec.distance(a, b) == pytest.approx(float(kv.distance(a, b)), abs=1e-6)
+    for ws1, ws2 in ((["king", "man"], ["queen", "woman"]), (["w1"], ["w2", "w3", "w1"])):
+        assert vec.n_similarity(ws1, ws2) == pytest.approx(float(kv.n_similarity(ws1, ws2)),
+                                                           abs=1e-6)
+    with pytest.raises(ZeroDivisionError):
+        vec.n_similarity([], ["king"])
+
+
+def test_distances(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    same(vec.distances("king"), kv.distances("king"))
+    same(vec.distances("king", ["queen", "w3", "king"]), kv.distances("king", ["queen", "w3",
+                                                                               "king"]))
+    same(vec.distances(VECTOR, ("w1", "w2")), kv.distances(VECTOR, ("w1", "w2")))
+    same(vec.distances(VECTOR), kv.distances(VECTOR))
+    assert vec.distances("king").dtype == np.float32
+
+
+@pytest.mark.parametrize("words", [
+    ["king", "queen", "man", "w3"], ["paris", "rome", "berlin", "tokyo", "w10"], ["w3", "w7"],
+    ["w5"],
+])
+def test_doesnt_match(pair: tuple[Vectors, KeyedVectors], words: list[str]) -> None:
+    vec, kv = pair
+    assert vec.doesnt_match(words) == kv.doesnt_match(words)
+
+
+# ---- evaluation ---------------------------------------------------------------------------
+
+@pytest.fixture
+def analogies(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(5)
+    lines = [": planted"]
+    lines += [" ".join(q) for q in PLANTED]
+    lines += [" ".join(q).upper() for q in PLANTED]  # matched only case-insensitively
+    lines += ["man KING Woman queen", "king queen paris"]  # a line of 3 words is skipped
+    lines += [": random", "  ", "Paris france Rome italy"]
+    # a case variant of b is the best answer: skipped when case-insensitive, chosen when not
+    lines += ["w20 Paris w21 w22", "w30 king w31 King", "w40 KING w41 queen", "w42 paris w43 Paris"]
+    for _ in range(40):
+        lines.append(" ".join(WORDS[i] for i in rng.choice(len(WORDS), 4, replace=False)))
+    lines += [": empty section", ": unknown words", "man king woman unknownword",
+              "w190 w1 w2 w3", "w1 w150 w2 w3", "man king woman queen"]
+    path = tmp_path / "questions.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"restrict_vocab": 100}, {"restrict_vocab": 30}, {"case_insensitive": False},
+    {"dummy4unknown": True}, {"restrict_vocab": 120, "case_insensitive": False,
+                              "dummy4unknown": True},
+])
+def test_evaluate_word_analogies(pair: tuple[Vectors, KeyedVectors], analogies: Path,
+                                 kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    score, sections = vec.evaluate_word_analogies(analogies, **kwargs)
+    gensim_score, gensim_sections = kv.evaluate_word_analogies(str(analogies), **kwargs)
+    assert sections == gensim_sections
+    assert score == pytest.approx(gensim_score)
+    assert sections[-1]["section"] == "Total accuracy" and sections[-1]["correct"]
+    assert vec.evaluate_word_analogies(str(analogies), **kwargs) == (score, sections)
+
+
+@pytest.fixture
+def word_pairs(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(9)
+    lines = ["# word1\tword2\tscore", "king\tqueen\t8.5", "KING\tQueen\t8.0", "man\twoman\t7.9",
+             "paris\tFrance\t6.2", "w4\tw4\t10", "w3\tw7\t0.1", "king\tunknownword\t5",
+             "w190\tw2\t1.0", "w1\tw150\t3.5", "not\ta pair", "king\tqueen\tlots", ""]
+    for _ in range(30):
+        a, b = rng.choice(len(WORDS), 2, replace=False)
+        lines.append(f"{WORDS[a]}\t{WORDS[b]}\t{rng.uniform(0, 10):.2f}")
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"restrict_vocab": 100}, {"case_insensitive": False}, {"dummy4unknown": True},
+    {"restrict_vocab": 120, "case_insensitive": False, "dummy4unknown": True},
+])
+def test_evaluate_word_pairs(pair: tuple[Vectors, KeyedVectors], word_pairs: Path,
+                             kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    (pearson, pearson_p), (spearman, spearman_p), oov = vec.evaluate_word_pairs(word_pairs,
+                                                                                 **kwargs)
+    theirs = kv.evaluate_word_pairs(str(word_pairs), **kwargs)
+    assert (pearson, pearson_p) == pytest.approx(tuple(theirs[0]), abs=1e-5)
+    assert (spearman, spearman_p) == pytest.approx(tuple(theirs[1]), abs=1e-5)
+    assert oov == pytest.approx(theirs[2])
+    assert oov > 0
+
+
+def test_evaluate_word_pairs_delimiter(pair: tuple[Vectors, KeyedVectors],
+                                       tmp_path: Path) -> None:
+    vec, kv = pair
+    path = tmp_path / "pairs.csv"
+    path.write_text("king,queen,8.5\nman,woman,7\nw3,w7,0.5\nw4,w5,2\nking\tqueen\t9\n",
+                    encoding="utf-8")
+    ours = vec.evaluate_word_pairs(path, delimiter=",")
+    theirs = kv.evaluate_word_pairs(str(path), delimiter=",")
+    assert ours[0] == pytest.approx(tuple(theirs[0]), abs=1e-5)
+    assert ours[1] == pytest.approx(tuple(theirs[1]), abs=1e-5)
+    assert ours[2] == pytest.approx(theirs[2])
+
+
+def test_evaluation_errors_name_python_arguments(pair: tuple[Vectors, KeyedVectors],
+                                                 tmp_path: Path, word_pairs: Path) -> None:
+    vec, _ = pair
+    with pytest.raises(InputError, match=r"restrict_vocab must be None or an integer >= 1, "
+                                         r"got 0; e\.g\. restrict_vocab=300000"):
+        vec.evaluate_word_analogies(word_pairs, restrict_vocab=0)
+    with pytest.raises(InputError, match="does not exist; pass the path of a questions-words"):
+        vec.evaluate_word_analogies(tmp_path / "missing.txt")
+    with pytest.raises(InputError, match="does not exist; pass the path of a 'word1<TAB>"):
+        vec.evaluate_word_pairs(tmp_path / "missing.tsv")
+    with pytest.raises(InputError, match=r"0 usable word pairs .* check delimiter=';'"):
+        vec.evaluate_word_pairs(word_pairs, delimiter=";")
+    with pytest.raises(InputError, match="question before the first ': section' line"):
+        vec.evaluate_word_analogies(word_pairs)
+
+
+# ---- unknown words ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda v: v["kinq"], lambda v: v[["king", "kinq"]], lambda v: v.get_vector("kinq"),
+    lambda v: v.most_similar_cosmul(["king", "kinq"]),
+    lambda v: v.most_similar_cosmul(["king"], ["kinq"]),
+    lambda v: v.distance("king", "kinq"), lambda v: v.distances("kinq"),
+    lambda v: v.distances("king", ["kinq"]),
+])
+def test_unknown_words_are_gensims_key_error(pair: tuple[Vectors, KeyedVectors],
+                                             call: Any) -> None:
+    vec, kv = pair
+    with pytest.raises(KeyError) as ours:
+        call(vec)
+    assert ours.value.args == ("Key 'kinq' not present",)
+    with pytest.raises(KeyError) as theirs:
+        call(kv)
+    assert theirs.value.args == ours.value.args
+
+
+def test_unknown_words_that_gensim_skips_are_key_errors(pair: tuple[Vectors, KeyedVectors]
+                                                        ) -> None:
+    # gensim 4.4's n_similarity and doesnt_match skip an unknown word; embedlab names it
+    vec, kv = pair
+    with pytest.raises(KeyError, match="Key 'kinq' not present"):
+        vec.n_similarity(["king"], ["kinq", "queen"])
+    assert kv.n_similarity(["king"], ["kinq", "queen"]) == pytest.approx(
+        vec.n_similarity(["king"], ["queen"]), abs=1e-6)
+    with pytest.raises(KeyError, match="Key 'kinq' not present"):
+        vec.doesnt_match(["king", "kinq", "queen", "w3"])
+    assert kv.doesnt_match(["king", "kinq", "queen", "w3"]) == vec.doesnt_match(
+        ["king", "queen", "w3"])
+
+
+def test_unknown_words_in_most_similar_and_similarity(pair: tuple[Vectors, KeyedVectors]
+                                                      ) -> None:
+    # embedlab's own methods keep their InputError, with suggestions, which is a KeyError too
+    vec, _ = pair
+    for call in (lambda: vec.most_similar(positive=["kinq"]),
+                 lambda: vec.most_similar(["king"], ["kinq"]),
+                 lambda: vec.similarity("king", "kinq")):
+        with pytest.raises(KeyError) as e:
+            call()
+        assert isinstance(e.value, InputError)
+        assert str(e.value).startswith("'kinq' is not in the vocabulary (200 words); did you "
+                                       "mean king")
