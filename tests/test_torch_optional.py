@@ -2,7 +2,7 @@
 works, and what needs torch (the torch engine, linreg) says in one line how to install it.
 
 Each command runs in a fresh interpreter in which ``import torch`` fails as it does where torch
-is not installed. (tests/train/test_memory.py checks that a native run and the query commands
+is not installed. (tests/training/test_memory.py checks that a native run and the query commands
 never even try to import it.)
 """
 

@@ -2,7 +2,7 @@
 
 The public Python API is deliberately small: :func:`load` returns a vectors object (see
 :mod:`embedlab.vectors`), and ``embedlab.train(...)`` trains a run as ``embedlab train`` does
-(see :func:`embedlab.train.api.train`). Everything else is reached through the ``embedlab``
+(see :func:`embedlab.training.api.train`). Everything else is reached through the ``embedlab``
 CLI.
 """
 
@@ -20,6 +20,7 @@ os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
+    from embedlab.training.state import TrainResult
     from embedlab.vectors import Vectors
 
 
@@ -33,14 +34,18 @@ def load(path: Any, **kwargs: Any) -> Vectors:
     return _load(path, **kwargs)
 
 
-def __getattr__(name: str) -> Any:
-    # embedlab.train: the package embedlab.train, which is callable (embedlab.train(corpus=...,
-    # dim=...)); imported on first use, so that `import embedlab` stays cheap
-    if name == "train":
-        import importlib
+def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[str] | None = None,
+          runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
+          restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None,
+          **options: Any) -> TrainResult:
+    """Train word2vec into a run folder, or resume the run there: ``embedlab train`` in Python.
 
-        return importlib.import_module("embedlab.train")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    Options are the command's flags with underscores (``dim=100``, ``epochs=5``...); see
+    :func:`embedlab.training.api.train`. Imported lazily, so that ``import embedlab`` stays cheap.
+    """
+    from embedlab.training.api import train as _train
+
+    return _train(corpus, run, runs_dir, preset, restart, from_checkpoint, **options)
 
 
 __all__ = ["__version__", "load", "train"]

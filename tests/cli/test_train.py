@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+import embedlab.training.trainer  # noqa: F401  (imported before any capsys test binds stderr)
 from embedlab.checkpoint import find_checkpoint, load_checkpoint, read_index
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
@@ -45,7 +45,7 @@ def train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, s
 
 def wrap_steps(monkeypatch: pytest.MonkeyPatch, wrap: Any) -> None:
     """Make every engine a run builds train through ``wrap(engine.step)``."""
-    from embedlab.train import setup
+    from embedlab.training import setup
 
     real = setup.engine_for_config
 
@@ -532,7 +532,7 @@ def test_a_refused_restart_leaves_the_old_run_in_place(
 def test_ctrl_c_before_training_puts_a_restarted_run_back(
         copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from embedlab.train import setup
+    from embedlab.training import setup
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
@@ -644,7 +644,7 @@ def test_a_restart_that_fails_puts_the_old_run_back(
         capsys: pytest.CaptureFixture[str], error: BaseException) -> None:
     # Only a refusal or Ctrl-C used to put it back: any other failure (a traceback, memory, a
     # full disk) left the old run at RUN.old-* and a half-made new one at RUN.
-    from embedlab.train import setup
+    from embedlab.training import setup
 
     def failing(*args: object, **kwargs: object) -> None:
         raise error
@@ -1011,7 +1011,7 @@ def test_a_refused_new_run_leaves_no_runs_dir_behind(tmp_path: Path,
 def test_ctrl_c_before_training_leaves_no_new_run_behind(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from embedlab.train import setup
+    from embedlab.training import setup
 
     def interrupted_setup(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
@@ -1071,7 +1071,7 @@ def test_a_run_refused_as_busy_is_never_cleaned_up(
         capsys: pytest.CaptureFixture[str]) -> None:
     # Two commands racing to create the same new run both find it missing; the one refused
     # because the other holds the lock used to delete the other's live run folder.
-    import embedlab.train.trainer as trainer
+    import embedlab.training.trainer as trainer
     from embedlab.run.lock import RunLock
 
     run = tmp_path / "run"

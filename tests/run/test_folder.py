@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import embedlab.train.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+import embedlab.training.trainer  # noqa: F401  (imported before any capsys test binds stderr)
 from embedlab.checkpoint import CheckpointManager, find_checkpoint
 from embedlab.cli import main
 from embedlab.config import ModelConfig, TrainConfig, flatten

@@ -91,8 +91,8 @@ def _drop_old_experiment_summaries(directory: Path) -> None:
     TensorBoard takes for the whole logdir's (hiding the other runs' metrics): removed, under
     each run's lock; a run in training is left alone."""
     from embedlab.run.lock import RunLock
-    from embedlab.track.runs import find_runs
     from embedlab.track.events import drop_experiment_summaries
+    from embedlab.track.runs import find_runs
 
     fixed = 0
     for run in find_runs(directory):

@@ -1,4 +1,4 @@
-"""``embedlab train``: parse the flags and call :func:`embedlab.train.api.train`."""
+"""``embedlab train``: parse the flags and call :func:`embedlab.training.api.train`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from embedlab.train.state import TrainResult
+    from embedlab.training.state import TrainResult
 
 
 @click.command(context_settings={"show_default": True})
@@ -103,7 +103,7 @@ if TYPE_CHECKING:
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
-    from embedlab.train.api import train as train_run
+    from embedlab.training.api import train as train_run
 
     result = train_run(run=run, runs_dir=runs_dir, preset=preset, restart=restart,
                        from_checkpoint=from_ckpt, **params)

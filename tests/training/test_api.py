@@ -127,7 +127,7 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
     ({"dimension": 8}, "embedlab.train() got an unknown option dimension=; did you mean dim=? "),
     ({"from_ckpt": "best"}, "unknown option from_ckpt=; did you mean from_checkpoint=? "),
     ({"zzz": 1}, "unknown option zzz=; its options are the flags of 'embedlab train' with "
-                 "underscores (dim=, window=, epochs=, ...): see help(embedlab.train.api.train)"),
+                 "underscores (dim=, window=, epochs=, ...): see help(embedlab.train)"),
 ])
 def test_an_unknown_option_is_one_line_naming_it(corpus: Path, tmp_path: Path,
                                                  options: dict[str, Any], message: str) -> None:
@@ -152,10 +152,10 @@ def test_lists_take_one_value_too(corpus: Path, tmp_path: Path) -> None:
 def test_import_embedlab_stays_cheap() -> None:
     code = ("import sys, embedlab\n"
             "assert callable(embedlab.train)\n"
-            "import embedlab.train.state\n"
-            "assert callable(embedlab.train) and embedlab.train.state.TrainState\n"
-            "print(sorted(m for m in ('numpy', 'torch', 'embedlab.train.api')\n"
+            "import embedlab.training.state\n"
+            "assert callable(embedlab.train) and embedlab.training.state.TrainState\n"
+            "print(sorted(m for m in ('numpy', 'torch', 'embedlab.training.api')\n"
             "             if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert out.stdout.strip() == "['numpy']"  # embedlab.train.state needs numpy; nothing else
+    assert out.stdout.strip() == "['numpy']"  # embedlab.training.state needs numpy; nothing else

@@ -1,10 +1,10 @@
 """The training loop: batch → step → bookkeeping, then logging, evaluation and saving when due.
 
 One step trains the engine on a batch at the learning rate where the batch starts. The loop
-counts the batch into the :class:`~embedlab.train.state.TrainState`, logs a window every
+counts the batch into the :class:`~embedlab.training.state.TrainState`, logs a window every
 ``--log-every`` steps and evaluates every ``--eval-every`` steps
-(:class:`~embedlab.train.reporting.Reporter`), and saves when the cadence says so
-(:class:`~embedlab.train.saving.Saver`). SIGINT/SIGTERM only raise a flag, checked once per step:
+(:class:`~embedlab.training.reporting.Reporter`), and saves when the cadence says so
+(:class:`~embedlab.training.saving.Saver`). SIGINT/SIGTERM only raise a flag, checked once per step:
 the loop saves that step and stops. The last step is saved once, after the loop, together with
 the final summaries.
 """
@@ -19,15 +19,15 @@ from embedlab.engines.step import pairs_in
 from embedlab.errors import InputError, TrainingInterrupted, diverged
 from embedlab.run import status
 from embedlab.run.signals import SignalFlag, interrupted
-from embedlab.train.clocks import WallClock
-from embedlab.train.reporting import NoBar, Reporter, progress_bar, progress_fields
-from embedlab.train.saving import Saver
-from embedlab.train.schedule import linear_lr
-from embedlab.train.state import TrainResult
+from embedlab.training.clocks import WallClock
+from embedlab.training.reporting import NoBar, Reporter, progress_bar, progress_fields
+from embedlab.training.saving import Saver
+from embedlab.training.schedule import linear_lr
+from embedlab.training.state import TrainResult
 
 if TYPE_CHECKING:
     from embedlab.track.tracker import Tracker
-    from embedlab.train.setup import TrainingRun
+    from embedlab.training.setup import TrainingRun
 
 
 def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:

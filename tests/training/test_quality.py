@@ -10,7 +10,7 @@ import numpy as np
 
 from embedlab.config import DataConfig, ModelConfig, TrackConfig, TrainConfig
 from embedlab.data.demo import write_demo_corpus, write_questions
-from embedlab.train.trainer import train
+from embedlab.training.trainer import train
 from embedlab.vectors import Vectors
 
 TOKENS = 300_000

@@ -23,7 +23,7 @@ from embedlab.run.folder import check_run_dir, check_runs_dir, choose_run_dir, r
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
     from embedlab.data.tokenise_child import PrepareAhead
-    from embedlab.train.state import TrainResult
+    from embedlab.training.state import TrainResult
 
 #: option (a flag of ``embedlab train`` with underscores) -> (config section, or None for the
 #: top level, and key)
@@ -80,7 +80,7 @@ def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[s
     value for a resumed one. An unknown name raises :class:`~embedlab.errors.InputError`.
 
     Prints what ``embedlab train`` prints on stderr (a progress bar only on a terminal).
-    Returns a :class:`~embedlab.train.state.TrainResult`: ``vectors`` (the trained
+    Returns a :class:`~embedlab.training.state.TrainResult`: ``vectors`` (the trained
     :class:`~embedlab.vectors.Vectors`), ``run_dir``, ``step``, ``loss``, ``words_seen``,
     ``finished`` and the resolved ``config``. Refused input raises ``InputError`` (the one-line
     message the command prints); SIGINT/SIGTERM save a checkpoint and raise
@@ -102,7 +102,7 @@ def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[s
     try:
         with contextlib.ExitStack() as stack:
             if restart and run_dir.exists():
-                from embedlab.train.restart import old_run_moved_aside
+                from embedlab.training.restart import old_run_moved_aside
 
                 stack.enter_context(old_run_moved_aside(run_dir))
             ahead = None if run_dir.exists() else _prepare_ahead(run_dir, explicit, preset)
@@ -147,7 +147,7 @@ def _unknown_option(name: str) -> InputError:
     hint = f"did you mean {close[0]}=? " if close else ""
     return InputError(f"embedlab.train() got an unknown option {name}=; {hint}its options are "
                       "the flags of 'embedlab train' with underscores (dim=, window=, epochs=, "
-                      "...): see help(embedlab.train.api.train)")
+                      "...): see help(embedlab.train)")
 
 
 def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
@@ -169,7 +169,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     from embedlab.run.signals import deferred_interrupt
 
     with deferred_interrupt():  # numpy: see deferred_interrupt
-        from embedlab.train.trainer import train as train_run
+        from embedlab.training.trainer import train as train_run
 
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
     if cfg.engine_for() == "torch":

@@ -2,8 +2,9 @@
 
 :func:`train` is the library's training call for a resolved config and a run folder; choosing
 the folder and the config from flags (a new run, a resume, ``--restart``) is
-:mod:`embedlab.train.api`'s. The pieces: :mod:`~embedlab.train.setup` (checks and set-up),
-:mod:`~embedlab.train.loop` (the loop), :mod:`~embedlab.train.state` (what a checkpoint stores).
+:mod:`embedlab.training.api`'s. The pieces: :mod:`~embedlab.training.setup` (checks and
+set-up), :mod:`~embedlab.training.loop` (the loop), :mod:`~embedlab.training.state` (what a
+checkpoint stores).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from embedlab.config import TrainConfig
 from embedlab.errors import InputError
 from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.run.lock import RunLock
-from embedlab.train.loop import train_loop
-from embedlab.train.setup import set_up
-from embedlab.train.state import TrainResult
+from embedlab.training.loop import train_loop
+from embedlab.training.setup import set_up
+from embedlab.training.state import TrainResult
 
 if TYPE_CHECKING:
     from embedlab.data.tokenise_child import PrepareAhead

@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TextIO
 
 from embedlab.run import status
-from embedlab.train.clocks import TrainingTime, WallClock
-from embedlab.train.state import LogWindow
+from embedlab.training.clocks import TrainingTime, WallClock
+from embedlab.training.state import LogWindow
 
 if TYPE_CHECKING:
     from embedlab.track.tracker import Tracker
-    from embedlab.train.setup import TrainingRun
+    from embedlab.training.setup import TrainingRun
 
 
 class NoBar:

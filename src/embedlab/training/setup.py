@@ -27,9 +27,9 @@ from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
-from embedlab.train.corpus import check_enough_tokens, check_pairs_possible, open_corpus
-from embedlab.train.state import TRAIN_STATE, TrainState
-from embedlab.train.warm_start import VOCAB_FILE, warm_start
+from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
+from embedlab.training.state import TRAIN_STATE, TrainState
+from embedlab.training.warm_start import VOCAB_FILE, warm_start
 
 if TYPE_CHECKING:
     from embedlab.data.tokenise_child import PrepareAhead

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from embedlab.train.state import TrainState
+from embedlab.training.state import TrainState
 
 
 class WallClock:

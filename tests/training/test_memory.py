@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedlab.train.memory import release_free_memory
+from embedlab.training.memory import release_free_memory
 
 
 def anon_mib():
@@ -62,7 +62,7 @@ def test_without_malloc_trim_it_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> N
     # where malloc cannot trim (musl, macOS) the trainer must still run: False, no exception
     import ctypes
 
-    import embedlab.train.memory as memory
+    import embedlab.training.memory as memory
 
     class NoTrim:  # a C library without malloc_trim
         pass
@@ -132,8 +132,8 @@ def test_the_trainers_modules_leave_heavy_libraries_unimported() -> None:
     # summaries imported eval.scoring: the peak RSS of a 1-epoch gcide8 run rose 179 -> 210 MiB.
     # Only a similarity evaluation needs scipy, and only a t-SNE plot scikit-learn.
     code = ("import sys\n"
-            "import embedlab.cli.train, embedlab.train.trainer, embedlab.track.tracker\n"
-            "import embedlab.train.api, embedlab.engines.native\n"
+            "import embedlab.cli.train, embedlab.training.trainer, embedlab.track.tracker\n"
+            "import embedlab.training.api, embedlab.engines.native\n"
             "import embedlab.track.plots, embedlab.eval, embedlab.vectors\n"
             "print(sorted(m for m in ('scipy', 'sklearn', 'torch') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

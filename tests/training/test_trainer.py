@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from embedlab.train import setup
-from embedlab.train.trainer import train
+from embedlab.training import setup
+from embedlab.training.trainer import train
 
 from .small_runs import make_cfg, run_train
 

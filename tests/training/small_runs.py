@@ -1,4 +1,4 @@
-"""Small training runs for the tests of embedlab.train, and ways to steer them.
+"""Small training runs for the tests of embedlab.training, and ways to steer them.
 
 Runs use a tiny generated corpus (a Zipf vocabulary of 200 words) and dim 8, so each takes
 about a second. The fixtures built on these are in conftest.py.
@@ -18,9 +18,9 @@ import pytest
 from embedlab.checkpoint import find_checkpoint
 from embedlab.config import TrainConfig
 from embedlab.testing import write_zipf_corpus
-from embedlab.train import clocks, saving, setup, state
-from embedlab.train.state import TrainResult
-from embedlab.train.trainer import train
+from embedlab.training import clocks, saving, setup, state
+from embedlab.training.state import TrainResult
+from embedlab.training.trainer import train
 
 
 def write_corpus(path: Path, *, lines: int = 500, **kw: Any) -> Path:

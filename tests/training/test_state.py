@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.data.pairs import Cursor
-from embedlab.train.state import TRAIN_STATE, LogWindow, TrainState
+from embedlab.training.state import TRAIN_STATE, LogWindow, TrainState
 
 from .small_runs import make_cfg, replace_clock, run_train
 

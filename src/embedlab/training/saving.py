@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from embedlab.train.memory import release_free_memory
+from embedlab.training.memory import release_free_memory
 
 if TYPE_CHECKING:
     from embedlab.track.tracker import Tracker
-    from embedlab.train.clocks import WallClock
-    from embedlab.train.setup import TrainingRun
+    from embedlab.training.clocks import WallClock
+    from embedlab.training.setup import TrainingRun
 
 SAVE_TIME_FACTOR = 50
 

@@ -15,7 +15,7 @@ from embedlab.engines.params import init_params
 from embedlab.engines.step import StepConfig
 from embedlab.errors import InputError
 from embedlab.seeding import mt19937_rng
-from embedlab.train.warm_start import warm_start
+from embedlab.training.warm_start import warm_start
 
 from .small_runs import make_cfg, run_train, write_corpus
 

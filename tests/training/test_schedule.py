@@ -7,7 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from embedlab.train.schedule import linear_lr
+from embedlab.training.schedule import linear_lr
 
 lrs = st.floats(min_value=1e-6, max_value=10.0)
 ratios = st.floats(min_value=1e-6, max_value=1.0)

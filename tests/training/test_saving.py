@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
-from embedlab.train import saving
+from embedlab.training import saving
 
 from .small_runs import Clock, checkpoint_steps, make_cfg, run_train
 
