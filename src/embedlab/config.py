@@ -13,10 +13,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
 import sys
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal
 
 from embedlab.errors import InputError
@@ -425,60 +423,3 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
             continue
         bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r})")
     return bad
-
-
-# ---- run naming ---------------------------------------------------------------------------
-
-# (config key, short tag) in the order they appear in a run name.
-_NAME_KEYS = (
-    ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
-    ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
-    ("optim.lr", "lr"), ("optim.min_lr_ratio", "mlr"), ("optim.batch_size", "b"),
-    ("optim.epochs", "e"), ("optim.interleave", "il"),
-    ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
-    ("model.init_scale", "is"),
-    ("model.noise_exponent", "alpha"), ("seed", "s"),
-)
-
-
-def corpus_tag(corpus: str) -> str:
-    if corpus in ("demo", "text8"):
-        return corpus
-    p = Path(corpus.rstrip("/"))
-    stem = p.name
-    for suffix in (".gz", ".bz2", ".xz", ".txt"):
-        stem = stem.removesuffix(suffix)
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", stem) or "corpus"
-
-
-# tags added to run names later: runs named before them are looked up under the old name too
-_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.interleave"})
-
-
-def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:
-    """A readable name from the hyperparameters that differ from the defaults.
-
-    e.g. ``demo-sg``, ``text8-sg-lr0.5``, ``text8-cbow-nce-d128``. Uniqueness against existing
-    folders is handled by the caller (it appends ``-2``, ``-3``... when a different config holds
-    the name). ``legacy``: the name earlier versions gave, without the tags of
-    ``_LATER_NAME_KEYS``, so that re-running an old command still finds its run.
-    """
-    flat = flatten(cfg.to_dict())
-    base_cfg = TrainConfig()
-    if cfg.preset is not None:
-        base_cfg = TrainConfig.from_dict(apply_preset(cfg.preset, {}))
-    base = flatten(base_cfg.to_dict())
-    parts = [corpus_tag(cfg.data.corpus), "sg" if cfg.model.model == "skipgram" else "cbow"]
-    if cfg.preset:
-        parts.append(cfg.preset)
-    for key, tag in _NAME_KEYS:
-        if legacy and key in _LATER_NAME_KEYS:
-            continue
-        if flat[key] != base[key]:
-            value = flat[key]
-            if isinstance(value, float):
-                value = f"{value:g}"
-            parts.append(f"{tag}{value}")
-    if cfg.data.lowercase:
-        parts.append("lc")
-    return "-".join(str(p) for p in parts)

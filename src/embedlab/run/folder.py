@@ -21,9 +21,9 @@ from embedlab.config import (
     apply_preset,
     diff_for_resume,
     fill_legacy_keys,
-    run_name,
 )
 from embedlab.errors import InputError
+from embedlab.run.naming import run_name
 
 CONFIG_FILE = "config.json"
 
