@@ -6,7 +6,7 @@ restore = find_checkpoint + load_checkpoint (sha256 verification + safetensors l
 share columns are the fraction of training time spent checkpointing: at a fixed 120 s cadence
 (save / (120 + save)), and at the trainer's actual default cadence, which waits at least
 max(--checkpoint-secs 120, 50 × the last save's duration) between saves (see
-embedlab.training.trainer.SAVE_TIME_FACTOR), so big models stay near 2%.
+embedlab.training.saving.SAVE_TIME_FACTOR), so big models stay near 2%.
 
     .venv/bin/python benchmarks/checkpoint_io.py [--dir /tmp] [--repeats 3] [--small-only]
 """
