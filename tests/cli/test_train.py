@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,9 @@ from embedlab.cli import main
 from embedlab.data.vocab import Vocab
 from embedlab.engines.params import default_init_scale
 from embedlab.errors import InputError
+from embedlab.run.folder import choose_run_dir
 from embedlab.testing import write_zipf_corpus
+from embedlab.training.api import explicit_options
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
         "--no-tensorboard", "--log-every", "1", "--no-progress"]
@@ -351,6 +355,35 @@ def test_raised_epochs_continue_training(copy: Path, corpus: Path,
     status = json.loads((copy / "status.json").read_text())
     assert status["status"] == "finished" and status["step"] > old
     assert json.loads((copy / "config.json").read_text())["optim"]["epochs"] == 3
+
+
+def test_a_finished_run_names_the_command_that_trains_it_further(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = tmp_path / "runs"
+    typed: list[str | Path] = ["--corpus", corpus, "--runs-dir", runs, *FAST]
+    code, err = train(capsys, *typed)
+    assert code == 0, err
+    (run,) = runs.iterdir()
+    step = json.loads((run / "status.json").read_text())["step"]
+    code, err = train(capsys, *typed)  # the same command again
+    assert code == 0, err
+    assert "resuming" not in err  # one line says what happened, and it is not a resume
+    (line,) = [x for x in err.splitlines() if "already finished" in x]
+    assert line == (f"embedlab: {run} already finished at step {step} (2 epochs); to train "
+                    f"more: embedlab train --run {run} --epochs N (N > 2); to start over: add "
+                    "--restart")
+    # the command it names, typed with N = 3, trains the same run on
+    named = re.search(r"to train more: embedlab (train .*) --epochs N ", line)
+    assert named is not None
+    code, err = train(capsys, *shlex.split(named.group(1))[1:], "--epochs", "3")
+    assert code == 0, err
+    status = json.loads((run / "status.json").read_text())
+    assert status["status"] == "finished" and status["step"] > step
+    assert list(runs.iterdir()) == [run]
+    # while the same flags with another --epochs name another run, as they always did
+    explicit = explicit_options({"corpus": str(corpus), "dim": 8, "batch_size": 32,
+                                 "epochs": 4, "threads": 1})
+    assert choose_run_dir(runs, explicit, None) == runs / run.name.replace("-e2", "-e4")
 
 
 def test_same_command_twice_resumes_to_identical_bytes(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 from typing import TYPE_CHECKING, Any, TextIO
 
 from embedlab.engines.step import pairs_in
@@ -139,18 +140,29 @@ def _finish(run: TrainingRun, reporter: Reporter, saver: Saver, finished: bool) 
 
 
 def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
-    """Nothing left to train: leave the finished run exactly as it is.
+    """Nothing left to train: leave the finished run exactly as it is, and say in one line how
+    to train it further or start it over.
 
     Only the final checkpoint reaches the end of the data, and everything it summarises was
     logged before it was committed; a kill after that commit can only have missed the status.
+
+    The line names the command that continues the run, with ``--run``: the same flags with
+    another ``--epochs`` name another run (run folder names record the hyperparameters,
+    ``--epochs`` among them), and rightly so. Training a finished run further stretches its
+    learning-rate decay over the new total from where it stopped, which gives other vectors
+    than a run trained for that many epochs from the start, and that is what ``--epochs N``
+    without ``--run`` names, whether or not a shorter run with the other flags exists.
     """
     state = run.state
     if status.read_status(run.run_dir).get("status") != "finished":
         status.write_status(run.run_dir, status="finished", step=state.step,
                             words_seen=state.words_seen, loss=state.last_loss,
                             train_seconds=state.train_seconds)
-    print(f"embedlab: {run.run_dir} already finished at step {state.step}; pass --epochs N "
-          "(more) to continue or --restart to start over", file=out)
+    epochs = run.cfg.optim.epochs
+    print(f"embedlab: {run.run_dir} already finished at step {state.step} ({epochs} "
+          f"epoch{'s' if epochs != 1 else ''}); to train more: embedlab train --run "
+          f"{shlex.quote(str(run.run_dir))} --epochs N (N > {epochs}); to start over: add "
+          "--restart", file=out)
     return _result(run, True)
 
 

@@ -95,7 +95,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         _warn_if_other_step_revision(run_dir, out)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
     vocab.save_tsv(run_dir / VOCAB_FILE)
-    print("\n".join(started), file=out)
+    for line in started:
+        print(line, file=out)
     n_tokens = len(prepared.ids)
     return TrainingRun(cfg, run_dir, vocab, stream, engine, evaluator, manager, state,
                        resumed=ckpt is not None, n_tokens=n_tokens,
@@ -170,6 +171,8 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     with deferred_interrupt():
         engine = engine_for_config(cfg, noise, rows, tensors=tensors)
     state = TrainState.from_state_dict(stored)
+    if state.cursor.epoch >= cfg.optim.epochs:  # nothing to resume: the loop says it finished
+        return engine, state, []
     return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
 
 
