@@ -163,7 +163,11 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
      ["-k must be >= 1, got -1; e.g. -k 10"]),
     (["eval", "{v}"], ["nothing to evaluate; pass --analogies FILE and/or --similarity FILE"]),
     (["eval", "{v}", "--analogies", "{tmp}/nope.txt"],
-     ["nope.txt does not exist; pass a questions-words file"]),
+     ["nope.txt does not exist; download word2vec's questions-words.txt (https://", ") or "
+      "pass the path of an existing questions-words file"]),
+    (["eval", "{v}", "--similarity", "{tmp}/nope.tsv"],
+     ["nope.tsv does not exist; pass the path of an existing 'word1<TAB>word2<TAB>score' "
+      "file"]),
     (["eval", "{v}", "--analogies", "{tmp}/oov.txt"],
      ["all 1 questions", "outside", "; check the file's language/case or raise "
                                     "--restrict-vocab"]),

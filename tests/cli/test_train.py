@@ -204,7 +204,7 @@ BAD = [
     (["--corpus", "{corpus}", "--eval-every", "5"],
      "--eval-every needs --eval-analogies FILE and/or --eval-similarity FILE"),
     (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"],
-     "nope.txt does not exist; pass a questions-words file"),
+     "nope.txt does not exist; download word2vec's questions-words.txt"),
     # a best metric the run never records kept no best checkpoint (export --best failed later)
     (["--corpus", "{corpus}", "--best-metric", "foo"],
      "--best-metric foo is not a metric this run records; use loss, analogy"),

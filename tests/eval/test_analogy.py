@@ -7,7 +7,12 @@ import pytest
 from gensim.models import KeyedVectors
 
 from embedlab.errors import InputError
-from embedlab.eval.analogy import evaluate_analogies, parse_questions, read_questions
+from embedlab.eval.analogy import (
+    QUESTIONS_WORDS_URL,
+    evaluate_analogies,
+    parse_questions,
+    read_questions,
+)
 from embedlab.eval.scoring import row_norms
 
 from .conftest import Planted, make_planted
@@ -157,9 +162,17 @@ def test_missing_section_header_is_an_input_error() -> None:
         parse_questions(["a b c d"], "q.txt")
 
 
-def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="does not exist"):
+def test_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InputError, match="does not exist; download word2vec's questions-words"):
         read_questions(tmp_path / "nope.txt")
+    # a relative path: the message says where it was looked for, and where to get the file
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as e:
+        read_questions("questions-words.txt")
+    assert str(e.value) == (
+        "analogy file questions-words.txt does not exist; looked for "
+        f"{Path.cwd() / 'questions-words.txt'}; download word2vec's questions-words.txt "
+        f"({QUESTIONS_WORDS_URL}) or pass the path of an existing questions-words file")
 
 
 def test_empty_file(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -68,9 +69,13 @@ def test_restrict_vocab_must_be_positive(planted: Planted, restrict: int) -> Non
                                                   pairs).to_dict()
 
 
-def test_missing_and_empty_files(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="does not exist"):
+def test_missing_and_empty_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(InputError, match="does not exist; pass the path of an existing "):
         read_pairs(tmp_path / "nope.tsv")
+    monkeypatch.chdir(tmp_path)  # a relative path: the message says where it was looked for
+    with pytest.raises(InputError, match=f"nope.tsv does not exist; looked for "
+                                         f"{re.escape(str(Path.cwd() / 'nope.tsv'))}; pass "):
+        read_pairs("nope.tsv")
     f = tmp_path / "p.tsv"
     f.write_text("# only a comment\n\n")
     with pytest.raises(InputError, match="no word pairs"):

@@ -90,11 +90,24 @@ class AnalogyResult:
                 "invalid_lines": self.invalid_lines}
 
 
+#: where word2vec's own questions-words file (19,544 questions) can be downloaded
+QUESTIONS_WORDS_URL = ("https://raw.githubusercontent.com/tmikolov/word2vec/master/"
+                       "questions-words.txt")
+
+
+def looked_for(path: Path) -> str:
+    """Where a missing file was looked for, when the path typed was relative: the start of the
+    fix in its message, since a relative path is easily meant from another folder."""
+    return "" if path.is_absolute() else f"looked for {os.path.abspath(path)}; "
+
+
 def read_questions(path: str | os.PathLike[str]) -> QuestionSet:
     """Parse a questions-words file; raises :class:`InputError` for a missing or malformed file."""
     p = Path(path)
-    text = read_utf8(p, what="analogy file", missing_fix="pass a questions-words file, e.g. "
-                     "--analogies questions-words.txt",
+    text = read_utf8(p, what="analogy file",
+                     missing_fix=f"{looked_for(p)}download word2vec's questions-words.txt "
+                     f"({QUESTIONS_WORDS_URL}) or pass the path of an existing questions-words "
+                     "file",
                      unreadable_fix="pass a UTF-8 questions-words file")
     return parse_questions(text.split("\n"), str(p))
 

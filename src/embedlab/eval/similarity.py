@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from embedlab.errors import InputError
-from embedlab.eval.analogy import case_groups
+from embedlab.eval.analogy import case_groups, looked_for
 from embedlab.fsutil import read_utf8
 
 DEFAULT_RESTRICT = 300_000
@@ -87,8 +87,9 @@ def _unit(vec: np.ndarray) -> np.ndarray:
 
 def read_pairs(path: str | os.PathLike[str]) -> PairSet:
     p = Path(path)
-    text = read_utf8(p, what="similarity file", missing_fix="pass a 'word1<TAB>word2<TAB>score' "
-                     "file, e.g. --similarity wordsim353.tsv",
+    text = read_utf8(p, what="similarity file",
+                     missing_fix=f"{looked_for(p)}pass the path of an existing "
+                     "'word1<TAB>word2<TAB>score' file (such as WordSim-353's)",
                      unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
     return parse_pairs(text.split("\n"), str(p))
 
