@@ -133,3 +133,26 @@ def test_openmp_spinning_is_set_before_libgomp_loads(tmp_path: Path, engine: str
                          timeout=200)
     assert out.returncode == 0, out.stderr
     assert "stopped at --max-steps 1" in out.stderr
+
+
+def test_a_mistyped_command_names_the_closest_one() -> None:
+    import subprocess
+    import sys
+
+    typed = subprocess.run([sys.executable, "-m", "embedlab", "trian", "--corpus", "demo"],
+                           capture_output=True, text=True, timeout=60)
+    assert typed.returncode == 2 and typed.stdout == ""
+    assert typed.stderr == ("embedlab: error: No such command 'trian'; did you mean 'train'? "
+                            "(see 'embedlab --help')\n")
+
+
+@pytest.mark.parametrize("typed, hint", [("nieghbors", "; did you mean 'neighbors'?"),
+                                         ("rus", "; did you mean 'runs'?"),
+                                         ("zzz", ". (see")])
+def test_only_a_close_command_is_suggested(typed: str, hint: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([typed])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"No such command '{typed}'{hint}" in err

@@ -8,6 +8,7 @@ printed as one line and exits with status 2.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import importlib
 import sys
@@ -39,6 +40,16 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return self._load(cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """click's, with the closest command named when the one typed does not exist."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}; did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
 
     @staticmethod
     def _load(name: str) -> click.Command | None:
