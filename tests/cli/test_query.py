@@ -64,6 +64,16 @@ def test_neighbors_table_and_json(vecfile: Path, capsys: pytest.CaptureFixture[s
     assert code == 0 and len(json.loads(out)["neighbors"]) == 9
 
 
+def test_neighbours_is_neighbors_under_another_spelling(
+        vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spelled = [run([name, str(vecfile), "king", "-k", "3", "--json"], capsys)
+               for name in ("neighbors", "neighbours")]
+    assert spelled[0] == spelled[1] and spelled[0][0] == 0
+    code, out, _ = run(["--help"], capsys)
+    listed = [line.split()[0] for line in out.split("Commands:")[1].splitlines() if line]
+    assert code == 0 and "neighbors" in listed and "neighbours" not in listed  # listed once
+
+
 def test_analogy(vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["analogy", str(vecfile), "man", "king", "woman", "-k", "4", "--json"],
                        capsys)

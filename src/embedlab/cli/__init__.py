@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "visualize": "embedlab.cli.runs:visualize",
     "linreg": "embedlab.cli.linreg:linreg",
 }
+# another spelling -> the command it runs; left out of the command list
+ALIASES: dict[str, str] = {"neighbours": "neighbors"}
 
 
 class LazyGroup(click.Group):
@@ -39,7 +41,7 @@ class LazyGroup(click.Group):
         return sorted(n for n in COMMANDS if self._load(n) is not None)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        return self._load(cmd_name)
+        return self._load(ALIASES.get(cmd_name, cmd_name))
 
     def resolve_command(self, ctx: click.Context, args: list[str]
                         ) -> tuple[str | None, click.Command | None, list[str]]:

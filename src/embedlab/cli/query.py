@@ -111,7 +111,8 @@ def neighbors(source: Path, step: int | None, best: bool, word: str, k: int, met
               as_json: bool) -> None:
     """The K nearest neighbours of WORD in VECTORS.
 
-    An unknown word exits with status 2 and suggests close words.
+    An unknown word exits with status 2 and suggests close words. 'embedlab neighbours' is the
+    same command.
     """
     _check_k(k)
     vectors = _load(source, step, best)
