@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from embedlab.checkpoint.index import Index
 from embedlab.config import OptimConfig, TrainConfig
 from embedlab.errors import InputError
 from embedlab.run.status import read_status, write_status
@@ -115,7 +116,7 @@ def test_run_info_and_table(tmp_path: Path) -> None:
     infos = [run_info(r, tmp_path) for r in find_runs(tmp_path)]
     a, b = infos
     assert (a.name, a.status, a.step, a.loss) == ("sg-lr0.5", "finished", 200, 2.0)
-    assert a.best == "train/loss 2 @200"
+    assert a.best == "train/loss 2.0000 @200"
     assert (b.status, b.step, b.loss, b.best) == ("unknown", None, None, "")
     assert differing_keys(infos) == ["optim.lr"]
     console = Console(width=200, record=True)
@@ -126,7 +127,7 @@ def test_run_info_and_table(tmp_path: Path) -> None:
     header = out.splitlines()[1]
     assert "optim.lr" in header and "model.dim" not in out
     row = next(line for line in out.splitlines() if "sg-lr0.5" in line)
-    for cell in ("finished", "200", "1.2M", "2.0000", "train/loss 2 @200", "1:02:05", "0.5"):
+    for cell in ("finished", "200", "1.2M", "2.0000", "train/loss 2.0000 @200", "1:02:05", "0.5"):
         assert cell in row, cell
     tables = runs_tables(infos, all_hparams=True)
     assert len(tables) == 2
@@ -194,6 +195,23 @@ def test_formatting() -> None:
     assert format_count(999) == "999" and format_count(17_000_000) == "17.0M"
     assert format_count(999_999) == "1.0M" and format_count(999_949) == "999.9k"
     assert format_count(1_000) == "1.0k"
+
+
+def test_best_is_the_best_checkpoint_with_enough_digits(tmp_path: Path) -> None:
+    run = tmp_path / "sg"
+    _make_run(run)
+    with (run / "metrics.jsonl").open("w") as f:
+        for step, loss in ((6300, 2.1), (6400, 1.9997), (6500, 2.05)):
+            f.write(json.dumps({"step": step, "train/loss": loss}) + "\n")
+    # no checkpoint index: the best logged window
+    assert run_info(run, tmp_path).best == "train/loss 1.9997 @6400"
+    # the best checkpoint, saved after that window, holds its loss: the step named is its own
+    index = Index(latest=6500, kept=(6420, 6500), best=6420, best_metric="loss",
+                  best_value=1.9997, best_mode="min")
+    (run / "checkpoint").write_text(index.render())
+    assert run_info(run, tmp_path).best == "train/loss 1.9997 @6420"
+    (run / "checkpoint").write_bytes(b"\xff\xfe")  # damaged: listed as if it had none
+    assert run_info(run, tmp_path).best == "train/loss 1.9997 @6400"
 
 
 def _linreg_run(run: Path, tmp_path: Path, *, max_steps: int | None = None) -> None:

@@ -22,10 +22,10 @@ def runs(directory: Path, all_hparams: bool) -> None:
     """Table of the runs under DIRECTORY (default: runs/).
 
     Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
-    (running / finished / interrupted / failed), step, words seen, latest loss, best value of
-    the run's --best-metric, wall time, and the hyperparameters that differ between the listed
-    runs (settings that do not change the result, such as --max-steps or --progress, are left
-    out).
+    (running / finished / interrupted / failed), step, words seen, latest loss, the best
+    checkpoint (its value of the run's --best-metric @ its step), wall time, and the
+    hyperparameters that differ between the listed runs (settings that do not change the
+    result, such as --max-steps or --progress, are left out).
     """
     from rich.console import Console
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from embedlab.checkpoint import read_index
+from embedlab.checkpoint import CheckpointError, read_index
+from embedlab.checkpoint.index import Index
 from embedlab.config import (
     MAX_INT,
     MUTABLE_ON_RESUME,
@@ -123,7 +124,7 @@ class RunInfo:
     step: int | None
     words_seen: int | None
     loss: float | None
-    best: str  # "eval/analogy 0.41 @1200" or ""
+    best: str  # "eval/analogy 0.41250 @1200" (the best checkpoint's value and step) or ""
     wall_time: float | None
     hparams: dict[str, Any] = field(default_factory=dict)
     kind: str = WORD2VEC  # "word2vec" or "linreg"
@@ -148,16 +149,37 @@ def find_runs(root: Path) -> list[Path]:
     return found
 
 
-def _best(rows: list[dict[str, Any]], metric: str) -> str:
+def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> str:
+    """The "best" cell: the run's best value of ``metric`` (``NAME[:min|max]``) and the step of
+    its best checkpoint, e.g. ``train/loss 1.9997 @6420``.
+
+    Both come from the checkpoint index: the best checkpoint is what ``--from best`` and
+    ``export --best`` take, and the step of the best logged window may have no checkpoint. A
+    run whose index names no best checkpoint for the metric (none saved yet, or the index
+    deleted) shows the best logged value and the step it was logged at. Five significant
+    digits, as the loss column's four decimals: a loss of 1.9997 must not read "2".
+    """
     name, _, mode = metric.partition(":")
     tags = [name, f"eval/{name}", f"train/{name}"]
     mode = mode or ("min" if "loss" in name else "max")
-    for tag in tags:
-        pts = [(r[tag], r["step"]) for r in rows if _is_number(r.get(tag))]
-        if pts:
-            value, step = (min if mode == "min" else max)(pts, key=lambda p: p[0])
-            return f"{tag} {value:.4g} @{step}"
-    return ""
+    logged = {tag: [(r[tag], r["step"]) for r in rows if _is_number(r.get(tag))] for tag in tags}
+    tag = next((t for t in tags if logged[t]), name)
+    value = index.best_value
+    if (index.best is not None and index.best_metric == name and index.best_mode == mode
+            and value is not None and math.isfinite(value)):
+        return f"{tag} {value:#.5g} @{index.best}"
+    if not logged[tag]:
+        return ""
+    value, step = (min if mode == "min" else max)(logged[tag], key=lambda p: p[0])
+    return f"{tag} {value:#.5g} @{step}"
+
+
+def _index(run: Path) -> Index:
+    """The run's checkpoint index; a damaged one counts as none (``embedlab ckpt`` says why)."""
+    try:
+        return read_index(run)
+    except CheckpointError:
+        return Index()
 
 
 def _check_text_fields(raw: Any) -> None:
@@ -200,7 +222,7 @@ def run_info(run: Path, root: Path) -> RunInfo:
         name=name, path=run, status=effective_status(status),
         step=status.get("step"), words_seen=status.get("words_seen"),
         loss=loss if _is_number(loss) else None,
-        best=_best(rows, cfg.checkpoint.best_metric),
+        best=_best(rows, cfg.checkpoint.best_metric, _index(run)),
         wall_time=status.get("wall_time"), hparams=flatten(cfg.to_dict()),
     )
 
@@ -228,7 +250,7 @@ def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
     return RunInfo(
         name=str(run.relative_to(root)) if run != root else run.name, path=run, status=status,
         step=step, words_seen=None, loss=losses[-1] if losses else None,
-        best=_best(rows, metric), wall_time=None, hparams=hparams, kind=LINREG)
+        best=_best(rows, metric, index), wall_time=None, hparams=hparams, kind=LINREG)
 
 
 def changes_result(key: str) -> bool:
