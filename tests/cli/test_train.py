@@ -6,6 +6,7 @@ an existing run folder byte for byte as it was.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -384,6 +385,28 @@ def test_a_finished_run_names_the_command_that_trains_it_further(
     explicit = explicit_options({"corpus": str(corpus), "dim": 8, "batch_size": 32,
                                  "epochs": 4, "threads": 1})
     assert choose_run_dir(runs, explicit, None) == runs / run.name.replace("-e2", "-e4")
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal shows it: the progress bar is drawn."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("log_every", ["1", "7"])  # the last window full, or partial
+def test_the_finished_bar_shows_the_final_loss_and_rate(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, log_every: str) -> None:
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    run = tmp_path / "run"
+    main(["train", "--run", str(run), "--corpus", str(corpus), *FAST[:-3], "--log-every",
+          log_every, "--progress"])
+    last_frame = terminal.getvalue().split("\r")[-1]
+    assert "100%" in last_frame
+    final_loss = json.loads((run / "status.json").read_text())["loss"]
+    # --lr 0.025 decays to 0.025 * --min-lr-ratio 0.0001
+    assert f"loss={final_loss:.4f}, lr=2.50e-06]" in last_frame, last_frame
 
 
 def test_same_command_twice_resumes_to_identical_bytes(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from embedlab.run import status
 from embedlab.training.clocks import TrainingTime, WallClock
+from embedlab.training.schedule import linear_lr
 from embedlab.training.state import LogWindow
 
 if TYPE_CHECKING:
@@ -73,16 +74,20 @@ class Reporter:
 
     def close_last_window(self) -> None:
         """Log the last, partial window: only at the natural end, so that a run sliced by
-        --max-steps logs exactly the steps an uninterrupted run logs."""
+        --max-steps logs exactly the steps an uninterrupted run logs. The bar, at 100 %, then
+        shows the final loss and the rate the schedule ends at, not the last full window's."""
         run, state = self.run, self.run.state
-        if not state.window.pairs:
-            return
-        state.last_loss = state.window.mean_loss()
-        state.metrics["loss"] = state.last_loss
-        self.tracker.log_scalars(state.step, {"train/loss": state.last_loss,
-                                              "train/progress": state.words_seen /
-                                              run.total_words})
-        state.window = LogWindow.opening_now()
+        if state.window.pairs:
+            state.last_loss = state.window.mean_loss()
+            state.metrics["loss"] = state.last_loss
+            self.tracker.log_scalars(state.step, {"train/loss": state.last_loss,
+                                                  "train/progress": state.words_seen /
+                                                  run.total_words})
+            state.window = LogWindow.opening_now()
+        if state.last_loss is not None:
+            optim = run.cfg.optim
+            end_lr = linear_lr(optim.lr, optim.min_lr_ratio, state.words_seen, run.total_words)
+            self.bar.set_postfix(loss=f"{state.last_loss:.4f}", lr=f"{end_lr:.2e}", refresh=False)
 
     def evaluate(self) -> None:
         """Evaluate the input vectors; the results join the metrics a checkpoint records."""
