@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from embedlab.errors import InputError
-from embedlab.track.plots import plot_words, project_2d, top_word_ids
+from embedlab.track.plots import (
+    CARD_DPI,
+    CARD_FONT,
+    CARD_INCHES,
+    plot_card,
+    plot_words,
+    project_2d,
+    top_word_ids,
+)
 
 
 def test_pca_matches_scikit_learn_up_to_sign() -> None:
@@ -83,3 +91,43 @@ def test_plot_words_keeps_long_labels_at_the_edges_inside_the_axes() -> None:
     assert "a" * 40 in shown and "b" * 30 in shown  # the edge words are labelled, not dropped
     for box in shown.values():
         assert box.x1 <= frame.x1 + 1 and box.y1 <= frame.y1 + 1
+
+
+def test_plot_card_is_sized_for_a_tensorboard_card() -> None:
+    rng = np.random.default_rng(2)
+    context = rng.normal(size=(200, 2))
+    words = [f"w{i}" for i in range(50, 100)]
+    fig = plot_card(words, context[50:100], context, title="PCA t", caption="words 51–100")
+    width, height = fig.canvas.get_width_height()
+    card = CARD_INCHES * 100  # the pixels of TensorBoard's image card
+    assert width == height == 2 * card  # sharp on a high-density screen, never larger
+    ax = fig.axes[0]
+    shown = [t.get_text() for t in ax.texts]
+    assert shown and set(shown) <= set(words)
+    # on a card of ``card`` pixels the labels are CARD_FONT points at 100 dots an inch: 11 px
+    assert {t.get_fontsize() for t in ax.texts} == {CARD_FONT}
+    assert CARD_FONT * 100 / 72 >= 10
+    assert ax.get_title() == f"PCA t\nwords 51–100: {len(shown)} of 50 labelled"
+    # every point of the projection is drawn, the card's words again on top
+    assert [len(c.get_offsets()) for c in ax.collections] == [200, 50]
+    fig.canvas.draw()
+    frame = ax.get_window_extent()
+    for t in ax.texts:  # inside the axes, so inside the image
+        box = t.get_window_extent()
+        assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1 and box.y1 <= frame.y1 + 1
+    assert CARD_DPI == 2 * 100
+
+
+def test_plot_card_keeps_half_a_character_between_labels_on_a_line() -> None:
+    # at the card's size, labels whose estimated widths touch read as one word
+    points = np.random.default_rng(3).normal(size=(80, 2))
+    words = [f"w{i}" for i in range(80)]
+    fig = plot_card(words, points, points, title="t", caption="c")
+    ax = fig.axes[0]
+    char_w, line_h = (CARD_FONT * k * CARD_DPI / 72 for k in (0.62, 1.3))
+    anchors = {t.get_text(): ax.transData.transform(t.xy) for t in ax.texts}
+    assert len(anchors) > 10
+    for a, (ax_, ay) in anchors.items():
+        for b, (bx, by) in anchors.items():
+            if a != b and abs(ay - by) < line_h and ax_ <= bx:
+                assert bx - ax_ >= char_w * (len(a) + 0.5) - 1e-6, (a, b)

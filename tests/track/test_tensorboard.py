@@ -10,9 +10,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from embedlab.track.tensorboard import default_probes, neighbours_markdown
+from embedlab.track.plots import CARD_INCHES
+from embedlab.track.tensorboard import (
+    PCA_CARD_WORDS,
+    default_probes,
+    neighbours_markdown,
+    pca_tag,
+)
 
-from .fakerun import CLUSTERS, TRAIN_TAGS, embeddings_at, fake_vocab, load_events, simulate
+from .fakerun import (
+    CLUSTERS,
+    TRAIN_TAGS,
+    embeddings_at,
+    fake_vocab,
+    load_events,
+    simulate,
+)
 
 
 def test_fresh_run_writes_every_kind_of_summary(fresh_run: Path) -> None:
@@ -25,13 +38,19 @@ def test_fresh_run_writes_every_kind_of_summary(fresh_run: Path) -> None:
     assert sorted(tags["histograms"]) == ["embeddings/input", "embeddings/input_norm",
                                          "embeddings/output", "embeddings/output_norm"]
     assert [e.step for e in ea.Histograms("embeddings/input_norm")] == [25, 50]
-    assert [e.step for e in ea.Images("embeddings/pca")] == [25, 50]
-    png = ea.Images("embeddings/pca")[-1]
-    assert png.width >= 600 and png.encoded_image_string[:4] == b"\x89PNG"
-    # the summary's size is the encoded image's (IHDR: width, height at bytes 16-24)
-    ihdr = png.encoded_image_string[16:24]
-    assert (png.width, png.height) == (int.from_bytes(ihdr[:4], "big"),
-                                       int.from_bytes(ihdr[4:], "big"))
+    # the PCA of the fake vocabulary's 67 words: 50 words labelled in one image, 17 in another
+    assert sorted(tags["images"]) == ["embeddings/pca", "embeddings/pca_words_051-067"]
+    for tag in tags["images"]:
+        assert [e.step for e in ea.Images(tag)] == [25, 50]
+        png = ea.Images(tag)[-1]
+        assert png.encoded_image_string[:4] == b"\x89PNG"
+        # the summary's size is the encoded image's (IHDR: width, height at bytes 16-24)
+        ihdr = png.encoded_image_string[16:24]
+        assert (png.width, png.height) == (int.from_bytes(ihdr[:4], "big"),
+                                           int.from_bytes(ihdr[4:], "big"))
+        # sized for TensorBoard's card (~350 px): at most twice its pixels, sharp on a
+        # high-density screen, and not shrunk past reading on a plain one
+        assert CARD_INCHES * 100 <= png.width <= 2 * CARD_INCHES * 100
     text = ea.Tensors("neighbours/text_summary")
     assert [e.step for e in text] == [25, 50]
     # no sub-folders (add_hparams' pitfall): the only folder is the projector's step folder
@@ -52,6 +71,15 @@ def test_hparams_are_in_the_runs_own_event_file(fresh_run: Path) -> None:
     assert hp["model.loss"].string_value == "neg"
     assert {"final/loss", "final/eval/analogy"} <= set(load_events(run).Tags()["scalars"])
     assert len(list(run.glob("events.out.tfevents.*"))) == 1
+
+
+def test_pca_tags_sort_in_word_order() -> None:
+    tags = [pca_tag(start, min(start + PCA_CARD_WORDS, 200))
+            for start in range(0, 200, PCA_CARD_WORDS)]
+    # the most frequent words keep the tag of older runs' single PCA image
+    assert tags == ["embeddings/pca", "embeddings/pca_words_051-100",
+                    "embeddings/pca_words_101-150", "embeddings/pca_words_151-200"]
+    assert sorted(tags) == tags
 
 
 def test_neighbours_show_the_planted_clusters() -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.data.demo import write_questions
-from embedlab.track.tensorboard import default_probes
+from embedlab.track.tensorboard import PCA_CARD_WORDS, PCA_WORDS, default_probes, pca_tag
 
 from .tbserver import (
     TRAIN_TAGS,
@@ -145,13 +145,20 @@ def test_sliced_run_shows_the_same_curve_as_the_fresh_run(served: Served) -> Non
     assert loss[-1] < loss[0]  # it learns, even in one tiny epoch
 
 
+def pca_tags(run: Path) -> list[str]:
+    """The PCA image tags of ``run``: its most frequent words, 50 labelled in each image."""
+    n = min(PCA_WORDS, len((run / "vocab.tsv").read_text(encoding="utf-8").splitlines()))
+    return [pca_tag(start, min(start + PCA_CARD_WORDS, n))
+            for start in range(0, n, PCA_CARD_WORDS)]
+
+
 def checkpoint_summary_steps(served: Served, run: str) -> dict[str, list[int]]:
     """Steps the server shows for each checkpoint-cadence summary of ``run``."""
     base = served.base
     out = {tag: [int(d[1]) for d in get(base, "histograms/histograms", run=run, tag=tag)]
            for tag in sorted(HISTOGRAM_TAGS)}
-    out["embeddings/pca"] = [m["step"] for m in get(base, "images/images", run=run,
-                                                     tag="embeddings/pca", sample="0")]
+    for tag in pca_tags(served.run(run)):
+        out[tag] = [m["step"] for m in get(base, "images/images", run=run, tag=tag, sample="0")]
     out[TEXT_TAG] = [t["step"] for t in get(base, "text/text", run=run, tag=TEXT_TAG)]
     return out
 
@@ -159,25 +166,30 @@ def checkpoint_summary_steps(served: Served, run: str) -> dict[str, list[int]]:
 def test_checkpoint_summaries_at_every_checkpoint(served: Served) -> None:
     for name in RUNS:
         assert set(get(served.base, "histograms/tags")[name]) == HISTOGRAM_TAGS
-        assert "embeddings/pca" in get(served.base, "images/tags")[name]
+        tags = pca_tags(served.run(name))
+        assert len(tags) == 4  # the tiny corpus has 200 words to show
+        assert sorted(get(served.base, "images/tags")[name]) == tags
         assert get(served.base, "text/tags")[name] == [TEXT_TAG]
     expected = checkpoint_steps(served.run("fresh"))
     assert checkpoint_summary_steps(served, "fresh") == {
-        tag: expected for tag in (*sorted(HISTOGRAM_TAGS), "embeddings/pca", TEXT_TAG)}
+        tag: expected for tag in (*sorted(HISTOGRAM_TAGS), *pca_tags(served.run("fresh")),
+                                  TEXT_TAG)}
 
 
 def test_sliced_run_hides_the_abandoned_checkpoint_summaries(served: Served) -> None:
     expected = checkpoint_steps(served.run("sliced"))
     assert expected == checkpoint_steps(served.run("fresh"))
     assert checkpoint_summary_steps(served, "sliced") == {
-        tag: expected for tag in (*sorted(HISTOGRAM_TAGS), "embeddings/pca", TEXT_TAG)}
+        tag: expected for tag in (*sorted(HISTOGRAM_TAGS), *pca_tags(served.run("sliced")),
+                                  TEXT_TAG)}
 
 
-def test_pca_image_is_a_png(served: Served) -> None:
-    meta = get(served.base, "images/images", run="fresh", tag="embeddings/pca", sample="0")
-    url = f"{served.base}/data/plugin/images/individualImage?{meta[-1]['query']}"
-    with urllib.request.urlopen(url, timeout=10) as r:
-        assert r.read()[:4] == b"\x89PNG"
+def test_pca_images_are_pngs(served: Served) -> None:
+    for tag in pca_tags(served.run("fresh")):
+        meta = get(served.base, "images/images", run="fresh", tag=tag, sample="0")
+        url = f"{served.base}/data/plugin/images/individualImage?{meta[-1]['query']}"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.read()[:4] == b"\x89PNG"
 
 
 def test_neighbours_text_shows_every_probe_word(served: Served) -> None:

@@ -1,8 +1,9 @@
 """2-D pictures of embeddings: PCA or t-SNE of the most frequent words, with readable labels.
 
-Pure functions (arrays in, a matplotlib ``Figure`` out) so the same drawing serves the
-TensorBoard image summary and ``embedlab visualize``. Uses the non-interactive Agg canvas,
-never pyplot's global state, so it is safe inside a training process and in tests.
+Pure functions (arrays in, a matplotlib ``Figure`` out) so the same labelling serves
+``embedlab visualize`` (one large figure) and the TensorBoard image summaries (figures sized for
+TensorBoard's image cards). Uses the non-interactive Agg canvas, never pyplot's global state, so
+it is safe inside a training process and in tests.
 """
 
 from __future__ import annotations
@@ -71,35 +72,79 @@ def plot_words(words: Sequence[str], points: np.ndarray, *, title: str = "") -> 
     """
     n = len(words)
     side = float(np.clip(8 + n / 50, 8, 16))
-    dpi, font = 100, 8
-    fig = Figure(figsize=(side, side), dpi=dpi)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ax.scatter(points[:, 0], points[:, 1], s=6, c="tab:blue", alpha=0.6)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    ax.set_title(title or " ")  # the final title is one line too: the layout keeps its height
-    fig.tight_layout()
-    placed = _fit_labels(ax, words, points, font, dpi)
-    for w, (x, y) in placed:
-        label = ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
-                            alpha=0.9)
-        # _fit_labels already keeps labels inside the axes; measuring each label's extent for
-        # the layout would take most of the figure's time
-        label.set_in_layout(False)
+    fig, ax = _scatter(points, side, 100, title)
+    placed = _label(ax, words, points, 8, 100)
     shown = f" ({len(placed)} of {n} labelled; overlapping labels left out)" \
         if len(placed) < n else ""
     ax.set_title(title + shown)
     return fig
 
 
-def _fit_labels(ax: Any, words: Sequence[str], points: np.ndarray, font: int,
-                dpi: int) -> list[tuple[str, tuple[float, float]]]:
+# TensorBoard shows an image in a card about 350 px wide (the Images dashboard, and the Time
+# Series cards at their default width): a figure of 3.5 inches is laid out for those pixels at
+# 100 dots an inch and rendered at twice that, sharp on high-density screens. Its 8-point labels
+# are then 11 px on screen, as large as TensorBoard's own text.
+CARD_INCHES = 3.5
+CARD_DPI = 200
+CARD_FONT = 8
+
+
+def plot_card(words: Sequence[str], points: np.ndarray, context: np.ndarray, *, title: str,
+              caption: str) -> Figure:
+    """A TensorBoard card: ``context`` (M×2) as faint dots, ``points`` (N×2) labelled on top.
+
+    The same labelling as :func:`plot_words`, on a figure sized for the card so that labels are
+    legible without "Show actual image size". The axes span ``context`` (which holds the
+    points), so cards of the same projection share their scale. Two title lines: ``title``,
+    then ``caption`` with how many of the words are labelled.
+    """
+    fig, ax = _scatter(context, CARD_INCHES, CARD_DPI, title, color="0.8", font=CARD_FONT,
+                       lines=2)
+    ax.scatter(points[:, 0], points[:, 1], s=6, c="tab:blue", alpha=0.8)
+    # half a character between labels on a line: at this size, estimated widths that touch
+    # read as one word
+    placed = _label(ax, words, points, CARD_FONT, CARD_DPI, space=0.5)
+    ax.set_title(f"{title}\n{caption}: {len(placed)} of {len(words)} labelled",
+                 fontsize=CARD_FONT)
+    return fig
+
+
+def _scatter(points: np.ndarray, side: float, dpi: int, title: str, *, color: str = "tab:blue",
+             font: float | None = None, lines: int = 1) -> tuple[Figure, Any]:
+    """A square figure with ``points`` drawn and the layout done for a title of ``lines``."""
+    fig = Figure(figsize=(side, side), dpi=dpi)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.scatter(points[:, 0], points[:, 1], s=6, c=color, alpha=0.6)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    # the final title has as many lines: the layout keeps its height
+    size = {} if font is None else {"fontsize": font}
+    ax.set_title("\n".join([title or " "] * lines), **size)
+    fig.tight_layout()
+    return fig, ax
+
+
+def _label(ax: Any, words: Sequence[str], points: np.ndarray, font: int, dpi: int,
+           space: float = 0.0) -> list[tuple[str, tuple[float, float]]]:
+    """Annotate the words :func:`_fit_labels` places; return them."""
+    placed = _fit_labels(ax, words, points, font, dpi, space)
+    for w, (x, y) in placed:
+        label = ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
+                            alpha=0.9)
+        # _fit_labels already keeps labels inside the axes; measuring each label's extent for
+        # the layout would take most of the figure's time
+        label.set_in_layout(False)
+    return placed
+
+
+def _fit_labels(ax: Any, words: Sequence[str], points: np.ndarray, font: int, dpi: int,
+                space: float = 0.0) -> list[tuple[str, tuple[float, float]]]:
     """Labels to draw, most frequent first, none overlapping, none past the axes' right or top.
 
-    Labels sit up and to the right of their point; when the ones placed would cross the axes'
-    edge, the data limits are widened by the overshoot and the placement is redone (once more is
-    enough: widening only moves points closer together).
+    Labels sit up and to the right of their point, ``space`` characters apart at least; when the
+    ones placed would cross the axes' edge, the data limits are widened by the overshoot and the
+    placement is redone (once more is enough: widening only moves points closer together).
     """
     char_w, line_h = font * 0.62 * dpi / 72, font * 1.3 * dpi / 72
     offset = 2 * dpi / 72  # the labels' xytext, 2 points
@@ -110,7 +155,8 @@ def _fit_labels(ax: Any, words: Sequence[str], points: np.ndarray, font: int,
         boxes: list[tuple[float, float, float, float]] = []
         placed = []
         for (px, py), (x, y), w in zip(pixels, points, words, strict=True):
-            box = (px + offset, py + offset, px + offset + char_w * len(w), py + offset + line_h)
+            box = (px + offset, py + offset, px + offset + char_w * (len(w) + space),
+                   py + offset + line_h)
             if any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
                    for b in boxes):
                 continue

@@ -27,7 +27,11 @@ from embedlab.track.protos import (
     text_summary,
 )
 
-PCA_WORDS = 200  # words in the per-checkpoint PCA image: enough to see structure, cheap to draw
+PCA_WORDS = 200  # words in the per-checkpoint PCA: enough to see structure, cheap to draw
+# words labelled in each PCA image: about as many labels as a card-sized image holds legibly,
+# so the 200 words take 4 images, each showing the others as faint dots
+PCA_CARD_WORDS = 50
+PCA_TAG = "embeddings/pca"
 NEIGHBOURS = 8  # neighbours shown per probe word
 DEFAULT_PROBES = 8  # probe words chosen when --probe is not given
 
@@ -78,6 +82,19 @@ def neighbours_markdown(words: Sequence[str], w: np.ndarray, probes: Sequence[st
         cells = ", ".join(f"{words[j]} ({s:.2f})" for j, s in row)
         lines.append(f"| **{words[i]}** | {cells} |")
     return "\n".join(lines)
+
+
+def pca_tag(start: int, stop: int) -> str:
+    """The image tag of the PCA's words ``start + 1`` to ``stop`` (in frequency order).
+
+    The most frequent words are under ``embeddings/pca``, the tag of the one PCA image of runs
+    written before 2026-11-26, so a resumed older run's card goes on; the others are numbered
+    to sort in order.
+    """
+    if start == 0:
+        return PCA_TAG
+    width = len(str(PCA_WORDS))
+    return f"{PCA_TAG}_words_{start + 1:0{width}d}-{stop:0{width}d}"
 
 
 def one_blas_thread() -> AbstractContextManager[object]:
@@ -151,18 +168,20 @@ class TensorBoardSink:
         self._w.close()
 
     def _log_pca(self, step: int, w_in: np.ndarray) -> None:
-        from embedlab.track.plots import plot_words, project_2d, top_word_ids
+        from embedlab.track.plots import plot_card, project_2d, top_word_ids
 
         ids = top_word_ids(self._words, self._unk, PCA_WORDS)
         if len(ids) < 3:
             return
-        points = project_2d(w_in[ids], "pca")
-        fig = plot_words([self._words[i] for i in ids], points,
-                         title=f"PCA of the {len(ids)} most frequent words, step {step}")
-        # The PNG straight from matplotlib, a few MiB: torch's add_figure() turns the RGBA
-        # pixels into float32 copies first, which for this 1200×1200 figure would set the
-        # run's peak of memory.
-        self._w.add_summary(step, png_summary("embeddings/pca", fig))
+        points = project_2d(w_in[ids], "pca")  # one projection: the images share their axes
+        title = f"PCA of the {len(ids)} most frequent words, step {step}"
+        for start in range(0, len(ids), PCA_CARD_WORDS):
+            stop = min(start + PCA_CARD_WORDS, len(ids))
+            fig = plot_card([self._words[i] for i in ids[start:stop]], points[start:stop],
+                            points, title=title, caption=f"words {start + 1}–{stop}")
+            # The PNG straight from matplotlib: torch's add_figure() turned the RGBA pixels
+            # into float32 copies first.
+            self._w.add_summary(step, png_summary(pca_tag(start, stop), fig))
 
     def _log_projector(self, step: int, w_in: np.ndarray) -> None:
         n = min(self._cfg.track.projector_words, w_in.shape[0])
