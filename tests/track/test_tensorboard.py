@@ -10,12 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from embedlab.config import MUTABLE_ON_RESUME
 from embedlab.track.plots import CARD_INCHES
 from embedlab.track.tensorboard import (
     PCA_CARD_WORDS,
     default_probes,
     neighbours_markdown,
     pca_tag,
+    session_hparams,
+    tail_first,
 )
 
 from .fakerun import (
@@ -24,6 +27,7 @@ from .fakerun import (
     embeddings_at,
     fake_vocab,
     load_events,
+    make_config,
     simulate,
 )
 
@@ -69,8 +73,34 @@ def test_hparams_are_in_the_runs_own_event_file(fresh_run: Path) -> None:
     hp = data.session_start_info.hparams
     assert hp["optim.lr"].number_value == pytest.approx(0.025)
     assert hp["model.loss"].string_value == "neg"
+    # hyperparameters only: not the settings a resume may change (threads, track.*, eval.*, ...)
+    assert not [k for k in hp if k.startswith(MUTABLE_ON_RESUME)]
+    assert set(hp) == set(session_hparams(make_config().to_dict()))
     assert {"final/loss", "final/eval/analogy"} <= set(load_events(run).Tags()["scalars"])
     assert len(list(run.glob("events.out.tfevents.*"))) == 1
+
+
+def test_session_hparams_are_the_hyperparameters_that_change_the_result() -> None:
+    hp = session_hparams(make_config().to_dict())
+    assert {"optim.lr", "model.dim", "data.corpus", "seed", "optim.epochs"} <= set(hp)
+    assert {"threads", "max_steps", "preset", "track.progress", "checkpoint.keep",
+            "eval.similarity"}.isdisjoint(hp)
+    assert hp["init_from"] == "none"
+
+
+def test_paths_in_the_hparams_table_come_tail_first() -> None:
+    # the table cuts a value at its end: the part that tells corpora apart comes first
+    cfg = make_config().to_dict()
+    cfg["data"]["corpus"] = "/data/corpora/news-2026/train.txt"
+    cfg["init_from"] = "runs/base/checkpoints/ckpt-00001000"
+    hp = session_hparams(cfg)
+    assert hp["data.corpus"] == "news-2026/train.txt in /data/corpora"
+    assert hp["init_from"] == "checkpoints/ckpt-00001000 in runs/base"
+
+
+@pytest.mark.parametrize("path", ["demo", "text8", "corpus.txt", "data/c.txt", "/c.txt", "/a/b"])
+def test_short_paths_are_shown_as_they_are(path: str) -> None:
+    assert tail_first(path) == path
 
 
 def test_pca_tags_sort_in_word_order() -> None:

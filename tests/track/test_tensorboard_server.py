@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
+from embedlab.config import MUTABLE_ON_RESUME
 from embedlab.data.demo import write_questions
 from embedlab.track.tensorboard import PCA_CARD_WORDS, PCA_WORDS, default_probes, pca_tag
 
@@ -234,6 +235,8 @@ def test_hparams(served: Served) -> None:
     exp = post(served.base, "hparams/experiment", {"experimentName": ""})
     hp_names = {h["name"] for h in exp["hparamInfos"]}
     assert {"optim.lr", "model.dim", "model.loss", "data.min_count"} <= hp_names
+    # hyperparameters only: the settings a resume may change are not columns
+    assert not [name for name in hp_names if name.startswith(MUTABLE_ON_RESUME)]
     metric_tags = {m["name"]["tag"] for m in exp["metricInfos"]}
     assert {"final/loss", "final/analogy"} <= metric_tags  # final/<evaluator name>
     differs = {h["name"] for h in exp["hparamInfos"] if h.get("differs")}
@@ -246,6 +249,8 @@ def test_hparams(served: Served) -> None:
     for name, (group, session) in sessions.items():
         assert group["hparams"]["model.dim"] == DIM
         assert group["hparams"]["optim.batch_size"] == 128
+        # the table cuts a value at its end: a corpus path shows its last parts first
+        assert group["hparams"]["data.corpus"].startswith("data/corpus.txt in /")
         final_loss = [row["final/loss"] for row in metrics_rows(served.run(name))
                       if "final/loss" in row]
         values = {m["name"]["tag"]: m["value"] for m in session["metricValues"]}

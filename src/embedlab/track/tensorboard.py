@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 import numpy as np
 
-from embedlab.config import TrainConfig
+from embedlab.config import TrainConfig, flatten
 from embedlab.eval.neighbors import nearest_to_rows
 from embedlab.eval.scoring import row_norms
 from embedlab.track.events import EventWriter
@@ -26,6 +26,7 @@ from embedlab.track.protos import (
     scalar_summary,
     text_summary,
 )
+from embedlab.track.runs import changes_result
 
 PCA_WORDS = 200  # words in the per-checkpoint PCA: enough to see structure, cheap to draw
 # words labelled in each PCA image: about as many labels as a card-sized image holds legibly,
@@ -34,6 +35,7 @@ PCA_CARD_WORDS = 50
 PCA_TAG = "embeddings/pca"
 NEIGHBOURS = 8  # neighbours shown per probe word
 DEFAULT_PROBES = 8  # probe words chosen when --probe is not given
+PATH_KEYS = ("data.corpus", "init_from")  # hyperparameters that name a file or folder
 
 
 class VocabLike(Protocol):
@@ -95,6 +97,35 @@ def pca_tag(start: int, stop: int) -> str:
         return PCA_TAG
     width = len(str(PCA_WORDS))
     return f"{PCA_TAG}_words_{start + 1:0{width}d}-{stop:0{width}d}"
+
+
+def session_hparams(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+    """A run's values in TensorBoard's HParams table: its hyperparameters only.
+
+    The flattened config keys that change the result (:func:`embedlab.track.runs.
+    changes_result`, as ``embedlab runs`` compares runs): not the thread count, checkpoint,
+    logging and evaluation settings that a resume may change. Paths are written tail first
+    (:func:`tail_first`).
+    """
+    values = {k: v for k, v in flatten(dict(config)).items() if changes_result(k)}
+    for key in PATH_KEYS:
+        if isinstance(values.get(key), str):
+            values[key] = tail_first(values[key])
+    return hparam_values(values)
+
+
+def tail_first(path: str) -> str:
+    """``news/train.txt in /data/corpora`` for ``/data/corpora/news/train.txt``.
+
+    The HParams table shows a value in a cell about 10 characters wide, cut at its end: a
+    path's first folders, often the same for every run, would be all it shows. Its last two
+    parts come first, so the cell shows what tells corpora apart, and the value still names the
+    whole path. A path of two parts or fewer is left as it is.
+    """
+    head = PurePosixPath(path).parent.parent
+    if head in (PurePosixPath("."), PurePosixPath("/")):
+        return path
+    return f"{PurePosixPath(path).relative_to(head)} in {head}"
 
 
 def one_blas_thread() -> AbstractContextManager[object]:
@@ -160,7 +191,7 @@ class TensorBoardSink:
         # takes the first one it finds as the whole logdir's, so the other runs' metrics and
         # differing hyperparameters would be missing from the table; without one it builds
         # the table from every run's session, its metrics being the runs' scalars.
-        for summary in hparams_summaries(hparam_values(hparams)):
+        for summary in hparams_summaries(session_hparams(hparams)):
             self._w.add_summary(step, summary)
         self._w.flush()
 
