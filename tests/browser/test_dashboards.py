@@ -1,7 +1,9 @@
-"""Headless Chromium looks at a real tiny run's scalars dashboard and projector, as a person would.
+"""Headless Chromium looks at real tiny runs' dashboards as a person would: scalars, projector,
+the PCA images at card size and the HParams table.
 
-Trains a tiny run through the CLI in-process (the same helper as the server test), serves it
-with ``embedlab tensorboard`` and drives Chromium to the dashboards. Needs Debian ``chromium`` +
+Trains two tiny runs through the CLI in-process (the same helper as the server test), on corpora
+in two folders and at two learning rates, serves them with ``embedlab tensorboard`` and drives
+Chromium to the dashboards. Needs Debian ``chromium`` +
 ``chromium-driver`` (skipped, saying so, when either is missing) and selenium (a test extra).
 Run with ``pytest -m browser tests/browser``. Screenshots go to the test's temp dir and are copied
 to ``/tmp/embedlab-shots/real-*.png`` for a human to look at.
@@ -25,6 +27,7 @@ import pytest
 pytestmark = pytest.mark.browser
 SHOTS = Path("/tmp/embedlab-shots")
 RUN = "tiny-real"
+OTHER = "tiny-other-lr"  # another corpus folder and --lr: two hyperparameters differ
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -44,19 +47,22 @@ TB = _load("embedlab_browser_tb", TRACK / "tbserver.py")  # stdlib-only at impor
 @dataclass(frozen=True)
 class Served:
     base: str  # http://127.0.0.1:PORT
-    run: Path  # the run folder
+    run: Path  # the run folder of RUN
+    other: Path  # the run folder of OTHER
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("tb")
-    corpus = TB.write_tiny_corpus(tmp / "corpus.txt")
     root = tmp / "runs"
-    TB.train_tiny(root / RUN, corpus)
+    for name, folder, extra in ((RUN, "news", ()), (OTHER, "wiki", ("--lr", "0.05"))):
+        (tmp / "corpora" / folder).mkdir(parents=True)
+        TB.train_tiny(root / name, TB.write_tiny_corpus(tmp / "corpora" / folder / "corpus.txt"),
+                      *extra)
     proc, base = TB.start_server(root)
     try:
-        TB.wait_for_runs(base, {RUN})
-        yield Served(base, root / RUN)
+        TB.wait_for_runs(base, {RUN, OTHER})
+        yield Served(base, root / RUN, root / OTHER)
     finally:
         TB.stop_server(proc)
 
@@ -159,3 +165,81 @@ def test_projector_loads_points_with_word_metadata(server: Served, browser: Any,
     time.sleep(3)
     shot = save_shot(browser, tmp_path, "projector.png")
     assert shot.stat().st_size > 20_000
+
+
+# every element matching a CSS selector, in the page and in every shadow root below it
+DEEP_QUERY = """const found = [];
+    const walk = (n) => { if (n.matches && n.matches(arguments[0])) found.push(n);
+      if (n.shadowRoot) walk(n.shadowRoot); for (const c of n.children || []) walk(c); };
+    walk(document.documentElement);"""
+
+
+def test_pca_images_are_legible_in_their_cards(server: Served, browser: Any,
+                                              tmp_path: Path) -> None:
+    from embedlab.track.plots import CARD_DPI, CARD_FONT
+
+    browser.get(f"{server.base}/#images")
+    # [natural width, shown width] of each loaded image, and the cards holding them
+    sizes = DEEP_QUERY + """return found.filter(i => i.complete && i.naturalWidth > 0)
+        .map(i => [i.naturalWidth, i.clientWidth]);"""
+    wait_until(lambda: len(browser.execute_script(sizes, "img")) >= 2)
+    time.sleep(2)  # let the other cards load
+    shown = browser.execute_script(sizes, "img")
+    assert shown
+    for natural, width in shown:
+        # sized for the card: sharp on a high-density screen, not shrunk past reading on others
+        assert width <= natural <= 2 * width, (natural, width)
+        # the labels' size on screen, in CSS pixels: TensorBoard's own text is 11-13 px
+        assert CARD_FONT * CARD_DPI / 72 * width / natural >= 10, (natural, width)
+    save_shot(browser, tmp_path, "images.png")
+    card = browser.execute_script(DEEP_QUERY + "return found[0];", "tf-image-loader")
+    shot = tmp_path / "images-card.png"
+    shot.write_bytes(card.screenshot_as_png)
+    shutil.copy(shot, SHOTS / "real-images-card.png")
+    assert shot.stat().st_size > 20_000
+
+
+def test_hparams_table_shows_the_differing_hyperparameters_first(server: Served, browser: Any,
+                                                                 tmp_path: Path) -> None:
+    from embedlab.config import MUTABLE_ON_RESUME
+    from embedlab.track.tensorboard import session_hparams
+
+    values = [session_hparams(json.loads((run / "config.json").read_text(encoding="utf-8")))
+              for run in (server.run, server.other)]
+    differing = sorted(k for k in values[0] if values[0][k] != values[1].get(k))
+    assert differing == ["data.corpus", "optim.lr"]
+    browser.get(f"{server.base}/#hparams")
+    # the left pane: every hyperparameter, ticked when TensorBoard shows it as a column
+    pane = DEEP_QUERY + "return found.map(c => [c.textContent.trim(), c.checked]);"
+    wait_until(lambda: len(browser.execute_script(pane, "paper-checkbox.hparam-checkbox")) > 0
+               and RUN in page_text(browser))
+    time.sleep(2)  # let the table draw
+    listed = browser.execute_script(pane, "paper-checkbox.hparam-checkbox")
+    names = [name for name, _ in listed]
+    assert set(names) == set(values[0])  # hyperparameters only: no track.*, threads, ...
+    assert not [n for n in names if n.startswith(MUTABLE_ON_RESUME)]
+    headers = browser.execute_script(DEEP_QUERY + "return found.map(h => h.textContent.trim());",
+                                     ".table-header")
+    columns = [h for h in headers if h in names]
+    assert columns == [name for name, ticked in listed if ticked]
+    # TensorBoard shows five columns, those that differ between the runs first
+    assert columns[:len(differing)] == differing and len(columns) == min(5, len(names))
+    # A cell is cut at its end (a 10-em column): the corpus path shows the part that tells the
+    # runs apart, its folder and file name, in full.
+    cells = DEEP_QUERY + """return found.flatMap(c => {
+        const t = [...c.childNodes].find(x => x.nodeType === 3 && x.textContent.trim());
+        if (!t || !t.textContent.trim().endsWith(arguments[1])) return [];
+        const start = t.textContent.indexOf(t.textContent.trim());
+        const r = document.createRange();
+        r.setStart(t, start); r.setEnd(t, start + arguments[2]);
+        return [[t.textContent.trim(), r.getBoundingClientRect().right,
+                 c.getBoundingClientRect().right]];
+      });"""
+    tail = len("news/corpus.txt")
+    corpus_cells = browser.execute_script(cells, ".table-cell",
+                                          str(server.run.parents[1] / "corpora"), tail)
+    assert sorted(text[:tail] for text, _, _ in corpus_cells) == ["news/corpus.txt",
+                                                                   "wiki/corpus.txt"]
+    for text, shown_right, cell_right in corpus_cells:
+        assert shown_right <= cell_right, text
+    save_shot(browser, tmp_path, "hparams.png")
