@@ -119,7 +119,7 @@ def _scatter(points: np.ndarray, side: float, dpi: int, title: str, *, color: st
     ax.set_xticks([])
     ax.set_yticks([])
     # the final title has as many lines: the layout keeps its height
-    size = {} if font is None else {"fontsize": font}
+    size: dict[str, Any] = {} if font is None else {"fontsize": font}
     ax.set_title("\n".join([title or " "] * lines), **size)
     fig.tight_layout()
     return fig, ax

@@ -117,8 +117,8 @@ def session_hparams(config: Mapping[str, Any]) -> dict[str, bool | int | float |
 def tail_first(path: str) -> str:
     """``news/train.txt in /data/corpora`` for ``/data/corpora/news/train.txt``.
 
-    The HParams table shows a value in a cell about 10 characters wide, cut at its end: a
-    path's first folders, often the same for every run, would be all it shows. Its last two
+    The HParams table shows a value in a cell 10 em wide (15 characters or so), cut at its end:
+    a path's first folders, often the same for every run, would be all it shows. Its last two
     parts come first, so the cell shows what tells corpora apart, and the value still names the
     whole path. A path of two parts or fewer is left as it is.
     """
