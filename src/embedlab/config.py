@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell
 
 ModelKind = Literal["skipgram", "cbow"]
 LossKind = Literal["neg", "nce"]
@@ -28,16 +28,22 @@ InitKind = Literal["centered", "uniform"]
 MAX_INT = 2**63 - 1
 
 
+def _flag(name: str, *value: Any) -> str:
+    """Option ``name`` (``"batch_size"``) as the caller spells it: ``--batch-size`` or
+    ``batch_size=``, with ``value`` if given (see :func:`embedlab.errors.spell`)."""
+    return spell(f"--{name.replace('_', '-')}", *value)
+
+
 def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> None:
     bad = not isinstance(value, (int, float)) or not math.isfinite(value)
     bad = bad or (value < 0 if allow_zero else value <= 0)
     if not bad and isinstance(value, int) and value > MAX_INT:
-        raise InputError(f"--{name.replace('_', '-')} {value} is too large (at most {MAX_INT}); "
-                         f"pass e.g. --{name.replace('_', '-')} {_EXAMPLES.get(name, 1)}")
+        raise InputError(f"{_flag(name, value)} is too large (at most {MAX_INT}); "
+                         f"pass e.g. {_flag(name, _EXAMPLES.get(name, 1))}")
     if bad:
         need = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        raise InputError(f"--{name.replace('_', '-')} must be {need}, got {value!r}; pass e.g. "
-                         f"--{name.replace('_', '-')} {_EXAMPLES.get(name, 1)}")
+        raise InputError(f"{_flag(name)} must be {need}, got {value!r}; pass e.g. "
+                         f"{_flag(name, _EXAMPLES.get(name, 1))}")
 
 
 _EXAMPLES: dict[str, Any] = {
@@ -63,16 +69,19 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if not self.corpus:
-            raise InputError("--corpus is empty; pass a file, a folder, 'text8' or 'demo'")
+            raise InputError(f"{_flag('corpus')} is empty; pass a file, a folder, 'text8' or "
+                             "'demo'")
         _positive("min_count", self.min_count)
         if self.max_vocab is not None:
             _positive("max_vocab", self.max_vocab)
             if self.unk is not None and self.max_vocab < 2:
-                raise InputError("--max-vocab must be >= 2 when --unk is set (UNK takes one "
-                                 f"slot); pass e.g. --max-vocab {_EXAMPLES['max_vocab']}")
+                raise InputError(f"{_flag('max_vocab')} must be >= 2 when {_flag('unk')} is "
+                                 "set (UNK takes one slot); pass e.g. "
+                                 f"{_flag('max_vocab', _EXAMPLES['max_vocab'])}")
         _positive("max_distinct", self.max_distinct)
         if self.unk is not None and (not self.unk or any(c.isspace() for c in self.unk)):
-            raise InputError(f"--unk must be a non-empty token without spaces, got {self.unk!r}")
+            raise InputError(f"{_flag('unk')} must be a non-empty token without spaces, got "
+                             f"{self.unk!r}")
 
 
 @dataclass(frozen=True)
@@ -95,15 +104,16 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.model not in ("skipgram", "cbow"):
-            raise InputError(f"--model must be skipgram or cbow, got {self.model!r}")
+            raise InputError(f"{_flag('model')} must be skipgram or cbow, got {self.model!r}")
         if self.loss not in ("neg", "nce"):
             raise InputError(f"--loss must be neg or nce, got {self.loss!r}")
         if self.init not in ("centered", "uniform"):
-            raise InputError(f"--init must be centered or uniform, got {self.init!r}")
+            raise InputError(f"{_flag('init')} must be centered or uniform, got {self.init!r}")
         for name in ("dim", "window", "negative"):
             _positive(name, getattr(self, name))
             if not isinstance(getattr(self, name), int):
-                raise InputError(f"--{name} must be an integer, got {getattr(self, name)!r}")
+                raise InputError(f"{_flag(name)} must be an integer, got "
+                                 f"{getattr(self, name)!r}")
         _positive("shared_negatives", self.shared_negatives, allow_zero=True)
         _positive("negative_group", self.negative_group)
         _positive("noise_exponent", self.noise_exponent, allow_zero=True)
@@ -127,15 +137,16 @@ class OptimConfig:
         _positive("lr", self.lr)
         _positive("min_lr_ratio", self.min_lr_ratio)
         if self.min_lr_ratio > 1:
-            raise InputError(f"--min-lr-ratio must be <= 1 (the final lr is lr * ratio), got "
-                             f"{self.min_lr_ratio!r}; pass e.g. --min-lr-ratio 0.0001 "
-                             "(word2vec's), or 1 for a constant lr")
+            raise InputError(f"{_flag('min_lr_ratio')} must be <= 1 (the final lr is lr * "
+                             f"ratio), got {self.min_lr_ratio!r}; pass e.g. "
+                             f"{_flag('min_lr_ratio', 0.0001)} (word2vec's), or 1 for a constant "
+                             "lr")
         _positive("epochs", self.epochs)
         _positive("batch_size", self.batch_size)
         _positive("interleave", self.interleave)
         if not isinstance(self.interleave, int) or isinstance(self.interleave, bool):
-            raise InputError(f"--interleave must be an integer, got {self.interleave!r}; pass "
-                             "e.g. --interleave 2")
+            raise InputError(f"{_flag('interleave')} must be an integer, got "
+                             f"{self.interleave!r}; pass e.g. {_flag('interleave', 2)}")
 
 
 @dataclass(frozen=True)
@@ -157,8 +168,9 @@ class CheckpointConfig:
             _positive("keep_every", self.keep_every)
         name, _, mode = self.best_metric.partition(":")
         if not name or mode not in ("", "min", "max"):
-            raise InputError(f"--best-metric must be NAME[:min|max], got {self.best_metric!r}; "
-                             "e.g. --best-metric loss:min or --best-metric analogy:max")
+            raise InputError(f"{_flag('best_metric')} must be NAME[:min|max], got "
+                             f"{self.best_metric!r}; e.g. {_flag('best_metric', 'loss:min')} or "
+                             f"{_flag('best_metric', 'analogy:max')}")
 
     @property
     def best_name(self) -> str:
@@ -245,15 +257,17 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
-            raise InputError(f"--seed must be an integer from 0 to {MAX_INT}, got {self.seed!r}; "
-                             "pass e.g. --seed 1")
+            raise InputError(f"{_flag('seed')} must be an integer from 0 to {MAX_INT}, got "
+                             f"{self.seed!r}; pass e.g. {_flag('seed', 1)}")
         if self.threads < 0:
-            raise InputError(f"--threads must be >= 1 (or 0 for all cores), got {self.threads}; "
-                             "pass e.g. --threads 2, or --threads 0")
+            raise InputError(f"{_flag('threads')} must be >= 1 (or 0 for all cores), got "
+                             f"{self.threads}; pass e.g. {_flag('threads', 2)}, or "
+                             f"{_flag('threads', 0)}")
         if self.max_steps is not None:
             _positive("max_steps", self.max_steps)
         if self.engine not in ("auto", "native", "torch"):
-            raise InputError(f"--engine must be auto, native or torch, got {self.engine!r}")
+            raise InputError(f"{_flag('engine')} must be auto, native or torch, got "
+                             f"{self.engine!r}")
 
     def resolve(self) -> TrainConfig:
         """Spell out machine-dependent defaults (thread count, engine).
@@ -357,7 +371,8 @@ def apply_preset(name: str | None, overrides: dict[str, dict[str, Any]]) -> dict
     merged: dict[str, Any] = {}
     if name is not None:
         if name not in PRESETS:
-            raise InputError(f"unknown --preset {name!r}; available: {', '.join(sorted(PRESETS))}")
+            raise InputError(f"unknown {_flag('preset')} {name!r}; available: "
+                             f"{', '.join(sorted(PRESETS))}")
         for k, v in PRESETS[name].items():
             merged[k] = dict(v) if isinstance(v, dict) else v
         merged["preset"] = name

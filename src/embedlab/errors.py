@@ -3,11 +3,27 @@
 Anything the user can fix (bad path, bad flag value, empty corpus...) is raised as
 :class:`InputError`. The CLI prints it as one line ``embedlab: error: <message>`` and exits 2,
 never with a traceback. The message names the problem *and* the fix.
+
+A message names what the user passed as the user passed it: ``--dim`` to the command,
+``dim=`` to ``embedlab.train``. The two callers reach the same functions (the command calls
+``embedlab.train``), so a message asks :func:`spell` for the spelling, and the spelling is
+chosen once, where a call comes in: the command line enters :func:`messages_for` ``("cli")``
+around every command; each Python entry point (``embedlab.train``, ``embedlab.load``,
+``Vectors.to_word2vec``...) is decorated with :func:`python_entry`, which enters ``"python"``
+unless the command line already chose. A context variable, not a parameter, because the
+messages are built many calls deep (in config validation, in the export writers) by functions
+that have no other reason to know who called them. Outside both (the library's modules called
+directly, as their tests do) messages spell flags.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 
 class InputError(Exception):
@@ -51,3 +67,51 @@ def import_torch(purpose: str) -> Any:
         raise InputError(f"{purpose} needs PyTorch, which is not installed; install it with "
                          "pip install 'embedlab[torch]'") from None
     return torch
+
+
+Caller = Literal["cli", "python"]
+_CALLER: ContextVar[Caller | None] = ContextVar("embedlab_caller", default=None)
+_NO_VALUE: Any = object()
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@contextlib.contextmanager
+def messages_for(caller: Caller) -> Iterator[None]:
+    """Messages raised inside the block name the inputs as ``caller`` passes them: flags
+    (``--dim``) for ``"cli"``, argument names (``dim=``) for ``"python"``. ``"python"`` leaves an
+    enclosing ``"cli"`` in place: the commands call the Python entry points."""
+    if caller == "python" and _CALLER.get() == "cli":
+        yield
+        return
+    token = _CALLER.set(caller)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+def python_entry(func: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Decorate a function Python users call: its messages name arguments, not flags."""
+
+    @functools.wraps(func)
+    def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with messages_for("python"):
+            return func(*args, **kwargs)
+
+    return entry
+
+
+def spell(flag: str, value: Any = _NO_VALUE, *, python: str | None = None) -> str:
+    """``flag`` (``"--dim"``) as the caller passes it (see :func:`messages_for`).
+
+    ``spell("--dim")``: ``--dim`` or ``dim=``; ``spell("--dim", 100)``: ``--dim 100`` or
+    ``dim=100``; ``spell("--force", True)``: ``--force`` or ``force=True``. ``python``: the
+    argument's name where it is not the flag's (an export's ``--out`` is ``path=``).
+    """
+    if _CALLER.get() != "python":
+        return flag if value is _NO_VALUE or value is True else f"{flag} {value}"
+    name = python or flag.lstrip("-").replace("-", "_")
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)  # path='runs/a', not path=PosixPath('runs/a')
+    return f"{name}=" if value is _NO_VALUE else f"{name}={value!r}"

@@ -32,7 +32,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_entry, spell
 from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, parse_questions
 from embedlab.eval.neighbors import Metric, nearest, suggest
 from embedlab.eval.scoring import Method, analogy_scores, cosine_to_all, row_norms, top_k, unit_rows
@@ -238,6 +238,7 @@ class Vectors(KeyedVectorsDialect):
                                    restrict_vocab=restrict_vocab or len(self))
 
     # ---- export ----------------------------------------------------------------------------
+    @python_entry
     def to_word2vec(self, path: PathLike, binary: bool = False, *, force: bool = False) -> Path:
         """Write the word2vec text (or binary) format atomically; refuses to overwrite unless
         ``force``. Text values are written with 9 significant digits, so they round-trip exactly."""
@@ -245,6 +246,7 @@ class Vectors(KeyedVectorsDialect):
 
         return write_word2vec(Path(path), self.words, self.matrix, binary=binary, force=force)
 
+    @python_entry
     def to_npy(self, path: PathLike, *, force: bool = False) -> tuple[Path, Path]:
         """Write ``NAME.npy`` and ``NAME.vocab.tsv`` (with counts when known)."""
         from embedlab.export.npy import write_npy
@@ -272,6 +274,7 @@ def _check_method(method: str) -> None:
 
 # ---- loading --------------------------------------------------------------------------------
 
+@python_entry
 def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vectors:
     """Load vectors from a run folder, a checkpoint folder, a word2vec text/binary file or a
     ``.npy`` export (with its ``.vocab.tsv``).
@@ -284,10 +287,13 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
         raise InputError(f"{p} does not exist; pass a run folder, a checkpoint folder or a "
                          "word2vec/.npy vectors file")
     if p.is_dir():
+        if step is not None and best:  # said here, not by find_checkpoint, to name arguments
+            raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "
+                             "pass one of them")
         return _load_checkpoint(p, step=step, best=best)
     if step is not None or best:
-        raise InputError(f"--step/--best choose a checkpoint of a run folder, but {p} is a file; "
-                         "drop them or pass the run folder")
+        raise InputError(f"{spell('--step')}/{spell('--best')} choose a checkpoint of a run "
+                         f"folder, but {p} is a file; drop them or pass the run folder")
     if p.suffix == ".npy":
         from embedlab.export.npy import read_npy
 

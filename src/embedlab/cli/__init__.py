@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from embedlab.errors import InputError, TrainingInterrupted
+from embedlab.errors import InputError, TrainingInterrupted, messages_for
 
 # command name -> "module:attribute" (a click.Command)
 COMMANDS: dict[str, str] = {
@@ -108,7 +108,8 @@ def _limit_openmp_spinning() -> None:
 def main(argv: list[str] | None = None) -> Any:
     _limit_openmp_spinning()
     try:
-        return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
+        with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
+            return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
     except InputError as exc:
         _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:

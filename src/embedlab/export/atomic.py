@@ -6,7 +6,8 @@ over the destination. An existing destination is refused unless ``force`` is set
 never silently replaces something the user saved. Something that is not a regular file (a FIFO,
 a device, a socket, a dangling link) is refused even with ``force``; a link to a file is written
 through, so the link survives. A destination that cannot be written (a read-only folder, a full
-disk) is a one-line :class:`InputError` naming ``--out``.
+disk) is a one-line :class:`InputError` naming ``--out``, or ``path=`` and ``force=True`` for a
+Python call (``Vectors.to_word2vec``; see :func:`embedlab.errors.spell`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell
 from embedlab.fsutil import atomic_open, output_target, write_error
+
+
+def _out(*value: object) -> str:
+    """``--out`` as the caller spells it: the export methods of Vectors call it ``path``."""
+    return spell("--out", *value, python="path")
 
 
 def check_writable(path: Path, *, force: bool, example: str, beside: Path | None = None) -> None:
@@ -28,24 +34,24 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
     vocabulary file), when ``path`` is not ``--out`` itself.
     """
     if path.is_dir() and beside is not None:
-        raise InputError(f"{path} is a folder, but the vocabulary of --out {beside} is written "
-                         "there; move or rename that folder, or pass another --out name")
+        raise InputError(f"{path} is a folder, but the vocabulary of {_out(beside)} is written "
+                         f"there; move or rename that folder, or pass another {_out()} name")
     if path.is_dir():
-        raise InputError(f"--out {path} is a folder; pass a file path, "
-                         f"e.g. --out {path / example}")
+        raise InputError(f"{_out(path)} is a folder; pass a file path, "
+                         f"e.g. {_out(path / example)}")
     # a FIFO, socket, device or dangling link: --force must not turn it into an ordinary file
     if beside is not None:
-        output_target(path, f"move it away (the vocabulary of --out {beside} is written "
-                            "there), or pass another --out name")
+        output_target(path, f"move it away (the vocabulary of {_out(beside)} is written "
+                            f"there), or pass another {_out()} name")
     else:
-        output_target(path, "move it away or pick another --out file path")
+        output_target(path, f"move it away or pick another {_out()} file path")
     if path.exists() and not force:
-        raise InputError(f"{path} already exists; pass --force to overwrite it "
-                         "or choose another --out")
+        raise InputError(f"{path} already exists; pass {spell('--force', True)} to overwrite it "
+                         f"or choose another {_out()}")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise InputError(f"cannot write {path} ({parent} is a file, not a folder); "
-                         "pass --out in a folder")
+                         f"pass {_out()} in a folder")
     if not parent.is_dir():
         raise InputError(f"folder {parent} does not exist; create it first (mkdir -p {parent})")
 
@@ -63,7 +69,7 @@ def make_exports_folder(out: Path, example: str) -> None:
     try:
         folder.mkdir(exist_ok=True)
     except OSError as exc:  # a read-only run folder, a full disk
-        raise write_error(out, exc, "--out") from None
+        raise write_error(out, exc, _out()) from None
 
 
 @contextlib.contextmanager
@@ -74,7 +80,7 @@ def atomic_export(path: Path) -> Iterator[IO[bytes]]:
         with atomic_open(path) as fh:
             yield fh
     except OSError as exc:
-        raise write_error(path, exc, "--out") from None
+        raise write_error(path, exc, _out()) from None
 
 
 __all__ = ["atomic_export", "atomic_open", "check_writable", "make_exports_folder"]
