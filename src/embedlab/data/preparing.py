@@ -23,7 +23,7 @@ from typing import Any
 
 from embedlab import __version__
 from embedlab.config import DataConfig
-from embedlab.data import token_ids
+from embedlab.data import sentences, token_ids
 from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, list_files
 from embedlab.data.prepared import (
     ENDS_FILE,
@@ -46,7 +46,8 @@ def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
             lowercase: bool = False, min_count: int = 5, max_vocab: int | None = None,
             unk: str | None = None, max_distinct: int = 10_000_000, progress: bool = True,
             force: bool = False, run_dir: Path | None = None) -> PreparedCorpus:
-    """Tokenise ``corpus`` (a path, or 'text8' / 'demo') into the prepared folder ``out_dir``.
+    """Tokenise ``corpus`` (a path, 'text8' / 'demo', or the label of sentences given in memory:
+    :mod:`embedlab.data.sentences`) into the prepared folder ``out_dir``.
 
     Out-of-vocabulary tokens are dropped (word2vec) unless ``unk`` is set, then they map to id 0.
     ``out_dir`` must be absent, an empty folder, or (with ``force``) an existing prepared corpus.
@@ -245,6 +246,8 @@ def _damaged_prepared(out: Path) -> bool:
 
 
 def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
+    if sentences.is_label(label):
+        return sentences.written_file(label)
     if label == "text8":
         from embedlab.data.download import fetch_text8
 
@@ -260,15 +263,16 @@ def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
 def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_count: int,
           max_vocab: int | None, unk: str | None, max_distinct: int, stats: ReadStats,
           counter: WordCounter, encoded: token_ids.Encoded) -> dict[str, Any]:
-    demo = label == "demo"
+    demo, in_memory = label == "demo", sentences.is_label(label)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "embedlab_version": __version__,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "source": label if label in SPECIAL_CORPORA else str(source.resolve()),
-        # the demo corpus is generated in a scratch folder that is deleted afterwards
-        "source_files": [] if demo else [
+        "source": label if label in SPECIAL_CORPORA or in_memory else str(source.resolve()),
+        # the demo corpus is generated in a scratch folder that is deleted afterwards, and the
+        # file of sentences given in memory (embedlab.data.sentences) too
+        "source_files": [] if demo or in_memory else [
             {"path": str(p.resolve()), "size": p.stat().st_size, "mtime": p.stat().st_mtime}
             for p in files
         ],
