@@ -5,8 +5,9 @@ counts the batch into the :class:`~embedlab.training.state.TrainState`, logs a w
 ``--log-every`` steps and evaluates every ``--eval-every`` steps
 (:class:`~embedlab.training.reporting.Reporter`), and saves when the cadence says so
 (:class:`~embedlab.training.saving.Saver`). SIGINT/SIGTERM only raise a flag, checked once per step:
-the loop saves that step and stops. The last step is saved once, after the loop, together with
-the final summaries.
+the loop saves that step and stops; so does an ``on_progress`` callback that raises
+(:class:`~embedlab.training.reporting.ProgressCallback`). The last step is saved once, after the
+loop, together with the final summaries.
 """
 
 from __future__ import annotations
@@ -21,7 +22,16 @@ from embedlab.errors import InputError, TrainingInterrupted, diverged
 from embedlab.run import status
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.training.clocks import WallClock
-from embedlab.training.reporting import NoBar, Reporter, progress_bar, progress_fields
+from embedlab.training.reporting import (
+    NoBar,
+    ProgressSink,
+    Reporter,
+    final_progress,
+    progress_bar,
+    progress_fields,
+    progress_sink,
+    stopped_by,
+)
 from embedlab.training.saving import Saver
 from embedlab.training.schedule import linear_lr
 from embedlab.training.state import TrainResult
@@ -41,6 +51,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         return _already_finished(run, out)
     wall = WallClock(state.wall_seconds)
     saver = Saver(run, wall)
+    sink = progress_sink()
     bar: Any = NoBar()
     tracker: Tracker | None = None
     try:
@@ -61,8 +72,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
                 assert flag.signum is not None
                 raise interrupted(flag.signum, state.step, saved=run.resumed)
             state.window.start()
-            reporter = Reporter(run, tracker, bar, wall)
-            finished = _train(run, reporter, saver, flag)
+            reporter = Reporter(run, tracker, bar, wall, sink)
+            finished = _train(run, reporter, saver, _Stop(flag, sink))
             _finish(run, reporter, saver, finished)
     except TrainingInterrupted:
         raise
@@ -78,10 +89,29 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         bar.close()
         if tracker is not None:
             tracker.close()
+    sink.end(final_progress(run))  # all saved and closed: a callback that raises loses nothing
     return _result(run, finished)
 
 
-def _train(run: TrainingRun, reporter: Reporter, saver: Saver, flag: SignalFlag) -> bool:
+class _Stop:
+    """Whether the loop stops at this step boundary, and why: a signal (SIGINT/SIGTERM), or an
+    ``on_progress`` callback that raised."""
+
+    def __init__(self, flag: SignalFlag, sink: ProgressSink) -> None:
+        self.flag, self.sink = flag, sink
+
+    def __bool__(self) -> bool:
+        return bool(self.flag) or self.sink.failure is not None
+
+    def error(self, step: int) -> BaseException:
+        """What the loop raises once it has saved ``step``."""
+        if self.sink.failure is not None:
+            return stopped_by(self.sink.failure, step)
+        assert self.flag.signum is not None
+        return interrupted(self.flag.signum, step)
+
+
+def _train(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> bool:
     """Train batch after batch; True when the data ran out, False at ``--max-steps``."""
     cfg, state, engine = run.cfg, run.state, run.engine
     finished = False
@@ -102,8 +132,8 @@ def _train(run: TrainingRun, reporter: Reporter, saver: Saver, flag: SignalFlag)
             reporter.close_window(lr)
         if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
             reporter.evaluate()
-        if flag and not last:
-            _save_and_stop(run, reporter, saver, flag)
+        if stop and not last:
+            _save_and_stop(run, reporter, saver, stop)
         if not last and saver.due(state.step):
             reporter.time.lap()
             saver.save(reporter.tracker)
@@ -114,15 +144,13 @@ def _train(run: TrainingRun, reporter: Reporter, saver: Saver, flag: SignalFlag)
     return finished
 
 
-def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver,
-                   flag: SignalFlag) -> None:
-    """A signal came: save the step just trained, and stop with the signal's exit status."""
+def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> None:
+    """A signal came, or a callback raised: save the step just trained, and stop."""
     reporter.time.lap()
     saved_wall = saver.save(reporter.tracker)  # the status says what the checkpoint holds
     status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
                         wall_time=saved_wall)
-    assert flag.signum is not None
-    raise interrupted(flag.signum, run.state.step)
+    raise stop.error(run.state.step)
 
 
 def _finish(run: TrainingRun, reporter: Reporter, saver: Saver, finished: bool) -> None:

@@ -2,13 +2,20 @@
 (metrics.jsonl, TensorBoard), progress to status.json and to the progress bar.
 
 The progress bar is shown only on a terminal (and with ``--progress``); elsewhere it is a
-:class:`NoBar`, so the loop never asks whether there is one.
+:class:`NoBar`, so the loop never asks whether there is one. Likewise ``embedlab.train``'s
+``on_progress`` callback: the loop reports every window to a :class:`ProgressSink`, which is a
+:class:`NoProgress` unless a callback is given.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TextIO
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from embedlab.errors import TrainingInterrupted
 from embedlab.run import status
 from embedlab.training.clocks import TrainingTime, WallClock
 from embedlab.training.schedule import linear_lr
@@ -45,14 +52,117 @@ def progress_fields(run: TrainingRun) -> dict[str, Any]:
             "raw_words": int(s.words_seen * run.raw_per_token)}
 
 
+@dataclass(frozen=True)
+class Progress:
+    """What ``embedlab.train(on_progress=...)`` is called with: at the end of every logging window
+    (``log_every`` steps) the numbers metrics.jsonl gets for it, and once more when the call ends
+    by training to the end or to ``max_steps`` (``final``), after the last checkpoint is saved.
+    """
+
+    step: int  # global step
+    words_seen: int  # positions trained (in-vocabulary tokens, all epochs so far)
+    loss: float | None  # mean loss per positive pair over the window; final: the last logged
+    lr: float  # the learning rate of the window's last step; final: where the schedule stands
+    words_per_sec: float  # corpus words per second of training: over the window; final: the run
+    progress: float  # share of the run's positions trained, 0 to 1
+    final: bool = False
+
+
+class ProgressSink(Protocol):
+    """Where the loop reports each :class:`Progress`; ``failure``: what stops the loop (see
+    :class:`ProgressCallback`)."""
+
+    failure: BaseException | None
+
+    def window(self, progress: Progress, time: TrainingTime) -> None: ...
+    def end(self, progress: Progress) -> None: ...
+
+
+class NoProgress:
+    """The sink where no callback listens."""
+
+    failure: BaseException | None = None
+
+    def window(self, progress: Progress, time: TrainingTime) -> None: ...
+    def end(self, progress: Progress) -> None: ...
+
+
+class ProgressCallback:
+    """Calls ``callback`` with every :class:`Progress`, leaving its time out of the training time.
+
+    An exception the callback raises (any: ``KeyboardInterrupt`` too) stops training as Ctrl-C
+    does: kept as ``failure``, it makes the loop save the step and raise
+    :class:`~embedlab.errors.TrainingInterrupted` from it (:func:`stopped_by`).
+    """
+
+    def __init__(self, callback: Callable[[Progress], object]) -> None:
+        self.callback = callback
+        self.failure: BaseException | None = None
+
+    def window(self, progress: Progress, time: TrainingTime) -> None:
+        time.lap()
+        try:
+            self.callback(progress)
+        except BaseException as exc:  # raised by the loop once it has saved the step
+            self.failure = exc
+        finally:
+            time.restart()
+
+    def end(self, progress: Progress) -> None:
+        if self.failure is not None:  # in the last window: the end is saved already
+            raise stopped_by(self.failure, progress.step)
+        self.callback(progress)
+
+
+def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
+    """The exception of a loop that saved step ``step`` because ``on_progress`` raised
+    ``failure`` (its cause)."""
+    stop = TrainingInterrupted(f"on_progress raised {type(failure).__name__}: {failure}; saved "
+                               f"step {step} — call embedlab.train again with the same run to "
+                               "resume", 1)
+    stop.__cause__ = failure
+    return stop
+
+
+_SINK: ContextVar[ProgressSink | None] = ContextVar("embedlab_progress_sink", default=None)
+
+
+@contextlib.contextmanager
+def progress_to(callback: Callable[[Progress], object]) -> Iterator[None]:
+    """The training loop run inside the block reports to ``callback`` (``embedlab.train``'s
+    ``on_progress``). Handed over in a context variable, as the trainer and its set-up have no
+    business with it: the loop takes :func:`progress_sink` when it starts."""
+    token = _SINK.set(ProgressCallback(callback))
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
+
+
+def progress_sink() -> ProgressSink:
+    """Where the loop starting now reports its progress (see :func:`progress_to`)."""
+    return _SINK.get() or NoProgress()
+
+
+def final_progress(run: TrainingRun) -> Progress:
+    """The :class:`Progress` of a call that ends: where the run stands."""
+    s, optim = run.state, run.cfg.optim
+    return Progress(s.step, s.words_seen, s.last_loss,
+                    linear_lr(optim.lr, optim.min_lr_ratio, s.words_seen, run.total_words),
+                    s.words_seen * run.raw_per_token / max(1e-9, s.train_seconds),
+                    s.words_seen / run.total_words, final=True)
+
+
 class Reporter:
     """Reports the loop's numbers; ``time`` counts the training time they are measured over."""
 
-    def __init__(self, run: TrainingRun, tracker: Tracker, bar: Any, wall: WallClock) -> None:
+    def __init__(self, run: TrainingRun, tracker: Tracker, bar: Any, wall: WallClock,
+                 sink: ProgressSink) -> None:
         self.run = run
         self.tracker = tracker
         self.bar = bar
         self.wall = wall
+        self.sink = sink
         self.time = TrainingTime(run.state)
 
     def close_window(self, lr: float) -> None:
@@ -69,6 +179,9 @@ class Reporter:
         state.metrics["loss"] = state.last_loss
         self.tracker.log_scalars(state.step, scalars)
         self.bar.set_postfix(loss=f"{state.last_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
+        self.sink.window(Progress(state.step, state.words_seen, state.last_loss, lr,
+                                  scalars["train/words_per_sec"], scalars["train/progress"]),
+                         self.time)
         state.window = LogWindow.opening_now()
         status.write_status(run.run_dir, **progress_fields(run), wall_time=self.wall.seconds())
 
