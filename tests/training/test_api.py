@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +17,15 @@ import pytest
 import embedlab
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.cli import main
-from embedlab.errors import InputError
+from embedlab.errors import InputError, TrainingInterrupted
+from embedlab.training.reporting import Progress
 from embedlab.vectors import Vectors
 
-from .small_runs import final_bytes
+from .small_runs import final_bytes, logged
 
 FAST: dict[str, Any] = {"dim": 8, "batch_size": 32, "epochs": 2, "threads": 1,
                         "tensorboard": False, "log_every": 1, "progress": False}
+EVERY_3 = {**FAST, "log_every": 3}
 
 
 def as_flags(options: dict[str, Any]) -> list[str]:
@@ -119,7 +123,7 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
     assert again.step == 6 and "from ckpt-00000004 (step 4)" in capsys.readouterr().err
     fresh = embedlab.train(corpus=corpus, run=run, **FAST, restart=True, max_steps=2)
     assert fresh.step == 2 and len(list(tmp_path.glob("run.old-*"))) == 1
-    with pytest.raises(InputError, match="--restart and --from exclude each other"):
+    with pytest.raises(InputError, match="restart=True and from_checkpoint= exclude each other"):
         embedlab.train(corpus=corpus, run=run, restart=True, from_checkpoint="best")
 
 
@@ -137,10 +141,46 @@ def test_an_unknown_option_is_one_line_naming_it(corpus: Path, tmp_path: Path,
     assert not (tmp_path / "run").exists()
 
 
-def test_a_bad_value_is_the_commands_message(corpus: Path, tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="--dim must be a finite number > 0, got -3"):
+def test_a_bad_value_is_the_commands_message_naming_the_argument(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(InputError) as e:
         embedlab.train(corpus=corpus, run=tmp_path / "run", dim=-3)
+    assert str(e.value) == "dim= must be a finite number > 0, got -3; pass e.g. dim=100"
     assert not (tmp_path / "run").exists()
+    with pytest.raises(SystemExit):
+        main(["train", "--corpus", str(corpus), "--run", str(tmp_path / "run"), "--dim", "-3"])
+    assert capsys.readouterr().err == ("embedlab: error: --dim must be a finite number > 0, "
+                                       "got -3; pass e.g. --dim 100\n")
+
+
+@pytest.mark.parametrize(("options", "python", "flags", "command"), [
+    ({"threads": -1},
+     "threads= must be >= 1 (or 0 for all cores), got -1; pass e.g. threads=2, or threads=0",
+     ["--threads", "-1"],
+     "--threads must be >= 1 (or 0 for all cores), got -1; pass e.g. --threads 2, or --threads 0"),
+    ({"best_metric": "loss:up"},
+     "best_metric= must be NAME[:min|max], got 'loss:up'; e.g. best_metric='loss:min' or "
+     "best_metric='analogy:max'",
+     ["--best-metric", "loss:up"],
+     "--best-metric must be NAME[:min|max], got 'loss:up'; e.g. --best-metric loss:min or "
+     "--best-metric analogy:max"),
+    ({"restart": True, "from_checkpoint": "best"},
+     "restart=True and from_checkpoint= exclude each other; pass one",
+     ["--restart", "--from", "best"],
+     "--restart and --from exclude each other; pass one"),
+])
+def test_errors_name_arguments_in_python_and_flags_on_the_command_line(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        options: dict[str, Any], python: str, flags: list[str], command: str) -> None:
+    run = tmp_path / "run"
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, run=run, **options)
+    assert str(e.value) == python
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["train", "--corpus", str(corpus), "--run", str(run), *flags])
+    assert capsys.readouterr().err == f"embedlab: error: {command}\n"
+    assert not run.exists()
 
 
 def test_lists_take_one_value_too(corpus: Path, tmp_path: Path) -> None:
@@ -159,3 +199,148 @@ def test_import_embedlab_stays_cheap() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "['numpy']"  # embedlab.training.state needs numpy; nothing else
+
+
+def _lines(corpus: Path) -> list[list[str]]:
+    return [line.split() for line in corpus.read_text(encoding="utf-8").splitlines()]
+
+
+def tensors_sha256(run: Path) -> dict[str, str]:
+    tensors, _ = load_checkpoint(find_checkpoint(run))
+    return {name: sha256(array) for name, array in tensors.items()}
+
+
+def test_sentences_in_memory_train_as_the_same_file(corpus: Path, tmp_path: Path) -> None:
+    sentences = _lines(corpus)
+    options = {**FAST, "min_count": 2, "lowercase": True}
+    memory = embedlab.train(corpus=(s for s in sentences), run=tmp_path / "memory", **options)
+    text = tmp_path / "same.txt"
+    text.write_text("".join(" ".join(s) + "\n" for s in sentences), encoding="utf-8")
+    from_file = embedlab.train(corpus=text, run=tmp_path / "file", **options)
+    assert memory.finished and memory.step == from_file.step
+    assert tensors_sha256(tmp_path / "memory") == tensors_sha256(tmp_path / "file")
+    assert memory.vectors.words == from_file.vectors.words
+    label = memory.config.data.corpus
+    assert label.startswith("<iterable sha256:") and label.endswith(">")
+    assert json.loads((tmp_path / "memory" / "config.json").read_text())["data"]["corpus"] \
+        == label
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # file gone
+
+
+def test_the_same_sentences_resume_other_ones_are_refused(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sentences = _lines(corpus)
+    cut = embedlab.train(corpus=sentences, runs_dir=tmp_path / "runs", **FAST, max_steps=5)
+    assert cut.run_dir.parent == tmp_path / "runs"
+    again = embedlab.train(corpus=iter(sentences), runs_dir=tmp_path / "runs", **FAST,
+                           max_steps=9)  # the same sentences: the same run, resumed
+    assert again.run_dir == cut.run_dir and again.step == 9
+    whole = embedlab.train(run=cut.run_dir, **FAST)  # no sentences: RUN/prepared holds them
+    assert whole.finished and "from ckpt-00000009 (step 9)" in capsys.readouterr().err
+    through = embedlab.train(corpus=sentences, run=tmp_path / "through", **FAST)
+    assert final_bytes(cut.run_dir) == final_bytes(tmp_path / "through")
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=sentences[1:], run=cut.run_dir, **FAST)
+    assert str(e.value).startswith(f"run {cut.run_dir} was trained on other sentences than "
+                                   f"corpus= holds (they are {cut.config.data.corpus}, these "
+                                   "<iterable sha256:")
+    # a run named for other sentences: another folder
+    other = embedlab.train(corpus=sentences[1:], runs_dir=tmp_path / "runs", **FAST, max_steps=1)
+    assert other.run_dir != cut.run_dir and through.finished
+
+
+def test_sentences_are_read_after_the_options_are_checked(tmp_path: Path) -> None:
+    read: list[int] = []
+
+    def sentences() -> Iterator[list[str]]:
+        read.append(1)
+        yield ["a", "b"]
+
+    with pytest.raises(InputError, match=r"^dim= must be a finite number"):
+        embedlab.train(corpus=sentences(), run=tmp_path / "run", dim=0)
+    assert read == [] and not (tmp_path / "run").exists()
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=[["a", "b"], ["c", 3]], runs_dir=tmp_path / "runs", **FAST)
+    assert str(e.value) == ("corpus= item 1 is not a list of str: its token 1 is 3 (int); pass "
+                            "words as str")
+    assert list(tmp_path.iterdir()) == []  # neither the runs folder nor the sentences' file
+
+
+def test_on_progress_gets_what_metrics_jsonl_gets(corpus: Path, tmp_path: Path) -> None:
+    seen: list[Progress] = []
+    result = embedlab.train(corpus=corpus, run=tmp_path / "run", **EVERY_3,
+                            on_progress=seen.append)
+    windows, final = seen[:-1], seen[-1]
+    assert [p.step for p in windows] == list(range(3, result.step + 1, 3))
+    assert [p.loss for p in windows] == [logged(tmp_path / "run")[p.step] for p in windows]
+    for tag, field in [("train/lr", "lr"), ("train/words_per_sec", "words_per_sec"),
+                       ("train/progress", "progress")]:
+        assert [getattr(p, field) for p in windows] == \
+            [logged(tmp_path / "run", tag)[p.step] for p in windows]
+    assert not any(p.final for p in windows) and all(p.words_seen > 0 for p in windows)
+    assert final.final and (final.step, final.words_seen, final.loss, final.progress) == \
+        (result.step, result.words_seen, result.loss, 1.0)
+    # and a run without the callback is the same run
+    embedlab.train(corpus=corpus, run=tmp_path / "plain", **EVERY_3)
+    assert final_bytes(tmp_path / "run") == final_bytes(tmp_path / "plain")
+    assert logged(tmp_path / "run") == logged(tmp_path / "plain")
+
+
+def test_a_callback_that_raises_stops_training_as_ctrl_c_does(
+        corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+
+    def stop_at_6(progress: Progress) -> None:
+        if progress.step == 6:
+            raise ValueError("enough")
+
+    with pytest.raises(TrainingInterrupted) as e:
+        embedlab.train(corpus=corpus, run=run, **EVERY_3, on_progress=stop_at_6)
+    assert str(e.value) == ("on_progress raised ValueError: enough; saved step 6 — call "
+                            "embedlab.train again with the same run to resume")
+    assert isinstance(e.value.__cause__, ValueError)
+    assert load_checkpoint(find_checkpoint(run))[1]["step"] == 6
+    assert json.loads((run / "status.json").read_text())["status"] == "interrupted"
+    embedlab.train(corpus=corpus, run=run, **EVERY_3)
+    embedlab.train(corpus=corpus, run=tmp_path / "whole", **EVERY_3)
+    assert final_bytes(run) == final_bytes(tmp_path / "whole")
+    assert logged(run) == logged(tmp_path / "whole")
+
+
+def test_load_and_export_name_arguments(corpus: Path, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    result = embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, max_steps=2)
+    path = result.vectors.to_word2vec(tmp_path / "v.txt")
+    with pytest.raises(InputError) as e:
+        result.vectors.to_word2vec(path)
+    assert str(e.value) == f"{path} already exists; pass force=True to overwrite it or choose " \
+                           "another path="
+    with pytest.raises(InputError, match=r"^step= and best= are mutually exclusive"):
+        embedlab.load(tmp_path / "run", step=2, best=True)
+    with pytest.raises(InputError, match=r"^step=/best= choose a checkpoint of a run folder"):
+        embedlab.load(path, best=True)
+    capsys.readouterr()
+    for args, message in [(["export", str(tmp_path / "run"), "--out", str(path)],
+                           f"{path} already exists; pass --force to overwrite it or choose "
+                           "another --out"),
+                          (["neighbors", str(path), "w0", "--best"],
+                           f"--step/--best choose a checkpoint of a run folder, but {path} is "
+                           "a file; drop them or pass the run folder")]:
+        with pytest.raises(SystemExit):
+            main(args)
+        assert capsys.readouterr().err == f"embedlab: error: {message}\n"
+
+
+def test_a_callback_that_raises_in_the_last_window_leaves_the_run_finished(
+        corpus: Path, tmp_path: Path) -> None:
+    steps = embedlab.train(corpus=corpus, run=tmp_path / "whole", **FAST).step
+
+    def stop_at_the_end(progress: Progress) -> None:
+        if progress.step == steps and not progress.final:
+            raise KeyboardInterrupt
+
+    with pytest.raises(TrainingInterrupted, match=f"on_progress raised KeyboardInterrupt: ; "
+                                                  f"saved step {steps} "):
+        embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, on_progress=stop_at_the_end)
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "finished"
+    assert final_bytes(tmp_path / "run") == final_bytes(tmp_path / "whole")

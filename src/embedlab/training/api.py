@@ -2,7 +2,8 @@
 
 Both pick the run folder the same way (the same automatic names under ``runs_dir``), resume a
 run the same way, print the same lines on stderr and write the same files; the command only
-parses its flags and calls :func:`train`.
+parses its flags and calls :func:`train`. What only Python can pass: sentences in memory as the
+corpus, and a progress callback.
 """
 
 from __future__ import annotations
@@ -12,18 +13,28 @@ import difflib
 import gc
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedlab.errors import InputError
-from embedlab.fsutil import missing_folders, remove_empty_folders
-from embedlab.run.folder import check_run_dir, check_runs_dir, choose_run_dir, resolve_config
+from embedlab.errors import InputError, python_entry, spell
+from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
+from embedlab.run.folder import (
+    check_run_dir,
+    check_runs_dir,
+    choose_run_dir,
+    resolve_config,
+    stored_config,
+)
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
     from embedlab.data.tokenise_child import PrepareAhead
+    from embedlab.training.reporting import Progress
     from embedlab.training.state import TrainResult
+
+#: a corpus: a path (or "demo", "text8"), or sentences given in memory
+Corpus = str | os.PathLike[str] | Iterable[Sequence[str]]
 
 #: option (a flag of ``embedlab train`` with underscores) -> (config section, or None for the
 #: top level, and key)
@@ -57,14 +68,22 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
 LISTS = ("probe", "eval_similarity")
 
 
-def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[str] | None = None,
+@python_entry
+def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
-          restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None,
+          restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None, *,
+          on_progress: Callable[[Progress], object] | None = None,
           **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there; ``embedlab train`` in Python.
 
     ``corpus``: ``"demo"`` (built in, the default for a new run), ``"text8"`` (downloaded), a
-    file or folder of text, or a folder made by ``embedlab prepare``. ``run``: the run folder,
+    file or folder of text, a folder made by ``embedlab prepare``, or sentences in memory as
+    gensim's ``Word2Vec(sentences=...)`` takes them: an iterable of lists of str tokens, read
+    once (a generator will do), prepared as a file with one sentence per line would be
+    (:mod:`embedlab.data.sentences`). The run's config.json records such a corpus as
+    ``<iterable sha256:...>``, a hash of the sentences: the same sentences resume the run, other
+    ones are refused, and a run that saved a checkpoint resumes without them (``corpus=None``),
+    from its copy in ``RUN/prepared``. ``run``: the run folder,
     created, or resumed from its latest verified checkpoint; None names one under ``runs_dir``
     from the options that differ from the defaults (``runs/demo-sg``, ``runs/text8-sg-d200``),
     and a call with the same options resumes it. ``preset``: a named configuration
@@ -79,14 +98,69 @@ def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[s
     :data:`OPTIONS`). An option left out (or None) is the default for a new run and the stored
     value for a resumed one. An unknown name raises :class:`~embedlab.errors.InputError`.
 
+    ``on_progress``: called with a :class:`~embedlab.training.reporting.Progress` (``step``,
+    ``words_seen``, ``loss``, ``lr``, ``words_per_sec``, ``progress``) at the end of every
+    logging window, the values metrics.jsonl gets, and once more with ``final=True`` when the
+    call ends. An exception it raises stops training as Ctrl-C does: the step is saved and
+    ``TrainingInterrupted`` is raised from it.
+
     Prints what ``embedlab train`` prints on stderr (a progress bar only on a terminal).
     Returns a :class:`~embedlab.training.state.TrainResult`: ``vectors`` (the trained
     :class:`~embedlab.vectors.Vectors`), ``run_dir``, ``step``, ``loss``, ``words_seen``,
-    ``finished`` and the resolved ``config``. Refused input raises ``InputError`` (the one-line
-    message the command prints); SIGINT/SIGTERM save a checkpoint and raise
-    :class:`~embedlab.errors.TrainingInterrupted`.
+    ``finished`` and the resolved ``config``. Refused input raises ``InputError``, the one-line
+    message the command prints, naming arguments (``dim=``) where the command names flags;
+    SIGINT/SIGTERM save a checkpoint and raise :class:`~embedlab.errors.TrainingInterrupted`.
     """
-    explicit = explicit_options({"corpus": corpus, **options})
+    sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
+    explicit = explicit_options({**options, "corpus": None if sentences is not None else corpus})
+    if on_progress is not None and not callable(on_progress):
+        raise InputError(f"on_progress= must be a function taking a Progress, got "
+                         f"{clip(repr(on_progress))}")
+    with contextlib.ExitStack() as stack:
+        if on_progress is not None:
+            from embedlab.training.reporting import progress_to
+
+            stack.enter_context(progress_to(on_progress))
+        if sentences is not None:
+            explicit = _with_sentences(stack, sentences, explicit, preset, run, runs_dir)
+        return _run(explicit, run, runs_dir, preset, restart, from_checkpoint)
+
+
+def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[str]],
+                    explicit: dict[str, Any], preset: str | None,
+                    run: str | os.PathLike[str] | None, runs_dir: str | os.PathLike[str]
+                    ) -> dict[str, Any]:
+    """``explicit`` with the corpus named by the label of ``sentences``, written for the length
+    of the call beside the run folder (:func:`embedlab.data.sentences.written`).
+
+    Read before the run folder is chosen, since a new run's name holds the label; the options and
+    the folder paths are checked first, so that a mistake there does not use the sentences up.
+    """
+    from embedlab.config import TrainConfig, apply_preset
+    from embedlab.data.sentences import written
+
+    TrainConfig.from_dict(apply_preset(preset, explicit))  # a bad option, refused now
+    if run is None:
+        check_runs_dir(Path(runs_dir))
+        folder = Path(runs_dir)
+    else:
+        check_run_dir(Path(run))
+        folder = Path(os.path.abspath(run)).parent
+    made = missing_folders(folder)
+    stack.callback(remove_empty_folders, made)  # runs after the file is deleted
+    where = spell("--run") if run is not None else spell("--runs-dir")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        label = stack.enter_context(written(sentences, folder)).label
+    except OSError as exc:  # a read-only folder, a full disk
+        raise write_error(folder, exc, where) from None
+    return {**explicit, "data": {**explicit.get("data", {}), "corpus": label}}
+
+
+def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
+         runs_dir: str | os.PathLike[str], preset: str | None, restart: bool,
+         from_checkpoint: str | os.PathLike[str] | None) -> TrainResult:
+    """:func:`train` once the options are checked and the corpus named."""
     if run is None:
         check_runs_dir(Path(runs_dir))
         run_dir = choose_run_dir(Path(runs_dir), explicit, preset)
@@ -94,7 +168,7 @@ def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[s
         run_dir = Path(run)
     check_run_dir(run_dir)
     if restart and from_checkpoint:
-        raise InputError("--restart and --from exclude each other; pass one")
+        raise InputError(f"{spell('--restart', True)} and {_from()} exclude each other; pass one")
     if restart:
         # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
         run_dir = Path(os.path.abspath(run_dir))
@@ -141,7 +215,7 @@ def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _unknown_option(name: str) -> InputError:
-    names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint"]
+    names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint", "on_progress"]
     close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
         difflib.get_close_matches(name, names, n=1)
     hint = f"did you mean {close[0]}=? " if close else ""
@@ -155,10 +229,12 @@ def _prepare_ahead(run: Path, explicit: dict[str, Any], preset: str | None
     """A new torch-engine run on a big raw corpus: tokenise it in a child while this process
     imports torch."""
     from embedlab.config import TrainConfig, apply_preset
+    from embedlab.data.sentences import is_label
     from embedlab.data.tokenise_child import PrepareAhead, should_prepare_ahead
 
     cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
-    if not should_prepare_ahead(cfg.data, engine=cfg.engine_for()):
+    # sentences given in memory are not at hand in a child (embedlab.data.sentences.written_file)
+    if is_label(cfg.data.corpus) or not should_prepare_ahead(cfg.data, engine=cfg.engine_for()):
         return None
     return PrepareAhead.start(cfg.data, run, progress=cfg.track.progress and sys.stderr.isatty())
 
@@ -171,6 +247,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     with deferred_interrupt():  # numpy: see deferred_interrupt
         from embedlab.training.trainer import train as train_run
 
+    _check_same_sentences(run, explicit)
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
     if cfg.engine_for() == "torch":
         # imported now, while a tokenising child works (ahead), not after waiting for it, and
@@ -218,14 +295,36 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         have = [info.path.name for info in CheckpointManager(run).list(check=False)]
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
                   if have else f"{run} has no checkpoints")
-        raise InputError(f"--from {from_ckpt}: no such checkpoint ({listed}); pass one of "
+        raise InputError(f"{_from(from_ckpt)}: no such checkpoint ({listed}); pass one of "
                          f"them, 'best' or a checkpoint folder (list them: embedlab ckpt {run})")
     ckpt = find_checkpoint(path)
     # Another run's checkpoint would continue that run's weights under this run's name, config
     # and history; starting from other vectors is what --init-from is for.
     if not ckpt.resolve().is_relative_to(run.resolve()):
-        raise InputError(f"--from {from_ckpt}: {ckpt} is not a checkpoint of run {run}; --from "
-                         f"takes the run's own checkpoints (list them: embedlab ckpt {run}). To "
-                         f"start a new run from its vectors, pass --init-from {from_ckpt} with "
-                         "a new --run")
+        raise InputError(f"{_from(from_ckpt)}: {ckpt} is not a checkpoint of run {run}; "
+                         f"{_from()} takes the run's own checkpoints (list them: embedlab ckpt "
+                         f"{run}). To start a new run from its vectors, pass "
+                         f"{spell('--init-from', from_ckpt)} with a new {spell('--run')}")
     return str(ckpt)
+
+
+def _from(*value: object) -> str:
+    """``--from`` as the caller spells it: ``from_checkpoint=`` in Python."""
+    return spell("--from", *value, python="from_checkpoint")
+
+
+def _check_same_sentences(run: Path, explicit: dict[str, Any]) -> None:
+    """Refuse sentences other than those a run was trained on, in words that fit them (the
+    config's difference, data.corpus, would name two hashes)."""
+    from embedlab.data.sentences import is_label
+
+    given = explicit.get("data", {}).get("corpus")
+    stored = stored_config(run) if run.is_dir() else None
+    if (given is None or stored is None or given == stored.data.corpus
+            or not (is_label(given) and is_label(stored.data.corpus))
+            or not any((run / "checkpoints").glob("ckpt-*"))):
+        return
+    raise InputError(f"run {run} was trained on other sentences than corpus= holds (they are "
+                     f"{stored.data.corpus}, these {given}); pass the same sentences, or "
+                     "corpus=None: the run keeps its own in RUN/prepared; restart=True starts "
+                     "it over, another run= starts a new one")
