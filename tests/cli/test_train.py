@@ -216,6 +216,11 @@ BAD = [
      "--eval-restrict-vocab must be a finite number > 0, got 0; pass e.g. "
      "--eval-restrict-vocab 30000"),
     (["--corpus", "{corpus}", "--min-lr-ratio", "0"], "pass e.g. --min-lr-ratio 0.0001"),
+    # a threshold on a word's share of the corpus: from 1 on it subsamples nothing
+    (["--corpus", "{corpus}", "--sample", "5"], "--sample must be below 1, got 5.0: it is a "
+     "threshold on a word's share of the corpus (typically 1e-3 to 1e-5; 0 = off), not a word "
+     "count as gensim reads values >= 1; pass e.g. --sample 0.001"),
+    (["--corpus", "{corpus}", "--sample", "1"], "--sample must be below 1, got 1.0"),
     (["--corpus", "{corpus}", "--min-lr-ratio", "2"], "pass e.g. --min-lr-ratio 0.0001"),
     (["--corpus", "{corpus}", "--threads", "-1"], "pass e.g. --threads 2"),
     (["--corpus", "{corpus}", "--interleave", "0"],
