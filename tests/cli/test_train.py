@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import embedlab.training.trainer  # noqa: F401  (imported before any capsys test binds stderr)
+from embedlab import train as python_train
 from embedlab.checkpoint import find_checkpoint, load_checkpoint, read_index
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
@@ -386,6 +387,11 @@ def test_a_finished_run_names_the_command_that_trains_it_further(
     status = json.loads((run / "status.json").read_text())
     assert status["status"] == "finished" and status["step"] > step
     assert list(runs.iterdir()) == [run]
+    # from Python, the same line names the call
+    python_train(run=run)
+    assert (f"already finished at step {status['step']} (3 epochs); to train more: "
+            f"embedlab.train(run={str(run)!r}, epochs=N) (N > 3); to start over: add "
+            "restart=True\n") in capsys.readouterr().err
     # while the same flags with another --epochs name another run, as they always did
     explicit = explicit_options({"corpus": str(corpus), "dim": 8, "batch_size": 32,
                                  "epochs": 4, "threads": 1})

@@ -18,7 +18,7 @@ import shlex
 from typing import TYPE_CHECKING, Any, TextIO
 
 from embedlab.engines.step import pairs_in
-from embedlab.errors import InputError, TrainingInterrupted, diverged
+from embedlab.errors import InputError, TrainingInterrupted, diverged, spell
 from embedlab.run import status
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.training.clocks import WallClock
@@ -37,6 +37,8 @@ from embedlab.training.schedule import linear_lr
 from embedlab.training.state import TrainResult
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from embedlab.track.tracker import Tracker
     from embedlab.training.setup import TrainingRun
 
@@ -188,10 +190,18 @@ def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
                             train_seconds=state.train_seconds)
     epochs = run.cfg.optim.epochs
     print(f"embedlab: {run.run_dir} already finished at step {state.step} ({epochs} "
-          f"epoch{'s' if epochs != 1 else ''}); to train more: embedlab train --run "
-          f"{shlex.quote(str(run.run_dir))} --epochs N (N > {epochs}); to start over: add "
-          "--restart", file=out)
+          f"epoch{'s' if epochs != 1 else ''}); {_train_further(run.run_dir, epochs)}", file=out)
     return _result(run, True)
+
+
+def _train_further(run_dir: Path, epochs: int) -> str:
+    """How to train a finished run further, or start it over, as the caller passes arguments
+    (:func:`embedlab.errors.spell`): a command for the command line, a call for Python."""
+    if spell("--run") == "--run":
+        return (f"to train more: embedlab train --run {shlex.quote(str(run_dir))} --epochs N "
+                f"(N > {epochs}); to start over: add --restart")
+    return (f"to train more: embedlab.train({spell('--run', str(run_dir))}, epochs=N) "
+            f"(N > {epochs}); to start over: add {spell('--restart', True)}")
 
 
 def _result(run: TrainingRun, finished: bool) -> TrainResult:
