@@ -326,5 +326,5 @@ def _check_same_sentences(run: Path, explicit: dict[str, Any]) -> None:
         return
     raise InputError(f"run {run} was trained on other sentences than corpus= holds (they are "
                      f"{stored.data.corpus}, these {given}); pass the same sentences, or "
-                     "corpus=None: the run keeps its own in RUN/prepared; restart=True starts "
-                     "it over, another run= starts a new one")
+                     f"corpus=None: the run keeps its own in {run / 'prepared'}; restart=True "
+                     "starts it over, another run= starts a new one")
