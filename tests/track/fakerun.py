@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,8 @@ def simulate(run: Path, *, steps: int = 50, ckpt_every: int = 10, start: int = 0
     cfg = cfg or make_config()
     vocab = fake_vocab()
     write_run_files(run, cfg, vocab)
+    if start:
+        _next_second(run)
     tracker = open_tracker(run, cfg, vocab=vocab, resume_step=start)
     write_status(run, status="running", step=start, words_seen=start * 1000, pid=None)
     for step in range(start + 1, steps + 1):
@@ -104,6 +107,22 @@ def simulate(run: Path, *, steps: int = 50, ckpt_every: int = 10, start: int = 0
         write_status(run, status="finished", wall_time=12.5)
     tracker.close()
     return cfg
+
+
+def _next_second(run: Path) -> None:
+    """Wait, if need be, until the resumed writer's event file sorts after the run's others.
+
+    TensorBoard reads a run's event files in name order, and a name begins with the second the
+    file was opened. Within one second the files of one process sort by a per-process counter,
+    as text: a resume in the second of the slice before it, the counter going from 9 to 10,
+    would be read first, and its purge_step would drop nothing. A test resumes in the same
+    process, at once.
+    """
+    files = sorted(run.glob("events.out.tfevents.*"))
+    if files:
+        opened = int(files[-1].name.split(".")[3])
+        while int(time.time()) <= opened:
+            time.sleep(0.05)
 
 
 def add_old_experiment_summary(run: Path, step: int) -> None:
