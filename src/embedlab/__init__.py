@@ -20,6 +20,7 @@ os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
+    from embedlab.training.api import Corpus
     from embedlab.training.state import TrainResult
     from embedlab.vectors import Vectors
 
@@ -34,14 +35,17 @@ def load(path: Any, **kwargs: Any) -> Vectors:
     return _load(path, **kwargs)
 
 
-def train(corpus: str | os.PathLike[str] | None = None, run: str | os.PathLike[str] | None = None,
+def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
           restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None,
           **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there: ``embedlab train`` in Python.
 
-    Options are the command's flags with underscores (``dim=100``, ``epochs=5``...); see
-    :func:`embedlab.training.api.train`. Imported lazily, so that ``import embedlab`` stays cheap.
+    ``corpus``: a file or folder of text, a prepared folder, ``"demo"``, ``"text8"``, or an
+    iterable of token lists (gensim's ``sentences``). Options are the command's flags with
+    underscores (``dim=100``, ``epochs=5``...), plus ``on_progress=`` (a callback at each
+    logging window); see :func:`embedlab.training.api.train`. Imported lazily, so that
+    ``import embedlab`` stays cheap.
     """
     from embedlab.training.api import train as _train
 

@@ -41,3 +41,9 @@ def test_run_name_examples(cfg: TrainConfig, name: str) -> None:
 def test_corpus_tag() -> None:
     assert corpus_tag("demo") == "demo" and corpus_tag("text8") == "text8"
     assert corpus_tag("/data/wiki.txt.bz2") == "wiki" and corpus_tag("/data/folder/") == "folder"
+
+
+def test_sentences_given_in_memory_are_named_by_their_hash() -> None:
+    assert corpus_tag("<iterable sha256:0123456789abcdef>") == "iterable-0123456789abcdef"
+    cfg = TrainConfig(data=DataConfig(corpus="<iterable sha256:0123456789abcdef>"))
+    assert run_name(cfg) == "iterable-0123456789abcdef-sg"

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from embedlab.config import TrainConfig, apply_preset, flatten
+from embedlab.data.sentences import LABEL_START, is_label
 
 # (config key, short tag) in the order they appear in a run name.
 _NAME_KEYS = (
@@ -23,6 +24,8 @@ _NAME_KEYS = (
 def corpus_tag(corpus: str) -> str:
     if corpus in ("demo", "text8"):
         return corpus
+    if is_label(corpus):  # sentences given in memory: "<iterable sha256:0123...>"
+        return f"iterable-{corpus.removeprefix(LABEL_START).removesuffix('>')}"
     p = Path(corpus.rstrip("/"))
     stem = p.name
     for suffix in (".gz", ".bz2", ".xz", ".txt"):
