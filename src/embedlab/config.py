@@ -118,11 +118,6 @@ class ModelConfig:
         _positive("negative_group", self.negative_group)
         _positive("noise_exponent", self.noise_exponent, allow_zero=True)
         _positive("sample", self.sample, allow_zero=True)
-        if self.sample >= 1:  # t·N >= N: no word is ever subsampled (gensim reads it as a count)
-            raise InputError(f"{_flag('sample')} must be below 1, got {self.sample!r}: it is a "
-                             "threshold on a word's share of the corpus (typically 1e-3 to "
-                             "1e-5; 0 = off), not a word count as gensim reads values >= 1; "
-                             f"pass e.g. {_flag('sample', 0.001)}")
         _positive("init_scale", self.init_scale, allow_zero=True)
 
 
@@ -218,6 +213,16 @@ class EvalConfig:
         if self.every_steps is not None:
             _positive("eval_every", self.every_steps)
         _positive("eval_restrict_vocab", self.restrict_vocab)
+
+
+def check_new_run(cfg: TrainConfig) -> None:
+    """Checks for a new run only: a stored config.json that predates them must still resume."""
+    sample = cfg.model.sample
+    if sample >= 1:  # t·N >= N: no word is ever subsampled (gensim reads it as a count)
+        raise InputError(f"{_flag('sample')} must be below 1, got {sample!r}: it is a "
+                         "threshold on a word's share of the corpus (typically 1e-3 to "
+                         "1e-5; 0 = off), not a word count as gensim reads values >= 1; "
+                         f"pass e.g. {_flag('sample', 0.001)}")
 
 
 def check_best_metric(cfg: TrainConfig) -> None:

@@ -232,6 +232,9 @@ BAD = [
 # they are refused there, naming the key(s) and the fix, and never reach the check they are
 # named for (test_bad_input_new_run covers each of those on a new run).
 CHANGED_ON_RESUME = {
+    # a new run's --sample check: an existing run is refused for the change of config instead
+    "--corpus {corpus} --sample 5": "model.sample (stored 0.001, requested 5.0)",
+    "--corpus {corpus} --sample 1": "model.sample (stored 0.001, requested 1.0)",
     "--corpus {tmp}/missing.txt": "data.corpus (stored '{corpus}', requested '{tmp}/missing.txt')",
     "--corpus {tmp}/empty.txt": "data.corpus (stored '{corpus}', requested '{tmp}/empty.txt')",
     "--corpus {tmp}/blanks.txt": "data.corpus (stored '{corpus}', requested '{tmp}/blanks.txt')",

@@ -431,3 +431,16 @@ def test_an_earlier_run_on_a_pruned_prepared_folder_still_resumes(
     assert code == 0, err
     assert [p.name for p in runs.iterdir()] == [run.name] and "resuming" in err
     assert find_checkpoint(run).name == "ckpt-00000002"
+
+
+def test_a_stored_run_outside_todays_new_run_checks_still_resumes(tmp_path: Path) -> None:
+    # --sample 5 was accepted once; a run stored with it resumes, only a new run is refused
+    run = tmp_path / "run"
+    raw = TrainConfig().to_dict()
+    raw["model"]["sample"] = 5.0
+    (run / "checkpoints" / "ckpt-00000010").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps(raw))
+    cfg, stored = resolve_config(run, {}, None)
+    assert stored is not None and cfg.model.sample == 5.0
+    with pytest.raises(InputError, match="--sample must be below 1, got 5.0"):
+        resolve_config(tmp_path / "new", {"model": {"sample": 5.0}}, None)

@@ -19,6 +19,7 @@ from typing import Any
 from embedlab.config import (
     TrainConfig,
     apply_preset,
+    check_new_run,
     diff_for_resume,
     fill_legacy_keys,
 )
@@ -108,8 +109,9 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
     stored = stored_config(run_dir) if run_dir is not None else None
     if stored is None:
-        return TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))
-                                     ).resolve(), None
+        cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
+        check_new_run(cfg)
+        return cfg.resolve(), None
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
@@ -140,6 +142,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         # Stopped before its first checkpoint (Ctrl-C while it was set up, in a folder that
         # already existed): nothing was trained, so the stored config only fills in the flags
         # not given, and other flags start the run afresh instead of being refused.
+        check_new_run(requested)
         return requested, None
     if bad:
         raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
