@@ -20,7 +20,7 @@ from typing import Any, Literal
 from embedlab.errors import InputError, spell
 
 ModelKind = Literal["skipgram", "cbow"]
-LossKind = Literal["neg", "nce"]
+LossKind = Literal["neg", "nce", "hs"]
 InitKind = Literal["centered", "uniform"]
 
 
@@ -105,12 +105,15 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.model not in ("skipgram", "cbow"):
             raise InputError(f"{_flag('model')} must be skipgram or cbow, got {self.model!r}")
-        if self.loss not in ("neg", "nce"):
-            raise InputError(f"--loss must be neg or nce, got {self.loss!r}")
+        if self.loss not in ("neg", "nce", "hs"):
+            raise InputError(f"{_flag('loss')} must be neg or nce, or hs (hierarchical "
+                             f"softmax), got {self.loss!r}")
         if self.init not in ("centered", "uniform"):
             raise InputError(f"{_flag('init')} must be centered or uniform, got {self.init!r}")
         for name in ("dim", "window", "negative"):
-            _positive(name, getattr(self, name))
+            # hs draws no noise words: --negative 0 is gensim's hs=1, negative=0
+            _positive(name, getattr(self, name), allow_zero=name == "negative" and
+                      self.loss == "hs")
             if not isinstance(getattr(self, name), int):
                 raise InputError(f"{_flag(name)} must be an integer, got "
                                  f"{getattr(self, name)!r}")

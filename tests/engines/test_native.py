@@ -18,6 +18,7 @@ from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
 from embedlab.engines import build_engine, native
 from embedlab.engines.base import Engine
+from embedlab.engines.huffman import build_tree
 from embedlab.engines.params import Word2VecParams, init_params
 from embedlab.engines.step import StepConfig, TrainStep, band_block_length
 from embedlab.errors import InputError
@@ -101,6 +102,40 @@ def test_native_bits_do_not_depend_on_the_thread_count(model: str, loss: str) ->
         losses = _run("native", p, batches, cfg, log_kq, threads)
         bias = b"" if p.b_out is None else p.b_out.tobytes()
         runs.append((losses, p.w_in.tobytes(), p.w_out.tobytes(), bias))
+    assert runs[0] == runs[1] == runs[2]
+
+
+def _hs_run(engine: str, model: str, dim: int, threads: int, damping: float = 2.0
+            ) -> tuple[list[float], Word2VecParams]:
+    counts = (1000 / np.arange(1, V + 1)).astype(np.int64) + 1
+    tree = build_tree(counts)
+    p = init_params(V, dim, init="centered", nce=False, rng=mt19937_rng(2, "init"), hs=True,
+                    scale=8.0)
+    p.w_out[:] = np.random.default_rng(2).normal(0, 0.2, size=p.w_out.shape)
+    batches = _stream(band_block_length(3), group=1, shared=0)
+    cfg = StepConfig(model, "hs", 3, 0, 1, damping=damping)
+    step = build_engine(engine, cfg, p, None, batches[0].centers.shape[0], threads=threads,
+                        tree=tree).step
+    return [step(b, 0.05) for b in batches], p
+
+
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+@pytest.mark.parametrize("dim", [8, 13, 100])  # 13: the kernel's remainder paths
+def test_native_hierarchical_softmax_agrees_with_torch(model: str, dim: int) -> None:
+    la, a = _hs_run("torch", model, dim, 1)
+    lb, b = _hs_run("native", model, dim, 2)
+    np.testing.assert_allclose(lb, la, rtol=2e-5)
+    np.testing.assert_allclose(b.w_in, a.w_in, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(b.w_out, a.w_out, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(a.w_in, _hs_run("torch", model, dim, 1, damping=0.0)[1].w_in)
+
+
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+def test_native_hierarchical_softmax_bits_do_not_depend_on_the_thread_count(model: str) -> None:
+    runs = []
+    for threads in (1, 2, 3):
+        losses, p = _hs_run("native", model, 24, threads)
+        runs.append((losses, p.w_in.tobytes(), p.w_out.tobytes()))
     assert runs[0] == runs[1] == runs[2]
 
 
@@ -358,3 +393,31 @@ def test_the_fix_named_matches_the_reason(monkeypatch: pytest.MonkeyPatch) -> No
     assert str(e.value) == (f"--engine native is unavailable: {cache}; set EMBEDLAB_CACHE to a "
                             "writable folder or pass --engine torch (a run keeps the engine it "
                             "started with)")
+
+
+def test_a_hierarchical_softmax_run_resumes_bit_identical_on_other_threads(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    flags = ["train", "--corpus", str(corpus), "--dim", "8", "--loss", "hs", "--negative", "0",
+             "--batch-size", "32", "--epochs", "2", "--checkpoint-every", "5", "--no-tensorboard",
+             "--no-progress"]
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    assert run_cli([*flags, "--run", str(whole), "--threads", "2"], capsys)[0] == 0
+    assert run_cli([*flags, "--run", str(split), "--threads", "1", "--max-steps", "7"],
+                   capsys)[0] == 0
+    code, _, err = run_cli([*flags, "--run", str(split), "--threads", "3"], capsys)
+    assert code == 0 and "(step 7)" in err
+    last = sorted((whole / "checkpoints").glob("ckpt-*"))[-1]
+    assert (split / "checkpoints" / last.name / "tensors.safetensors").read_bytes() == \
+        (last / "tensors.safetensors").read_bytes()
+    assert '"loss": "hs"' in (whole / "config.json").read_text()
+    code, out, _ = run_cli(["ckpt", str(whole), "--tensors"], capsys)
+    assert code == 0 and "hs_nodes" in out and "output_embeddings" not in out
+
+
+def test_negative_zero_is_hierarchical_softmax_only(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    code, _, err = run_cli(["train", "--corpus", str(corpus), "--run", str(tmp_path / "r"),
+                            "--negative", "0", "--max-steps", "1", "--no-progress"], capsys)
+    assert code == 2 and "--negative must be a finite number > 0, got 0" in err

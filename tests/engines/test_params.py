@@ -70,3 +70,16 @@ def test_params_of_a_checkpoints_tensors_are_those_arrays() -> None:
     assert again.w_in is p.w_in and again.w_out is p.w_out and again.b_out is p.b_out
     assert list(p.tensors()) == ["input_embeddings", "output_embeddings", "output_bias"]
     assert Word2VecParams.of(p.tensors(), nce=False).b_out is None
+
+
+def test_hierarchical_softmax_keeps_its_inner_nodes_under_their_own_name() -> None:
+    # V−1 rows that are not words: under output_embeddings a warm start or an export would
+    # take them for words' rows
+    p = fresh_params(ModelConfig(loss="hs", dim=8), 50, seed=3)
+    assert list(p.tensors()) == ["input_embeddings", "hs_nodes"]
+    assert p.w_out.shape == (49, 8) and not p.w_out.any() and p.b_out is None
+    neg = fresh_params(ModelConfig(dim=8), 50, seed=3)
+    assert p.w_in.tobytes() == neg.w_in.tobytes()  # the same input draws
+    again = Word2VecParams.of(p.tensors(), nce=False, hs=True)
+    assert again.w_in is p.w_in and again.w_out is p.w_out and again.hs
+    assert again.copy().tensors().keys() == p.tensors().keys()

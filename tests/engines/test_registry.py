@@ -23,6 +23,7 @@ from embedlab.engines import (
     unavailable_reason,
 )
 from embedlab.engines.base import Engine
+from embedlab.engines.huffman import build_tree
 from embedlab.engines.params import fresh_params, init_params
 from embedlab.engines.step import StepConfig, step_config
 from embedlab.errors import InputError
@@ -48,8 +49,11 @@ def _cfg(engine: str, loss: str = "neg", model: str = "skipgram") -> TrainConfig
         "dim": 8, "window": 3, "loss": loss, "model": model}, "optim": {"batch_size": ROWS}})
 
 
+COUNTS = np.arange(V, 0, -1)
+
+
 def _noise() -> NoiseDistribution:
-    return NoiseDistribution(np.arange(V, 0, -1))
+    return NoiseDistribution(COUNTS)
 
 
 def _rows(cfg: TrainConfig) -> int:
@@ -74,16 +78,16 @@ def test_an_unknown_engine_is_refused() -> None:
 
 
 @pytest.mark.parametrize("name", ENGINES)
-@pytest.mark.parametrize("loss", ["neg", "nce"])
+@pytest.mark.parametrize("loss", ["neg", "nce", "hs"])
 def test_a_state_loaded_into_a_fresh_engine_trains_on_identically(name: str, loss: str) -> None:
     cfg = _cfg(name, loss)
     batches = _batches(cfg)
-    a = engine_for_config(cfg, _noise(), batches[0].centers.shape[0])
+    a = engine_for_config(cfg, _noise(), batches[0].centers.shape[0], counts=COUNTS)
     for batch in batches[:3]:
         a.step(batch, 0.05)
     saved = {k: v.copy() for k, v in a.state_dict().items()}
     other = TrainConfig.from_dict({**cfg.to_dict(), "seed": 9})  # another start
-    b = engine_for_config(other, _noise(), batches[0].centers.shape[0])
+    b = engine_for_config(other, _noise(), batches[0].centers.shape[0], counts=COUNTS)
     assert not np.array_equal(b.input_vectors, a.input_vectors)
     b.load_state_dict(saved)
     for key, value in b.state_dict().items():
@@ -116,10 +120,11 @@ def test_an_engine_for_a_config_starts_fresh_or_takes_a_checkpoints_arrays() -> 
 
 
 @pytest.mark.parametrize("model", ["skipgram", "cbow"])
-@pytest.mark.parametrize("loss", ["neg", "nce"])
+@pytest.mark.parametrize("loss", ["neg", "nce", "hs"])
 def test_the_engines_agree_to_float32_rounding(model: str, loss: str) -> None:
     engines = {name: engine_for_config(_cfg(name, loss, model), _noise(),
-                                       _rows(_cfg(name, loss, model))) for name in ENGINES}
+                                       _rows(_cfg(name, loss, model)), counts=COUNTS)
+               for name in ENGINES}
     batches = _batches(_cfg("native", loss, model))
     losses = {name: [e.step(b, 0.05) for b in batches] for name, e in engines.items()}
     np.testing.assert_allclose(losses["native"], losses["torch"], rtol=2e-5)
@@ -189,3 +194,17 @@ def test_no_import_cycles_among_the_engines_the_trainer_and_the_config() -> None
     cycles = [name for name in graph if reaches(name, name, {name})]
     assert cycles == []
     assert "embedlab.engines.native" in graph["embedlab.engines"]  # the registry imports them
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_hierarchical_softmax_builds_its_tree_from_the_counts(name: str) -> None:
+    cfg = _cfg(name, "hs")
+    engine = engine_for_config(cfg, _noise(), _rows(cfg), counts=COUNTS)
+    state = engine.state_dict()
+    assert list(state) == ["input_embeddings", "hs_nodes"]
+    assert state["hs_nodes"].shape == (V - 1, 8) and engine.output_vectors is state["hs_nodes"]
+    with pytest.raises(ValueError, match="needs the vocabulary's counts"):
+        engine_for_config(cfg, _noise(), _rows(cfg))
+    with pytest.raises(ValueError, match="only it, takes a Huffman tree"):
+        build_engine(name, StepConfig("skipgram", "neg", 3, 5, 16), fresh_params(
+            cfg.model, V, 1), None, ROWS, tree=build_tree(COUNTS))

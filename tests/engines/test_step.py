@@ -39,3 +39,11 @@ def test_the_group_divides_the_batch_and_the_padding_fits_both() -> None:
     plan = step_config(TrainConfig.from_dict({"model": {"negative_group": 24, "window": 12},
                                               "optim": {"batch_size": 100}}))
     assert plan.step.group == 4 and band_block_length(12) == 32 and plan.pad_to == 32
+
+
+def test_hierarchical_softmax_draws_no_noise_words_whatever_the_noise_flags() -> None:
+    plans = [step_config(TrainConfig.from_dict({"model": {"loss": "hs", **model}}))
+             for model in ({}, {"negative": 0}, {"negative_group": 24, "shared_negatives": 9})]
+    assert all(p.noise_per_group == 0 and p.step.group == 1 and p.pad_to == 16 for p in plans)
+    assert plans[0].step.loss == "hs" and plans[0].step.damping == step_config(
+        TrainConfig()).step.damping

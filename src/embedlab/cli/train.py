@@ -23,14 +23,16 @@ if TYPE_CHECKING:
 @click.option("--preset", type=click.Choice(["cs20"]), help="A named configuration (cs20: the "
               "CS20 lecture's word2vec); explicit flags override it.")
 @click.option("--model", type=click.Choice(["skipgram", "cbow"]), help="[default: skipgram]")
-@click.option("--loss", type=click.Choice(["neg", "nce"]),
+@click.option("--loss", type=click.Choice(["neg", "nce", "hs"]),
               help="Negative sampling (a noise word equal to the pair's target is skipped, "
-              "as in word2vec) or noise-contrastive estimation (kept, as in TensorFlow's "
-              "nce_loss).  [default: neg]")
+              "as in word2vec), noise-contrastive estimation (kept, as in TensorFlow's "
+              "nce_loss) or hierarchical softmax over the vocabulary's Huffman tree "
+              "(word2vec's -hs 1; draws no noise words).  [default: neg]")
 @click.option("--dim", type=int, help="Embedding size.  [default: 100]")
 @click.option("--window", type=int, help="Maximum window; each centre draws 1..window.  "
               "[default: 5]")
-@click.option("--negative", type=int, help="Noise words per positive pair (K).  [default: 5]")
+@click.option("--negative", type=int, help="Noise words per positive pair (K); ignored by "
+              "--loss hs, which also takes 0 (gensim's hs=1, negative=0).  [default: 5]")
 @click.option("--shared-negatives", type=int, help="Noise words drawn per group of centres and "
               "shared by it (0 = ⌈4/3·K·(window+1)⌉, a third more than word2vec draws per "
               "centre).  [default: 0]")

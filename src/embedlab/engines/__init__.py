@@ -3,8 +3,9 @@ and the registry that says which are usable here and builds them by name.
 
 * ``native``: ``_kernel.c``, the fused step in C, built on first use
   (:mod:`embedlab.engines.native`); NumPy only;
-* ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.engines.torch`), the
-  reference the native engine agrees with to float32 rounding.
+* ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.engines.torch`, and
+  :mod:`embedlab.engines.torch_hs` for hierarchical softmax), the reference the native engine
+  agrees with to float32 rounding.
 
 Choosing an engine imports only that engine's module: the native engine never imports torch,
 and the torch engine imports it through :func:`embedlab.errors.import_torch`, so a missing torch
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from embedlab.config import TrainConfig
     from embedlab.data.noise import NoiseDistribution
     from embedlab.engines.base import Engine
+    from embedlab.engines.huffman import HuffmanTree
     from embedlab.engines.params import Word2VecParams
     from embedlab.engines.step import StepConfig
 
@@ -99,22 +101,29 @@ def engine_module(name: str) -> ModuleType:
 
 
 def build_engine(name: str, step: StepConfig, params: Word2VecParams,
-                 log_kq: np.ndarray | None, rows: int, *, threads: int = 1) -> Engine:
+                 log_kq: np.ndarray | None, rows: int, *, threads: int = 1,
+                 tree: HuffmanTree | None = None) -> Engine:
     """Engine ``name`` training ``params`` (taken, not copied) with the step ``step``.
 
     ``log_kq`` (V,): log(K·Q(w)) for NCE, else None. ``rows``: centre slots per batch.
     ``threads``: the native kernel's threads, or torch's intra-op threads (a process-wide
-    setting) for the torch engine.
+    setting) for the torch engine. ``tree``: the vocabulary's Huffman tree, for hierarchical
+    softmax (``step.loss == "hs"``) only.
     """
+    if (step.loss == "hs") != (tree is not None):
+        raise ValueError("hierarchical softmax, and only it, takes a Huffman tree")
     engine: Engine = getattr(engine_module(name), _CLASSES[name])(step, params, log_kq, rows,
-                                                                  threads)
+                                                                  threads, tree=tree)
     return engine
 
 
 def engine_for_config(cfg: TrainConfig, noise: NoiseDistribution, rows: int, *,
-                      tensors: Mapping[str, np.ndarray] | None = None) -> Engine:
+                      tensors: Mapping[str, np.ndarray] | None = None,
+                      counts: np.ndarray | None = None) -> Engine:
     """The engine of the resolved ``cfg`` for a vocabulary whose noise distribution is
-    ``noise``, for batches of ``rows`` centre slots.
+    ``noise``, for batches of ``rows`` centre slots. ``counts``: the vocabulary's word counts,
+    which hierarchical softmax (``--loss hs``) builds its Huffman tree from; other losses do
+    not read them.
 
     Its parameters are a fresh start (the ``init`` stream of ``cfg.seed``), or ``tensors``, a
     checkpoint's, which the engine takes over as they are: no second copy of the model, and no
@@ -125,9 +134,16 @@ def engine_for_config(cfg: TrainConfig, noise: NoiseDistribution, rows: int, *,
     from embedlab.engines.step import step_config
 
     m = cfg.model
-    nce = m.loss == "nce"
-    params = Word2VecParams.of(tensors, nce=nce) if tensors is not None else \
+    nce, hs = m.loss == "nce", m.loss == "hs"
+    params = Word2VecParams.of(tensors, nce=nce, hs=hs) if tensors is not None else \
         fresh_params(m, len(noise), cfg.seed)
     log_kq = noise.log_expected_count(m.negative) if nce else None
+    tree = None
+    if hs:
+        from embedlab.engines.huffman import build_tree
+
+        if counts is None:
+            raise ValueError("--loss hs needs the vocabulary's counts for its Huffman tree")
+        tree = build_tree(counts)
     return build_engine(cfg.engine, step_config(cfg).step, params, log_kq, rows,
-                        threads=cfg.threads)
+                        threads=cfg.threads, tree=tree)

@@ -660,3 +660,506 @@ double w2v_cbow_step(
     for (int g = 0; g < groups; g++) loss += loss_g[g];
     return loss;
 }
+
+/* ---- hierarchical softmax ---------------------------------------------------------------------
+ * The mathematics of HierarchicalSoftmaxStep (torch_hs.py): word2vec.c's hs=1 branch, one
+ * synchronous step. Centre t's path in the Huffman tree is points/codes[offsets[c] ..
+ * offsets[c + 1]), c = centers[t]; a centre without contexts (padding) has no terms. The
+ * batch's (centre, node) terms are numbered in batch order: centre t's are first[t] ..
+ * first[t + 1]. Phases as in the other steps:
+ *   A. per centre (parallel): its path's L node rows packed once and scored against every h of
+ *      the centre — its n context rows (skip-gram: the contexts predict the centre, as in
+ *      word2vec.c) or their mean (CBOW) — as three small GEMMs: the scores S = H·Nᵀ (n × L), the
+ *      gradient of each h (neu1e) G·N, and of each node row Gᵀ·H, summed over the centre's h;
+ *      with the damping's curvatures;
+ *   B. (CBOW) per span position (parallel): the whole neu1e of every centre it is a context of;
+ *   C. updates, rows partitioned by id across threads, each row's contributions in batch order:
+ *      input rows (skip-gram: by pair, centre by centre; CBOW: by span position), then node
+ *      rows by term.
+ * Like the other steps, the bits do not depend on the number of threads. */
+
+#if defined(__clang__)
+#define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+typedef int32_t v8i __attribute__((vector_size(VL * sizeof(int32_t))));
+#define SHUFFLE(a, b, ...) __builtin_shuffle(a, b, (v8i){__VA_ARGS__})
+#endif
+
+/* The eight horizontal sums of a0..a7, as one vector (lane j: the sum of a_j's lanes). */
+static inline v8 hsum8(v8 a0, v8 a1, v8 a2, v8 a3, v8 a4, v8 a5, v8 a6, v8 a7) {
+#define PAIRS(a, b) (SHUFFLE(a, b, 0, 8, 2, 10, 4, 12, 6, 14) + SHUFFLE(a, b, 1, 9, 3, 11, 5, 13, 7, 15))
+#define QUADS(a, b) (SHUFFLE(a, b, 0, 1, 8, 9, 4, 5, 12, 13) + SHUFFLE(a, b, 2, 3, 10, 11, 6, 7, 14, 15))
+    const v8 q0 = QUADS(PAIRS(a0, a1), PAIRS(a2, a3)), q1 = QUADS(PAIRS(a4, a5), PAIRS(a6, a7));
+#undef PAIRS
+#undef QUADS
+    return SHUFFLE(q0, q1, 0, 1, 2, 3, 8, 9, 10, 11) + SHUFFLE(q0, q1, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
+/* Scores S[i·L + l] = H_i · N_l for n rows H and L rows N (both packed, Dp floats, zero padded),
+ * in tiles of 2 × 4 (eight independent chains; a lone last row or node is computed twice and
+ * stored once). */
+static void hs_scores(float *restrict S, const float *restrict H, int n,
+                      const float *restrict N, int L, int Dp) {
+    for (int i0 = 0; i0 < n; i0 += 2) {
+        const float *h0 = H + (size_t)i0 * Dp, *h1 = H + (size_t)(i0 + 1 < n ? i0 + 1 : i0) * Dp;
+        for (int l0 = 0; l0 < L; l0 += 4) {
+            const float *n0 = N + (size_t)l0 * Dp;
+            const float *n1 = N + (size_t)(l0 + 1 < L ? l0 + 1 : l0) * Dp;
+            const float *n2 = N + (size_t)(l0 + 2 < L ? l0 + 2 : l0) * Dp;
+            const float *n3 = N + (size_t)(l0 + 3 < L ? l0 + 3 : l0) * Dp;
+            v8 a0 = splat(0), a1 = splat(0), a2 = splat(0), a3 = splat(0);
+            v8 b0 = splat(0), b1 = splat(0), b2 = splat(0), b3 = splat(0);
+            for (int d = 0; d < Dp; d += VL) {
+                const v8 x0 = load(h0 + d), x1 = load(h1 + d);
+                const v8 y0 = load(n0 + d), y1 = load(n1 + d), y2 = load(n2 + d), y3 = load(n3 + d);
+                a0 += x0 * y0; a1 += x0 * y1; a2 += x0 * y2; a3 += x0 * y3;
+                b0 += x1 * y0; b1 += x1 * y1; b2 += x1 * y2; b3 += x1 * y3;
+            }
+            const v8 r = hsum8(a0, a1, a2, a3, b0, b1, b2, b3);
+            for (int k = 0; k < 4 && l0 + k < L; k++) {
+                S[(size_t)i0 * L + l0 + k] = r[k];
+                if (i0 + 1 < n) S[(size_t)(i0 + 1) * L + l0 + k] = r[4 + k];
+            }
+        }
+    }
+}
+
+/* Rows c[0..nr) (nr = 1, 2 or 4; a constant where inlined) of C = A·B: c_r[d] = Σ_q
+ * a_r[q·acs] · B[q·Dp + d], q < k ascending, B packed (k × Dp). Four vectors of each row per
+ * pass (then two, then one), so each broadcast of a coefficient serves four loads of B and each
+ * load of B serves nr rows. */
+static inline void gemm_tile(int nr, float *const c[4], const float *const a[4], size_t acs,
+                             const float *restrict B, int k, int Dp) {
+    int d = 0;
+    for (; d + 4 * VL <= Dp; d += 4 * VL) {
+        v8 p[4][4];
+        for (int r = 0; r < nr; r++)
+            for (int v = 0; v < 4; v++) p[r][v] = splat(0);
+        for (int j = 0; j < k; j++) {
+            const float *bj = B + (size_t)j * Dp + d;
+            const v8 y0 = load(bj), y1 = load(bj + VL), y2 = load(bj + 2 * VL), y3 = load(bj + 3 * VL);
+            for (int r = 0; r < nr; r++) {
+                const v8 x = splat(a[r][(size_t)j * acs]);
+                p[r][0] += x * y0;
+                p[r][1] += x * y1;
+                p[r][2] += x * y2;
+                p[r][3] += x * y3;
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int v = 0; v < 4; v++) store(c[r] + d + v * VL, p[r][v]);
+    }
+    for (; d < Dp; d += VL) {
+        v8 p[4];
+        for (int r = 0; r < nr; r++) p[r] = splat(0);
+        for (int j = 0; j < k; j++) {
+            const v8 y = load(B + (size_t)j * Dp + d);
+            for (int r = 0; r < nr; r++) p[r] += splat(a[r][(size_t)j * acs]) * y;
+        }
+        for (int r = 0; r < nr; r++) store(c[r] + d, p[r]);
+    }
+}
+
+/* C (m × Dp, rows contiguous) = A·B: row r's coefficients a[r·ars + q·acs], q < k. */
+static void small_gemm(float *restrict C, const float *restrict A, size_t ars, size_t acs,
+                       const float *restrict B, int m, int k, int Dp) {
+    int r = 0;
+    for (; r + 4 <= m; r += 4) {
+        float *const c[4] = {C + (size_t)r * Dp, C + (size_t)(r + 1) * Dp,
+                             C + (size_t)(r + 2) * Dp, C + (size_t)(r + 3) * Dp};
+        const float *const a[4] = {A + r * ars, A + (r + 1) * ars, A + (r + 2) * ars,
+                                   A + (r + 3) * ars};
+        gemm_tile(4, c, a, acs, B, k, Dp);
+    }
+    for (; r + 2 <= m; r += 2) {
+        float *const c[4] = {C + (size_t)r * Dp, C + (size_t)(r + 1) * Dp, NULL, NULL};
+        const float *const a[4] = {A + r * ars, A + (r + 1) * ars, NULL, NULL};
+        gemm_tile(2, c, a, acs, B, k, Dp);
+    }
+    if (r < m) {
+        float *const c[4] = {C + (size_t)r * Dp, NULL, NULL, NULL};
+        const float *const a[4] = {A + r * ars, NULL, NULL, NULL};
+        gemm_tile(1, c, a, acs, B, k, Dp);
+    }
+}
+
+/* Hierarchical softmax's terms: sign +1 for code bit 0, −1 for bit 1 (σ(±s) is the probability
+ * of the bit taken), 0 for padding up to a whole vector (weight 0). Vectorised like
+ * sigmoid_terms. */
+static inline double signed_terms(const float *restrict s, const float *restrict sign, int n,
+                                  float *restrict out_g, float *restrict out_c) {
+    double loss = 0.0;
+#pragma omp simd reduction(+ : loss)
+    for (int i = 0; i < n; i++) {
+        const float w = sign[i] != 0.0f ? 1.0f : 0.0f;
+        SIGMOID_TERM(s[i], w, sign[i], out_g[i], out_c[i], loss);
+    }
+    return loss;
+}
+
+/* per-thread floats: packed path rows (max_len × Dp), packed h rows (J × Dp), scores,
+ * gradients, curvatures and signs (J × max_len each, rounded up to whole vectors), node and h
+ * squared norms */
+static inline size_t hs_per_thread_floats(size_t J, size_t max_len, size_t D) {
+    const size_t Dp = round_up(D, VL), terms = round_up(J * max_len, VL);
+    return round_up(max_len * Dp + J * Dp + 4 * terms + max_len + J, 16) + 64;
+}
+
+/* Scratch floats one w2v_hs_step call needs for `terms` (centre, node) terms (the path lengths
+ * of the batch's centres that have contexts) and paths of at most max_len nodes. */
+size_t w2v_hs_scratch_floats(int rows, int window, int64_t terms, int max_len, int dim,
+                             int threads) {
+    const size_t J = 2 * (size_t)window + 1, span = (size_t)rows + 2 * (size_t)window;
+    const size_t dp = round_up((size_t)dim, VL), R = (size_t)rows, T = (size_t)terms;
+    const size_t blocks[] = {2 * (R + 1), T * J, T, 2 * R,  /* first, g_all, h_term, loss */
+                             R * J * dp, R * J,             /* skip-gram: d_pair, h_pair */
+                             R * dp, R * dp, R,             /* CBOW: hidden, d_h, h_h */
+                             span * dp, span};              /* CBOW: d_span, h_span */
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) n += round_up(blocks[i], 16);
+    return n + (size_t)threads * hs_per_thread_floats(J, (size_t)max_len, (size_t)dim) + 64;
+}
+
+/* Per-thread buffers of phase A. */
+typedef struct {
+    float *Np, *X, *sc, *g, *c, *sgn, *n_sq, *x_sq;
+} hs_buffers;
+
+/* The signs of the n × L terms (row i: code bits of the path), padded with 0 to whole vectors;
+ * returns the padded count. The padding's scores are set to 0 (finite). */
+static inline int hs_signs(float *restrict sgn, float *restrict sc, const uint8_t *restrict code,
+                           int n, int L) {
+    for (int l = 0; l < L; l++) sgn[l] = code[l] ? -1.0f : 1.0f;
+    for (int i = 1; i < n; i++) memcpy(sgn + (size_t)i * L, sgn, sizeof(float) * L);
+    const int m = (int)round_up((size_t)(n * L), VL);
+    for (int k = n * L; k < m; k++) sgn[k] = sc[k] = 0.0f;
+    return m;
+}
+
+/* A, both architectures, centre t: its n rows h (b->X: the contexts for skip-gram, their mean
+ * for CBOW; squared norms b->x_sq) against its L path rows b->Np. Writes each h's neu1e d_h[i]
+ * and curvature h_h[i], the terms' gradients g (n × L) and each node's curvature h_term[l];
+ * returns the loss. A node's gradient Σ_i g[i,l]·h_i is formed where it is applied (phase C),
+ * from g and the rows h, not stored: a row per term written and read back again cost more
+ * than the products. */
+static double hs_centre(const hs_buffers *b, int n, const uint8_t *restrict code, int L,
+                        float *restrict d_h, float *restrict h_h, float *restrict g,
+                        float *restrict h_term, int Dp, int damp) {
+    hs_scores(b->sc, b->X, n, b->Np, L, Dp);
+    const int m = hs_signs(b->sgn, b->sc, code, n, L);
+    const double loss = signed_terms(b->sc, b->sgn, m, b->g, b->c);
+    small_gemm(d_h, b->g, (size_t)L, 1, b->Np, n, L, Dp);  /* neu1e_i = Σ_l g[i,l]·N_l */
+    memcpy(g, b->g, sizeof(float) * (size_t)(n * L));
+    for (int i = 0; i < n; i++) {
+        float h = 0.0f;
+        if (damp)
+            for (int l = 0; l < L; l++) h += b->c[i * L + l] * b->n_sq[l];
+        h_h[i] = h;
+    }
+    for (int l = 0; l < L; l++) {
+        float h = 0.0f;
+        if (damp)
+            for (int i = 0; i < n; i++) h += b->c[i * L + l] * b->x_sq[i];
+        h_term[l] = h;
+    }
+    return loss;
+}
+
+/* Copies rows (ids[k]·D of `from`, k < count) into `to` (count × Dp, zero padded), with their
+ * squared norms when sq != NULL, summed in the same pass. */
+static inline void pack_rows(float *restrict to, const float *restrict from,
+                             const int64_t *restrict ids, int count, float *restrict sq, int D,
+                             int Dp) {
+    for (int k = 0; k < count; k++) {
+        float *dst = to + (size_t)k * Dp;
+        const float *src = from + ids[k] * D;
+        v8 acc0 = splat(0.0f), acc1 = splat(0.0f);
+        int d = 0;
+        for (; d + 2 * VL <= D; d += 2 * VL) {
+            const v8 x0 = load(src + d), x1 = load(src + d + VL);
+            store(dst + d, x0);
+            store(dst + d + VL, x1);
+            acc0 += x0 * x0;
+            acc1 += x1 * x1;
+        }
+        for (; d + VL <= D; d += VL) {
+            const v8 x0 = load(src + d);
+            store(dst + d, x0);
+            acc0 += x0 * x0;
+        }
+        float tail = 0.0f;
+        for (; d < D; d++) {
+            dst[d] = src[d];
+            tail += src[d] * src[d];
+        }
+        for (; d < Dp; d++) dst[d] = 0.0f;
+        if (sq) sq[k] = hsum(acc0 + acc1) + tail;
+    }
+}
+
+/* Asks for the rows centre t will read: its path's nodes and its contexts' input rows. */
+static inline void hs_prefetch(int t, const int64_t *restrict first, const int64_t *restrict centers,
+                               const int64_t *restrict offsets, const int32_t *restrict points,
+                               const float *nodes, const float *w_in, const int64_t *restrict span,
+                               const uint8_t *restrict mask, int J, int D) {
+    const int64_t lo = offsets[centers[t]], L = first[t + 1] - first[t];
+    for (int64_t l = 0; l < L; l++) prefetch_row(nodes + (size_t)points[lo + l] * D, D);
+    for (int j = 0; j < J && L > 0; j++)
+        if (mask[(size_t)t * J + j]) prefetch_row(w_in + span[t + j] * D, D);
+}
+
+/* y_r += Σ_i a_r[i]·x_i over d floats for the nr rows y_0, y_1 (nr = 1 or 2; rows unaligned),
+ * i < n ascending for each element: each load of x serves both rows. */
+static inline void add_combinations(int nr, float *const y[2], const float *const *x,
+                                    const float *const a[2], int n, int d) {
+    int k = 0;
+    for (; k + 4 * VL <= d; k += 4 * VL) {
+        v8 acc[2][4];
+        for (int r = 0; r < nr; r++)
+            for (int v = 0; v < 4; v++) acc[r][v] = load(y[r] + k + v * VL);
+        for (int i = 0; i < n; i++) {
+            const v8 x0 = load(x[i] + k), x1 = load(x[i] + k + VL), x2 = load(x[i] + k + 2 * VL),
+                     x3 = load(x[i] + k + 3 * VL);
+            for (int r = 0; r < nr; r++) {
+                const v8 ai = splat(a[r][i]);
+                acc[r][0] += ai * x0;
+                acc[r][1] += ai * x1;
+                acc[r][2] += ai * x2;
+                acc[r][3] += ai * x3;
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int v = 0; v < 4; v++) store(y[r] + k + v * VL, acc[r][v]);
+    }
+    for (; k + VL <= d; k += VL) {
+        v8 acc[2];
+        for (int r = 0; r < nr; r++) acc[r] = load(y[r] + k);
+        for (int i = 0; i < n; i++) {
+            const v8 xi = load(x[i] + k);
+            for (int r = 0; r < nr; r++) acc[r] += splat(a[r][i]) * xi;
+        }
+        for (int r = 0; r < nr; r++) store(y[r] + k, acc[r]);
+    }
+    for (; k < d; k++)
+        for (int r = 0; r < nr; r++)
+            for (int i = 0; i < n; i++) y[r][k] += a[r][i] * x[i][k];
+}
+
+/* C for the node rows this thread owns: term (t, l) of node p adds step_p · Σ_i g[i,l]·h_i, its
+ * centre's rows h (skip-gram: the context rows of w_in, read before any input row changes;
+ * CBOW: the stored hidden vector), terms in batch order, step_p damped by the node's summed
+ * curvature. */
+static void hs_update_nodes(int cbow, float *restrict nodes, const float *restrict w_in,
+                            const float *restrict hidden, const int64_t *restrict centers,
+                            int rows, const int64_t *restrict span, const uint8_t *restrict mask,
+                            int J, const int64_t *restrict offsets, const int32_t *restrict points,
+                            const int64_t *restrict first, const float *restrict g_all,
+                            const float *restrict h_term, float *restrict h_node, float lr,
+                            float rate, int D, int Dp, int nt, int me) {
+    if (rate > 0.0f)
+        for (int t = 0; t < rows; t++) {
+            const int32_t *path = points + offsets[centers[t]] - first[t];
+            for (int64_t k = first[t]; k < first[t + 1]; k++)
+                if (path[k] % nt == me) h_node[path[k]] += h_term[k];
+        }
+    float spare[D];
+    memset(spare, 0, sizeof spare);
+    for (int t = 0; t < rows; t++) {
+        const int L = (int)(first[t + 1] - first[t]);
+        if (L == 0) continue;
+        const int32_t *path = points + offsets[centers[t]];
+        const float *g = g_all + (size_t)first[t] * J;  /* n × L */
+        const float *x[J];
+        int n = 0;
+        if (cbow) {
+            x[n++] = hidden + (size_t)t * Dp;
+        } else {
+            for (int j = 0; j < J; j++)
+                if (mask[(size_t)t * J + j]) x[n++] = w_in + span[t + j] * D;
+        }
+        /* the centre's owned terms two at a time: each is another node (a path visits a node
+         * once), so every node row still takes its terms in batch order */
+        float coef[2][J];
+        float *y[2];
+        int held = 0;
+        for (int l = 0; l < L; l++) {
+            const int32_t p = path[l];
+            if (p % nt != me) continue;
+            const float step = damped_step(lr, rate, h_node[p]);
+            for (int i = 0; i < n; i++) coef[held][i] = step * g[i * L + l];
+            y[held++] = nodes + (size_t)p * D;
+            if (held == 2) {
+                add_combinations(2, y, x, (const float *const[2]){coef[0], coef[1]}, n, D);
+                held = 0;
+            }
+        }
+        if (held) { /* the same code as a pair (its rounding too), beside a row thrown away */
+            y[1] = spare;
+            add_combinations(2, y, x, (const float *const[2]){coef[0], coef[0]}, n, D);
+        }
+    }
+    if (rate > 0.0f)
+        for (int t = 0; t < rows; t++) {
+            const int32_t *path = points + offsets[centers[t]] - first[t];
+            for (int64_t k = first[t]; k < first[t + 1]; k++)
+                if (path[k] % nt == me) h_node[path[k]] = 0.0f;
+        }
+}
+
+/* C for the input rows this thread owns: skip-gram adds each pair's neu1e (centre by centre,
+ * contexts in window order), CBOW each span position's summed neu1e; each step damped by the
+ * row's summed curvature. */
+static void hs_update_inputs(int cbow, float *restrict w_in, const int64_t *restrict span,
+                             int n_span, int rows, int J, const uint8_t *restrict mask,
+                             const float *restrict d_pair, const float *restrict h_pair,
+                             const float *restrict d_span, const float *restrict h_span,
+                             float *restrict h_in, float lr, float rate, int D, int Dp, int nt,
+                             int me) {
+    const int damp = rate > 0.0f;
+    if (cbow) {
+        if (damp) sum_owned(span, n_span, h_span, h_in, nt, me);
+        for (int r = 0; r < n_span; r++) {
+            const int64_t w = span[r];
+            if (w % nt == me)
+                axpy(damped_step(lr, rate, h_in[w]), d_span + (size_t)r * Dp, w_in + w * D, D);
+        }
+        if (damp) reset_owned(span, n_span, h_in, nt, me);
+        return;
+    }
+    for (int pass = damp ? 0 : 1; pass < (damp ? 3 : 2); pass++) /* sum, apply, reset */
+        for (int t = 0; t < rows; t++) {
+            const uint8_t *mt = mask + (size_t)t * J;
+            for (int j = 0, i = 0; j < J; j++) {
+                if (!mt[j]) continue;
+                const int64_t w = span[t + j];
+                const size_t k = (size_t)t * J + i++;
+                if (w % nt != me) continue;
+                if (pass == 0)
+                    h_in[w] += h_pair[k];
+                else if (pass == 1)
+                    axpy(damped_step(lr, rate, h_in[w]), d_pair + k * Dp, w_in + w * D, D);
+                else
+                    h_in[w] = 0.0f;
+            }
+        }
+}
+
+/* Hierarchical softmax, skip-gram (cbow = 0) or CBOW (cbow = 1). nodes: (V−1) × dim; h_in (V)
+ * and h_node (V−1): the damping's sums, zero on entry and on return. Returns the summed loss
+ * (float64), or −1 when the batch has more terms than the scratch was sized for. */
+double w2v_hs_step(
+    int cbow, int dim, float *restrict w_in, float *restrict nodes,
+    const int64_t *restrict offsets, const int32_t *restrict points,
+    const uint8_t *restrict codes, int max_len, int64_t terms,
+    const int64_t *restrict centers, int rows, const int64_t *restrict span, int window,
+    const uint8_t *restrict mask, const float *restrict contexts,
+    float lr, float rate, float *restrict scratch,
+    float *restrict h_in, float *restrict h_node, int threads) {
+    const int J = 2 * window + 1, n_span = rows + 2 * window;
+    const int D = dim, Dp = (int)round_up((size_t)dim, VL);
+    const int damp = rate > 0.0f;
+    size_t at = 0;
+#define TAKE(n) (scratch + (at += round_up((size_t)(n), 16)) - round_up((size_t)(n), 16))
+    int64_t *first = (int64_t *)(void *)TAKE(2 * ((size_t)rows + 1));
+    float *g_all = TAKE((size_t)terms * J);      /* centre t's n × L gradients at first[t]·J */
+    float *h_term = TAKE((size_t)terms);
+    double *loss_t = (double *)(void *)TAKE(2 * (size_t)rows);
+    float *d_pair = TAKE((size_t)rows * J * Dp);  /* centre t's i-th pair at t·J + i */
+    float *h_pair = TAKE((size_t)rows * J);
+    float *hidden = TAKE((size_t)rows * Dp);
+    float *d_h = TAKE((size_t)rows * Dp);
+    float *h_h = TAKE(rows);
+    float *d_span = TAKE((size_t)n_span * Dp);
+    float *h_span = TAKE(n_span);
+    float *per_thread0 = TAKE(0);
+#undef TAKE
+    first[0] = 0;
+    for (int t = 0; t < rows; t++) {
+        const int64_t c = centers[t];
+        first[t + 1] = first[t] + (contexts[t] > 0.0f ? offsets[c + 1] - offsets[c] : 0);
+    }
+    if (first[rows] > terms) return -1.0;
+    const size_t per_thread = hs_per_thread_floats((size_t)J, (size_t)max_len, (size_t)D);
+    const size_t cells = round_up((size_t)J * max_len, VL);
+
+#pragma omp parallel num_threads(threads)
+    {
+        float *mine = per_thread0 + (size_t)omp_get_thread_num() * per_thread;
+        hs_buffers b;
+        b.Np = mine;                                /* max_len × Dp path rows */
+        b.X = b.Np + (size_t)max_len * Dp;          /* J × Dp h rows */
+        b.sc = b.X + (size_t)J * Dp;                /* scores, J × max_len */
+        b.g = b.sc + cells;                         /* gradients ∂L/∂s */
+        b.c = b.g + cells;                          /* curvatures |∂L/∂s| */
+        b.sgn = b.c + cells;                        /* signs ±1 of the terms */
+        b.n_sq = b.sgn + cells;                     /* max_len */
+        b.x_sq = b.n_sq + max_len;                  /* J */
+
+        /* A: per centre; dynamic, as in the other steps (which thread takes a centre does not
+         * change the bits). The next centre's rows are asked for before this one's are read. */
+#pragma omp for schedule(dynamic, 8)
+        for (int t = 0; t < rows; t++) {
+            const int L = (int)(first[t + 1] - first[t]);
+            loss_t[t] = 0.0;
+            if (t + 1 < rows)
+                hs_prefetch(t + 1, first, centers, offsets, points, nodes, w_in, span, mask, J,
+                            D);
+            if (L == 0) continue;
+            const int64_t lo = offsets[centers[t]];
+            int64_t path[L];
+            for (int l = 0; l < L; l++) path[l] = points[lo + l];
+            pack_rows(b.Np, nodes, path, L, damp ? b.n_sq : NULL, D, Dp);
+            const uint8_t *mt = mask + (size_t)t * J;
+            float *g = g_all + (size_t)first[t] * J, *ht = h_term + first[t];
+            if (!cbow) {
+                int64_t ctx[J];
+                int n = 0;
+                for (int j = 0; j < J; j++)
+                    if (mt[j]) ctx[n++] = span[t + j];
+                pack_rows(b.X, w_in, ctx, n, damp ? b.x_sq : NULL, D, Dp);
+                loss_t[t] = hs_centre(&b, n, codes + lo, L, d_pair + (size_t)t * J * Dp,
+                                      h_pair + (size_t)t * J, g, ht, Dp, damp);
+            } else {
+                memset(b.X, 0, sizeof(float) * Dp);
+                for (int j = 0; j < J; j++)
+                    if (mt[j]) axpy(1.0f, w_in + span[t + j] * D, b.X, D);
+                const float inv = 1.0f / contexts[t];
+                for (int d = 0; d < D; d++) b.X[d] *= inv;
+                b.x_sq[0] = damp ? dot(b.X, b.X, Dp) : 0.0f;
+                memcpy(hidden + (size_t)t * Dp, b.X, sizeof(float) * Dp);
+                loss_t[t] = hs_centre(&b, 1, codes + lo, L, d_h + (size_t)t * Dp, h_h + t, g, ht,
+                                      Dp, damp);
+            }
+        }
+
+        /* B (CBOW): per span position r, the whole neu1e of every centre t = r − j it is a
+         * context of; its curvature through the mean's weight 1/count */
+        if (cbow) {
+#pragma omp for schedule(dynamic, 64)
+            for (int r = 0; r < n_span; r++) {
+                float *ds = d_span + (size_t)r * Dp;
+                memset(ds, 0, sizeof(float) * Dp);
+                float h = 0.0f;
+                for (int j = J - 1; j >= 0; j--) {
+                    const int t = r - j;
+                    if (t < 0 || t >= rows || !mask[(size_t)t * J + j]) continue;
+                    axpy(1.0f, d_h + (size_t)t * Dp, ds, D);
+                    h += h_h[t] / contexts[t];
+                }
+                h_span[r] = h;
+            }
+        }
+
+        /* C: updates by row id, each row's contributions in batch order; the node rows first,
+         * whose gradients read the input rows as they were */
+        const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+        hs_update_nodes(cbow, nodes, w_in, hidden, centers, rows, span, mask, J,
+                        offsets, points, first, g_all, h_term, h_node, lr, rate, D, Dp, nt, me);
+#pragma omp barrier
+        hs_update_inputs(cbow, w_in, span, n_span, rows, J, mask, d_pair, h_pair, d_span, h_span,
+                         h_in, lr, rate, D, Dp, nt, me);
+    }
+    double loss = 0.0;
+    for (int t = 0; t < rows; t++) loss += loss_t[t];
+    return loss;
+}

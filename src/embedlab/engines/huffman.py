@@ -15,9 +15,9 @@ the child of bit 1. word2vec.c expects its vocabulary sorted; here the words are
 follow counts) and keeps ties deterministic for any other (``--unk`` puts UNK at id 0 whatever
 its count).
 
-The merge is inherently sequential: it runs as a plain loop over Python integers (about 0.2 s
-per million words). Reading the paths out of the parent links is vectorised, one level of the
-tree at a time.
+The merge is inherently sequential: it runs as a plain loop over Python integers, once per run
+(a new one or a resume). Reading the paths out of the parent links is vectorised, one level of
+the tree at a time.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ from embedlab.errors import warn
 
 if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no more than this
     from embedlab.data.pairs import Batch
+    from embedlab.engines.huffman import HuffmanTree
     from embedlab.engines.params import Word2VecParams
     from embedlab.engines.step import StepConfig
 
@@ -174,7 +175,8 @@ def library() -> ctypes.CDLL:
 def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
-        for symbol in ("w2v_skipgram_step", "w2v_cbow_step", "w2v_scratch_floats"):
+        for symbol in ("w2v_skipgram_step", "w2v_cbow_step", "w2v_scratch_floats",
+                       "w2v_hs_step", "w2v_hs_scratch_floats"):
             getattr(lib, symbol)  # a shared library, but not this kernel: AttributeError
     except (OSError, AttributeError) as exc:
         raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
@@ -194,6 +196,18 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
         ]
     lib.w2v_scratch_floats.restype = ctypes.c_size_t
     lib.w2v_scratch_floats.argtypes = [int_] * 6
+    i64 = ctypes.c_int64
+    lib.w2v_hs_step.restype = ctypes.c_double
+    lib.w2v_hs_step.argtypes = [
+        int_, int_, ptr, ptr,  # cbow, dim, w_in, nodes
+        ptr, ptr, ptr, int_, i64,  # offsets, points, codes, max_len, terms
+        ptr, int_, ptr, int_,  # centers, rows, span, window
+        ptr, ptr,  # mask, contexts
+        f32, f32, ptr,  # lr, rate, scratch
+        ptr, ptr, int_,  # h_in, h_node, threads
+    ]
+    lib.w2v_hs_scratch_floats.restype = ctypes.c_size_t
+    lib.w2v_hs_scratch_floats.argtypes = [int_, int_, i64, int_, int_, int_]
     return lib
 
 
@@ -292,11 +306,74 @@ class NativeWord2VecStep:
                             p.bias_sq, self._h_in, self._h_out)
 
 
+class NativeHierarchicalSoftmaxStep:
+    """:class:`embedlab.engines.torch_hs.HierarchicalSoftmaxStep` fused in C
+    (``w2v_hs_step``): same terms, same damping, on the parameters' own memory."""
+
+    def __init__(self, cfg: StepConfig, params: Word2VecParams, tree: HuffmanTree, rows: int,
+                 threads: int) -> None:
+        if tree.vocab_size != params.w_in.shape[0] or tree.n_nodes != params.w_out.shape[0]:
+            raise ValueError(f"a Huffman tree of {tree.vocab_size} words and {tree.n_nodes} "
+                             f"inner nodes does not fit parameters of shapes "
+                             f"{params.w_in.shape} and {params.w_out.shape}")
+        self.lib = library()
+        self.cfg, self.p, self.rows, self.threads = cfg, params, rows, max(1, threads)
+        self._offsets = np.ascontiguousarray(tree.offsets, np.int64)
+        self._points = np.ascontiguousarray(tree.points, np.int32)
+        self._codes = np.ascontiguousarray(tree.codes, np.uint8)
+        self._lengths = tree.lengths.astype(np.int64)
+        self._max_len = tree.max_length
+        self._h_in = np.zeros(params.w_in.shape[0], dtype=np.float32)
+        self._h_node = np.zeros(params.w_out.shape[0], dtype=np.float32)
+        self._scratch = np.empty(0, dtype=np.float32)
+        self._terms = -1  # the scratch fits batches of up to this many (centre, node) terms
+
+    def _scratch_for(self, terms: int) -> np.ndarray:
+        if terms > self._terms:  # grows to the largest batch seen, with room to spare
+            self._terms = max(terms, self.rows * 16)
+            n = self.lib.w2v_hs_scratch_floats(self.rows, self.cfg.window, self._terms,
+                                               self._max_len, self.p.w_in.shape[1],
+                                               self.threads)
+            self._scratch = np.empty(int(n), dtype=np.float32)
+        return self._scratch
+
+    def __call__(self, batch: Batch, lr: float) -> float:
+        lr = self.cfg.batch_lr(lr, batch)
+        p = self.p
+        for a in (p.w_in, p.w_out):
+            if not (a.flags.c_contiguous and a.flags.writeable and a.dtype == np.float32):
+                raise ValueError("the native engine needs writable, contiguous float32 "
+                                 "parameters")
+        if batch.mask.dtype != np.uint8:
+            raise ValueError("the native engine takes the context mask as uint8 (0/1)")
+        centers = np.ascontiguousarray(batch.centers, np.int64)
+        contexts = np.ascontiguousarray(batch.contexts, np.float32)
+        terms = int(self._lengths[centers][contexts > 0].sum())
+        scratch = self._scratch_for(terms)
+        rate = lr / self.cfg.damping if self.cfg.damping > 0 else 0.0
+        loss = float(self.lib.w2v_hs_step(
+            int(self.cfg.model == "cbow"), p.w_in.shape[1], _ptr(p.w_in), _ptr(p.w_out),
+            _ptr(self._offsets), _ptr(self._points), _ptr(self._codes), self._max_len,
+            self._terms, _ptr(centers), self.rows,
+            _ptr(np.ascontiguousarray(batch.span, np.int64)), self.cfg.window,
+            _ptr(np.ascontiguousarray(batch.mask, np.uint8)), _ptr(contexts), lr, rate,
+            _ptr(scratch), _ptr(self._h_in), _ptr(self._h_node), self.threads))
+        if loss < 0:  # the kernel counted more terms than the scratch was sized for
+            raise RuntimeError("the hierarchical softmax kernel's scratch is too small")
+        return loss
+
+
 class NativeEngine(HostEngine):
-    """The native engine: the fused C step on host NumPy parameters."""
+    """The native engine: the fused C step on host NumPy parameters (hierarchical softmax on
+    the Huffman tree ``tree``)."""
 
     name = "native"
 
     def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
-                 rows: int, threads: int = 1) -> None:
-        super().__init__(params, NativeWord2VecStep(cfg, params, log_kq, rows, threads))
+                 rows: int, threads: int = 1, *, tree: HuffmanTree | None = None) -> None:
+        step: NativeWord2VecStep | NativeHierarchicalSoftmaxStep
+        if tree is not None:
+            step = NativeHierarchicalSoftmaxStep(cfg, params, tree, rows, threads)
+        else:
+            step = NativeWord2VecStep(cfg, params, log_kq, rows, threads)
+        super().__init__(params, step)

@@ -2,6 +2,10 @@
 
 * ``w_in``  (V×D): input vectors v (the embeddings users keep).
 * ``w_out`` (V×D): output vectors u. ``b_out`` (V,): output biases (NCE only).
+  With hierarchical softmax (``--loss hs``) ``w_out`` is ((V−1)×D): the vectors of the Huffman
+  tree's inner nodes (:mod:`embedlab.engines.huffman`), stored as ``hs_nodes``, not
+  ``output_embeddings``: its rows are not words, so code that takes the output matrix's rows
+  for words' rows (a warm start, an export of context vectors) must not find it under that name.
 
 The arrays are the one copy of the model: the native engine updates them in place through
 their memory, and the torch engine through zero-copy tensor views
@@ -25,24 +29,29 @@ if TYPE_CHECKING:
 
 #: the checkpoint's tensor names
 INPUT, OUTPUT, BIAS = "input_embeddings", "output_embeddings", "output_bias"
+NODES = "hs_nodes"  # hierarchical softmax's inner-node vectors, (V−1)×D
 
 
 @dataclass
 class Word2VecParams:
     w_in: np.ndarray  # (V, D) float32, C-contiguous
-    w_out: np.ndarray  # (V, D) float32, C-contiguous
+    w_out: np.ndarray  # (V, D) float32, C-contiguous; hs: (V−1, D) inner-node vectors
     b_out: np.ndarray | None = None  # (V,) float32, NCE only
+    hs: bool = False  # w_out holds hierarchical softmax's inner nodes (stored as hs_nodes)
 
     def tensors(self) -> dict[str, np.ndarray]:
         """The checkpoint's tensors, under their stored names (the arrays themselves)."""
-        out = {INPUT: self.w_in, OUTPUT: self.w_out}
+        out = {INPUT: self.w_in, NODES if self.hs else OUTPUT: self.w_out}
         if self.b_out is not None:
             out[BIAS] = self.b_out
         return out
 
     @classmethod
-    def of(cls, tensors: Mapping[str, np.ndarray], *, nce: bool) -> Word2VecParams:
+    def of(cls, tensors: Mapping[str, np.ndarray], *, nce: bool,
+           hs: bool = False) -> Word2VecParams:
         """The parameters held in checkpoint ``tensors`` (adopted, not copied)."""
+        if hs:
+            return cls(tensors[INPUT], tensors[NODES], None, hs=True)
         return cls(tensors[INPUT], tensors[OUTPUT], tensors[BIAS] if nce else None)
 
     @property
@@ -53,7 +62,7 @@ class Word2VecParams:
 
     def copy(self) -> Word2VecParams:
         return Word2VecParams(self.w_in.copy(), self.w_out.copy(),
-                              None if self.b_out is None else self.b_out.copy())
+                              None if self.b_out is None else self.b_out.copy(), self.hs)
 
 
 def default_init_scale(model: str) -> float:
@@ -68,8 +77,11 @@ def default_init_scale(model: str) -> float:
 
 
 def init_params(vocab_size: int, dim: int, *, init: str, nce: bool,
-                rng: np.random.RandomState, scale: float = 1.0) -> Word2VecParams:
+                rng: np.random.RandomState, scale: float = 1.0,
+                hs: bool = False) -> Word2VecParams:
     """Centred initialisation: v ~ U(−scale/2, scale/2)/D, u = 0 (``init="centered"``).
+    With ``hs`` the output matrix holds the V−1 inner nodes of the Huffman tree, zero too (as
+    word2vec.c's syn1); the input vectors are the same draws.
 
     ``rng``: the ``init`` stream (:func:`embedlab.seeding.mt19937_rng`); the values are those
     of ``torch.rand`` on the generator it mirrors, so earlier runs restart identically.
@@ -85,9 +97,9 @@ def init_params(vocab_size: int, dim: int, *, init: str, nce: bool,
         w_in -= np.float32(0.5)
         w_in *= np.float32(scale)
         w_in /= np.float32(dim)
-    w_out = np.zeros((vocab_size, dim), dtype=np.float32)
+    w_out = np.zeros((max(0, vocab_size - 1) if hs else vocab_size, dim), dtype=np.float32)
     b_out = np.zeros(vocab_size, dtype=np.float32) if nce else None
-    return Word2VecParams(w_in, w_out, b_out)
+    return Word2VecParams(w_in, w_out, b_out, hs)
 
 
 def fresh_params(model: ModelConfig, vocab_size: int, seed: int) -> Word2VecParams:
@@ -95,4 +107,5 @@ def fresh_params(model: ModelConfig, vocab_size: int, seed: int) -> Word2VecPara
     ``seed`` (an --init-scale of 0 takes :func:`default_init_scale`)."""
     return init_params(vocab_size, model.dim, init=model.init,
                        scale=model.init_scale or default_init_scale(model.model),
-                       nce=model.loss == "nce", rng=mt19937_rng(seed, "init"))
+                       nce=model.loss == "nce", rng=mt19937_rng(seed, "init"),
+                       hs=model.loss == "hs")

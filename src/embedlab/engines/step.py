@@ -26,10 +26,10 @@ DAMPING_AT_1024 = 32.0
 @dataclass(frozen=True)
 class StepConfig:
     model: str  # "skipgram" | "cbow"
-    loss: str  # "neg" | "nce"
+    loss: str  # "neg" | "nce" | "hs" (hierarchical softmax: no noise words)
     window: int
-    negative: int  # K
-    group: int  # centres sharing one set of S noise words
+    negative: int  # K (unused by hs)
+    group: int  # centres sharing one set of S noise words (1 for hs)
     reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
     damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
 
@@ -71,6 +71,8 @@ def step_config(cfg: TrainConfig) -> StepPlan:
     s = m.shared_negatives or default_shared_negatives(m.negative, m.window)
     # TensorFlow's nce_loss (the lecture) shares one noise sample across the whole batch
     group = batch if m.shared_negatives and m.loss == "nce" else math.gcd(m.negative_group, batch)
+    if m.loss == "hs":  # no noise words: the noise flags change nothing, not even the padding
+        s, group = 0, 1
     band_block = band_block_length(m.window)
     reduction = "mean" if cfg.preset == "cs20" else "sum"
     damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch

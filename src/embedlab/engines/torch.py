@@ -30,8 +30,10 @@ import torch.nn.functional as F
 
 from embedlab.data.pairs import Batch
 from embedlab.engines.base import HostEngine
+from embedlab.engines.huffman import HuffmanTree
 from embedlab.engines.params import Word2VecParams
-from embedlab.engines.step import StepConfig, band_block_length
+from embedlab.engines.step import StepConfig
+from embedlab.engines.torch_ops import Band, add_rows, damped_scales, norm_sq
 
 
 @dataclass
@@ -64,11 +66,6 @@ class _TorchBatch:
                      (b.centers, b.span, b.mask, b.contexts, b.negatives)))
 
 
-def _norm_sq(x: torch.Tensor) -> torch.Tensor:
-    """Squared norms of rows, shape x.shape[:-1]."""
-    return (x * x).sum(-1)
-
-
 def _hits(targets: torch.Tensor, mask: torch.Tensor | None,
           negatives: torch.Tensor) -> torch.Tensor:
     """(R, S) float32: how many of each centre's positive targets equal each shared noise word.
@@ -84,81 +81,6 @@ def _hits(targets: torch.Tensor, mask: torch.Tensor | None,
     if mask is not None:
         eq &= mask.bool().unsqueeze(2)
     return eq.sum(1, dtype=torch.float32)
-
-
-def _add_rows(param: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor, alpha: float) -> None:
-    """param[ids[i]] += alpha · rows[i], duplicates summed in index order. ``rows`` is consumed.
-
-    ``scatter_add_`` with the index broadcast along the row is deterministic on the CPU, gives
-    the same bits as ``index_add_`` and is faster for updates of a batch's size.
-    """
-    rows.mul_(alpha)
-    param.scatter_add_(0, ids.unsqueeze(1).expand(-1, rows.shape[1]), rows)
-
-
-class Band:
-    """Banded products between R centres and their span of R+2W rows, as small dense GEMMs.
-
-    Centre t interacts with span rows t..t+2W (offsets −W..W). Cutting the centres into blocks
-    of L and multiplying each block with its (L+2W)-row slice of the span computes the whole band
-    with ``bmm`` — a few percent of wasted products, but GEMM speed instead of one tiny
-    dot product per pair. ``band(g)`` scatters a (R, J) matrix into the blocks' band positions.
-    """
-
-    def __init__(self, rows: int, window: int) -> None:
-        self.W, self.J = window, 2 * window + 1
-        self.L = band_block_length(window)  # >= 2W: see scatter
-        if rows % self.L:
-            raise ValueError(f"batch rows ({rows}) must be a multiple of the band block {self.L}")
-        self.R, self.nb = rows, rows // self.L
-        self.wide = self.L + 2 * window
-
-    def diag_dot(self, c: torch.Tensor, col: torch.Tensor) -> torch.Tensor:
-        """(R,): Σ_j c[t, j] · col[t+j] for a per-position scalar ``col`` (R+2W,)."""
-        return (c * col.as_strided((self.R, self.J), (1, 1))).sum(1)
-
-    def diag_scatter(self, c: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """(R+2W,): position r receives Σ_t c[t, r−t] · x[t] for a per-centre scalar x (R,)."""
-        per_pair = c * x.unsqueeze(1)
-        out = torch.zeros(self.R + 2 * self.W, dtype=c.dtype)
-        for j in range(self.J):
-            out[j : j + self.R] += per_pair[:, j]
-        return out
-
-    def blocks(self, span_rows: torch.Tensor) -> torch.Tensor:
-        """(R+2W, D) -> (nb, L+2W, D) overlapping view: block b is rows b·L .. b·L+L+2W."""
-        d = span_rows.shape[1]
-        return span_rows.as_strided((self.nb, self.wide, d), (self.L * d, d, 1))
-
-    def _band_view(self, m: torch.Tensor) -> torch.Tensor:
-        """(nb, L, L+2W) -> (nb, L, J) view of the band: element [b, i, j] = m[b, i, i + j]."""
-        return m.as_strided((self.nb, self.L, self.J), (self.L * self.wide, self.wide + 1, 1))
-
-    def scores(self, x: torch.Tensor, span_rows: torch.Tensor) -> torch.Tensor:
-        """(R, J): x_t · span[t+j]."""
-        full = torch.bmm(x.view(self.nb, self.L, -1), self.blocks(span_rows).transpose(1, 2))
-        return self._band_view(full).reshape(self.R, self.J)
-
-    def band(self, g: torch.Tensor) -> torch.Tensor:
-        """(R, J) -> (nb, L, L+2W) zero matrix with g on the band."""
-        out = torch.zeros(self.nb, self.L, self.wide, dtype=g.dtype)
-        self._band_view(out).copy_(g.view(self.nb, self.L, self.J))
-        return out
-
-    def gather(self, gb: torch.Tensor, span_rows: torch.Tensor) -> torch.Tensor:
-        """(R, D): Σ_j g[t, j] · span[t+j]."""
-        return torch.bmm(gb, self.blocks(span_rows)).view(self.R, -1)
-
-    def scatter(self, gb: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """(R+2W, D): row r receives Σ_t g[t, r−t] · x_t (overlap-add of the blocks)."""
-        d = x.shape[1]
-        per_block = torch.bmm(gb.transpose(1, 2), x.view(self.nb, self.L, d))  # (nb, L+2W, D)
-        out = torch.zeros(self.R + 2 * self.W, d, dtype=x.dtype)
-        out[: self.R] += per_block[:, : self.L].reshape(self.R, d)
-        # the 2W tail rows of block b land on the first rows of block b+1 (2W <= L: no overlap)
-        tail = out.as_strided((self.nb, 2 * self.W, d), (self.L * d, d, 1), self.L * d)
-        tail += per_block[:, self.L :]
-        return out
 
 
 class Word2VecStep:
@@ -231,22 +153,16 @@ class Word2VecStep:
 
         An output row's logits move with its vector and its bias, i.e. with the augmented
         partner [x; 1]; an input row's logits move with its vector only, so its partners'
-        norms are :func:`_norm_sq` (no bias term).
+        norms are :func:`~embedlab.engines.torch_ops.norm_sq` (no bias term).
         """
-        return _norm_sq(x) + self._bias_sq
+        return norm_sq(x) + self._bias_sq
 
     def _scales(self, buf: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor]],
                 lr: float) -> list[torch.Tensor]:
-        """Per-occurrence step scales 1 / (1 + lr·h_row), h summed over all occurrences."""
+        """Per-occurrence step scales 1 / (1 + lr·h_row/κ), h summed over all occurrences."""
         if not self.damping:
             return [torch.ones(ids.shape[0], 1) for ids, _ in parts]
-        for ids, h in parts:
-            buf.index_add_(0, ids, h)
-        rate = lr / self.cfg.damping
-        out = [(1.0 / (1.0 + rate * buf.index_select(0, ids))).unsqueeze(1) for ids, _ in parts]
-        for ids, _ in parts:
-            buf.index_fill_(0, ids, 0.0)
-        return out
+        return damped_scales(buf, parts, lr / self.cfg.damping)
 
     # ---- skip-gram ------------------------------------------------------------------------------
     def _skipgram(self, batch: _TorchBatch, lr: float) -> torch.Tensor:
@@ -283,7 +199,7 @@ class Word2VecStep:
             # |dL/dlogit| per row occurrence (see the class docstring); elementwise, not GEMMs
             c_pos = (1.0 - sig_pos) * mask  # (R, J)
             c_neg = sig_neg * weight  # (G, R/G, S)
-            v_sq, u_sq, n_sq = self._sq(v), _norm_sq(u_span), _norm_sq(noise_rows)
+            v_sq, u_sq, n_sq = self._sq(v), norm_sq(u_span), norm_sq(noise_rows)
             h_v = band.diag_dot(c_pos, u_sq) + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
             h_span = band.diag_scatter(c_pos, v_sq)
             h_noise = (c_neg * v_sq.view(n_groups, -1, 1)).sum(1).view(-1)
@@ -293,9 +209,9 @@ class Word2VecStep:
             d_v *= k_v
             d_span *= k_span
             d_noise = d_noise.view(-1, v.shape[1]) * k_noise
-        _add_rows(p.w_in, batch.centers, d_v, -lr)
-        _add_rows(p.w_out, batch.span, d_span, -lr)
-        _add_rows(p.w_out, flat_neg, d_noise.reshape(-1, v.shape[1]), -lr)
+        add_rows(p.w_in, batch.centers, d_v, -lr)
+        add_rows(p.w_out, batch.span, d_span, -lr)
+        add_rows(p.w_out, flat_neg, d_noise.reshape(-1, v.shape[1]), -lr)
         if p.b_out is not None:
             ones = torch.ones(band.R, 1)
             d_b_span = band.scatter(g_pos, ones).view(-1)
@@ -348,7 +264,7 @@ class Word2VecStep:
         if self.damping:
             c_pos = (1.0 - sig_pos) * has_ctx
             c_neg = sig_neg * weight
-            h_sq, u_sq, n_sq = self._sq(h), _norm_sq(u), _norm_sq(noise_rows)
+            h_sq, u_sq, n_sq = self._sq(h), norm_sq(u), norm_sq(noise_rows)
             # curvature w.r.t. h: a context row moves by the whole step and h by a = 1/count
             # of it, so the row's own move shifts the logits by a·(its step)·|partner|²
             h_h = c_pos * u_sq + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
@@ -361,9 +277,9 @@ class Word2VecStep:
             d_span *= k_span
             d_u *= k_u
             d_noise = d_noise.view(-1, h.shape[1]) * k_noise
-        _add_rows(p.w_in, batch.span, d_span, -lr)
-        _add_rows(p.w_out, batch.centers, d_u, -lr)
-        _add_rows(p.w_out, flat_neg, d_noise.reshape(-1, h.shape[1]), -lr)
+        add_rows(p.w_in, batch.span, d_span, -lr)
+        add_rows(p.w_out, batch.centers, d_u, -lr)
+        add_rows(p.w_out, flat_neg, d_noise.reshape(-1, h.shape[1]), -lr)
         if p.b_out is not None:
             d_b_u, d_b_noise = g_pos, g_neg.sum(1).reshape(-1)
             if self.damping:
@@ -375,12 +291,19 @@ class Word2VecStep:
 
 
 class TorchEngine(HostEngine):
-    """The torch engine: :class:`Word2VecStep` on zero-copy tensor views of host NumPy
-    parameters. ``threads``: torch's intra-op threads, a process-wide setting."""
+    """The torch engine: :class:`Word2VecStep` (or, for hierarchical softmax,
+    :class:`embedlab.engines.torch_hs.HierarchicalSoftmaxStep` on the Huffman tree ``tree``) on
+    zero-copy tensor views of host NumPy parameters. ``threads``: torch's intra-op threads, a
+    process-wide setting."""
 
     name = "torch"
 
     def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
-                 rows: int, threads: int = 1) -> None:
+                 rows: int, threads: int = 1, *, tree: HuffmanTree | None = None) -> None:
         torch.set_num_threads(threads)
-        super().__init__(params, Word2VecStep(cfg, params, log_kq, rows))
+        if tree is not None:
+            from embedlab.engines.torch_hs import HierarchicalSoftmaxStep
+
+            super().__init__(params, HierarchicalSoftmaxStep(cfg, params, tree, rows))
+        else:
+            super().__init__(params, Word2VecStep(cfg, params, log_kq, rows))

@@ -161,15 +161,15 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     the lines that say which."""
     if ckpt is None:
         with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
-            engine = engine_for_config(cfg, noise, rows)
+            engine = engine_for_config(cfg, noise, rows, counts=vocab.counts)
         started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
             started.append(warm_start(engine, vocab, cfg.init_from))
         return engine, TrainState(), started
     tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
-    _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, nce=cfg.model.loss == "nce")
+    _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, loss=cfg.model.loss)
     with deferred_interrupt():
-        engine = engine_for_config(cfg, noise, rows, tensors=tensors)
+        engine = engine_for_config(cfg, noise, rows, tensors=tensors, counts=vocab.counts)
     state = TrainState.from_state_dict(stored)
     if state.cursor.epoch >= cfg.optim.epochs:  # nothing to resume: the loop says it finished
         return engine, state, []
@@ -177,12 +177,14 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
 
 
 def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, dim: int, *,
-                   nce: bool) -> None:
+                   loss: str) -> None:
     """Refuse a checkpoint that lacks a tensor of the model, or whose tensors do not fit the run:
     another vocabulary or --dim, or files altered behind a re-signed manifest. The native kernel
     indexes rows without bounds checks, so this must hold before the first step. Dtypes are the
-    stored ones: a NumPy load would widen bfloat16 to float32 and hide it."""
-    needed = ["input_embeddings", "output_embeddings", *(["output_bias"] if nce else [])]
+    stored ones: a NumPy load would widen bfloat16 to float32 and hide it. Hierarchical softmax
+    keeps the V−1 inner nodes of the Huffman tree (``hs_nodes``) instead of output vectors."""
+    output = "hs_nodes" if loss == "hs" else "output_embeddings"
+    needed = ["input_embeddings", output, *(["output_bias"] if loss == "nce" else [])]
     missing = [n for n in needed if n not in tensors]
     if missing:
         raise InputError(f"checkpoint {ckpt} has no {', '.join(missing)} (it holds "
@@ -191,7 +193,7 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
                          "over")
     stored = {name: dtype for name, _, dtype in tensor_specs(ckpt)}
     wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),
-              "output_bias": (vocab_size,)}
+              "hs_nodes": (max(0, vocab_size - 1), dim), "output_bias": (vocab_size,)}
     for name in needed:
         array = tensors[name]
         if array.shape != wanted[name] or stored.get(name) != "F32":
