@@ -198,8 +198,8 @@ BAD = [
      "nowhere does not exist; pass a run folder or a checkpoint folder"),
     (["--corpus", "{corpus}", "--init-from", "{trained}", "--dim", "4"],
      "has dim 8, this run 4; pass a matching --dim"),
-    # refused only once the corpus is read: these used to be saved into an existing run's
-    # config.json first, so every later plain re-run failed the same way
+    # refused only once the corpus is read: they must not reach an existing run's config.json
+    # first, or every later plain re-run would fail the same way
     (["--corpus", "{corpus}", "--probe", "zzzz"],
      "--probe word(s) not in the vocabulary: zzzz; pick words the corpus has (the most "
      "frequent: w0, w1, w2)"),
@@ -655,7 +655,7 @@ def test_a_signal_while_setting_up_in_an_existing_folder_binds_no_config(
 def test_restart_of_the_current_folder(copy: Path, corpus: Path,
                                        monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    # "--run ." used to fail in Path.with_name with a traceback
+    # "--run ." must not fail in Path.with_name with a traceback
     monkeypatch.chdir(copy)
     code, err = train(capsys, "--run", ".", "--corpus", corpus, *FAST, "--restart",
                       "--max-steps", "2")
@@ -666,8 +666,8 @@ def test_restart_of_the_current_folder(copy: Path, corpus: Path,
 
 def test_restart_of_a_run_in_use_is_refused_before_anything_moves(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # It used to move the folder from under the training process, which went on writing to
-    # paths now owned by the new run.
+    # Moving the folder from under the training process would leave it writing to paths now
+    # owned by the new run.
     from embedlab.run.lock import RunLock
 
     with RunLock(copy, argv=["embedlab", "train", "--run", str(copy)]):
@@ -712,8 +712,8 @@ def test_from_another_runs_checkpoint_is_refused(copy: Path, trained: Path, corp
 def test_a_restart_that_fails_puts_the_old_run_back(
         copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], error: BaseException) -> None:
-    # Only a refusal or Ctrl-C used to put it back: any other failure (a traceback, memory, a
-    # full disk) left the old run at RUN.old-* and a half-made new one at RUN.
+    # Any failure puts it back, not only a refusal or Ctrl-C: a traceback, memory or a full disk
+    # must not leave the old run at RUN.old-* and a half-made new one at RUN.
     from embedlab.training import setup
 
     def failing(*args: object, **kwargs: object) -> None:
@@ -933,7 +933,7 @@ def prepared(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_prepared_folder_brings_its_vocabulary_options(
         prepared: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # No vocabulary flags: the folder's options apply instead of the defaults (--min-count 5,
-    # no --unk), which used to be compared with the folder's and refused.
+    # no --unk), which would be compared with the folder's and refused.
     run = tmp_path / "run"
     code, err = train(capsys, "--run", run, "--corpus", prepared, *FAST, "--max-steps", "2")
     assert code == 0, err
@@ -986,7 +986,7 @@ def _damage_ends(folder: Path) -> None:
 def test_a_damaged_prepared_folder_is_refused_before_training(
         prepared: Path, tmp_path: Path, damage: Any, needle: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    # The sizes still agree with meta.json; an id past the vocabulary used to crash the native
+    # The sizes still agree with meta.json; an id past the vocabulary would crash the native
     # kernel (SIGSEGV) or raise IndexError in the batch builder.
     folder = tmp_path / "prep"
     shutil.copytree(prepared, folder)
@@ -1001,7 +1001,7 @@ def test_a_damaged_prepared_folder_is_refused_before_training(
 
 def test_a_run_whose_checkpoints_are_all_damaged_is_refused(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # Falling back past every damaged checkpoint used to start a new run in place, overwriting
+    # Falling back past every damaged checkpoint must not start a new run in place, overwriting
     # them and appending a second history to metrics.jsonl.
     for ckpt in (copy / "checkpoints").glob("ckpt-*"):
         tensors = ckpt / "tensors.safetensors"
@@ -1140,7 +1140,7 @@ def test_a_run_refused_as_busy_is_never_cleaned_up(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     # Two commands racing to create the same new run both find it missing; the one refused
-    # because the other holds the lock used to delete the other's live run folder.
+    # because the other holds the lock must not delete the other's live run folder.
     import embedlab.training.trainer as trainer
     from embedlab.run.lock import RunLock
 

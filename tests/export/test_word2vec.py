@@ -233,7 +233,7 @@ def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: byt
     ("2 3\na 1 2\nb 1 2 3\n", "line 2: word 'a' has 2 values, expected 3"),
 ])
 def test_a_bad_text_row_is_named(tmp_path: Path, content: str, where: str) -> None:
-    # a malformed first row used to be read as binary: "binary record 2 of 2 is truncated"
+    # a malformed first row is named, not read as binary ("binary record 2 of 2 is truncated")
     path = tmp_path / "bad.txt"
     assert _read_error(path, content.encode()) == (
         f"{path} is not a word2vec file ({where}); pass a word2vec text/binary file, a .npy "

@@ -442,5 +442,5 @@ def test_a_stored_run_outside_todays_new_run_checks_still_resumes(tmp_path: Path
     (run / "config.json").write_text(json.dumps(raw))
     cfg, stored = resolve_config(run, {}, None)
     assert stored is not None and cfg.model.sample == 5.0
-    with pytest.raises(InputError, match="--sample must be below 1, got 5.0"):
+    with pytest.raises(InputError, match=r"--sample must be below 1, got 5\.0"):
         resolve_config(tmp_path / "new", {"model": {"sample": 5.0}}, None)

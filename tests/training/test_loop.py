@@ -156,9 +156,9 @@ def _summary_steps(run: Path) -> dict[str, list[int]]:
 def test_a_kill_right_after_a_commit_resumes_with_every_summary_once(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         kill_after_step: int | None) -> None:
-    # The race the random-kill tests found once in CI: killed after the final checkpoint was
-    # committed but before status.json said "finished", the re-run used to report "already
-    # finished" and leave the status "running" (and the final summaries unwritten).
+    # Killed after the final checkpoint was committed but before status.json said "finished":
+    # the re-run must not just report "already finished" and leave the status "running" (and
+    # the final summaries unwritten).
     from embedlab.checkpoint import CheckpointManager
     from embedlab.run import status as runs
 

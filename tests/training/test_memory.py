@@ -77,8 +77,8 @@ def test_without_malloc_trim_it_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> N
 
 # The training process of the native engine must not import torch: the import alone holds
 # ~140 MiB of anonymous memory and 220-280 MiB of RSS, more than the rest of a run on a
-# 5M-token corpus (issue #2's peak-RSS target). The spy ends the process at the first attempt,
-# naming the import chain, so a regression says where torch came from.
+# 5M-token corpus (the peak-RSS target against gensim). The spy ends the process at the first
+# attempt, naming the import chain, so a regression says where torch came from.
 NO_TORCH = """
 import os, sys, traceback
 
