@@ -105,15 +105,15 @@ def test_native_bits_do_not_depend_on_the_thread_count(model: str, loss: str) ->
     assert runs[0] == runs[1] == runs[2]
 
 
-def _hs_run(engine: str, model: str, dim: int, threads: int, damping: float = 2.0
-            ) -> tuple[list[float], Word2VecParams]:
+def _hs_run(engine: str, model: str, dim: int, threads: int, damping: float = 2.0,
+            input_damping: float | None = 5.0) -> tuple[list[float], Word2VecParams]:
     counts = (1000 / np.arange(1, V + 1)).astype(np.int64) + 1
     tree = build_tree(counts)
     p = init_params(V, dim, init="centered", nce=False, rng=mt19937_rng(2, "init"), hs=True,
                     scale=8.0)
     p.w_out[:] = np.random.default_rng(2).normal(0, 0.2, size=p.w_out.shape)
     batches = _stream(band_block_length(3), group=1, shared=0)
-    cfg = StepConfig(model, "hs", 3, 0, 1, damping=damping)
+    cfg = StepConfig(model, "hs", 3, 0, 1, damping=damping, input_damping=input_damping)
     step = build_engine(engine, cfg, p, None, batches[0].centers.shape[0], threads=threads,
                         tree=tree).step
     return [step(b, 0.05) for b in batches], p
@@ -127,7 +127,9 @@ def test_native_hierarchical_softmax_agrees_with_torch(model: str, dim: int) -> 
     np.testing.assert_allclose(lb, la, rtol=2e-5)
     np.testing.assert_allclose(b.w_in, a.w_in, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(b.w_out, a.w_out, rtol=1e-4, atol=1e-5)
-    assert not np.array_equal(a.w_in, _hs_run("torch", model, dim, 1, damping=0.0)[1].w_in)
+    for undamped in ({"damping": 0.0}, {"input_damping": 0.0}):  # both κ are engaged
+        other = _hs_run("torch", model, dim, 1, **undamped)[1]  # type: ignore[arg-type]
+        assert not np.array_equal(a.w_in, other.w_in)
 
 
 @pytest.mark.parametrize("model", ["skipgram", "cbow"])

@@ -678,6 +678,14 @@ double w2v_cbow_step(
  *      rows by term.
  * Like the other steps, the bits do not depend on the number of threads. */
 
+/* The thread that owns row `id` in phase C, of nt: a multiplicative hash scaled to [0, nt)
+ * (no division, which per term cost more than the term's own update; the top of the tree, ids
+ * V−2, V−3, ..., spread over the threads). Any fixed partition gives the same bits: each row's
+ * contributions are taken in batch order by whichever thread owns it. */
+static inline int hs_owner(int64_t id, int nt) {
+    return (int)(((uint64_t)((uint32_t)id * 2654435761u) * (uint32_t)nt) >> 32);
+}
+
 #if defined(__clang__)
 #define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
@@ -945,6 +953,23 @@ static inline void add_combinations(int nr, float *const y[2], const float *cons
             for (int i = 0; i < n; i++) y[r][k] += a[r][i] * x[i][k];
 }
 
+/* Asks for the rows phase C reads for centre t on this thread: its owned nodes' rows and, for
+ * skip-gram, its contexts' input rows. */
+static inline void hs_prefetch_owned(int t, int cbow, const int64_t *restrict first,
+                                     const int64_t *restrict centers,
+                                     const int64_t *restrict offsets,
+                                     const int32_t *restrict points, const float *nodes,
+                                     const float *w_in, const int64_t *restrict span,
+                                     const uint8_t *restrict mask, int J, int D, int nt, int me) {
+    const int32_t *path = points + offsets[centers[t]];
+    const int L = (int)(first[t + 1] - first[t]);
+    for (int l = 0; l < L; l++)
+        if (hs_owner(path[l], nt) == me) prefetch_row(nodes + (size_t)path[l] * D, D);
+    if (!cbow && L > 0)
+        for (int j = 0; j < J; j++)
+            if (mask[(size_t)t * J + j]) prefetch_row(w_in + span[t + j] * D, D);
+}
+
 /* C for the node rows this thread owns: term (t, l) of node p adds step_p · Σ_i g[i,l]·h_i, its
  * centre's rows h (skip-gram: the context rows of w_in, read before any input row changes;
  * CBOW: the stored hidden vector), terms in batch order, step_p damped by the node's summed
@@ -960,12 +985,15 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
         for (int t = 0; t < rows; t++) {
             const int32_t *path = points + offsets[centers[t]] - first[t];
             for (int64_t k = first[t]; k < first[t + 1]; k++)
-                if (path[k] % nt == me) h_node[path[k]] += h_term[k];
+                if (hs_owner(path[k], nt) == me) h_node[path[k]] += h_term[k];
         }
     float spare[D];
     memset(spare, 0, sizeof spare);
     for (int t = 0; t < rows; t++) {
         const int L = (int)(first[t + 1] - first[t]);
+        if (t + 2 < rows) /* the rows two centres ahead: their misses overlap this centre's work */
+            hs_prefetch_owned(t + 2, cbow, first, centers, offsets, points, nodes, w_in, span, mask,
+                              J, D, nt, me);
         if (L == 0) continue;
         const int32_t *path = points + offsets[centers[t]];
         const float *g = g_all + (size_t)first[t] * J;  /* n × L */
@@ -984,7 +1012,7 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
         int held = 0;
         for (int l = 0; l < L; l++) {
             const int32_t p = path[l];
-            if (p % nt != me) continue;
+            if (hs_owner(p, nt) != me) continue;
             const float step = damped_step(lr, rate, h_node[p]);
             for (int i = 0; i < n; i++) coef[held][i] = step * g[i * L + l];
             y[held++] = nodes + (size_t)p * D;
@@ -1002,7 +1030,7 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
         for (int t = 0; t < rows; t++) {
             const int32_t *path = points + offsets[centers[t]] - first[t];
             for (int64_t k = first[t]; k < first[t + 1]; k++)
-                if (path[k] % nt == me) h_node[path[k]] = 0.0f;
+                if (hs_owner(path[k], nt) == me) h_node[path[k]] = 0.0f;
         }
 }
 
@@ -1017,13 +1045,18 @@ static void hs_update_inputs(int cbow, float *restrict w_in, const int64_t *rest
                              int me) {
     const int damp = rate > 0.0f;
     if (cbow) {
-        if (damp) sum_owned(span, n_span, h_span, h_in, nt, me);
-        for (int r = 0; r < n_span; r++) {
-            const int64_t w = span[r];
-            if (w % nt == me)
-                axpy(damped_step(lr, rate, h_in[w]), d_span + (size_t)r * Dp, w_in + w * D, D);
-        }
-        if (damp) reset_owned(span, n_span, h_in, nt, me);
+        for (int pass = damp ? 0 : 1; pass < (damp ? 3 : 2); pass++) /* sum, apply, reset */
+            for (int r = 0; r < n_span; r++) {
+                const int64_t w = span[r];
+                if (hs_owner(w, nt) != me) continue;
+                if (pass == 0)
+                    h_in[w] += h_span[r];
+                else if (pass == 1)
+                    axpy(damped_step(lr, rate, h_in[w]), d_span + (size_t)r * Dp, w_in + w * D,
+                         D);
+                else
+                    h_in[w] = 0.0f;
+            }
         return;
     }
     for (int pass = damp ? 0 : 1; pass < (damp ? 3 : 2); pass++) /* sum, apply, reset */
@@ -1033,7 +1066,7 @@ static void hs_update_inputs(int cbow, float *restrict w_in, const int64_t *rest
                 if (!mt[j]) continue;
                 const int64_t w = span[t + j];
                 const size_t k = (size_t)t * J + i++;
-                if (w % nt != me) continue;
+                if (hs_owner(w, nt) != me) continue;
                 if (pass == 0)
                     h_in[w] += h_pair[k];
                 else if (pass == 1)
@@ -1045,19 +1078,20 @@ static void hs_update_inputs(int cbow, float *restrict w_in, const int64_t *rest
 }
 
 /* Hierarchical softmax, skip-gram (cbow = 0) or CBOW (cbow = 1). nodes: (V−1) × dim; h_in (V)
- * and h_node (V−1): the damping's sums, zero on entry and on return. Returns the summed loss
- * (float64), or −1 when the batch has more terms than the scratch was sized for. */
+ * and h_node (V−1): the damping's sums, zero on entry and on return; rate and rate_in: lr/κ of
+ * the node rows and of the input rows (0: undamped). Returns the summed loss (float64), or −1
+ * when the batch has more terms than the scratch was sized for. */
 double w2v_hs_step(
     int cbow, int dim, float *restrict w_in, float *restrict nodes,
     const int64_t *restrict offsets, const int32_t *restrict points,
     const uint8_t *restrict codes, int max_len, int64_t terms,
     const int64_t *restrict centers, int rows, const int64_t *restrict span, int window,
     const uint8_t *restrict mask, const float *restrict contexts,
-    float lr, float rate, float *restrict scratch,
+    float lr, float rate, float rate_in, float *restrict scratch,
     float *restrict h_in, float *restrict h_node, int threads) {
     const int J = 2 * window + 1, n_span = rows + 2 * window;
     const int D = dim, Dp = (int)round_up((size_t)dim, VL);
-    const int damp = rate > 0.0f;
+    const int damp = rate > 0.0f || rate_in > 0.0f;  /* the curvatures are wanted */
     size_t at = 0;
 #define TAKE(n) (scratch + (at += round_up((size_t)(n), 16)) - round_up((size_t)(n), 16))
     int64_t *first = (int64_t *)(void *)TAKE(2 * ((size_t)rows + 1));
@@ -1157,7 +1191,7 @@ double w2v_hs_step(
                         offsets, points, first, g_all, h_term, h_node, lr, rate, D, Dp, nt, me);
 #pragma omp barrier
         hs_update_inputs(cbow, w_in, span, n_span, rows, J, mask, d_pair, h_pair, d_span, h_span,
-                         h_in, lr, rate, D, Dp, nt, me);
+                         h_in, lr, rate_in, D, Dp, nt, me);
     }
     double loss = 0.0;
     for (int t = 0; t < rows; t++) loss += loss_t[t];

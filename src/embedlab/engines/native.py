@@ -203,7 +203,7 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
         ptr, ptr, ptr, int_, i64,  # offsets, points, codes, max_len, terms
         ptr, int_, ptr, int_,  # centers, rows, span, window
         ptr, ptr,  # mask, contexts
-        f32, f32, ptr,  # lr, rate, scratch
+        f32, f32, f32, ptr,  # lr, rate, rate_in, scratch
         ptr, ptr, int_,  # h_in, h_node, threads
     ]
     lib.w2v_hs_scratch_floats.restype = ctypes.c_size_t
@@ -350,13 +350,14 @@ class NativeHierarchicalSoftmaxStep:
         contexts = np.ascontiguousarray(batch.contexts, np.float32)
         terms = int(self._lengths[centers][contexts > 0].sum())
         scratch = self._scratch_for(terms)
-        rate = lr / self.cfg.damping if self.cfg.damping > 0 else 0.0
+        rate, rate_in = (lr / k if k > 0 else 0.0 for k in (self.cfg.damping,
+                                                             self.cfg.input_kappa))
         loss = float(self.lib.w2v_hs_step(
             int(self.cfg.model == "cbow"), p.w_in.shape[1], _ptr(p.w_in), _ptr(p.w_out),
             _ptr(self._offsets), _ptr(self._points), _ptr(self._codes), self._max_len,
             self._terms, _ptr(centers), self.rows,
             _ptr(np.ascontiguousarray(batch.span, np.int64)), self.cfg.window,
-            _ptr(np.ascontiguousarray(batch.mask, np.uint8)), _ptr(contexts), lr, rate,
+            _ptr(np.ascontiguousarray(batch.mask, np.uint8)), _ptr(contexts), lr, rate, rate_in,
             _ptr(scratch), _ptr(self._h_in), _ptr(self._h_node), self.threads))
         if loss < 0:  # the kernel counted more terms than the scratch was sized for
             raise RuntimeError("the hierarchical softmax kernel's scratch is too small")

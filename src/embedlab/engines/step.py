@@ -22,6 +22,14 @@ if TYPE_CHECKING:
 #: a batch of B centres uses κ = DAMPING_AT_1024 · 1024 / B
 DAMPING_AT_1024 = 32.0
 
+#: Hierarchical softmax damps its input rows with a κ this many times the node rows' own. The
+#: bound h = Σ |∂L/∂s|·|partner|² assumes a row's terms all push one way. That holds for the
+#: nodes near the root, which every pair of a batch updates alike (damped less, training
+#: diverges); an input row's terms come from the paths of different centres and mostly cancel,
+#: and damping them as strongly as the nodes slowed the input vectors enough to cost about two
+#: points of analogy accuracy on gcide8 (docs/performance.md).
+HS_INPUT_DAMPING_RATIO = 16.0
+
 
 @dataclass(frozen=True)
 class StepConfig:
@@ -32,6 +40,12 @@ class StepConfig:
     group: int  # centres sharing one set of S noise words (1 for hs)
     reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
     damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
+    input_damping: float | None = None  # hs only: κ of the input rows (None: damping's)
+
+    @property
+    def input_kappa(self) -> float:
+        """κ of the input rows' damping (hierarchical softmax's may differ; 0: undamped)."""
+        return self.damping if self.input_damping is None else self.input_damping
 
     def batch_lr(self, lr: float, batch: Batch) -> float:
         """The rate a batch's summed gradient is applied with: word2vec's per-pair SGD sums,
@@ -76,8 +90,9 @@ def step_config(cfg: TrainConfig) -> StepPlan:
     band_block = band_block_length(m.window)
     reduction = "mean" if cfg.preset == "cs20" else "sum"
     damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
-    return StepPlan(StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping),
-                    s, math.lcm(band_block, group))
+    input_damping = damping * HS_INPUT_DAMPING_RATIO if m.loss == "hs" else None
+    return StepPlan(StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping,
+                               input_damping), s, math.lcm(band_block, group))
 
 
 def pairs_in(batch: Batch, model: str) -> int:

@@ -18,8 +18,11 @@ The batch is one synchronous step, like the other losses (:mod:`embedlab.engines
 gradient is taken at the same parameters, summed per row and applied once, with the same
 damping, step ``lr / (1 + lr·h_row/κ)``, ``h_row = Σ |∂L/∂s|·|partner|²`` over the row's terms.
 It matters here more than for negative sampling: the root lies on every path, so it collects
-a term from every pair of the batch. Unlike word2vec.c, a node whose score is beyond ±6 is not
-skipped: σ is computed exactly, as for the other losses, and the damping bounds the step.
+a term from every pair of the batch, all pushing it alike; the input rows, whose terms come from
+different paths and mostly cancel, take a larger κ (``StepConfig.input_damping``,
+:data:`~embedlab.engines.step.HS_INPUT_DAMPING_RATIO` times the nodes'). Unlike word2vec.c, a
+node whose score is beyond ±6 is not skipped: σ is computed exactly, as for the other losses,
+and the damping bounds the step.
 """
 
 from __future__ import annotations
@@ -74,11 +77,12 @@ class HierarchicalSoftmaxStep:
         keep = on_path.reshape(-1).nonzero().squeeze(1)
         node_ids = ids.reshape(-1)[keep]
         d_node = d_node.reshape(-1, d_node.shape[-1])[keep]
-        if self.cfg.damping > 0:
-            rate = lr / self.cfg.damping
-            (k_span,) = damped_scales(self._h_in, [(span, h_span)], rate)
-            (k_node,) = damped_scales(self._h_node, [(node_ids, h_node.reshape(-1)[keep])], rate)
+        if self.cfg.input_kappa > 0:
+            (k_span,) = damped_scales(self._h_in, [(span, h_span)], lr / self.cfg.input_kappa)
             d_span *= k_span
+        if self.cfg.damping > 0:
+            (k_node,) = damped_scales(self._h_node, [(node_ids, h_node.reshape(-1)[keep])],
+                                      lr / self.cfg.damping)
             d_node *= k_node
         add_rows(self.w_in, span, d_span, -lr)
         add_rows(self.nodes, node_ids, d_node, -lr)
