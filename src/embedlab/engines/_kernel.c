@@ -669,19 +669,20 @@ double w2v_cbow_step(
  * first[t + 1]. Phases as in the other steps:
  *   A. per centre (parallel): its path's L node rows packed once and scored against every h of
  *      the centre — its n context rows (skip-gram: the contexts predict the centre, as in
- *      word2vec.c) or their mean (CBOW) — as three small GEMMs: the scores S = H·Nᵀ (n × L), the
- *      gradient of each h (neu1e) G·N, and of each node row Gᵀ·H, summed over the centre's h;
- *      with the damping's curvatures;
+ *      word2vec.c) or their mean (CBOW): the scores S = H·Nᵀ (n × L) and the gradient of each
+ *      h (neu1e) G·N as small GEMMs; the gradients G of the scores kept for phase C; the
+ *      damping's curvatures;
  *   B. (CBOW) per span position (parallel): the whole neu1e of every centre it is a context of;
- *   C. updates, rows partitioned by id across threads, each row's contributions in batch order:
- *      input rows (skip-gram: by pair, centre by centre; CBOW: by span position), then node
- *      rows by term.
+ *   C. updates, rows partitioned across threads, each row's contributions in batch order: the
+ *      node rows by term, each adding Σ_i g[i,l]·h_i formed there from G and the centre's rows
+ *      h, read before any input row changes; then (after a barrier) the input rows (skip-gram:
+ *      by pair, centre by centre; CBOW: by span position).
  * Like the other steps, the bits do not depend on the number of threads. */
 
-/* The thread that owns row `id` in phase C, of nt: a multiplicative hash scaled to [0, nt)
- * (no division, which per term cost more than the term's own update; the top of the tree, ids
- * V−2, V−3, ..., spread over the threads). Any fixed partition gives the same bits: each row's
- * contributions are taken in batch order by whichever thread owns it. */
+/* The thread that owns row `id` in phase C, of nt: a multiplicative hash scaled to [0, nt),
+ * with no division per term, which spreads the top of the tree (ids V−2, V−3, ...) over the
+ * threads. Any fixed partition gives the same bits: each row's contributions are taken in
+ * batch order by whichever thread owns it. */
 static inline int hs_owner(int64_t id, int nt) {
     return (int)(((uint64_t)((uint32_t)id * 2654435761u) * (uint32_t)nt) >> 32);
 }
