@@ -68,3 +68,22 @@ def test_init_from_says_what_was_copied(reference: Path, tmp_path: Path) -> None
     expected = sum(1 for w in result.vocab.words if src_vocab.id(w) is not None)
     assert 10 < expected < len(result.vocab)
     assert f"copied {expected} of {len(result.vocab)} words' rows" in message
+
+
+def test_an_hs_run_takes_the_input_rows_of_a_negative_sampling_run(
+        corpus: Path, reference: Path, tmp_path: Path) -> None:
+    # hs has no output word vectors (its output rows are Huffman-tree nodes): input rows only
+    cfg = make_cfg(corpus, model={"loss": "hs"}, init_from=str(reference), max_steps=1)
+    _, said = run_train(cfg, tmp_path / "hs")
+    assert "words' rows (input embeddings);" in said
+
+
+def test_an_hs_run_is_not_a_source_of_output_vectors(corpus: Path, tmp_path: Path) -> None:
+    hs = tmp_path / "hs"
+    run_train(make_cfg(corpus, model={"loss": "hs"}, max_steps=2), hs)
+    with pytest.raises(InputError, match=r"was trained with --loss hs, whose output vectors are "
+                                         r"Huffman-tree nodes, not words; warm-start a --loss hs"):
+        run_train(make_cfg(corpus, init_from=str(hs), max_steps=1), tmp_path / "neg")
+    _, said = run_train(make_cfg(corpus, model={"loss": "hs"}, init_from=str(hs), max_steps=1),
+                        tmp_path / "hs2")
+    assert "(input embeddings)" in said

@@ -19,14 +19,23 @@ VOCAB_FILE = "vocab.tsv"
 
 def warm_start(engine: Engine, vocab: Vocab, source: str) -> str:
     """Copy into ``engine`` the rows of the words ``vocab`` shares with the run or checkpoint
-    ``source`` (input and output vectors; output biases where both have them). Other words
+    ``source`` (input vectors, and output vectors and biases where this run has them). Other words
     keep their fresh start. Returns the line that says what was copied."""
     from embedlab.vectors import check_vocab_fits
 
     ckpt = find_checkpoint(source)
     tensors, _ = load_checkpoint(ckpt)
+    params = engine.state_dict()
+    # Word rows: input vectors always, output vectors where this run has them. hs_nodes are
+    # the inner nodes of a Huffman tree built from the source's own vocabulary: not word rows,
+    # and not another vocabulary's, so they are never copied.
+    wanted = ["input_embeddings", *(["output_embeddings"] if "output_embeddings" in params else [])]
     # a subset written by `ckpt --export-subset` may hold only some tensors, or renamed ones
-    missing = [n for n in ("input_embeddings", "output_embeddings") if n not in tensors]
+    missing = [n for n in wanted if n not in tensors]
+    if missing and "hs_nodes" in tensors:
+        raise InputError(f"--init-from {source}: checkpoint {ckpt} was trained with --loss hs, "
+                         "whose output vectors are Huffman-tree nodes, not words; warm-start a "
+                         "--loss hs run from it, or pass a run trained with --loss neg or nce")
     if missing:
         raise InputError(f"--init-from {source}: checkpoint {ckpt} has no "
                          f"{' or '.join(missing)} (it holds {', '.join(sorted(tensors)) or 'none'})"
@@ -37,28 +46,31 @@ def warm_start(engine: Engine, vocab: Vocab, source: str) -> str:
     src_vocab = Vocab.load_tsv(vocab_file)
     w_in = tensors["input_embeddings"]
     check_vocab_fits(vocab_file, len(src_vocab), ckpt, w_in)
-    if tuple(tensors["output_embeddings"].shape) != tuple(w_in.shape):
+    copied = list(wanted)
+    if "output_embeddings" in copied and \
+            tuple(tensors["output_embeddings"].shape) != tuple(w_in.shape):
         raise InputError(f"--init-from {source}: checkpoint {ckpt} holds output embeddings of "
                          f"shape {tuple(tensors['output_embeddings'].shape)} but input "
                          f"embeddings of shape {tuple(w_in.shape)}; pass another checkpoint "
                          "('embedlab ckpt RUN' lists them)")
-    params = engine.state_dict()
     dim = params["input_embeddings"].shape[1]
     if w_in.shape[1] != dim:
         raise InputError(f"--init-from {source} has dim {w_in.shape[1]}, this run {dim}; pass a "
                          "matching --dim")
+    if "output_bias" in params and "output_bias" in tensors:
+        copied.append("output_bias")
     index = src_vocab.index
     pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
     if pairs:
         dst = np.array([p[0] for p in pairs], dtype=np.int64)
         src = np.array([p[1] for p in pairs], dtype=np.int64)
-        for name, array in params.items():
-            if name in tensors:
-                array[dst] = tensors[name][src]
+        for name in copied:
+            params[name][dst] = tensors[name][src]
         engine.load_state_dict(params)
+    what = "input and output embeddings" if "output_embeddings" in copied else \
+        "input embeddings"
     return (f"embedlab: warm start from {ckpt}: copied {len(pairs)} of {len(vocab)} words' rows "
-            f"(input and output embeddings); {len(vocab) - len(pairs)} new words initialised "
-            "as usual")
+            f"({what}); {len(vocab) - len(pairs)} new words initialised as usual")
 
 
 def _vocab_of(ckpt: Path) -> Path:
