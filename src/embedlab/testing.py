@@ -55,3 +55,18 @@ def signal_while_writers_open(monkeypatch: Any, signum: int) -> None:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(summaries, "open_tracker", signalled)
+
+
+def wrap_steps(monkeypatch: Any, wrap: Any) -> None:
+    """Make every engine a run builds train through ``wrap(engine.step)`` (``monkeypatch``:
+    pytest's fixture), e.g. to fail or signal at a chosen step."""
+    from embedlab.training import setup
+
+    real = setup.engine_for_config
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        engine = real(*args, **kwargs)
+        engine.step = wrap(engine.step)  # type: ignore[method-assign]
+        return engine
+
+    monkeypatch.setattr(setup, "engine_for_config", wrapped)

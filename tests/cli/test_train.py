@@ -27,7 +27,7 @@ from embedlab.data.vocab import Vocab
 from embedlab.engines.params import default_init_scale
 from embedlab.errors import InputError
 from embedlab.run.folder import choose_run_dir
-from embedlab.testing import write_zipf_corpus
+from embedlab.testing import wrap_steps, write_zipf_corpus
 from embedlab.training.api import explicit_options
 
 FAST = ["--dim", "8", "--batch-size", "32", "--epochs", "2", "--threads", "1",
@@ -47,20 +47,6 @@ def train(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, s
     except SystemExit as e:
         code = int(e.code or 0)
     return code, capsys.readouterr().err
-
-
-def wrap_steps(monkeypatch: pytest.MonkeyPatch, wrap: Any) -> None:
-    """Make every engine a run builds train through ``wrap(engine.step)``."""
-    from embedlab.training import setup
-
-    real = setup.engine_for_config
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        engine = real(*args, **kwargs)
-        engine.step = wrap(engine.step)
-        return engine
-
-    monkeypatch.setattr(setup, "engine_for_config", wrapped)
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

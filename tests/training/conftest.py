@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from .small_runs import Clock, make_cfg, replace_clock, run_train, wrap_steps, write_corpus
+from embedlab.testing import wrap_steps
+
+from .small_runs import Clock, make_cfg, replace_clock, run_train, write_corpus
 
 
 @pytest.fixture(scope="package")

@@ -18,7 +18,7 @@ import pytest
 from embedlab.checkpoint import find_checkpoint
 from embedlab.config import TrainConfig
 from embedlab.testing import write_zipf_corpus
-from embedlab.training import clocks, saving, setup, state
+from embedlab.training import clocks, saving, state
 from embedlab.training.state import TrainResult
 from embedlab.training.trainer import train
 
@@ -61,18 +61,6 @@ def logged(run: Path, tag: str = "train/loss") -> dict[int, float]:
 
 def checkpoint_steps(run: Path) -> list[int]:
     return sorted(int(p.name.removeprefix("ckpt-")) for p in (run / "checkpoints").glob("ckpt-*"))
-
-
-def wrap_steps(monkeypatch: pytest.MonkeyPatch, wrap: Any) -> None:
-    """Make every engine a run builds train through ``wrap(engine.step)``."""
-    real = setup.engine_for_config
-
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        engine = real(*args, **kwargs)
-        engine.step = wrap(engine.step)
-        return engine
-
-    monkeypatch.setattr(setup, "engine_for_config", wrapped)
 
 
 def replace_clock(monkeypatch: pytest.MonkeyPatch, **functions: Any) -> None:

@@ -16,6 +16,7 @@ import pytest
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.config import TrainConfig
 from embedlab.data.pairs import PIECE_TOKENS
+from embedlab.testing import wrap_steps
 
 from .small_runs import (
     final_bytes,
@@ -23,7 +24,6 @@ from .small_runs import (
     make_cfg,
     replace_clock,
     run_train,
-    wrap_steps,
     write_corpus,
 )
 
