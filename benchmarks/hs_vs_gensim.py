@@ -27,7 +27,6 @@ import shlex
 import shutil
 import statistics
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -44,22 +43,7 @@ TARGET_THROUGHPUT, TARGET_ANALOGY_PP, TARGET_WS353 = 3.0, -0.3, -0.01
 
 def gensim_child(corpus: str, epochs: int, save: str | None, seed: int, sg: int) -> None:
     """Runs inside the child: gensim's hierarchical softmax alone (hs=1, negative=0)."""
-    from gensim.models import Word2Vec
-
-    model = Word2Vec(sg=sg, hs=1, negative=0, vector_size=base.DIM, window=base.WINDOW,
-                     sample=base.SAMPLE, min_count=base.MIN_COUNT, alpha=base.LR,
-                     workers=base.THREADS, epochs=epochs, seed=seed)
-    t0 = time.perf_counter()
-    model.build_vocab(corpus_file=corpus)
-    t1 = time.perf_counter()
-    effective, raw = model.train(corpus_file=corpus, total_words=model.corpus_total_words,
-                                 total_examples=model.corpus_count, epochs=model.epochs)
-    t2 = time.perf_counter()
-    if save:
-        model.wv.save_word2vec_format(save)
-    t3 = time.perf_counter()
-    print(json.dumps({"vocab_seconds": t1 - t0, "train_seconds": t2 - t1, "save_seconds": t3 - t2,
-                      "effective_words": effective, "raw_words": raw, "vocab": len(model.wv)}))
+    base.gensim_child(corpus, epochs, save, seed, sg, hs=1, negative=0)
 
 
 def run_gensim(data: base.Data, epochs: int, out_dir: Path, *, save: bool, seed: int,

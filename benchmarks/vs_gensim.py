@@ -319,15 +319,17 @@ def run_gensim(data: Data, epochs: int, out_dir: Path, *, save: bool, seed: int 
 
 
 def gensim_child(corpus: str, epochs: int, save: str | None, seed: int = SEED,
-                 sg: int = 1) -> None:
+                 sg: int = 1, *, hs: int = 0, negative: int = NEGATIVE) -> None:
     """Runs inside the child: build the vocabulary, train, optionally save; print JSON.
 
     CBOW (``sg=0``) uses gensim's default ``cbow_mean=1``: the mean of the context vectors.
+    ``hs=1, negative=0``: hierarchical softmax alone (``hs_vs_gensim.py``).
     """
     from gensim.models import Word2Vec
 
-    model = Word2Vec(sg=sg, vector_size=DIM, window=WINDOW, negative=NEGATIVE, sample=SAMPLE,
-                     min_count=MIN_COUNT, alpha=LR, workers=THREADS, epochs=epochs, seed=seed)
+    model = Word2Vec(sg=sg, hs=hs, vector_size=DIM, window=WINDOW, negative=negative,
+                     sample=SAMPLE, min_count=MIN_COUNT, alpha=LR, workers=THREADS,
+                     epochs=epochs, seed=seed)
     t0 = time.perf_counter()
     model.build_vocab(corpus_file=corpus)
     t1 = time.perf_counter()
