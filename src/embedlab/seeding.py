@@ -79,3 +79,35 @@ def torch_generator(seed: int, stream: str, *counters: int):  # -> torch.Generat
     g = torch.Generator(device="cpu")
     g.manual_seed(derive_key(seed, stream, *counters) & 0x7FFF_FFFF_FFFF_FFFF)
     return g
+
+
+# Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11): a
+# counter-based generator, the one of Random123, cuRAND and Triton's tl.philox. Its output is a
+# pure function of a 128-bit counter and a 64-bit key, so any thread, process or GPU computes
+# the draw of any position directly (the batch specification, docs/batches.md).
+PHILOX_M = (0xD2511F53, 0xCD9E8D57)  # round multipliers
+PHILOX_W = (0x9E3779B9, 0xBB67AE85)  # key schedule increments (golden ratio, sqrt(3) - 1)
+_LOW32 = np.uint64(0xFFFF_FFFF)
+
+
+def philox4x32(c0: np.ndarray | int, c1: np.ndarray | int, c2: np.ndarray | int,
+               c3: np.ndarray | int, key: tuple[int, int], rounds: int = 10
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four 32-bit words (uint32 arrays) of Philox-4x32 at counters ``(c0, c1, c2, c3)``
+    (arrays broadcast together, or integers < 2^32) with key ``(k0, k1)``."""
+    x = [np.asarray(c, dtype=np.uint64) & _LOW32 for c in np.broadcast_arrays(c0, c1, c2, c3)]
+    k0, k1 = key[0] & 0xFFFF_FFFF, key[1] & 0xFFFF_FFFF
+    m0, m1 = np.uint64(PHILOX_M[0]), np.uint64(PHILOX_M[1])
+    for r in range(rounds):
+        if r:  # the key is bumped before every round but the first
+            k0, k1 = (k0 + PHILOX_W[0]) & 0xFFFF_FFFF, (k1 + PHILOX_W[1]) & 0xFFFF_FFFF
+        p0, p1 = m0 * x[0], m1 * x[2]  # 32 x 32 -> 64-bit products
+        x = [(p1 >> np.uint64(32)) ^ x[1] ^ np.uint64(k0), p1 & _LOW32,
+             (p0 >> np.uint64(32)) ^ x[3] ^ np.uint64(k1), p0 & _LOW32]
+    return tuple(w.astype(np.uint32) for w in x)  # type: ignore[return-value]
+
+
+def philox_key(seed: int, stream: str) -> tuple[int, int]:
+    """The Philox key of ``(seed, stream)``: :func:`derive_key`'s 64 bits as (low, high) words."""
+    k = derive_key(seed, stream)
+    return k & 0xFFFF_FFFF, k >> 32
