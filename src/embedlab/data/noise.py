@@ -28,6 +28,16 @@ class NoiseDistribution:
     def __len__(self) -> int:
         return len(self.probs)
 
+    @property
+    def alias_threshold(self) -> np.ndarray:
+        """Walker's table: column i gives i with this probability (float64), else its alias."""
+        return self._threshold
+
+    @property
+    def alias(self) -> np.ndarray:
+        """Walker's table: the word column i gives otherwise (int64)."""
+        return self._alias
+
     def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
         """Draw ids (int64) i.i.d. from Q."""
         # one uniform per draw: its integer part (scaled by V) is the column, its fraction is

@@ -160,12 +160,11 @@ class BatchStream:
         hi = min(self.n_tokens, lo + self.chunk_tokens)
         runs = reading_runs(self.n_tokens, self.interleave, lo, hi)
         tok = self._read_runs(runs)
-        if self.keep_prob is not None:
-            u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
-            kept = np.flatnonzero(u < self.keep_prob[tok])  # indices: faster than a bool mask
+        kept = self._kept(epoch, chunk, tok, lo)
+        if kept is not None:
             tok, pos = tok.take(kept), kept + lo
         else:
-            kept, pos = None, np.arange(lo, hi, dtype=np.int64)
+            pos = np.arange(lo, hi, dtype=np.int64)
         if len(runs) == 1:
             sent = np.searchsorted(self.sentence_ends, pos - lo + runs[0][0], side="right")
             # sentence ids relative to the chunk's first one fit int32: half the bytes to compare
@@ -183,15 +182,13 @@ class BatchStream:
         tok_p[W : W + n] = tok
         sent_p[W : W + n] = sent
         b = np.zeros(total, dtype=np.int64)
-        b[:n] = numpy_rng(self.seed, "window", epoch, chunk).integers(1, W + 1, size=n)
+        b[:n] = self._windows(epoch, chunk, pos)
         # padding rows (t >= n) have b_t = 0, so no contexts
         mask, count = _context_mask(sent_p, b, W, total)
         contexts = count.astype(np.float32)
         # pairs up to each row, for the batches' n_pairs (a batch counts its first B rows)
         cum = np.concatenate(([0], np.cumsum(count, dtype=np.int64)))
-        rng_neg = numpy_rng(self.seed, "negatives", epoch, chunk)
-        groups = R // self.group
-        negs = self.noise.sample(rng_neg, (n_batches, groups, self.noise_per_group))
+        negs = self._negatives(epoch, chunk, (n_batches, R // self.group, self.noise_per_group))
         # words_done: in-vocab tokens of the epoch consumed once a batch is done (lr schedule).
         # Dropped (subsampled) tokens count as consumed, like word2vec's word_count.
         ends = np.minimum(np.arange(1, n_batches + 1) * B, n)  # exclusive, in kept positions
@@ -221,6 +218,24 @@ class BatchStream:
                 )
             )
         return out
+
+    # ---- the random draws (the batch specification's part; see embedlab.data.batchspec) ----
+    def _kept(self, epoch: int, chunk: int, tok: np.ndarray, lo: int) -> np.ndarray | None:
+        """Indices into the chunk's tokens ``tok`` (first position ``lo``) that subsampling
+        keeps, ascending; None keeps them all."""
+        if self.keep_prob is None:
+            return None
+        u = numpy_rng(self.seed, "subsample", epoch, chunk).random(len(tok))
+        return np.flatnonzero(u < self.keep_prob[tok])  # indices: faster than a bool mask
+
+    def _windows(self, epoch: int, chunk: int, pos: np.ndarray) -> np.ndarray:
+        """Each kept centre's window size b in [1, window]; ``pos``: the centres' positions."""
+        rng = numpy_rng(self.seed, "window", epoch, chunk)
+        return rng.integers(1, self.window + 1, size=len(pos))
+
+    def _negatives(self, epoch: int, chunk: int, shape: tuple[int, int, int]) -> np.ndarray:
+        """The noise words of the chunk's batches: (batches, groups, noise per group) ids."""
+        return self.noise.sample(numpy_rng(self.seed, "negatives", epoch, chunk), shape)
 
     def _read_runs(self, runs: list[tuple[int, int]]) -> np.ndarray:
         """The ids of ``runs`` (corpus positions), as int64; their mapped pages are handed back."""
