@@ -17,6 +17,8 @@ from embedlab.seeding import (
     derive_key,
     mt19937_rng,
     numpy_rng,
+    philox4x32,
+    philox_key,
     torch_generator,
     uniform_float32,
 )
@@ -128,3 +130,35 @@ def test_changing_negatives_does_not_shift_subsampling_or_windows() -> None:
 def test_the_seed_changes_the_data_stream() -> None:
     a, b = _stream(4, seed=3).chunk_batches(0, 0), _stream(4, seed=4).chunk_batches(0, 0)
     assert not all(np.array_equal(x.mask, y.mask) for x, y in zip(a, b, strict=False))
+
+
+# Random123's known-answer vectors for philox4x32_R(10, ctr, key) (its kat_vectors file)
+PHILOX_KAT = [
+    ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+    ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF), (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+    ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+     (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+]
+
+
+@pytest.mark.parametrize(("counter", "key", "expected"), PHILOX_KAT)
+def test_philox_gives_random123s_known_answers(counter: tuple[int, ...], key: tuple[int, int],
+                                               expected: tuple[int, ...]) -> None:
+    assert tuple(int(w) for w in philox4x32(*counter, key=key)) == expected
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=4, max_size=4),
+       st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1))
+def test_philox_on_arrays_is_philox_on_each_counter(counter: list[int], k0: int, k1: int) -> None:
+    # the vectorised form computes each lane as the scalar one does (no lane mixes with another)
+    lanes = np.array([counter[0], counter[0] ^ 1, 0], dtype=np.uint64)
+    words = philox4x32(lanes, counter[1], counter[2], counter[3], key=(k0, k1))
+    for i, c0 in enumerate(lanes):
+        one = philox4x32(int(c0), counter[1], counter[2], counter[3], key=(k0, k1))
+        assert [int(w[i]) for w in words] == [int(w) for w in one]
+    assert all(w.dtype == np.uint32 for w in words)
+
+
+def test_philox_key_splits_the_derived_key() -> None:
+    k0, k1 = philox_key(7, "batches")
+    assert k0 | (k1 << 32) == derive_key(7, "batches") and k0 < 2**32 and k1 < 2**32

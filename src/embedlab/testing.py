@@ -59,7 +59,10 @@ def signal_while_writers_open(monkeypatch: Any, signum: int) -> None:
 
 def wrap_steps(monkeypatch: Any, wrap: Any) -> None:
     """Make every engine a run builds train through ``wrap(engine.step)`` (``monkeypatch``:
-    pytest's fixture), e.g. to fail or signal at a chosen step."""
+    pytest's fixture), e.g. to fail or signal at a chosen step. The engine then trains one
+    step per call (:class:`~embedlab.engines.stepping.BatchByBatch`, on the same batches), so
+    that ``wrap`` sees every step."""
+    from embedlab.engines.stepping import BatchByBatch
     from embedlab.training import setup
 
     real = setup.engine_for_config
@@ -67,6 +70,8 @@ def wrap_steps(monkeypatch: Any, wrap: Any) -> None:
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         engine = real(*args, **kwargs)
         engine.step = wrap(engine.step)  # type: ignore[method-assign]
+        engine.runner = lambda stream, schedule, model: BatchByBatch(  # type: ignore[method-assign]
+            stream, engine, schedule, model)
         return engine
 
     monkeypatch.setattr(setup, "engine_for_config", wrapped)

@@ -182,7 +182,7 @@ def _imports(path: Path) -> set[str]:
 def test_no_import_cycles_among_the_engines_the_trainer_and_the_config() -> None:
     src = Path(__file__).resolve().parents[2] / "src"
     files = [src / "embedlab" / "config.py", *(src / "embedlab" / "engines").glob("*.py"),
-             *(src / "embedlab" / "train").glob("*.py")]
+             *(src / "embedlab" / "training").glob("*.py")]
     names = {".".join(f.relative_to(src).with_suffix("").parts).removesuffix(".__init__"): f
              for f in files}
     graph = {name: _imports(f) & set(names) - {name} for name, f in names.items()}

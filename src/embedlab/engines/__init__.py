@@ -38,14 +38,20 @@ if TYPE_CHECKING:
 #:    same mathematics, different float32 rounding.
 #: 4: CBOW's word2vec update, NCE damping without the bias on input rows, lr where a batch starts.
 #: 5: negative sampling skips a noise word equal to the positive's target (word2vec's rule).
-STEP_REVISION = 5
+#: 6: batches from the batch specification (docs/batches.md): Philox-4x32-10 at counters made
+#:    of positions; the native engine builds them in C. Runs started before keep their batches.
+STEP_REVISION = 6
+#: the first revision whose batches follow the batch specification
+BATCH_SPEC_REVISION = 6
 STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 shared noise words",
                 3: "native noise scores summed in another order (float32 rounding differs)",
                 4: "CBOW passes each context word the whole hidden gradient (word2vec's rule); "
                    "NCE damping no longer adds the bias term to input rows; each step's "
                    "learning rate is the schedule's value where the batch starts",
                 5: "negative sampling skips a shared noise word that equals the target of a "
-                   "positive pair, as word2vec.c and gensim skip such a draw"}
+                   "positive pair, as word2vec.c and gensim skip such a draw",
+                6: "batches drawn by the batch specification (counter-based Philox) instead of "
+                   "NumPy generators per chunk"}
 
 #: engine name -> its class in module embedlab.engines.<name>
 _CLASSES = {"torch": "TorchEngine", "native": "NativeEngine"}  # native: engines/_kernel.c

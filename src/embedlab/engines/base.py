@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 import numpy as np
 
 if TYPE_CHECKING:
-    from embedlab.data.pairs import Batch
+    from embedlab.data.pairs import Batch, BatchStream
     from embedlab.engines.params import Word2VecParams
     from embedlab.engines.step import TrainStep
+    from embedlab.engines.stepping import Schedule, StepRunner
 
 
 class Engine(Protocol):
@@ -31,6 +32,11 @@ class Engine(Protocol):
 
     def step(self, batch: Batch, lr: float) -> float:
         """Train on ``batch`` at learning rate ``lr``; the summed loss over its positives."""
+        ...
+
+    def runner(self, stream: BatchStream, schedule: Schedule, model: str) -> StepRunner:
+        """What trains this engine from a data position: many steps per call where the engine
+        builds its own batches, else :meth:`step` on ``stream``'s batches one by one."""
         ...
 
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -68,6 +74,12 @@ class HostEngine:
 
     def step(self, batch: Batch, lr: float) -> float:
         return self._step(batch, lr)
+
+    def runner(self, stream: BatchStream, schedule: Schedule, model: str) -> StepRunner:
+        """What trains this engine on ``stream``'s batches: one :meth:`step` per batch."""
+        from embedlab.engines.stepping import BatchByBatch
+
+        return BatchByBatch(stream, self, schedule, model)
 
     def state_dict(self) -> dict[str, np.ndarray]:
         return self.params.tensors()

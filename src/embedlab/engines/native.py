@@ -42,12 +42,13 @@ from embedlab.engines.base import HostEngine
 from embedlab.errors import warn
 
 if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no more than this
-    from embedlab.data.pairs import Batch
+    from embedlab.data.pairs import Batch, BatchStream
     from embedlab.engines.huffman import HuffmanTree
     from embedlab.engines.params import Word2VecParams
     from embedlab.engines.step import StepConfig
+    from embedlab.engines.stepping import Schedule, StepRunner
 
-SOURCE = "_kernel.c"
+SOURCES = ("_kernel.c", "_batches.c")  # the fused steps; the batch generator and step loop
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 
@@ -115,14 +116,17 @@ def _cached(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def _compile(cc: str, args: list[str], source: bytes, folder: Path, stem: str) -> Path:
+def _compile(cc: str, args: list[str], sources: dict[str, bytes], folder: Path,
+             stem: str) -> Path:
     """Build into ``folder/stem-HASH.so`` atomically; OSError means ``folder`` is not usable."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
-        src = Path(tmp) / SOURCE
-        src.write_bytes(source)
+        files = []
+        for name, text in sources.items():
+            files.append(str(Path(tmp) / name))
+            Path(files[-1]).write_bytes(text)
         out = Path(tmp) / "kernel.so"
-        proc = _run([cc, *args, *FLAGS, "-o", str(out), str(src), "-lm"], timeout=300)
+        proc = _run([cc, *args, *FLAGS, "-o", str(out), *files, "-lm"], timeout=300)
         if proc.returncode != 0:
             first = (proc.stderr.strip().splitlines() or ["no output"])[0]
             raise NativeUnavailable(f"{cc} failed to build the kernel: {first}")
@@ -131,23 +135,29 @@ def _compile(cc: str, args: list[str], source: bytes, folder: Path, stem: str) -
     return target
 
 
-def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
+def kernel_sources() -> dict[str, bytes]:
+    """The C sources of the native library, by file name."""
+    folder = resources.files("embedlab.engines")
+    return {name: folder.joinpath(name).read_bytes() for name in SOURCES}
+
+
+def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool]:
     """The built kernel and whether it lies in a temporary folder (to remove once loaded)."""
     program, *args = command
     cc = shutil.which(program)
     if cc is None:
         raise NativeUnavailable(f"no C compiler ({program!r} not found)")
     version = _run([cc, *args, "--version"], timeout=30).stdout
-    key = hashlib.sha256(b"\0".join([source, shlex.join(args).encode(), " ".join(FLAGS).encode(),
-                                     version.encode(), _cpu_flags().encode(),
-                                     platform.machine().encode()]))
+    key = hashlib.sha256(b"\0".join([*sources.values(), shlex.join(args).encode(),
+                                     " ".join(FLAGS).encode(), version.encode(),
+                                     _cpu_flags().encode(), platform.machine().encode()]))
     stem = f"w2v-{key.hexdigest()[:20]}"
     folder = cache_dir()
     found = _cached(folder, stem)
     if found is not None:
         return found, False
     try:
-        return _compile(cc, args, source, folder, stem), False
+        return _compile(cc, args, sources, folder, stem), False
     except OSError as exc:
         # not the compiler's fault: say which folder and how to fix it, and still build
         why = "it is not a folder" if folder.exists() and not folder.is_dir() else \
@@ -155,7 +165,7 @@ def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
         problem = f"the kernel cache folder {folder} is not usable ({why})"
     try:
         tmp = Path(tempfile.mkdtemp(prefix="embedlab-kernel-"))
-        path = _compile(cc, args, source, tmp, stem)
+        path = _compile(cc, args, sources, tmp, stem)
     except OSError as exc:
         raise NativeUnavailable(f"{problem}, nor is a temporary folder ({exc.strerror or exc}); "
                                 "set EMBEDLAB_CACHE to a writable folder") from exc
@@ -167,8 +177,7 @@ def _build(source: bytes, command: list[str]) -> tuple[Path, bool]:
 @functools.cache
 def library() -> ctypes.CDLL:
     """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
-    source = resources.files("embedlab.engines").joinpath(SOURCE).read_bytes()
-    path, temporary = _build(source, compiler_command())
+    path, temporary = _build(kernel_sources(), compiler_command())
     return _load(path, temporary)
 
 
@@ -176,7 +185,8 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
         for symbol in ("w2v_skipgram_step", "w2v_cbow_step", "w2v_scratch_floats",
-                       "w2v_hs_step", "w2v_hs_scratch_floats"):
+                       "w2v_hs_step", "w2v_hs_scratch_floats", "w2v_chunk_build",
+                       "w2v_train_batches"):
             getattr(lib, symbol)  # a shared library, but not this kernel: AttributeError
     except (OSError, AttributeError) as exc:
         raise NativeUnavailable(f"cannot load {path}: {exc}") from exc
@@ -296,6 +306,10 @@ class NativeWord2VecStep:
         self._h_in = np.zeros(vocab, dtype=np.float32)
         self._h_out = np.zeros(vocab, dtype=np.float32)
 
+    def scratch_for_batches(self, groups: int, shared: int) -> np.ndarray:
+        """The kernel's scratch for batches of ``groups`` × ``shared`` noise words."""
+        return self._kernel._scratch_for(groups, shared)
+
     def __call__(self, batch: Batch, lr: float) -> float:
         lr = self.cfg.batch_lr(lr, batch)
         p = self.p
@@ -336,6 +350,14 @@ class NativeHierarchicalSoftmaxStep:
                                                self.threads)
             self._scratch = np.empty(int(n), dtype=np.float32)
         return self._scratch
+
+    def terms_capacity(self) -> int:
+        """(centre, node) terms a batch can have at most: every centre on the longest path."""
+        return self.rows * max(1, self._max_len)
+
+    def scratch_for_batches(self, groups: int, shared: int) -> np.ndarray:
+        """The kernel's scratch for any batch (sized by :meth:`terms_capacity`)."""
+        return self._scratch_for(self.terms_capacity())
 
     def __call__(self, batch: Batch, lr: float) -> float:
         lr = self.cfg.batch_lr(lr, batch)
@@ -378,3 +400,15 @@ class NativeEngine(HostEngine):
         else:
             step = NativeWord2VecStep(cfg, params, log_kq, rows, threads)
         super().__init__(params, step)
+        self.native_step, self.threads = step, max(1, threads)
+
+    def runner(self, stream: BatchStream, schedule: Schedule, model: str) -> StepRunner:
+        """Batches of the batch specification are built in C, many steps per call; others come
+        from ``stream`` one by one."""
+        from embedlab.data.batchspec import SpecBatchStream
+
+        if isinstance(stream, SpecBatchStream):
+            from embedlab.engines.native_batches import NativeBatches
+
+            return NativeBatches(library(), stream, self.native_step, schedule, self.threads)
+        return super().runner(stream, schedule, model)

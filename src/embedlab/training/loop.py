@@ -17,7 +17,6 @@ import os
 import shlex
 from typing import TYPE_CHECKING, Any, TextIO
 
-from embedlab.engines.step import pairs_in
 from embedlab.errors import InputError, TrainingInterrupted, diverged, spell
 from embedlab.run import status
 from embedlab.run.signals import SignalFlag, interrupted
@@ -33,12 +32,12 @@ from embedlab.training.reporting import (
     stopped_by,
 )
 from embedlab.training.saving import Saver
-from embedlab.training.schedule import linear_lr
 from embedlab.training.state import TrainResult
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from embedlab.engines.stepping import StepsDone
     from embedlab.track.tracker import Tracker
     from embedlab.training.setup import TrainingRun
 
@@ -113,37 +112,73 @@ class _Stop:
         return interrupted(self.flag.signum, step)
 
 
+#: Steps one call of the step runner may train at most: the latency of a signal, a callback's
+#: stop or a time-based checkpoint (a call also ends at every step where a log window, an
+#: evaluation, a step-based checkpoint or --max-steps falls due, and at the end of a chunk).
+MAX_STEPS_PER_CALL = 32
+
+
 def _train(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> bool:
-    """Train batch after batch; True when the data ran out, False at ``--max-steps``."""
-    cfg, state, engine = run.cfg, run.state, run.engine
-    finished = False
-    for batch in run.stream.iterate(state.cursor):
-        if cfg.max_steps is not None and state.step >= cfg.max_steps:
-            break
-        # the rate where the batch starts, as word2vec's alpha for the words it reads next: the
-        # first step trains at --lr, the last near lr·--min-lr-ratio
-        lr = linear_lr(cfg.optim.lr, cfg.optim.min_lr_ratio, state.words_seen, run.total_words)
-        loss = float(engine.step(batch, lr))
-        words = state.advance(batch, run.n_tokens)
-        last = state.cursor.epoch >= cfg.optim.epochs  # saved after the loop, with the summaries
+    """Train call after call of the step runner; True when the data ran out, False at
+    ``--max-steps``."""
+    cfg, state = run.cfg, run.state
+    try:
+        while state.cursor.epoch < cfg.optim.epochs:
+            if cfg.max_steps is not None and state.step >= cfg.max_steps:
+                break
+            done = run.steps.run(state.cursor, state.words_seen, _steps_until_due(run))
+            reporter.bar.update(_count_steps(run, done, saver))
+            _after_steps(run, reporter, saver, stop, done.lrs[-1])
+    finally:
+        run.steps.close()
+    reporter.time.lap()
+    return state.cursor.epoch >= cfg.optim.epochs
+
+
+def _steps_until_due(run: TrainingRun) -> int:
+    """Steps from here to the next one where something other than training is due."""
+    cfg, step = run.cfg, run.state.step
+    limit = MAX_STEPS_PER_CALL
+    every = [cfg.track.log_every, cfg.checkpoint.every_steps,
+             cfg.eval.every_steps if run.evaluator else 0]
+    for n in every:
+        if n:
+            limit = min(limit, n - step % n)
+    if cfg.max_steps is not None:
+        limit = min(limit, cfg.max_steps - step)
+    return max(1, limit)
+
+
+def _count_steps(run: TrainingRun, done: StepsDone, saver: Saver) -> int:
+    """Count the steps ``done`` into the run's state and log window, in order; the corpus
+    words they advanced by."""
+    state, total = run.state, 0
+    for loss, pairs, words_done, cursor in zip(done.losses, done.pairs, done.words_done,
+                                               done.cursors, strict=True):
+        words = state.advance_to(words_done, cursor, run.n_tokens)
         if not math.isfinite(loss):
             raise _diverged(run, loss, saver.saved_step)
-        state.window.add(loss, pairs_in(batch, cfg.model.model), words)
-        reporter.bar.update(words)
-        if state.step % cfg.track.log_every == 0:
-            reporter.close_window(lr)
-        if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
-            reporter.evaluate()
-        if stop and not last:
-            _save_and_stop(run, reporter, saver, stop)
-        if not last and saver.due(state.step):
-            reporter.time.lap()
-            saver.save(reporter.tracker)
-            reporter.time.restart()
-    else:
-        finished = True
-    reporter.time.lap()
-    return finished
+        state.window.add(loss, pairs, words)
+        total += words
+    return total
+
+
+def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop,
+                 lr: float) -> None:
+    """What falls due at the step just trained: a log window, an evaluation, a stop, a
+    checkpoint (the last step is saved after the loop, with the final summaries)."""
+    cfg, state = run.cfg, run.state
+    last = state.cursor.epoch >= cfg.optim.epochs
+    if state.step % cfg.track.log_every == 0:
+        reporter.close_window(lr)
+    if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
+        reporter.evaluate()
+    if stop and not last:
+        _save_and_stop(run, reporter, saver, stop)
+    if not last and saver.due(state.step):
+        reporter.time.lap()
+        saver.save(reporter.tracker)
+        reporter.time.restart()
 
 
 def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> None:

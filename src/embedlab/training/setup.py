@@ -16,12 +16,14 @@ import numpy as np
 
 from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
 from embedlab.config import TrainConfig, check_best_metric
+from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
 from embedlab.data.prepared import PreparedCorpus
 from embedlab.data.vocab import Vocab
-from embedlab.engines import STEP_CHANGES, STEP_REVISION, engine_for_config
+from embedlab.engines import BATCH_SPEC_REVISION, STEP_CHANGES, STEP_REVISION, engine_for_config
 from embedlab.engines.step import step_config
+from embedlab.engines.stepping import Schedule
 from embedlab.errors import InputError
 from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
@@ -34,6 +36,7 @@ from embedlab.training.warm_start import VOCAB_FILE, warm_start
 if TYPE_CHECKING:
     from embedlab.data.tokenise_child import PrepareAhead
     from embedlab.engines.base import Engine
+    from embedlab.engines.stepping import StepRunner
     from embedlab.eval import Evaluator
 
 
@@ -45,6 +48,7 @@ class TrainingRun:
     run_dir: Path
     vocab: Vocab
     stream: BatchStream
+    steps: StepRunner  # trains the engine on the stream's batches, from a data position
     engine: Engine
     evaluator: Evaluator | None
     manager: CheckpointManager
@@ -80,8 +84,11 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
         evaluator.check(vocab.words)
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
-    stream = _batches(cfg, prepared, keep, noise)
+    stream = _batches(cfg, prepared, keep, noise, legacy=_legacy_batches(run_dir, ckpt))
     engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows)
+    n_tokens = len(prepared.ids)
+    schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
+    steps = engine.runner(stream, schedule, cfg.model.model)
     # Everything above may refuse the command; nothing of the run was written (or moved) before
     # this point.
     if ckpt is not None and abandon_newer:
@@ -97,8 +104,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     vocab.save_tsv(run_dir / VOCAB_FILE)
     for line in started:
         print(line, file=out)
-    n_tokens = len(prepared.ids)
-    return TrainingRun(cfg, run_dir, vocab, stream, engine, evaluator, manager, state,
+    return TrainingRun(cfg, run_dir, vocab, stream, steps, engine, evaluator, manager, state,
                        resumed=ckpt is not None, n_tokens=n_tokens,
                        raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress)
 
@@ -143,11 +149,24 @@ def make_evaluator(cfg: TrainConfig) -> Any:
     return evaluator_for(cfg.eval)
 
 
+def _legacy_batches(run_dir: Path, ckpt: Path | None) -> bool:
+    """Whether the run resumes batches drawn before the batch specification: a run started by
+    an embedlab whose step revision predates it keeps the draws it started with, so that it
+    finishes as it would have."""
+    if ckpt is None:
+        return False
+    started = started_step_revision(run_dir)
+    return started is not None and started < BATCH_SPEC_REVISION
+
+
 def _batches(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
-             noise: NoiseDistribution) -> BatchStream:
-    """The run's batches, cut for its step (:func:`embedlab.engines.step.step_config`)."""
+             noise: NoiseDistribution, *, legacy: bool) -> BatchStream:
+    """The run's batches, cut for its step (:func:`embedlab.engines.step.step_config`): those of
+    the batch specification (:mod:`embedlab.data.batchspec`), or, for a ``legacy`` run, the
+    draws of the generator it started with."""
     plan, m = step_config(cfg), cfg.model
-    return BatchStream(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
+    kind = BatchStream if legacy else SpecBatchStream
+    return kind(prepared.ids, prepared.sentence_ends, keep, noise, window=m.window,
                        batch_size=cfg.optim.batch_size, group=plan.step.group,
                        noise_per_group=plan.noise_per_group, seed=cfg.seed,
                        epochs=cfg.optim.epochs, pad_to=plan.pad_to,
@@ -206,9 +225,13 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
 def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
     """A run started by an embedlab whose step arithmetic differs resumes with this one's."""
     started = started_step_revision(run_dir)
-    if started is not None and started != STEP_REVISION:
-        changes = "; ".join(STEP_CHANGES[r] for r in sorted(STEP_CHANGES)
-                            if started < r <= STEP_REVISION) or "an older step"
+    # a run started before the batch specification keeps its batches (see _legacy_batches)
+    kept = {BATCH_SPEC_REVISION} if started is not None and started < BATCH_SPEC_REVISION \
+        else set()
+    differ = [r for r in sorted(STEP_CHANGES) if started is not None and
+              started < r <= STEP_REVISION and r not in kept]
+    if started is not None and started != STEP_REVISION and (differ or started > STEP_REVISION):
+        changes = "; ".join(STEP_CHANGES[r] for r in differ) or "an older step"
         print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
               f"revision {started}, this is revision {STEP_REVISION} ({changes}); it resumes "
               "with this revision's step, so its result will differ from an uninterrupted run "

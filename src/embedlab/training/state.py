@@ -115,11 +115,16 @@ class TrainState:
         Positions count in-vocabulary corpus words across epochs (``n_tokens`` per epoch),
         subsampled ones included, as word2vec's ``word_count_actual``.
         """
-        done = self.cursor.epoch * n_tokens + batch.words_done
+        return self.advance_to(batch.words_done, batch.cursor_next, n_tokens)
+
+    def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int) -> int:
+        """Count a step as trained, given where it left the epoch (``words_done``) and the
+        data (``cursor``); the corpus words it advanced the position by (as :meth:`advance`)."""
+        done = self.cursor.epoch * n_tokens + words_done
         advanced = done - self.words_seen
         self.step += 1
         self.words_seen = done
-        self.cursor = batch.cursor_next
+        self.cursor = cursor
         return advanced
 
     def state_dict(self) -> dict[str, Any]:

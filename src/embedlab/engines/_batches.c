@@ -1,0 +1,261 @@
+/* embedlab's batch generator and step loop: the batch specification (docs/batches.md) in C.
+ *
+ * Built with _kernel.c into one library (embedlab/engines/native.py). Two entry points:
+ *
+ *   w2v_chunk_build: one chunk's batches — subsampling, windows, context masks, noise words —
+ *     from the memory-mapped token ids, in parallel. Every random draw is Philox-4x32-10 at a
+ *     counter made of the draw's position (embedlab/data/batchspec.py is the reference in
+ *     NumPy; the two agree bit for bit), so threads fill disjoint parts with no order between
+ *     them and the result does not depend on their number.
+ *   w2v_train_batches: several consecutive steps of a built chunk, with the learning-rate
+ *     schedule evaluated here, so that Python is entered once per call, not once per step.
+ *
+ * The only serial work is a prefix sum over the threads' counts and a few scalars per step.
+ */
+#include <omp.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* from _kernel.c */
+double w2v_skipgram_step(int, float *, float *, float *, const float *, const int64_t *, int,
+                         const int64_t *, int, const uint8_t *, const float *, const int64_t *,
+                         int, int, float, float, float, float, float *, float *, float *, int);
+double w2v_cbow_step(int, float *, float *, float *, const float *, const int64_t *, int,
+                     const int64_t *, int, const uint8_t *, const float *, const int64_t *, int,
+                     int, float, float, float, float, float *, float *, float *, int);
+double w2v_hs_step(int, int, float *, float *, const int64_t *, const int32_t *,
+                   const uint8_t *, int, int64_t, const int64_t *, int, const int64_t *, int,
+                   const uint8_t *, const float *, float, float, float, float *, float *,
+                   float *, int);
+
+#define POSITION_TAG 0u
+#define NOISE_TAG 1u
+
+/* Philox-4x32-10 (Random123's philox4x32_R(10, ...)): counter c, key (k0, k1), output c. */
+static inline void philox(uint32_t c[4], uint32_t k0, uint32_t k1) {
+    for (int r = 0; r < 10; r++) {
+        if (r) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        const uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
+        const uint32_t x0 = (uint32_t)(p1 >> 32) ^ c[1] ^ k0, x2 = (uint32_t)(p0 >> 32) ^ c[3] ^ k1;
+        c[0] = x0;
+        c[1] = (uint32_t)p1;
+        c[2] = x2;
+        c[3] = (uint32_t)p0;
+    }
+}
+
+/* Exposed for the tests: the four words at counter (c0, c1, c2, c3). */
+void w2v_philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0, uint32_t k1,
+                uint32_t *out) {
+    uint32_t c[4] = {c0, c1, c2, c3};
+    philox(c, k0, k1);
+    memcpy(out, c, sizeof c);
+}
+
+/* Where chunk offset i lies: the run r holding it (runs[2r], runs[2r+1]: physical [start, end)
+ * in reading order; off[r]: its first chunk offset). */
+static inline int run_of(const int64_t *off, int n_runs, int64_t i) {
+    int r = 0;
+    while (r + 1 < n_runs && off[r + 1] <= i) r++;
+    return r;
+}
+
+/* The sentence holding physical position p: the number of sentence ends <= p. */
+static inline int64_t sentence_of(const int64_t *ends, int64_t n_sentences, int64_t p) {
+    int64_t lo = 0, hi = n_sentences;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (ends[mid] <= p) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Builds the batches of one chunk: positions lo .. lo + m of the reading order (m = the runs'
+ * total length) of epoch `epoch`. Outputs, in the layout of embedlab.data.pairs.BatchStream's
+ * padded chunk arrays (batch i's rows are t = i·batch .. i·batch + rows):
+ *   tok_p (total + 2W): the kept ids, W of padding (0) on each side;
+ *   sent_p (total + 2W): their sentence keys (a run index and a sentence, −1 for padding);
+ *   mask (total × (2W+1)), contexts (total): each row's contexts and their count;
+ *   negs (batches × groups × shared): the noise words;
+ *   n_pairs, active, words_done (batches): pairs of a batch's first `batch` rows, those rows
+ *   with a context, and the in-vocabulary positions the epoch has consumed after the batch.
+ * Work arrays: b_pos, b_kept (m int32), kept_at (m int64), counts (threads + 1).
+ * Returns the number of batches. */
+int64_t w2v_chunk_build(
+    const uint32_t *restrict ids, const int64_t *restrict runs, int n_runs,
+    const int64_t *restrict sentence_ends, int64_t n_sentences,
+    const uint64_t *restrict keep, const uint64_t *restrict noise_thr,
+    const int64_t *restrict noise_alias, int64_t vocab,
+    uint32_t k0, uint32_t k1, int64_t epoch, int64_t chunk, int64_t lo,
+    int window, int batch, int rows, int groups, int shared,
+    int64_t *restrict tok_p, int64_t *restrict sent_p, uint8_t *restrict mask,
+    float *restrict contexts, int64_t *restrict negs, int64_t *restrict n_pairs,
+    int64_t *restrict active, int64_t *restrict words_done,
+    int32_t *restrict b_pos, int32_t *restrict b_kept, int64_t *restrict kept_at,
+    int64_t *restrict counts, int threads) {
+    const int W = window, J = 2 * window + 1;
+    int64_t off[n_runs + 1];
+    off[0] = 0;
+    for (int r = 0; r < n_runs; r++) off[r + 1] = off[r] + (runs[2 * r + 1] - runs[2 * r]);
+    const int64_t m = off[n_runs];
+    int64_t n = 0, n_batches = 1, total = rows;
+
+#pragma omp parallel num_threads(threads)
+    {
+        const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+        const int64_t a = m * me / nt, e = m * (me + 1) / nt;
+        /* 1: which positions subsampling keeps, and each one's window */
+        int64_t kept = 0;
+        for (int64_t i = a, r = run_of(off, n_runs, a); i < e; i++) {
+            while (off[r + 1] <= i) r++;
+            const int64_t q = lo + i;
+            const uint32_t w = ids[runs[2 * r] + (i - off[r])];
+            uint32_t c[4] = {(uint32_t)q, (uint32_t)((uint64_t)q >> 32), (uint32_t)epoch,
+                             POSITION_TAG};
+            philox(c, k0, k1);
+            const int in = keep == NULL || (uint64_t)c[0] < keep[w];
+            b_pos[i] = in ? (int32_t)(1 + (((uint64_t)c[1] * (uint64_t)W) >> 32)) : 0;
+            kept += in;
+        }
+        counts[me + 1] = kept;
+#pragma omp barrier
+#pragma omp single
+        {
+            counts[0] = 0;
+            for (int t = 0; t < nt; t++) counts[t + 1] += counts[t];
+            n = counts[nt];
+            n_batches = n > 0 ? (n + batch - 1) / batch : 1;
+            total = (n_batches - 1) * batch + rows;
+        }
+        /* 2: the kept tokens in order, with their sentence keys */
+        int64_t k = counts[me];
+        int r = run_of(off, n_runs, a);
+        int64_t s = a < e ? sentence_of(sentence_ends, n_sentences, runs[2 * r] + (a - off[r])) : 0;
+        for (int64_t i = a; i < e; i++) {
+            if (off[r + 1] <= i) {
+                while (off[r + 1] <= i) r++;
+                s = sentence_of(sentence_ends, n_sentences, runs[2 * r] + (i - off[r]));
+            }
+            const int64_t p = runs[2 * r] + (i - off[r]);
+            while (s < n_sentences && sentence_ends[s] <= p) s++;
+            if (!b_pos[i]) continue;
+            tok_p[W + k] = ids[p];
+            sent_p[W + k] = ((int64_t)r << 40) | s;
+            b_kept[k] = b_pos[i];
+            kept_at[k] = i;
+            k++;
+        }
+#pragma omp barrier
+        /* padding: W on the left, and on the right up to whole batches + W */
+#pragma omp single
+        {
+            for (int j = 0; j < W; j++) tok_p[j] = 0, sent_p[j] = -1;
+            for (int64_t j = W + n; j < total + 2 * W; j++) tok_p[j] = 0, sent_p[j] = -1;
+        }
+        /* 3: each row's contexts: |o| <= b, same sentence key (padding matches nothing) */
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < total; t++) {
+            uint8_t *mt = mask + t * J;
+            const int b = t < n ? b_kept[t] : 0;
+            const int64_t key = sent_p[W + t];
+            int count = 0;
+            for (int j = 0; j < J; j++) {
+                const int o = j - W, d = o < 0 ? -o : o;
+                const int in = o != 0 && d <= b && sent_p[W + t + o] == key;
+                mt[j] = (uint8_t)in;
+                count += in;
+            }
+            contexts[t] = (float)count;
+        }
+        /* 4: the noise words */
+        const int64_t draws = n_batches * groups * (int64_t)shared;
+#pragma omp for schedule(static)
+        for (int64_t d = 0; d < draws; d++) {
+            uint32_t c[4] = {(uint32_t)d, (uint32_t)chunk, (uint32_t)epoch, NOISE_TAG};
+            philox(c, k0, k1);
+            const int64_t col = (int64_t)(((uint64_t)c[0] * (uint64_t)vocab) >> 32);
+            negs[d] = (uint64_t)c[1] < noise_thr[col] ? col : noise_alias[col];
+        }
+        /* 5: each batch's counts and where the epoch stands after it */
+#pragma omp for schedule(static)
+        for (int64_t i = 0; i < n_batches; i++) {
+            const int64_t first = i * batch, end = first + batch < n ? first + batch : n;
+            int64_t pairs = 0, with = 0;
+            for (int64_t t = first; t < first + batch && t < total; t++) {
+                pairs += (int64_t)contexts[t];
+                with += contexts[t] > 0.0f;
+            }
+            n_pairs[i] = pairs;
+            active[i] = with;
+            words_done[i] = i + 1 == n_batches ? lo + m : end > 0 ? lo + kept_at[end - 1] + 1 : lo;
+        }
+    }
+    return n_batches;
+}
+
+/* Trains `steps` consecutive batches of a chunk built by w2v_chunk_build, from batch `first`.
+ * The rate of a step is word2vec's linear decay where the step starts,
+ *   lr0 · max(min_ratio, 1 − words_seen / total_words),
+ * evaluated in double exactly as embedlab.training.schedule.linear_lr (no fused operations:
+ * the same bits as the Python value), then divided by the batch's pairs for the mean reduction.
+ * model: 0 skip-gram, 1 CBOW; loss: 0 negative sampling, 1 NCE, 2 hierarchical softmax.
+ * mask_tmp and ctx_tmp (rows × (2W+1) bytes, rows floats) hold a batch's rows when rows >
+ * batch: the rows past `batch` belong to the next batch and have no contexts in this one.
+ * Writes each step's summed loss and rate; returns the steps trained, or −1 when a
+ * hierarchical-softmax batch had more terms than its scratch holds. */
+int w2v_train_batches(
+    int model, int loss, int dim, float *w_in, float *w_out, float *bias, const float *log_kq,
+    const int64_t *offsets, const int32_t *points, const uint8_t *codes, int max_len,
+    int64_t terms,
+    const int64_t *tok_p, const uint8_t *mask, const float *contexts, const int64_t *negs,
+    const int64_t *n_pairs, const int64_t *words_done,
+    int window, int batch, int rows, int groups, int shared, float noise_weight,
+    int64_t first, int steps,
+    double lr0, double min_ratio, int64_t words_before, int64_t words_seen, int64_t total_words,
+    int mean, double damping, double input_damping, float bias_sq,
+    float *scratch, float *h_in, float *h_out, uint8_t *mask_tmp, float *ctx_tmp,
+    double *loss_out, double *lr_out, int threads) {
+    const int J = 2 * window + 1;
+    const double total = (double)(total_words > 1 ? total_words : 1);
+    for (int j = 0; j < steps; j++) {
+        const int64_t i = first + j, s = i * batch;
+        const uint8_t *m = mask + s * J;
+        const float *ctx = contexts + s;
+        if (rows != batch) {
+            memcpy(mask_tmp, m, (size_t)batch * J);
+            memset(mask_tmp + (size_t)batch * J, 0, (size_t)(rows - batch) * J);
+            memcpy(ctx_tmp, ctx, sizeof(float) * batch);
+            memset(ctx_tmp + batch, 0, sizeof(float) * (rows - batch));
+            m = mask_tmp;
+            ctx = ctx_tmp;
+        }
+        const double frac = 1.0 - (double)words_seen / total;
+        const double lr = lr0 * (frac > min_ratio ? frac : min_ratio);
+        const double step_lr = mean ? lr / (double)(n_pairs[i] > 1 ? n_pairs[i] : 1) : lr;
+        const double rate = damping > 0.0 ? step_lr / damping : 0.0;
+        double out;
+        if (loss == 2) {
+            const double rate_in = input_damping > 0.0 ? step_lr / input_damping : 0.0;
+            out = w2v_hs_step(model, dim, w_in, w_out, offsets, points, codes, max_len, terms,
+                              tok_p + window + s, rows, tok_p + s, window, m, ctx,
+                              (float)step_lr, (float)rate, (float)rate_in, scratch, h_in, h_out,
+                              threads);
+            if (out < 0.0) return -1;
+        } else {
+            out = (model == 1 ? w2v_cbow_step : w2v_skipgram_step)(
+                dim, w_in, w_out, loss == 1 ? bias : NULL, loss == 1 ? log_kq : NULL,
+                tok_p + window + s, rows, tok_p + s, window, m, ctx,
+                negs + i * groups * (int64_t)shared, groups, shared, noise_weight,
+                (float)step_lr, (float)rate, bias_sq, scratch, h_in, h_out, threads);
+        }
+        loss_out[j] = out;
+        lr_out[j] = lr;
+        words_seen = words_before + words_done[i];
+    }
+    return steps;
+}

@@ -1,0 +1,95 @@
+"""Running training steps from a data position: one batch at a time, or many per call.
+
+The training loop asks a :class:`StepRunner` for up to ``limit`` steps from a cursor and gets
+back what each step did (:class:`StepsDone`): its summed loss, positive examples, where the
+epoch stands after it, and the rate it trained at. How the steps are run is the runner's
+business:
+
+* :class:`BatchByBatch` takes the batches of a :class:`~embedlab.data.pairs.BatchStream` (built
+  by NumPy in a background thread) and hands them to :meth:`Engine.step
+  <embedlab.engines.base.Engine.step>` one by one: one step per call (the torch engine, and the
+  runs started before the batch specification);
+* :class:`~embedlab.engines.native_batches.NativeBatches` builds the batches in C from the
+  batch specification and trains many steps in one call, with no Python between them.
+
+The rate of a step is :class:`Schedule`'s, evaluated where the step starts; both runners give
+the same value for the same position, bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from embedlab.engines.step import pairs_in
+from embedlab.training.schedule import linear_lr
+
+if TYPE_CHECKING:
+    from embedlab.data.pairs import Batch, BatchStream, Cursor
+    from embedlab.engines.base import Engine
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """word2vec's linear learning-rate decay over the run's ``total_words`` positions."""
+
+    lr: float
+    min_ratio: float
+    total_words: int
+
+    def at(self, words_seen: int) -> float:
+        return linear_lr(self.lr, self.min_ratio, words_seen, self.total_words)
+
+
+@dataclass
+class StepsDone:
+    """What consecutive steps did, one entry per step, in order."""
+
+    losses: Sequence[float]  # summed loss over the step's positive examples
+    pairs: Sequence[int]  # positive examples: (centre, context) pairs, CBOW's centres
+    words_done: Sequence[int]  # in-vocabulary positions of the epoch consumed after the step
+    cursors: Sequence[Cursor]  # where the data continues after the step
+    lrs: Sequence[float]  # the schedule's rate where the step started
+
+    def __len__(self) -> int:
+        return len(self.losses)
+
+
+class StepRunner(Protocol):
+    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+        """Train from ``cursor`` (``words_seen`` positions into the run) for at least one and
+        at most ``limit`` steps, stopping early at most at the end of a chunk."""
+        ...
+
+    def close(self) -> None:
+        """Stop whatever works ahead (a background producer)."""
+        ...
+
+
+class BatchByBatch:
+    """One step per call, on the batches of ``stream`` (a background thread builds them)."""
+
+    def __init__(self, stream: BatchStream, engine: Engine, schedule: Schedule,
+                 model: str) -> None:
+        self.stream, self.engine, self.schedule, self.model = stream, engine, schedule, model
+        self._batches: Iterator[Batch] | None = None
+        self._next: Cursor | None = None  # where the batches of the open iterator continue
+
+    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+        if self._batches is None or cursor != self._next:
+            self.close()
+            self._batches = self.stream.iterate(cursor)
+        batch = next(self._batches)
+        lr = self.schedule.at(words_seen)
+        loss = float(self.engine.step(batch, lr))
+        self._next = batch.cursor_next
+        return StepsDone([loss], [pairs_in(batch, self.model)], [batch.words_done],
+                         [batch.cursor_next], [lr])
+
+    def close(self) -> None:
+        if self._batches is not None:
+            close = getattr(self._batches, "close", None)
+            if close is not None:
+                close()
+            self._batches = None
