@@ -1,11 +1,12 @@
 """Run folders made by an earlier embedlab resume with today's code and finish bit-identical.
 
-``tests/fixtures/legacy_runs/`` holds two tiny runs stopped part-way with ``--max-steps`` by
-embedlab 0.1.0 (commit c9eeca4; how: the README.md there). Each is copied, resumed the way a user
+``tests/fixtures/legacy_runs/`` holds tiny runs stopped part-way with ``--max-steps`` by
+earlier versions (commits c9eeca4 and f3cb018, whose batches were drawn before the batch
+specification; how: the README.md there). Each is copied, resumed the way a user
 does it (``embedlab train --run RUN``, nothing else, from a folder without the corpus: the run's
 ``prepared/`` must suffice), and its final checkpoint must hold the very tensors that version
 wrote when it resumed the folder, which were also those of an uninterrupted run of the same
-command. The expected SHA-256s, steps and logged scalars below were recorded with that version;
+command. The expected SHA-256s, steps and logged scalars below were recorded with those versions;
 they are not to be regenerated with newer code, or a change of results would pass unnoticed.
 
 The native kernel is built with ``-march=native``, so the bits are those of this machine class
@@ -84,6 +85,50 @@ CASES = [
             {"step": 24, "final/loss": 3.9548711975570767},
         ],
     ),
+    Legacy(
+        name="skipgram-hs",  # skip-gram, hierarchical softmax, subsampling, made by f3cb018
+        start_step=13,
+        final_step=89,
+        tensors_sha256="e7f43866c55f695200bff6965fe9fd0f9ceb387ce11dd8fc1cdcfe054ccf8445",
+        metrics=[
+            {"step": 5, "train/loss": 2.919049846916868, "train/lr": 0.02400087260034904,
+             "train/progress": 0.05043630017452007},
+            {"step": 10, "train/loss": 2.702091342283164, "train/lr": 0.02253926701570681,
+             "train/progress": 0.11204188481675392},
+            {"step": 15, "train/loss": 2.701267984950984, "train/lr": 0.02106020942408377,
+             "train/progress": 0.17015706806282724},
+            {"step": 20, "train/loss": 2.6960827504182, "train/lr": 0.01955061082024433,
+             "train/progress": 0.22897033158813263},
+            {"step": 25, "train/loss": 2.7997343900411025, "train/lr": 0.018211169284467716,
+             "train/progress": 0.28429319371727746},
+            {"step": 30, "train/loss": 2.6361837947343942, "train/lr": 0.016775741710296683,
+             "train/progress": 0.34101221640488655},
+            {"step": 35, "train/loss": 2.72530945059326, "train/lr": 0.015222513089005235,
+             "train/progress": 0.4027923211169284},
+            {"step": 40, "train/loss": 2.671297084995966, "train/lr": 0.013743455497382201,
+             "train/progress": 0.462478184991274},
+            {"step": 45, "train/loss": 2.77352725702288, "train/lr": 0.0125,
+             "train/progress": 0.5095986038394416},
+            {"step": 50, "train/loss": 2.764483216124168, "train/lr": 0.011247818499127399,
+             "train/progress": 0.5619546247818499},
+            {"step": 55, "train/loss": 2.6129536492963017, "train/lr": 0.009816753926701572,
+             "train/progress": 0.618324607329843},
+            {"step": 60, "train/loss": 2.6545292905398776, "train/lr": 0.008451134380453751,
+             "train/progress": 0.6731239092495637},
+            {"step": 65, "train/loss": 2.638153784158753, "train/lr": 0.007107329842931937,
+             "train/progress": 0.7287958115183246},
+            {"step": 70, "train/loss": 2.7782809093112233, "train/lr": 0.005802792321116929,
+             "train/progress": 0.7809773123909249},
+            {"step": 75, "train/loss": 2.7034673828246265, "train/lr": 0.004315008726003491,
+             "train/progress": 0.8439790575916231},
+            {"step": 80, "train/loss": 2.697174236114989, "train/lr": 0.0026832460732984288,
+             "train/progress": 0.9052356020942408},
+            {"step": 85, "train/loss": 2.6625464790595506, "train/lr": 0.0012609075043630014,
+             "train/progress": 0.9603839441535776},
+            {"step": 89, "train/loss": 2.751725531835109, "train/progress": 1.0},
+            {"step": 89, "final/loss": 2.751725531835109},
+        ],
+    ),
 ]
 
 
@@ -119,9 +164,14 @@ def test_legacy_run_resumes_bit_identical(case: Legacy, tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--run", str(run)],
                           cwd=cwd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    # resumed, not started over: the fixture's checkpoint is still there, untouched
+    # resumed, not started over: the run's record is the fixture's, with one resume added, and
+    # the fixture's checkpoint is still there, untouched (unless retention has dropped it)
+    env, made = (json.loads((folder / "env.json").read_text()) for folder in
+                 (run, FIXTURES / case.name))
+    assert env["created"] == made["created"] and len(env["resumes"]) == 1
     start = f"checkpoints/ckpt-{case.start_step:08d}/MANIFEST.json"
-    assert (run / start).read_bytes() == (FIXTURES / case.name / start).read_bytes()
+    if (run / start).exists():
+        assert (run / start).read_bytes() == (FIXTURES / case.name / start).read_bytes()
 
     status = json.loads((run / "status.json").read_text(encoding="utf-8"))
     assert (status["status"], status["step"]) == ("finished", case.final_step)
