@@ -191,3 +191,13 @@ def test_rows_past_the_batch_have_no_contexts_in_the_c_loop() -> None:
     slow.close()
     assert out.losses == [r.losses[0] for r in ref]
     assert np.array_equal(a.params.w_in, b.params.w_in)
+
+
+def test_the_kernel_counts_its_parallel_and_call_seconds() -> None:
+    from embedlab.engines.native_batches import kernel_seconds
+
+    lib = native.library()
+    parallel0, call0 = kernel_seconds(lib)
+    _train("skipgram-neg", per_call=16, steps=20)
+    parallel, call = kernel_seconds(lib)
+    assert 0 < parallel - parallel0 <= call - call0

@@ -29,6 +29,11 @@ double w2v_hs_step(int, int, float *, float *, const int64_t *, const int32_t *,
                    const uint8_t *, const float *, float, float, float, float *, float *,
                    float *, int);
 
+extern double w2v_parallel_seconds;
+
+/* Seconds spent inside w2v_train_batches and w2v_chunk_build, parallel regions included. */
+double w2v_call_seconds = 0.0;
+
 #define POSITION_TAG 0u
 #define NOISE_TAG 1u
 
@@ -104,6 +109,7 @@ int64_t w2v_chunk_build(
     for (int r = 0; r < n_runs; r++) off[r + 1] = off[r] + (runs[2 * r + 1] - runs[2 * r]);
     const int64_t m = off[n_runs];
     int64_t n = 0, n_batches = 1, total = rows;
+    const double region_start = omp_get_wtime();
 
 #pragma omp parallel num_threads(threads)
     {
@@ -195,6 +201,9 @@ int64_t w2v_chunk_build(
             words_done[i] = i + 1 == n_batches ? lo + m : end > 0 ? lo + kept_at[end - 1] + 1 : lo;
         }
     }
+    const double region = omp_get_wtime() - region_start;
+    w2v_parallel_seconds += region;
+    w2v_call_seconds += region;
     return n_batches;
 }
 
@@ -221,7 +230,7 @@ int w2v_train_batches(
     float *scratch, float *h_in, float *h_out, uint8_t *mask_tmp, float *ctx_tmp,
     double *loss_out, double *lr_out, int threads) {
     const int J = 2 * window + 1;
-    const double total = (double)(total_words > 1 ? total_words : 1);
+    const double total = (double)(total_words > 1 ? total_words : 1), call_start = omp_get_wtime();
     for (int j = 0; j < steps; j++) {
         const int64_t i = first + j, s = i * batch;
         const uint8_t *m = mask + s * J;
@@ -245,7 +254,10 @@ int w2v_train_batches(
                               tok_p + window + s, rows, tok_p + s, window, m, ctx,
                               (float)step_lr, (float)rate, (float)rate_in, scratch, h_in, h_out,
                               threads);
-            if (out < 0.0) return -1;
+            if (out < 0.0) {
+                w2v_call_seconds += omp_get_wtime() - call_start;
+                return -1;
+            }
         } else {
             out = (model == 1 ? w2v_cbow_step : w2v_skipgram_step)(
                 dim, w_in, w_out, loss == 1 ? bias : NULL, loss == 1 ? log_kq : NULL,
@@ -257,5 +269,6 @@ int w2v_train_batches(
         lr_out[j] = lr;
         words_seen = words_before + words_done[i];
     }
+    w2v_call_seconds += omp_get_wtime() - call_start;
     return steps;
 }

@@ -24,6 +24,11 @@
 #include <string.h>
 
 #define VL 8 /* floats per vector */
+
+/* Seconds spent inside the steps' (and the batch generator's) parallel regions, for the
+ * benchmark of the serial share (benchmarks/scaling.py); the master thread adds each region's
+ * time once it has joined. */
+double w2v_parallel_seconds = 0.0;
 typedef float v8 __attribute__((vector_size(VL * sizeof(float))));
 typedef float v8u __attribute__((vector_size(VL * sizeof(float)), aligned(4)));
 
@@ -378,6 +383,7 @@ double w2v_skipgram_step(
     const int Sv = (int)round_up((size_t)S, VL);
     const size_t per_thread = per_thread_floats((size_t)P, (size_t)S, (size_t)D);
 
+    const double region_start = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     {
         float *mine = per_thread0 + (size_t)omp_get_thread_num() * per_thread;
@@ -508,6 +514,7 @@ double w2v_skipgram_step(
             reset_owned(negs, n_noise, h_out, nt, me);
         }
     }
+    w2v_parallel_seconds += omp_get_wtime() - region_start;
     double loss = 0.0;
     for (int g = 0; g < groups; g++) loss += loss_g[g];
     return loss;
@@ -552,6 +559,7 @@ double w2v_cbow_step(
     const int Sv = (int)round_up((size_t)S, VL);
     const size_t per_thread = per_thread_floats((size_t)P, (size_t)S, (size_t)D);
 
+    const double region_start = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     {
         float *mine = per_thread0 + (size_t)omp_get_thread_num() * per_thread;
@@ -656,6 +664,7 @@ double w2v_cbow_step(
             reset_owned(negs, n_noise, h_out, nt, me);
         }
     }
+    w2v_parallel_seconds += omp_get_wtime() - region_start;
     double loss = 0.0;
     for (int g = 0; g < groups; g++) loss += loss_g[g];
     return loss;
@@ -1117,6 +1126,7 @@ double w2v_hs_step(
     const size_t per_thread = hs_per_thread_floats((size_t)J, (size_t)max_len, (size_t)D);
     const size_t cells = round_up((size_t)J * max_len, VL);
 
+    const double region_start = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     {
         float *mine = per_thread0 + (size_t)omp_get_thread_num() * per_thread;
@@ -1194,6 +1204,7 @@ double w2v_hs_step(
         hs_update_inputs(cbow, w_in, span, n_span, rows, J, mask, d_pair, h_pair, d_span, h_span,
                          h_in, lr, rate_in, D, Dp, nt, me);
     }
+    w2v_parallel_seconds += omp_get_wtime() - region_start;
     double loss = 0.0;
     for (int t = 0; t < rows; t++) loss += loss_t[t];
     return loss;

@@ -200,3 +200,11 @@ class NativeBatches:
 
     def close(self) -> None:
         self.chunk = None
+
+
+def kernel_seconds(lib: ctypes.CDLL) -> tuple[float, float]:
+    """Seconds this process has spent in the native library's parallel regions, and in its
+    batch calls (``w2v_chunk_build``, ``w2v_train_batches``) as a whole: what the serial share
+    of training is measured with (``benchmarks/scaling.py``)."""
+    return (ctypes.c_double.in_dll(lib, "w2v_parallel_seconds").value,
+            ctypes.c_double.in_dll(lib, "w2v_call_seconds").value)
