@@ -2,11 +2,12 @@
 
 A benchmark, not a test: it prints a table (and writes ``benchmarks/_work/scaling.json``). Each
 run trains gcide8 (prepared once, ``embedlab prepare`` defaults), skip-gram with the default
-flags, for ``--epochs`` (1) epoch in a fresh child process, ``--reps`` (3) times per
-configuration, the configurations alternating so that drift in the machine hits them alike;
-medians are reported. Configurations: this tree at each of ``--threads`` (1,2), and with
-``--baseline COMMIT`` the same at that commit (checked out with ``git worktree`` into
-``benchmarks/_work/``), so today's and an earlier version's throughput share one run.
+flags (TensorBoard summaries included), for ``--epochs`` (1) epoch in a fresh child process,
+``--reps`` (3) times per configuration, the configurations alternating so that drift in the
+machine hits them alike; medians are reported. Configurations: this tree at each of
+``--threads`` (1,2), and with ``--baseline COMMIT`` the same at that commit (checked out with
+``git worktree`` into ``benchmarks/_work/``), so today's and an earlier version's throughput
+share one run.
 
 Definitions (this tree only; an earlier tree without the counters shows n/a):
 
@@ -76,7 +77,7 @@ import embedlab
 corpus, run, threads, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 began = time.perf_counter()
 result = embedlab.train(corpus=corpus, run=run, epochs=epochs, threads=threads,
-                        tensorboard=False, progress=False)
+                        progress=False)
 wall = time.perf_counter() - began
 out = {"words": result.words_seen, "train_s": result.train_seconds, "wall_s": wall}
 try:

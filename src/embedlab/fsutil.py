@@ -101,8 +101,12 @@ def output_target(path: Path, fix: str = "remove it or choose another file path"
 
 
 @contextlib.contextmanager
-def atomic_open(path: Path) -> Iterator[IO[bytes]]:
+def atomic_open(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
     """A temporary binary file beside ``path``, renamed into place when the block succeeds.
+
+    ``durable``: fsync the file before the rename and the folder after it, so that the new
+    content survives a power cut; without it a reader still sees the old or the new file whole
+    (for progress reports rewritten many times a second, where losing the last one is harmless).
 
     On any exception the temporary file is removed and ``path`` is left untouched. The file gets
     the mode a plain ``open()`` would give a new file (``0o666 & ~umask``): mkstemp's 0600 would
@@ -120,21 +124,23 @@ def atomic_open(path: Path) -> Iterator[IO[bytes]]:
         with os.fdopen(fd, "wb") as fh:
             yield fh
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(parent)
+    if durable:
+        fsync_dir(parent)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    with atomic_open(path) as fh:
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    with atomic_open(path, durable=durable) as fh:
         fh.write(data)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def file_digest(path: Path, algorithm: str) -> str:

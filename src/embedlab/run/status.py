@@ -19,8 +19,13 @@ STATUS_FILE = "status.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
 
 
-def write_status(run_dir: Path, *, clear: Iterable[str] = (), **fields: Any) -> dict[str, Any]:
+def write_status(run_dir: Path, *, clear: Iterable[str] = (), durable: bool = True,
+                 **fields: Any) -> dict[str, Any]:
     """Merge ``fields`` into ``RUN/status.json`` (atomically) and return the new status.
+
+    ``durable``: fsynced (see :func:`embedlab.fsutil.atomic_open`); the progress written at
+    every log window is not, as an fsync costs milliseconds a window and a progress report lost
+    to a power cut costs nothing (the next one, or the checkpoint, says where the run stands).
 
     ``updated`` (unix seconds) and ``host`` are filled in on every write; ``status`` must be one
     of :data:`STATUSES` when given. ``clear``: fields to remove (a new attempt drops the
@@ -35,7 +40,8 @@ def write_status(run_dir: Path, *, clear: Iterable[str] = (), **fields: Any) -> 
     status.update(fields)
     status["updated"] = time.time()
     status.setdefault("host", socket.gethostname())
-    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n",
+                      durable=durable)
     return status
 
 

@@ -183,7 +183,8 @@ class Reporter:
                                   scalars["train/words_per_sec"], scalars["train/progress"]),
                          self.time)
         state.window = LogWindow.opening_now()
-        status.write_status(run.run_dir, **progress_fields(run), wall_time=self.wall.seconds())
+        status.write_status(run.run_dir, **progress_fields(run), wall_time=self.wall.seconds(),
+                            durable=False)
 
     def close_last_window(self) -> None:
         """Log the last, partial window: only at the natural end, so that a run sliced by
