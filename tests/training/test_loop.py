@@ -332,3 +332,59 @@ def test_wall_time_adds_up_over_resumes_and_a_new_attempt_clears_the_error(
     status = read_status(run)
     assert status["status"] == "finished" and "error" not in status
     assert status["wall_time"] >= final["wall_seconds"]
+
+
+# ---- many steps per call (the native engine's own batches) -----------------------------------
+
+MANY = {"track": {"log_every": 40}, "checkpoint": {"every_steps": 10**6, "every_secs": 3600}}
+
+
+@pytest.mark.parametrize("over", [
+    {"model": {"model": "skipgram", "loss": "neg"}},
+    {"model": {"model": "cbow", "loss": "nce"}},
+    {"model": {"model": "skipgram", "loss": "hs", "negative": 0}},
+], ids=["skipgram-neg", "cbow-nce", "skipgram-hs"])
+def test_runs_cut_inside_a_call_resume_exactly(corpus: Path, tmp_path: Path,
+                                               over: dict[str, Any]) -> None:
+    # calls train up to 32 steps; cuts at 37 and 70 fall inside calls of an uninterrupted run
+    cfg = {**MANY, **over, "optim": {"epochs": 2}}
+    whole, _ = run_train(make_cfg(corpus, **cfg), tmp_path / "whole")
+    for stop in (37, 70):
+        result, _ = run_train(make_cfg(corpus, **cfg, max_steps=stop), tmp_path / "cut")
+        assert result.step == stop
+    result, _ = run_train(make_cfg(corpus, **cfg), tmp_path / "cut")
+    assert result.finished and result.step == whole.step > 100
+    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
+    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
+
+
+def test_a_signal_during_a_call_saves_the_step_the_call_ended_at(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    from embedlab.engines.native_batches import NativeBatches
+    from embedlab.errors import TrainingInterrupted
+
+    real, steps = NativeBatches.run, []
+
+    def run(self: NativeBatches, *args: Any) -> Any:
+        done = real(self, *args)
+        steps.append(len(done))
+        if len(steps) == 3:  # as if SIGTERM came while the third call trained
+            os.kill(os.getpid(), signal.SIGTERM)
+        return done
+
+    cfg = make_cfg(corpus, **MANY, optim={"epochs": 2})
+    run_train(cfg, tmp_path / "whole")
+    monkeypatch.setattr(NativeBatches, "run", run)
+    with pytest.raises(TrainingInterrupted):
+        run_train(cfg, tmp_path / "cut")
+    assert max(steps) > 1  # many steps per call, not one
+    _, state = load_checkpoint(find_checkpoint(tmp_path / "cut"))
+    assert state["step"] == sum(steps[:3])
+    monkeypatch.setattr(NativeBatches, "run", real)
+    result, _ = run_train(cfg, tmp_path / "cut")
+    assert result.finished
+    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
+    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
