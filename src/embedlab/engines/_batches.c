@@ -89,7 +89,8 @@ static inline int64_t sentence_of(const int64_t *ends, int64_t n_sentences, int6
  *   negs (batches × groups × shared): the noise words;
  *   n_pairs, active, words_done (batches): pairs of a batch's first `batch` rows, those rows
  *   with a context, and the in-vocabulary positions the epoch has consumed after the batch.
- * Work arrays: b_pos, b_kept (m int32), kept_at (m int64), counts (threads + 1).
+ * Work arrays: b_pos, b_kept (m int32), kept_at (m int64), counts (threads + 1; on return
+ * counts[threads] holds the number of kept tokens).
  * Returns the number of batches. */
 int64_t w2v_chunk_build(
     const uint32_t *restrict ids, const int64_t *restrict runs, int n_runs,
@@ -201,6 +202,8 @@ int64_t w2v_chunk_build(
             words_done[i] = i + 1 == n_batches ? lo + m : end > 0 ? lo + kept_at[end - 1] + 1 : lo;
         }
     }
+    counts[threads] = n; /* the kept tokens, where the caller finds them (fewer threads may
+                          * have run than were asked for) */
     const double region = omp_get_wtime() - region_start;
     w2v_parallel_seconds += region;
     w2v_call_seconds += region;
