@@ -41,6 +41,11 @@ child's own peak RSS (``ru_maxrss``). Definitions (units in the names):
 
 gensim runs in ``corpus_file`` mode on a copy of the corpus split into 1,000-word lines: on
 longer lines that mode silently drops words (see ../shared/data/README.md).
+
+``--corpus NAME`` trains both on another corpus instead of gcide8, one that ``corpora.py`` builds
+from public-domain text in registry packages (``--work``/corpora/NAME/). Its lines are sentences
+or paragraphs of at most 1,000 words, so embedlab and gensim read the same file, with the same
+sentence ends.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import corpora  # beside this file: the corpora other than gcide8
 
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "benchmarks" / "_work"
@@ -115,15 +122,18 @@ def _write_atomic(path: Path, write: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def prepare_data(shared: Path, work: Path) -> Data:
-    """Decompress gcide8 once into ``work`` and write gensim's 1,000-word-line copy (cached)."""
+def prepare_data(shared: Path, work: Path, name: str = "gcide8") -> Data:
+    """Decompress gcide8 once into ``work`` and write gensim's 1,000-word-line copy (cached);
+    any other corpus ``name`` is built by :func:`corpora.build`."""
     data = shared / "data"
     src = data / "gcide8.xz"
     questions, wordsim = data / "questions-words.txt", data / "wordsim353.tsv"
-    for p in (src, questions, wordsim):
+    for p in (src, questions, wordsim) if name == "gcide8" else (questions, wordsim):
         if not p.is_file():
             raise BenchError(f"missing {p}; pass --shared DIR where DIR/data holds gcide8.xz, "
                              "questions-words.txt and wordsim353.tsv")
+    if name != "gcide8":
+        return prepare_other(name, work, questions, wordsim)
     work.mkdir(parents=True, exist_ok=True)
     corpus, lines, meta_path = work / "gcide8.txt", work / "gcide8.lines.txt", work / "gcide8.json"
     key = {"source": str(src), "size": src.stat().st_size, "mtime_ns": src.stat().st_mtime_ns,
@@ -137,6 +147,15 @@ def prepare_data(shared: Path, work: Path) -> Data:
         meta = {"key": key, "raw_tokens": counted[0]}
         _write_atomic(meta_path, lambda tmp: tmp.write_text(json.dumps(meta, indent=1)))
     return Data(corpus, lines, questions, wordsim, int(meta["raw_tokens"]))
+
+
+def prepare_other(name: str, work: Path, questions: Path, wordsim: Path) -> Data:
+    """A corpus of ``corpora.py``, whose lines already fit gensim: both systems read that file."""
+    try:
+        text = corpora.build(name, work / "corpora", max_line_words=LINE_WORDS)
+    except corpora.CorpusError as exc:
+        raise BenchError(str(exc)) from exc
+    return Data(text, text, questions, wordsim, sum(1 for _ in _iter_tokens(text)))
 
 
 def _decompress(src: Path, dst: Path) -> None:
@@ -635,8 +654,10 @@ def markdown(rows: dict[str, dict[str, float]], info: dict[str, Any], args: dict
                      + paired(rows) + contention(rows))
     if not args.get("skip_quality"):
         seeds = args.get("quality_seeds", 1)
+        corpus = args.get("corpus", "gcide8")
+        where = "" if corpus == "gcide8" else f" on {corpus} ({args['raw_tokens']:,} tokens)"
         notes.append(f"Quality: mean of {seeds} run(s) of {args['quality_epochs']} epochs per "
-                     f"system (seeds 1..{seeds}), evaluated by gensim's KeyedVectors "
+                     f"system (seeds 1..{seeds}){where}, evaluated by gensim's KeyedVectors "
                      "(case-insensitive analogies)." + spread(args.get("quality_evals", {})))
     lines += ["", *notes,
               f"Machine: {info['cpu']} (family/model {info['cpu_family_model']}, "
@@ -648,12 +669,12 @@ def markdown(rows: dict[str, dict[str, float]], info: dict[str, Any], args: dict
 
 
 def print_table(rows: dict[str, dict[str, float]], info: dict[str, Any],
-                model: str = "skipgram") -> None:
+                model: str = "skipgram", corpus: str = "gcide8") -> None:
     from rich.console import Console
     from rich.table import Table
 
     name = "skip-gram" if model == "skipgram" else "CBOW"
-    table = Table(title=f"embedlab vs gensim 4.4 — gcide8, {name} d100 w5 n5, 2 threads")
+    table = Table(title=f"embedlab vs gensim 4.4 — {corpus}, {name} d100 w5 n5, 2 threads")
     table.add_column("system")
     for _, header, _, _ in COLUMNS:
         table.add_column(header, justify="right")
@@ -693,6 +714,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--render", type=Path, default=None, metavar="JSON",
                    help="print the table of a saved vs_gensim.json and exit (runs nothing)")
     p.add_argument("--work", type=Path, default=WORK, help="scratch folder (cached corpus, runs)")
+    p.add_argument("--corpus", choices=("gcide8", *corpora.NAMES), default="gcide8",
+                   help="what both systems train on: gcide8 (from --shared) or a corpus that "
+                        "corpora.py builds from registry packages; results go to "
+                        "vs_gensim-NAME.json/.md for the others")
     p.add_argument("--model", choices=MODELS, default="skipgram",
                    help="the architecture both systems train (the targets are for "
                         "skip-gram); results go to vs_gensim-cbow.json/.md for cbow")
@@ -710,7 +735,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def benchmark(args: argparse.Namespace) -> dict[str, Any]:
-    data = prepare_data(args.shared, args.work)
+    data = prepare_data(args.shared, args.work, args.corpus)
+    runs = args.work / ("runs" if args.corpus == "gcide8" else f"runs-{args.corpus}")
     extra = shlex.split(args.embedlab_args)
     if "embedlab" in args.systems:
         embedlab_bin()  # fail early, before minutes of gensim runs
@@ -721,7 +747,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     if not args.skip_timing:
         for rep in range(args.reps):
             for system in args.systems:  # alternating A B A B
-                run = run_system(system, data, 1, args.work / "runs" / f"{system}-time{rep}",
+                run = run_system(system, data, 1, runs / f"{system}-time{rep}",
                                  save=False, embedlab_extra=extra, wait_idle_s=args.wait_idle,
                                  model=args.model)
                 timing[system].append(run)
@@ -735,7 +761,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         for seed in range(1, args.quality_seeds + 1):
             for system in args.systems:
                 run = run_system(system, data, args.quality_epochs,
-                                 args.work / "runs" / f"{system}-quality-seed{seed}", save=True,
+                                 runs / f"{system}-quality-seed{seed}", save=True,
                                  embedlab_extra=extra, wait_idle_s=args.wait_idle, seed=seed,
                                  model=args.model)
                 quality_runs.setdefault(system, []).append(run)
@@ -754,6 +780,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 "quality_seeds": args.quality_seeds, "quality_evals": evals,
                 "skip_timing": args.skip_timing, "skip_quality": args.skip_quality,
                 "systems": args.systems, "embedlab_args": extra, "raw_tokens": data.raw_tokens,
+                "corpus": args.corpus,
                 "hyperparameters": {"dim": DIM, "window": WINDOW, "negative": NEGATIVE,
                                     "sample": SAMPLE, "min_count": MIN_COUNT, "lr": LR,
                                     "threads": THREADS, "seed": SEED, "model": args.model}}
@@ -772,7 +799,8 @@ def render(path: Path) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise BenchError(f"cannot read {path} ({exc}); pass a vs_gensim.json this script "
                          "wrote") from exc
-    print_table(rows, info, settings["hyperparameters"].get("model", "skipgram"))
+    print_table(rows, info, settings["hyperparameters"].get("model", "skipgram"),
+                settings.get("corpus", "gcide8"))
     print(markdown(rows, info, settings))
     return 0
 
@@ -802,10 +830,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     args.work.mkdir(parents=True, exist_ok=True)
     stem = "vs_gensim" if args.model == "skipgram" else f"vs_gensim-{args.model}"
+    if args.corpus != "gcide8":
+        stem += f"-{args.corpus}"
     (args.work / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     md = markdown(result["summary"], result["machine"], result["settings"])
     (args.work / f"{stem}.md").write_text(md)
-    print_table(result["summary"], result["machine"], args.model)
+    print_table(result["summary"], result["machine"], args.model, args.corpus)
     print(f"wrote {args.work / f'{stem}.json'} and {args.work / f'{stem}.md'}")
     return 0
 
