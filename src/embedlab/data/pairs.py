@@ -203,7 +203,7 @@ class BatchStream:
             if R != B:  # slots past the B real centres belong to the next batch: no contexts here
                 m, ctx = m.copy(), ctx.copy()
                 m[B:], ctx[B:] = 0, 0.0
-            nxt = self._after(epoch, chunk, i, n_batches)
+            nxt = self.cursor_after(epoch, chunk, i, n_batches)
             out.append(
                 Batch(
                     centers=tok_p[W + s : W + s + R],
@@ -269,7 +269,8 @@ class BatchStream:
             new[1:] = (sent[1:] != sent[:-1]) | (run[1:] != run[:-1])
         return np.cumsum(new, dtype=np.int64)
 
-    def _after(self, epoch: int, chunk: int, batch: int, n_batches: int) -> Cursor:
+    def cursor_after(self, epoch: int, chunk: int, batch: int, n_batches: int) -> Cursor:
+        """Where the data continues after batch ``batch`` of the ``n_batches`` of a chunk."""
         if batch + 1 < n_batches:
             return Cursor(epoch, chunk, batch + 1)
         if chunk + 1 < self.n_chunks:

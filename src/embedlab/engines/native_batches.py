@@ -160,7 +160,7 @@ class NativeBatches:
                              n_pairs=int(c.n_pairs[i]),
                              n_centers=int(max(0, min(B, n_kept - first))),
                              words_done=int(c.words_done[i]),
-                             cursor_next=s._after(epoch, chunk, i, c.n_batches)))
+                             cursor_next=s.cursor_after(epoch, chunk, i, c.n_batches)))
         return out
 
     # ---- training ----------------------------------------------------------------------------
@@ -193,7 +193,7 @@ class NativeBatches:
             raise RuntimeError("the hierarchical softmax kernel's scratch is too small")
         at = slice(cursor.batch, cursor.batch + n)
         pairs = c.n_pairs[at] if cfg.model == "skipgram" else c.active[at]
-        cursors = [s._after(cursor.epoch, cursor.chunk, i, c.n_batches)
+        cursors = [s.cursor_after(cursor.epoch, cursor.chunk, i, c.n_batches)
                    for i in range(cursor.batch, cursor.batch + n)]
         return StepsDone(self._losses[:n].tolist(), pairs.tolist(), c.words_done[at].tolist(),
                          cursors, self._lrs[:n].tolist())
