@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embedlab.errors import messages_for, python_entry, spell
+from embedlab.errors import (
+    messages_for,
+    python_caller,
+    python_entry,
+    spell,
+    spell_metavar,
+    spell_name,
+)
 
 
 def test_flags_unless_a_python_entry_point_was_called() -> None:
@@ -30,3 +37,17 @@ def test_the_command_line_keeps_its_spelling_through_python_entry_points() -> No
         with messages_for("python"):
             assert spell("--dim") == "--dim"
     assert entry.__name__ == "entry"
+
+
+def test_a_bare_name_and_a_placeholder_follow_the_caller_too() -> None:
+    assert (spell_name("--probe"), spell_metavar("--run", "DIR"), python_caller()) == \
+        ("--probe", "--run DIR", False)
+    with messages_for("python"):
+        assert (spell_name("--min-count"), spell_metavar("--eval-analogies", "FILE")) == \
+            ("min_count", "eval_analogies=FILE")
+        assert spell_name("--from", python="from_checkpoint") == "from_checkpoint"
+        assert spell_metavar("--out", "FILE", python="path") == "path=FILE"
+        assert python_caller()
+    with messages_for("cli"):
+        assert (spell_name("--probe"), spell_metavar("--run", "DIR"), python_caller()) == \
+            ("--probe", "--run DIR", False)

@@ -6,9 +6,10 @@ never with a traceback. The message names the problem *and* the fix.
 
 A message names what the user passed as the user passed it: ``--dim`` to the command,
 ``dim=`` to ``embedlab.train``. The two callers reach the same functions (the command calls
-``embedlab.train``), so a message asks :func:`spell` for the spelling, and the spelling is
-chosen once, where a call comes in: the command line enters :func:`messages_for` ``("cli")``
-around every command; each Python entry point (``embedlab.train``, ``embedlab.load``,
+``embedlab.train``), so a message asks :func:`spell` for the spelling (:func:`spell_name` for
+the bare name, :func:`spell_metavar` with a placeholder), and the spelling is chosen once,
+where a call comes in: the command line enters :func:`messages_for` ``("cli")`` around every
+command; each Python entry point (``embedlab.train``, ``embedlab.load``,
 ``Vectors.to_word2vec``...) is decorated with :func:`python_entry`, which enters ``"python"``
 unless the command line already chose. A context variable, not a parameter, because the
 messages are built many calls deep (in config validation, in the export writers) by functions
@@ -102,6 +103,13 @@ def python_entry(func: Callable[_P, _R]) -> Callable[_P, _R]:
     return entry
 
 
+def python_caller() -> bool:
+    """Whether messages now name Python arguments (``dim=``) rather than flags (see
+    :func:`messages_for`): for a message whose words, not only its flags, differ between the two
+    (``--no-lowercase`` is ``lowercase=False``)."""
+    return _CALLER.get() == "python"
+
+
 def spell(flag: str, value: Any = _NO_VALUE, *, python: str | None = None) -> str:
     """``flag`` (``"--dim"``) as the caller passes it (see :func:`messages_for`).
 
@@ -109,9 +117,27 @@ def spell(flag: str, value: Any = _NO_VALUE, *, python: str | None = None) -> st
     ``dim=100``; ``spell("--force", True)``: ``--force`` or ``force=True``. ``python``: the
     argument's name where it is not the flag's (an export's ``--out`` is ``path=``).
     """
-    if _CALLER.get() != "python":
+    if not python_caller():
         return flag if value is _NO_VALUE or value is True else f"{flag} {value}"
-    name = python or flag.lstrip("-").replace("-", "_")
+    name = _argument(flag, python)
     if isinstance(value, os.PathLike):
         value = os.fspath(value)  # path='runs/a', not path=PosixPath('runs/a')
     return f"{name}=" if value is _NO_VALUE else f"{name}={value!r}"
+
+
+def spell_name(flag: str, *, python: str | None = None) -> str:
+    """``flag`` alone, as the subject of words that follow: ``--probe`` or ``probe``, for
+    "probe word(s) not in the vocabulary", where ``probe=`` would read as an unfinished
+    assignment. ``python`` as for :func:`spell`."""
+    return _argument(flag, python) if python_caller() else flag
+
+
+def spell_metavar(flag: str, metavar: str, *, python: str | None = None) -> str:
+    """``flag`` with a placeholder for its value: ``--run DIR`` or ``run=DIR``; unquoted, since
+    ``DIR`` stands for a value and is none. ``python`` as for :func:`spell`."""
+    return f"{_argument(flag, python)}={metavar}" if python_caller() else f"{flag} {metavar}"
+
+
+def _argument(flag: str, python: str | None) -> str:
+    """The Python argument that flag ``--init-from`` is: ``init_from``, unless named."""
+    return python or flag.lstrip("-").replace("-", "_")

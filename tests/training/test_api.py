@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -344,3 +346,132 @@ def test_a_callback_that_raises_in_the_last_window_leaves_the_run_finished(
         embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, on_progress=stop_at_the_end)
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "finished"
     assert final_bytes(tmp_path / "run") == final_bytes(tmp_path / "whole")
+
+
+# ---- the modules embedlab.train reaches name its arguments, never the command's flags ---------
+
+def refused(**call: Any) -> str:
+    """The message ``embedlab.train(**call)`` is refused with; it names no flag."""
+    with pytest.raises(InputError) as e:
+        embedlab.train(**call)
+    message = str(e.value)
+    assert "--" not in message, message
+    return message
+
+
+def test_the_run_folders_messages_name_arguments(corpus: Path, tmp_path: Path) -> None:
+    file, mine, damaged = tmp_path / "file", tmp_path / "mine", tmp_path / "damaged"
+    file.write_text("x")
+    mine.mkdir()
+    (mine / "notes.txt").write_text("x")
+    damaged.mkdir()
+    (damaged / "config.json").write_text("{")
+    for call, message in [
+        ({"run": file}, f"run={str(file)!r} is a file, not a folder; pass a folder path"),
+        ({"runs_dir": file}, f"runs_dir={str(file)!r} is a file, not a folder; pass a folder"),
+        ({"run": file / "r"}, f"run={str(file / 'r')!r} lies below {file}, which is a file; "),
+        ({"runs_dir": file / "r"}, f"runs_dir={str(file / 'r')!r} lies below {file}, which "),
+        ({"run": mine}, f"run={str(mine)!r} is a folder holding other files, not an embedlab "),
+        ({"run": damaged}, "; pass another run= or restart=True to start over"),
+    ]:
+        assert message in refused(corpus=corpus, **FAST, **call)
+
+
+def test_too_many_runs_of_one_name_asks_for_run(corpus: Path, tmp_path: Path) -> None:
+    from embedlab.config import TrainConfig
+    from embedlab.run.naming import run_name
+    from embedlab.training.api import explicit_options
+
+    options = {**FAST, "corpus": str(corpus)}
+    base = run_name(TrainConfig.from_dict(explicit_options(options)).resolve())
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for i in range(1, 10_000):  # files: taken names, and no run there resumes
+        (runs / (base if i == 1 else f"{base}-{i}")).touch()
+    assert refused(runs_dir=runs, **options) == \
+        f"too many runs named {base}* in {runs}; pass run=DIR"
+
+
+def test_the_corpus_checks_name_arguments(tmp_path: Path) -> None:
+    for text, message in [
+        ("hello\n", "fewer than a window needs; use a bigger corpus or lower min_count"),
+        ("a\nb\nc\n" * 20, "put more than one word per line, or lower min_count"),
+        ("a b c\n", "subsampling (sample=0.001) keeps about 0.2 of the corpus's 3 tokens per "
+                    "epoch, too few to form a pair; pass sample=0 (off) or use a bigger corpus"),
+    ]:
+        (tmp_path / "c.txt").write_text(text)
+        assert refused(corpus=tmp_path / "c.txt", run=tmp_path / "run", **FAST,
+                       min_count=1).endswith(message)
+
+
+def test_a_prepared_folders_options_are_named_as_arguments(corpus: Path, tmp_path: Path) -> None:
+    prepared = tmp_path / "prepared"
+    main(["prepare", str(corpus), "--out", str(prepared), "--min-count", "1", "--lowercase",
+          "--no-progress"])
+    for options, needles in [
+        ({"min_count": 10}, ["min_count=10 (prepared with min_count=1); drop those arguments or "
+                             "re-run 'embedlab prepare' with them"]),
+        ({"lowercase": False}, ["lowercase=False (prepared with lowercase=True)"]),
+        ({"preset": "cs20"}, ["max_vocab=50000 (prepared with max_vocab=None)",
+                              "drop those arguments (preset='cs20' sets some of them) or "]),
+    ]:
+        message = refused(corpus=prepared, run=tmp_path / "run", **FAST, **options)
+        assert all(n in message for n in needles), message
+
+
+def test_the_set_up_and_warm_start_name_arguments(corpus: Path, tmp_path: Path) -> None:
+    trained, hs, lone = tmp_path / "trained", tmp_path / "hs", tmp_path / "lone"
+    embedlab.train(corpus=corpus, run=trained, **FAST, max_steps=1)
+    embedlab.train(corpus=corpus, run=hs, **FAST, loss="hs", max_steps=1)
+    shutil.copytree(find_checkpoint(trained), lone)  # a checkpoint without its run's vocab.tsv
+    main(["ckpt", str(hs), "--export-subset", str(tmp_path / "odd"), "--names",
+          "input_embeddings,hs_nodes", "--map", "output_embeddings=hs_nodes", "--map",
+          "input_embeddings=input_embeddings"])  # output rows of another shape than the input's
+    new = {"corpus": corpus, "run": tmp_path / "new", **FAST}
+    for call, message in [
+        ({"probe": ["zzzz"]}, "probe word(s) not in the vocabulary: zzzz; pick words the corpus "
+                              "has (the most frequent: w0, w1, w2)"),
+        ({"eval_every": 5}, "eval_every= needs eval_analogies=FILE and/or eval_similarity=FILE"),
+        ({"init_from": trained, "dim": 4},
+         f"init_from={str(trained)!r} has dim 8, this run 4; pass a matching dim="),
+        ({"init_from": hs},
+         f"init_from={str(hs)!r}: checkpoint {find_checkpoint(hs)} was trained with loss='hs', "
+         "whose output vectors are Huffman-tree nodes, not words; warm-start a loss='hs' run "
+         "from it, or pass a run trained with loss='neg' or 'nce'"),
+        ({"init_from": lone},
+         f"no vocab.tsv found next to {lone}; pass a run folder to init_from="),
+        ({"init_from": tmp_path / "odd"},
+         f"init_from={str(tmp_path / 'odd')!r}: checkpoint {find_checkpoint(tmp_path / 'odd')} "
+         "holds output embeddings of shape (135, 8) but input embeddings of shape (136, 8); "),
+    ]:
+        assert refused(**{**new, **call}).startswith(message)
+    main(["ckpt", str(trained), "--export-subset", str(tmp_path / "subset"), "--names",
+          "input_embeddings"])
+    with pytest.raises(InputError) as e:  # the fix it names is a command: its flags stay
+        embedlab.train(**new, init_from=tmp_path / "subset")
+    assert str(e.value).startswith(f"init_from={str(tmp_path / 'subset')!r}: checkpoint ")
+    assert "(embedlab ckpt RUN --export-subset OUT --names " in str(e.value)
+
+
+def test_resuming_names_arguments(corpus: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    assert embedlab.train(corpus=corpus, run=run, **FAST, max_steps=1).config.engine == "native"
+    same = {"corpus": corpus, "run": run, **FAST}
+    assert refused(**{**same, "dim": 16}).endswith(
+        "Drop those arguments to resume, pass restart=True to start over, or use another run=")
+    assert refused(**same, preset="cs20") == (f"run {run} was created with preset=None; drop "
+                                              "preset='cs20' to resume, or use restart=True / "
+                                              "another run=")
+
+    def refuse(path: Path) -> Path:
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("embedlab.training.restart.move_aside", refuse)
+    assert refused(**same, restart=True) == (f"restart=True: cannot move {run} aside "
+                                             "(Permission denied); check the permissions of "
+                                             "its parent folder")
+    monkeypatch.setattr("embedlab.engines.native.unavailable_reason", lambda: "no compiler")
+    assert refused(**same).endswith("unavailable here (no compiler); install a C compiler with "
+                                    "OpenMP (e.g. apt install gcc) to resume it, or pass "
+                                    "restart=True")

@@ -23,7 +23,7 @@ from embedlab.config import (
     diff_for_resume,
     fill_legacy_keys,
 )
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_caller, spell, spell_metavar
 from embedlab.run.naming import run_name
 
 CONFIG_FILE = "config.json"
@@ -41,22 +41,22 @@ def check_run_dir(run_dir: Path) -> None:
     --restart would move the whole folder aside.
     """
     if run_dir.exists() and not run_dir.is_dir():
-        raise InputError(f"--run {run_dir} is a file, not a folder; pass a folder path "
-                         "(it is created if missing)")
+        raise InputError(f"{spell('--run', run_dir)} is a file, not a folder; pass a folder "
+                         "path (it is created if missing)")
     _check_parents(run_dir, "--run")
     # hidden entries do not count: a .DS_Store, or a temporary folder of embedlab's own that a
     # killed attempt left (they start with a dot), do not make a folder someone else's
     if (run_dir.is_dir() and not any((run_dir / m).exists() for m in RUN_MARKERS)
             and any(not p.name.startswith(".") for p in run_dir.iterdir())):
-        raise InputError(f"--run {run_dir} is a folder holding other files, not an embedlab "
-                         "run; pass a new or empty folder (it is created if missing)")
+        raise InputError(f"{spell('--run', run_dir)} is a folder holding other files, not an "
+                         "embedlab run; pass a new or empty folder (it is created if missing)")
 
 
 def check_runs_dir(runs_dir: Path) -> None:
     """--runs-dir must be (or become) a folder."""
     if runs_dir.exists() and not runs_dir.is_dir():
-        raise InputError(f"--runs-dir {runs_dir} is a file, not a folder; pass a folder path "
-                         "(it is created if missing)")
+        raise InputError(f"{spell('--runs-dir', runs_dir)} is a file, not a folder; pass a "
+                         "folder path (it is created if missing)")
     _check_parents(runs_dir, "--runs-dir")
 
 
@@ -64,8 +64,8 @@ def _check_parents(path: Path, flag: str) -> None:
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise InputError(f"{flag} {path} lies below {parent}, which is a file; pass a "
-                                 "path whose parents are folders")
+                raise InputError(f"{spell(flag, path)} lies below {parent}, which is a file; "
+                                 "pass a path whose parents are folders")
             return
 
 
@@ -84,8 +84,8 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
         filled = fill_legacy_keys(raw)
         return TrainConfig.from_dict(raw), filled
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another --run "
-                         "or --restart to start over") from None
+        raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another "
+                         f"{spell('--run')} or {spell('--restart', True)} to start over") from None
 
 
 def _has_checkpoint(run_dir: Path | None) -> bool:
@@ -115,8 +115,9 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
-        raise InputError(f"run {run_dir} was created with --preset {stored.preset}; "
-                         f"drop --preset {preset} to resume, or use --restart / another --run")
+        raise InputError(f"run {run_dir} was created with {spell('--preset', stored.preset)}; "
+                         f"drop {spell('--preset', preset)} to resume, or use "
+                         f"{spell('--restart', True)} / another {spell('--run')}")
     for key, value in explicit.items():
         if isinstance(value, dict):
             base.setdefault(key, {}).update(value)
@@ -135,7 +136,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
             if reason is not None:
                 raise InputError(f"run {run_dir} was trained with the native engine, which is "
                                  f"unavailable here ({reason}); {install_hint(reason)} to "
-                                 "resume it, or pass --restart")
+                                 f"resume it, or pass {spell('--restart', True)}")
     requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
     bad = diff_for_resume(stored, requested)
     if bad and not _has_checkpoint(run_dir):
@@ -145,9 +146,10 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         check_new_run(requested)
         return requested, None
     if bad:
+        given = "arguments" if python_caller() else "flags"
         raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
-                         "Drop those flags to resume, pass --restart to start over, or use "
-                         "another --run")
+                         f"Drop those {given} to resume, pass {spell('--restart', True)} to start "
+                         f"over, or use another {spell('--run')}")
     if requested.threads != stored.threads and requested.engine == "torch":
         print(f"embedlab: warning: resuming with --threads {requested.threads} (the run used "
               f"{stored.threads}); results may differ in the last bits from an uninterrupted run",
@@ -197,7 +199,8 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
         if not candidate.exists() or _resumes(candidate, cfg, explicit):
             _check_outside_corpus(candidate, cfg.data.corpus)
             return candidate
-    raise InputError(f"too many runs named {base}* in {runs_dir}; pass --run DIR")
+    raise InputError(f"too many runs named {base}* in {runs_dir}; pass "
+                     f"{spell_metavar('--run', 'DIR')}")
 
 
 def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> bool:

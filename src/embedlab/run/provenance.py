@@ -148,11 +148,13 @@ def read_config_json(run_dir: Path | str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        from embedlab.errors import InputError
+        from embedlab.errors import InputError, spell
 
-        raise InputError(f"{path} is unreadable ({exc}); restore it or start a new --run") from None
+        raise InputError(f"{path} is unreadable ({exc}); restore it or start a new "
+                         f"{spell('--run')}") from None
     if not isinstance(data, dict):
-        from embedlab.errors import InputError
+        from embedlab.errors import InputError, spell
 
-        raise InputError(f"{path} is not a JSON object; restore it or start a new --run")
+        raise InputError(f"{path} is not a JSON object; restore it or start a new "
+                         f"{spell('--run')}")
     return data

@@ -15,7 +15,7 @@ import numpy as np
 
 from embedlab.data.prepared import SPECIAL_CORPORA, VOCAB_OPTIONS, PreparedCorpus, is_prepared
 from embedlab.data.preparing import prepare
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_caller, spell, spell_name
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
@@ -63,7 +63,7 @@ def check_enough_tokens(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
     if len(prepared.ids) <= 1:
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
                          "token(s), fewer than a window needs; use a bigger corpus or lower "
-                         "--min-count")
+                         f"{spell_name('--min-count')}")
 
 
 def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
@@ -74,14 +74,16 @@ def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
     if prepared.longest_sentence() < 2:
         raise InputError(f"corpus {cfg.data.corpus} has no sentence (line) with two "
                          "in-vocabulary words, and contexts never cross a line end; put more "
-                         "than one word per line, or lower --min-count")
+                         f"than one word per line, or lower {spell_name('--min-count')}")
     if keep is not None:
         kept = float(np.dot(np.asarray(prepared.vocab.counts, dtype=np.float64), keep))
         if kept < 2:
-            raise InputError(f"subsampling (--sample {cfg.model.sample:g}) keeps about "
-                             f"{kept:.1f} of the corpus's {len(prepared.ids):,} tokens per "
-                             "epoch, too few to form a pair; pass --sample 0 (off) or use a "
-                             "bigger corpus")
+            # the command shows the value as %g, a call as the user wrote it (repr)
+            given = spell("--sample", cfg.model.sample) if python_caller() else \
+                f"--sample {cfg.model.sample:g}"
+            raise InputError(f"subsampling ({given}) keeps about {kept:.1f} of the corpus's "
+                             f"{len(prepared.ids):,} tokens per epoch, too few to form a pair; "
+                             f"pass {spell('--sample', 0)} (off) or use a bigger corpus")
 
 
 def _made_for(prepared: PreparedCorpus, cfg: TrainConfig) -> bool:
@@ -114,8 +116,12 @@ def _warm_up(cfg: TrainConfig) -> None:
 
 
 def _as_flag(key: str, value: Any) -> str:
-    """``value`` of vocabulary option ``key`` as the user would type it."""
+    """``value`` of vocabulary option ``key`` as the user would type it: a flag
+    (``--no-lowercase``, ``no --max-vocab``) or an argument (``lowercase=False``,
+    ``max_vocab=None``)."""
     flag = f"--{key.replace('_', '-')}"
+    if python_caller():
+        return spell(flag, value)
     if isinstance(value, bool):
         return flag if value else f"--no-{flag[2:]}"
     return f"{flag} {value}" if value is not None else f"no {flag}"
@@ -131,7 +137,8 @@ def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus, *,
     differ = [f"{_as_flag(k, v)} (prepared with {_as_flag(k, prepared.meta[k])})"
               for k, v in _differences(prepared, wanted).items()]
     if differ:
-        source = f" (--preset {cfg.preset} sets some of them)" if cfg.preset else ""
+        source = f" ({spell('--preset', cfg.preset)} sets some of them)" if cfg.preset else ""
+        given = "arguments" if python_caller() else "flags"
         raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
-                         f"options: {', '.join(differ)}; drop those flags{source} or re-run "
+                         f"options: {', '.join(differ)}; drop those {given}{source} or re-run "
                          "'embedlab prepare' with them")

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from embedlab.errors import InputError, warn
+from embedlab.errors import InputError, spell, warn
 from embedlab.run.folder import move_aside
 from embedlab.run.lock import RunLock
 
@@ -29,8 +29,9 @@ def old_run_moved_aside(run: Path) -> Iterator[Path]:
         try:
             moved = move_aside(run)
         except OSError as exc:
-            raise InputError(f"--restart: cannot move {run} aside ({exc.strerror or exc}); "
-                             "check the permissions of its parent folder") from None
+            raise InputError(f"{spell('--restart', True)}: cannot move {run} aside "
+                             f"({exc.strerror or exc}); check the permissions of its parent "
+                             "folder") from None
         if old_lock is not None:
             old_lock.moved_to(moved)
         print(f"embedlab: --restart: moved the old run to {moved}", file=sys.stderr)

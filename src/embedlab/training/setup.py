@@ -24,7 +24,7 @@ from embedlab.data.vocab import Vocab
 from embedlab.engines import BATCH_SPEC_REVISION, STEP_CHANGES, STEP_REVISION, engine_for_config
 from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell, spell_metavar, spell_name
 from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import deferred_interrupt
@@ -133,16 +133,18 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
 def _check_probe_words(cfg: TrainConfig, vocab: Vocab) -> None:
     unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
     if unknown:
-        raise InputError(f"--probe word(s) not in the vocabulary: {', '.join(unknown)}; pick "
-                         f"words the corpus has (the most frequent: {', '.join(vocab.words[:3])})")
+        raise InputError(f"{spell_name('--probe')} word(s) not in the vocabulary: "
+                         f"{', '.join(unknown)}; pick words the corpus has (the most frequent: "
+                         f"{', '.join(vocab.words[:3])})")
 
 
 def make_evaluator(cfg: TrainConfig) -> Any:
     """The evaluation during training (None: no evaluation file was given)."""
     if not (cfg.eval.analogies or cfg.eval.similarity):
         if cfg.eval.every_steps:
-            raise InputError("--eval-every needs --eval-analogies FILE and/or "
-                             "--eval-similarity FILE")
+            raise InputError(f"{spell('--eval-every')} needs "
+                             f"{spell_metavar('--eval-analogies', 'FILE')} and/or "
+                             f"{spell_metavar('--eval-similarity', 'FILE')}")
         return None
     from embedlab.eval import make_evaluator as evaluator_for
 

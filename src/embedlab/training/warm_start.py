@@ -9,7 +9,7 @@ import numpy as np
 
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.data.vocab import Vocab
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_caller, spell
 
 if TYPE_CHECKING:
     from embedlab.engines.base import Engine
@@ -33,11 +33,13 @@ def warm_start(engine: Engine, vocab: Vocab, source: str) -> str:
     # a subset written by `ckpt --export-subset` may hold only some tensors, or renamed ones
     missing = [n for n in wanted if n not in tensors]
     if missing and "hs_nodes" in tensors:
-        raise InputError(f"--init-from {source}: checkpoint {ckpt} was trained with --loss hs, "
-                         "whose output vectors are Huffman-tree nodes, not words; warm-start a "
-                         "--loss hs run from it, or pass a run trained with --loss neg or nce")
+        hs, nce = spell("--loss", "hs"), repr("nce") if python_caller() else "nce"
+        raise InputError(f"{_init_from(source)}: checkpoint {ckpt} was trained with {hs}, whose "
+                         f"output vectors are Huffman-tree nodes, not words; warm-start a {hs} "
+                         f"run from it, or pass a run trained with {spell('--loss', 'neg')} or "
+                         f"{nce}")
     if missing:
-        raise InputError(f"--init-from {source}: checkpoint {ckpt} has no "
+        raise InputError(f"{_init_from(source)}: checkpoint {ckpt} has no "
                          f"{' or '.join(missing)} (it holds {', '.join(sorted(tensors)) or 'none'})"
                          "; pass a run or a full checkpoint, or export a subset with both "
                          "(embedlab ckpt RUN --export-subset OUT --names "
@@ -49,14 +51,14 @@ def warm_start(engine: Engine, vocab: Vocab, source: str) -> str:
     copied = list(wanted)
     if "output_embeddings" in copied and \
             tuple(tensors["output_embeddings"].shape) != tuple(w_in.shape):
-        raise InputError(f"--init-from {source}: checkpoint {ckpt} holds output embeddings of "
+        raise InputError(f"{_init_from(source)}: checkpoint {ckpt} holds output embeddings of "
                          f"shape {tuple(tensors['output_embeddings'].shape)} but input "
                          f"embeddings of shape {tuple(w_in.shape)}; pass another checkpoint "
                          "('embedlab ckpt RUN' lists them)")
     dim = params["input_embeddings"].shape[1]
     if w_in.shape[1] != dim:
-        raise InputError(f"--init-from {source} has dim {w_in.shape[1]}, this run {dim}; pass a "
-                         "matching --dim")
+        raise InputError(f"{_init_from(source)} has dim {w_in.shape[1]}, this run {dim}; pass "
+                         f"a matching {spell('--dim')}")
     if "output_bias" in params and "output_bias" in tensors:
         copied.append("output_bias")
     index = src_vocab.index
@@ -77,4 +79,10 @@ def _vocab_of(ckpt: Path) -> Path:
     for parent in (ckpt, *ckpt.parents[:3]):
         if (parent / VOCAB_FILE).is_file():
             return parent / VOCAB_FILE
-    raise InputError(f"no {VOCAB_FILE} found next to {ckpt}; pass a run folder to --init-from")
+    raise InputError(f"no {VOCAB_FILE} found next to {ckpt}; pass a run folder to "
+                     f"{spell('--init-from')}")
+
+
+def _init_from(source: str) -> str:
+    """``--init-from SOURCE`` as the caller spells it: ``init_from='runs/a'`` in Python."""
+    return spell("--init-from", source)
