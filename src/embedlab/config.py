@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from embedlab.errors import InputError, spell
+from embedlab.errors import InputError, spell, spell_metavar, spell_name
 
 ModelKind = Literal["skipgram", "cbow"]
 LossKind = Literal["neg", "nce", "hs"]
@@ -241,16 +241,19 @@ def check_best_metric(cfg: TrainConfig) -> None:
     similarity = [f"similarity/{PurePath(p).stem}" for p in ev.similarity]
     if name == "loss" or (name == "analogy" and ev.analogies) or name in similarity:
         return
+    analogies, similarities = spell_metavar("--eval-analogies", "FILE"), "--eval-similarity"
     if name == "analogy":
-        fix = "pass --eval-analogies FILE too (evaluated at --eval-every and at the end)"
+        fix = (f"pass {analogies} too (evaluated at {spell_name('--eval-every')} and at the "
+               "end)")
     elif name.startswith("similarity/"):
-        known = ", ".join(similarity) or "none: no --eval-similarity file is given"
-        fix = (f"pass --eval-similarity {name.split('/', 1)[1]}.tsv (the name is the file's "
-               f"stem) too; this run's similarity metrics: {known}")
+        known = ", ".join(similarity) or \
+            f"none: no {spell_name(similarities)} file is given"
+        fix = (f"pass {spell_metavar(similarities, name.split('/', 1)[1] + '.tsv')} (the name "
+               f"is the file's stem) too; this run's similarity metrics: {known}")
     else:
-        fix = ("use loss, analogy (with --eval-analogies) or similarity/NAME (with "
-               "--eval-similarity NAME.tsv)")
-    raise InputError(f"--best-metric {name} is not a metric this run records; {fix}")
+        fix = (f"use loss, analogy (with {spell_name('--eval-analogies')}) or similarity/NAME "
+               f"(with {spell_metavar(similarities, 'NAME.tsv')})")
+    raise InputError(f"{spell('--best-metric', name)} is not a metric this run records; {fix}")
 
 
 @dataclass(frozen=True)
@@ -298,9 +301,10 @@ class TrainConfig:
             if reason is None:
                 engine = "native"
             elif engine == "native":
-                raise InputError(f"--engine native is unavailable: {reason}; "
-                                 f"{install_hint('native', reason)} or pass --engine torch (a "
-                                 "run keeps the engine it started with)")
+                raise InputError(f"{spell('--engine', 'native')} is unavailable: {reason}; "
+                                 f"{install_hint('native', reason)} or pass "
+                                 f"{spell('--engine', 'torch')} (a run keeps the engine it "
+                                 "started with)")
             else:
                 print(f"embedlab: note: the native engine is unavailable ({reason}); training "
                       "with the slower torch engine", file=sys.stderr)

@@ -475,3 +475,22 @@ def test_resuming_names_arguments(corpus: Path, tmp_path: Path,
     assert refused(**same).endswith("unavailable here (no compiler); install a C compiler with "
                                     "OpenMP (e.g. apt install gcc) to resume it, or pass "
                                     "restart=True")
+
+
+def test_checkpoint_evaluation_and_engine_messages_name_arguments(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sims = [tmp_path / "a" / "ws.tsv", tmp_path / "b" / "ws.tsv"]
+    for path in sims:
+        path.parent.mkdir()
+        path.write_text("the of 5\n")
+    for call, message in [
+        ({"best_metric": "nope"}, "best_metric='nope' is not a metric this run records"),
+        ({"eval_similarity": sims}, "two eval_similarity files share a file name"),
+    ]:
+        text = refused(corpus=corpus, run=tmp_path / "r", **FAST, **call)
+        assert message in text and "--" not in text, text
+    from embedlab.engines import native
+
+    monkeypatch.setattr(native, "unavailable_reason", lambda: "no C compiler ('cc' not found)")
+    text = refused(corpus=corpus, run=tmp_path / "r", **FAST, engine="native")
+    assert "engine='native' is unavailable" in text and "or pass engine='torch'" in text

@@ -19,7 +19,7 @@ from typing import IO
 
 from tqdm import tqdm
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell_metavar
 from embedlab.fsutil import file_digest
 
 TEXT8_URL = "http://mattmahoney.net/dc/text8.zip"
@@ -64,7 +64,8 @@ def fetch_text8(
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the cache folder {folder} ({exc.strerror or exc}); "
-                         "set EMBEDLAB_CACHE to a writable folder or pass --corpus PATH") from None
+                         "set EMBEDLAB_CACHE to a writable folder or pass "
+                         f"{spell_metavar('--corpus', 'PATH')}") from None
     archive = folder / "text8.zip"
     if not (archive.is_file() and _verify(archive, expected_size, sha1) is None):
         _download(url, archive, expected_size=expected_size, sha1=sha1, progress=progress,

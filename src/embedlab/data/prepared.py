@@ -31,7 +31,7 @@ from embedlab.config import MAX_INT
 from embedlab.data.corpus import PREPARED_FORMAT, says_prepared
 from embedlab.data.corpus import SPECIAL_CORPORA as SPECIAL_CORPORA  # re-exported
 from embedlab.data.vocab import Vocab
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell_name
 from embedlab.fsutil import clip
 
 FORMAT = PREPARED_FORMAT
@@ -260,8 +260,8 @@ def check_not_inside(out: Path, source: Path, run_dir: Path | None = None) -> No
     if run_dir is not None and (run_dir.resolve().is_relative_to(root)
                                 or out.resolve().is_relative_to(root)):
         raise InputError(f"the run folder {run_dir} is inside the corpus folder {source}; its "
-                         "files would be read as corpus text — pass --run or --runs-dir "
-                         "outside it")
+                         f"files would be read as corpus text — pass {spell_name('--run')} or "
+                         f"{spell_name('--runs-dir')} outside it")
     if out.resolve().is_relative_to(root):
         raise InputError(f"--out {out} is inside the corpus folder {source}; the output would "
                          "be read as corpus text — pass a folder outside it")

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedlab.config import EvalConfig
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell_name
 from embedlab.eval.analogy import QuestionSet, evaluate_analogies, question_ids, read_questions
 from embedlab.eval.scoring import row_norms
 from embedlab.eval.similarity import PairSet, evaluate_similarity, pair_ids, read_pairs
@@ -70,7 +70,7 @@ def make_evaluator(cfg: EvalConfig) -> Evaluator:
     pair_sets = [read_pairs(p) for p in cfg.similarity]
     names = [f"similarity/{ps.name}" for ps in pair_sets]
     if len(set(names)) != len(names):
-        raise InputError("two --eval-similarity files share a file name "
+        raise InputError(f"two {spell_name('--eval-similarity')} files share a file name "
                          f"({', '.join(str(Path(p).name) for p in cfg.similarity)}); "
                          "rename one so that their metric names differ")
     return Evaluator(questions, pair_sets, names, cfg.restrict_vocab)

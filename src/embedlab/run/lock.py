@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell_name
 
 LOCK_FILE = ".lock"
 
@@ -92,7 +92,8 @@ class RunLock:
         host = holder.get("host", "?")
         where = "" if host == socket.gethostname() else f" on host {host}"
         return InputError(f"run {self.run_dir} is in use by pid {pid}{where}; wait for it to "
-                          "finish or stop it (Ctrl-C saves and exits), or use another --run")
+                          "finish or stop it (Ctrl-C saves and exits), or use another "
+                          f"{spell_name('--run')}")
 
     def _take_over_if_stale(self) -> None:
         old = read_lock(self.run_dir)

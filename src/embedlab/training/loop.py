@@ -17,7 +17,7 @@ import os
 import shlex
 from typing import TYPE_CHECKING, Any, TextIO
 
-from embedlab.errors import InputError, TrainingInterrupted, diverged, spell
+from embedlab.errors import InputError, TrainingInterrupted, diverged, python_caller, spell
 from embedlab.run import status
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.training.clocks import WallClock
@@ -232,7 +232,7 @@ def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
 def _train_further(run_dir: Path, epochs: int) -> str:
     """How to train a finished run further, or start it over, as the caller passes arguments
     (:func:`embedlab.errors.spell`): a command for the command line, a call for Python."""
-    if spell("--run") == "--run":
+    if not python_caller():
         return (f"to train more: embedlab train --run {shlex.quote(str(run_dir))} --epochs N "
                 f"(N > {epochs}); to start over: add --restart")
     return (f"to train more: embedlab.train({spell('--run', str(run_dir))}, epochs=N) "

@@ -125,8 +125,9 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
     # two runs' histories.
     if latest is None and manager.list(check=False):
         raise InputError(f"run {run_dir} has checkpoints but none of them is intact (see the "
-                         "warnings above); restore them from a backup, or pass --restart to "
-                         "start over (the old folder is moved aside)")
+                         "warnings above); restore them from a backup, or pass "
+                         f"{spell('--restart', True)} to start over (the old folder is moved "
+                         "aside)")
     return manager, latest
 
 
@@ -210,8 +211,8 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
     if missing:
         raise InputError(f"checkpoint {ckpt} has no {', '.join(missing)} (it holds "
                          f"{', '.join(sorted(tensors)) or 'none'}); resume from another "
-                         "checkpoint ('embedlab ckpt RUN' lists them) or pass --restart to start "
-                         "over")
+                         "checkpoint ('embedlab ckpt RUN' lists them) or pass "
+                         f"{spell('--restart', True)} to start over")
     stored = {name: dtype for name, _, dtype in tensor_specs(ckpt)}
     wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),
               "hs_nodes": (max(0, vocab_size - 1), dim), "output_bias": (vocab_size,)}
@@ -221,7 +222,8 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
             raise InputError(f"checkpoint {ckpt} holds {name} of shape {tuple(array.shape)} and "
                              f"dtype {stored.get(name)}, but the run's vocabulary × dim needs "
                              f"{wanted[name]} F32; resume from another checkpoint ('embedlab "
-                             "ckpt RUN' lists them) or pass --restart to start over")
+                             "ckpt RUN' lists them) or pass "
+                             f"{spell('--restart', True)} to start over")
 
 
 def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from threadpoolctl import threadpool_limits
 
 from embedlab.config import TrainConfig
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell_name
 from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.run.lock import RunLock
 from embedlab.training.loop import train_loop
@@ -51,7 +51,8 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     except OSError as exc:
         remove_empty_folders(made)
         raise InputError(f"cannot create the run folder {run_dir} ({exc.strerror or exc}); "
-                         "pass --run (or --runs-dir) in a writable location") from None
+                         f"pass {spell_name('--run')} (or {spell_name('--runs-dir')}) in a "
+                         "writable location") from None
     # A run another process holds is refused here, before the clean-up below can touch it
     # (two commands racing to create the same new run both see it missing). NumPy's BLAS
     # (evaluation, the neighbour table, PCA) runs on one thread: OpenBLAS sums a product in an
