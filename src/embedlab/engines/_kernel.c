@@ -404,7 +404,7 @@ double w2v_skipgram_step(
         }
 
         /* A: per group */
-        /* dynamic: a thread that loses its core (to the batch producer) does not hold up the
+        /* dynamic: a thread that loses its core (to another process) does not hold up the
          * step; which thread computes a group does not change the bits */
 #pragma omp for schedule(dynamic, 2)
         for (int g = 0; g < groups; g++) {

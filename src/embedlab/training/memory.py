@@ -1,6 +1,7 @@
 """Give memory that malloc keeps, free but resident, back to the operating system.
 
-The batch producer builds each chunk's arrays (a few MiB each) in its own thread, so glibc serves
+The producer of NumPy batches (the torch engine's, and those of runs started before the batch
+specification) builds each chunk's arrays (a few MiB each) in its own thread, so glibc serves
 them from that thread's arena, and its dynamic mmap threshold soon serves them from the heap
 rather than from mmap. When a chunk is done the memory is free but stays resident: the main
 thread, which writes checkpoint summaries, cannot reuse another arena's free space, so the final
