@@ -151,9 +151,9 @@ def _train(name: str, *, per_call: int, threads: int = 1, steps: int = 60) -> st
     cursor, words, done, losses = Cursor(), 0, 0, []
     while done < steps and cursor.epoch < s.epochs:
         out = runner.run(cursor, words, min(per_call, steps - done))
-        for loss, w, c in zip(out.losses, out.words_done, out.cursors, strict=True):
-            words, cursor = cursor.epoch * s.n_tokens + w, c
-            losses.append(loss)
+        words = cursor.epoch * s.n_tokens + int(out.words_done[-1])
+        cursor = out.cursor_after(len(out) - 1)
+        losses += out.losses.tolist()
         done += len(out)
     runner.close()
     h = hashlib.sha256(np.asarray(losses).tobytes())
@@ -186,10 +186,11 @@ def test_rows_past_the_batch_have_no_contexts_in_the_c_loop() -> None:
     schedule = Schedule(0.05, 1e-4, s.epochs * s.n_tokens)
     fast, slow = a.runner(s, schedule, "skipgram"), BatchByBatch(s, b, schedule, "skipgram")
     out = fast.run(Cursor(), 0, 5)
-    ref = [slow.run(c, w, 1) for c, w in zip([Cursor(), *out.cursors[:4]],
-                                             [0, *out.words_done[:4]], strict=True)]
+    cursors = [Cursor(), *(out.cursor_after(i) for i in range(4))]
+    ref = [slow.run(c, w, 1) for c, w in zip(cursors, [0, *out.words_done[:4].tolist()],
+                                             strict=True)]
     slow.close()
-    assert out.losses == [r.losses[0] for r in ref]
+    assert out.losses.tolist() == [float(r.losses[0]) for r in ref]
     assert np.array_equal(a.params.w_in, b.params.w_in)
 
 

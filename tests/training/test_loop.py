@@ -388,3 +388,24 @@ def test_a_signal_during_a_call_saves_the_step_the_call_ended_at(
     assert result.finished
     assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
     assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
+
+
+def test_a_loss_that_is_not_finite_inside_a_call_stops_at_its_step(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.engines.native_batches import NativeBatches
+    from embedlab.errors import InputError
+
+    real, steps = NativeBatches.run, []
+
+    def run(self: NativeBatches, *args: Any) -> Any:
+        done = real(self, *args)
+        steps.append(len(done))
+        if len(steps) == 2:
+            done.losses[3] = float("nan")
+        return done
+
+    monkeypatch.setattr(NativeBatches, "run", run)
+    with pytest.raises(InputError, match=r"training diverged at step (\d+)") as e:
+        run_train(make_cfg(corpus, **MANY, optim={"epochs": 2}), tmp_path / "run")
+    assert steps[1] > 4
+    assert f"diverged at step {steps[0] + 4}:" in str(e.value)

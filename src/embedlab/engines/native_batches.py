@@ -193,10 +193,10 @@ class NativeBatches:
             raise RuntimeError("the hierarchical softmax kernel's scratch is too small")
         at = slice(cursor.batch, cursor.batch + n)
         pairs = c.n_pairs[at] if cfg.model == "skipgram" else c.active[at]
-        cursors = [s.cursor_after(cursor.epoch, cursor.chunk, i, c.n_batches)
-                   for i in range(cursor.batch, cursor.batch + n)]
-        return StepsDone(self._losses[:n].tolist(), pairs.tolist(), c.words_done[at].tolist(),
-                         cursors, self._lrs[:n].tolist())
+        epoch, chunk, first, batches = cursor.epoch, cursor.chunk, cursor.batch, c.n_batches
+        return StepsDone(self._losses[:n].copy(), pairs.copy(), c.words_done[at].copy(),
+                         self._lrs[:n].copy(),
+                         lambda i: s.cursor_after(epoch, chunk, first + i, batches))
 
     def close(self) -> None:
         self.chunk = None

@@ -18,9 +18,11 @@ the same value for the same position, bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from embedlab.engines.step import pairs_in
 from embedlab.training.schedule import linear_lr
@@ -44,13 +46,13 @@ class Schedule:
 
 @dataclass
 class StepsDone:
-    """What consecutive steps did, one entry per step, in order."""
+    """What consecutive steps of one chunk did, one entry per step, in order."""
 
-    losses: Sequence[float]  # summed loss over the step's positive examples
-    pairs: Sequence[int]  # positive examples: (centre, context) pairs, CBOW's centres
-    words_done: Sequence[int]  # in-vocabulary positions of the epoch consumed after the step
-    cursors: Sequence[Cursor]  # where the data continues after the step
-    lrs: Sequence[float]  # the schedule's rate where the step started
+    losses: np.ndarray  # float64: summed loss over the step's positive examples
+    pairs: np.ndarray  # int64: positive examples, (centre, context) pairs or CBOW's centres
+    words_done: np.ndarray  # int64: in-vocabulary positions of the epoch consumed after the step
+    lrs: np.ndarray  # float64: the schedule's rate where the step started
+    cursor_after: Callable[[int], Cursor]  # where the data continues after step i
 
     def __len__(self) -> int:
         return len(self.losses)
@@ -83,9 +85,9 @@ class BatchByBatch:
         batch = next(self._batches)
         lr = self.schedule.at(words_seen)
         loss = float(self.engine.step(batch, lr))
-        self._next = batch.cursor_next
-        return StepsDone([loss], [pairs_in(batch, self.model)], [batch.words_done],
-                         [batch.cursor_next], [lr])
+        self._next = after = batch.cursor_next
+        return StepsDone(np.array([loss]), np.array([pairs_in(batch, self.model)]),
+                         np.array([batch.words_done]), np.array([lr]), lambda i: after)
 
     def close(self) -> None:
         if self._batches is not None:

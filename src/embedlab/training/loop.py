@@ -12,10 +12,11 @@ loop, together with the final summaries.
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 from typing import TYPE_CHECKING, Any, TextIO
+
+import numpy as np
 
 from embedlab.errors import InputError, TrainingInterrupted, diverged, python_caller, spell
 from embedlab.run import status
@@ -128,7 +129,7 @@ def _train(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> b
                 break
             done = run.steps.run(state.cursor, state.words_seen, _steps_until_due(run))
             reporter.bar.update(_count_steps(run, done, saver))
-            _after_steps(run, reporter, saver, stop, done.lrs[-1])
+            _after_steps(run, reporter, saver, stop, float(done.lrs[-1]))
     finally:
         run.steps.close()
     reporter.time.lap()
@@ -150,17 +151,20 @@ def _steps_until_due(run: TrainingRun) -> int:
 
 
 def _count_steps(run: TrainingRun, done: StepsDone, saver: Saver) -> int:
-    """Count the steps ``done`` into the run's state and log window, in order; the corpus
-    words they advanced by."""
-    state, total = run.state, 0
-    for loss, pairs, words_done, cursor in zip(done.losses, done.pairs, done.words_done,
-                                               done.cursors, strict=True):
-        words = state.advance_to(words_done, cursor, run.n_tokens)
-        if not math.isfinite(loss):
-            raise _diverged(run, loss, saver.saved_step)
-        state.window.add(loss, pairs, words)
-        total += words
-    return total
+    """Count the steps ``done`` into the run's state and log window, as many as one step at a
+    time would (a step whose loss is not finite is counted, then refused); the corpus words they
+    advanced by."""
+    state, before = run.state, run.state.words_seen
+    finite = np.isfinite(done.losses)
+    n = len(done) if finite.all() else int(np.argmin(finite))  # steps with a finite loss
+    if n:
+        state.advance_to(done.words_done[n - 1], done.cursor_after(n - 1), run.n_tokens, n)
+        state.window.add_steps(done.losses[:n], int(done.pairs[:n].sum()),
+                               state.words_seen - before)
+    if n < len(done):
+        state.advance_to(done.words_done[n], done.cursor_after(n), run.n_tokens)
+        raise _diverged(run, float(done.losses[n]), saver.saved_step)
+    return state.words_seen - before
 
 
 def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop,

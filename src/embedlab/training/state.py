@@ -81,6 +81,14 @@ class LogWindow:
         self.pairs += pairs
         self.words += words
 
+    def add_steps(self, losses: np.ndarray, pairs: int, words: int) -> None:
+        """Count consecutive steps: their summed losses (float64, added in step order, so the
+        sum has the bits of adding them one by one), positive examples and corpus words."""
+        if len(losses):
+            self.loss = float(np.add.accumulate(np.concatenate(([self.loss], losses)))[-1])
+        self.pairs += pairs
+        self.words += words
+
     def mean_loss(self) -> float:
         """The loss per positive example over the window."""
         return self.loss / max(1, self.pairs)
@@ -117,12 +125,13 @@ class TrainState:
         """
         return self.advance_to(batch.words_done, batch.cursor_next, n_tokens)
 
-    def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int) -> int:
-        """Count a step as trained, given where it left the epoch (``words_done``) and the
-        data (``cursor``); the corpus words it advanced the position by (as :meth:`advance`)."""
-        done = self.cursor.epoch * n_tokens + words_done
+    def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int, steps: int = 1) -> int:
+        """Count ``steps`` steps of one epoch as trained, given where the last left the epoch
+        (``words_done``) and the data (``cursor``); the corpus words they advanced the position
+        by (as :meth:`advance`)."""
+        done = self.cursor.epoch * n_tokens + int(words_done)
         advanced = done - self.words_seen
-        self.step += 1
+        self.step += steps
         self.words_seen = done
         self.cursor = cursor
         return advanced
