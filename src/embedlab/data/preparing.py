@@ -23,7 +23,7 @@ from typing import Any
 
 from embedlab import __version__
 from embedlab.config import DataConfig
-from embedlab.data import sentences, token_ids
+from embedlab.data import native_tokenise, sentences, token_ids
 from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, list_files
 from embedlab.data.prepared import (
     ENDS_FILE,
@@ -45,19 +45,21 @@ from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
 def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
             lowercase: bool = False, min_count: int = 5, max_vocab: int | None = None,
             unk: str | None = None, max_distinct: int = 10_000_000, progress: bool = True,
-            force: bool = False, run_dir: Path | None = None) -> PreparedCorpus:
+            force: bool = False, run_dir: Path | None = None,
+            workers: int | None = None) -> PreparedCorpus:
     """Tokenise ``corpus`` (a path, 'text8' / 'demo', or the label of sentences given in memory:
     :mod:`embedlab.data.sentences`) into the prepared folder ``out_dir``.
 
     Out-of-vocabulary tokens are dropped (word2vec) unless ``unk`` is set, then they map to id 0.
     ``out_dir`` must be absent, an empty folder, or (with ``force``) an existing prepared corpus.
     Warnings (invalid UTF-8, pruning) go to stderr, one line each. ``run_dir``: the run folder
-    'train' prepares for (its errors then name the run folder, not --out). See
-    :func:`prepare_into`.
+    'train' prepares for (its errors then name the run folder, not --out). ``workers``:
+    threads that tokenise (default ``$EMBEDLAB_PREPARE_WORKERS``, else every core); the folder
+    is the same for any number. See :func:`prepare_into`.
     """
     prepare_into(corpus, out_dir, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
                  unk=unk, max_distinct=max_distinct, progress=progress, force=force,
-                 run_dir=run_dir)
+                 run_dir=run_dir, workers=workers)
     return PreparedCorpus.open(out_dir)
 
 
@@ -73,6 +75,7 @@ def prepare_into(
     progress: bool = True,
     force: bool = False,
     run_dir: Path | None = None,
+    workers: int | None = None,
 ) -> None:
     """:func:`prepare` without opening the result (the child of
     :mod:`embedlab.data.tokenise_child` hands the folder over without reading it).
@@ -86,14 +89,17 @@ def prepare_into(
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)
     _check_out(out, force)
+    workers = native_tokenise.default_workers() if workers is None else workers
+    if workers < 1:
+        raise InputError(f"workers must be >= 1, got {workers}")
     with _sigterm_cleans_up():
         _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress,
-                      run_dir)
+                      run_dir, workers)
 
 
 def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
                   unk: str | None, max_distinct: int, progress: bool,
-                  run_dir: Path | None) -> None:
+                  run_dir: Path | None, workers: int) -> None:
     made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +118,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         files = list_files(source)
         # one pass when every distinct word fits in --max-distinct; else word2vec-style
         # pruning while counting, then a second pass to encode
-        scan = token_ids.scan(source, lowercase, max_distinct, tmp, progress)
+        scan = token_ids.scan(source, lowercase, max_distinct, tmp, progress, workers)
         counter, stats = (scan.counter(max_distinct), scan.stats) if scan is not None else \
             token_ids.count_words(source, lowercase, max_distinct, progress)
         if stats.tokens == 0:

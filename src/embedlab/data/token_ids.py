@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
+from embedlab.data import native_tokenise
 from embedlab.data.corpus import ReadStats, iter_blocks, list_files
 from embedlab.data.prepared import ENDS_FILE, IDS_FILE, file_chunks, map_file
 from embedlab.data.vocab import Vocab, WordCounter
@@ -50,12 +51,14 @@ class Scan:
     the two-pass path, because pruning changes the counts while reading.
     """
 
-    def __init__(self, words: list[str], ids_path: Path, ends_path: Path,
-                 stats: ReadStats) -> None:
+    def __init__(self, words: list[str], ids_path: Path, ends_path: Path, stats: ReadStats,
+                 counts: npt.NDArray[np.int64] | None = None) -> None:
         self.words, self.ids_path, self.ends_path, self.stats = words, ids_path, ends_path, stats
-        self.counts = np.zeros(len(words), dtype=np.int64)
-        for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
-            self.counts += np.bincount(chunk, minlength=len(words))
+        if counts is None:
+            counts = np.zeros(len(words), dtype=np.int64)
+            for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
+                counts += np.bincount(chunk, minlength=len(words))
+        self.counts = counts
 
     def counter(self, max_distinct: int) -> WordCounter:
         """The counts as the counting pass would give them (no pruning was needed)."""
@@ -109,12 +112,22 @@ class _TooManyWords(Exception):
     """More distinct words than --max-distinct: counting needs pruning (the two-pass path)."""
 
 
-def scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
-         progress: bool) -> Scan | None:
-    """Read the corpus once (see :class:`Scan`); None when it has > ``max_distinct`` words."""
+def scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path, progress: bool,
+         workers: int = 1) -> Scan | None:
+    """Read the corpus once (see :class:`Scan`); None when it has > ``max_distinct`` words.
+
+    With a C compiler, ``workers`` threads tokenise (:mod:`embedlab.data.native_tokenise`);
+    the files are the same for any number of them, and the same as the Python reader's.
+    """
+    ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
+    if native_tokenise.usable(list_files(source)):
+        try:
+            return _native_scan(source, lowercase, max_distinct, ids_path, ends_path, progress,
+                                workers)
+        except native_tokenise.Fallback:
+            pass  # the Python reader below reads it, and reports any problem as it always does
     index = _FirstSeen(max_distinct)
     stats = ReadStats()
-    ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
     position = 0
     ends: list[int] = []
     with open(ids_path, "wb") as ids_file, open(ends_path, "wb") as ends_file, \
@@ -142,6 +155,21 @@ def scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path,
     ids_path.unlink()
     ends_path.unlink()
     return None
+
+
+def _native_scan(source: Path, lowercase: bool, max_distinct: int, ids_path: Path,
+                 ends_path: Path, progress: bool, workers: int) -> Scan | None:
+    stats = ReadStats()
+    with open(ids_path, "wb") as ids_file, open(ends_path, "wb") as ends_file, \
+            _bar(source, "reading", progress) as bar:
+        found = native_tokenise.scan(list_files(source), lowercase, max_distinct, ids_file,
+                                     ends_file, stats, bar.update, workers, _write_array)
+    if found is None:
+        ids_path.unlink()
+        ends_path.unlink()
+        return None
+    words, counts = found
+    return Scan(words, ids_path, ends_path, stats, counts)
 
 
 def _write_array(f: IO[bytes], arr: npt.NDArray[Any]) -> None:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no mor
     from embedlab.engines.step import StepConfig
     from embedlab.engines.stepping import Schedule, StepRunner
 
-SOURCES = ("_kernel.c", "_batches.c")  # the fused steps; the batch generator and step loop
+SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c")  # steps; batches, step loop; tokeniser
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 

@@ -1,0 +1,337 @@
+"""Reading a corpus with native code on several threads: the one-pass scan of
+:mod:`embedlab.data.token_ids` at C speed, with the same results as the Python reader.
+
+The corpus is read (and decompressed) here, in pieces of about :data:`PIECE_BYTES` that end at
+an ASCII whitespace byte, so no token and no UTF-8 sequence crosses two pieces. Threads tokenise
+the pieces independently (``tk_tokenise`` in ``engines/_tokenise.c``; ctypes lets go of the GIL
+during the call), and the main thread folds each piece's distinct tokens into the corpus's word
+table *in piece order*, so word ids, counts and files are the same for any number of threads.
+Python still computes the words of the few distinct tokens that need it: non-ASCII tokens under
+``--lowercase`` (``str.lower()``) and tokens with invalid UTF-8 (U+FFFD), once per distinct
+token. Anything the native path does not handle exactly — a token longer than
+:data:`~embedlab.data.corpus.MAX_TOKEN_CHARS` bytes, a stretch of text without ASCII whitespace —
+raises :class:`Fallback`, and the caller reads the corpus with the Python reader instead.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import functools
+import io
+import os
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from embedlab.data import corpus
+from embedlab.data.corpus import ReadStats
+
+#: corpora smaller than this (bytes on disk) are read by the Python reader: it takes under a
+#: second for them, less than building the native library the first time, and a small corpus
+#: of a torch-engine run then loads no second OpenMP runtime beside torch's
+MIN_BYTES = 1 << 20
+#: decompressed bytes read per piece; each thread holds about 5 times this while tokenising
+PIECE_BYTES = 4 << 20
+#: a stretch of text this long without ASCII whitespace is left to the Python reader
+MAX_STRETCH = 64 << 20
+_ASCII_SPACES = tuple(bytes([b]) for b in (*range(0x09, 0x0E), *range(0x1C, 0x21)))
+_NO_WORD = np.uint32(0xFFFFFFFF)
+
+
+class Fallback(Exception):
+    """The input needs the Python reader (see the module's docstring)."""
+
+
+def default_workers() -> int:
+    """Threads for tokenising: ``$EMBEDLAB_PREPARE_WORKERS``, else the cores this process may
+    use."""
+    value = os.environ.get("EMBEDLAB_PREPARE_WORKERS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+
+
+@functools.cache
+def library() -> ctypes.CDLL | None:
+    """The native library with the tokeniser's functions, or None without a C compiler."""
+    from embedlab.engines.native import NativeUnavailable
+    from embedlab.engines.native import library as native_library
+
+    try:
+        lib = native_library()
+        lib.tk_tokenise  # noqa: B018 - a library built without _tokenise.c: AttributeError
+    except (NativeUnavailable, AttributeError):
+        return None
+    ptr, i64, int_ = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    lib.tk_tokenise.restype = int_
+    lib.tk_tokenise.argtypes = [ptr, i64, int_, int_, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
+    lib.tk_table_new.restype = ptr
+    lib.tk_table_new.argtypes = []
+    lib.tk_table_free.restype = None
+    lib.tk_table_free.argtypes = [ptr]
+    lib.tk_table_size.restype = i64
+    lib.tk_table_size.argtypes = [ptr]
+    lib.tk_table_bytes.restype = i64
+    lib.tk_table_bytes.argtypes = [ptr]
+    lib.tk_table_export.restype = None
+    lib.tk_table_export.argtypes = [ptr, ptr, ptr]
+    lib.tk_known_aliases.restype = i64
+    lib.tk_known_aliases.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, ptr]
+    lib.tk_merge.restype = int_
+    lib.tk_merge.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]
+    return lib
+
+
+def usable(files: list[Path]) -> bool:
+    """Whether to read ``files`` with the native reader (see :data:`MIN_BYTES`)."""
+    return sum(p.stat().st_size for p in files) >= MIN_BYTES and library() is not None
+
+
+def _addr(a: npt.NDArray[Any]) -> int:
+    return int(a.ctypes.data)
+
+
+# ---- reading ----------------------------------------------------------------------------------
+@dataclass
+class Piece:
+    """Decompressed bytes of one file, ending at ASCII whitespace or at the file's end."""
+
+    file: Path
+    buf: npt.NDArray[np.uint8]
+    first: bool  # the file's first piece (a byte-order mark is dropped)
+    last: bool  # the file's last piece (its end ends a sentence)
+
+
+def _check_binary(path: Path, head: bytes) -> None:
+    """The Python reader's test on a file's first piece (:func:`embedlab.data.corpus`)."""
+    if b"\x00" in head:
+        raise corpus._binary_error(path, "it contains NUL bytes")
+    decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=corpus._ERRORS)
+    text, bad = corpus._decode(decoder, head, not head)
+    if bad >= corpus.BINARY_MIN_INVALID and bad > len(text) * corpus.BINARY_REPLACEMENT_SHARE:
+        raise corpus._binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "
+                                         f"{len(head):,} bytes")
+
+
+def _cut(data: bytes) -> int:
+    """Bytes of ``data`` up to and including its last ASCII whitespace byte (0: none)."""
+    return max(data.rfind(b) for b in _ASCII_SPACES) + 1
+
+
+def read_pieces(files: list[Path], stats: ReadStats,
+                progress: Callable[[int], None]) -> Iterator[Piece]:
+    """The pieces of ``files`` in order; fills ``stats.files``, ``paths``, ``source_bytes``."""
+    for path in files:
+        stats.files += 1
+        stats.paths.append(path)
+        stream, raw = corpus._open_source(path)
+        with raw, stream:
+            yield from _file_pieces(path, stream, raw, stats, progress)
+
+
+def _file_pieces(path: Path, stream: io.BufferedIOBase, raw: io.BufferedReader, stats: ReadStats,
+                 progress: Callable[[int], None]) -> Iterator[Piece]:
+    carry, first, checked, done = b"", True, False, 0
+    while True:
+        parts, size, more = [carry], len(carry), True
+        while size < PIECE_BYTES or len(parts) == 1:  # at least one read: carry may be long
+            # the Python reader's reads (same sizes, same errors), so its binary test sees the
+            # same first piece
+            data = corpus._read(stream, path)
+            if not checked:
+                _check_binary(path, data)
+                checked = True
+            pos = raw.tell()
+            stats.source_bytes += pos - done
+            progress(pos - done)
+            done = pos
+            if not data:
+                more = False
+                break
+            parts.append(data)
+            size += len(data)
+        text = b"".join(parts)
+        cut = _cut(text) if more else len(text)
+        if more and cut == 0:
+            if len(text) > MAX_STRETCH:
+                raise Fallback
+            carry = text
+            continue
+        carry = text[cut:]
+        buf = np.empty(cut, np.uint8)
+        buf[:] = np.frombuffer(text, np.uint8, count=cut)
+        yield Piece(path, buf, first, not more)
+        first = False
+        if not more:
+            return
+
+
+# ---- tokenising -------------------------------------------------------------------------------
+@dataclass
+class Tokenised:
+    """One piece tokenised: local type ids per token, line ends, the piece's distinct types."""
+
+    piece: Piece
+    ids: npt.NDArray[np.uint32]
+    ends: npt.NDArray[np.uint32]
+    type_off: npt.NDArray[np.uint32]
+    type_len: npt.NDArray[np.uint32]
+    type_count: npt.NDArray[np.uint32]
+    type_flag: npt.NDArray[np.uint8]
+    invalid: int
+    longest: int
+    lead: int  # tokens before the piece's first '\n' (all when it has none)
+    has_newline: bool
+    tail: int  # tokens after the piece's last '\n' (all when it has none)
+
+
+def tokenise(lib: ctypes.CDLL, piece: Piece, lowercase: bool) -> Tokenised:
+    """Tokenise ``piece`` (its ASCII letters are lowercased in place under ``lowercase``)."""
+    n = len(piece.buf)
+    cap = n // 2 + 1
+    ids, ends = np.empty(cap, np.uint32), np.empty(cap, np.uint32)
+    off, length, count = (np.empty(cap, np.uint32) for _ in range(3))
+    flag = np.empty(cap, np.uint8)
+    out = np.zeros(8, np.int64)
+    if lib.tk_tokenise(_addr(piece.buf), n, int(lowercase), int(piece.first), _addr(ids),
+                       _addr(ends), _addr(off), _addr(length), _addr(count), _addr(flag),
+                       _addr(out)):
+        raise MemoryError("out of memory while tokenising the corpus")
+    ntok, ntypes, nends = int(out[0]), int(out[1]), int(out[2])
+    return Tokenised(piece, ids[:ntok], ends[:nends], off[:ntypes], length[:ntypes],
+                     count[:ntypes], flag[:ntypes], int(out[3]), int(out[4]), int(out[5]),
+                     bool(out[6]), int(out[7]))
+
+
+def _in_order(lib: ctypes.CDLL, pieces: Iterator[Piece], lowercase: bool,
+              workers: int) -> Iterator[Tokenised]:
+    """Tokenised pieces in reading order, ``workers`` threads at a time. An error while reading
+    is raised after the pieces before it are handed on (one of them may need the Python
+    reader, which then reports the first problem as it always does)."""
+    if workers <= 1:
+        for piece in pieces:
+            yield tokenise(lib, piece, lowercase)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tokenise") as pool:
+        pending: deque[Future[Tokenised]] = deque()
+        try:
+            try:
+                for piece in pieces:
+                    pending.append(pool.submit(tokenise, lib, piece, lowercase))
+                    if len(pending) > workers:
+                        yield pending.popleft().result()
+            except Exception:
+                while pending:
+                    yield pending.popleft().result()
+                raise
+            while pending:
+                yield pending.popleft().result()
+        finally:  # stopped early (an error, the corpus has too many words, Ctrl-C)
+            for future in pending:
+                future.cancel()
+
+# ---- folding pieces into the corpus's words ----------------------------------------------------
+class _Tables:
+    """The corpus's words (bytes -> id, in order of first appearance, with counts) and the
+    flagged tokens already seen (bytes -> word id), held in C memory until :meth:`close`."""
+
+    def __init__(self, lib: ctypes.CDLL) -> None:
+        self.lib = lib
+        self.words, self.aliases = lib.tk_table_new(), lib.tk_table_new()
+        if not self.words or not self.aliases:
+            self.close()
+            raise MemoryError("out of memory for the corpus's word table")
+
+    def close(self) -> None:
+        for table in (self.words, self.aliases):
+            if table:
+                self.lib.tk_table_free(table)
+        self.words = self.aliases = None
+
+    def words_and_counts(self) -> tuple[list[str], npt.NDArray[np.int64]]:
+        n = self.lib.tk_table_size(self.words)
+        lines = np.empty(self.lib.tk_table_bytes(self.words) + n, np.uint8)
+        counts = np.empty(n, np.int64)
+        self.lib.tk_table_export(self.words, _addr(lines), _addr(counts))
+        words = lines.tobytes().decode("utf-8").split("\n")
+        words.pop()  # after the last word's '\n'
+        return words, counts
+
+
+def _word(raw: bytes, lowercase: bool) -> bytes:
+    """The word of a token's bytes, exactly as the Python reader makes it."""
+    text = raw.decode("utf-8", "replace")
+    return (text.lower() if lowercase else text).encode("utf-8")
+
+
+def _fold(tables: _Tables, t: Tokenised, lowercase: bool,
+          limit: int) -> npt.NDArray[np.uint32] | None:
+    """Word ids of the piece's types (None: more than ``limit`` distinct words)."""
+    lib, buf, ntypes = tables.lib, t.piece.buf, len(t.type_off)
+    word = np.empty(ntypes, np.uint32)
+    common = (_addr(buf), _addr(t.type_off), _addr(t.type_len), _addr(t.type_flag))
+    left = lib.tk_known_aliases(tables.aliases, *common, ntypes, _addr(word))
+    canon, canon_off = np.zeros(1, np.uint8), np.zeros(ntypes + 1, np.int64)
+    if left:
+        todo = np.flatnonzero((t.type_flag != 0) & (word == _NO_WORD))
+        view = memoryview(buf)  # type: ignore[arg-type]
+        made = [_word(bytes(view[a:a + n]), lowercase)
+                for a, n in zip(t.type_off[todo].tolist(), t.type_len[todo].tolist(),
+                                strict=True)]
+        lengths = np.zeros(ntypes, np.int64)
+        lengths[todo] = [len(w) for w in made]
+        np.cumsum(lengths, out=canon_off[1:])
+        canon = np.frombuffer(b"".join(made) + b"\0", np.uint8)
+    rc = lib.tk_merge(tables.words, tables.aliases, *common[:3], common[3],
+                      _addr(t.type_count), ntypes, _addr(canon), _addr(canon_off), limit,
+                      _addr(word))
+    if rc < 0:
+        raise MemoryError("out of memory for the corpus's word table")
+    return None if rc else word
+
+
+def scan(files: list[Path], lowercase: bool, max_distinct: int, ids_file: IO[bytes],
+         ends_file: IO[bytes], stats: ReadStats, progress: Callable[[int], None],
+         workers: int, write: Callable[[IO[bytes], npt.NDArray[Any]], None],
+         ) -> tuple[list[str], npt.NDArray[np.int64]] | None:
+    """Write each token's first-seen word id to ``ids_file`` and the raw sentence ends to
+    ``ends_file`` (as :func:`embedlab.data.token_ids.scan` does) and return the words in id
+    order with their counts; None when there are more than ``max_distinct`` distinct words.
+    Raises :class:`Fallback` for input that needs the Python reader."""
+    lib = library()
+    if lib is None:
+        raise Fallback
+    tables = _Tables(lib)
+    try:
+        position, open_line = 0, False
+        for t in _in_order(lib, read_pieces(files, stats, progress), lowercase, workers):
+            if t.longest > corpus.MAX_TOKEN_CHARS:
+                raise Fallback
+            word = _fold(tables, t, lowercase, max_distinct)
+            if word is None:
+                return None
+            write(ids_file, word[t.ids].astype("<u4", copy=False))
+            ends = t.ends.astype(np.int64) + position
+            if open_line and t.has_newline and t.lead == 0:  # the line began in a piece before
+                ends = np.concatenate([[position], ends])
+            n = len(t.ids)
+            open_line = t.tail > 0 if t.has_newline else open_line or n > 0
+            position += n
+            if t.piece.last and open_line:  # a file's end ends its last line
+                ends = np.concatenate([ends, [position]])
+                open_line = False
+            write(ends_file, ends.astype("<i8", copy=False))
+            stats.tokens += n
+            stats.invalid_utf8 += t.invalid
+            stats.sentences += len(ends)
+        return tables.words_and_counts()
+    finally:
+        tables.close()

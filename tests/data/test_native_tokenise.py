@@ -1,0 +1,155 @@
+"""The native reader gives the Python reader's prepared folders, byte for byte, on any number of
+threads."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import lzma
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from embedlab.data import corpus, native_tokenise
+from embedlab.data.preparing import prepare
+from embedlab.errors import InputError
+
+pytestmark = pytest.mark.skipif(native_tokenise.library() is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def native_for_small_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_tokenise, "MIN_BYTES", 0)
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """The folder's files; meta.json without its creation time."""
+    files = {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+    meta = json.loads(files.pop("meta.json"))
+    meta.pop("created")
+    files["meta.json"] = json.dumps(meta, sort_keys=True).encode()
+    return files
+
+
+def prepared_by(source: Path, out: Path, workers: int | None, **options: object) -> object:
+    """The folder's bytes, or the error's message; ``workers=None``: the Python reader."""
+    try:
+        if workers is None:
+            with mock.patch.object(native_tokenise, "library", lambda: None):
+                prepare(source, out, progress=False, **options)  # type: ignore[arg-type]
+        else:
+            prepare(source, out, progress=False, workers=workers,
+                    **options)  # type: ignore[arg-type]
+    except InputError as exc:
+        return str(exc)
+    return folder_bytes(out)
+
+
+# pieces of text that exercise the tokeniser: Unicode whitespace (non-breaking, ideographic,
+# line separator, NEL), CRLF, upper case with special lowercasing (final sigma, dotted I),
+# invalid UTF-8 (lone continuation, truncated sequences, surrogates, overlongs), a BOM
+_PARTS = [b"a", b"B", b"cat", b"Dog", b" ", b"  ", b"\t", b"\n", b"\n\n", b"\r\n", b"\x0b",
+          b"\x1c", "\u00a0".encode(), "\u3000".encode(), "\u2028".encode(), "\x85".encode(),
+          "\u200b".encode(), "ΟΔΟΣ".encode(), "Σ".encode(), "İ".encode(), "é".encode(),
+          "É".encode(), "語".encode(), "\ufeff".encode(), b"\x80", b"\xe2\x82", b"\xed\xa0\x80",
+          b"\xc0\xaf", b"\xf4\x90\x80\x80", b"\xf0\x9f\x98", b"\xff", b"UNK", b"x" * 40]
+
+
+@st.composite
+def corpus_bytes(draw: st.DrawFn) -> bytes:
+    head = draw(st.sampled_from([b"", b"\xef\xbb\xbf", b"\xef\xbb"]))
+    return head + b"".join(draw(st.lists(st.sampled_from(_PARTS), max_size=60)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(files=st.lists(corpus_bytes(), min_size=1, max_size=3),
+       compress=st.sampled_from(["", ".gz", ".bz2", ".xz"]), lowercase=st.booleans(),
+       min_count=st.integers(1, 2), unk=st.sampled_from([None, "UNK"]),
+       piece=st.sampled_from([4, 9, 64, 1 << 20]))
+def test_native_folders_equal_the_python_readers(files: list[bytes], compress: str,
+                                                 lowercase: bool, min_count: int,
+                                                 unk: str | None, piece: int) -> None:
+    opener = {"": open, ".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}[compress]
+    options = {"lowercase": lowercase, "min_count": min_count, "unk": unk}
+    with tempfile.TemporaryDirectory() as d:
+        source = Path(d) / "corpus"
+        source.mkdir()
+        for i, data in enumerate(files):
+            with opener(source / f"f{i}.txt{compress}", "wb") as f:  # type: ignore[operator]
+                f.write(data)
+        # small pieces: tokens, lines and UTF-8 sequences meet piece boundaries everywhere
+        with mock.patch.object(corpus, "PIECE_BYTES", piece), \
+                mock.patch.object(native_tokenise, "PIECE_BYTES", piece):
+            expect = prepared_by(source, Path(d) / "py", None, **options)
+            for workers in (1, 2, 3):
+                got = prepared_by(source, Path(d) / f"n{workers}", workers, **options)
+                assert got == expect, workers
+
+
+@pytest.mark.parametrize("piece", [3, 1 << 20])
+def test_a_long_line_and_a_long_token(tmp_path: Path, piece: int) -> None:
+    source = tmp_path / "c.txt"
+    source.write_bytes(b"Ab " * 5000 + b"z" * 3000 + b" \xce\xa3\n" + b"q\r\n" * 10)
+    with mock.patch.object(native_tokenise, "PIECE_BYTES", piece):
+        expect = prepared_by(source, tmp_path / "py", None, lowercase=True, min_count=1)
+        for workers in (1, 2, 3):
+            assert prepared_by(source, tmp_path / f"n{workers}", workers, lowercase=True,
+                               min_count=1) == expect
+
+
+def test_a_token_too_long_is_left_to_the_python_reader(tmp_path: Path) -> None:
+    source = tmp_path / "c.txt"
+    source.write_bytes(b"a b " + b"x" * 2000 + b" c\n")
+    with mock.patch.object(corpus, "MAX_TOKEN_CHARS", 1000), \
+            mock.patch.object(corpus, "PIECE_BYTES", 100):
+        message = prepared_by(source, tmp_path / "n", 2, min_count=1)
+        assert prepared_by(source, tmp_path / "py", None, min_count=1) == message
+    assert isinstance(message, str) and "longer than 1,000 characters" in message
+
+
+def test_binary_files_are_refused_alike(tmp_path: Path) -> None:
+    source = tmp_path / "c.txt"
+    source.write_bytes(b"\x00\x01" * 100)
+    expect = prepared_by(source, tmp_path / "py", None, min_count=1)
+    assert isinstance(expect, str) and "looks binary" in expect
+    assert prepared_by(source, tmp_path / "n", 2, min_count=1) == expect
+
+
+@pytest.mark.parametrize("max_distinct", [1, 3, 50])
+def test_pruning_does_not_depend_on_the_workers(tmp_path: Path, max_distinct: int) -> None:
+    source = tmp_path / "c.txt"
+    words = [f"w{i % 37}" for i in range(0, 4000, 7)] + [f"r{i}" for i in range(60)]
+    source.write_text("\n".join(" ".join(words[i:i + 11]) for i in range(0, len(words), 11)),
+                      encoding="utf-8")
+    expect = prepared_by(source, tmp_path / "py", None, min_count=1, max_distinct=max_distinct)
+    for workers in (1, 2, 3):
+        assert prepared_by(source, tmp_path / f"n{workers}", workers, min_count=1,
+                           max_distinct=max_distinct) == expect
+
+
+def test_the_whitespace_is_pythons() -> None:
+    # tk_wide_space in _tokenise.c lists str.isspace()'s code points beyond ASCII
+    wide = [c for c in range(0x80, 0x110000) if chr(c).isspace()]
+    assert wide == [0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F,
+                    0x205F, 0x3000]
+
+
+def test_small_corpora_are_read_by_the_python_reader(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_tokenise, "MIN_BYTES", 100)
+    (tmp_path / "a.txt").write_bytes(b"x " * 40)
+    (tmp_path / "b.txt").write_bytes(b"y " * 10)
+    assert not native_tokenise.usable([tmp_path / "a.txt"])
+    assert native_tokenise.usable([tmp_path / "a.txt", tmp_path / "b.txt"])
+
+
+def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "3")
+    assert native_tokenise.default_workers() == 3
+    monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "x")
+    assert native_tokenise.default_workers() >= 1
