@@ -162,3 +162,31 @@ def test_philox_on_arrays_is_philox_on_each_counter(counter: list[int], k0: int,
 def test_philox_key_splits_the_derived_key() -> None:
     k0, k1 = philox_key(7, "batches")
     assert k0 | (k1 << 32) == derive_key(7, "batches") and k0 < 2**32 and k1 < 2**32
+
+
+def test_tritons_philox_is_the_specifications(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a GPU engine draws the batch specification's numbers with tl.philox, keyed by the 64-bit
+    # key as a signed int64; checked here on CPU with Triton's interpreter
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    torch = pytest.importorskip("torch")
+    triton = pytest.importorskip("triton")
+    tl = pytest.importorskip("triton.language")
+
+    @triton.jit
+    def draw(out, key, epoch, first, n: tl.constexpr):  # type: ignore[no-untyped-def]
+        lane = tl.arange(0, n)
+        q = lane.to(tl.uint64) + first
+        c0, c1 = (q & 0xFFFFFFFF).to(tl.uint32), (q >> 32).to(tl.uint32)
+        c2 = tl.zeros_like(c0) + epoch
+        words = tl.philox(key, c0, c1, c2, tl.zeros_like(c0))
+        for i in tl.static_range(4):
+            tl.store(out + lane * 4 + i, words[i])
+
+    key = derive_key(1, "batches")
+    out = torch.zeros(64, dtype=torch.int32)
+    first = 2**32 - 5  # the counter's low word wraps into the high one
+    draw[(1,)](out, key - 2**64 if key >= 2**63 else key, 3, first, n=16)
+    q = np.arange(16, dtype=np.uint64) + np.uint64(first)
+    want = philox4x32(q & np.uint64(0xFFFF_FFFF), q >> np.uint64(32), 3, 0,
+                      key=philox_key(1, "batches"))
+    assert np.array_equal(out.numpy().view(np.uint32).reshape(16, 4), np.stack(want, axis=1))
