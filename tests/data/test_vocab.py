@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embedlab.data.vocab import Vocab, WordCounter, build
+from embedlab.data.vocab import Vocab, WordCounter, build, build_from_arrays
 from embedlab.errors import InputError
 
 
@@ -246,3 +246,33 @@ def test_tsv_count_beyond_int64_is_an_input_error(tmp_path: Path, count: str) ->
     assert "\n" not in str(info.value) and "re-run 'embedlab prepare'" in str(info.value)
     path.write_text(f"a\t5\nb\t{2**63 - 1}\n", encoding="utf-8")  # the largest that fits
     assert Vocab.load_tsv(path).counts.tolist() == [5, 2**63 - 1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(counts=st.dictionaries(st.sampled_from(["a", "b", "c", "é", "語", "UNK", "Z", "aa"]),
+                              st.integers(1, 6)),
+       min_count=st.integers(1, 4), max_vocab=st.one_of(st.none(), st.integers(2, 5)),
+       unk=st.sampled_from([None, "UNK"]))
+def test_build_from_arrays_is_build(counts: dict[str, int], min_count: int,
+                                    max_vocab: int | None, unk: str | None) -> None:
+    words = list(counts)
+    array = np.array([counts[w] for w in words], dtype=np.int64)
+    try:
+        expect = build(counts, min_count=min_count, max_vocab=max_vocab, unk=unk)
+    except InputError as exc:
+        with pytest.raises(InputError) as info:
+            build_from_arrays(words, array, min_count=min_count, max_vocab=max_vocab, unk=unk)
+        assert str(info.value) == str(exc)
+        return
+    got, kept = build_from_arrays(words, array, min_count=min_count, max_vocab=max_vocab,
+                                  unk=unk)
+    assert got == expect
+    assert [words[i] for i in kept] == list(expect.words[unk is not None:])
+
+
+@pytest.mark.parametrize("line", ["a 1", "a\t", "a\tx", "\t3", "a b\t3", "a\t" + "9" * 19])
+def test_load_refuses_bad_lines_the_same_with_fast_checks(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "v.tsv"
+    path.write_text(f"ok\t5\n{line}\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"v\.tsv:2: "):
+        Vocab.load_tsv(path)

@@ -72,7 +72,7 @@ def library() -> ctypes.CDLL | None:
         return None
     ptr, i64, int_ = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
     lib.tk_tokenise.restype = int_
-    lib.tk_tokenise.argtypes = [ptr, i64, int_, int_, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
+    lib.tk_tokenise.argtypes = [ptr, i64, int_, int_, ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
     lib.tk_table_new.restype = ptr
     lib.tk_table_new.argtypes = []
     lib.tk_table_free.restype = None
@@ -86,7 +86,7 @@ def library() -> ctypes.CDLL | None:
     lib.tk_known_aliases.restype = i64
     lib.tk_known_aliases.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, ptr]
     lib.tk_merge.restype = int_
-    lib.tk_merge.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]
+    lib.tk_merge.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]
     return lib
 
 
@@ -186,6 +186,7 @@ class Tokenised:
     type_len: npt.NDArray[np.uint32]
     type_count: npt.NDArray[np.uint32]
     type_flag: npt.NDArray[np.uint8]
+    type_hash: npt.NDArray[np.uint64]
     invalid: int
     longest: int
     lead: int  # tokens before the piece's first '\n' (all when it has none)
@@ -199,16 +200,16 @@ def tokenise(lib: ctypes.CDLL, piece: Piece, lowercase: bool) -> Tokenised:
     cap = n // 2 + 1
     ids, ends = np.empty(cap, np.uint32), np.empty(cap, np.uint32)
     off, length, count = (np.empty(cap, np.uint32) for _ in range(3))
-    flag = np.empty(cap, np.uint8)
+    flag, hashes = np.empty(cap, np.uint8), np.empty(cap, np.uint64)
     out = np.zeros(8, np.int64)
     if lib.tk_tokenise(_addr(piece.buf), n, int(lowercase), int(piece.first), _addr(ids),
                        _addr(ends), _addr(off), _addr(length), _addr(count), _addr(flag),
-                       _addr(out)):
+                       _addr(hashes), _addr(out)):
         raise MemoryError("out of memory while tokenising the corpus")
     ntok, ntypes, nends = int(out[0]), int(out[1]), int(out[2])
     return Tokenised(piece, ids[:ntok], ends[:nends], off[:ntypes], length[:ntypes],
-                     count[:ntypes], flag[:ntypes], int(out[3]), int(out[4]), int(out[5]),
-                     bool(out[6]), int(out[7]))
+                     count[:ntypes], flag[:ntypes], hashes[:ntypes], int(out[3]),
+                     int(out[4]), int(out[5]), bool(out[6]), int(out[7]))
 
 
 def _in_order(lib: ctypes.CDLL, pieces: Iterator[Piece], lowercase: bool,
@@ -291,7 +292,8 @@ def _fold(tables: _Tables, t: Tokenised, lowercase: bool,
         np.cumsum(lengths, out=canon_off[1:])
         canon = np.frombuffer(b"".join(made) + b"\0", np.uint8)
     rc = lib.tk_merge(tables.words, tables.aliases, *common[:3], common[3],
-                      _addr(t.type_count), ntypes, _addr(canon), _addr(canon_off), limit,
+                      _addr(t.type_count), _addr(t.type_hash), ntypes, _addr(canon),
+                      _addr(canon_off), limit,
                       _addr(word))
     if rc < 0:
         raise MemoryError("out of memory for the corpus's word table")

@@ -119,16 +119,20 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         # one pass when every distinct word fits in --max-distinct; else word2vec-style
         # pruning while counting, then a second pass to encode
         scan = token_ids.scan(source, lowercase, max_distinct, tmp, progress, workers)
-        counter, stats = (scan.counter(max_distinct), scan.stats) if scan is not None else \
-            token_ids.count_words(source, lowercase, max_distinct, progress)
+        if scan is not None:  # nothing was pruned: the counter only carries the totals
+            counter, stats = WordCounter(max_distinct=max_distinct), scan.stats
+            counter.total = stats.tokens
+        else:
+            counter, stats = token_ids.count_words(source, lowercase, max_distinct, progress)
         if stats.tokens == 0:
             raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
                              "whitespace-separated words")
         if counter.prune.times and not any(c >= min_count for w, c in counter.counts.items()
                                            if w != unk):
             raise InputError(_pruned_away(counter, min_count))
-        vocab = build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
-                      total=counter.total)
+        vocab = scan.build_vocab(min_count, max_vocab, unk) if scan is not None else \
+            build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                  total=counter.total)
         encoded = scan.encode(vocab, tmp) if scan is not None else \
             token_ids.encode(source, vocab, lowercase, tmp, progress, stats)
         vocab = encoded.vocab

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from embedlab.data import native_tokenise
 from embedlab.data.corpus import ReadStats, iter_blocks, list_files
 from embedlab.data.prepared import ENDS_FILE, IDS_FILE, file_chunks, map_file
-from embedlab.data.vocab import Vocab, WordCounter
+from embedlab.data.vocab import Vocab, WordCounter, build_from_arrays
 from embedlab.errors import InputError
 
 _FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
@@ -59,6 +59,7 @@ class Scan:
             for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
                 counts += np.bincount(chunk, minlength=len(words))
         self.counts = counts
+        self._kept: npt.NDArray[np.intp] | None = None  # set by build_vocab
 
     def counter(self, max_distinct: int) -> WordCounter:
         """The counts as the counting pass would give them (no pruning was needed)."""
@@ -67,13 +68,24 @@ class Scan:
         counter.total = self.stats.tokens
         return counter
 
+    def build_vocab(self, min_count: int, max_vocab: int | None, unk: str | None) -> Vocab:
+        """The vocabulary of the counts (:func:`embedlab.data.vocab.build_from_arrays`)."""
+        vocab, self._kept = build_from_arrays(self.words, self.counts, min_count=min_count,
+                                              max_vocab=max_vocab, unk=unk,
+                                              total=self.stats.tokens)
+        return vocab
+
     def encode(self, vocab: Vocab, tmp: Path) -> Encoded:
         """Write ``vocab``'s ids of the corpus into ``tmp``; the scan's own files go."""
         # first-seen id -> vocabulary id, or -1 (dropped) / 0 (UNK) for out-of-vocabulary words
         missing = 0 if vocab.unk is not None else -1
-        get = vocab.index.get
-        to_vocab = np.fromiter(map(get, self.words, repeat(missing)), dtype=np.int64,
-                               count=len(self.words))
+        kept = self._kept
+        if kept is not None and len(kept) + (vocab.unk is not None) == len(vocab):
+            to_vocab = np.full(len(self.words), missing, dtype=np.int64)
+            to_vocab[kept] = np.arange(len(kept)) + (vocab.unk is not None)
+        else:
+            to_vocab = np.fromiter(map(vocab.index.get, self.words, repeat(missing)),
+                                   dtype=np.int64, count=len(self.words))
         raw_ends = map_file(self.ends_path, np.dtype("<i8"))
         with open(tmp / IDS_FILE, "wb") as ids, open(tmp / ENDS_FILE, "wb") as ends:
             writer = _IdWriter(ids, ends)

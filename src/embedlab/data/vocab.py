@@ -181,8 +181,9 @@ class Vocab:
     # ---- vocab.tsv ----------------------------------------------------------------------------
     def save_tsv(self, path: str | os.PathLike[str]) -> None:
         """Write ``word<TAB>count`` lines (UTF-8, ``\\n``); the id is the line number."""
-        for w in self.words:
-            _check_word(w, "the vocabulary")
+        if not _all_words_valid(self.words):
+            for w in self.words:  # names the first bad word
+                _check_word(w, "the vocabulary")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.writelines(f"{w}\t{int(c)}\n" for w, c in zip(self.words, self.counts, strict=True))
 
@@ -194,21 +195,14 @@ class Vocab:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None
-        words: list[str] = []
-        counts: list[int] = []
         lines = data.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        for n, line in enumerate(lines, 1):
-            word, tab, count = line.partition("\t")
-            if not tab or not count.isdigit() or not count.isascii():
-                raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
-                                 "re-run 'embedlab prepare' to recreate the vocabulary")
-            check_count_fits(count, f"{path}:{n}",
-                             "re-run 'embedlab prepare' to recreate the vocabulary")
-            _check_word(word, f"{path}:{n}")
-            words.append(word)
-            counts.append(int(count))
+        parsed = _parse_fast(lines)
+        if parsed is not None:
+            words, counts = parsed
+        else:
+            words, counts = _parse_slowly(lines, path)
         if unk is not None and (not words or words[0] != unk):
             raise InputError(f"{path}: the first word must be the UNK token {unk!r}; "
                              "re-run 'embedlab prepare' to recreate the vocabulary")
@@ -217,6 +211,46 @@ class Vocab:
         except ValueError as exc:
             raise InputError(f"invalid vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None
+
+
+def _all_words_valid(words: Sequence[object]) -> bool:
+    """Whether every word is a non-empty str without whitespace, at C speed: splitting the
+    words joined by newlines gives them back exactly when each is one whitespace-free token."""
+    try:
+        return "\n".join(words).split() == list(words)  # type: ignore[arg-type]
+    except TypeError:  # not all str
+        return False
+
+
+def _parse_fast(lines: list[str]) -> tuple[list[str], list[int]] | None:
+    """``word<TAB>count`` lines parsed with C-level checks; None when any check fails (then
+    :func:`_parse_slowly` names the line)."""
+    if not lines:
+        return [], []
+    words, tabs, digits = (list(column) for column in zip(*(line.partition("\t")
+                                                              for line in lines), strict=True))
+    if tabs.count("\t") != len(tabs) or not all(digits) or max(map(len, digits)) > 18:
+        return None
+    joined = "".join(digits)
+    if not (joined.isdigit() and joined.isascii()) or not _all_words_valid(words):
+        return None
+    return words, list(map(int, digits))
+
+
+def _parse_slowly(lines: list[str], path: str | os.PathLike[str]) -> tuple[list[str], list[int]]:
+    words: list[str] = []
+    counts: list[int] = []
+    for n, line in enumerate(lines, 1):
+        word, tab, count = line.partition("\t")
+        if not tab or not count.isdigit() or not count.isascii():
+            raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
+                             "re-run 'embedlab prepare' to recreate the vocabulary")
+        check_count_fits(count, f"{path}:{n}",
+                         "re-run 'embedlab prepare' to recreate the vocabulary")
+        _check_word(word, f"{path}:{n}")
+        words.append(word)
+        counts.append(int(count))
+    return words, counts
 
 
 def build(
@@ -234,11 +268,7 @@ def build(
     default ``sum(counts)``) minus the kept words' counts, i.e. every token that maps to UNK.
     Raises :class:`InputError` when no word is left.
     """
-    if min_count < 1:
-        raise InputError(f"--min-count must be >= 1, got {min_count}; pass e.g. --min-count 5")
-    if max_vocab is not None and max_vocab < (2 if unk is not None else 1):
-        raise InputError(f"--max-vocab must be >= {2 if unk is not None else 1}, got "
-                         f"{max_vocab}; pass e.g. --max-vocab 50000")
+    _check_options(min_count, max_vocab, unk)
     # by word, then (stable, so ties stay by word) by count descending: two C-level sorts,
     # several times faster than one sort on (-count, word) tuples for 10^5-10^6 words
     words = sorted(w for w, c in counts.items() if c >= min_count and w != unk)
@@ -253,6 +283,48 @@ def build(
     total = sum(counts.values()) if total is None else total
     unk_count = max(0, total - int(kept.sum()))
     return Vocab((unk, *words), np.concatenate([[unk_count], kept]).astype(np.int64), unk)
+
+
+def build_from_arrays(
+    words: Sequence[str],
+    counts: npt.NDArray[np.int64],
+    *,
+    min_count: int = 5,
+    max_vocab: int | None = None,
+    unk: str | None = None,
+    total: int | None = None,
+) -> tuple[Vocab, npt.NDArray[np.intp]]:
+    """:func:`build` of ``dict(zip(words, counts))`` (``words`` distinct), selecting with numpy:
+    the same vocabulary, and the index in ``words`` of each word it keeps (UNK left out)."""
+    _check_options(min_count, max_vocab, unk)
+    candidates = np.flatnonzero(counts >= min_count)
+    if unk is not None:
+        candidates = np.array([i for i in candidates.tolist() if words[i] != unk], np.intp)
+    if not len(candidates):
+        raise InputError(_empty_message(dict(zip(words, counts.tolist(), strict=True)),
+                                        min_count, unk))
+    # by word, then (stable, so ties stay by word) by count descending, as build() does
+    names = [words[i] for i in candidates.tolist()]
+    candidates = candidates[sorted(range(len(names)), key=names.__getitem__)]
+    order = candidates[np.argsort(-counts[candidates], kind="stable")]
+    if max_vocab is not None:
+        order = order[: max_vocab - (unk is not None)]
+    kept = counts[order].astype(np.int64)
+    kept_words = tuple(words[i] for i in order.tolist())
+    if unk is None:
+        return Vocab(kept_words, kept, None), order
+    total = int(counts.sum()) if total is None else total
+    unk_count = max(0, total - int(kept.sum()))
+    return Vocab((unk, *kept_words), np.concatenate([[unk_count], kept]).astype(np.int64),
+                 unk), order
+
+
+def _check_options(min_count: int, max_vocab: int | None, unk: str | None) -> None:
+    if min_count < 1:
+        raise InputError(f"--min-count must be >= 1, got {min_count}; pass e.g. --min-count 5")
+    if max_vocab is not None and max_vocab < (2 if unk is not None else 1):
+        raise InputError(f"--max-vocab must be >= {2 if unk is not None else 1}, got "
+                         f"{max_vocab}; pass e.g. --max-vocab 50000")
 
 
 def _empty_message(counts: Mapping[str, int], min_count: int, unk: str | None) -> str:

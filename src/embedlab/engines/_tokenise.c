@@ -121,24 +121,18 @@ static int tk_local_grow(tk_local *t, const uint64_t *hashes, uint32_t ntypes) {
  * 7 tokens after the last '\n' (all when there is none).
  * ids[ntokens]: local type ids; ends[]: token counts at each '\n' closing a line with tokens;
  * type_off/type_len: where each type's bytes are in buf (after lowercasing); type_count: its
- * occurrences; type_flag: 1 when Python must compute its word. Arrays hold n / 2 + 1 entries.
+ * occurrences; type_flag: 1 when Python must compute its word; hashes: the hash of its bytes.
+ * Arrays hold n / 2 + 1 entries.
  * Returns 0, or -1 when memory ran out. */
 int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *ids,
                 uint32_t *ends, uint32_t *type_off, uint32_t *type_len, uint32_t *type_count,
-                uint8_t *type_flag, int64_t *out) {
+                uint8_t *type_flag, uint64_t *hashes, int64_t *out) {
     const uint8_t *cls = tk_classes();
     const uint8_t *end = buf + n;
-    uint64_t *hashes = NULL;
     tk_local table = {NULL, 0};
-    uint32_t cap_types = (uint32_t)(n / 2 + 1);
-    hashes = malloc((size_t)cap_types * sizeof *hashes);
     table.mask = 4095;
     table.slots = calloc(4096, sizeof *table.slots);
-    if (!hashes || !table.slots) {
-        free(hashes);
-        free(table.slots);
-        return -1;
-    }
+    if (!table.slots) return -1;
     uint32_t ntok = 0, ntypes = 0, nends = 0, line_start = 0, lead = 0, has_nl = 0;
     int64_t invalid = 0, longest = 0;
     const uint8_t *p = buf;
@@ -198,7 +192,6 @@ int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *
                 table.slots[s] = id + 1;
                 if ((uint64_t)ntypes * 2 > table.mask + 1 &&
                     tk_local_grow(&table, hashes, ntypes)) {
-                    free(hashes);
                     free(table.slots);
                     return -1;
                 }
@@ -214,7 +207,6 @@ int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *
         type_count[id]++;
         ids[ntok++] = id;
     }
-    free(hashes);
     free(table.slots);
     out[0] = ntok;
     out[1] = ntypes;
@@ -387,18 +379,16 @@ int64_t tk_known_aliases(tk_table *aliases, const uint8_t *buf, const uint32_t *
     return left;
 }
 
-/* Fold a piece's types into the tables, in type order: word[i] becomes the word id of type i.
+/* Fold a piece's types into the tables, in type order: word[i] becomes the word id of type i
+ * (hashes: tk_tokenise's).
  * An unflagged type is its own word; a flagged one not yet known (word[i] == UINT32_MAX) has
  * its word at canon[canon_off[i]:canon_off[i + 1]] and is remembered in aliases. Returns 0; 1
  * when the words table grew beyond limit (the remaining types are not folded); -1 when memory
  * ran out. */
 int tk_merge(tk_table *words, tk_table *aliases, const uint8_t *buf, const uint32_t *type_off,
              const uint32_t *type_len, const uint8_t *type_flag, const uint32_t *type_count,
-             int64_t ntypes, const uint8_t *canon, const int64_t *canon_off, int64_t limit,
-             uint32_t *word) {
-    uint64_t *hashes = malloc((size_t)(ntypes + 1) * sizeof *hashes);
-    if (!hashes) return -1;
-    for (int64_t i = 0; i < ntypes; i++) hashes[i] = tk_hash(buf + type_off[i], type_len[i]);
+             const uint64_t *hashes, int64_t ntypes, const uint8_t *canon,
+             const int64_t *canon_off, int64_t limit, uint32_t *word) {
     int rc = 0;
     for (int64_t i = 0; i < ntypes; i++) {
         tk_prefetch(words, hashes, i, ntypes);
@@ -423,6 +413,5 @@ int tk_merge(tk_table *words, tk_table *aliases, const uint8_t *buf, const uint3
         words->entry[w].count += type_count[i];
         word[i] = (uint32_t)w;
     }
-    free(hashes);
     return rc;
 }
