@@ -494,3 +494,14 @@ def test_checkpoint_evaluation_and_engine_messages_name_arguments(
     monkeypatch.setattr(native, "unavailable_reason", lambda: "no C compiler ('cc' not found)")
     text = refused(corpus=corpus, run=tmp_path / "r", **FAST, engine="native")
     assert "engine='native' is unavailable" in text and "or pass engine='torch'" in text
+
+
+def test_the_call_limits_openmp_spinning_as_the_command_does(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+        monkeypatch.setenv(name, "x")  # recorded, so that what the call sets is undone after
+        monkeypatch.delenv(name)
+    embedlab.train(corpus=corpus, run=tmp_path / "r", **FAST, max_steps=1)
+    assert os.environ.get("GOMP_SPINCOUNT") == "2000"

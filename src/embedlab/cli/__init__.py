@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from embedlab.engines import limit_openmp_spinning
 from embedlab.errors import InputError, TrainingInterrupted, messages_for
 
 # command name -> "module:attribute" (a click.Command)
@@ -82,32 +83,8 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 #: OpenMP barrier spin (libgomp iterations) before a waiting thread sleeps; see main()
-OPENMP_SPINCOUNT = "2000"
-
-
-def _limit_openmp_spinning() -> None:
-    """Let a thread that waits at an OpenMP barrier sleep after a short spin.
-
-    libgomp's default spins ~300,000 iterations first. The native kernel meets several barriers
-    per step, and its threads share the cores with whatever else runs on the machine (and,
-    between calls, with the training loop's own Python): a spinning thread holds a core the
-    thread it waits for needs. Measured (1-epoch gcide8, 2 cores, 2 threads) with one other busy
-    process: 7.9-8.2 s of training with the default spin, 4.9-5.2 s with 2,000 (4.5-4.7 s with
-    200, 4.8-4.9 s with none); on the quiet machine 2,000 was no slower than the default (best
-    of 5: 2.50 against 2.57 s) while 200 was (2.69 s): a short spin still catches a partner that
-    arrives within microseconds. The variables are read once, when libgomp loads (with the
-    native kernel, or with torch), so this runs before either is loaded; a user's own
-    OMP_WAIT_POLICY or GOMP_SPINCOUNT is left alone. It does not change any result: only how
-    threads wait.
-    """
-    import os
-
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = OPENMP_SPINCOUNT
-
-
 def main(argv: list[str] | None = None) -> Any:
-    _limit_openmp_spinning()
+    limit_openmp_spinning()
     try:
         with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)

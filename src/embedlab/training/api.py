@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embedlab.engines import limit_openmp_spinning
 from embedlab.errors import InputError, python_entry, spell
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
 from embedlab.run.folder import (
@@ -111,6 +112,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     message the command prints, naming arguments (``dim=``) where the command names flags;
     SIGINT/SIGTERM save a checkpoint and raise :class:`~embedlab.errors.TrainingInterrupted`.
     """
+    limit_openmp_spinning()  # before the native kernel (or torch) loads libgomp
     sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
     explicit = explicit_options({**options, "corpus": None if sentences is not None else corpus})
     if on_progress is not None and not callable(on_progress):
