@@ -153,3 +153,36 @@ def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert native_tokenise.default_workers() == 3
     monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "x")
     assert native_tokenise.default_workers() >= 1
+
+
+_SIGTERM_CHILD = """
+import os, signal, sys
+from embedlab.data import corpus, native_tokenise
+from embedlab.data.preparing import prepare_into
+native_tokenise.MIN_BYTES = 0
+native_tokenise.PIECE_BYTES = corpus.PIECE_BYTES = 64
+fold, calls = native_tokenise._fold, []
+
+def fold_then_stop(*args, **kwargs):  # the threads are tokenising the next pieces
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGTERM)
+    return fold(*args, **kwargs)
+
+native_tokenise._fold = fold_then_stop
+prepare_into(sys.argv[1], sys.argv[2], min_count=1, progress=False, workers=2)
+"""
+
+
+def test_sigterm_while_threads_tokenise_leaves_nothing(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    source = tmp_path / "c.txt"
+    source.write_text("the cat sat on the mat\n" * 400, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", _SIGTERM_CHILD, str(source),
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]

@@ -123,7 +123,9 @@ def _check_binary(path: Path, head: bytes) -> None:
 
 def _cut(data: bytes) -> int:
     """Bytes of ``data`` up to and including its last ASCII whitespace byte (0: none)."""
-    return max(data.rfind(b) for b in _ASCII_SPACES) + 1
+    # the usual separators first: the rarer ones are then looked for only after them
+    last = max(data.rfind(b"\n"), data.rfind(b" "))
+    return max(last, *(data.rfind(b, last + 1) for b in _ASCII_SPACES)) + 1
 
 
 def read_pieces(files: list[Path], stats: ReadStats,

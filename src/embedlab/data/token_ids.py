@@ -45,10 +45,12 @@ class Scan:
     Counting with ``Counter`` and then encoding in a second read costs two tokenisations and two
     hash lookups per token in Python. Here each token is looked up once, by a C loop over the
     block, in a dict that hands a new word the next free id (:class:`_FirstSeen`); the ids go to a
-    uint32 file, and counting is a ``bincount`` over that file; :meth:`encode` maps first-seen
-    ids to vocabulary ids in numpy. The result is byte for byte what count-then-encode writes
-    (tested); only the pruning case (more distinct words than ``--max-distinct``) still needs
-    the two-pass path, because pruning changes the counts while reading.
+    uint32 file, and counting is a ``bincount`` over that file (the native reader,
+    :mod:`embedlab.data.native_tokenise`, counts while it reads and passes ``counts``);
+    :meth:`encode` maps first-seen ids to vocabulary ids in numpy. The result is byte for byte
+    what count-then-encode writes (tested); only the pruning case (more distinct words than
+    ``--max-distinct``) still needs the two-pass path, because pruning changes the counts while
+    reading.
     """
 
     def __init__(self, words: list[str], ids_path: Path, ends_path: Path, stats: ReadStats,
@@ -60,13 +62,6 @@ class Scan:
                 counts += np.bincount(chunk, minlength=len(words))
         self.counts = counts
         self._kept: npt.NDArray[np.intp] | None = None  # set by build_vocab
-
-    def counter(self, max_distinct: int) -> WordCounter:
-        """The counts as the counting pass would give them (no pruning was needed)."""
-        counter = WordCounter(max_distinct=max_distinct)
-        counter.counts.update(dict(zip(self.words, self.counts.tolist(), strict=True)))
-        counter.total = self.stats.tokens
-        return counter
 
     def build_vocab(self, min_count: int, max_vocab: int | None, unk: str | None) -> Vocab:
         """The vocabulary of the counts (:func:`embedlab.data.vocab.build_from_arrays`)."""
