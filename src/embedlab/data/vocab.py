@@ -196,6 +196,7 @@ class Vocab:
             raise InputError(f"cannot read vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None
         lines = data.split("\n")
+        del data  # as large as the file
         if lines and lines[-1] == "":
             lines.pop()
         parsed = _parse_fast(lines)
@@ -224,17 +225,21 @@ def _all_words_valid(words: Sequence[object]) -> bool:
 
 def _parse_fast(lines: list[str]) -> tuple[list[str], list[int]] | None:
     """``word<TAB>count`` lines parsed with C-level checks; None when any check fails (then
-    :func:`_parse_slowly` names the line)."""
-    if not lines:
-        return [], []
-    words, tabs, digits = (list(column) for column in zip(*(line.partition("\t")
-                                                              for line in lines), strict=True))
-    if tabs.count("\t") != len(tabs) or not all(digits) or max(map(len, digits)) > 18:
-        return None
-    joined = "".join(digits)
-    if not (joined.isdigit() and joined.isascii()) or not _all_words_valid(words):
-        return None
-    return words, list(map(int, digits))
+    :func:`_parse_slowly` names the line). Parsed in slices of lines, so that the temporary
+    columns stay small next to the result."""
+    words: list[str] = []
+    counts: list[int] = []
+    for start in range(0, len(lines), 1 << 16):
+        some, tabs, digits = (list(column) for column in zip(
+            *(line.partition("\t") for line in lines[start:start + (1 << 16)]), strict=True))
+        if tabs.count("\t") != len(tabs) or not all(digits) or max(map(len, digits)) > 18:
+            return None
+        joined = "".join(digits)
+        if not (joined.isdigit() and joined.isascii()) or not _all_words_valid(some):
+            return None
+        words += some
+        counts += map(int, digits)
+    return words, counts
 
 
 def _parse_slowly(lines: list[str], path: str | os.PathLike[str]) -> tuple[list[str], list[int]]:
