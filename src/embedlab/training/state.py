@@ -22,7 +22,6 @@ from embedlab.data.pairs import Cursor
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
-    from embedlab.data.pairs import Batch
     from embedlab.data.vocab import Vocab
     from embedlab.vectors import Vectors
 
@@ -75,12 +74,6 @@ class LogWindow:
             return self.seconds
         return time.perf_counter() - self.started
 
-    def add(self, loss: float, pairs: int, words: int) -> None:
-        """Count one step: its summed loss, positive examples and corpus words."""
-        self.loss += loss
-        self.pairs += pairs
-        self.words += words
-
     def add_steps(self, losses: np.ndarray, pairs: int, words: int) -> None:
         """Count consecutive steps: their summed losses (float64, added in step order, so the
         sum has the bits of adding them one by one), positive examples and corpus words."""
@@ -117,18 +110,14 @@ class TrainState:
     window: LogWindow = field(default_factory=LogWindow)
     finished: bool = False
 
-    def advance(self, batch: Batch, n_tokens: int) -> int:
-        """Count ``batch`` as trained; return the corpus words it advanced the position by.
+    def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int, steps: int = 1) -> int:
+        """Count ``steps`` steps of one epoch as trained, given where the last left the epoch
+        (``words_done``) and the data (``cursor``); return the corpus words they advanced the
+        position by.
 
         Positions count in-vocabulary corpus words across epochs (``n_tokens`` per epoch),
         subsampled ones included, as word2vec's ``word_count_actual``.
         """
-        return self.advance_to(batch.words_done, batch.cursor_next, n_tokens)
-
-    def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int, steps: int = 1) -> int:
-        """Count ``steps`` steps of one epoch as trained, given where the last left the epoch
-        (``words_done``) and the data (``cursor``); the corpus words they advanced the position
-        by (as :meth:`advance`)."""
         done = self.cursor.epoch * n_tokens + int(words_done)
         advanced = done - self.words_seen
         self.step += steps
