@@ -141,6 +141,25 @@ static inline double mask_terms(const float *restrict s, const uint8_t *restrict
 
 static inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
+/* CBOW, span position r: ds = the whole hidden gradient d_h of every centre t = r − j it is a
+ * context of (j descending, so in batch order), as word2vec passes neu1e to each context word;
+ * returns its curvature through the mean's weight 1/count (see Word2VecStep._cbow). Shared by
+ * the negative-sampling/NCE and the hierarchical-softmax steps. */
+static inline float cbow_span_row(int r, int rows, int J, const uint8_t *restrict mask,
+                                  const float *restrict d_h, const float *restrict h_h,
+                                  const float *restrict contexts, float *restrict ds, int D,
+                                  int Dp) {
+    memset(ds, 0, sizeof(float) * Dp);
+    float h = 0.0f;
+    for (int j = J - 1; j >= 0; j--) {
+        const int t = r - j;
+        if (t < 0 || t >= rows || !mask[(size_t)t * J + j]) continue;
+        axpy(1.0f, d_h + (size_t)t * Dp, ds, D);
+        h += h_h[t] / contexts[t];
+    }
+    return h;
+}
+
 /* Two rows of a small GEMM: o_x[d] = (o_x[d] if acc else 0) + Σ_k c_x[k·cs] · m[k·Dp + d] for
  * x = a, b, k ascending. Both rows share each load of m, which is what bounds these loops (one
  * row alone does a load per FMA). A single row passes itself as b: the same sums, stored twice. */
@@ -623,18 +642,9 @@ double w2v_cbow_step(
         /* B: per span position r, the whole d_h of every centre t = r − j it is a context of;
          * its curvature through the mean's weight 1/count (see Word2VecStep._cbow) */
 #pragma omp for schedule(dynamic, 64)
-        for (int r = 0; r < n_span; r++) {
-            float *ds = d_span + (size_t)r * Dp;
-            memset(ds, 0, sizeof(float) * Dp);
-            float h = 0.0f;
-            for (int j = J - 1; j >= 0; j--) {
-                const int t = r - j;
-                if (t < 0 || t >= rows || !mask[(size_t)t * J + j]) continue;
-                axpy(1.0f, d_h + (size_t)t * Dp, ds, D);
-                h += h_h[t] / contexts[t];
-            }
-            h_span[r] = h;
-        }
+        for (int r = 0; r < n_span; r++)
+            h_span[r] = cbow_span_row(r, rows, J, mask, d_h, h_h, contexts,
+                                      d_span + (size_t)r * Dp, D, Dp);
 
         /* C: updates, rows partitioned by id across threads; each row's contributions are
          * summed in batch order (input: span; output: centres, then noise) */
@@ -1181,18 +1191,9 @@ double w2v_hs_step(
          * context of; its curvature through the mean's weight 1/count */
         if (cbow) {
 #pragma omp for schedule(dynamic, 64)
-            for (int r = 0; r < n_span; r++) {
-                float *ds = d_span + (size_t)r * Dp;
-                memset(ds, 0, sizeof(float) * Dp);
-                float h = 0.0f;
-                for (int j = J - 1; j >= 0; j--) {
-                    const int t = r - j;
-                    if (t < 0 || t >= rows || !mask[(size_t)t * J + j]) continue;
-                    axpy(1.0f, d_h + (size_t)t * Dp, ds, D);
-                    h += h_h[t] / contexts[t];
-                }
-                h_span[r] = h;
-            }
+            for (int r = 0; r < n_span; r++)
+                h_span[r] = cbow_span_row(r, rows, J, mask, d_h, h_h, contexts,
+                                          d_span + (size_t)r * Dp, D, Dp);
         }
 
         /* C: updates by row id, each row's contributions in batch order; the node rows first,
