@@ -175,20 +175,11 @@ def report(result: dict[str, Any]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shared", type=Path, default=base.REPO.parent / "shared",
-                   help="folder whose data/ holds gcide8.xz, questions-words.txt, wordsim353.tsv")
-    p.add_argument("--reps", type=int, default=3, help="1-epoch timing runs per system")
+    base.add_run_args(p)
     p.add_argument("--seeds", type=int, default=5,
                    help="quality runs per system (seeds 1..N); the table shows their mean")
     p.add_argument("--epochs", type=int, default=5, help="epochs of each quality run")
     p.add_argument("--model", choices=base.MODELS, default="skipgram")
-    p.add_argument("--skip-quality", action="store_true", help="timing runs only")
-    p.add_argument("--skip-timing", action="store_true", help="quality runs only")
-    p.add_argument("--embedlab-args", default="",
-                   help="extra flags for 'embedlab train', quoted: e.g. '--batch-size 1024'")
-    p.add_argument("--wait-idle", type=float, default=120.0,
-                   help="before each run, wait up to this many seconds for other processes to "
-                        "go quiet (0 = don't wait)")
     p.add_argument("--work", type=Path, default=base.WORK, help="scratch folder")
     args = p.parse_args(argv)
     if args.reps < 1 or args.seeds < 1 or args.epochs < 1:

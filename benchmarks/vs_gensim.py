@@ -694,16 +694,11 @@ def print_table(rows: dict[str, dict[str, float]], info: dict[str, Any],
 # ---- main ---------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """The flags every comparison with gensim takes (this script's and hs_vs_gensim.py's)."""
     p.add_argument("--shared", type=Path, default=REPO.parent / "shared",
                    help="folder whose data/ holds gcide8.xz, questions-words.txt, wordsim353.tsv")
-    p.add_argument("--systems", default="gensim,embedlab",
-                   help="comma-separated subset of: gensim,embedlab")
     p.add_argument("--reps", type=int, default=3, help="1-epoch timing runs per system")
-    p.add_argument("--quality-epochs", type=int, default=5, help="epochs of each quality run")
-    p.add_argument("--quality-seeds", type=int, default=5,
-                   help="quality runs per system (seeds 1..N); the table shows their mean")
     p.add_argument("--skip-quality", action="store_true", help="timing runs only")
     p.add_argument("--skip-timing", action="store_true", help="quality runs only")
     p.add_argument("--embedlab-args", default="",
@@ -711,6 +706,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--wait-idle", type=float, default=120.0,
                    help="before each run, wait up to this many seconds for other processes to "
                         "go quiet (0 = don't wait)")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_run_args(p)
+    p.add_argument("--systems", default="gensim,embedlab",
+                   help="comma-separated subset of: gensim,embedlab")
+    p.add_argument("--quality-epochs", type=int, default=5, help="epochs of each quality run")
+    p.add_argument("--quality-seeds", type=int, default=5,
+                   help="quality runs per system (seeds 1..N); the table shows their mean")
     p.add_argument("--render", type=Path, default=None, metavar="JSON",
                    help="print the table of a saved vs_gensim.json and exit (runs nothing)")
     p.add_argument("--work", type=Path, default=WORK, help="scratch folder (cached corpus, runs)")
