@@ -358,32 +358,43 @@ def test_runs_cut_inside_a_call_resume_exactly(corpus: Path, tmp_path: Path,
     assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
 
 
-def test_a_signal_during_a_call_saves_the_step_the_call_ended_at(
-        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-    import signal
-
+def _after_each_call(monkeypatch: pytest.MonkeyPatch, then: Any) -> list[int]:
+    """Make the native engine's step runner call ``then(calls so far, what the call did)`` after
+    each call; the list it returns fills with each call's steps."""
     from embedlab.engines.native_batches import NativeBatches
-    from embedlab.errors import TrainingInterrupted
 
     real, steps = NativeBatches.run, []
 
     def run(self: NativeBatches, *args: Any) -> Any:
         done = real(self, *args)
         steps.append(len(done))
-        if len(steps) == 3:  # as if SIGTERM came while the third call trained
-            os.kill(os.getpid(), signal.SIGTERM)
+        then(len(steps), done)
         return done
+
+    monkeypatch.setattr(NativeBatches, "run", run)
+    return steps
+
+
+def test_a_signal_during_a_call_saves_the_step_the_call_ended_at(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import signal
+
+    from embedlab.errors import TrainingInterrupted
+
+    def third_call_signals(calls: int, done: Any) -> None:
+        if calls == 3:  # as if SIGTERM came while the third call trained
+            os.kill(os.getpid(), signal.SIGTERM)
 
     cfg = make_cfg(corpus, **MANY, optim={"epochs": 2})
     run_train(cfg, tmp_path / "whole")
-    monkeypatch.setattr(NativeBatches, "run", run)
-    with pytest.raises(TrainingInterrupted):
-        run_train(cfg, tmp_path / "cut")
+    with monkeypatch.context() as m:
+        steps = _after_each_call(m, third_call_signals)
+        with pytest.raises(TrainingInterrupted):
+            run_train(cfg, tmp_path / "cut")
     assert max(steps) > 1  # many steps per call, not one
     _, state = load_checkpoint(find_checkpoint(tmp_path / "cut"))
     assert state["step"] == sum(steps[:3])
-    monkeypatch.setattr(NativeBatches, "run", real)
     result, _ = run_train(cfg, tmp_path / "cut")
     assert result.finished
     assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
@@ -392,19 +403,13 @@ def test_a_signal_during_a_call_saves_the_step_the_call_ended_at(
 
 def test_a_loss_that_is_not_finite_inside_a_call_stops_at_its_step(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from embedlab.engines.native_batches import NativeBatches
     from embedlab.errors import InputError
 
-    real, steps = NativeBatches.run, []
-
-    def run(self: NativeBatches, *args: Any) -> Any:
-        done = real(self, *args)
-        steps.append(len(done))
-        if len(steps) == 2:
+    def nan_in_the_second_call(calls: int, done: Any) -> None:
+        if calls == 2:
             done.losses[3] = float("nan")
-        return done
 
-    monkeypatch.setattr(NativeBatches, "run", run)
+    steps = _after_each_call(monkeypatch, nan_in_the_second_call)
     with pytest.raises(InputError, match=r"training diverged at step (\d+)") as e:
         run_train(make_cfg(corpus, **MANY, optim={"epochs": 2}), tmp_path / "run")
     assert steps[1] > 4
