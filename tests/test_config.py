@@ -27,7 +27,7 @@ from embedlab.config import (
     diff_for_resume,
     flatten,
 )
-from embedlab.errors import InputError
+from embedlab.errors import InputError, messages_for
 
 pos_float = st.floats(min_value=1e-6, max_value=1e3, allow_nan=False, allow_infinity=False)
 word = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=8)
@@ -137,6 +137,7 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: OptimConfig(batch_size=2**63), "--batch-size 9223372036854775808 is too large"),
     (lambda: TrainConfig(threads=-2), "--threads must be >= 1"),
     (lambda: TrainConfig(max_steps=0), "--max-steps must be"),
+    (lambda: TrainConfig(engine="gpu"), "--engine must be auto, native, torch or cuda, got 'gpu'"),
 ])
 def test_validation_names_the_flag_and_the_fix(build: object, needle: str) -> None:
     with pytest.raises(InputError) as e:
@@ -290,6 +291,33 @@ def test_resume_refuses_lowering_epochs_only() -> None:
     assert diff_for_resume(stored, _changed(stored, "optim.epochs", 4)) == []
     assert diff_for_resume(stored, _changed(stored, "optim.epochs", 2)) == [
         "optim.epochs (stored 3, requested 2)"]
+
+
+def test_hierarchical_softmax_on_the_cuda_engine_is_refused() -> None:
+    with pytest.raises(InputError) as e:
+        TrainConfig(engine="cuda", model=ModelConfig(loss="hs"))
+    assert str(e.value) == ("--loss hs does not train on the cuda engine, which trains negative "
+                            "sampling and NCE only; pass --engine native or --engine torch for "
+                            "it")
+    with messages_for("python"), pytest.raises(InputError) as e:
+        TrainConfig(engine="cuda", model=ModelConfig(loss="hs"))
+    assert str(e.value).startswith("loss='hs' does not train on the cuda engine")
+    assert str(e.value).endswith("pass engine='native' or engine='torch' for it")
+    for loss in ("neg", "nce"):
+        assert TrainConfig(engine="cuda", model=ModelConfig(loss=loss)).engine == "cuda"
+
+
+@pytest.mark.parametrize(("stored", "requested"), [("cuda", "native"), ("native", "cuda"),
+                                                   ("cuda", "torch"), ("torch", "cuda")])
+def test_resume_may_move_between_the_gpu_and_the_cpu(stored: str, requested: str) -> None:
+    # allowed, with a warning that bits may differ (run.folder); between the two CPU engines
+    # the change stays refused (test_resume_refuses_every_result_changing_key)
+    old = TrainConfig(engine=stored)
+    assert diff_for_resume(old, dataclasses.replace(old, engine=requested)) == []
+    assert diff_for_resume(old, dataclasses.replace(old, engine=requested, seed=2)) == [
+        "seed (stored 1, requested 2)"]
+    assert diff_for_resume(TrainConfig(engine="native"), TrainConfig(engine="torch")) == [
+        "engine (stored 'native', requested 'torch')"]
 
 
 @pytest.mark.parametrize("key", MUTABLE_KEYS)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from embedlab.engines import CUDA_LOSSES, REQUESTS
 from embedlab.errors import InputError, spell, spell_metavar, spell_name
 
 ModelKind = Literal["skipgram", "cbow"]
@@ -266,7 +266,9 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     seed: int = 1
     threads: int = 0  # 0 = all cores; resolved in resolve()
-    engine: str = "auto"  # auto | native (C kernel) | torch; resolved in resolve()
+    # auto | native (C kernel) | torch | cuda (GPU), or "cpu" (--device cpu: native, else
+    # torch); resolved in resolve()
+    engine: str = "auto"
     max_steps: int | None = None  # stop at this global step; the lr schedule is unchanged
     init_from: str | None = None  # warm start: copy rows of shared words from this run/ckpt
     preset: str | None = None
@@ -281,43 +283,37 @@ class TrainConfig:
                              f"{_flag('threads', 0)}")
         if self.max_steps is not None:
             _positive("max_steps", self.max_steps)
-        if self.engine not in ("auto", "native", "torch"):
-            raise InputError(f"{_flag('engine')} must be auto, native or torch, got "
+        if self.engine not in REQUESTS:
+            raise InputError(f"{_flag('engine')} must be auto, native, torch or cuda, got "
                              f"{self.engine!r}")
+        if self.engine == "cuda" and self.model.loss not in CUDA_LOSSES:
+            raise InputError(f"{_flag('loss', self.model.loss)} does not train on the cuda "
+                             "engine, which trains negative sampling and NCE only; pass "
+                             f"{_flag('engine', 'native')} or {_flag('engine', 'torch')} for it")
 
-    def resolve(self) -> TrainConfig:
+    def resolve(self, *, say: bool = True) -> TrainConfig:
         """Spell out machine-dependent defaults (thread count, engine).
 
-        ``engine="auto"`` becomes the engine the registry picks (:mod:`embedlab.engines`:
-        ``native`` when the C kernel builds here, else ``torch``); an explicit ``native`` that
-        cannot be built is an :class:`InputError` naming the reason.
+        ``engine="auto"`` (or ``"cpu"``) becomes the engine the registry picks
+        (:func:`embedlab.engines.choose_engine`: ``cuda`` on a GPU, else ``native`` when the C
+        kernel builds here, else ``torch``); an explicit engine that cannot train here is an
+        :class:`InputError` naming the reason. ``say``: print the note on an unexpected choice.
         """
-        from embedlab.engines import install_hint, unavailable_reason
+        from embedlab.engines import choose_engine
 
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
-        engine = self.engine
-        if engine != "torch":
-            reason = unavailable_reason("native")  # cached: asking again is free
-            if reason is None:
-                engine = "native"
-            elif engine == "native":
-                raise InputError(f"{spell('--engine', 'native')} is unavailable: {reason}; "
-                                 f"{install_hint('native', reason)} or pass "
-                                 f"{spell('--engine', 'torch')} (a run keeps the engine it "
-                                 "started with)")
-            else:
-                print(f"embedlab: note: the native engine is unavailable ({reason}); training "
-                      "with the slower torch engine", file=sys.stderr)
-                engine = "torch"
+        engine = choose_engine(self.engine, loss=self.model.loss, say=say)
         return dataclasses.replace(self, threads=threads, engine=engine)
 
     def engine_for(self) -> str:
         """The engine :meth:`resolve` would choose, without its note or its refusal."""
+        from embedlab.engines import CPU_REQUEST, auto_choice, cpu_choice
+
+        if self.engine == CPU_REQUEST:
+            return cpu_choice()
         if self.engine != "auto":
             return self.engine
-        from embedlab.engines import auto_choice
-
-        return auto_choice()
+        return auto_choice(loss=self.model.loss)
 
     # ---- (de)serialisation -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -427,7 +423,9 @@ def fill_legacy_keys(raw: Any) -> set[str]:
 
 # Keys that may differ between the stored config and a resuming command. Everything else would
 # change the result, so a difference is refused. optim.epochs may only be *raised*: the linear
-# lr schedule is then stretched over the new total from the resumed position onwards.
+# lr schedule is then stretched over the new total from the resumed position onwards. The engine
+# may change between cuda and a CPU engine: a run trained on a GPU must be able to go on where
+# there is none (the two agree to float32 rounding, and the resume says its bits may differ).
 MUTABLE_ON_RESUME = (
     "max_steps", "threads", "checkpoint.", "track.", "eval.", "preset",
 )
@@ -453,5 +451,7 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
             continue
         if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
             continue
+        if key == "engine" and "cuda" in (a.get(key), b.get(key)):
+            continue  # a GPU run may go on on the CPU and back, with a warning (run.folder)
         bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r})")
     return bad

@@ -5,11 +5,13 @@ and the registry that says which are usable here and builds them by name.
   (:mod:`embedlab.engines.native`); NumPy only;
 * ``torch``: PyTorch operations that read like the paper (:mod:`embedlab.engines.torch`, and
   :mod:`embedlab.engines.torch_hs` for hierarchical softmax), the reference the native engine
-  agrees with to float32 rounding.
+  agrees with to float32 rounding;
+* ``cuda``: Triton kernels on one GPU (:mod:`embedlab.engines.cuda`); negative sampling and NCE.
 
 Choosing an engine imports only that engine's module: the native engine never imports torch,
-and the torch engine imports it through :func:`embedlab.errors.import_torch`, so a missing torch
-is one line naming the extra.
+and the torch and cuda engines import it through :func:`embedlab.errors.import_torch`, so a
+missing torch is one line naming the extra. ``--device`` is a second spelling of the choice
+(:func:`requested_engine`); :func:`choose_engine` turns a request into the engine that trains.
 """
 
 from __future__ import annotations
@@ -78,8 +80,19 @@ def limit_openmp_spinning() -> None:
 
 
 #: engine name -> its class in module embedlab.engines.<name>
-_CLASSES = {"torch": "TorchEngine", "native": "NativeEngine"}  # native: engines/_kernel.c
+_CLASSES = {"torch": "TorchEngine", "native": "NativeEngine",  # native: engines/_kernel.c
+            "cuda": "CudaEngine"}
 ENGINES = tuple(_CLASSES)
+#: the engines that train on the CPU
+CPU_ENGINES = ("native", "torch")
+#: the losses the cuda engine trains (hierarchical softmax trains on a CPU engine)
+CUDA_LOSSES = ("neg", "nce")
+#: the values of ``--device``, a second spelling of ``--engine`` (see :func:`requested_engine`)
+DEVICES = ("auto", "cpu", "cuda")
+#: the request ``--device cpu`` makes: a CPU engine, chosen as ``auto`` chooses one without a GPU
+CPU_REQUEST = "cpu"
+#: what ``TrainConfig.engine`` holds before :func:`choose_engine` resolves it
+REQUESTS = ("auto", CPU_REQUEST, *ENGINES)
 
 
 def _check_name(name: str) -> None:
@@ -90,14 +103,19 @@ def _check_name(name: str) -> None:
 def unavailable_reason(name: str) -> str | None:
     """None when engine ``name`` can train here, else why not (one line).
 
-    The native engine needs its kernel built (a C compiler, a usable cache folder); the torch
-    engine is always offered, and says what to install when it is imported without torch.
+    The native engine needs its kernel built (a C compiler, a usable cache folder); the cuda
+    engine torch with CUDA, triton and a GPU (:mod:`embedlab.engines.cuda`); the torch engine is
+    always offered, and says what to install when it is imported without torch.
     """
     _check_name(name)
     if name == "native":
         from embedlab.engines import native
 
         return native.unavailable_reason()  # cached: asking again is free
+    if name == "cuda":
+        from embedlab.engines import cuda
+
+        return cuda.unavailable_reason()  # cached too
     return None
 
 
@@ -108,25 +126,126 @@ def install_hint(name: str, reason: str) -> str:
         from embedlab.engines import native
 
         return native.install_hint(reason)
+    if name == "cuda":
+        from embedlab.engines import cuda
+
+        return cuda.install_hint(reason)
     return "install it with pip install 'embedlab[torch]'"
 
 
-def auto_choice() -> str:
-    """The engine ``--engine auto`` trains with: native where its kernel builds, else torch."""
+def cuda_device_found() -> bool:
+    """Whether ``--engine auto`` may train on a GPU here: an NVIDIA driver is loaded and the cuda
+    engine can train. The driver is looked for first, so that a machine without one never
+    imports torch to be told so; Triton's interpreter (tests) never counts as a GPU."""
+    from embedlab.engines import cuda
+
+    return cuda.gpu_present() and not cuda.interpreted() and cuda.unavailable_reason() is None
+
+
+def cpu_choice() -> str:
+    """The engine ``--device cpu`` trains with: native where its kernel builds, else torch."""
     return "native" if unavailable_reason("native") is None else "torch"
+
+
+def auto_choice(*, loss: str = "neg") -> str:
+    """The engine ``--engine auto`` trains with: cuda where a GPU is found and it trains
+    ``loss``, else :func:`cpu_choice`."""
+    return "cuda" if loss in CUDA_LOSSES and cuda_device_found() else cpu_choice()
+
+
+def training_device(name: str) -> str:
+    """What engine ``name`` trains on here, as ``RUN/env.json`` records it: the GPU's model for
+    the cuda engine, ``cpu`` for the others."""
+    if name != "cuda":
+        return "cpu"
+    from embedlab.engines import cuda
+
+    return cuda.device_name()
+
+
+def requested_engine(engine: str | None, device: str | None) -> str | None:
+    """The engine request that ``--engine`` and ``--device`` make together (None: neither).
+
+    ``--device cuda`` is ``--engine cuda``; ``--device cpu`` asks for a CPU engine
+    (:data:`CPU_REQUEST`: native where it builds, else torch; a resumed run keeps its own);
+    ``--device auto`` asks for nothing. Given both, they must agree.
+    """
+    from embedlab.errors import InputError, spell
+
+    if device is not None and device not in DEVICES:
+        raise InputError(f"{spell('--device')} must be auto, cpu or cuda, got {device!r}")
+    if engine == CPU_REQUEST:  # a device, not an engine: the command line has no --engine cpu
+        raise InputError(f"{spell('--engine', engine)} is not an engine; pass "
+                         f"{spell('--device', 'cpu')} (native where it builds, else torch)")
+    if device is None or device == "auto":
+        return engine
+    if engine not in (None, "auto", device) and not (device == "cpu" and engine in CPU_ENGINES):
+        raise InputError(f"{spell('--device', device)} and {spell('--engine', engine)} "
+                         f"contradict each other; pass one of them ({spell('--device', 'cuda')} "
+                         f"is {spell('--engine', 'cuda')}, {spell('--device', 'cpu')} is "
+                         f"{spell('--engine', 'native')} or {spell('--engine', 'torch')})")
+    if device == "cuda":
+        return "cuda"
+    return engine if engine in CPU_ENGINES else CPU_REQUEST
+
+
+def choose_engine(requested: str, *, loss: str, say: bool = True) -> str:
+    """The engine that trains for ``requested`` (an engine, ``auto`` or :data:`CPU_REQUEST`), or
+    an :class:`~embedlab.errors.InputError` naming why it cannot train here and the fix.
+
+    ``auto`` is the GPU's cuda engine where one is found (not for hierarchical softmax), else
+    what ``cpu`` is: native where its kernel builds, else torch. ``say``: print a note when that
+    choice is not the plain one (the GPU, or torch for want of the native kernel).
+    """
+    from embedlab.errors import InputError, spell
+
+    if requested == "auto" and cuda_device_found():
+        if loss in CUDA_LOSSES:
+            if say:
+                _note(f"training on {training_device('cuda')} with the cuda engine "
+                      f"({spell('--device', 'cpu')} trains on the CPU)")
+            return "cuda"
+        if say:
+            _note(f"{spell('--loss', loss)} trains on the CPU (the cuda engine trains negative "
+                  "sampling and NCE)")
+    if requested in ("auto", CPU_REQUEST, "native"):
+        reason = unavailable_reason("native")  # cached: asking again is free
+        if reason is None:
+            return "native"
+        if requested == "native":
+            raise InputError(f"{spell('--engine', 'native')} is unavailable: {reason}; "
+                             f"{install_hint('native', reason)} or pass "
+                             f"{spell('--engine', 'torch')} (a run keeps the engine it "
+                             "started with)")
+        if say:
+            _note(f"the native engine is unavailable ({reason}); training with the slower "
+                  "torch engine")
+        return "torch"
+    if requested == "cuda":
+        reason = unavailable_reason("cuda")
+        if reason is not None:
+            raise InputError(f"{spell('--engine', 'cuda')} is unavailable: {reason}; "
+                             f"{install_hint('cuda', reason)}")
+    return requested
+
+
+def _note(text: str) -> None:
+    import sys
+
+    print(f"embedlab: note: {text}", file=sys.stderr)
 
 
 def engine_module(name: str) -> ModuleType:
     """Import engine ``name``'s module.
 
-    For the torch engine this is the moment torch is imported: through
+    For the torch and cuda engines this is the moment torch is imported: through
     :func:`embedlab.errors.import_torch`, so that a missing torch is one line naming the extra.
     """
     _check_name(name)
-    if name == "torch":
-        from embedlab.errors import import_torch
+    if name in ("torch", "cuda"):
+        from embedlab.errors import import_torch, spell
 
-        import_torch("--engine torch")
+        import_torch(spell("--engine", name))
     return importlib.import_module(f"embedlab.engines.{name}")
 
 
