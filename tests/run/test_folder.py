@@ -226,6 +226,119 @@ def test_resume_with_threads_zero_resolves_to_a_count(tmp_path: Path) -> None:
     assert cfg.threads >= 1
 
 
+# ---- moving between the GPU and the CPU ----------------------------------------------------
+
+GPU = "NVIDIA H100 80GB HBM3"
+WARNING = "results may differ in the last bits from an uninterrupted run"
+
+
+def _machine(monkeypatch: pytest.MonkeyPatch, gpu: str | None) -> None:
+    """Play a machine with the GPU model ``gpu`` for the cuda engine (None: one without)."""
+    from embedlab.engines import cuda
+
+    monkeypatch.setattr(cuda, "gpu_present", lambda: gpu is not None)
+    monkeypatch.setattr(cuda, "interpreted", lambda: False)
+    monkeypatch.setattr(cuda, "unavailable_reason",
+                        lambda: None if gpu else "no CUDA device was found")
+    monkeypatch.setattr(cuda, "device_name", lambda: gpu)
+
+
+def _trained_on(run: Path, device: str | None) -> Path:
+    """Give ``run`` a checkpoint and the env.json of a run trained on ``device`` (None: one
+    written before devices were recorded)."""
+    (run / "env.json").write_text(json.dumps({"threads": 1, **({"device": device} if device
+                                                               else {})}), encoding="utf-8")
+    _checkpoints(run, (1,))
+    return run
+
+
+def test_a_gpu_run_where_there_is_no_gpu_is_refused_naming_the_cpu_engine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _machine(monkeypatch, None)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, engine="cuda")), GPU)
+    with pytest.raises(InputError) as e:
+        resolve_config(run, {}, None)
+    assert str(e.value) == (f"run {run} was trained with the cuda engine, which is unavailable "
+                            "here (no CUDA device was found); pass --engine native to resume it "
+                            f"on the CPU ({WARNING}), or --restart to start over")
+
+
+@pytest.mark.parametrize("asked", ["native", "cpu"])  # --engine native, --device cpu
+def test_a_gpu_run_goes_on_on_the_cpu_with_a_warning(
+        asked: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _machine(monkeypatch, None)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, engine="cuda")), GPU)
+    cfg, stored = resolve_config(run, {"engine": asked}, None)
+    assert cfg.engine == "native" and stored is not None and stored.engine == "cuda"
+    assert capsys.readouterr().err == (
+        "embedlab: warning: resuming on the CPU with the native engine (the run trained on "
+        f"{GPU} with the cuda engine); {WARNING}\n")
+
+
+def test_a_cpu_run_goes_on_on_the_gpu_with_a_warning(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _machine(monkeypatch, GPU)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, engine="native")), None)
+    assert resolve_config(run, {}, None)[0].engine == "native"  # a run keeps its engine
+    assert capsys.readouterr().err == ""
+    assert resolve_config(run, {"engine": "cuda"}, None)[0].engine == "cuda"
+    assert capsys.readouterr().err == (
+        f"embedlab: warning: resuming on {GPU} with the cuda engine (the run trained on the "
+        f"CPU with the native engine); {WARNING}\n")
+
+
+def test_a_gpu_run_on_another_gpu_model_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    _machine(monkeypatch, GPU)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, engine="cuda")),
+                      "NVIDIA A100-SXM4-80GB")
+    assert resolve_config(run, {}, None)[0].engine == "cuda"
+    assert capsys.readouterr().err == (f"embedlab: warning: resuming on {GPU} (the run trained "
+                                       f"on NVIDIA A100-SXM4-80GB); {WARNING}\n")
+    _trained_on(run, GPU)
+    assert resolve_config(run, {"engine": "cuda"}, None)[0].engine == "cuda"
+    assert capsys.readouterr().err == ""  # the same model: the same bits
+
+
+def test_a_gpu_run_without_a_checkpoint_resumes_silently(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _machine(monkeypatch, GPU)
+    run = _store(tmp_path / "run", TrainConfig(threads=1, engine="cuda"))
+    (run / "env.json").write_text(json.dumps({"device": "NVIDIA A100-SXM4-80GB"}))
+    assert resolve_config(run, {}, None)[0].engine == "cuda"
+    assert capsys.readouterr().err == ""  # nothing trained yet to differ from
+
+
+@pytest.mark.parametrize("engine", ["native", "torch"])
+def test_device_cpu_keeps_a_cpu_runs_engine(engine: str, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    _machine(monkeypatch, GPU)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, engine=engine)), None)
+    assert resolve_config(run, {"engine": "cpu"}, None)[0].engine == engine
+    assert capsys.readouterr().err == ""
+
+
+def test_a_gpu_run_is_found_by_its_command_on_either_device(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _machine(monkeypatch, GPU)
+    explicit: dict[str, Any] = {"model": {"dim": 8}}
+    cfg, _ = resolve_config(None, explicit, None)
+    assert cfg.engine == "cuda"
+    assert capsys.readouterr().err == (f"embedlab: note: training on {GPU} with the cuda engine "
+                                       "(--device cpu trains on the CPU)\n")
+    _store(tmp_path / "demo-sg-d8", cfg)
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8"
+    assert capsys.readouterr().err == ""  # said once, by resolve_config
+    assert choose_run_dir(tmp_path, {**explicit, "engine": "cpu"}, None) == tmp_path / "demo-sg-d8"
+    _machine(monkeypatch, None)  # resolve_config then refuses, naming --engine native
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8"
+
+
 # ---- choose_run_dir --------------------------------------------------------------------------
 
 def test_choose_run_dir_names_reuses_and_disambiguates(tmp_path: Path) -> None:

@@ -104,3 +104,34 @@ def test_read_config_errors(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{")
     with pytest.raises(InputError, match="unreadable"):
         provenance.read_config_json(tmp_path)
+
+
+def _env(run: Path) -> None:
+    provenance.write_env_json(run, argv=["embedlab"], threads=1, seed=1, streams=["init"])
+
+
+def test_env_json_records_the_device_the_engine_trains_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.engines import cuda
+
+    monkeypatch.setattr(cuda, "device_name", lambda: "NVIDIA H100 80GB HBM3")
+    assert provenance.recorded_device(tmp_path) is None  # no env.json
+    _env(tmp_path)  # no config.json (linreg's has no engine either): the CPU
+    assert provenance.recorded_device(tmp_path) == "cpu"
+    provenance.write_config_json(tmp_path, TrainConfig(engine="cuda"))
+    _env(tmp_path)  # a resume on the GPU: the newest record counts
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert env["device"] == "cpu" and env["resumes"][-1]["device"] == "NVIDIA H100 80GB HBM3"
+    assert provenance.recorded_device(tmp_path) == "NVIDIA H100 80GB HBM3"
+    provenance.write_config_json(tmp_path, TrainConfig(engine="native"))
+    _env(tmp_path)
+    assert provenance.recorded_device(tmp_path) == "cpu"
+
+
+def test_an_env_json_from_before_devices_reads_as_the_cpu(tmp_path: Path) -> None:
+    (tmp_path / "env.json").write_text(json.dumps({"threads": 2, "step_revision": 6}))
+    assert provenance.recorded_device(tmp_path) == "cpu"
+    (tmp_path / "env.json").write_text(json.dumps({"threads": 2, "resumes": [{"threads": 1}]}))
+    assert provenance.recorded_device(tmp_path) == "cpu"
+    (tmp_path / "env.json").write_text("[1]")
+    assert provenance.recorded_device(tmp_path) is None

@@ -23,7 +23,7 @@ from embedlab.config import (
     diff_for_resume,
     fill_legacy_keys,
 )
-from embedlab.errors import InputError, python_caller, spell, spell_metavar
+from embedlab.errors import InputError, python_caller, spell, spell_metavar, warn
 from embedlab.run.naming import run_name
 
 CONFIG_FILE = "config.json"
@@ -104,6 +104,15 @@ def recorded_engine(stored: TrainConfig) -> str:
     return "torch" if stored.engine == "auto" else stored.engine
 
 
+def keeps_engine(request: str | None, engine: str) -> bool:
+    """Whether a resume that makes engine ``request`` (None: no --engine or --device) keeps the
+    run's ``engine``: a run keeps its engine, since another gives other bits; ``--device cpu``
+    keeps a CPU engine too, and moves a GPU run to one."""
+    from embedlab.engines import CPU_ENGINES, CPU_REQUEST
+
+    return request is None or (request == CPU_REQUEST and engine in CPU_ENGINES)
+
+
 def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None
                    ) -> tuple[TrainConfig, TrainConfig | None]:
     """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
@@ -127,16 +136,9 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     requested = TrainConfig.from_dict(base)
     if explicit.get("threads") is None:
         requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
-    if explicit.get("engine") is None:  # a run keeps its engine: the other gives other bits
+    if keeps_engine(explicit.get("engine"), stored.engine):
         requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
-        if stored.engine == "native":
-            from embedlab.engines.native import install_hint, unavailable_reason
-
-            reason = unavailable_reason()
-            if reason is not None:
-                raise InputError(f"run {run_dir} was trained with the native engine, which is "
-                                 f"unavailable here ({reason}); {install_hint(reason)} to "
-                                 f"resume it, or pass {spell('--restart', True)}")
+        _check_available(run_dir, stored.engine)
     requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
     bad = diff_for_resume(stored, requested)
     if bad and not _has_checkpoint(run_dir):
@@ -154,7 +156,49 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         print(f"embedlab: warning: resuming with --threads {requested.threads} (the run used "
               f"{stored.threads}); results may differ in the last bits from an uninterrupted run",
               file=sys.stderr)
+    if "cuda" in (stored.engine, requested.engine) and run_dir is not None:
+        _warn_if_other_device(run_dir, stored.engine, requested.engine)
     return requested, stored
+
+
+def _check_available(run_dir: Path | None, engine: str) -> None:
+    """Refuse to resume a run whose engine cannot train here, naming the fix."""
+    if engine == "native":
+        from embedlab.engines.native import install_hint, unavailable_reason
+
+        reason = unavailable_reason()
+        if reason is not None:
+            raise InputError(f"run {run_dir} was trained with the native engine, which is "
+                             f"unavailable here ({reason}); {install_hint(reason)} to "
+                             f"resume it, or pass {spell('--restart', True)}")
+    elif engine == "cuda":
+        from embedlab.engines import unavailable_reason as engine_unavailable
+
+        reason = engine_unavailable("cuda")
+        if reason is not None:
+            raise InputError(f"run {run_dir} was trained with the cuda engine, which is "
+                             f"unavailable here ({reason}); pass {spell('--engine', 'native')} "
+                             "to resume it on the CPU (results may differ in the last bits from "
+                             f"an uninterrupted run), or {spell('--restart', True)} to start over")
+
+
+def _warn_if_other_device(run_dir: Path, stored_engine: str, engine: str) -> None:
+    """A run of the cuda engine resumed with a CPU engine, on another GPU model, or the other
+    way round goes on with other float32 rounding: allowed (the engines agree to rounding), and
+    said in one line. What the run last trained on is read from ``RUN/env.json``."""
+    from embedlab.engines import training_device
+    from embedlab.run.provenance import recorded_device
+
+    before, now = recorded_device(run_dir), training_device(engine)
+    if (engine == stored_engine and before in (None, now)) or not _has_checkpoint(run_dir):
+        return  # the same GPU model, or nothing trained yet to differ from
+
+    def where(device: str | None, name: str) -> str:
+        on = [] if device is None else ["on the CPU" if device == "cpu" else f"on {device}"]
+        return " ".join(on + ([] if engine == stored_engine else [f"with the {name} engine"]))
+
+    warn(f"resuming {where(now, engine)} (the run trained {where(before, stored_engine)}); "
+         "results may differ in the last bits from an uninterrupted run")
 
 
 def _with_prepared_vocab(merged: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +231,8 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
     # the config resolve_config gives a new run, prepared folder's options included: built
     # without them, a run on a folder prepared with e.g. --min-count 1 never matched its stored
     # config, and every re-run made another folder (-2, -3...) instead of resuming
-    cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))).resolve()
+    cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))).resolve(
+        say=False)  # resolve_config says it
     base = run_name(cfg)
     old = run_name(cfg, legacy=True)
     if old != base:  # a run an earlier version named without the newer tags resumes there
@@ -218,7 +263,7 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
     stored, filled = _stored(candidate) if candidate.is_dir() else (None, set())
     if stored is None:
         return False
-    if explicit.get("engine") is None:
+    if keeps_engine(explicit.get("engine"), recorded_engine(stored)):
         cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
     for key in filled:
         section, name = key.split(".")

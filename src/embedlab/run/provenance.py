@@ -2,8 +2,9 @@
 
 ``config.json`` is the resolved config (every default spelled out). ``env.json`` records what
 the result may depend on besides the config: package versions, Python, platform, CPU, thread
-count, the command line, the project's git commit (when the source is a git checkout) and the
-seed with its stream names. Both files are written atomically (tmp + fsync + rename).
+count, the device the engine trains on (``cpu``, or the GPU's model), the command line, the
+project's git commit (when the source is a git checkout) and the seed with its stream names.
+Both files are written atomically (tmp + fsync + rename).
 
 On resume ``env.json`` keeps the first record at the top level and appends the new one to
 ``"resumes"``, so a run restarted on another machine says so.
@@ -23,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from embedlab.engines import STEP_REVISION
+from embedlab.engines import STEP_REVISION, training_device
 from embedlab.fsutil import atomic_write_text
 
 ENV_FILE = "env.json"
@@ -74,9 +75,9 @@ def git_commit(path: Path | None = None, *, timeout: float = 2.0) -> dict[str, A
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
-def environment(*, argv: Sequence[str], threads: int, seed: int,
-                streams: Sequence[str]) -> dict[str, Any]:
-    """The provenance record (plain JSON values)."""
+def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequence[str],
+                device: str = "cpu") -> dict[str, Any]:
+    """The provenance record (plain JSON values); ``device``: what the run trains on."""
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -95,6 +96,7 @@ def environment(*, argv: Sequence[str], threads: int, seed: int,
         "cpu_count": os.cpu_count(),
         "cpu_affinity": affinity,
         "threads": threads,
+        "device": device,
         "git": git_commit(),
         "seed": seed,
         "streams": list(streams),
@@ -112,11 +114,37 @@ def started_step_revision(run_dir: Path | str) -> int | None:
         return None
 
 
+def recorded_device(run_dir: Path | str) -> str | None:
+    """What the run trained on when it last started or resumed: ``device`` of the newest record
+    in ``env.json`` (``cpu`` for records from before devices were recorded, when every engine
+    trained on the CPU); None without a readable ``env.json``."""
+    try:
+        env = json.loads((Path(run_dir) / ENV_FILE).read_text(encoding="utf-8"))
+        latest = (env.get("resumes") or [env])[-1]
+        return str(latest.get("device", "cpu"))
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError):
+        return None
+
+
+def _config_device(run_dir: Path) -> str:
+    """What the engine of the run's config.json trains on here (``cpu`` for a config without
+    an engine, such as linreg's)."""
+    try:
+        engine = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8")).get("engine")
+    except (OSError, ValueError, AttributeError):
+        engine = None
+    return training_device(engine) if isinstance(engine, str) else "cpu"
+
+
 def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, seed: int,
                    streams: Sequence[str]) -> Path:
-    """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list."""
+    """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list.
+
+    The record's ``device`` is taken from the engine of the run's ``config.json``, which is
+    written first."""
     path = Path(run_dir) / ENV_FILE
-    record = environment(argv=argv, threads=threads, seed=seed, streams=streams)
+    record = environment(argv=argv, threads=threads, seed=seed, streams=streams,
+                         device=_config_device(Path(run_dir)))
     try:
         existing = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
