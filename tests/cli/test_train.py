@@ -1139,3 +1139,49 @@ def test_a_run_refused_as_busy_is_never_cleaned_up(
         assert_refused(code, err, "is in use by pid")
         assert "; wait for it to finish or stop it" in err
         assert (run / "metrics.jsonl").read_text() == "{}\n"
+
+
+# ---- --device and the cuda engine, on a machine without a GPU ------------------------------
+
+def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.engines import cuda
+
+    monkeypatch.setattr(cuda, "gpu_present", lambda: False)
+    monkeypatch.setattr(cuda, "interpreted", lambda: False)
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda: "no CUDA device was found")
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--engine", "cuda"], "--engine cuda is unavailable: no CUDA device was found; "),
+    (["--device", "cuda"], "--engine cuda is unavailable: no CUDA device was found; "),
+    (["--device", "cuda", "--engine", "native"],
+     "--device cuda and --engine native contradict each other; pass one of them"),
+    (["--device", "cpu", "--engine", "cuda"],
+     "--device cpu and --engine cuda contradict each other; pass one of them"),
+    (["--device", "cuda", "--loss", "hs"],
+     "--loss hs does not train on the cuda engine, which trains negative sampling and NCE "
+     "only; pass --engine native or --engine torch for it"),
+])
+def test_the_cuda_engine_without_a_gpu_is_one_line(
+        flags: list[str], message: str, corpus: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _no_gpu(monkeypatch)
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST, *flags)
+    assert assert_refused(code, err).startswith(f"embedlab: error: {message}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_device_cpu_trains_with_the_cpu_engines_choice(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    _no_gpu(monkeypatch)
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "1",
+                      "--device", "cpu")
+    assert code == 0, err
+    assert "note:" not in err
+    assert json.loads((run / "config.json").read_text())["engine"] == "native"
+    assert json.loads((run / "env.json").read_text())["device"] == "cpu"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
+                      "--device", "auto", "--engine", "native")  # the same run, resumed
+    assert code == 0 and "resuming" in err and "warning" not in err, err

@@ -496,6 +496,62 @@ def test_checkpoint_evaluation_and_engine_messages_name_arguments(
     assert "engine='native' is unavailable" in text and "or pass engine='torch'" in text
 
 
+def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.engines import cuda
+
+    monkeypatch.setattr(cuda, "gpu_present", lambda: False)
+    monkeypatch.setattr(cuda, "interpreted", lambda: False)
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda: "no CUDA device was found")
+
+
+def test_device_and_the_cuda_engine_name_arguments(corpus: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_gpu(monkeypatch)
+    new = {"corpus": corpus, "run": tmp_path / "new", **FAST}
+    assert refused(**new, device="cuda", engine="native") == (
+        "device='cuda' and engine='native' contradict each other; pass one of them "
+        "(device='cuda' is engine='cuda', device='cpu' is engine='native' or engine='torch')")
+    assert refused(**new, device="gpu") == "device= must be auto, cpu or cuda, got 'gpu'"
+    assert refused(**new, engine="cpu").startswith("engine='cpu' is not an engine; pass "
+                                                   "device='cpu' ")
+    assert refused(**new, device="cuda", loss="hs") == (
+        "loss='hs' does not train on the cuda engine, which trains negative sampling and NCE "
+        "only; pass engine='native' or engine='torch' for it")
+    for call in ({"engine": "cuda"}, {"device": "cuda"}):
+        with pytest.raises(InputError) as e:
+            embedlab.train(**new, **call)
+        assert str(e.value).startswith("engine='cuda' is unavailable: no CUDA device was found; ")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_gpu_run_resumes_on_the_cpu_when_asked(corpus: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **FAST, max_steps=1, device="cpu")
+    # the run as the cuda engine leaves it (its arrays are the same: float32, host layout)
+    config = json.loads((run / "config.json").read_text())
+    assert config["engine"] == "native" and "device" not in config
+    (run / "config.json").write_text(json.dumps({**config, "engine": "cuda"}))
+    env = json.loads((run / "env.json").read_text())
+    assert env["device"] == "cpu"
+    (run / "env.json").write_text(json.dumps({**env, "device": "NVIDIA H100 80GB HBM3"}))
+    _no_gpu(monkeypatch)
+    assert refused(corpus=corpus, run=run, **FAST) == (
+        f"run {run} was trained with the cuda engine, which is unavailable here (no CUDA device "
+        "was found); pass engine='native' to resume it on the CPU (results may differ in the "
+        "last bits from an uninterrupted run), or restart=True to start over")
+    capsys.readouterr()
+    result = embedlab.train(corpus=corpus, run=run, **FAST, max_steps=2, device="cpu")
+    assert result.config.engine == "native" and result.step == 2
+    assert ("embedlab: warning: resuming on the CPU with the native engine (the run trained on "
+            "NVIDIA H100 80GB HBM3 with the cuda engine); results may differ in the last bits "
+            "from an uninterrupted run\n") in capsys.readouterr().err
+    env = json.loads((run / "env.json").read_text())
+    assert env["resumes"][-1]["device"] == "cpu"
+    assert json.loads((run / "config.json").read_text())["engine"] == "native"
+
+
 def test_the_call_limits_openmp_spinning_as_the_command_does(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os

@@ -63,10 +63,14 @@ if TYPE_CHECKING:
               "started before this option keeps 1).  [default: 2]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
-@click.option("--engine", type=click.Choice(["auto", "native", "torch"]),
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="Where to train: cuda is --engine cuda; cpu: native, else torch; auto: the "
+              "GPU where one is found (saying so), else the CPU.  [default: auto]")
+@click.option("--engine", type=click.Choice(["auto", "native", "torch", "cuda"]),
               help="native: the fused C kernel (skip-gram and CBOW; built on first use with the "
-              "machine's C compiler); torch: PyTorch ops; auto: native when it builds.  "
-              "[default: auto]")
+              "machine's C compiler); torch: PyTorch ops; cuda: Triton kernels on one NVIDIA "
+              "GPU (--loss neg or nce); auto: cuda on a GPU, else native when it builds, else "
+              "torch.  [default: auto]")
 @click.option("--max-steps", type=int, help="Stop at this global step (schedule unchanged); "
               "re-run without it to continue.")
 @click.option("--checkpoint-every", type=int, help="Save every N steps (and every "

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedlab.engines import limit_openmp_spinning
+from embedlab.engines import limit_openmp_spinning, requested_engine
 from embedlab.errors import InputError, python_entry, spell
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
 from embedlab.run.folder import (
@@ -73,7 +73,7 @@ LISTS = ("probe", "eval_similarity")
 def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
           restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None, *,
-          on_progress: Callable[[Progress], object] | None = None,
+          device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
           **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there; ``embedlab train`` in Python.
 
@@ -99,6 +99,12 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     :data:`OPTIONS`). An option left out (or None) is the default for a new run and the stored
     value for a resumed one. An unknown name raises :class:`~embedlab.errors.InputError`.
 
+    ``device`` (``"auto"``, ``"cpu"`` or ``"cuda"``): where to train, a second spelling of
+    ``engine``: ``"cuda"`` is ``engine="cuda"``, ``"cpu"`` a CPU engine (native where it builds,
+    else torch), ``"auto"`` (or None) the GPU where one is found, else the CPU; a resumed run
+    keeps its engine unless told otherwise. ``device`` and ``engine`` that contradict each other
+    are refused.
+
     ``on_progress``: called with a :class:`~embedlab.training.reporting.Progress` (``step``,
     ``words_seen``, ``loss``, ``lr``, ``words_per_sec``, ``progress``) at the end of every
     logging window, the values metrics.jsonl gets, and once more with ``final=True`` when the
@@ -114,6 +120,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     """
     limit_openmp_spinning()  # before the native kernel (or torch) loads libgomp
     sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
+    options = {**options, "engine": requested_engine(options.get("engine"), device)}
     explicit = explicit_options({**options, "corpus": None if sentences is not None else corpus})
     if on_progress is not None and not callable(on_progress):
         raise InputError(f"on_progress= must be a function taking a Progress, got "
@@ -217,7 +224,8 @@ def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _unknown_option(name: str) -> InputError:
-    names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint", "on_progress"]
+    names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint", "device",
+             "on_progress"]
     close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
         difflib.get_close_matches(name, names, n=1)
     hint = f"did you mean {close[0]}=? " if close else ""
@@ -251,11 +259,11 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
 
     _check_same_sentences(run, explicit)
     cfg, _stored = resolve_config(run if run.exists() else None, explicit, preset)
-    if cfg.engine_for() == "torch":
+    if cfg.engine in ("torch", "cuda"):
         # imported now, while a tokenising child works (ahead), not after waiting for it, and
         # before the freeze below; torch's C++ import swallows a Ctrl-C: see deferred_interrupt
         with deferred_interrupt():
-            engine_module("torch")  # imports torch, or says in one line how to install it
+            engine_module(cfg.engine)  # imports torch, or says in one line how to install it
     # --from: the trainer moves the newer checkpoints aside once it holds the run's lock and
     # every check has passed, so a refused command leaves them where they were
     resume_from = _resolve_from(run, from_ckpt) if from_ckpt else None
