@@ -139,7 +139,7 @@ def _train(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> b
 def _steps_until_due(run: TrainingRun) -> int:
     """Steps from here to the next one where something other than training is due."""
     cfg, step = run.cfg, run.state.step
-    limit = MAX_STEPS_PER_CALL
+    limit = getattr(run.steps, "steps_per_call", MAX_STEPS_PER_CALL)
     every = [cfg.track.log_every, cfg.checkpoint.every_steps,
              cfg.eval.every_steps if run.evaluator else 0]
     for n in every:

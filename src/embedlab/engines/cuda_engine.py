@@ -1,0 +1,252 @@
+"""The CUDA engine: word2vec's parameters on one GPU, trained by the kernels of
+:mod:`embedlab.engines.cuda_kernels` on batches built there (:mod:`embedlab.engines.cuda_batches`).
+
+Every launch of a step is deterministic (no atomics; each row's contributions are summed in a
+planned order by the one program that owns the row), so two runs of the same command on the
+same GPU model give the same bits, and a run resumed from a checkpoint continues exactly as an
+uninterrupted one. On a GPU the step's launches are captured once in a CUDA graph and replayed
+for every step: the kernels read the step's index, rate and buffers from device memory, so one
+graph serves every step of every chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import torch
+
+from embedlab.engines import cuda_kernels as K
+from embedlab.engines.cuda import interpreted
+from embedlab.engines.cuda_batches import Buffers, ChunkBuilder, ChunkInfo, Shape, load_batch
+from embedlab.engines.stepping import BatchByBatch, StepsDone
+from embedlab.errors import InputError, spell
+
+if TYPE_CHECKING:
+    from embedlab.data.pairs import Batch, BatchStream, Cursor
+    from embedlab.engines.huffman import HuffmanTree
+    from embedlab.engines.params import Word2VecParams
+    from embedlab.engines.step import StepConfig
+    from embedlab.engines.stepping import Schedule, StepRunner
+
+SPAN_ROWS = 32  # window rows per program of the span kernels
+OCCURRENCE_BLOCK = 16  # contributions a row program sums at once
+#: GPU memory kept free beyond the estimate: the CUDA context, Triton's modules, the allocator
+MEMORY_MARGIN = 512 << 20
+
+
+def _device() -> torch.device:
+    if interpreted():
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+class CudaEngine:
+    """Trains word2vec's parameters on one GPU (see the module docstring)."""
+
+    name: ClassVar[str] = "cuda"
+
+    def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
+                 rows: int, threads: int = 1, *, tree: HuffmanTree | None = None) -> None:
+        if tree is not None or cfg.loss == "hs":
+            raise InputError(f"{spell('--loss', 'hs')} trains on the CPU engines only; pass "
+                             f"{spell('--engine', 'native')} or {spell('--loss', 'neg')}")
+        self.cfg, self.rows = cfg, rows
+        self.device = _device()
+        if self.device.type == "cpu":
+            torch.set_num_threads(max(1, threads))
+        vocab, dim = params.w_in.shape
+        check_memory(vocab, dim, nce=params.b_out is not None, device=self.device)
+        self.w_in = torch.from_numpy(params.w_in).to(self.device, copy=True)
+        self.w_out = torch.from_numpy(params.w_out).to(self.device, copy=True)
+        self.b_out = None if params.b_out is None else \
+            torch.from_numpy(params.b_out).to(self.device, copy=True)
+        self.log_kq = None if log_kq is None else \
+            torch.from_numpy(np.asarray(log_kq, np.float32)).to(self.device)
+        self.bias_sq = params.bias_sq
+        self._names = list(params.tensors())
+        self._one_batch: Buffers | None = None  # for step(): batches given one at a time
+
+    # ---- the Engine interface ------------------------------------------------------------
+    def shape(self, batch: int, chunk_tokens: int) -> Shape:
+        c = self.cfg
+        group = c.group
+        return Shape(c.model, c.window, batch, self.rows, group, self._shared, self.dim,
+                     chunk_tokens)
+
+    @property
+    def dim(self) -> int:
+        return int(self.w_in.shape[1])
+
+    def step(self, batch: Batch, lr: float) -> float:
+        """One step on a batch built elsewhere (runs whose batches predate the specification,
+        and the tests)."""
+        self._shared = int(batch.negatives.shape[1]) if batch.negatives.ndim == 2 else 0
+        if self._one_batch is None:
+            self._one_batch = Buffers(self.shape(self.rows, self.rows), self.device)
+        buf = self._one_batch
+        load_batch(buf, batch)
+        buf.lr[0] = self.cfg.batch_lr(lr, batch)
+        buf.step.zero_()
+        launch_step(self, buf, self.rows)
+        return float(buf.loss[0].sum(dtype=torch.float64))
+
+    def runner(self, stream: BatchStream, schedule: Schedule, model: str) -> StepRunner:
+        from embedlab.data.batchspec import SpecBatchStream
+
+        if isinstance(stream, SpecBatchStream):
+            return CudaBatches(self, stream, schedule)
+        return BatchByBatch(stream, self, schedule, model)
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        tensors = [self.w_in, self.w_out] + ([] if self.b_out is None else [self.b_out])
+        return {name: t.cpu().numpy() for name, t in zip(self._names, tensors, strict=True)}
+
+    def load_state_dict(self, tensors: Mapping[str, np.ndarray]) -> None:
+        own = [self.w_in, self.w_out] + ([] if self.b_out is None else [self.b_out])
+        missing = [name for name in self._names if name not in tensors]
+        if missing:
+            raise ValueError(f"the state has no {', '.join(missing)}")
+        for name, t in zip(self._names, own, strict=True):
+            source = np.asarray(tensors[name])
+            if source.shape != tuple(t.shape):
+                raise ValueError(f"{name} has shape {source.shape}, the engine's "
+                                 f"{tuple(t.shape)}")
+            t.copy_(torch.from_numpy(np.ascontiguousarray(source, np.float32)))
+
+    @property
+    def input_vectors(self) -> np.ndarray:
+        return self.w_in.cpu().numpy()
+
+    @property
+    def output_vectors(self) -> np.ndarray:
+        return self.w_out.cpu().numpy()
+
+    _shared = 0  # S, set by the batches a runner or step() trains on
+
+
+def check_memory(vocab: int, dim: int, *, nce: bool, device: torch.device) -> None:
+    """Refuse, in one line, a model whose matrices do not fit the GPU's free memory."""
+    if device.type != "cuda":
+        return
+    need = vocab * dim * 4 * 2 + (vocab * 4 if nce else 0) + MEMORY_MARGIN
+    free, total = torch.cuda.mem_get_info(device)
+    if need > free:
+        gib = 1 << 30
+        raise InputError(
+            f"the model needs {need / gib:.1f} GiB of GPU memory ({vocab:,} words x {dim} "
+            f"dimensions x 2 matrices), and {free / gib:.1f} of {total / gib:.1f} GiB are free; "
+            f"pass a smaller {spell('--dim')} or {spell('--max-vocab')} (or a larger "
+            f"{spell('--min-count')}), or train on the CPU with {spell('--engine', 'native')}")
+
+
+def launch_step(engine: CudaEngine, buf: Buffers, batch: int) -> None:
+    """One step's launches on ``buf`` (its ``step`` says which batch of the chunk), rows
+    ``batch`` apart in the chunk; the step's index is advanced on the device."""
+    sh, cfg = buf.shape, engine.cfg
+    W, J, JP = sh.window, sh.J, _pow2(sh.J)
+    SP, BDK = max(16, _pow2(sh.shared)), max(16, min(128, _pow2(sh.dim)))
+    nce, skip_hits = cfg.loss == "nce", cfg.loss == "neg"
+    bias = engine.b_out if engine.b_out is not None else buf.out_h
+    log_kq = engine.log_kq if engine.log_kq is not None else buf.out_h
+    noise_weight = cfg.negative / max(1, sh.shared)
+    common = dict(W=W, J=J, JP=JP, TG=sh.tile, SP=SP, BDK=BDK, NCE=nce, SKIP_HITS=skip_hits,
+                  USE_DOT=sh.tile >= 16)
+    span_grid = (-(-sh.span // SPAN_ROWS),)
+    if sh.model == "skipgram":
+        K.skipgram_tiles[(sh.tiles,)](
+            buf.step, buf.tok_p, buf.mask, buf.ctx, buf.negs, engine.w_in, engine.w_out, bias,
+            log_kq, buf.loss, buf.in_d, buf.in_h, buf.out_d, buf.out_h, buf.out_b, buf.gpos,
+            buf.cpos, buf.vsq, sh.dim, batch, sh.rows, sh.shared, sh.group, sh.groups,
+            sh.tiles, noise_weight, engine.bias_sq, **common)
+        K.skipgram_span[span_grid](
+            buf.step, buf.tok_p, engine.w_in, buf.gpos, buf.cpos, buf.vsq, buf.out_d, buf.out_h,
+            buf.out_b, sh.dim, batch, sh.rows, W=W, J=J, JP=JP, TR=SPAN_ROWS, BDK=BDK)
+    else:
+        K.cbow_tiles[(sh.tiles,)](
+            buf.step, buf.tok_p, buf.mask, buf.ctx, buf.negs, engine.w_in, engine.w_out, bias,
+            log_kq, buf.loss, buf.out_d, buf.out_h, buf.out_b, buf.dh, buf.hh, buf.hid,
+            sh.dim, batch, sh.rows, sh.shared, sh.group, sh.groups, sh.tiles, noise_weight,
+            engine.bias_sq, **common)
+        K.cbow_span[span_grid](
+            buf.step, buf.mask, buf.ctx, buf.dh, buf.hh, buf.in_d, buf.in_h, sh.dim, batch,
+            sh.rows, W=W, J=J, TR=SPAN_ROWS, BDK=BDK)
+    for plan, d, h, param, b, kappa, has_bias in (
+            (buf.plan_in, buf.in_d, buf.in_h, engine.w_in, buf.in_h, cfg.input_kappa, False),
+            (buf.plan_out, buf.out_d, buf.out_h, engine.w_out, buf.out_b, cfg.damping, nce)):
+        heads, ends, sid, order = plan
+        n_occ = heads.shape[1]
+        K.apply_rows[(n_occ,)](
+            buf.step, heads, ends, sid, order, d, h, b, param, bias, buf.lr, max(kappa, 1e-30),
+            sh.dim, n_occ, HAS_BIAS=has_bias, DAMP=kappa > 0, MB=OCCURRENCE_BLOCK, BDK=BDK)
+    buf.step += 1
+
+
+class CudaBatches:
+    """The CUDA engine's step runner: builds ``stream``'s chunks on the GPU and trains up to
+    ``limit`` steps per call, replaying one captured CUDA graph per step on a GPU."""
+
+    #: at most this many steps per call (the loop's default is 32): a call ends by waiting for
+    #: the GPU, and 100 steps (~5 ms at the defaults) keep that wait a small share of the time
+    #: while a signal still waits at most a few milliseconds
+    steps_per_call = 100
+
+    def __init__(self, engine: CudaEngine, stream: BatchStream, schedule: Schedule) -> None:
+        engine._shared = stream.noise_per_group
+        self.engine, self.s, self.schedule = engine, stream, schedule
+        chunk = min(stream.chunk_tokens, stream.n_tokens)
+        self.buf = Buffers(engine.shape(stream.batch_size, chunk), engine.device)
+        self.builder = ChunkBuilder(stream, self.buf)  # type: ignore[arg-type]
+        self.chunk: ChunkInfo | None = None
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._eager_steps = 0
+
+    def _build(self, epoch: int, chunk: int) -> ChunkInfo:
+        c = self.chunk
+        if c is None or (c.epoch, c.index) != (epoch, chunk):
+            self.chunk = c = self.builder.build(epoch, chunk)
+        return c
+
+    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+        c, s, cfg = self._build(cursor.epoch, cursor.chunk), self.s, self.engine.cfg
+        first = cursor.batch
+        n = max(1, min(limit, c.n_batches - first))
+        at = slice(first, first + n)
+        before = cursor.epoch * s.n_tokens
+        seen = np.concatenate(([words_seen], before + c.words_done[first:first + n - 1]))
+        lrs = np.array([self.schedule.at(int(w)) for w in seen])
+        rates = lrs / np.maximum(1, c.n_pairs[at]) if cfg.reduction == "mean" else lrs
+        buf = self.buf
+        buf.lr[at] = torch.from_numpy(rates.astype(np.float32)).to(buf.lr.device)
+        buf.step.fill_(first)
+        for _ in range(n):
+            self._one_step()
+        losses = buf.loss[at].sum(1, dtype=torch.float64).cpu().numpy()
+        pairs = c.n_pairs[at] if cfg.model == "skipgram" else c.active[at]
+        epoch, chunk, batches = cursor.epoch, cursor.chunk, c.n_batches
+        return StepsDone(losses, pairs.copy(), c.words_done[at].copy(), lrs,
+                         lambda i: s.cursor_after(epoch, chunk, first + i, batches))
+
+    def _one_step(self) -> None:
+        engine, buf, batch = self.engine, self.buf, self.s.batch_size
+        if engine.device.type != "cuda":
+            launch_step(engine, buf, batch)
+            return
+        if self._graph is None and self._eager_steps >= 1:  # compiled: capture it now
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                launch_step(engine, buf, batch)
+            self._graph = graph
+        if self._graph is None:
+            launch_step(engine, buf, batch)
+            self._eager_steps += 1
+        else:
+            self._graph.replay()
+
+    def close(self) -> None:
+        self.chunk = None

@@ -1,0 +1,214 @@
+"""The CUDA engine's kernels, run on the CPU through Triton's interpreter: the batches it builds
+are the batch specification's, bit for bit; its step is the torch engine's to float32 rounding;
+many steps per call equal one step per call, and a run cut anywhere resumes to the same bits."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+# before triton is imported: Triton reads it when it defines its own and our kernels
+os.environ["EMBEDLAB_CUDA_INTERPRET"] = "1"
+os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+import torch
+
+from embedlab.data.batchspec import SpecBatchStream
+from embedlab.data.noise import NoiseDistribution
+from embedlab.data.pairs import Batch, BatchStream, Cursor, keep_probabilities
+from embedlab.engines.cuda_batches import Buffers, ChunkBuilder
+from embedlab.engines.cuda_engine import CudaBatches, CudaEngine
+from embedlab.engines.params import Word2VecParams, init_params
+from embedlab.engines.step import StepConfig, band_block_length
+from embedlab.engines.stepping import Schedule
+from embedlab.engines.torch import TorchEngine
+from embedlab.seeding import mt19937_rng
+
+FIELDS = ("centers", "span", "mask", "contexts", "negatives")
+
+
+def _corpus(n: int, vocab: int, n_sentences: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ids = (rng.zipf(1.3, n) % vocab).astype(np.uint32)
+    inner = np.sort(rng.choice(np.arange(1, n), size=min(n - 1, n_sentences), replace=False))
+    return ids, np.append(inner, n)
+
+
+def _stream(ids: np.ndarray, ends: np.ndarray, **kw: Any) -> SpecBatchStream:
+    vocab = int(kw.pop("vocab", int(ids.max()) + 1))
+    counts = np.bincount(ids, minlength=vocab) + 1
+    keep = keep_probabilities(counts, kw.pop("sample", 1e-2))
+    args: dict[str, Any] = {"window": 3, "batch_size": 64, "group": 8, "noise_per_group": 10,
+                            "seed": 5, "epochs": 2, "chunk_tokens": 2048} | kw
+    return SpecBatchStream(ids, ends, keep, NoiseDistribution(counts), **args)
+
+
+def _chunk_batches(stream: SpecBatchStream, epoch: int, chunk: int) -> list[Batch]:
+    """The chunk the CUDA engine builds, as :class:`Batch` es (its layout read back)."""
+    cfg = StepConfig("skipgram", "neg", stream.window, 5, stream.group)
+    shape_engine = CudaEngine.__new__(CudaEngine)
+    shape_engine.cfg, shape_engine.rows, shape_engine._shared = cfg, stream.rows, \
+        stream.noise_per_group
+    shape_engine.w_in = torch.zeros(1, 4)
+    buf = Buffers(shape_engine.shape(stream.batch_size, stream.chunk_tokens),
+                  torch.device("cpu"))
+    info = ChunkBuilder(stream, buf).build(epoch, chunk)
+    W, B, R = stream.window, stream.batch_size, stream.rows
+    out = []
+    for i in range(info.n_batches):
+        first = i * B
+        mask = buf.mask[first:first + R].numpy().copy()
+        ctx = buf.ctx[first:first + R].numpy().copy()
+        mask[B:], ctx[B:] = 0, 0.0
+        out.append(Batch(centers=buf.tok_p[W + first:W + first + R].numpy().copy(),
+                         span=buf.tok_p[first:first + R + 2 * W].numpy().copy(), mask=mask,
+                         contexts=ctx, negatives=buf.negs[i].numpy().copy(),
+                         n_pairs=int(info.n_pairs[i]),
+                         n_centers=int(max(0, min(B, info.n_kept - first))),
+                         words_done=int(info.words_done[i]),
+                         cursor_next=stream.cursor_after(epoch, chunk, i, info.n_batches)))
+    return out
+
+
+def _assert_same(ref: list[Batch], got: list[Batch]) -> None:
+    assert len(ref) == len(got)
+    for i, (a, b) in enumerate(zip(ref, got, strict=True)):
+        for f in FIELDS:
+            assert np.array_equal(getattr(a, f), getattr(b, f)), (i, f)
+        for f in ("n_pairs", "n_centers", "words_done", "cursor_next"):
+            assert getattr(a, f) == getattr(b, f), (i, f)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(2, 6000), vocab=st.integers(2, 60), sentences=st.integers(0, 300),
+       window=st.integers(1, 5), batch=st.sampled_from([16, 48, 64]),
+       pad=st.sampled_from([1, 16]), group=st.sampled_from([4, 8, 16]),
+       shared=st.integers(1, 12), sample=st.sampled_from([0.0, 1e-3, 5e-2]),
+       chunk=st.sampled_from([512, 2048]), interleave=st.integers(1, 3),
+       seed=st.integers(0, 2**40), data=st.integers(0, 99))
+def test_the_gpu_chunk_builder_gives_the_reference_batches(
+        n: int, vocab: int, sentences: int, window: int, batch: int, pad: int, group: int,
+        shared: int, sample: float, chunk: int, interleave: int, seed: int, data: int) -> None:
+    ids, ends = _corpus(n, vocab, sentences, data)
+    stream = _stream(ids, ends, window=window, batch_size=batch, pad_to=pad, group=group,
+                     noise_per_group=shared, sample=sample, chunk_tokens=chunk,
+                     interleave=interleave, seed=seed)
+    for epoch, c in ((0, 0), (1, stream.n_chunks - 1)):
+        _assert_same(stream.chunk_batches(epoch, c), _chunk_batches(stream, epoch, c))
+
+
+# ---- the step ------------------------------------------------------------------------------
+V, D, W = 40, 8, 2
+
+
+def _params(nce: bool) -> Word2VecParams:
+    p = init_params(V, D, init="centered", nce=nce, rng=mt19937_rng(0, "init"))
+    rng = np.random.default_rng(0)
+    p.w_out[:] = rng.normal(0, 0.3, size=p.w_out.shape)
+    if p.b_out is not None:
+        p.b_out[:] = rng.normal(0, 0.1, size=p.b_out.shape)
+    return p
+
+
+@pytest.mark.parametrize(("model", "loss", "group", "damping", "reduction"), [
+    ("skipgram", "neg", 8, 16.0, "sum"), ("skipgram", "nce", 32, 16.0, "sum"),
+    ("skipgram", "neg", 4, 0.0, "mean"), ("cbow", "neg", 16, 16.0, "sum"),
+    ("cbow", "nce", 8, 0.0, "sum")])
+def test_a_step_is_the_torch_engines_to_float32_rounding(model: str, loss: str, group: int,
+                                                         damping: float,
+                                                         reduction: str) -> None:
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, V, size=300).astype(np.uint32)
+    counts = np.bincount(ids, minlength=V) + 1
+    stream = BatchStream(ids, np.array([70, 71, 150, 300]), None, NoiseDistribution(counts),
+                         window=W, batch_size=32, group=group, noise_per_group=3, seed=5,
+                         epochs=1, chunk_tokens=128, pad_to=band_block_length(W))
+    log_kq = NoiseDistribution(np.arange(1, V + 1)).log_expected_count(5) \
+        if loss == "nce" else None
+    cfg = StepConfig(model, loss, W, 5, group, reduction=reduction, damping=damping)
+    ref, params = _params(loss == "nce"), _params(loss == "nce")
+    torch_engine = TorchEngine(cfg, ref, log_kq, stream.rows)
+    gpu = CudaEngine(cfg, params, log_kq, stream.rows)
+    for batch in list(stream.iterate(Cursor()))[:3]:
+        want = torch_engine.step(batch, 0.1)
+        assert gpu.step(batch, 0.1) == pytest.approx(want, rel=1e-5)
+        got = gpu.state_dict()
+        for name, array in ref.tensors().items():
+            np.testing.assert_allclose(got[name], array, rtol=1e-5, atol=1e-6)
+
+
+# ---- the runner: many steps per call, resumed anywhere -------------------------------------
+def _runner(stream: SpecBatchStream, model: str = "skipgram") -> CudaBatches:
+    cfg = StepConfig(model, "neg", stream.window, 5, stream.group, damping=16.0)
+    params = init_params(len(stream.noise), 16, init="centered", nce=False,
+                         rng=mt19937_rng(3, "init"))
+    params.w_out[:] = np.random.default_rng(1).normal(0, 0.1, size=params.w_out.shape)
+    engine = CudaEngine(cfg, params, None, stream.rows)
+    total = stream.epochs * stream.n_tokens
+    return CudaBatches(engine, stream, Schedule(0.05, 1e-4, total))
+
+
+def _train(runner: CudaBatches, cursor: Cursor, steps: int, limit: int,
+           seen: int = 0) -> tuple[list[float], Cursor, int]:
+    """``steps`` steps from ``cursor`` (``seen`` positions into the run), at most ``limit``
+    per call (a call stays in a chunk)."""
+    losses: list[float] = []
+    n = runner.s.n_tokens
+    while len(losses) < steps:
+        done = runner.run(cursor, seen, min(limit, steps - len(losses)))
+        losses += [float(x) for x in done.losses]
+        seen = cursor.epoch * n + int(done.words_done[-1])
+        cursor = done.cursor_after(len(done) - 1)
+    return losses, cursor, seen
+
+
+@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+def test_many_steps_per_call_equal_one_step_per_call_and_resume_exactly(model: str) -> None:
+    ids, ends = _corpus(3000, 50, 40, 7)
+    stream = _stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
+                     noise_per_group=6, epochs=1)
+    many = _runner(stream, model)
+    losses_many, cursor_many, _ = _train(many, Cursor(), 8, limit=5)
+    one = _runner(stream, model)
+    losses_one, cursor_one, _ = _train(one, Cursor(), 8, limit=1)
+    assert losses_many == losses_one and cursor_many == cursor_one
+    assert all(np.array_equal(a, b) for a, b in zip(many.engine.state_dict().values(),
+                                                    one.engine.state_dict().values(),
+                                                    strict=True))
+    # a fresh engine loading the state after 3 steps and continuing gives the same bits
+    part = _runner(stream, model)
+    _, cursor, seen = _train(part, Cursor(), 3, limit=2)
+    resumed = _runner(stream, model)
+    resumed.engine.load_state_dict(part.engine.state_dict())
+    losses_rest, cursor_rest, _ = _train(resumed, cursor, 5, limit=4, seen=seen)
+    assert losses_rest == losses_one[3:] and cursor_rest == cursor_one
+    assert all(np.array_equal(a, b) for a, b in zip(resumed.engine.state_dict().values(),
+                                                    one.engine.state_dict().values(),
+                                                    strict=True))
+
+
+def test_the_runner_agrees_with_the_native_engine_to_float32_rounding() -> None:
+    from embedlab.engines import native
+    from embedlab.engines.native import NativeEngine
+
+    if native.unavailable_reason() is not None:
+        pytest.skip("the native kernel does not build here")
+    ids, ends = _corpus(3000, 50, 40, 7)
+    stream = _stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
+                     noise_per_group=6, epochs=1)
+    gpu = _runner(stream)
+    start = {k: v.copy() for k, v in gpu.engine.state_dict().items()}
+    losses, _, _ = _train(gpu, Cursor(), 6, limit=6)
+    cpu = NativeEngine(gpu.engine.cfg, Word2VecParams.of(start, nce=False), None, stream.rows, 2)
+    runner = cpu.runner(stream, gpu.schedule, "skipgram")
+    cpu_losses, _, _ = _train(runner, Cursor(), 6, limit=6)  # type: ignore[arg-type]
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-5)
+    for name, array in gpu.engine.state_dict().items():
+        np.testing.assert_allclose(array, cpu.state_dict()[name], rtol=1e-4, atol=1e-6)
