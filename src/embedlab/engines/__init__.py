@@ -246,7 +246,10 @@ def engine_module(name: str) -> ModuleType:
         from embedlab.errors import import_torch, spell
 
         import_torch(spell("--engine", name))
-    return importlib.import_module(f"embedlab.engines.{name}")
+    # the cuda engine's availability (engines/cuda.py) is asked without importing torch; the
+    # engine itself, which does, is its own module
+    module = "cuda_engine" if name == "cuda" else name
+    return importlib.import_module(f"embedlab.engines.{module}")
 
 
 def build_engine(name: str, step: StepConfig, params: Word2VecParams,

@@ -1,8 +1,10 @@
-"""The CUDA engine: the parameters, the batches and the step on one GPU, in Triton kernels.
+"""Whether the CUDA engine can train here, asked without importing torch or triton.
 
-Availability: torch with CUDA, triton, and a CUDA device. ``EMBEDLAB_CUDA_INTERPRET=1`` runs
-the same kernels on the CPU through Triton's interpreter (``TRITON_INTERPRET=1``): slow, for
-the tests of machines without a GPU, never chosen by ``--engine auto``.
+The engine itself — parameters, batches and the step on one GPU, in Triton kernels — is
+:mod:`embedlab.engines.cuda_engine`. Availability: torch with CUDA, triton, and a CUDA device.
+``EMBEDLAB_CUDA_INTERPRET=1`` runs the same kernels on the CPU through Triton's interpreter
+(``TRITON_INTERPRET=1``): slow, for the tests of machines without a GPU, never chosen by
+``--engine auto``.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def install_hint(reason: str) -> str:
         return "install it with pip install 'embedlab[torch]' (a CUDA build of torch)"
     if reason.startswith("triton"):
         return "install it with pip install triton (CUDA builds of torch ship it)"
-    return "train on a machine with an NVIDIA GPU, or pass --engine native"
+    from embedlab.errors import spell
+
+    return f"train on a machine with an NVIDIA GPU, or pass {spell('--engine', 'native')}"
 
 
 def gpu_present() -> bool:
@@ -67,17 +71,3 @@ def device_name() -> str:
 
     return str(torch.cuda.get_device_name(0))
 
-
-# ---- the engine (imports torch and triton: only once this engine is chosen) -----------------
-def _engine_module():
-    from embedlab.engines import cuda_engine
-
-    return cuda_engine
-
-
-def __getattr__(name: str):
-    """``CudaEngine`` is imported from :mod:`embedlab.engines.cuda_engine` on first use, so
-    that asking whether the engine is available imports neither torch nor triton."""
-    if name in ("CudaEngine", "CudaBatches"):
-        return getattr(_engine_module(), name)
-    raise AttributeError(name)

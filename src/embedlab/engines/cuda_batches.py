@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+import embedlab.engines.cuda_kernels as K
 from embedlab.data.pairs import reading_runs, release_mapped
-from embedlab.engines import cuda_kernels as K
 
 if TYPE_CHECKING:
     from embedlab.data.batchspec import SpecBatchStream

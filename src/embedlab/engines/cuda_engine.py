@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 import torch
 
-from embedlab.engines import cuda_kernels as K
+import embedlab.engines.cuda_kernels as K
 from embedlab.engines.cuda import interpreted
 from embedlab.engines.cuda_batches import Buffers, ChunkBuilder, ChunkInfo, Shape, load_batch
 from embedlab.engines.stepping import BatchByBatch, StepsDone
