@@ -212,3 +212,24 @@ def test_the_runner_agrees_with_the_native_engine_to_float32_rounding() -> None:
     np.testing.assert_allclose(losses, cpu_losses, rtol=1e-5)
     for name, array in gpu.engine.state_dict().items():
         np.testing.assert_allclose(array, cpu.state_dict()[name], rtol=1e-4, atol=1e-6)
+
+
+# ---- the command ---------------------------------------------------------------------------
+def test_a_run_stopped_at_max_steps_resumes_to_the_uninterrupted_runs_bits(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.checkpoint import find_checkpoint
+    from embedlab.testing import run_cli, write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=120)
+    flags = ["--corpus", str(corpus), "--engine", "cuda", "--dim", "16", "--batch-size", "64",
+             "--epochs", "1", "--no-tensorboard", "--no-progress", "--log-every", "1"]
+    code, _, err = run_cli(["train", "--run", str(tmp_path / "ref"), *flags], capsys)
+    assert code == 0, err
+    run = str(tmp_path / "cut")
+    code, _, err = run_cli(["train", "--run", run, *flags, "--max-steps", "2"], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["train", "--run", run, *flags], capsys)
+    assert code == 0, err
+    assert "(step 2)" in err  # resumed
+    ref, cut = (find_checkpoint(tmp_path / n) / "tensors.safetensors" for n in ("ref", "cut"))
+    assert ref.read_bytes() == cut.read_bytes()

@@ -33,7 +33,7 @@ DRAW_BLOCK = 1024  # positions or noise draws per program of the draw kernels
 #: most batch rows a program of the centre kernels takes (a power of two, >= 16 for tl.dot);
 #: a tile stays inside one group of centres, so it is gcd(group, TILE_ROWS). The tiles cut the
 #: sums over a noise row's centres, so changing it changes the last bits of every run.
-TILE_ROWS = 32
+TILE_ROWS = 16
 
 
 def signed_key(key: tuple[int, int]) -> int:
@@ -77,14 +77,21 @@ class Shape:
         return self.rows + 2 * self.window
 
     @property
+    def tile_span(self) -> int:
+        """Window rows of a tile: its TG centres and W on either side."""
+        return self.tile + 2 * self.window
+
+    @property
     def n_in(self) -> int:
-        """Input-row contributions per step: the centres (skip-gram) or the window rows."""
-        return self.rows if self.model == "skipgram" else self.span
+        """Input-row contributions per step: the centres (skip-gram), or each tile's window
+        rows (CBOW)."""
+        return self.rows if self.model == "skipgram" else self.tiles * self.tile_span
 
     @property
     def n_out(self) -> int:
-        """Output-row contributions per step: window rows or centres, then each tile's noise."""
-        first = self.span if self.model == "skipgram" else self.rows
+        """Output-row contributions per step: each tile's window rows (skip-gram) or the
+        centres (CBOW), then each tile's noise words."""
+        first = self.tiles * self.tile_span if self.model == "skipgram" else self.rows
         return first + self.tiles * self.shared
 
     @property
@@ -109,25 +116,11 @@ class Buffers:
         self.loss = z((nb, sh.tiles), dtype=torch.float32, device=dev)
         self.lr = z(nb, dtype=torch.float32, device=dev)
         self.step = z(1, dtype=torch.int32, device=dev)
-        d, jp = sh.dim, _pow2(sh.J)
+        self.programs = [sh.n_in, sh.n_out]  # row programs a step launches (see plan_updates)
+        d = sh.dim
         self.in_d, self.in_h = z((sh.n_in, d), device=dev), z(sh.n_in, device=dev)
         self.out_d, self.out_h = z((sh.n_out, d), device=dev), z(sh.n_out, device=dev)
         self.out_b = z(sh.n_out, device=dev)
-        if sh.model == "skipgram":
-            self.gpos, self.cpos = z((sh.rows, jp), device=dev), z((sh.rows, jp), device=dev)
-            self.vsq = z(sh.rows, device=dev)
-        else:
-            self.dh, self.hid = z((sh.rows, d), device=dev), z((sh.rows, d), device=dev)
-            self.hh = z(sh.rows, device=dev)
-
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in vars(self).values()
-                   if isinstance(t, torch.Tensor)) + sum(
-            t.numel() * t.element_size() for t in (*self.plan_in, *self.plan_out))
-
-
-def _pow2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 @dataclass
@@ -256,23 +249,29 @@ def plan_updates(buf: Buffers, n_batches: int, stride: int) -> None:
     W = sh.window
     first = torch.arange(n_batches, device=dev)[:, None] * stride
     centres = buf.tok_p[W + first + torch.arange(sh.rows, device=dev)]
-    span = buf.tok_p[first + torch.arange(sh.span, device=dev)]
+    # tile k's window rows: span rows k·TG .. k·TG + TG + 2W − 1
+    at = (torch.arange(sh.tiles, device=dev)[:, None] * sh.tile
+          + torch.arange(sh.tile_span, device=dev)).reshape(-1)
+    span = buf.tok_p[first + at]
     noise = buf.negs[:n_batches].repeat_interleave(sh.group // sh.tile, dim=1)
     noise = noise.reshape(n_batches, -1)[:, :sh.tiles * sh.shared]
     if sh.model == "skipgram":
         into_in, into_out = centres, torch.cat((span, noise), 1)
     else:
         into_in, into_out = span, torch.cat((centres, noise), 1)
-    for ids, plan in ((into_in, buf.plan_in), (into_out, buf.plan_out)):
-        heads, ends, sid, order = _segments(ids)
+    for k, (ids, plan) in enumerate(((into_in, buf.plan_in), (into_out, buf.plan_out))):
+        heads, ends, sid, order, n_heads = _segments(ids)
         for target, value in zip(plan, (heads, ends, sid, order), strict=True):
             target[:n_batches] = value
+        # the row programs a step needs: on a GPU all slots (one graph serves every step); on
+        # the CPU, where Triton's interpreter runs each program in turn, only the used ones
+        buf.programs[k] = ids.shape[1] if dev.type == "cuda" else int(n_heads.max())
 
 
 def _segments(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Per row of ``ids`` (batches × occurrences): its ids sorted stably (``sid``) and the
-    permutation that sorts them (``order``), and the runs of equal ids in the sorted order as
-    (start, end) pairs, first ``heads`` then unused (0, 0) slots."""
+    permutation that sorts them (``order``), the runs of equal ids in the sorted order as
+    (start, end) pairs, first ``heads`` then unused (0, 0) slots, and the runs per row."""
     sid, order = torch.sort(ids, dim=1, stable=True)
     nb, n = ids.shape
     head = torch.ones_like(sid, dtype=torch.bool)
@@ -285,4 +284,4 @@ def _segments(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
     used = slot < n_heads
     heads = torch.where(used, starts, 0)
     ends = torch.where(slot < n_heads - 1, nxt, torch.where(slot == n_heads - 1, n, 0))
-    return heads, ends, sid, order
+    return heads, ends, sid, order, n_heads

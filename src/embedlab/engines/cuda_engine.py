@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from embedlab.engines.step import StepConfig
     from embedlab.engines.stepping import Schedule, StepRunner
 
-SPAN_ROWS = 32  # window rows per program of the span kernels
 OCCURRENCE_BLOCK = 16  # contributions a row program sums at once
 #: GPU memory kept free beyond the estimate: the CUDA context, Triton's modules, the allocator
 MEMORY_MARGIN = 512 << 20
@@ -149,39 +148,27 @@ def launch_step(engine: CudaEngine, buf: Buffers, batch: int) -> None:
     """One step's launches on ``buf`` (its ``step`` says which batch of the chunk), rows
     ``batch`` apart in the chunk; the step's index is advanced on the device."""
     sh, cfg = buf.shape, engine.cfg
-    W, J, JP = sh.window, sh.J, _pow2(sh.J)
     SP, BDK = max(16, _pow2(sh.shared)), max(16, min(128, _pow2(sh.dim)))
-    nce, skip_hits = cfg.loss == "nce", cfg.loss == "neg"
+    nce = cfg.loss == "nce"
     bias = engine.b_out if engine.b_out is not None else buf.out_h
     log_kq = engine.log_kq if engine.log_kq is not None else buf.out_h
-    noise_weight = cfg.negative / max(1, sh.shared)
-    common = dict(W=W, J=J, JP=JP, TG=sh.tile, SP=SP, BDK=BDK, NCE=nce, SKIP_HITS=skip_hits,
-                  USE_DOT=sh.tile >= 16)
-    span_grid = (-(-sh.span // SPAN_ROWS),)
-    if sh.model == "skipgram":
-        K.skipgram_tiles[(sh.tiles,)](
-            buf.step, buf.tok_p, buf.mask, buf.ctx, buf.negs, engine.w_in, engine.w_out, bias,
-            log_kq, buf.loss, buf.in_d, buf.in_h, buf.out_d, buf.out_h, buf.out_b, buf.gpos,
-            buf.cpos, buf.vsq, sh.dim, batch, sh.rows, sh.shared, sh.group, sh.groups,
-            sh.tiles, noise_weight, engine.bias_sq, **common)
-        K.skipgram_span[span_grid](
-            buf.step, buf.tok_p, engine.w_in, buf.gpos, buf.cpos, buf.vsq, buf.out_d, buf.out_h,
-            buf.out_b, sh.dim, batch, sh.rows, W=W, J=J, JP=JP, TR=SPAN_ROWS, BDK=BDK)
-    else:
-        K.cbow_tiles[(sh.tiles,)](
-            buf.step, buf.tok_p, buf.mask, buf.ctx, buf.negs, engine.w_in, engine.w_out, bias,
-            log_kq, buf.loss, buf.out_d, buf.out_h, buf.out_b, buf.dh, buf.hh, buf.hid,
-            sh.dim, batch, sh.rows, sh.shared, sh.group, sh.groups, sh.tiles, noise_weight,
-            engine.bias_sq, **common)
-        K.cbow_span[span_grid](
-            buf.step, buf.mask, buf.ctx, buf.dh, buf.hh, buf.in_d, buf.in_h, sh.dim, batch,
-            sh.rows, W=W, J=J, TR=SPAN_ROWS, BDK=BDK)
-    for plan, d, h, param, b, kappa, has_bias in (
-            (buf.plan_in, buf.in_d, buf.in_h, engine.w_in, buf.in_h, cfg.input_kappa, False),
-            (buf.plan_out, buf.out_d, buf.out_h, engine.w_out, buf.out_b, cfg.damping, nce)):
+    tiles = K.skipgram_tiles if sh.model == "skipgram" else K.cbow_tiles
+    extra = () if sh.model == "skipgram" else (sh.rows,)
+    tiles[(sh.tiles,)](
+        buf.step, buf.tok_p, buf.mask, buf.ctx, buf.negs, engine.w_in, engine.w_out, bias,
+        log_kq, buf.loss, buf.in_d, buf.in_h, buf.out_d, buf.out_h, buf.out_b, sh.dim, batch,
+        *extra, sh.shared, sh.group, sh.groups, sh.tiles, cfg.negative / max(1, sh.shared),
+        engine.bias_sq, W=sh.window, J=sh.J, TG=sh.tile, SW=max(16, _pow2(sh.tile_span)),
+        SP=SP, BDK=BDK, NCE=nce, SKIP_HITS=cfg.loss == "neg", USE_DOT=sh.tile >= 16,
+        num_warps=4, num_stages=1)
+    for plan, programs, d, h, param, b, kappa, has_bias in (
+            (buf.plan_in, buf.programs[0], buf.in_d, buf.in_h, engine.w_in, buf.in_h,
+             cfg.input_kappa, False),
+            (buf.plan_out, buf.programs[1], buf.out_d, buf.out_h, engine.w_out, buf.out_b,
+             cfg.damping, nce)):
         heads, ends, sid, order = plan
         n_occ = heads.shape[1]
-        K.apply_rows[(n_occ,)](
+        K.apply_rows[(programs,)](
             buf.step, heads, ends, sid, order, d, h, b, param, bias, buf.lr, max(kappa, 1e-30),
             sh.dim, n_occ, HAS_BIAS=has_bias, DAMP=kappa > 0, MB=OCCURRENCE_BLOCK, BDK=BDK)
     buf.step += 1
@@ -189,7 +176,12 @@ def launch_step(engine: CudaEngine, buf: Buffers, batch: int) -> None:
 
 class CudaBatches:
     """The CUDA engine's step runner: builds ``stream``'s chunks on the GPU and trains up to
-    ``limit`` steps per call, replaying one captured CUDA graph per step on a GPU."""
+    ``limit`` steps per call, replaying a captured CUDA graph per step on a GPU.
+
+    Two sets of buffers take turns, chunk by chunk: while the steps of one chunk run, the next
+    chunk is built into the other set, on a second CUDA stream, so the GPU does not wait for
+    the host's share of building (reading the ids, planning the updates).
+    """
 
     #: at most this many steps per call (the loop's default is 32): a call ends by waiting for
     #: the GPU, and 100 steps (~5 ms at the defaults) keep that wait a small share of the time
@@ -200,20 +192,38 @@ class CudaBatches:
         engine._shared = stream.noise_per_group
         self.engine, self.s, self.schedule = engine, stream, schedule
         chunk = min(stream.chunk_tokens, stream.n_tokens)
-        self.buf = Buffers(engine.shape(stream.batch_size, chunk), engine.device)
-        self.builder = ChunkBuilder(stream, self.buf)  # type: ignore[arg-type]
-        self.chunk: ChunkInfo | None = None
-        self._graph: torch.cuda.CUDAGraph | None = None
-        self._eager_steps = 0
+        shape = engine.shape(stream.batch_size, chunk)
+        self.bufs = [Buffers(shape, engine.device) for _ in range(2)]
+        self.builders = [ChunkBuilder(stream, b) for b in self.bufs]  # type: ignore[arg-type]
+        self.built: list[ChunkInfo | None] = [None, None]
+        self._graphs: list[torch.cuda.CUDAGraph | None] = [None, None]
+        self._compiled = False
+        on_gpu = engine.device.type == "cuda"
+        self._side = torch.cuda.Stream() if on_gpu else None
 
-    def _build(self, epoch: int, chunk: int) -> ChunkInfo:
-        c = self.chunk
+    def _slot(self, epoch: int, chunk: int) -> int:
+        return (epoch * self.s.n_chunks + chunk) % 2  # consecutive chunks alternate
+
+    def _build(self, epoch: int, chunk: int) -> tuple[ChunkInfo, int]:
+        slot = self._slot(epoch, chunk)
+        c = self.built[slot]
         if c is None or (c.epoch, c.index) != (epoch, chunk):
-            self.chunk = c = self.builder.build(epoch, chunk)
-        return c
+            self.built[slot] = c = self.builders[slot].build(epoch, chunk)
+        return c, slot
+
+    def _prefetch(self, epoch: int, chunk: int) -> None:
+        """Build the chunk after (``epoch``, ``chunk``) on the second stream, if there is one."""
+        nxt = self.s.cursor_after(epoch, chunk, 0, 1)
+        if self._side is None or nxt.epoch >= self.s.epochs:
+            return
+        slot = self._slot(nxt.epoch, nxt.chunk)
+        c = self.built[slot]
+        if c is None or (c.epoch, c.index) != (nxt.epoch, nxt.chunk):
+            with torch.cuda.stream(self._side):
+                self.built[slot] = self.builders[slot].build(nxt.epoch, nxt.chunk)
 
     def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
-        c, s, cfg = self._build(cursor.epoch, cursor.chunk), self.s, self.engine.cfg
+        (c, slot), s, cfg = self._build(cursor.epoch, cursor.chunk), self.s, self.engine.cfg
         first = cursor.batch
         n = max(1, min(limit, c.n_batches - first))
         at = slice(first, first + n)
@@ -221,32 +231,36 @@ class CudaBatches:
         seen = np.concatenate(([words_seen], before + c.words_done[first:first + n - 1]))
         lrs = np.array([self.schedule.at(int(w)) for w in seen])
         rates = lrs / np.maximum(1, c.n_pairs[at]) if cfg.reduction == "mean" else lrs
-        buf = self.buf
+        buf = self.bufs[slot]
         buf.lr[at] = torch.from_numpy(rates.astype(np.float32)).to(buf.lr.device)
         buf.step.fill_(first)
+        if self._side is not None:  # the chunk may have been built there
+            torch.cuda.current_stream().wait_stream(self._side)
         for _ in range(n):
-            self._one_step()
+            self._one_step(slot)
+        self._prefetch(cursor.epoch, cursor.chunk)  # while the GPU trains
         losses = buf.loss[at].sum(1, dtype=torch.float64).cpu().numpy()
         pairs = c.n_pairs[at] if cfg.model == "skipgram" else c.active[at]
         epoch, chunk, batches = cursor.epoch, cursor.chunk, c.n_batches
         return StepsDone(losses, pairs.copy(), c.words_done[at].copy(), lrs,
                          lambda i: s.cursor_after(epoch, chunk, first + i, batches))
 
-    def _one_step(self) -> None:
-        engine, buf, batch = self.engine, self.buf, self.s.batch_size
-        if engine.device.type != "cuda":
+    def _one_step(self, slot: int) -> None:
+        engine, buf, batch = self.engine, self.bufs[slot], self.s.batch_size
+        if self._side is None:
             launch_step(engine, buf, batch)
             return
-        if self._graph is None and self._eager_steps >= 1:  # compiled: capture it now
+        graph = self._graphs[slot]
+        if graph is None and self._compiled:  # the kernels are compiled: capture the step
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 launch_step(engine, buf, batch)
-            self._graph = graph
-        if self._graph is None:
-            launch_step(engine, buf, batch)
-            self._eager_steps += 1
+            self._graphs[slot] = graph
+        if graph is None:
+            launch_step(engine, buf, batch)  # compiles the kernels
+            self._compiled = True
         else:
-            self._graph.replay()
+            graph.replay()
 
     def close(self) -> None:
-        self.chunk = None
+        self.built = [None, None]

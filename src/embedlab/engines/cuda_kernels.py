@@ -1,15 +1,14 @@
 """The CUDA engine's Triton kernels: the batch specification's draws and one training step.
 
-A step is four launches, each deterministic by construction (no atomics):
+A step is three launches, each deterministic by construction (no atomics):
 
-1. ``centre_tiles`` (one program per tile of TG batch rows, inside one group of centres that
-   shares S noise words): the scores of the tile's centres against their window and the
-   group's noise words, the loss, and every gradient the tile can finish alone — the centres'
-   (skip-gram) or the centre words' output rows (CBOW), and the tile's part of each noise row's
-   gradient, written as a contribution of its own;
-2. ``span_rows`` (one program per block of span rows): a window row's contribution, summed over
-   the at most 2W+1 centres whose window holds it, in a fixed order;
-3. ``apply_rows``, once per matrix: every contribution a row received in the step, summed in
+1. ``skipgram_tiles`` or ``cbow_tiles`` (one program per tile of TG batch rows, inside one
+   group of centres that shares S noise words): the scores of the tile's centres against the
+   TG+2W window rows around them — one band of a small matrix product — and against the
+   group's noise words, the loss, and every gradient: the centres' (skip-gram) or the centre
+   words' output rows (CBOW) whole, and the tile's part of each window row's and each noise
+   row's gradient, written as a contribution of its own;
+2. ``apply_rows``, once per matrix: every contribution a row received in the step, summed in
    one fixed order — the order of a stable sort of the step's row ids, planned per chunk — then
    damped and added to the row by the one program that owns it.
 
@@ -76,18 +75,24 @@ def noise_draws(out_ptr, threshold_ptr, alias_ptr, n, vocab, chunk, epoch, key,
 
 # ---- a step: 1. centre tiles --------------------------------------------------------------
 @triton.jit
-def _tile_rows(step_ptr, ctx_ptr, mask_ptr, B, TG: tl.constexpr, J: tl.constexpr,
-               JP: tl.constexpr):
-    """The tile's batch rows, their chunk rows, contexts and window mask (rows past B: none)."""
+def _tile(step_ptr, tok_ptr, ctx_ptr, mask_ptr, B, W: tl.constexpr, J: tl.constexpr,
+          TG: tl.constexpr, SW: tl.constexpr):
+    """The tile's batch rows and centres, and its window as a band: the tile's TG centres and
+    the TG+2W window rows around them (padded to SW), ``m[t, c]`` = 1 where window row c is a
+    context of centre t (offset c − t − W)."""
     step = tl.load(step_ptr).to(tl.int64)
-    rows = tl.program_id(0) * TG + tl.arange(0, TG)
+    local = tl.arange(0, TG)
+    rows = tl.program_id(0) * TG + local
     t = step * B + rows  # the centres' index in the chunk
-    valid = rows < B
+    valid = rows < B  # rows past B belong to the next batch: no contexts here
     ctx = tl.load(ctx_ptr + t, mask=valid, other=0.0)
-    jj = tl.arange(0, JP)
-    m = tl.load(mask_ptr + t[:, None] * J + jj[None, :],
-                mask=valid[:, None] & (jj[None, :] < J), other=0).to(tl.float32)
-    return step, rows, t, ctx, jj, m
+    c = tl.arange(0, SW)
+    in_span = c < TG + 2 * W
+    span = tl.load(tok_ptr + step * B + tl.program_id(0) * TG + c, mask=in_span, other=0)
+    j = c[None, :] - local[:, None]
+    band = (j >= 0) & (j < J) & valid[:, None] & in_span[None, :]
+    m = tl.load(mask_ptr + t[:, None] * J + j, mask=band, other=0).to(tl.float32)
+    return step, rows, t, ctx, c, in_span, span, m
 
 
 @triton.jit
@@ -110,47 +115,45 @@ def _dot(a, b, USE_DOT: tl.constexpr):
 
 @triton.jit
 def skipgram_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_out, log_kq,
-                   loss_ptr, in_d, in_h, out_d, out_h, out_b, gpos_ptr, cpos_ptr, vsq_ptr,
-                   D, B, R, S, G, groups, tiles, noise_weight, bias_sq,
-                   W: tl.constexpr, J: tl.constexpr, JP: tl.constexpr, TG: tl.constexpr,
+                   loss_ptr, in_d, in_h, out_d, out_h, out_b,
+                   D, B, S, G, groups, tiles, noise_weight, bias_sq,
+                   W: tl.constexpr, J: tl.constexpr, TG: tl.constexpr, SW: tl.constexpr,
                    SP: tl.constexpr, BDK: tl.constexpr, NCE: tl.constexpr,
                    SKIP_HITS: tl.constexpr, USE_DOT: tl.constexpr):
-    """Skip-gram: scores, loss and the centre rows' and the tile's noise-row gradients."""
-    step, rows, t, ctx, jj, m = _tile_rows(step_ptr, ctx_ptr, mask_ptr, B, TG, J, JP)
+    """Skip-gram on a tile: scores, loss, the centres' gradients, and the tile's parts of its
+    window rows' and its noise rows' gradients (each written as a contribution of its own)."""
+    step, rows, t, ctx, c, in_span, span, m = _tile(step_ptr, tok_ptr, ctx_ptr, mask_ptr, B,
+                                                    W, J, TG, SW)
     s, s_in, nid = _noise_ids(negs_ptr, step, groups, S, G, TG, SP)
     cent = tl.load(tok_ptr + W + t)
-    pos = tl.zeros((TG, JP), tl.float32)
-    u_sq = tl.zeros((TG, JP), tl.float32)
+    pos = tl.zeros((TG, SW), tl.float32)
     neg = tl.zeros((TG, SP), tl.float32)
     v_sq = tl.zeros((TG,), tl.float32)
+    u_sq = tl.zeros((SW,), tl.float32)
     n_sq = tl.zeros((SP,), tl.float32)
     for dk in range(0, D, BDK):  # pass 1: scores and squared norms
         d = dk + tl.arange(0, BDK)
         dm = d < D
         v = tl.load(w_in + cent[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
+        u = tl.load(w_out + span[:, None] * D + d[None, :], mask=in_span[:, None] & dm[None, :],
+                    other=0.0)
         nr = tl.load(w_out + nid[:, None] * D + d[None, :], mask=s_in[:, None] & dm[None, :],
                      other=0.0)
+        pos += _dot(v, tl.trans(u), USE_DOT)
         neg += _dot(v, tl.trans(nr), USE_DOT)
         v_sq += tl.sum(v * v, axis=1)
+        u_sq += tl.sum(u * u, axis=1)
         n_sq += tl.sum(nr * nr, axis=1)
-        for j in tl.static_range(J):
-            sid = tl.load(tok_ptr + t + j)
-            u = tl.load(w_out + sid[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
-            pos += tl.where(jj[None, :] == j, tl.sum(v * u, axis=1)[:, None], 0.0)
-            u_sq += tl.where(jj[None, :] == j, tl.sum(u * u, axis=1)[:, None], 0.0)
-    hits = tl.zeros((TG, SP), tl.float32)
-    for j in tl.static_range(J):
-        sid = tl.load(tok_ptr + t + j)
-        m_j = tl.sum(tl.where(jj[None, :] == j, m, 0.0), axis=1)
-        if NCE:
-            shift = tl.load(b_out + sid) - tl.load(log_kq + sid)
-            pos += tl.where(jj[None, :] == j, shift[:, None], 0.0)
-        if SKIP_HITS:  # word2vec skips a noise word equal to the pair's context
-            hits += tl.where((sid[:, None] == nid[None, :]) & (m_j[:, None] > 0), 1.0, 0.0)
     if NCE:
+        pos += (tl.load(b_out + span, mask=in_span, other=0.0)
+                - tl.load(log_kq + span, mask=in_span, other=0.0))[None, :]
         neg += (tl.load(b_out + nid, mask=s_in, other=0.0)
                 - tl.load(log_kq + nid, mask=s_in, other=0.0))[None, :]
-    weight = tl.where(s_in[None, :], (ctx[:, None] - hits) * noise_weight, 0.0)
+    count = tl.zeros((TG, SP), tl.float32) + ctx[:, None]
+    if SKIP_HITS:  # word2vec skips a noise word equal to the pair's context
+        same = tl.where((span[:, None] == nid[None, :]) & in_span[:, None], 1.0, 0.0)
+        count -= _dot(m, same, USE_DOT)  # exact: sums of at most 2W ones
+    weight = tl.where(s_in[None, :], count * noise_weight, 0.0)
     sig_pos, sig_neg = tl.sigmoid(pos), tl.sigmoid(neg)
     loss = -tl.sum(tl.sum(_log_sigmoid(pos) * m, axis=1), axis=0)
     loss -= tl.sum(tl.sum(_log_sigmoid(-neg) * weight, axis=1), axis=0)
@@ -158,41 +161,44 @@ def skipgram_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, 
     g_neg = sig_neg * weight
     c_pos = (1.0 - sig_pos) * m
     v_sq_b = v_sq + bias_sq  # an output row's logits also move with its bias (NCE)
-    tl.store(gpos_ptr + rows[:, None] * JP + jj[None, :], g_pos)
-    tl.store(cpos_ptr + rows[:, None] * JP + jj[None, :], c_pos)
-    tl.store(vsq_ptr + rows, v_sq_b)
-    tl.store(in_h + rows, tl.sum(c_pos * u_sq, axis=1) + tl.sum(g_neg * n_sq[None, :], axis=1))
-    slot = R + 2 * W + tl.program_id(0) * S + s  # this tile's contribution to its noise rows
-    tl.store(out_h + slot, tl.sum(g_neg * v_sq_b[:, None], axis=0), mask=s_in)
-    tl.store(out_b + slot, tl.sum(g_neg, axis=0), mask=s_in)
+    tl.store(in_h + rows, tl.sum(c_pos * u_sq[None, :], axis=1)
+             + tl.sum(g_neg * n_sq[None, :], axis=1))
+    span_slot = tl.program_id(0) * (TG + 2 * W) + c
+    tl.store(out_h + span_slot, tl.sum(c_pos * v_sq_b[:, None], axis=0), mask=in_span)
+    tl.store(out_b + span_slot, tl.sum(g_pos, axis=0), mask=in_span)
+    noise_slot = tiles * (TG + 2 * W) + tl.program_id(0) * S + s
+    tl.store(out_h + noise_slot, tl.sum(g_neg * v_sq_b[:, None], axis=0), mask=s_in)
+    tl.store(out_b + noise_slot, tl.sum(g_neg, axis=0), mask=s_in)
     tl.store(loss_ptr + step * tiles + tl.program_id(0), loss)
     for dk in range(0, D, BDK):  # pass 2: gradients
         d = dk + tl.arange(0, BDK)
         dm = d < D
         v = tl.load(w_in + cent[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
+        u = tl.load(w_out + span[:, None] * D + d[None, :], mask=in_span[:, None] & dm[None, :],
+                    other=0.0)
         nr = tl.load(w_out + nid[:, None] * D + d[None, :], mask=s_in[:, None] & dm[None, :],
                      other=0.0)
-        d_v = _dot(g_neg, nr, USE_DOT)
-        for j in tl.static_range(J):
-            sid = tl.load(tok_ptr + t + j)
-            u = tl.load(w_out + sid[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
-            g_j = tl.sum(tl.where(jj[None, :] == j, g_pos, 0.0), axis=1)
-            d_v += g_j[:, None] * u
+        d_v = _dot(g_pos, u, USE_DOT) + _dot(g_neg, nr, USE_DOT)
         tl.store(in_d + rows[:, None] * D + d[None, :], d_v, mask=dm[None, :])
+        d_u = _dot(tl.trans(g_pos), v, USE_DOT)
+        tl.store(out_d + span_slot[:, None] * D + d[None, :], d_u,
+                 mask=in_span[:, None] & dm[None, :])
         d_n = _dot(tl.trans(g_neg), v, USE_DOT)
-        tl.store(out_d + slot[:, None] * D + d[None, :], d_n, mask=s_in[:, None] & dm[None, :])
+        tl.store(out_d + noise_slot[:, None] * D + d[None, :], d_n,
+                 mask=s_in[:, None] & dm[None, :])
 
 
 @triton.jit
 def cbow_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_out, log_kq,
-               loss_ptr, out_d, out_h, out_b, dh_ptr, hh_ptr, hid_ptr,
+               loss_ptr, in_d, in_h, out_d, out_h, out_b,
                D, B, R, S, G, groups, tiles, noise_weight, bias_sq,
-               W: tl.constexpr, J: tl.constexpr, JP: tl.constexpr, TG: tl.constexpr,
+               W: tl.constexpr, J: tl.constexpr, TG: tl.constexpr, SW: tl.constexpr,
                SP: tl.constexpr, BDK: tl.constexpr, NCE: tl.constexpr,
                SKIP_HITS: tl.constexpr, USE_DOT: tl.constexpr):
-    """CBOW: the context means, scores, loss, the centre words' and the tile's noise-row
-    gradients, and the gradient of each mean (for ``cbow_span``)."""
-    step, rows, t, ctx, jj, m = _tile_rows(step_ptr, ctx_ptr, mask_ptr, B, TG, J, JP)
+    """CBOW on a tile: the context means, scores, loss, the centre words' gradients, and the
+    tile's parts of its window rows' and its noise rows' gradients."""
+    step, rows, t, ctx, c, in_span, span, m = _tile(step_ptr, tok_ptr, ctx_ptr, mask_ptr, B,
+                                                    W, J, TG, SW)
     s, s_in, nid = _noise_ids(negs_ptr, step, groups, S, G, TG, SP)
     cent = tl.load(tok_ptr + W + t)
     avg = m / tl.maximum(ctx, 1.0)[:, None]
@@ -205,13 +211,9 @@ def cbow_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_ou
     for dk in range(0, D, BDK):  # pass 1: the means, scores and squared norms
         d = dk + tl.arange(0, BDK)
         dm = d < D
-        h = tl.zeros((TG, BDK), tl.float32)
-        for j in tl.static_range(J):
-            sid = tl.load(tok_ptr + t + j)
-            a_j = tl.sum(tl.where(jj[None, :] == j, avg, 0.0), axis=1)
-            x = tl.load(w_in + sid[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
-            h += a_j[:, None] * x
-        tl.store(hid_ptr + rows[:, None] * D + d[None, :], h, mask=dm[None, :])
+        x = tl.load(w_in + span[:, None] * D + d[None, :], mask=in_span[:, None] & dm[None, :],
+                    other=0.0)
+        h = _dot(avg, x, USE_DOT)
         u = tl.load(w_out + cent[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
         nr = tl.load(w_out + nid[:, None] * D + d[None, :], mask=s_in[:, None] & dm[None, :],
                      other=0.0)
@@ -235,93 +237,37 @@ def cbow_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_ou
     g_neg = sig_neg * weight
     c_pos = (1.0 - sig_pos) * has
     h_sq_b = h_sq + bias_sq
-    tl.store(hh_ptr + rows, c_pos * u_sq + tl.sum(g_neg * n_sq[None, :], axis=1))
+    # a window row moves with the whole step of the mean and shifts it by its weight
+    h_h = c_pos * u_sq + tl.sum(g_neg * n_sq[None, :], axis=1)
+    span_slot = tl.program_id(0) * (TG + 2 * W) + c
+    tl.store(in_h + span_slot, tl.sum(avg * h_h[:, None], axis=0), mask=in_span)
     tl.store(out_h + rows, c_pos * h_sq_b)
     tl.store(out_b + rows, g_pos)
-    slot = R + tl.program_id(0) * S + s
-    tl.store(out_h + slot, tl.sum(g_neg * h_sq_b[:, None], axis=0), mask=s_in)
-    tl.store(out_b + slot, tl.sum(g_neg, axis=0), mask=s_in)
+    noise_slot = R + tl.program_id(0) * S + s
+    tl.store(out_h + noise_slot, tl.sum(g_neg * h_sq_b[:, None], axis=0), mask=s_in)
+    tl.store(out_b + noise_slot, tl.sum(g_neg, axis=0), mask=s_in)
     tl.store(loss_ptr + step * tiles + tl.program_id(0), loss)
     for dk in range(0, D, BDK):  # pass 2: gradients
         d = dk + tl.arange(0, BDK)
         dm = d < D
-        h = tl.load(hid_ptr + rows[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
+        x = tl.load(w_in + span[:, None] * D + d[None, :], mask=in_span[:, None] & dm[None, :],
+                    other=0.0)
+        h = _dot(avg, x, USE_DOT)
         u = tl.load(w_out + cent[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
         nr = tl.load(w_out + nid[:, None] * D + d[None, :], mask=s_in[:, None] & dm[None, :],
                      other=0.0)
         d_h = g_pos[:, None] * u + _dot(g_neg, nr, USE_DOT)
-        tl.store(dh_ptr + rows[:, None] * D + d[None, :], d_h, mask=dm[None, :])
+        # word2vec's CBOW rule: every context row receives the whole gradient of its mean
+        d_x = _dot(tl.trans(m), d_h, USE_DOT)
+        tl.store(in_d + span_slot[:, None] * D + d[None, :], d_x,
+                 mask=in_span[:, None] & dm[None, :])
         tl.store(out_d + rows[:, None] * D + d[None, :], g_pos[:, None] * h, mask=dm[None, :])
         d_n = _dot(tl.trans(g_neg), h, USE_DOT)
-        tl.store(out_d + slot[:, None] * D + d[None, :], d_n, mask=s_in[:, None] & dm[None, :])
+        tl.store(out_d + noise_slot[:, None] * D + d[None, :], d_n,
+                 mask=s_in[:, None] & dm[None, :])
 
 
-# ---- a step: 2. span rows ----------------------------------------------------------------
-@triton.jit
-def skipgram_span(step_ptr, tok_ptr, w_in, gpos_ptr, cpos_ptr, vsq_ptr, out_d, out_h, out_b,
-                  D, B, R, W: tl.constexpr, J: tl.constexpr, JP: tl.constexpr,
-                  TR: tl.constexpr, BDK: tl.constexpr):
-    """Window row r's output gradient: Σ_j g_pos[r−j, j]·v_{r−j} over the centres r−j."""
-    step = tl.load(step_ptr).to(tl.int64)
-    r = tl.program_id(0) * TR + tl.arange(0, TR)
-    inside = r < R + 2 * W
-    h = tl.zeros((TR,), tl.float32)
-    b = tl.zeros((TR,), tl.float32)
-    for j in tl.static_range(J):
-        c = r - j
-        ok = inside & (c >= 0) & (c < R)
-        h += tl.load(cpos_ptr + c * JP + j, mask=ok, other=0.0) * \
-            tl.load(vsq_ptr + c, mask=ok, other=0.0)
-        b += tl.load(gpos_ptr + c * JP + j, mask=ok, other=0.0)
-    tl.store(out_h + r, h, mask=inside)
-    tl.store(out_b + r, b, mask=inside)
-    for dk in range(0, D, BDK):
-        d = dk + tl.arange(0, BDK)
-        dm = d < D
-        acc = tl.zeros((TR, BDK), tl.float32)
-        for j in tl.static_range(J):
-            c = r - j
-            ok = inside & (c >= 0) & (c < R)
-            g = tl.load(gpos_ptr + c * JP + j, mask=ok, other=0.0)
-            cent = tl.load(tok_ptr + W + step * B + c, mask=ok, other=0)
-            v = tl.load(w_in + cent[:, None] * D + d[None, :], mask=ok[:, None] & dm[None, :],
-                        other=0.0)
-            acc += g[:, None] * v
-        tl.store(out_d + r[:, None] * D + d[None, :], acc, mask=inside[:, None] & dm[None, :])
-
-
-@triton.jit
-def cbow_span(step_ptr, mask_ptr, ctx_ptr, dh_ptr, hh_ptr, in_d, in_h, D, B, R,
-              W: tl.constexpr, J: tl.constexpr, TR: tl.constexpr,
-              BDK: tl.constexpr):
-    """Window row r's input gradient: the whole gradient of every mean it is part of
-    (word2vec's CBOW rule), and its damping curvature through the mean's weight."""
-    step = tl.load(step_ptr).to(tl.int64)
-    r = tl.program_id(0) * TR + tl.arange(0, TR)
-    inside = r < R + 2 * W
-    h = tl.zeros((TR,), tl.float32)
-    for j in tl.static_range(J):
-        c = r - j
-        ok = inside & (c >= 0) & (c < B) & (c < R)
-        m = tl.load(mask_ptr + (step * B + c) * J + j, mask=ok, other=0).to(tl.float32)
-        ctx = tl.load(ctx_ptr + step * B + c, mask=ok, other=1.0)
-        h += m / tl.maximum(ctx, 1.0) * tl.load(hh_ptr + c, mask=ok, other=0.0)
-    tl.store(in_h + r, h, mask=inside)
-    for dk in range(0, D, BDK):
-        d = dk + tl.arange(0, BDK)
-        dm = d < D
-        acc = tl.zeros((TR, BDK), tl.float32)
-        for j in tl.static_range(J):
-            c = r - j
-            ok = inside & (c >= 0) & (c < B) & (c < R)
-            m = tl.load(mask_ptr + (step * B + c) * J + j, mask=ok, other=0).to(tl.float32)
-            x = tl.load(dh_ptr + c[:, None] * D + d[None, :], mask=ok[:, None] & dm[None, :],
-                        other=0.0)
-            acc += m[:, None] * x
-        tl.store(in_d + r[:, None] * D + d[None, :], acc, mask=inside[:, None] & dm[None, :])
-
-
-# ---- a step: 3. each row's contributions, summed in one order, damped and applied -----------
+# ---- a step: 2. each row's contributions, summed in one order, damped and applied -----------
 @triton.jit
 def apply_rows(step_ptr, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, b_ptr,
                param, bias, lr_ptr, kappa, D, n_occ,
