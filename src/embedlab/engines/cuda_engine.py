@@ -147,9 +147,21 @@ def check_memory(vocab: int, dim: int, *, nce: bool, device: torch.device) -> No
 def launch_step(engine: CudaEngine, buf: Buffers, batch: int) -> None:
     """One step's launches on ``buf`` (its ``step`` says which batch of the chunk), rows
     ``batch`` apart in the chunk; the step's index is advanced on the device."""
+    launch_tiles(engine, buf, batch)
+    launch_apply(engine, buf, 0)
+    launch_apply(engine, buf, 1)
+    buf.step += 1
+
+
+def _blocks(buf: Buffers) -> tuple[int, int]:
+    sh = buf.shape
+    return max(16, _pow2(sh.shared)), max(16, min(128, _pow2(sh.dim)))  # SP, BDK
+
+
+def launch_tiles(engine: CudaEngine, buf: Buffers, batch: int) -> None:
+    """The step's centre tiles: scores, loss and every contribution (no row is written)."""
     sh, cfg = buf.shape, engine.cfg
-    SP, BDK = max(16, _pow2(sh.shared)), max(16, min(128, _pow2(sh.dim)))
-    nce = cfg.loss == "nce"
+    SP, BDK = _blocks(buf)
     bias = engine.b_out if engine.b_out is not None else buf.out_h
     log_kq = engine.log_kq if engine.log_kq is not None else buf.out_h
     tiles = K.skipgram_tiles if sh.model == "skipgram" else K.cbow_tiles
@@ -159,19 +171,28 @@ def launch_step(engine: CudaEngine, buf: Buffers, batch: int) -> None:
         log_kq, buf.loss, buf.in_d, buf.in_h, buf.out_d, buf.out_h, buf.out_b, sh.dim, batch,
         *extra, sh.shared, sh.group, sh.groups, sh.tiles, cfg.negative / max(1, sh.shared),
         engine.bias_sq, W=sh.window, J=sh.J, TG=sh.tile, SW=max(16, _pow2(sh.tile_span)),
-        SP=SP, BDK=BDK, NCE=nce, SKIP_HITS=cfg.loss == "neg", USE_DOT=sh.tile >= 16,
-        num_warps=4, num_stages=1)
-    for plan, programs, d, h, param, b, kappa, has_bias in (
-            (buf.plan_in, buf.programs[0], buf.in_d, buf.in_h, engine.w_in, buf.in_h,
-             cfg.input_kappa, False),
-            (buf.plan_out, buf.programs[1], buf.out_d, buf.out_h, engine.w_out, buf.out_b,
-             cfg.damping, nce)):
-        heads, ends, sid, order = plan
-        n_occ = heads.shape[1]
-        K.apply_rows[(programs,)](
-            buf.step, heads, ends, sid, order, d, h, b, param, bias, buf.lr, max(kappa, 1e-30),
-            sh.dim, n_occ, HAS_BIAS=has_bias, DAMP=kappa > 0, MB=OCCURRENCE_BLOCK, BDK=BDK)
-    buf.step += 1
+        SP=SP, BDK=BDK, NCE=cfg.loss == "nce", SKIP_HITS=cfg.loss == "neg",
+        USE_DOT=sh.tile >= 16, num_warps=4, num_stages=1)
+
+
+def launch_apply(engine: CudaEngine, buf: Buffers, matrix: int) -> None:
+    """Sum, damp and apply every contribution to the input (``matrix`` 0) or the output
+    (1) rows."""
+    sh, cfg = buf.shape, engine.cfg
+    _, BDK = _blocks(buf)
+    nce = cfg.loss == "nce"
+    bias = engine.b_out if engine.b_out is not None else buf.out_h
+    if matrix == 0:
+        plan, d, h, param, b = buf.plan_in, buf.in_d, buf.in_h, engine.w_in, buf.in_h
+        kappa, has_bias = cfg.input_kappa, False
+    else:
+        plan, d, h, param, b = buf.plan_out, buf.out_d, buf.out_h, engine.w_out, buf.out_b
+        kappa, has_bias = cfg.damping, nce
+    heads, ends, sid, order = plan
+    n_occ = heads.shape[1]
+    K.apply_rows[(buf.programs[matrix],)](
+        buf.step, heads, ends, sid, order, d, h, b, param, bias, buf.lr, max(kappa, 1e-30),
+        sh.dim, n_occ, HAS_BIAS=has_bias, DAMP=kappa > 0, MB=OCCURRENCE_BLOCK, BDK=BDK)
 
 
 class CudaBatches:
