@@ -176,6 +176,7 @@ def test_when_a_child_is_worth_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert worth(big)
+    assert worth(big, engine="cuda")  # imports torch too
     assert not worth(big, engine="native")  # imports no torch: nothing worth overlapping
     assert not worth(big, size + 1)  # too small to pay for a child
     assert worth("text8")

@@ -45,12 +45,13 @@ SPEC_FILE, RESULT_FILE, STDERR_FILE, OUT_DIR = "spec.json", "result.json", "stde
 def should_prepare_ahead(data: DataConfig, *, engine: str, min_bytes: int = MIN_BYTES) -> bool:
     """Whether tokenising ``data.corpus`` in a child is worth it.
 
-    Only for the torch engine (``engine``: the one the run will use), when the parent has not
-    imported torch yet (there is nothing to overlap otherwise), the corpus is raw text (not a
-    prepared folder, not the small generated demo) and, for a path, at least ``min_bytes`` on
-    disk. Problems with the path are left to the in-process code, which reports them.
+    Only for the engines that import torch (torch and cuda; ``engine``: the one the run will
+    use), when the parent has not imported torch yet (there is nothing to overlap otherwise),
+    the corpus is raw text (not a prepared folder, not the small generated demo) and, for a
+    path, at least ``min_bytes`` on disk. Problems with the path are left to the in-process
+    code, which reports them.
     """
-    if engine != "torch" or "torch" in sys.modules or data.corpus == "demo":
+    if engine not in ("torch", "cuda") or "torch" in sys.modules or data.corpus == "demo":
         return False
     if data.corpus == "text8":
         return True
