@@ -54,11 +54,10 @@ def _chunk_batches(stream: SpecBatchStream, epoch: int, chunk: int) -> list[Batc
     """The chunk the CUDA engine builds, as :class:`Batch` es (its layout read back)."""
     cfg = StepConfig("skipgram", "neg", stream.window, 5, stream.group)
     shape_engine = CudaEngine.__new__(CudaEngine)
-    shape_engine.cfg, shape_engine.rows, shape_engine._shared = cfg, stream.rows, \
-        stream.noise_per_group
+    shape_engine.cfg, shape_engine.rows = cfg, stream.rows
     shape_engine.w_in = torch.zeros(1, 4)
-    buf = Buffers(shape_engine.shape(stream.batch_size, stream.chunk_tokens),
-                  torch.device("cpu"))
+    buf = Buffers(shape_engine.shape(stream.batch_size, stream.chunk_tokens,
+                                     stream.noise_per_group), torch.device("cpu"))
     info = ChunkBuilder(stream, buf).build(epoch, chunk)
     W, B, R = stream.window, stream.batch_size, stream.rows
     out = []

@@ -72,10 +72,11 @@ class CudaEngine:
         self._one_batch: Buffers | None = None  # for step(): batches given one at a time
 
     # ---- the Engine interface ------------------------------------------------------------
-    def shape(self, batch: int, chunk_tokens: int) -> Shape:
+    def shape(self, batch: int, chunk_tokens: int, shared: int) -> Shape:
+        """The step's sizes for batches of ``batch`` centres (``shared`` noise words per
+        group) cut from chunks of ``chunk_tokens`` positions."""
         c = self.cfg
-        group = c.group
-        return Shape(c.model, c.window, batch, self.rows, group, self._shared, self.dim,
+        return Shape(c.model, c.window, batch, self.rows, c.group, shared, self.dim,
                      chunk_tokens)
 
     @property
@@ -85,10 +86,11 @@ class CudaEngine:
     def step(self, batch: Batch, lr: float) -> float:
         """One step on a batch built elsewhere (runs whose batches predate the specification,
         and the tests)."""
-        self._shared = int(batch.negatives.shape[1]) if batch.negatives.ndim == 2 else 0
-        if self._one_batch is None:
-            self._one_batch = Buffers(self.shape(self.rows, self.rows), self.device)
+        shared = int(batch.negatives.shape[1])
         buf = self._one_batch
+        if buf is None or buf.shape.shared != shared:
+            buf = self._one_batch = Buffers(self.shape(self.rows, self.rows, shared),
+                                            self.device)
         load_batch(buf, batch)
         buf.lr[0] = self.cfg.batch_lr(lr, batch)
         buf.step.zero_()
@@ -125,8 +127,6 @@ class CudaEngine:
     @property
     def output_vectors(self) -> np.ndarray:
         return self.w_out.cpu().numpy()
-
-    _shared = 0  # S, set by the batches a runner or step() trains on
 
 
 def check_memory(vocab: int, dim: int, *, nce: bool, device: torch.device) -> None:
@@ -210,10 +210,9 @@ class CudaBatches:
     steps_per_call = 100
 
     def __init__(self, engine: CudaEngine, stream: BatchStream, schedule: Schedule) -> None:
-        engine._shared = stream.noise_per_group
         self.engine, self.s, self.schedule = engine, stream, schedule
         chunk = min(stream.chunk_tokens, stream.n_tokens)
-        shape = engine.shape(stream.batch_size, chunk)
+        shape = engine.shape(stream.batch_size, chunk, stream.noise_per_group)
         self.bufs = [Buffers(shape, engine.device) for _ in range(2)]
         self.builders = [ChunkBuilder(stream, b) for b in self.bufs]  # type: ignore[arg-type]
         self.built: list[ChunkInfo | None] = [None, None]
