@@ -123,8 +123,10 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
     again = embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint="ckpt-00000004",
                            max_steps=6)
     assert again.step == 6 and "from ckpt-00000004 (step 4)" in capsys.readouterr().err
+    capsys.readouterr()
     fresh = embedlab.train(corpus=corpus, run=run, **FAST, restart=True, max_steps=2)
     assert fresh.step == 2 and len(list(tmp_path.glob("run.old-*"))) == 1
+    assert "embedlab: restart=True: moved the old run to " in capsys.readouterr().err
     with pytest.raises(InputError, match="restart=True and from_checkpoint= exclude each other"):
         embedlab.train(corpus=corpus, run=run, restart=True, from_checkpoint="best")
 

@@ -153,9 +153,9 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
                          f"Drop those {given} to resume, pass {spell('--restart', True)} to start "
                          f"over, or use another {spell('--run')}")
     if requested.threads != stored.threads and requested.engine == "torch":
-        print(f"embedlab: warning: resuming with --threads {requested.threads} (the run used "
-              f"{stored.threads}); results may differ in the last bits from an uninterrupted run",
-              file=sys.stderr)
+        print(f"embedlab: warning: resuming with {spell('--threads', requested.threads)} (the run "
+              f"used {stored.threads}); results may differ in the last bits from an "
+              "uninterrupted run", file=sys.stderr)
     if "cuda" in (stored.engine, requested.engine) and run_dir is not None:
         _warn_if_other_device(run_dir, stored.engine, requested.engine)
     return requested, stored

@@ -34,7 +34,8 @@ def old_run_moved_aside(run: Path) -> Iterator[Path]:
                              "folder") from None
         if old_lock is not None:
             old_lock.moved_to(moved)
-        print(f"embedlab: --restart: moved the old run to {moved}", file=sys.stderr)
+        print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}",
+              file=sys.stderr)
         try:
             yield moved
         except BaseException:
@@ -55,7 +56,8 @@ def _put_back(moved: Path, run: Path, old_lock: RunLock | None) -> None:
     else:
         if old_lock is not None:
             old_lock.moved_to(run)
-        print(f"embedlab: --restart: put the old run back at {run}", file=sys.stderr)
+        print(f"embedlab: {spell('--restart', True)}: put the old run back at {run}",
+              file=sys.stderr)
 
 
 def _lock_for_restart(run: Path) -> RunLock | None:
