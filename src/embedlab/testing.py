@@ -25,6 +25,34 @@ def write_zipf_corpus(path: Path, *, lines: int = 400, vocab: int = 200, seed: i
     return path
 
 
+def zipf_ids(n: int, vocab: int, n_sentences: int,
+             seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A prepared corpus in memory: ``n`` token ids (uint32, Zipf-distributed over ``vocab``
+    words) and the end offsets of ``n_sentences`` + 1 sentences at random places (the last is
+    ``n``), for tests of batch generators."""
+    rng = np.random.default_rng(seed)
+    ids = (rng.zipf(1.3, n) % vocab).astype(np.uint32)
+    inner = np.sort(rng.choice(np.arange(1, n), size=min(n - 1, n_sentences), replace=False))
+    return ids, np.append(inner, n)
+
+
+def spec_batch_stream(ids: np.ndarray, ends: np.ndarray, **kw: Any) -> Any:
+    """The batch specification's stream (:class:`embedlab.data.batchspec.SpecBatchStream`) over
+    ``ids``/``ends``, with small defaults (window 3, batches of 64, groups of 8 sharing 10 noise
+    words, subsampling 1e-2, chunks of 2048, 2 epochs, seed 5); ``kw`` overrides them, and
+    ``vocab``/``sample`` set the vocabulary size and the subsampling threshold."""
+    from embedlab.data.batchspec import SpecBatchStream
+    from embedlab.data.noise import NoiseDistribution
+    from embedlab.data.pairs import keep_probabilities
+
+    vocab = int(kw.pop("vocab", int(ids.max()) + 1))
+    counts = np.bincount(ids, minlength=vocab) + 1
+    keep = keep_probabilities(counts, kw.pop("sample", 1e-2))
+    args: dict[str, Any] = {"window": 3, "batch_size": 64, "group": 8, "noise_per_group": 10,
+                            "seed": 5, "epochs": 2, "chunk_tokens": 2048} | kw
+    return SpecBatchStream(ids, ends, keep, NoiseDistribution(counts), **args)
+
+
 def run_cli(argv: Sequence[str], capsys: Any) -> tuple[int, str, str]:
     """Run ``embedlab ARGV`` in this process: (exit code, stdout, stderr).
 

@@ -22,7 +22,7 @@ import torch
 
 from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
-from embedlab.data.pairs import Batch, BatchStream, Cursor, keep_probabilities
+from embedlab.data.pairs import Batch, BatchStream, Cursor
 from embedlab.engines.cuda_batches import Buffers, ChunkBuilder
 from embedlab.engines.cuda_engine import CudaBatches, CudaEngine
 from embedlab.engines.params import Word2VecParams, init_params
@@ -30,24 +30,11 @@ from embedlab.engines.step import StepConfig, band_block_length
 from embedlab.engines.stepping import Schedule
 from embedlab.engines.torch import TorchEngine
 from embedlab.seeding import mt19937_rng
+from embedlab.testing import spec_batch_stream, zipf_ids
 
 FIELDS = ("centers", "span", "mask", "contexts", "negatives")
 
 
-def _corpus(n: int, vocab: int, n_sentences: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    ids = (rng.zipf(1.3, n) % vocab).astype(np.uint32)
-    inner = np.sort(rng.choice(np.arange(1, n), size=min(n - 1, n_sentences), replace=False))
-    return ids, np.append(inner, n)
-
-
-def _stream(ids: np.ndarray, ends: np.ndarray, **kw: Any) -> SpecBatchStream:
-    vocab = int(kw.pop("vocab", int(ids.max()) + 1))
-    counts = np.bincount(ids, minlength=vocab) + 1
-    keep = keep_probabilities(counts, kw.pop("sample", 1e-2))
-    args: dict[str, Any] = {"window": 3, "batch_size": 64, "group": 8, "noise_per_group": 10,
-                            "seed": 5, "epochs": 2, "chunk_tokens": 2048} | kw
-    return SpecBatchStream(ids, ends, keep, NoiseDistribution(counts), **args)
 
 
 def _chunk_batches(stream: SpecBatchStream, epoch: int, chunk: int) -> list[Batch]:
@@ -95,10 +82,10 @@ def _assert_same(ref: list[Batch], got: list[Batch]) -> None:
 def test_the_gpu_chunk_builder_gives_the_reference_batches(
         n: int, vocab: int, sentences: int, window: int, batch: int, pad: int, group: int,
         shared: int, sample: float, chunk: int, interleave: int, seed: int, data: int) -> None:
-    ids, ends = _corpus(n, vocab, sentences, data)
-    stream = _stream(ids, ends, window=window, batch_size=batch, pad_to=pad, group=group,
-                     noise_per_group=shared, sample=sample, chunk_tokens=chunk,
-                     interleave=interleave, seed=seed)
+    ids, ends = zipf_ids(n, vocab, sentences, data)
+    stream = spec_batch_stream(ids, ends, window=window, batch_size=batch, pad_to=pad, group=group,
+                               noise_per_group=shared, sample=sample, chunk_tokens=chunk,
+                               interleave=interleave, seed=seed)
     for epoch, c in ((0, 0), (1, stream.n_chunks - 1)):
         _assert_same(stream.chunk_batches(epoch, c), _chunk_batches(stream, epoch, c))
 
@@ -170,9 +157,9 @@ def _train(runner: CudaBatches, cursor: Cursor, steps: int, limit: int,
 
 @pytest.mark.parametrize("model", ["skipgram", "cbow"])
 def test_many_steps_per_call_equal_one_step_per_call_and_resume_exactly(model: str) -> None:
-    ids, ends = _corpus(3000, 50, 40, 7)
-    stream = _stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
-                     noise_per_group=6, epochs=1)
+    ids, ends = zipf_ids(3000, 50, 40, 7)
+    stream = spec_batch_stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
+                               noise_per_group=6, epochs=1)
     many = _runner(stream, model)
     losses_many, cursor_many, _ = _train(many, Cursor(), 8, limit=5)
     one = _runner(stream, model)
@@ -199,9 +186,9 @@ def test_the_runner_agrees_with_the_native_engine_to_float32_rounding() -> None:
 
     if native.unavailable_reason() is not None:
         pytest.skip("the native kernel does not build here")
-    ids, ends = _corpus(3000, 50, 40, 7)
-    stream = _stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
-                     noise_per_group=6, epochs=1)
+    ids, ends = zipf_ids(3000, 50, 40, 7)
+    stream = spec_batch_stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
+                               noise_per_group=6, epochs=1)
     gpu = _runner(stream)
     start = {k: v.copy() for k, v in gpu.engine.state_dict().items()}
     losses, _, _ = _train(gpu, Cursor(), 6, limit=6)

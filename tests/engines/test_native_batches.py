@@ -14,13 +14,14 @@ from hypothesis import strategies as st
 
 from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
-from embedlab.data.pairs import PIECE_TOKENS, Batch, Cursor, keep_probabilities
+from embedlab.data.pairs import PIECE_TOKENS, Batch, Cursor
 from embedlab.engines import native
 from embedlab.engines.native_batches import NativeBatches, philox
 from embedlab.engines.params import fresh_params
 from embedlab.engines.step import StepConfig
 from embedlab.engines.stepping import BatchByBatch, Schedule
 from embedlab.seeding import philox4x32
+from embedlab.testing import spec_batch_stream, zipf_ids
 
 pytestmark = pytest.mark.skipif(native.unavailable_reason() is not None,
                                 reason="the native kernel does not build here")
@@ -29,21 +30,6 @@ FIELDS = ("centers", "span", "mask", "contexts", "negatives")
 SCALARS = ("n_pairs", "n_centers", "words_done", "cursor_next")
 
 
-def _corpus(n: int, vocab: int, n_sentences: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    ids = (rng.zipf(1.3, n) % vocab).astype(np.uint32)
-    inner = np.sort(rng.choice(np.arange(1, n), size=min(n - 1, n_sentences), replace=False))
-    return ids, np.append(inner, n)
-
-
-def _stream(ids: np.ndarray, ends: np.ndarray, **kw: Any) -> SpecBatchStream:
-    vocab = int(kw.pop("vocab", int(ids.max()) + 1))
-    counts = np.bincount(ids, minlength=vocab) + 1
-    sample = kw.pop("sample", 1e-2)
-    keep = keep_probabilities(counts, sample)
-    args: dict[str, Any] = {"window": 3, "batch_size": 64, "group": 8, "noise_per_group": 10,
-                            "seed": 5, "epochs": 2, "chunk_tokens": 2048} | kw
-    return SpecBatchStream(ids, ends, keep, NoiseDistribution(counts), **args)
 
 
 def _assert_same(ref: list[Batch], got: list[Batch]) -> None:
@@ -83,10 +69,10 @@ def test_the_c_generator_gives_the_reference_batches(
     # every batch field equal, for every chunk of both epochs
     if batch % group:
         group = 1
-    ids, ends = _corpus(n, vocab, sentences, data)
-    s = _stream(ids, ends, vocab=vocab, window=window, batch_size=batch, pad_to=pad,
-                group=group, noise_per_group=shared, sample=sample, chunk_tokens=chunk,
-                interleave=interleave, seed=seed)
+    ids, ends = zipf_ids(n, vocab, sentences, data)
+    s = spec_batch_stream(ids, ends, vocab=vocab, window=window, batch_size=batch, pad_to=pad,
+                          group=group, noise_per_group=shared, sample=sample, chunk_tokens=chunk,
+                          interleave=interleave, seed=seed)
     gen = _generator(s, threads)
     for epoch in range(2):
         for c in range(s.n_chunks):
@@ -97,9 +83,9 @@ def test_interleaved_pieces_stop_windows_in_c_too() -> None:
     # a corpus long enough for two parts of several pieces, one sentence: windows stop only at
     # the pieces' seams (and chunk ends), which both must place identically
     n = 6 * PIECE_TOKENS + 123
-    ids, _ = _corpus(n, 50, 0, 1)
-    s = _stream(ids, np.array([n]), interleave=2, chunk_tokens=3 * PIECE_TOKENS + 7,
-                sample=0.0)
+    ids, _ = zipf_ids(n, 50, 0, 1)
+    s = spec_batch_stream(ids, np.array([n]), interleave=2, chunk_tokens=3 * PIECE_TOKENS + 7,
+                          sample=0.0)
     gen = _generator(s, 2)
     for c in range(s.n_chunks):
         _assert_same(s.chunk_batches(1, c), gen.batches(1, c))
@@ -107,8 +93,8 @@ def test_interleaved_pieces_stop_windows_in_c_too() -> None:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_the_c_generator_does_not_depend_on_the_thread_count(threads: int) -> None:
-    ids, ends = _corpus(20000, 80, 300, 2)
-    s = _stream(ids, ends, chunk_tokens=8192)
+    ids, ends = zipf_ids(20000, 80, 300, 2)
+    s = spec_batch_stream(ids, ends, chunk_tokens=8192)
     one, many = _generator(s, 1), _generator(s, threads)
     for c in range(s.n_chunks):
         _assert_same(one.batches(0, c), many.batches(0, c))
@@ -139,10 +125,10 @@ def _engine(step: StepConfig, counts: np.ndarray, rows: int, threads: int) -> An
 
 def _train(name: str, *, per_call: int, threads: int = 1, steps: int = 60) -> str:
     step = STEPS[name]
-    ids, ends = _corpus(12000, 70, 200, 3)
+    ids, ends = zipf_ids(12000, 70, 200, 3)
     hs = step.loss == "hs"
-    s = _stream(ids, ends, window=step.window, group=step.group,
-                noise_per_group=0 if hs else 10, chunk_tokens=4096, pad_to=16)
+    s = spec_batch_stream(ids, ends, window=step.window, group=step.group,
+                          noise_per_group=0 if hs else 10, chunk_tokens=4096, pad_to=16)
     counts = np.bincount(ids, minlength=70) + 1
     engine = _engine(step, counts, s.rows, threads)
     schedule = Schedule(0.05, 1e-4, s.epochs * s.n_tokens)
@@ -178,8 +164,8 @@ def test_training_does_not_depend_on_the_thread_count(threads: int) -> None:
 def test_rows_past_the_batch_have_no_contexts_in_the_c_loop() -> None:
     # batch 60 padded to 64 rows: rows 60..63 are the next batch's centres, masked here
     step = replace(STEPS["skipgram-neg"], group=4)
-    ids, ends = _corpus(5000, 40, 50, 4)
-    s = _stream(ids, ends, batch_size=60, pad_to=32, group=4, chunk_tokens=2048)
+    ids, ends = zipf_ids(5000, 40, 50, 4)
+    s = spec_batch_stream(ids, ends, batch_size=60, pad_to=32, group=4, chunk_tokens=2048)
     assert s.rows == 64
     counts = np.bincount(ids, minlength=40) + 1
     a, b = _engine(step, counts, s.rows, 1), _engine(step, counts, s.rows, 1)
