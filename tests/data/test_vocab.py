@@ -276,3 +276,52 @@ def test_load_refuses_bad_lines_the_same_with_fast_checks(tmp_path: Path, line: 
     path.write_text(f"ok\t5\n{line}\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"v\.tsv:2: "):
         Vocab.load_tsv(path)
+
+
+_SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) not in "\t\n"]
+
+
+@pytest.mark.parametrize("space", _SPACES, ids=[f"U+{ord(c):04X}" for c in _SPACES])
+def test_every_whitespace_in_a_word_is_refused(tmp_path: Path, space: str) -> None:
+    # the array-speed reading finds what str.split() splits at, as the line-by-line one does
+    path = tmp_path / "vocab.tsv"
+    path.write_text(f"the\t10\nx{space}y\t7\n", encoding="utf-8")
+    with pytest.raises(InputError):
+        Vocab.load_tsv(path)
+
+
+@pytest.mark.parametrize("content", [
+    "a\t1\nb\t1",  # no final newline
+    "a\t007\nb\t0\n",  # leading zeros
+    "é\t3\n€\t2\n日本\t1\n",  # non-ASCII words
+    "a\t123456789012345678\nb\t9223372036854775807\n",  # 18 and 19 digits
+    "",
+])
+def test_tsv_variants_read_as_line_by_line(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "vocab.tsv"
+    path.write_text(content, encoding="utf-8")
+    v = Vocab.load_tsv(path)
+    lines = [line.split("\t") for line in content.split("\n") if line]
+    assert v.words == tuple(w for w, _ in lines)
+    assert v.counts.tolist() == [int(c) for _, c in lines]
+    v.save_tsv(tmp_path / "out.tsv")  # written in the canonical form
+    assert (tmp_path / "out.tsv").read_text(encoding="utf-8") == "".join(
+        f"{w}\t{int(c)}\n" for w, c in lines)
+
+
+def test_save_of_a_loaded_vocab_copies_the_file_while_it_is_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "vocab.tsv"
+    Vocab(("the", "of"), np.array([10, 7])).save_tsv(path)
+    v = Vocab.load_tsv(path)
+    v.save_tsv(tmp_path / "copy.tsv")
+    assert (tmp_path / "copy.tsv").read_bytes() == path.read_bytes()
+    v.save_tsv(path)  # onto itself: unchanged
+    assert path.read_bytes() == b"the\t10\nof\t7\n"
+    path.write_text("the\t999\nof\t1\n", encoding="utf-8")  # changed after the load
+    v.save_tsv(tmp_path / "again.tsv")
+    assert (tmp_path / "again.tsv").read_bytes() == b"the\t10\nof\t7\n"
+
+
+def test_index_is_built_on_first_use() -> None:
+    v = Vocab(("the", "of"), np.array([10, 7]))
+    assert v.index == {"the": 0, "of": 1} and "of" in v and v.id("the") == 0 and v.id("x") is None

@@ -10,8 +10,11 @@ counts always give the same ids.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import re
+import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -124,12 +127,19 @@ class Vocab:
 
     Invariants: ``len(words) == len(counts)``; words are unique, non-empty, whitespace-free;
     ``counts`` is int64 and >= 0; when ``unk`` is set, ``words[0] == unk``.
+
+    The word -> id dict is built on first use: training reads a vocabulary of millions of words
+    without ever looking a word up, and the dict costs more than everything else of a load.
     """
 
     words: tuple[str, ...]
     counts: npt.NDArray[np.int64]
     unk: str | None = None
-    _index: dict[str, int] = field(init=False, repr=False)
+    _index: dict[str, int] | None = field(init=False, repr=False, default=None)
+    # the vocab.tsv this vocabulary was read from, as written by save_tsv, and its identity
+    # (path, inode, size, mtime): save_tsv copies it instead of formatting every line again
+    _source: tuple[Path, tuple[int, int, int]] | None = field(init=False, repr=False,
+                                                              default=None)
 
     def __post_init__(self) -> None:
         counts = np.asarray(self.counts, dtype=np.int64)
@@ -140,18 +150,16 @@ class Vocab:
             raise ValueError(f"{len(self.words)} words but counts of shape {counts.shape}")
         if len(counts) and counts.min() < 0:
             raise ValueError("counts must be >= 0")
-        index = {w: i for i, w in enumerate(self.words)}
-        if len(index) != len(self.words):
+        if len(set(self.words)) != len(self.words):  # a set is built 3x faster than the dict
             raise ValueError("duplicate words in vocabulary")
         if self.unk is not None and (not self.words or self.words[0] != self.unk):
             raise ValueError(f"unk {self.unk!r} must be word 0")
-        object.__setattr__(self, "_index", index)
 
     def __len__(self) -> int:
         return len(self.words)
 
     def __contains__(self, word: object) -> bool:
-        return word in self._index
+        return word in self.index
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Vocab):
@@ -164,6 +172,10 @@ class Vocab:
     @property
     def index(self) -> Mapping[str, int]:
         """word -> id (read it, don't change it)."""
+        if self._index is None:
+            object.__setattr__(self, "_index", dict(zip(self.words, range(len(self.words)),
+                                                              strict=True)))
+        assert self._index is not None
         return self._index
 
     @property
@@ -173,7 +185,7 @@ class Vocab:
 
     def id(self, word: str) -> int | None:
         """The word's id; for an unknown word the UNK id 0 when ``unk`` is set, else None."""
-        i = self._index.get(word)
+        i = self.index.get(word)
         if i is None and self.unk is not None:
             return 0
         return i
@@ -181,37 +193,59 @@ class Vocab:
     # ---- vocab.tsv ----------------------------------------------------------------------------
     def save_tsv(self, path: str | os.PathLike[str]) -> None:
         """Write ``word<TAB>count`` lines (UTF-8, ``\\n``); the id is the line number."""
+        if self._source is not None and _identity(self._source[0]) == self._source[1]:
+            with contextlib.suppress(shutil.SameFileError):  # the same bytes, at disk speed
+                shutil.copyfile(self._source[0], path)
+            return
         if not _all_words_valid(self.words):
             for w in self.words:  # names the first bad word
                 _check_word(w, "the vocabulary")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(f"{w}\t{int(c)}\n" for w, c in zip(self.words, self.counts, strict=True))
+            for start in range(0, len(self.words), _SLICE):
+                stop = start + _SLICE
+                f.write("".join(map("{}\t{}\n".format, self.words[start:stop],
+                                    self.counts[start:stop].tolist())))
 
     @classmethod
     def load_tsv(cls, path: str | os.PathLike[str], *, unk: str | None = None) -> Vocab:
         """Read a file written by :meth:`save_tsv`. ``unk``, if given, must be the first word."""
         try:
-            data = Path(path).read_bytes().decode("utf-8")
+            identity = _identity(Path(path))
+            data = Path(path).read_bytes()
+            data.decode("utf-8")  # refuses a file that is not UTF-8 before anything else
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None
-        lines = data.split("\n")
-        del data  # as large as the file
-        if lines and lines[-1] == "":
-            lines.pop()
-        parsed = _parse_fast(lines)
+        parsed = _parse_columns(data)
         if parsed is not None:
-            words, counts = parsed
-        else:
-            words, counts = _parse_slowly(lines, path)
+            words, counts, canonical = parsed
+        else:  # the line-by-line reading, which names the first bad line
+            lines = data.decode("utf-8").split("\n")
+            if lines and lines[-1] == "":
+                lines.pop()
+            words, listed = _parse_slowly(lines, path)
+            counts, canonical = np.array(listed, dtype=np.int64), False
+        del data  # as large as the file
         if unk is not None and (not words or words[0] != unk):
             raise InputError(f"{path}: the first word must be the UNK token {unk!r}; "
                              "re-run 'embedlab prepare' to recreate the vocabulary")
         try:
-            return cls(tuple(words), np.array(counts, dtype=np.int64), unk)
+            vocab = cls(tuple(words), np.asarray(counts, dtype=np.int64), unk)
         except ValueError as exc:
             raise InputError(f"invalid vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None
+        if canonical:
+            object.__setattr__(vocab, "_source", (Path(path), identity))
+        return vocab
+
+
+_SLICE = 1 << 16  # lines per step of reading or writing vocab.tsv (bounds temporary memory)
+_OTHER_SPACE = re.compile(r"[^\S\t\n]")  # whitespace that str.split() splits at, but \t, \n
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _all_words_valid(words: Sequence[object]) -> bool:
@@ -223,23 +257,72 @@ def _all_words_valid(words: Sequence[object]) -> bool:
         return False
 
 
-def _parse_fast(lines: list[str]) -> tuple[list[str], list[int]] | None:
-    """``word<TAB>count`` lines parsed with C-level checks; None when any check fails (then
-    :func:`_parse_slowly` names the line). Parsed in slices of lines, so that the temporary
-    columns stay small next to the result."""
+def _parse_columns(data: bytes) -> tuple[list[str], npt.NDArray[np.int64], bool] | None:
+    """``word<TAB>count`` lines (UTF-8 ``data``) parsed with array operations: the words, the
+    counts, and whether the bytes are what :meth:`Vocab.save_tsv` writes for them (no leading
+    zeros, a final newline). None when a line is not of that shape (then :func:`_parse_slowly`
+    names it), or has a count of over 18 digits (which may not fit int64).
+
+    Every line holds exactly one tab, not at its start and not before its newline, when there
+    are as many tabs as lines and each lies inside its line; after it only ASCII digits; and the
+    text holds no whitespace but those tabs and newlines. Then ``str.split`` cuts each line into
+    exactly its word and its count.
+    """
+    if not data:
+        return [], np.zeros(0, dtype=np.int64), True
+    raw = np.frombuffer(data, dtype=np.uint8)
+    ends = np.flatnonzero(raw == 10)
+    if not data.endswith(b"\n"):
+        ends = np.append(ends, len(raw))
+    tabs = np.flatnonzero(raw == 9)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    digits = ends - tabs - 1 if len(tabs) == len(ends) else None
+    if digits is None or not (tabs > starts).all() or digits.min() < 1 or digits.max() > 18:
+        return None
+    if _other_space(raw, data):
+        return None
     words: list[str] = []
-    counts: list[int] = []
-    for start in range(0, len(lines), 1 << 16):
-        some, tabs, digits = (list(column) for column in zip(
-            *(line.partition("\t") for line in lines[start:start + (1 << 16)]), strict=True))
-        if tabs.count("\t") != len(tabs) or not all(digits) or max(map(len, digits)) > 18:
+    counts = np.empty(len(ends), dtype=np.int64)
+    leading_zero = False
+    for a in range(0, len(ends), _SLICE):
+        b = min(a + _SLICE, len(ends))
+        value = _decimal(raw, tabs[a:b] + 1, digits[a:b])
+        if value is None:
             return None
-        joined = "".join(digits)
-        if not (joined.isdigit() and joined.isascii()) or not _all_words_valid(some):
-            return None
-        words += some
-        counts += map(int, digits)
-    return words, counts
+        counts[a:b] = value
+        leading_zero |= bool(((raw[tabs[a:b] + 1] == 48) & (digits[a:b] > 1)).any())
+        words += data[starts[a]:ends[b - 1]].decode("utf-8").split()[0::2]
+    return words, counts, data.endswith(b"\n") and not leading_zero
+
+
+def _other_space(raw: npt.NDArray[np.uint8], data: bytes) -> bool:
+    """Whether the UTF-8 text ``data`` holds whitespace other than tabs and newlines.
+
+    The ASCII ones are found with array operations; the others all start with one of four lead
+    bytes in UTF-8 (U+0085, U+00A0, U+1680, U+2000...U+3000), and only a text that holds one of
+    those is searched as a str.
+    """
+    ascii_space = np.isin(raw, np.array([11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8))
+    if ascii_space.any():
+        return True
+    if not np.isin(raw, np.array([0xC2, 0xE1, 0xE2, 0xE3], dtype=np.uint8)).any():
+        return False
+    return _OTHER_SPACE.search(data.decode("utf-8")) is not None
+
+
+def _decimal(raw: npt.NDArray[np.uint8], first: npt.NDArray[np.intp],
+             digits: npt.NDArray[np.intp]) -> npt.NDArray[np.int64] | None:
+    """The numbers written with ``digits[i]`` ASCII digits from ``raw[first[i]]`` on; None if a
+    byte there is not a digit."""
+    width = int(digits.max())
+    place = np.arange(width)
+    inside = place < digits[:, None]
+    values = raw[np.where(inside, first[:, None] + place, 0)].astype(np.int64) - 48
+    if ((values < 0) | (values > 9))[inside].any():
+        return None
+    # digit j of an n-digit number is worth 10**(n-1-j); places past the number count 0
+    power = np.where(inside, digits[:, None] - 1 - place, 0)
+    return (np.where(inside, values, 0) * (10 ** power)).sum(axis=1)
 
 
 def _parse_slowly(lines: list[str], path: str | os.PathLike[str]) -> tuple[list[str], list[int]]:
