@@ -58,3 +58,26 @@ def test_a_word_never_seen_is_never_noise_whatever_the_exponent(alpha: float) ->
     assert 0 not in noise.sample(np.random.default_rng(0), 20_000)
     if alpha == 0.0:  # the seen words are equally likely
         np.testing.assert_allclose(noise.probs[1:], 1 / 3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.integers(0, 10**6), min_size=1, max_size=200).filter(any),
+       alpha=st.sampled_from([0.0, 0.5, 0.75, 1.0, 2.0]))
+def test_alias_table_is_the_classic_loops(counts: list[int], alpha: float) -> None:
+    # the draws of every run depend on these values: the same bits as the two-stack loop
+    from embedlab.data.noise import _alias_table, _alias_table_loop
+
+    probs = NoiseDistribution(np.array(counts), alpha).probs
+    threshold, alias = _alias_table(probs)
+    expected_threshold, expected_alias = _alias_table_loop(probs)
+    assert threshold.tobytes() == expected_threshold.tobytes()
+    assert alias.tobytes() == expected_alias.tobytes()
+
+
+def test_alias_table_of_a_zipf_vocabulary() -> None:
+    from embedlab.data.noise import _alias_table, _alias_table_loop
+
+    counts = np.maximum(5, 10**7 // np.arange(1, 50_001))
+    probs = NoiseDistribution(counts, 0.75).probs
+    ours, theirs = _alias_table(probs), _alias_table_loop(probs)
+    assert ours[0].tobytes() == theirs[0].tobytes() and ours[1].tobytes() == theirs[1].tobytes()

@@ -65,14 +65,76 @@ class NoiseDistribution:
 
 
 def _alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Vose's alias method: column i keeps i with probability threshold[i], else alias[i]."""
+    """Vose's alias method: column i keeps i with probability threshold[i], else alias[i].
+
+    The table of the classic loop (:func:`_alias_table_loop`, the specification), value for
+    value. In that loop the small columns (scaled probability < 1) are taken from the top of
+    their stack, and each gives its deficit to the large column on top of the other stack until
+    that one drops below 1: then it is pushed onto the small stack and taken next, aliased to
+    the next large column. So the small columns go, in order, to runs of large columns, and
+    only the running value of the current large column needs the loop: its sequence of float
+    operations ``(w + s) - 1`` is the loop's, so the values are bit for bit the same. The
+    thresholds of the small columns are their scaled probabilities, set at array speed.
+    """
+    n = len(probs)
+    scaled = probs * n
+    threshold = np.ones(n, dtype=np.float64)
+    alias = np.arange(n, dtype=np.int64)
+    small = np.flatnonzero(scaled < 1.0)[::-1]  # in the order the loop takes them
+    large = np.flatnonzero(scaled >= 1.0)[::-1]
+    if not len(small) or not len(large):
+        return threshold, alias
+    taken, residuals = _walk(scaled[small].tolist(), scaled[large].tolist())
+    # large column j took small ones taken[j - 1]..taken[j] - 1, then went small itself with
+    # what was left (residuals[j]), aliased to large column j + 1
+    done = small[:taken[-1]]
+    owner = np.repeat(np.arange(len(taken)), np.diff(taken, prepend=0))
+    threshold[done] = scaled[done]
+    alias[done] = large[owner]
+    went = len(residuals)
+    threshold[large[:went]] = residuals
+    alias[large[:went]] = large[1:went + 1]
+    return threshold, alias
+
+
+def _walk(small: list[float], large: list[float]) -> tuple[list[int], list[float]]:
+    """The running value of the current large column over the small columns ``small`` (scaled
+    probabilities, in the order taken), the large ones being ``large`` (in order).
+
+    Returns ``taken``: for each large column that went small and was aliased, the number of
+    small columns taken up to then, and last the number taken in all; and ``residuals``: what
+    each of those large columns had left. The loop stops where :func:`_alias_table_loop` does:
+    when the small columns run out, or when a large column goes small and no large one is left
+    (that one keeps threshold 1).
+    """
+    taken: list[int] = []
+    residuals: list[float] = []
+    last = len(large) - 1
+    j, value = 0, large[0]
+    for i, s in enumerate(small, 1):
+        value = (value + s) - 1.0
+        while value < 1.0:
+            if j == last:  # no large column left to alias it to: the loop ends
+                taken.append(i)
+                return taken, residuals
+            taken.append(i)
+            residuals.append(value)
+            j += 1
+            value = (large[j] + value) - 1.0
+    taken.append(len(small))
+    return taken, residuals
+
+
+def _alias_table_loop(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Vose's alias method as the classic loop over two stacks (the specification of
+    :func:`_alias_table`; one Python iteration per column)."""
     n = len(probs)
     scaled = probs * n
     threshold = np.ones(n, dtype=np.float64)
     alias = np.arange(n, dtype=np.int64)
     small = [int(i) for i in np.flatnonzero(scaled < 1.0)]
     large = [int(i) for i in np.flatnonzero(scaled >= 1.0)]
-    work = scaled.tolist()  # Python floats: this loop runs once per vocabulary
+    work = scaled.tolist()
     while small and large:
         s, g = small.pop(), large[-1]
         threshold[s] = work[s]
