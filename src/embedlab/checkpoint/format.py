@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import errno
+import hashlib
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import numpy as np
 import safetensors.numpy
 from safetensors import SafetensorError
 
+from embedlab.checkpoint import tensor_file
 from embedlab.errors import InputError
 from embedlab.fsutil import current_umask, file_digest, fsync_dir
 
@@ -76,47 +78,63 @@ def _write_file(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def save_tensors(tensors: Mapping[str, Any], filename: str, metadata: dict[str, str]) -> None:
-    """Write ``tensors`` with safetensors: NumPy arrays through its NumPy writer (no torch
-    import), anything else as torch tensors (e.g. the linear regression's, or bfloat16 ones).
-    Same format, and the same bytes for the same values, either way."""
+def save_tensors(tensors: Mapping[str, Any], filename: str,
+                 metadata: dict[str, str]) -> str | None:
+    """Write ``tensors`` with safetensors' format: NumPy arrays through
+    :mod:`~embedlab.checkpoint.tensor_file` (fsynced, hashed while written) or safetensors'
+    NumPy writer (no torch import), anything else as torch tensors (e.g. the linear
+    regression's, or bfloat16 ones). Same format, and the same bytes for the same values, every
+    way. Returns the file's sha256 (hex) where it was computed while writing, else None."""
     numpy_types = (np.ndarray, np.generic)  # a 0-d array may arrive as a NumPy scalar
+    if tensor_file.can_write(tensors, metadata):
+        return tensor_file.write(Path(filename), tensors, metadata)
     if all(isinstance(t, numpy_types) for t in tensors.values()):
         safetensors.numpy.save_file({n: np.asarray(t, order="C") for n, t in tensors.items()},
                                     filename, metadata=metadata)
-        return
+        return None
     import torch
     from safetensors.torch import save_file as save_torch
 
     save_torch({n: (torch.from_numpy(np.asarray(t, order="C")) if isinstance(t, numpy_types)
                     else t.detach().to("cpu").contiguous()) for n, t in tensors.items()},
                filename, metadata=metadata)
+    return None
 
 
-def write_tensors(folder: Path, step: int, tensors: Mapping[str, Any]) -> None:
-    """``folder/tensors.safetensors``, fsynced, with the mode the umask gives."""
+def write_tensors(folder: Path, step: int, tensors: Mapping[str, Any]) -> str | None:
+    """``folder/tensors.safetensors``, fsynced, with the mode the umask gives; its sha256 when
+    it was computed while writing (see :func:`save_tensors`)."""
     try:
-        save_tensors(tensors, str(folder / TENSORS_FILE), metadata={"step": str(step)})
+        digest = save_tensors(tensors, str(folder / TENSORS_FILE),
+                              metadata={"step": str(step)})
     except SafetensorError as exc:
         raise _os_error(exc) from None
+    if digest is not None:
+        return digest
     # safetensors creates the file 0600; a checkpoint is as shareable as the rest of the run
     os.chmod(folder / TENSORS_FILE, 0o666 & ~current_umask())
     with open(folder / TENSORS_FILE, "rb+") as f:
         os.fsync(f.fileno())
+    return None
 
 
 def write_state(folder: Path, step: int, state: Mapping[str, Any],
-                metrics: Mapping[str, float]) -> None:
-    """``folder/state.json``: ``state`` plus ``step`` and ``metrics``, fsynced."""
+                metrics: Mapping[str, float]) -> str:
+    """``folder/state.json``: ``state`` plus ``step`` and ``metrics``, fsynced; returns its
+    sha256 (hex)."""
     state_bytes = json.dumps({**state, "step": step, "metrics": dict(metrics)},
                              indent=1, sort_keys=True).encode("utf-8")
     _write_file(folder / STATE_FILE, state_bytes)
+    return hashlib.sha256(state_bytes).hexdigest()
 
 
-def write_manifest(folder: Path, step: int) -> None:
+def write_manifest(folder: Path, step: int,
+                   digests: Mapping[str, str | None] | None = None) -> None:
     """``folder/MANIFEST.json`` for the two data files already in ``folder``, then fsync the
-    folder: the last write of a checkpoint, which makes it count."""
-    files = {name: {"sha256": file_digest(folder / name, "sha256"),
+    folder: the last write of a checkpoint, which makes it count. ``digests``: the files'
+    sha256 as computed while they were written; a file without one is read back and hashed."""
+    digests = digests or {}
+    files = {name: {"sha256": digests.get(name) or file_digest(folder / name, "sha256"),
                     "size": (folder / name).stat().st_size}
              for name in (TENSORS_FILE, STATE_FILE)}
     manifest = {"format": MANIFEST_FORMAT, "step": step, "created": time.time(), "files": files}

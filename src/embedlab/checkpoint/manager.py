@@ -22,6 +22,7 @@ from typing import Any, Literal
 from embedlab.checkpoint.format import (
     CKPT_DIR,
     STATE_FILE,
+    TENSORS_FILE,
     CheckpointError,
     ckpt_name,
     committed_folders,
@@ -76,9 +77,9 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, Any],
     for key in ("step", "metrics"):
         if key in state and state[key] != (step if key == "step" else dict(metrics)):
             raise ValueError(f"state[{key!r}] disagrees with the {key} passed to save()")
-    write_tensors(tmp, step, tensors)
-    write_state(tmp, step, state, metrics)
-    write_manifest(tmp, step)
+    digests = {TENSORS_FILE: write_tensors(tmp, step, tensors),
+               STATE_FILE: write_state(tmp, step, state, metrics)}
+    write_manifest(tmp, step, digests)
 
 
 class CheckpointManager:
