@@ -66,6 +66,26 @@ class _TorchBatch:
                      (b.centers, b.span, b.mask, b.contexts, b.negatives)))
 
 
+Part = tuple[torch.Tensor, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"]
+
+
+@dataclass
+class Contributions:
+    """A batch's gradient, one row per occurrence, computed from the parameters as they were
+    when the step began: what the step adds to each row before damping and the rate.
+
+    ``inputs`` and ``outputs`` are parts ``(ids, rows, h, bias)`` of the input and the output
+    matrix: row ``rows[i]`` goes to ``ids[i]``; ``h`` (per occurrence) is the damping's
+    curvature (None undamped); ``bias`` the output biases' gradient (NCE, else None). A step
+    applies one batch's; a step of several micro-batches applies theirs together, in order
+    (:meth:`Word2VecStep.apply`), which is what lets processes compute them apart.
+    """
+
+    loss: torch.Tensor  # float64 scalar: the summed loss over the batch's positives
+    inputs: list[Part]
+    outputs: list[Part]
+
+
 def _hits(targets: torch.Tensor, mask: torch.Tensor | None,
           negatives: torch.Tensor) -> torch.Tensor:
     """(R, S) float32: how many of each centre's positive targets equal each shared noise word.
@@ -122,10 +142,35 @@ class Word2VecStep:
         self._bias_sq = params.bias_sq
 
     def __call__(self, batch: Batch, lr: float) -> float:
-        lr = self.cfg.batch_lr(lr, batch)
+        got = self.contributions(batch)
+        self.apply([got], self.cfg.batch_lr(lr, batch))
+        return float(got.loss)
+
+    def contributions(self, batch: Batch) -> Contributions:
+        """``batch``'s gradient, from the parameters as they are (nothing is updated)."""
         tb = _TorchBatch.of(batch)
-        loss = self._skipgram(tb, lr) if self.cfg.model == "skipgram" else self._cbow(tb, lr)
-        return float(loss)
+        return self._skipgram(tb) if self.cfg.model == "skipgram" else self._cbow(tb)
+
+    def apply(self, parts: list[Contributions], lr: float) -> None:
+        """Add the contributions of ``parts`` at rate ``lr``, in their order: each row's step
+        damped by the curvature summed over all of its occurrences in all of them."""
+        p = self.p
+        ins = [part for c in parts for part in c.inputs]
+        outs = [part for c in parts for part in c.outputs]
+        for param, bias, group in ((p.w_in, None, ins), (p.w_out, p.b_out, outs)):
+            buf = self._h_in if param is p.w_in else self._h_out
+            scales = None
+            if self.damping:  # every part then carries its curvature
+                curvature = [(ids, h) for ids, _, h, _ in group if h is not None]
+                assert len(curvature) == len(group)
+                scales = damped_scales(buf, curvature, lr / self.cfg.damping)
+            for i, (ids, rows, _, _) in enumerate(group):
+                add_rows(param, ids, rows if scales is None else rows * scales[i], -lr)
+            if bias is not None:
+                for i, (ids, _, _, b) in enumerate(group):
+                    assert b is not None
+                    scaled = b if scales is None else b * scales[i].view(-1)
+                    bias.index_add_(0, ids, scaled, alpha=-lr)
 
     # ---- pieces shared by both architectures ----------------------------------------------------
     def _noise_logits(
@@ -157,15 +202,8 @@ class Word2VecStep:
         """
         return norm_sq(x) + self._bias_sq
 
-    def _scales(self, buf: torch.Tensor, parts: list[tuple[torch.Tensor, torch.Tensor]],
-                lr: float) -> list[torch.Tensor]:
-        """Per-occurrence step scales 1 / (1 + lr·h_row/κ), h summed over all occurrences."""
-        if not self.damping:
-            return [torch.ones(ids.shape[0], 1) for ids, _ in parts]
-        return damped_scales(buf, parts, lr / self.cfg.damping)
-
     # ---- skip-gram ------------------------------------------------------------------------------
-    def _skipgram(self, batch: _TorchBatch, lr: float) -> torch.Tensor:
+    def _skipgram(self, batch: _TorchBatch) -> Contributions:
         p, band = self.p, self.band
         v = p.w_in.index_select(0, batch.centers)  # (R, D) centre input vectors
         u_span = p.w_out.index_select(0, batch.span)  # (R+2W, D) output vectors around them
@@ -195,6 +233,7 @@ class Word2VecStep:
         d_noise = torch.bmm(g_neg.transpose(1, 2), v.view(n_groups, -1, v.shape[1]))  # (G, S, D)
 
         flat_neg = batch.negatives.reshape(-1)
+        h_v = h_span = h_noise = None
         if self.damping:
             # |dL/dlogit| per row occurrence (see the class docstring); elementwise, not GEMMs
             c_pos = (1.0 - sig_pos) * mask  # (R, J)
@@ -203,28 +242,16 @@ class Word2VecStep:
             h_v = band.diag_dot(c_pos, u_sq) + (c_neg * n_sq.unsqueeze(1)).sum(2).view(-1)
             h_span = band.diag_scatter(c_pos, v_sq)
             h_noise = (c_neg * v_sq.view(n_groups, -1, 1)).sum(1).view(-1)
-            (k_v,) = self._scales(self._h_in, [(batch.centers, h_v)], lr)
-            k_span, k_noise = self._scales(self._h_out, [(batch.span, h_span),
-                                                         (flat_neg, h_noise)], lr)
-            d_v *= k_v
-            d_span *= k_span
-            d_noise = d_noise.view(-1, v.shape[1]) * k_noise
-        add_rows(p.w_in, batch.centers, d_v, -lr)
-        add_rows(p.w_out, batch.span, d_span, -lr)
-        add_rows(p.w_out, flat_neg, d_noise.reshape(-1, v.shape[1]), -lr)
+        d_b_span = d_b_noise = None
         if p.b_out is not None:
-            ones = torch.ones(band.R, 1)
-            d_b_span = band.scatter(g_pos, ones).view(-1)
+            d_b_span = band.scatter(g_pos, torch.ones(band.R, 1)).view(-1)
             d_b_noise = g_neg.sum(1).reshape(-1)
-            if self.damping:
-                d_b_span = d_b_span * k_span.view(-1)
-                d_b_noise = d_b_noise * k_noise.view(-1)
-            p.b_out.index_add_(0, batch.span, d_b_span, alpha=-lr)
-            p.b_out.index_add_(0, flat_neg, d_b_noise, alpha=-lr)
-        return loss
+        return Contributions(loss, [(batch.centers, d_v, h_v, None)],
+                             [(batch.span, d_span, h_span, d_b_span),
+                              (flat_neg, d_noise.reshape(-1, v.shape[1]), h_noise, d_b_noise)])
 
     # ---- CBOW -----------------------------------------------------------------------------------
-    def _cbow(self, batch: _TorchBatch, lr: float) -> torch.Tensor:
+    def _cbow(self, batch: _TorchBatch) -> Contributions:
         p, band = self.p, self.band
         v_span = p.w_in.index_select(0, batch.span)  # (R+2W, D) context input vectors
         count = batch.contexts.clamp(min=1.0)
@@ -261,6 +288,7 @@ class Word2VecStep:
         d_span = band.scatter(ones, d_h)
 
         flat_neg = batch.negatives.reshape(-1)
+        h_span = h_u = h_noise = None
         if self.damping:
             c_pos = (1.0 - sig_pos) * has_ctx
             c_neg = sig_neg * weight
@@ -271,23 +299,12 @@ class Word2VecStep:
             h_span = band.diag_scatter(avg_w, h_h)
             h_u = c_pos * h_sq
             h_noise = (c_neg * h_sq.view(n_groups, -1, 1)).sum(1).view(-1)
-            (k_span,) = self._scales(self._h_in, [(batch.span, h_span)], lr)
-            k_u, k_noise = self._scales(self._h_out, [(batch.centers, h_u),
-                                                      (flat_neg, h_noise)], lr)
-            d_span *= k_span
-            d_u *= k_u
-            d_noise = d_noise.view(-1, h.shape[1]) * k_noise
-        add_rows(p.w_in, batch.span, d_span, -lr)
-        add_rows(p.w_out, batch.centers, d_u, -lr)
-        add_rows(p.w_out, flat_neg, d_noise.reshape(-1, h.shape[1]), -lr)
+        d_b_u = d_b_noise = None
         if p.b_out is not None:
             d_b_u, d_b_noise = g_pos, g_neg.sum(1).reshape(-1)
-            if self.damping:
-                d_b_u = d_b_u * k_u.view(-1)
-                d_b_noise = d_b_noise * k_noise.view(-1)
-            p.b_out.index_add_(0, batch.centers, d_b_u, alpha=-lr)
-            p.b_out.index_add_(0, flat_neg, d_b_noise, alpha=-lr)
-        return loss
+        return Contributions(loss, [(batch.span, d_span, h_span, None)],
+                             [(batch.centers, d_u, h_u, d_b_u),
+                              (flat_neg, d_noise.reshape(-1, h.shape[1]), h_noise, d_b_noise)])
 
 
 class TorchEngine(HostEngine):
