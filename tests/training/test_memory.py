@@ -139,3 +139,83 @@ def test_the_trainers_modules_leave_heavy_libraries_unimported() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---- the estimate before training ------------------------------------------------------------
+
+def test_the_estimate_counts_the_matrices_tables_and_batches() -> None:
+    from embedlab.training.memory import CHUNK_TOKENS, memory_need
+
+    need = memory_need(1000, 50, loss="neg", window=5)
+    assert need.matrices == 2 * 1000 * 50 * 4
+    assert memory_need(1000, 50, loss="nce", window=5).matrices == need.matrices + 4 * 1000
+    assert memory_need(1000, 50, loss="hs", window=5).matrices == (1000 + 999) * 50 * 4
+    assert need.batches == 3 * CHUNK_TOKENS * (8 + 8 + 11 + 4 + 4)  # any corpus length
+    assert need.total == need.matrices + need.tables + need.batches
+
+
+def test_available_memory_reads_meminfo() -> None:
+    from embedlab.training.memory import available_memory
+
+    found = available_memory()
+    if platform.system() != "Linux":
+        pytest.skip("/proc/meminfo is Linux's")
+    assert found is not None and found[0] > 0
+
+
+def _little_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.training import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: (20 << 20, "MemAvailable"))
+
+
+def test_a_run_that_does_not_fit_is_refused_by_the_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.cli import main
+    from embedlab.testing import write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    _little_memory(monkeypatch)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--corpus", str(corpus), "--run", str(run), "--dim", "8000",
+              "--min-count", "1", "--no-tensorboard", "--threads", "1"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("embedlab: error: this run needs about ")
+    assert "more than the 0.0 GiB available (MemAvailable); pass a smaller --dim or " \
+           "--max-vocab" in err[0] and err[0].endswith("or a larger --min-count")
+    assert "words x 8000 dimensions: vectors" in err[0]
+    assert not run.exists()  # nothing of the run was left behind
+
+
+def test_a_run_that_does_not_fit_is_refused_by_train(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab
+    from embedlab.errors import InputError
+    from embedlab.testing import write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    _little_memory(monkeypatch)
+    with pytest.raises(InputError) as info:
+        embedlab.train(str(corpus), run=tmp_path / "run", dim=8000, min_count=1,
+                       tensorboard=False, threads=1)
+    assert "pass a smaller dim= or max_vocab=" in str(info.value)
+    assert str(info.value).endswith("or a larger min_count=")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.errors import InputError
+    from embedlab.training import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: (1 << 30, "the cgroup's memory limit"))
+    with pytest.raises(InputError) as info:
+        memory.check_memory(2_300_000, 100, loss="neg", window=5)
+    message = str(info.value)
+    assert message.startswith("this run needs about 1.9 GiB of memory (2,300,000 words x 100 "
+                              "dimensions: vectors 1.7 GiB, vocabulary tables 0.2 GiB")
+    assert "more than the 1.0 GiB available (the cgroup's memory limit)" in message
+    assert "(--max-vocab 1100000 would fit)" in message
+    memory.check_memory(1_000_000, 100, loss="neg", window=5)  # that one does

@@ -1,4 +1,16 @@
-"""Give memory that malloc keeps, free but resident, back to the operating system.
+"""The memory a run needs, checked against what the machine has; and giving memory that malloc
+keeps, free but resident, back to the operating system.
+
+**The estimate.** A run holds its two matrices (V × D float32 each; the output one has V − 1
+rows for hierarchical softmax; NCE adds a bias per word), the vocabulary's tables (keep
+probabilities, the noise distribution and its alias table, the Huffman tree for ``--loss hs``),
+the batches of the chunks in flight and the pages of the memory-mapped corpus those chunks read
+(handed back once a chunk is copied). None of it grows with the corpus's length. Before the
+engine is built, :func:`check_memory` refuses a run whose estimate exceeds the memory available
+(``MemAvailable``, and the cgroup's limit where one is set), in one line naming the numbers and
+the flags that shrink the model.
+
+**Giving memory back.**
 
 The producer of NumPy batches (the torch engine's, and those of runs started before the batch
 specification) builds each chunk's arrays (a few MiB each) in its own thread, so glibc serves
@@ -15,7 +27,20 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from embedlab.errors import InputError, spell
+
+GIB = 1 << 30
+CHUNK_TOKENS = 1 << 18  # the batch streams' chunk (embedlab.data.pairs.BatchStream)
+CHUNKS_IN_FLIGHT = 3  # being built, queued, being trained
+# Bytes per word of the vocabulary tables built before training: keep probabilities, Q(w), the
+# alias table's threshold and alias (8 bytes each), the weights they are made from and the
+# alias construction's Python floats (transient).
+TABLE_BYTES_PER_WORD = 5 * 8 + 32
 
 
 @functools.cache
@@ -43,3 +68,105 @@ def release_free_memory() -> bool:
         return False
     fn(0)
     return True
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What a run will allocate (bytes), by part."""
+
+    matrices: int  # input and output vectors, NCE's bias
+    tables: int  # the vocabulary's tables
+    batches: int  # the chunks of batches in flight and the corpus pages they read
+
+    @property
+    def total(self) -> int:
+        return self.matrices + self.tables + self.batches
+
+
+def memory_need(vocab_size: int, dim: int, *, loss: str, window: int) -> MemoryNeed:
+    """The estimate for a run of ``vocab_size`` words and ``dim`` dimensions: the same for any
+    corpus length."""
+    output_rows = max(0, vocab_size - 1) if loss == "hs" else vocab_size
+    matrices = 4 * dim * (vocab_size + output_rows) + (4 * vocab_size if loss == "nce" else 0)
+    per_word = TABLE_BYTES_PER_WORD + (4 if loss == "nce" else 0)
+    if loss == "hs":  # path offsets, then ~log2 V node ids (int32) and code bits per word
+        per_word += 8 + 5 * max(1, math.ceil(math.log2(max(2, vocab_size))))
+    # per token of a chunk: centre and span ids (int64), the context mask (2W+1 bytes), the
+    # context counts (float32), and the corpus page it was read from (uint32 id)
+    batches = CHUNKS_IN_FLIGHT * CHUNK_TOKENS * (8 + 8 + 2 * window + 1 + 4 + 4)
+    return MemoryNeed(matrices, per_word * vocab_size, batches)
+
+
+def available_memory() -> tuple[int, str] | None:
+    """Bytes this process may still allocate, and where that figure comes from: the smaller of
+    ``MemAvailable`` (/proc/meminfo) and the room left under the cgroup's memory limit. None
+    where neither can be read (not Linux)."""
+    found: list[tuple[int, str]] = []
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append((int(line.split()[1]) * 1024, "MemAvailable"))
+    except (OSError, ValueError, IndexError):
+        pass
+    room = _cgroup_room()
+    if room is not None:
+        found.append((room, "the cgroup's memory limit"))
+    return min(found) if found else None
+
+
+def _cgroup_room() -> int | None:
+    """The cgroup's memory limit less its usage (cgroup v2, else v1); None without a limit."""
+    for controller, limit_file, usage_file in (("", "memory.max", "memory.current"),
+                                               ("memory", "memory.limit_in_bytes",
+                                                "memory.usage_in_bytes")):
+        for folder in _cgroup_folders(controller):
+            try:
+                limit = (folder / limit_file).read_text().strip()
+                usage = int((folder / usage_file).read_text().strip())
+            except (OSError, ValueError):
+                continue
+            if limit.isdigit() and int(limit) < 1 << 60:  # v1 says "no limit" with ~2^63
+                return max(0, int(limit) - usage)
+    return None
+
+
+def _cgroup_folders(controller: str) -> list[Path]:
+    """The process's cgroup folders for ``controller`` ("" for cgroup v2), most specific first,
+    then the mount's root (which a container shows as its own cgroup)."""
+    root = Path("/sys/fs/cgroup") / controller
+    folders = []
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, names, path = line.split(":", 2)
+            if (controller == "" and names == "") or controller in names.split(","):
+                folders.append(root / path.lstrip("/"))
+    except (OSError, ValueError):
+        pass
+    return [*folders, root]
+
+
+def check_memory(vocab_size: int, dim: int, *, loss: str, window: int) -> None:
+    """Refuse, in one line, a run whose :func:`memory_need` exceeds :func:`available_memory`,
+    naming both and the flags that make the model smaller."""
+    have = available_memory()
+    need = memory_need(vocab_size, dim, loss=loss, window=window)
+    if have is None or need.total <= have[0]:
+        return
+    room, source = have
+    per_word = need.matrices / max(1, vocab_size) + need.tables / max(1, vocab_size)
+    fits = _round_down((room - need.batches) / per_word) if room > need.batches else 0
+    fix = f" ({spell('--max-vocab', fits)} would fit)" if fits >= 2 else ""
+    raise InputError(
+        f"this run needs about {need.total / GIB:.1f} GiB of memory ({vocab_size:,} words x "
+        f"{dim} dimensions: vectors {need.matrices / GIB:.1f} GiB, vocabulary tables "
+        f"{need.tables / GIB:.1f} GiB, batches {need.batches / GIB:.2f} GiB), more than the "
+        f"{room / GIB:.1f} GiB available ({source}); pass a smaller {spell('--dim')} or "
+        f"{spell('--max-vocab')}{fix}, or a larger {spell('--min-count')}")
+
+
+def _round_down(value: float) -> int:
+    """``value`` rounded down to two significant digits (a number to type)."""
+    if value < 1:
+        return 0
+    scale = 10 ** max(0, int(math.log10(value)) - 1)
+    return int(value // scale * scale)

@@ -30,6 +30,7 @@ from embedlab.run.provenance import started_step_revision, write_config_json, wr
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
+from embedlab.training.memory import check_memory
 from embedlab.training.state import TRAIN_STATE, TrainState
 from embedlab.training.warm_start import VOCAB_FILE, warm_start
 
@@ -77,6 +78,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
     vocab = prepared.vocab
     check_enough_tokens(prepared, cfg)
+    check_memory(len(vocab), cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window)
     keep = keep_probabilities(vocab.counts, cfg.model.sample)
     check_pairs_possible(prepared, cfg, keep)
     _check_probe_words(cfg, vocab)
