@@ -1,0 +1,141 @@
+"""Steps of M micro-batches: one micro-batch per step is the torch engine's own step, and N
+processes (gloo, real processes on 127.0.0.1) give the bits of one for every N dividing M."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from embedlab.data.pairs import Cursor  # noqa: E402
+from embedlab.engines.microbatch import MicroBatches, World  # noqa: E402
+from embedlab.engines.stepping import BatchByBatch, Schedule, StepRunner  # noqa: E402
+
+# the run every process trains: a stream, a torch engine, the steps of its epochs
+WORKER = r'''
+import hashlib, json, sys
+import numpy as np
+import torch
+from embedlab.data.pairs import Cursor
+from embedlab.engines.microbatch import MicroBatches, World
+from embedlab.engines.params import init_params
+from embedlab.engines.step import StepConfig
+from embedlab.engines.stepping import Schedule
+from embedlab.engines.torch import TorchEngine
+from embedlab.seeding import mt19937_rng
+from embedlab.testing import spec_batch_stream, zipf_ids
+
+def train(model, loss, micro, world, threads=1):
+    torch.set_num_threads(threads)
+    ids, ends = zipf_ids(4000, 60, 50, 3)
+    stream = spec_batch_stream(ids, ends, batch_size=32, group=8, window=2, noise_per_group=5,
+                               epochs=2, chunk_tokens=1024, pad_to=16)
+    params = init_params(60, 12, init="centered", nce=loss == "nce", rng=mt19937_rng(2, "init"))
+    params.w_out[:] = np.random.default_rng(0).normal(0, 0.1, params.w_out.shape)
+    log_kq = stream.noise.log_expected_count(5) if loss == "nce" else None
+    engine = TorchEngine(StepConfig(model, loss, 2, 5, 8, damping=8.0), params, log_kq,
+                         stream.rows)
+    schedule = Schedule(0.05, 1e-4, 2 * stream.n_tokens)
+    runner = MicroBatches(stream, engine._step, schedule, model, micro, world)
+    cursor, seen, losses = Cursor(), 0, []
+    while cursor.epoch < 2:
+        done = runner.run(cursor, seen, 1)
+        losses.append(float(done.losses[0]))
+        seen = cursor.epoch * stream.n_tokens + int(done.words_done[0])
+        cursor = done.cursor_after(0)
+    h = hashlib.sha256()
+    for a in engine.state_dict().values():
+        h.update(a.tobytes())
+    return {"sha": h.hexdigest(), "losses": losses}
+
+if __name__ == "__main__":
+    model, loss, micro, rank, size, store, out = sys.argv[1:8]
+    rank, size = int(rank), int(size)
+    if size > 1:  # rendezvous through a file; gloo then connects the ranks on 127.0.0.1
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank,
+                                world_size=size)
+    got = train(model, loss, int(micro), World(rank, size))
+    with open(out, "w") as f:
+        json.dump(got, f)
+    if size > 1:  # a process group left open aborts the interpreter's exit
+        dist.barrier()
+        dist.destroy_process_group()
+'''
+
+
+def _train(tmp: Path, model: str, loss: str, micro: int, size: int) -> list[dict[str, object]]:
+    """Train the worker's run on ``size`` processes; each rank's result."""
+    script, store = tmp / "worker.py", tmp / f"store-{size}"
+    script.write_text(WORKER)
+    store.unlink(missing_ok=True)
+    procs = [subprocess.Popen([sys.executable, str(script), model, loss, str(micro), str(r),
+                               str(size), str(store), str(tmp / f"{size}-{r}.json")],
+                              stderr=subprocess.PIPE, text=True) for r in range(size)]
+    try:
+        errors = [p.communicate(timeout=300)[1] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(p.returncode == 0 for p in procs), errors
+    return [json.loads((tmp / f"{size}-{r}.json").read_text()) for r in range(size)]
+
+
+@pytest.mark.parametrize(("model", "loss"), [("skipgram", "neg"), ("cbow", "nce")])
+def test_two_processes_give_the_bits_of_one(tmp_path: Path, model: str, loss: str) -> None:
+    one = _train(tmp_path, model, loss, 4, 1)[0]
+    two = _train(tmp_path, model, loss, 4, 2)
+    assert two[0] == two[1]  # identical replicas
+    assert two[0] == one  # and the bits of one process, every step's loss too
+    assert len(one["losses"]) > 10  # type: ignore[arg-type]
+
+
+def _runs(runner: StepRunner, steps: int) -> tuple[list[float], Cursor]:
+    cursor, seen, losses = Cursor(), 0, []
+    for _ in range(steps):
+        done = runner.run(cursor, seen, 1)
+        losses.append(float(done.losses[0]))
+        seen = cursor.epoch * 4000 + int(done.words_done[0])
+        cursor = done.cursor_after(0)
+    return losses, cursor
+
+
+def test_one_micro_batch_per_step_is_the_torch_engines_step() -> None:
+    from embedlab.engines.params import init_params
+    from embedlab.engines.step import StepConfig
+    from embedlab.engines.torch import TorchEngine
+    from embedlab.seeding import mt19937_rng
+    from embedlab.testing import spec_batch_stream, zipf_ids
+
+    ids, ends = zipf_ids(4000, 60, 50, 3)
+    engines, runners = [], []
+    for kind in ("plain", "micro"):
+        stream = spec_batch_stream(ids, ends, batch_size=32, group=8, window=2,
+                                   noise_per_group=5, epochs=1, chunk_tokens=1024, pad_to=16)
+        params = init_params(60, 12, init="centered", nce=False, rng=mt19937_rng(2, "init"))
+        engine = TorchEngine(StepConfig("skipgram", "neg", 2, 5, 8, damping=8.0), params, None,
+                             stream.rows)
+        schedule = Schedule(0.05, 1e-4, stream.n_tokens)
+        engines.append(engine)
+        runners.append(BatchByBatch(stream, engine, schedule, "skipgram") if kind == "plain"
+                       else MicroBatches(stream, engine._step, schedule, "skipgram", 1, World()))
+    plain, micro = (_runs(r, 20) for r in runners)
+    assert plain == micro
+    for a, b in zip(engines[0].state_dict().values(), engines[1].state_dict().values(),
+                    strict=True):
+        assert np.array_equal(a, b)
+    for r in runners:
+        r.close()
+
+
+def test_processes_must_divide_the_micro_batches() -> None:
+    with pytest.raises(ValueError, match="3 processes do not divide 4 micro-batches"):
+        MicroBatches(None, None, None, "skipgram", 4, World(0, 3))  # type: ignore[arg-type]
