@@ -66,16 +66,20 @@ def corpus_bytes(draw: st.DrawFn) -> bytes:
     return head + b"".join(draw(st.lists(st.sampled_from(_PARTS), max_size=60)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(files=st.lists(corpus_bytes(), min_size=1, max_size=3),
        compress=st.sampled_from(["", ".gz", ".bz2", ".xz"]), lowercase=st.booleans(),
        min_count=st.integers(1, 2), unk=st.sampled_from([None, "UNK"]),
-       piece=st.sampled_from([4, 9, 64, 1 << 20]))
+       piece=st.sampled_from([4, 9, 64, 1 << 20]),
+       max_distinct=st.sampled_from([10_000_000, 1, 2, 3, 6]))
 def test_native_folders_equal_the_python_readers(files: list[bytes], compress: str,
                                                  lowercase: bool, min_count: int,
-                                                 unk: str | None, piece: int) -> None:
+                                                 unk: str | None, piece: int,
+                                                 max_distinct: int) -> None:
+    """Also with pruning (small --max-distinct): the native reader counts in corpus order."""
     opener = {"": open, ".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}[compress]
-    options = {"lowercase": lowercase, "min_count": min_count, "unk": unk}
+    options = {"lowercase": lowercase, "min_count": min_count, "unk": unk,
+               "max_distinct": max_distinct}
     with tempfile.TemporaryDirectory() as d:
         source = Path(d) / "corpus"
         source.mkdir()
@@ -157,11 +161,11 @@ def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 _SIGTERM_CHILD = """
 import os, signal, sys
-from embedlab.data import corpus, native_tokenise
+from embedlab.data import corpus, native_tokenise, native_words
 from embedlab.data.preparing import prepare_into
 native_tokenise.MIN_BYTES = 0
 native_tokenise.PIECE_BYTES = corpus.PIECE_BYTES = 64
-fold, calls = native_tokenise._fold, []
+fold, calls = native_words._fold, []
 
 def fold_then_stop(*args, **kwargs):  # the threads are tokenising the next pieces
     calls.append(1)
@@ -169,7 +173,7 @@ def fold_then_stop(*args, **kwargs):  # the threads are tokenising the next piec
         os.kill(os.getpid(), signal.SIGTERM)
     return fold(*args, **kwargs)
 
-native_tokenise._fold = fold_then_stop
+native_words._fold = fold_then_stop
 prepare_into(sys.argv[1], sys.argv[2], min_count=1, progress=False, workers=2)
 """
 

@@ -1,14 +1,14 @@
-"""Reading a corpus with native code on several threads: the one-pass scan of
-:mod:`embedlab.data.token_ids` at C speed, with the same results as the Python reader.
+"""Reading a corpus with native code on several threads, with the same results as the Python
+reader: the pieces, their tokens, and the bindings of ``engines/_tokenise.c`` (the passes that
+use them are in :mod:`embedlab.data.native_words`).
 
 The corpus is read (and decompressed) here, in pieces of about :data:`PIECE_BYTES` that end at
 an ASCII whitespace byte, so no token and no UTF-8 sequence crosses two pieces. Threads tokenise
-the pieces independently (``tk_tokenise`` in ``engines/_tokenise.c``; ctypes lets go of the GIL
-during the call), and the main thread folds each piece's distinct tokens into the corpus's word
-table *in piece order*, so word ids, counts and files are the same for any number of threads.
-Python still computes the words of the few distinct tokens that need it: non-ASCII tokens under
-``--lowercase`` (``str.lower()``) and tokens with invalid UTF-8 (U+FFFD), once per distinct
-token. Anything the native path does not handle exactly — a token longer than
+the pieces independently (``tk_tokenise``; ctypes lets go of the GIL during the call), and
+:func:`in_order` hands the results on in reading order. Python still computes the words of the
+few distinct tokens that need it: non-ASCII tokens under ``--lowercase`` (``str.lower()``) and
+tokens with invalid UTF-8 (U+FFFD), once per distinct token of a piece (the one pass remembers
+them across pieces). Anything the native path does not handle exactly — a token longer than
 :data:`~embedlab.data.corpus.MAX_TOKEN_CHARS` bytes, a stretch of text without ASCII whitespace —
 raises :class:`Fallback`, and the caller reads the corpus with the Python reader instead.
 """
@@ -21,11 +21,11 @@ import functools
 import io
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +42,7 @@ PIECE_BYTES = 4 << 20
 #: a stretch of text this long without ASCII whitespace is left to the Python reader
 MAX_STRETCH = 64 << 20
 _ASCII_SPACES = tuple(bytes([b]) for b in (*range(0x09, 0x0E), *range(0x1C, 0x21)))
-_NO_WORD = np.uint32(0xFFFFFFFF)
+_T = TypeVar("_T")
 
 
 class Fallback(Exception):
@@ -77,17 +77,34 @@ def library() -> ctypes.CDLL | None:
     lib.tk_table_new.argtypes = []
     lib.tk_table_free.restype = None
     lib.tk_table_free.argtypes = [ptr]
-    lib.tk_table_size.restype = i64
-    lib.tk_table_size.argtypes = [ptr]
-    lib.tk_table_bytes.restype = i64
-    lib.tk_table_bytes.argtypes = [ptr]
-    lib.tk_table_export.restype = None
-    lib.tk_table_export.argtypes = [ptr, ptr, ptr]
-    lib.tk_known_aliases.restype = i64
-    lib.tk_known_aliases.argtypes = [ptr, ptr, ptr, ptr, ptr, i64, ptr]
-    lib.tk_merge.restype = int_
-    lib.tk_merge.argtypes = [ptr, ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]
+    _declare(lib)
     return lib
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    """The signatures of the word tables' functions (embedlab.data.native_words)."""
+    ptr, i64, int_, i32, u32 = (ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int32,
+                                ctypes.c_uint32)
+    signatures: dict[str, tuple[Any, list[Any]]] = {
+        "tk_words_new": (ptr, []), "tk_words_free": (None, [ptr]),
+        "tk_words_size": (i64, [ptr]), "tk_words_shards": (int_, []),
+        "tk_words_tables": (ptr, [ptr]),
+        "tk_words_known": (i64, [ptr, ptr, ptr, ptr, ptr, i64, ptr]),
+        "tk_words_fold": (int_, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]),
+        "tk_select": (i64, [ptr, int_, i64, ptr, i64, ptr]),
+        "tk_tsv_size": (i64, [ptr, int_, ptr, i64]),
+        "tk_tsv_write": (None, [ptr, int_, ptr, i64, ptr, ptr]),
+        "tk_id_bound": (i64, [ptr, int_]),
+        "tk_lookup_new": (ptr, [ptr, int_, ptr, i64, u32]),
+        "tk_lookup": (None, [ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i32, ptr]),
+        "tk_encode": (None, [ptr, i64, ptr, ptr, i64, ptr, ptr, ptr]),
+        "tk_counter_new": (ptr, [i64]), "tk_counter_free": (None, [ptr]),
+        "tk_counter_tables": (ptr, [ptr]), "tk_counter_stats": (None, [ptr, ptr]),
+        "tk_count": (int_, [ptr, ptr, i64, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
 
 
 def usable(files: list[Path]) -> bool:
@@ -214,21 +231,21 @@ def tokenise(lib: ctypes.CDLL, piece: Piece, lowercase: bool) -> Tokenised:
                      int(out[4]), int(out[5]), bool(out[6]), int(out[7]))
 
 
-def _in_order(lib: ctypes.CDLL, pieces: Iterator[Piece], lowercase: bool,
-              workers: int) -> Iterator[Tokenised]:
-    """Tokenised pieces in reading order, ``workers`` threads at a time. An error while reading
-    is raised after the pieces before it are handed on (one of them may need the Python
-    reader, which then reports the first problem as it always does)."""
+def in_order(pieces: Iterator[Piece], work: Callable[[Piece], _T],
+             workers: int) -> Generator[_T, None, None]:
+    """``work(piece)`` of each piece, in reading order, ``workers`` threads at a time. An error
+    while reading is raised after the pieces before it are handed on (one of them may need the
+    Python reader, which then reports the first problem as it always does)."""
     if workers <= 1:
         for piece in pieces:
-            yield tokenise(lib, piece, lowercase)
+            yield work(piece)
         return
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tokenise") as pool:
-        pending: deque[Future[Tokenised]] = deque()
+        pending: deque[Future[_T]] = deque()
         try:
             try:
                 for piece in pieces:
-                    pending.append(pool.submit(tokenise, lib, piece, lowercase))
+                    pending.append(pool.submit(work, piece))
                     if len(pending) > workers:
                         yield pending.popleft().result()
             except Exception:
@@ -241,32 +258,13 @@ def _in_order(lib: ctypes.CDLL, pieces: Iterator[Piece], lowercase: bool,
             for future in pending:
                 future.cancel()
 
-# ---- folding pieces into the corpus's words ----------------------------------------------------
-class _Tables:
-    """The corpus's words (bytes -> id, in order of first appearance, with counts) and the
-    flagged tokens already seen (bytes -> word id), held in C memory until :meth:`close`."""
 
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        self.lib = lib
-        self.words, self.aliases = lib.tk_table_new(), lib.tk_table_new()
-        if not self.words or not self.aliases:
-            self.close()
-            raise MemoryError("out of memory for the corpus's word table")
-
-    def close(self) -> None:
-        for table in (self.words, self.aliases):
-            if table:
-                self.lib.tk_table_free(table)
-        self.words = self.aliases = None
-
-    def words_and_counts(self) -> tuple[list[str], npt.NDArray[np.int64]]:
-        n = self.lib.tk_table_size(self.words)
-        lines = np.empty(self.lib.tk_table_bytes(self.words) + n, np.uint8)
-        counts = np.empty(n, np.int64)
-        self.lib.tk_table_export(self.words, _addr(lines), _addr(counts))
-        words = lines.tobytes().decode("utf-8").split("\n")
-        words.pop()  # after the last word's '\n'
-        return words, counts
+def checked(t: Tokenised) -> Tokenised:
+    """``t``, or :class:`Fallback` when a token is longer than the Python reader allows (it
+    then reports it)."""
+    if t.longest > corpus.MAX_TOKEN_CHARS:
+        raise Fallback
+    return t
 
 
 def _word(raw: bytes, lowercase: bool) -> bytes:
@@ -275,67 +273,49 @@ def _word(raw: bytes, lowercase: bool) -> bytes:
     return (text.lower() if lowercase else text).encode("utf-8")
 
 
-def _fold(tables: _Tables, t: Tokenised, lowercase: bool,
-          limit: int) -> npt.NDArray[np.uint32] | None:
-    """Word ids of the piece's types (None: more than ``limit`` distinct words)."""
-    lib, buf, ntypes = tables.lib, t.piece.buf, len(t.type_off)
-    word = np.empty(ntypes, np.uint32)
-    common = (_addr(buf), _addr(t.type_off), _addr(t.type_len), _addr(t.type_flag))
-    left = lib.tk_known_aliases(tables.aliases, *common, ntypes, _addr(word))
-    canon, canon_off = np.zeros(1, np.uint8), np.zeros(ntypes + 1, np.int64)
-    if left:
-        todo = np.flatnonzero((t.type_flag != 0) & (word == _NO_WORD))
-        view = memoryview(buf)  # type: ignore[arg-type]
-        made = [_word(bytes(view[a:a + n]), lowercase)
-                for a, n in zip(t.type_off[todo].tolist(), t.type_len[todo].tolist(),
-                                strict=True)]
-        lengths = np.zeros(ntypes, np.int64)
-        lengths[todo] = [len(w) for w in made]
-        np.cumsum(lengths, out=canon_off[1:])
-        canon = np.frombuffer(b"".join(made) + b"\0", np.uint8)
-    rc = lib.tk_merge(tables.words, tables.aliases, *common[:3], common[3],
-                      _addr(t.type_count), _addr(t.type_hash), ntypes, _addr(canon),
-                      _addr(canon_off), limit,
-                      _addr(word))
-    if rc < 0:
-        raise MemoryError("out of memory for the corpus's word table")
-    return None if rc else word
+def flagged_words(t: Tokenised, lowercase: bool, todo: npt.NDArray[np.intp] | None = None,
+                  ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """The words of the flagged types ``todo`` (default: all) as the C functions take them:
+    type i's word is ``canon[canon_off[i]:canon_off[i + 1]]``."""
+    ntypes = len(t.type_off)
+    if todo is None:
+        todo = np.flatnonzero(t.type_flag)
+    canon_off = np.zeros(ntypes + 1, np.int64)
+    if not len(todo):
+        return np.zeros(1, np.uint8), canon_off
+    view = memoryview(t.piece.buf)  # type: ignore[arg-type]
+    made = [_word(bytes(view[a:a + n]), lowercase)
+            for a, n in zip(t.type_off[todo].tolist(), t.type_len[todo].tolist(), strict=True)]
+    lengths = np.zeros(ntypes, np.int64)
+    lengths[todo] = [len(w) for w in made]
+    np.cumsum(lengths, out=canon_off[1:])
+    return np.frombuffer(b"".join(made) + b"\0", np.uint8), canon_off
 
 
-def scan(files: list[Path], lowercase: bool, max_distinct: int, ids_file: IO[bytes],
-         ends_file: IO[bytes], stats: ReadStats, progress: Callable[[int], None],
-         workers: int, write: Callable[[IO[bytes], npt.NDArray[Any]], None],
-         ) -> tuple[list[str], npt.NDArray[np.int64]] | None:
-    """Write each token's first-seen word id to ``ids_file`` and the raw sentence ends to
-    ``ends_file`` (as :func:`embedlab.data.token_ids.scan` does) and return the words in id
-    order with their counts; None when there are more than ``max_distinct`` distinct words.
-    Raises :class:`Fallback` for input that needs the Python reader."""
-    lib = library()
-    if lib is None:
-        raise Fallback
-    tables = _Tables(lib)
-    try:
-        position, open_line = 0, False
-        for t in _in_order(lib, read_pieces(files, stats, progress), lowercase, workers):
-            if t.longest > corpus.MAX_TOKEN_CHARS:
-                raise Fallback
-            word = _fold(tables, t, lowercase, max_distinct)
-            if word is None:
-                return None
-            write(ids_file, word[t.ids].astype("<u4", copy=False))
-            ends = t.ends.astype(np.int64) + position
-            if open_line and t.has_newline and t.lead == 0:  # the line began in a piece before
-                ends = np.concatenate([[position], ends])
-            n = len(t.ids)
-            open_line = t.tail > 0 if t.has_newline else open_line or n > 0
-            position += n
-            if t.piece.last and open_line:  # a file's end ends its last line
-                ends = np.concatenate([ends, [position]])
-                open_line = False
-            write(ends_file, ends.astype("<i8", copy=False))
-            stats.tokens += n
-            stats.invalid_utf8 += t.invalid
-            stats.sentences += len(ends)
-        return tables.words_and_counts()
-    finally:
-        tables.close()
+class Lines:
+    """Sentence ends across pieces, in positions of the token stream: a line may begin in one
+    piece and end in a later one, and a file's end ends its last line."""
+
+    def __init__(self) -> None:
+        self.position, self.open_line = 0, False
+
+    def ends(self, t: Tokenised, local: npt.NDArray[np.int64], kept: int,
+             ) -> npt.NDArray[np.int64]:
+        """The piece's ends, relative to its start: ``local`` are its line ends (t.ends) in
+        the positions wanted, ``kept`` is the piece's length in them."""
+        n = len(t.ids)
+        parts = [local]
+        if self.open_line and t.has_newline and t.lead == 0:  # the line began in a piece before
+            parts.insert(0, np.zeros(1, np.int64))
+        self.open_line = t.tail > 0 if t.has_newline else self.open_line or n > 0
+        self.position += n
+        if t.piece.last and self.open_line:
+            parts.append(np.array([kept], np.int64))
+            self.open_line = False
+        return np.concatenate(parts) if len(parts) > 1 else local
+
+
+def add_stats(stats: ReadStats, t: Tokenised, sentences: int) -> None:
+    stats.tokens += len(t.ids)
+    stats.invalid_utf8 += t.invalid
+    stats.sentences += sentences

@@ -25,6 +25,7 @@ from embedlab import __version__
 from embedlab.config import DataConfig
 from embedlab.data import native_tokenise, sentences, token_ids
 from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, list_files
+from embedlab.data.native_words import Encoded
 from embedlab.data.prepared import (
     ENDS_FILE,
     FORMAT,
@@ -37,7 +38,7 @@ from embedlab.data.prepared import (
     is_prepared,
     write_meta,
 )
-from embedlab.data.vocab import WordCounter, build
+from embedlab.data.vocab import PruneInfo
 from embedlab.errors import InputError, warn
 from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
 
@@ -80,8 +81,8 @@ def prepare_into(
     """:func:`prepare` without opening the result (the child of
     :mod:`embedlab.data.tokenise_child` hands the folder over without reading it).
 
-    One pass over the corpus (:class:`embedlab.data.token_ids.Scan`) unless it has more than
-    ``max_distinct`` distinct words; then two: count with word2vec-style pruning (bounded
+    One pass over the corpus (:func:`embedlab.data.token_ids.count`) unless it has more than
+    ``max_distinct`` distinct words; then two more: count with word2vec-style pruning (bounded
     memory), then encode.
     """
     label = os.fspath(corpus)
@@ -116,29 +117,19 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         source = _resolve_source(label, tmp / ".source", progress)
         check_not_inside(out, source, run_dir)
         files = list_files(source)
-        # one pass when every distinct word fits in --max-distinct; else word2vec-style
-        # pruning while counting, then a second pass to encode
-        scan = token_ids.scan(source, lowercase, max_distinct, tmp, progress, workers)
-        if scan is not None:  # nothing was pruned: the counter only carries the totals
-            counter, stats = WordCounter(max_distinct=max_distinct), scan.stats
-            counter.total = stats.tokens
-        else:
-            counter, stats = token_ids.count_words(source, lowercase, max_distinct, progress)
-        if stats.tokens == 0:
-            raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
-                             "whitespace-separated words")
-        if counter.prune.times and not any(c >= min_count for w, c in counter.counts.items()
-                                           if w != unk):
-            raise InputError(_pruned_away(counter, min_count))
-        vocab = scan.build_vocab(min_count, max_vocab, unk) if scan is not None else \
-            build(counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
-                  total=counter.total)
-        encoded = scan.encode(vocab, tmp) if scan is not None else \
-            token_ids.encode(source, vocab, lowercase, tmp, progress, stats)
-        vocab = encoded.vocab
-        vocab.save_tsv(tmp / VOCAB_FILE)
+        counts = token_ids.count(source, lowercase, max_distinct, tmp, progress, workers)
+        try:
+            stats, prune = counts.stats, counts.prune
+            if stats.tokens == 0:
+                raise InputError(f"corpus {label} holds no tokens; pass a corpus with "
+                                 "whitespace-separated words")
+            if prune.times and not counts.kept_any(min_count, unk):
+                raise InputError(_pruned_away(prune, max_distinct, stats.tokens, min_count))
+            encoded = counts.finish(min_count, max_vocab, unk, tmp)
+        finally:
+            counts.close()
         meta = _meta(label, source, files, lowercase, min_count, max_vocab, unk, max_distinct,
-                     stats, counter, encoded)
+                     stats, prune, encoded)
         write_meta(tmp / META_FILE, meta)
         shutil.rmtree(tmp / ".source", ignore_errors=True)
         _fsync_files(tmp)
@@ -149,7 +140,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         if isinstance(exc, OSError) and (exc.errno is None or exc.errno in _WRITE_PROBLEMS):
             raise _write_failed(out, exc) from None
         raise
-    _warn_about(label, stats, counter)
+    _warn_about(label, stats, prune, max_distinct)
 
 
 #: errors of a write into the temporary folder that the user fixes by freeing space or by
@@ -219,14 +210,13 @@ def _sweep_orphans(out: Path) -> None:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def _pruned_away(counter: WordCounter, min_count: int) -> str:
+def _pruned_away(p: PruneInfo, limit: int, total: int, min_count: int) -> str:
     """The error for a vocabulary emptied by pruning: the counts left are too low to show
     (build's "the most frequent occurs N times; lower --min-count" would blame --min-count)."""
-    p, limit = counter.prune, counter.max_distinct
     bigger = DataConfig().max_distinct if limit < DataConfig().max_distinct else limit * 10
     return (f"no word occurs at least --min-count {min_count} times in the counts left after "
             f"pruning to --max-distinct {limit:,} (pruning dropped {p.dropped_tokens:,} of "
-            f"{counter.total:,} occurrences, so the counts are lower bounds); raise "
+            f"{total:,} occurrences, so the counts are lower bounds); raise "
             f"--max-distinct, e.g. --max-distinct {bigger}")
 
 
@@ -272,7 +262,7 @@ def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
 
 def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_count: int,
           max_vocab: int | None, unk: str | None, max_distinct: int, stats: ReadStats,
-          counter: WordCounter, encoded: token_ids.Encoded) -> dict[str, Any]:
+          prune: PruneInfo, encoded: Encoded) -> dict[str, Any]:
     demo, in_memory = label == "demo", sentences.is_label(label)
     return {
         "format": FORMAT,
@@ -294,9 +284,9 @@ def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_coun
         "raw_tokens": stats.tokens,
         "tokens": encoded.tokens,
         "sentences": encoded.sentences,
-        "vocab_size": len(encoded.vocab),
+        "vocab_size": encoded.vocab_size,
         "invalid_utf8": stats.invalid_utf8,
-        "pruned": counter.prune.to_dict() if counter.prune.times else None,
+        "pruned": prune.to_dict() if prune.times else None,
     }
 
 
@@ -307,13 +297,12 @@ def _fsync_files(folder: Path) -> None:
                 os.fsync(f.fileno())
 
 
-def _warn_about(label: str, stats: ReadStats, counter: WordCounter) -> None:
+def _warn_about(label: str, stats: ReadStats, p: PruneInfo, max_distinct: int) -> None:
     if stats.invalid_utf8:
         warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label} with U+FFFD; "
              "re-encode the corpus as UTF-8 if that is wrong")
-    if counter.prune.times:
-        p = counter.prune
-        warn(f"more than --max-distinct {counter.max_distinct:,} distinct words: pruned rare "
+    if p.times:
+        warn(f"more than --max-distinct {max_distinct:,} distinct words: pruned rare "
              f"words {p.times} time(s) while counting (up to count {p.threshold}; "
              f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate; raise "
              "--max-distinct for exact counts")

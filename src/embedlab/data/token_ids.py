@@ -1,10 +1,12 @@
 """Corpus text to token-id files: the reading passes of the preparation pipeline.
 
-:func:`scan` reads the corpus once, giving each token its *first-seen* id on disk, and
-:meth:`Scan.encode` maps those to vocabulary ids; where the corpus has more distinct words than
-``--max-distinct``, :func:`count_words` counts with word2vec-style pruning (bounded memory) and
-:func:`encode` reads the corpus a second time. Both ways write the same ``ids.u32`` and
-``sentences.i64`` bytes (see :mod:`embedlab.data.prepared` for the format).
+:func:`count` reads the corpus once (:func:`scan`), giving each token its *first-seen* id on
+disk, and the result's ``finish`` maps those to vocabulary ids and writes the folder's files;
+where the corpus has more distinct words than ``--max-distinct``, it counts with word2vec-style
+pruning (bounded memory) and ``finish`` reads the corpus a second time. Corpora of 1 MiB or
+more take the native reader's passes (:mod:`embedlab.data.native_words`), smaller ones (and
+input the native reader leaves to Python) the Python reader's below; every way writes the same
+``ids.u32``, ``sentences.i64`` and ``vocab.tsv`` bytes (see :mod:`embedlab.data.prepared`).
 """
 
 from __future__ import annotations
@@ -13,19 +15,19 @@ import array
 import contextlib
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 from tqdm import tqdm
 
-from embedlab.data import native_tokenise
+from embedlab.data import native_tokenise, native_words
 from embedlab.data.corpus import ReadStats, iter_blocks, list_files
-from embedlab.data.prepared import ENDS_FILE, IDS_FILE, file_chunks, map_file
-from embedlab.data.vocab import Vocab, WordCounter, build_from_arrays
+from embedlab.data.native_words import Encoded
+from embedlab.data.prepared import ENDS_FILE, IDS_FILE, VOCAB_FILE, file_chunks, map_file
+from embedlab.data.vocab import PruneInfo, Vocab, WordCounter, build, build_from_arrays
 from embedlab.errors import InputError
 
 _FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
@@ -45,23 +47,35 @@ class Scan:
     Counting with ``Counter`` and then encoding in a second read costs two tokenisations and two
     hash lookups per token in Python. Here each token is looked up once, by a C loop over the
     block, in a dict that hands a new word the next free id (:class:`_FirstSeen`); the ids go to a
-    uint32 file, and counting is a ``bincount`` over that file (the native reader,
-    :mod:`embedlab.data.native_tokenise`, counts while it reads and passes ``counts``);
+    uint32 file, and counting is a ``bincount`` over that file;
     :meth:`encode` maps first-seen ids to vocabulary ids in numpy. The result is byte for byte
     what count-then-encode writes (tested); only the pruning case (more distinct words than
-    ``--max-distinct``) still needs the two-pass path, because pruning changes the counts while
+    ``--max-distinct``) still needs two passes, because pruning changes the counts while
     reading.
     """
 
-    def __init__(self, words: list[str], ids_path: Path, ends_path: Path, stats: ReadStats,
-                 counts: npt.NDArray[np.int64] | None = None) -> None:
+    def __init__(self, words: list[str], ids_path: Path, ends_path: Path,
+                 stats: ReadStats) -> None:
         self.words, self.ids_path, self.ends_path, self.stats = words, ids_path, ends_path, stats
-        if counts is None:
-            counts = np.zeros(len(words), dtype=np.int64)
-            for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
-                counts += np.bincount(chunk, minlength=len(words))
+        counts = np.zeros(len(words), dtype=np.int64)
+        for chunk in file_chunks(self.ids_path, np.dtype("<u4")):
+            counts += np.bincount(chunk, minlength=len(words))
         self.counts = counts
+        self.prune = PruneInfo()
         self._kept: npt.NDArray[np.intp] | None = None  # set by build_vocab
+
+    def close(self) -> None:
+        """Nothing to let go of (the scratch files are in the temporary folder)."""
+
+    def kept_any(self, min_count: int, unk: str | None) -> bool:
+        """Whether a word other than ``unk`` is counted at least ``min_count`` times."""
+        return any(c >= min_count for w, c in zip(self.words, self.counts.tolist(), strict=True)
+                   if w != unk)
+
+    def finish(self, min_count: int, max_vocab: int | None, unk: str | None,
+               tmp: Path) -> Encoded:
+        """Select the vocabulary, write the folder's ids, ends and ``vocab.tsv`` into ``tmp``."""
+        return _saved(self.encode(self.build_vocab(min_count, max_vocab, unk), tmp), tmp)
 
     def build_vocab(self, min_count: int, max_vocab: int | None, unk: str | None) -> Vocab:
         """The vocabulary of the counts (:func:`embedlab.data.vocab.build_from_arrays`)."""
@@ -70,7 +84,7 @@ class Scan:
                                               total=self.stats.tokens)
         return vocab
 
-    def encode(self, vocab: Vocab, tmp: Path) -> Encoded:
+    def encode(self, vocab: Vocab, tmp: Path) -> tuple[Vocab, int, int]:
         """Write ``vocab``'s ids of the corpus into ``tmp``; the scan's own files go."""
         # first-seen id -> vocabulary id, or -1 (dropped) / 0 (UNK) for out-of-vocabulary words
         missing = 0 if vocab.unk is not None else -1
@@ -120,10 +134,10 @@ class _TooManyWords(Exception):
 
 
 def scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path, progress: bool,
-         workers: int = 1) -> Scan | None:
+         workers: int = 1) -> Scan | native_words.ScanResult | None:
     """Read the corpus once (see :class:`Scan`); None when it has > ``max_distinct`` words.
 
-    With a C compiler, ``workers`` threads tokenise (:mod:`embedlab.data.native_tokenise`);
+    With a C compiler, ``workers`` threads tokenise (:mod:`embedlab.data.native_words`);
     the files are the same for any number of them, and the same as the Python reader's.
     """
     ids_path, ends_path = tmp / ".first-ids.u32", tmp / ".raw-ends.i64"
@@ -165,25 +179,20 @@ def scan(source: Path, lowercase: bool, max_distinct: int, tmp: Path, progress: 
 
 
 def _native_scan(source: Path, lowercase: bool, max_distinct: int, ids_path: Path,
-                 ends_path: Path, progress: bool, workers: int) -> Scan | None:
+                 ends_path: Path, progress: bool, workers: int) -> native_words.ScanResult | None:
     stats = ReadStats()
     with open(ids_path, "wb") as ids_file, open(ends_path, "wb") as ends_file, \
             _bar(source, "reading", progress) as bar:
-        found = native_tokenise.scan(list_files(source), lowercase, max_distinct, ids_file,
-                                     ends_file, stats, bar.update, workers, _write_array)
-    if found is None:
+        words = native_words.scan(list_files(source), lowercase, max_distinct, ids_file,
+                                  ends_file, stats, bar.update, workers)
+    if words is None:
         ids_path.unlink()
         ends_path.unlink()
         return None
-    words, counts = found
-    return Scan(words, ids_path, ends_path, stats, counts)
+    return native_words.ScanResult(words, ids_path, ends_path, stats, workers)
 
 
-def _write_array(f: IO[bytes], arr: npt.NDArray[Any]) -> None:
-    """Append ``arr``'s bytes to ``f``. Not ``ndarray.tofile``: on a full disk that raises
-    ``OSError("N requested and 0 written")`` with no errno, so the cause cannot be told;
-    a file's own write raises ENOSPC (and is as fast: one write of the whole buffer)."""
-    f.write(np.ascontiguousarray(arr).data)
+_write_array = native_words.write_array
 
 
 def count_words(source: Path, lowercase: bool, max_distinct: int,
@@ -196,15 +205,6 @@ def count_words(source: Path, lowercase: bool, max_distinct: int,
                                      progress=bar.update):
             counter.update(tokens)
     return counter, stats
-
-
-@dataclass(frozen=True)
-class Encoded:
-    """What an encoding pass wrote: the ids of ``tokens`` tokens in ``sentences`` sentences."""
-
-    vocab: Vocab  # with UNK's count made exact
-    tokens: int
-    sentences: int
 
 
 class _IdWriter:
@@ -227,13 +227,14 @@ class _IdWriter:
         self.write(np.array(self.buf, dtype=np.int64), np.array(self.raw_ends, dtype=np.int64))
         self.buf, self.raw_ends = [], []
 
-    def result(self, vocab: Vocab) -> Encoded:
-        """What was written, with UNK's count made exact (the tokens that got id 0)."""
+    def result(self, vocab: Vocab) -> tuple[Vocab, int, int]:
+        """``vocab`` with UNK's count made exact (the tokens that got id 0), the ids and the
+        sentences written."""
         if vocab.unk is not None:
             counts = vocab.counts.copy()
             counts[0] = self.zeros
             vocab = Vocab(vocab.words, counts, vocab.unk)
-        return Encoded(vocab, self.kept, self.sentences)
+        return vocab, self.kept, self.sentences
 
     def write(self, arr: npt.NDArray[np.int64], raw_ends: npt.NDArray[np.int64]) -> None:
         """Write ids (< 0 = dropped) and the sentence ends inside them (exclusive, relative)."""
@@ -252,7 +253,7 @@ class _IdWriter:
 
 
 def encode(source: Path, vocab: Vocab, lowercase: bool, tmp: Path, progress: bool,
-           counted: ReadStats) -> Encoded:
+           counted: ReadStats) -> tuple[Vocab, int, int]:
     """The second of the two passes: write ``vocab``'s ids of the corpus into ``tmp``.
 
     ``counted``: what the counting pass read; a different token count means the corpus changed
@@ -276,3 +277,92 @@ def encode(source: Path, vocab: Vocab, lowercase: bool, tmp: Path, progress: boo
         raise InputError(f"the corpus changed while it was being prepared ({counted.tokens:,} "
                          f"tokens, then {stats.tokens:,}); run 'embedlab prepare' again")
     return writer.result(vocab)
+
+
+def _saved(encoded: tuple[Vocab, int, int], tmp: Path) -> Encoded:
+    vocab, tokens, sentences = encoded
+    vocab.save_tsv(tmp / VOCAB_FILE)
+    return Encoded(len(vocab), tokens, sentences)
+
+
+class _Pruned:
+    """The Python reader's counts pruned word2vec-style; :meth:`finish` reads the corpus again."""
+
+    def __init__(self, source: Path, lowercase: bool, max_distinct: int, progress: bool) -> None:
+        self.source, self.lowercase, self.progress = source, lowercase, progress
+        self.counter, self.stats = count_words(source, lowercase, max_distinct, progress)
+        self.prune = self.counter.prune
+
+    def close(self) -> None:
+        """Nothing to let go of."""
+
+    def kept_any(self, min_count: int, unk: str | None) -> bool:
+        return any(c >= min_count for w, c in self.counter.counts.items() if w != unk)
+
+    def finish(self, min_count: int, max_vocab: int | None, unk: str | None,
+               tmp: Path) -> Encoded:
+        vocab = build(self.counter.counts, min_count=min_count, max_vocab=max_vocab, unk=unk,
+                      total=self.counter.total)
+        return _saved(encode(self.source, vocab, self.lowercase, tmp, self.progress, self.stats),
+                      tmp)
+
+
+class _NativePruned:
+    """:class:`embedlab.data.native_words.Counted` with its progress bars."""
+
+    def __init__(self, source: Path, lowercase: bool, max_distinct: int, progress: bool,
+                 workers: int) -> None:
+        lib = native_tokenise.library()
+        assert lib is not None
+        self.source, self.progress = source, progress
+        self.counted = native_words.Counted(lib, list_files(source), lowercase, max_distinct,
+                                            workers)
+        try:
+            with _bar(source, "counting", progress) as bar:
+                self.counted.count(bar.update)
+        except BaseException:
+            self.counted.close()
+            raise
+        self.stats, self.prune = self.counted.stats, self.counted.prune
+
+    def close(self) -> None:
+        self.counted.close()
+
+    def kept_any(self, min_count: int, unk: str | None) -> bool:
+        return self.counted.kept_any(min_count, unk)
+
+    def finish(self, min_count: int, max_vocab: int | None, unk: str | None,
+               tmp: Path) -> Encoded:
+        with _bar(self.source, "encoding", self.progress) as bar:
+            return self.counted.finish(min_count, max_vocab, unk, tmp, bar.update)
+
+
+class Counts(Protocol):
+    """What :func:`count` found: ``stats`` (what reading found), ``prune``, and ``finish``,
+    which selects the vocabulary and writes the folder's files."""
+
+    stats: ReadStats
+    prune: PruneInfo
+
+    def close(self) -> None: ...
+
+    def kept_any(self, min_count: int, unk: str | None) -> bool: ...
+
+    def finish(self, min_count: int, max_vocab: int | None, unk: str | None,
+               tmp: Path) -> Encoded: ...
+
+
+def count(source: Path, lowercase: bool, max_distinct: int, tmp: Path, progress: bool,
+          workers: int) -> Counts:
+    """Read the corpus once (:func:`scan`); when it has more than ``max_distinct`` distinct
+    words, count it again with word2vec-style pruning (bounded memory). Call ``close`` on the
+    result."""
+    found = scan(source, lowercase, max_distinct, tmp, progress, workers)
+    if found is not None:
+        return found
+    if native_tokenise.usable(list_files(source)):
+        try:
+            return _NativePruned(source, lowercase, max_distinct, progress, workers)
+        except native_tokenise.Fallback:
+            pass  # the Python reader below reads it, and reports any problem as it always does
+    return _Pruned(source, lowercase, max_distinct, progress)

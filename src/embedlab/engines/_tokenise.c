@@ -14,8 +14,9 @@
  * its word once per distinct token.
  *
  * A table (tk_table_*) maps the bytes of words to ids in order of insertion and sums their
- * counts; tk_merge() folds a piece's types into the corpus's tables, in piece order, so the ids
- * and counts do not depend on how many threads tokenised the pieces.
+ * counts. tk_words_fold() folds a piece's types into the corpus's words, a table in shards that
+ * all threads fold into at once; tk_select() and tk_tsv_write() sort and write the vocabulary;
+ * tk_encode() maps token ids to vocabulary ids; tk_count() counts with word2vec's pruning.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -226,7 +227,7 @@ typedef struct {
     int64_t offset; /* into bytes */
     int64_t count;
     uint32_t len;
-    uint32_t value; /* what the word maps to (tk_merge's aliases: a word id) */
+    uint32_t value; /* what the word maps to: a word id (aliases), a vocabulary id (lookups) */
 } tk_entry;
 
 typedef struct {
@@ -259,21 +260,6 @@ tk_table *tk_table_new(void) {
         return NULL;
     }
     return t;
-}
-
-int64_t tk_table_size(const tk_table *t) { return t->n; }
-int64_t tk_table_bytes(const tk_table *t) { return t->nbytes; }
-
-/* the words, each followed by '\n' (no word holds one: it is whitespace), and their counts,
- * into arrays the caller sized (tk_table_bytes + tk_table_size bytes) */
-void tk_table_export(const tk_table *t, uint8_t *lines, int64_t *count) {
-    for (int64_t i = 0; i < t->n; i++) {
-        const tk_entry *e = &t->entry[i];
-        memcpy(lines, t->bytes + e->offset, e->len);
-        lines[e->len] = '\n';
-        lines += e->len + 1;
-        count[i] = e->count;
-    }
 }
 
 static inline uint64_t tk_slot(uint64_t h, int64_t id) {
@@ -347,26 +333,13 @@ static int64_t tk_table_find(tk_table *t, const uint8_t *p, uint32_t len, int in
     return tk_table_find_h(t, p, len, tk_hash(p, len), insert, added);
 }
 
-/* Start loading the slot of the type AHEAD places on, and the entry of the one half as far:
- * a large table's lookups are cache misses, and this overlaps them. */
-#define TK_AHEAD 16
-static inline void tk_prefetch(const tk_table *t, const uint64_t *hashes, int64_t i, int64_t n) {
-    if (i + TK_AHEAD < n) __builtin_prefetch(&t->slots[hashes[i + TK_AHEAD] & t->mask]);
-    if (i + TK_AHEAD / 2 < n) {
-        uint64_t slot = t->slots[hashes[i + TK_AHEAD / 2] & t->mask];
-        if (slot) {
-            const tk_entry *e = &t->entry[(slot & 0xFFFFFFFFull) - 1];
-            __builtin_prefetch(e);
-            __builtin_prefetch(t->bytes + e->offset);
-        }
-    }
-}
+#define TK_AHEAD 16 /* lookups ahead whose slot is prefetched */
 
 /* Flagged types already seen in an earlier piece: word[i] = their word id; the others get
  * UINT32_MAX (Python computes their words). Returns how many are left to Python. */
-int64_t tk_known_aliases(tk_table *aliases, const uint8_t *buf, const uint32_t *type_off,
-                         const uint32_t *type_len, const uint8_t *type_flag, int64_t ntypes,
-                         uint32_t *word) {
+static int64_t tk_known_aliases(tk_table *aliases, const uint8_t *buf,
+                                const uint32_t *type_off, const uint32_t *type_len,
+                                const uint8_t *type_flag, int64_t ntypes, uint32_t *word) {
     int64_t left = 0;
     for (int64_t i = 0; i < ntypes; i++) {
         word[i] = UINT32_MAX;
@@ -379,39 +352,437 @@ int64_t tk_known_aliases(tk_table *aliases, const uint8_t *buf, const uint32_t *
     return left;
 }
 
-/* Fold a piece's types into the tables, in type order: word[i] becomes the word id of type i
- * (hashes: tk_tokenise's).
- * An unflagged type is its own word; a flagged one not yet known (word[i] == UINT32_MAX) has
- * its word at canon[canon_off[i]:canon_off[i + 1]] and is remembered in aliases. Returns 0; 1
- * when the words table grew beyond limit (the remaining types are not folded); -1 when memory
- * ran out. */
-int tk_merge(tk_table *words, tk_table *aliases, const uint8_t *buf, const uint32_t *type_off,
-             const uint32_t *type_len, const uint8_t *type_flag, const uint32_t *type_count,
-             const uint64_t *hashes, int64_t ntypes, const uint8_t *canon,
-             const int64_t *canon_off, int64_t limit, uint32_t *word) {
-    int rc = 0;
-    for (int64_t i = 0; i < ntypes; i++) {
-        tk_prefetch(words, hashes, i, ntypes);
-        int added = 0;
-        int64_t w;
-        if (!type_flag[i]) {
-            w = tk_table_find_h(words, buf + type_off[i], type_len[i], hashes[i], 1, &added);
-        } else if (word[i] != UINT32_MAX) {
-            w = word[i];
-        } else {
-            w = tk_table_find(words, canon + canon_off[i],
-                              (uint32_t)(canon_off[i + 1] - canon_off[i]), 1, &added);
-            if (w >= 0) {
-                int a_added = 0;
-                int64_t a = tk_table_find(aliases, buf + type_off[i], type_len[i], 1, &a_added);
-                if (a < 0) { rc = -1; break; }
-                aliases->entry[a].value = (uint32_t)w;
-            }
-        }
-        if (w < 0) { rc = -1; break; }
-        if (added && words->n > limit) { rc = 1; break; }
-        words->entry[w].count += type_count[i];
-        word[i] = (uint32_t)w;
+/* ---- the corpus's words, folded by every thread at once ----------------------------------- */
+/* TK_SHARDS tables, a word's shard picked by its hash's top bits, each behind its own lock, so
+ * threads fold their pieces' types at the same time. A word's id is its index in its shard
+ * times TK_SHARDS plus the shard: ids never move once given. Which thread gives a word its id
+ * first depends on timing, so the ids (scratch values) may differ between runs; the counts and
+ * the word each token maps to do not, and everything written is derived from those. */
+#include <pthread.h>
+#define TK_SHARD_BITS 6
+#define TK_SHARDS (1 << TK_SHARD_BITS)
+
+typedef struct {
+    tk_table *shard[TK_SHARDS];
+    pthread_mutex_t lock[TK_SHARDS];
+    tk_table *aliases; /* flagged tokens' bytes -> word id */
+    pthread_mutex_t alias_lock;
+    int64_t size; /* words in all shards (atomic) */
+    uint32_t turn; /* where the next fold starts (atomic), so threads start on other shards */
+} tk_words;
+
+void tk_words_free(tk_words *w) {
+    if (!w) return;
+    for (int s = 0; s < TK_SHARDS; s++) {
+        tk_table_free(w->shard[s]);
+        pthread_mutex_destroy(&w->lock[s]);
     }
+    tk_table_free(w->aliases);
+    pthread_mutex_destroy(&w->alias_lock);
+    free(w);
+}
+
+tk_words *tk_words_new(void) {
+    tk_words *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    int ok = 1;
+    for (int s = 0; s < TK_SHARDS; s++) {
+        pthread_mutex_init(&w->lock[s], NULL);
+        ok &= (w->shard[s] = tk_table_new()) != NULL;
+    }
+    pthread_mutex_init(&w->alias_lock, NULL);
+    ok &= (w->aliases = tk_table_new()) != NULL;
+    if (!ok) {
+        tk_words_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+int64_t tk_words_size(const tk_words *w) { return __atomic_load_n(&w->size, __ATOMIC_SEQ_CST); }
+int tk_words_shards(void) { return TK_SHARDS; }
+tk_table **tk_words_tables(tk_words *w) { return w->shard; }
+
+static inline int tk_shard(uint64_t h) { return (int)(h >> (64 - TK_SHARD_BITS)); }
+
+/* tk_known_aliases for a table that other threads fold into at the same time */
+int64_t tk_words_known(tk_words *w, const uint8_t *buf, const uint32_t *type_off,
+                       const uint32_t *type_len, const uint8_t *type_flag, int64_t ntypes,
+                       uint32_t *word) {
+    pthread_mutex_lock(&w->alias_lock);
+    int64_t left = tk_known_aliases(w->aliases, buf, type_off, type_len, type_flag, ntypes, word);
+    pthread_mutex_unlock(&w->alias_lock);
+    return left;
+}
+
+/* The bytes of type i's word (see tk_words_fold for canon). */
+static inline const uint8_t *tk_type_word(const uint8_t *buf, const uint32_t *type_off,
+                                          const uint32_t *type_len, const uint8_t *type_flag,
+                                          const uint8_t *canon, const int64_t *canon_off,
+                                          int64_t i, uint32_t *len) {
+    if (!type_flag[i]) {
+        *len = type_len[i];
+        return buf + type_off[i];
+    }
+    *len = (uint32_t)(canon_off[i + 1] - canon_off[i]);
+    return canon + canon_off[i];
+}
+
+/* Fold the types order[0:n], all of shard s, into its table t (held locked). */
+static int tk_fold_shard(tk_table *t, int s, const uint32_t *order, int64_t n,
+                         const uint8_t *buf, const uint32_t *type_off, const uint32_t *type_len,
+                         const uint8_t *type_flag, const uint32_t *type_count,
+                         const uint64_t *hash, const uint8_t *canon, const int64_t *canon_off,
+                         uint32_t *word, int64_t *added_words) {
+    for (int64_t k = 0; k < n; k++) {
+        if (k + TK_AHEAD < n) __builtin_prefetch(&t->slots[hash[order[k + TK_AHEAD]] & t->mask]);
+        int64_t i = order[k], id;
+        if (type_flag[i] && word[i] != UINT32_MAX) {
+            id = word[i] / TK_SHARDS;
+        } else {
+            uint32_t len;
+            const uint8_t *p = tk_type_word(buf, type_off, type_len, type_flag, canon, canon_off,
+                                            i, &len);
+            int added = 0;
+            id = tk_table_find_h(t, p, len, hash[i], 1, &added);
+            if (id < 0) return -1;
+            *added_words += added;
+        }
+        t->entry[id].count += type_count[i];
+        word[i] = (uint32_t)(id * TK_SHARDS + s);
+    }
+    return 0;
+}
+
+/* Fold a piece's types into the shared tables, a shard at a time under its lock (any thread
+ * may call it): word[i] becomes the word id of type i (hashes: tk_tokenise's). An unflagged
+ * type is its own word; a flagged one has its word id in word[i] when tk_words_known found it,
+ * else (word[i] == UINT32_MAX) its word at canon[canon_off[i]:canon_off[i + 1]], and it is
+ * remembered in the aliases.
+ * Returns 0; 1 when the tables hold more than limit words (the piece is then not fully
+ * folded); -1 when memory ran out. */
+int tk_words_fold(tk_words *w, const uint8_t *buf, const uint32_t *type_off,
+                  const uint32_t *type_len, const uint8_t *type_flag, const uint32_t *type_count,
+                  const uint64_t *hashes, int64_t ntypes, const uint8_t *canon,
+                  const int64_t *canon_off, int64_t limit, uint32_t *word) {
+    uint32_t *order = malloc((size_t)(ntypes + 1) * sizeof *order);
+    uint8_t *shard = malloc((size_t)ntypes + 1);
+    uint64_t *hash = malloc((size_t)(ntypes + 1) * sizeof *hash);
+    int64_t start[TK_SHARDS + 1] = {0};
+    int rc = 0, aliases = 0;
+    if (!order || !shard || !hash) rc = -1;
+    for (int64_t i = 0; !rc && i < ntypes; i++) { /* bucket the types by shard */
+        uint32_t len;
+        const uint8_t *p = tk_type_word(buf, type_off, type_len, type_flag, canon, canon_off, i,
+                                        &len);
+        if (type_flag[i] && word[i] != UINT32_MAX) {
+            shard[i] = (uint8_t)(word[i] % TK_SHARDS);
+            hash[i] = 0;
+        } else {
+            hash[i] = type_flag[i] ? tk_hash(p, len) : hashes[i];
+            shard[i] = (uint8_t)tk_shard(hash[i]);
+            aliases += type_flag[i];
+        }
+        start[shard[i] + 1]++;
+        if (type_flag[i] && word[i] == UINT32_MAX) shard[i] |= 0x80; /* a new alias */
+    }
+    for (int s = 0; s < TK_SHARDS; s++) start[s + 1] += start[s];
+    int64_t fill[TK_SHARDS];
+    memcpy(fill, start, sizeof fill);
+    for (int64_t i = 0; !rc && i < ntypes; i++) order[fill[shard[i] & 0x7F]++] = (uint32_t)i;
+    /* a shard at a time, first those no other thread holds: threads seldom wait */
+    uint8_t done[TK_SHARDS] = {0};
+    int left = 0;
+    for (int s = 0; s < TK_SHARDS; s++) {
+        done[s] = start[s] == start[s + 1];
+        left += !done[s];
+    }
+    int first = (int)(__atomic_fetch_add(&w->turn, 23, __ATOMIC_RELAXED) % TK_SHARDS);
+    for (int round = 0; !rc && left; round++) {
+        for (int k = 0; !rc && k < TK_SHARDS; k++) {
+            int s = (first + k) % TK_SHARDS;
+            if (done[s]) continue;
+            if (round == 0 ? pthread_mutex_trylock(&w->lock[s]) : pthread_mutex_lock(&w->lock[s]))
+                continue;
+            int64_t added = 0;
+            rc = tk_fold_shard(w->shard[s], s, order + start[s], start[s + 1] - start[s], buf,
+                               type_off, type_len, type_flag, type_count, hash, canon, canon_off,
+                               word, &added);
+            pthread_mutex_unlock(&w->lock[s]);
+            done[s] = 1;
+            left--;
+            if (__atomic_add_fetch(&w->size, added, __ATOMIC_SEQ_CST) > limit && !rc) rc = 1;
+        }
+    }
+    if (!rc && aliases) { /* flagged types met for the first time: remember their words */
+        pthread_mutex_lock(&w->alias_lock);
+        for (int64_t i = 0; i < ntypes && !rc; i++) {
+            if (!(shard[i] & 0x80)) continue;
+            int added = 0;
+            int64_t a = tk_table_find(w->aliases, buf + type_off[i], type_len[i], 1, &added);
+            if (a < 0) rc = -1;
+            else w->aliases->entry[a].value = word[i];
+        }
+        pthread_mutex_unlock(&w->alias_lock);
+    }
+    free(order);
+    free(shard);
+    free(hash);
+    return rc;
+}
+
+/* ---- the vocabulary ------------------------------------------------------------------------ */
+/* Tables are read as one: ntables tables, word id = index in its table * ntables + table. */
+typedef struct {
+    int64_t count;
+    const uint8_t *p;
+    uint32_t len;
+    uint32_t id;
+} tk_ranked;
+
+/* count descending, then the word's bytes ascending: UTF-8's byte order is code-point order,
+ * the order of Python's str (embedlab.data.vocab.build) */
+static int tk_rank_cmp(const void *a, const void *b) {
+    const tk_ranked *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->p, y->p, n);
+    if (c) return c;
+    return x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* The ids of the words counted at least min_count times, other than unk (unk_len < 0: none),
+ * in vocabulary order, into ids (sized to the tables' words). Returns how many, or -1 when
+ * memory ran out. */
+int64_t tk_select(tk_table **tables, int ntables, int64_t min_count, const uint8_t *unk,
+                  int64_t unk_len, int64_t *ids) {
+    int64_t total = 0, n = 0;
+    for (int s = 0; s < ntables; s++) total += tables[s]->n;
+    tk_ranked *r = malloc((size_t)(total + 1) * sizeof *r);
+    if (!r) return -1;
+    for (int s = 0; s < ntables; s++) {
+        const tk_table *t = tables[s];
+        for (int64_t i = 0; i < t->n; i++) {
+            const tk_entry *e = &t->entry[i];
+            if (e->count < min_count) continue;
+            const uint8_t *p = t->bytes + e->offset;
+            if (unk_len == e->len && !memcmp(p, unk, e->len)) continue;
+            r[n++] = (tk_ranked){e->count, p, e->len, (uint32_t)(i * ntables + s)};
+        }
+    }
+    qsort(r, (size_t)n, sizeof *r, tk_rank_cmp);
+    for (int64_t i = 0; i < n; i++) ids[i] = r[i].id;
+    free(r);
+    return n;
+}
+
+static inline const tk_entry *tk_entry_of(tk_table **tables, int ntables, int64_t id) {
+    return &tables[id % ntables]->entry[id / ntables];
+}
+
+/* Bytes of the vocab.tsv lines of the words ids[0:n] ("word\tcount\n"). */
+int64_t tk_tsv_size(tk_table **tables, int ntables, const int64_t *ids, int64_t n) {
+    int64_t size = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const tk_entry *e = tk_entry_of(tables, ntables, ids[i]);
+        int digits = 1;
+        for (int64_t c = e->count; c >= 10; c /= 10) digits++;
+        size += e->len + digits + 2;
+    }
+    return size;
+}
+
+/* Those lines into out (tk_tsv_size bytes); counts[i] = word i's count. */
+void tk_tsv_write(tk_table **tables, int ntables, const int64_t *ids, int64_t n, uint8_t *out,
+                  int64_t *counts) {
+    for (int64_t i = 0; i < n; i++) {
+        const tk_table *t = tables[ids[i] % ntables];
+        const tk_entry *e = &t->entry[ids[i] / ntables];
+        memcpy(out, t->bytes + e->offset, e->len);
+        out += e->len;
+        *out++ = '\t';
+        char digits[24];
+        int k = 0;
+        int64_t c = e->count;
+        do { digits[k++] = (char)('0' + c % 10); c /= 10; } while (c);
+        while (k) *out++ = (uint8_t)digits[--k];
+        *out++ = '\n';
+        counts[i] = e->count;
+    }
+}
+
+/* The largest word id + 1 */
+int64_t tk_id_bound(tk_table **tables, int ntables) {
+    int64_t bound = 0;
+    for (int s = 0; s < ntables; s++)
+        if (tables[s]->n && (tables[s]->n - 1) * ntables + s + 1 > bound)
+            bound = (tables[s]->n - 1) * ntables + s + 1;
+    return bound;
+}
+
+/* A table of the words ids[0:n] whose values are first, first + 1, ...; NULL when memory ran
+ * out. */
+tk_table *tk_lookup_new(tk_table **tables, int ntables, const int64_t *ids, int64_t n,
+                        uint32_t first) {
+    tk_table *v = tk_table_new();
+    for (int64_t i = 0; v && i < n; i++) {
+        const tk_table *t = tables[ids[i] % ntables];
+        const tk_entry *e = &t->entry[ids[i] / ntables];
+        int added = 0;
+        int64_t id = tk_table_find(v, t->bytes + e->offset, e->len, 1, &added);
+        if (id < 0) {
+            tk_table_free(v);
+            return NULL;
+        }
+        v->entry[id].value = first + (uint32_t)i;
+    }
+    return v;
+}
+
+/* map[i] = the value of type i's word in v (read only: threads may share it), else missing. */
+void tk_lookup(const tk_table *v, const uint8_t *buf, const uint32_t *type_off,
+               const uint32_t *type_len, const uint8_t *type_flag, const uint64_t *hashes,
+               int64_t ntypes, const uint8_t *canon, const int64_t *canon_off, int32_t missing,
+               int32_t *map) {
+    for (int64_t i = 0; i < ntypes; i++) {
+        uint32_t len;
+        const uint8_t *p = tk_type_word(buf, type_off, type_len, type_flag, canon, canon_off, i,
+                                        &len);
+        int added = 0;
+        int64_t id = tk_table_find_h((tk_table *)v, p, len,
+                                     type_flag[i] ? tk_hash(p, len) : hashes[i], 0, &added);
+        map[i] = id < 0 ? missing : (int32_t)v->entry[id].value;
+    }
+}
+
+/* ---- token ids to vocabulary ids ------------------------------------------------------------ */
+/* out gets map[ids[i]] for the tokens whose value is >= 0 (the others are dropped);
+ * kept_at[j] = how many were kept before position ends[j] (ascending, 0 <= ends[j] <= n).
+ * res[0] = tokens kept, res[1] = kept tokens with id 0. */
+void tk_encode(const uint32_t *ids, int64_t n, const int32_t *map, const int64_t *ends,
+               int64_t nends, uint32_t *out, int64_t *kept_at, int64_t *res) {
+    int64_t kept = 0, zeros = 0, j = 0;
+    for (int64_t i = 0; i < n; i++) {
+        while (j < nends && ends[j] <= i) kept_at[j++] = kept;
+        int32_t v = map[ids[i]];
+        if (v >= 0) {
+            out[kept++] = (uint32_t)v;
+            zeros += v == 0;
+        }
+    }
+    while (j < nends) kept_at[j++] = kept;
+    res[0] = kept;
+    res[1] = zeros;
+}
+
+/* ---- counting with pruning (word2vec's ReduceVocab) ------------------------------------------ */
+/* The specification is embedlab.data.vocab.WordCounter: after each token, when the table holds
+ * more than limit words, every word counted at most `reduce` times is dropped and `reduce`
+ * grows by one. Tokens are counted in corpus order, one piece after the other. */
+typedef struct {
+    tk_table *t;
+    int64_t limit, reduce, gen;
+    int64_t times, threshold, dropped_types, dropped_tokens, total;
+} tk_counter;
+
+tk_counter *tk_counter_new(int64_t limit) {
+    tk_counter *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->t = tk_table_new();
+    if (!c->t) {
+        free(c);
+        return NULL;
+    }
+    c->limit = limit;
+    c->reduce = 1;
+    return c;
+}
+
+void tk_counter_free(tk_counter *c) {
+    if (!c) return;
+    tk_table_free(c->t);
+    free(c);
+}
+
+tk_table **tk_counter_tables(tk_counter *c) { return &c->t; }
+
+/* out[]: times, threshold, dropped types, dropped tokens, tokens counted */
+void tk_counter_stats(const tk_counter *c, int64_t *out) {
+    out[0] = c->times;
+    out[1] = c->threshold;
+    out[2] = c->dropped_types;
+    out[3] = c->dropped_tokens;
+    out[4] = c->total;
+}
+
+/* Drop the words counted at most c->reduce times; the rest keep their order. */
+static int tk_prune(tk_counter *c) {
+    tk_table *t = c->t;
+    int64_t kept = 0, nbytes = 0, tokens = 0;
+    for (int64_t i = 0; i < t->n; i++) {
+        tk_entry e = t->entry[i];
+        if (e.count <= c->reduce) {
+            tokens += e.count;
+            continue;
+        }
+        memmove(t->bytes + nbytes, t->bytes + e.offset, e.len);
+        e.offset = nbytes;
+        nbytes += e.len;
+        t->entry[kept++] = e;
+    }
+    uint64_t mask = 15;
+    while ((uint64_t)(kept + 1) * 2 > mask + 1) mask = mask * 2 + 1;
+    uint64_t *slots = calloc((size_t)mask + 1, sizeof *slots);
+    if (!slots) return -1;
+    for (int64_t i = 0; i < kept; i++) {
+        const tk_entry *e = &t->entry[i];
+        uint64_t h = tk_hash(t->bytes + e->offset, e->len), s = h & mask;
+        while (slots[s]) s = (s + 1) & mask;
+        slots[s] = tk_slot(h, i);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->mask = mask;
+    c->times++;
+    c->threshold = c->reduce;
+    c->dropped_types += t->n - kept;
+    c->dropped_tokens += tokens;
+    t->n = kept;
+    t->nbytes = nbytes;
+    c->reduce++;
+    c->gen++; /* the word ids the callers hold are stale */
+    return 0;
+}
+
+/* Count a piece's tokens (ids: its local type ids; the types' words as for tk_lookup).
+ * Returns 0, or -1 when memory ran out. */
+int tk_count(tk_counter *c, const uint32_t *ids, int64_t n, const uint8_t *buf,
+             const uint32_t *type_off, const uint32_t *type_len, const uint8_t *type_flag,
+             const uint64_t *hashes, int64_t ntypes, const uint8_t *canon,
+             const int64_t *canon_off) {
+    int64_t *word = malloc((size_t)(ntypes + 1) * sizeof *word);
+    int64_t *gen = malloc((size_t)(ntypes + 1) * sizeof *gen); /* word[i] holds when c->gen */
+    int rc = word && gen ? 0 : -1;
+    for (int64_t i = 0; !rc && i < ntypes; i++) gen[i] = -1;
+    for (int64_t k = 0; !rc && k < n; k++) {
+        uint32_t type = ids[k];
+        int added = 0;
+        if (gen[type] != c->gen) {
+            uint32_t len;
+            const uint8_t *p = tk_type_word(buf, type_off, type_len, type_flag, canon,
+                                            canon_off, type, &len);
+            int64_t id = tk_table_find_h(c->t, p, len,
+                                         type_flag[type] ? tk_hash(p, len) : hashes[type], 1,
+                                         &added);
+            if (id < 0) { rc = -1; break; }
+            word[type] = id;
+            gen[type] = c->gen;
+        }
+        c->t->entry[word[type]].count++;
+        c->total++;
+        if (added && c->t->n > c->limit && tk_prune(c)) rc = -1;
+    }
+    free(word);
+    free(gen);
     return rc;
 }
