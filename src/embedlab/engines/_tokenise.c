@@ -42,6 +42,20 @@ static inline uint64_t tk_hash(const uint8_t *p, uint32_t n) {
     return h;
 }
 
+/* Whether a[0:n] == b[0:n]: inlined, as words are short and a call to memcmp per token costs
+ * more than the comparison. */
+static inline int tk_same(const uint8_t *a, const uint8_t *b, uint32_t n) {
+    for (; n >= 8; a += 8, b += 8, n -= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y) return 0;
+    }
+    while (n--)
+        if (*a++ != *b++) return 0;
+    return 1;
+}
+
 /* ---- UTF-8 --------------------------------------------------------------------------------- */
 /* The sequence at p: its length (> 0) when valid, with its code point in *cp; otherwise minus
  * the length of the maximal invalid subpart, which Python replaces by one U+FFFD. */
@@ -199,7 +213,7 @@ int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *
                 break;
             }
             e--;
-            if (hashes[e] == h && type_len[e] == len && !memcmp(buf + type_off[e], start, len)) {
+            if (hashes[e] == h && type_len[e] == len && tk_same(buf + type_off[e], start, len)) {
                 id = e;
                 break;
             }
@@ -311,7 +325,7 @@ static int64_t tk_table_find_h(tk_table *t, const uint8_t *p, uint32_t len, uint
         if ((slot & 0xFFFFFFFF00000000ull) == tag) {
             int64_t id = (int64_t)(slot & 0xFFFFFFFFull) - 1;
             const tk_entry *e = &t->entry[id];
-            if (e->len == len && !memcmp(t->bytes + e->offset, p, len)) return id;
+            if (e->len == len && tk_same(t->bytes + e->offset, p, len)) return id;
         }
         s = (s + 1) & t->mask;
     }
