@@ -136,6 +136,30 @@ def test_pruning_does_not_depend_on_the_workers(tmp_path: Path, max_distinct: in
                            max_distinct=max_distinct) == expect
 
 
+@pytest.mark.parametrize("options", [
+    {"max_distinct": 40, "lowercase": True, "min_count": 2},
+    {"max_distinct": 300, "unk": "UNK", "min_count": 1, "max_vocab": 50},
+    {"max_distinct": 10_000_000, "lowercase": True, "unk": "UNK", "min_count": 2}])
+def test_many_pieces_with_pruning(tmp_path: Path, options: dict[str, object]) -> None:
+    """A Zipf-like corpus over hundreds of pieces, pruned many times while they are counted."""
+    import random
+
+    rng = random.Random(5)
+    stems = ["Ab", "é", "ΣΟΦΙΑ", "İs", "Straße", "q", "\u00a0x", "Ω\x80"]
+    words = [f"{stems[k % len(stems)]}{k}" for k in range(900)]
+    tokens = rng.choices(words, weights=[1 / (k + 1) for k in range(900)], k=12_000)
+    lines = (" ".join(tokens[i:i + rng.randint(1, 30)]) for i in range(0, len(tokens), 20))
+    source = tmp_path / "c.txt"
+    source.write_text("\n".join(lines), encoding="utf-8", errors="surrogateescape")
+    with mock.patch.object(native_tokenise, "PIECE_BYTES", 256):
+        expect = prepared_by(source, tmp_path / "py", None, **options)
+        assert isinstance(expect, dict)
+        pruned = json.loads(expect["meta.json"])["pruned"]
+        assert (pruned is None) == (options["max_distinct"] == 10_000_000)
+        for workers in (1, 2, 3):
+            assert prepared_by(source, tmp_path / f"n{workers}", workers, **options) == expect
+
+
 def test_the_whitespace_is_pythons() -> None:
     # tk_wide_space in _tokenise.c lists str.isspace()'s code points beyond ASCII
     wide = [c for c in range(0x80, 0x110000) if chr(c).isspace()]

@@ -770,13 +770,28 @@ static int tk_prune(tk_counter *c) {
 
 /* Count a piece's tokens (ids: its local type ids; the types' words as for tk_lookup).
  * Returns 0, or -1 when memory ran out. */
+/* The counts gathered per type into the table (tk_count). */
+static void tk_flush(tk_counter *c, const int64_t *word, int64_t *pending, const uint32_t *dirty,
+                     int64_t ndirty) {
+    for (int64_t i = 0; i < ndirty; i++) {
+        c->t->entry[word[dirty[i]]].count += pending[dirty[i]];
+        pending[dirty[i]] = 0;
+    }
+}
+
 int tk_count(tk_counter *c, const uint32_t *ids, int64_t n, const uint8_t *buf,
              const uint32_t *type_off, const uint32_t *type_len, const uint8_t *type_flag,
              const uint64_t *hashes, int64_t ntypes, const uint8_t *canon,
              const int64_t *canon_off) {
+    /* A type's word id holds while gen[type] == c->gen. Counts gather per type (pending, an
+     * array as small as the piece) and go into the table before each pruning and at the end:
+     * the table's entries are touched once per type, not once per token. */
     int64_t *word = malloc((size_t)(ntypes + 1) * sizeof *word);
-    int64_t *gen = malloc((size_t)(ntypes + 1) * sizeof *gen); /* word[i] holds when c->gen */
-    int rc = word && gen ? 0 : -1;
+    int64_t *gen = malloc((size_t)(ntypes + 1) * sizeof *gen);
+    int64_t *pending = calloc((size_t)ntypes + 1, sizeof *pending);
+    uint32_t *dirty = malloc((size_t)(ntypes + 1) * sizeof *dirty); /* types with pending > 0 */
+    int64_t ndirty = 0;
+    int rc = word && gen && pending && dirty ? 0 : -1;
     for (int64_t i = 0; !rc && i < ntypes; i++) gen[i] = -1;
     for (int64_t k = 0; !rc && k < n; k++) {
         uint32_t type = ids[k];
@@ -792,11 +807,18 @@ int tk_count(tk_counter *c, const uint32_t *ids, int64_t n, const uint8_t *buf,
             word[type] = id;
             gen[type] = c->gen;
         }
-        c->t->entry[word[type]].count++;
-        c->total++;
-        if (added && c->t->n > c->limit && tk_prune(c)) rc = -1;
+        if (!pending[type]++) dirty[ndirty++] = type;
+        if (added && c->t->n > c->limit) {
+            tk_flush(c, word, pending, dirty, ndirty);
+            ndirty = 0;
+            if (tk_prune(c)) rc = -1;
+        }
     }
+    if (!rc) tk_flush(c, word, pending, dirty, ndirty);
+    c->total += n;
     free(word);
     free(gen);
+    free(pending);
+    free(dirty);
     return rc;
 }
