@@ -160,6 +160,21 @@ def test_many_pieces_with_pruning(tmp_path: Path, options: dict[str, object]) ->
             assert prepared_by(source, tmp_path / f"n{workers}", workers, **options) == expect
 
 
+def test_a_large_vocabulary_is_sorted_alike(tmp_path: Path) -> None:
+    """Over 65,536 words are sorted on two threads and merged; ties by count are broken by the
+    words' bytes, also beyond their first 8 (words sharing a long prefix, one a prefix of
+    another)."""
+    words = [f"{'sharedprefix' if k % 2 else 'x'}{k % 7}é{k}" for k in range(70_000)]
+    tokens = [w for k, w in enumerate(words) for _ in range(1 + k % 3)] + ["sharedprefix"] * 2
+    source = tmp_path / "c.txt"
+    source.write_text("\n".join(" ".join(tokens[i:i + 25]) for i in range(0, len(tokens), 25)),
+                      encoding="utf-8")
+    expect = prepared_by(source, tmp_path / "py", None, min_count=1)
+    assert isinstance(expect, dict)
+    for workers in (1, 2):
+        assert prepared_by(source, tmp_path / f"n{workers}", workers, min_count=1) == expect
+
+
 def test_the_whitespace_is_pythons() -> None:
     # tk_wide_space in _tokenise.c lists str.isspace()'s code points beyond ASCII
     wide = [c for c in range(0x80, 0x110000) if chr(c).isspace()]

@@ -91,7 +91,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "tk_words_tables": (ptr, [ptr]),
         "tk_words_known": (i64, [ptr, ptr, ptr, ptr, ptr, i64, ptr]),
         "tk_words_fold": (int_, [ptr, ptr, ptr, ptr, ptr, ptr, ptr, i64, ptr, ptr, i64, ptr]),
-        "tk_select": (i64, [ptr, int_, i64, ptr, i64, ptr]),
+        "tk_select": (i64, [ptr, int_, i64, ptr, i64, int_, ptr]),
         "tk_tsv_size": (i64, [ptr, int_, ptr, i64]),
         "tk_tsv_write": (None, [ptr, int_, ptr, i64, ptr, ptr]),
         "tk_id_bound": (i64, [ptr, int_]),

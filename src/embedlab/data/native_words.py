@@ -114,8 +114,10 @@ def encode_ids(ids: npt.NDArray[np.uint32], to_vocab: npt.NDArray[np.int32],
 class _Tables:
     """C tables read as one (``tk_select`` and the functions after it in ``_tokenise.c``)."""
 
-    def __init__(self, lib: ctypes.CDLL, handle: int, tables: int, ntables: int) -> None:
+    def __init__(self, lib: ctypes.CDLL, handle: int, tables: int, ntables: int,
+                 workers: int) -> None:
         self.lib, self.handle, self.tables, self.ntables = lib, handle, tables, ntables
+        self.workers = workers  # threads that sort the vocabulary
 
     def select(self, min_count: int, max_vocab: int | None,
                unk: str | None) -> npt.NDArray[np.int64]:
@@ -124,7 +126,7 @@ class _Tables:
         ids = np.empty(max(bound, 1), np.int64)
         raw = np.frombuffer((unk or "").encode() + b"\0", np.uint8)
         n = self.lib.tk_select(self.tables, self.ntables, min_count, _addr(raw),
-                               -1 if unk is None else len(raw) - 1, _addr(ids))
+                               -1 if unk is None else len(raw) - 1, self.workers, _addr(ids))
         if n < 0:
             raise MemoryError("out of memory while sorting the vocabulary")
         kept = ids[:n]
@@ -178,11 +180,12 @@ class Words(_Tables):
     """The corpus's words, folded by every thread (``tk_words_fold``), in C memory until
     :meth:`close`."""
 
-    def __init__(self, lib: ctypes.CDLL) -> None:
+    def __init__(self, lib: ctypes.CDLL, workers: int) -> None:
         handle = lib.tk_words_new()
         if not handle:
             raise MemoryError("out of memory for the corpus's word table")
-        super().__init__(lib, handle, lib.tk_words_tables(handle), lib.tk_words_shards())
+        super().__init__(lib, handle, lib.tk_words_tables(handle), lib.tk_words_shards(),
+                         workers)
 
     def close(self) -> None:
         if self.handle:
@@ -222,7 +225,7 @@ def scan(files: list[Path], lowercase: bool, max_distinct: int, ids_file: IO[byt
     lib = library()
     if lib is None:
         raise Fallback
-    words, lines = Words(lib), Lines()
+    words, lines = Words(lib, workers), Lines()
     try:
         # closing: the threads have stopped before the table is let go of
         with closing(in_order(read_pieces(files, stats, progress),
@@ -327,8 +330,8 @@ class Counted(_Tables):
         handle = lib.tk_counter_new(max_distinct)
         if not handle:
             raise MemoryError("out of memory for the corpus's word table")
-        super().__init__(lib, handle, lib.tk_counter_tables(handle), 1)
-        self.files, self.lowercase, self.workers = files, lowercase, workers
+        super().__init__(lib, handle, lib.tk_counter_tables(handle), 1, workers)
+        self.files, self.lowercase = files, lowercase
         self.stats, self.prune = ReadStats(), PruneInfo()
 
     def close(self) -> None:

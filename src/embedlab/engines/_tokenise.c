@@ -549,6 +549,7 @@ int tk_words_fold(tk_words *w, const uint8_t *buf, const uint32_t *type_off,
 /* Tables are read as one: ntables tables, word id = index in its table * ntables + table. */
 typedef struct {
     int64_t count;
+    uint64_t head; /* the word's first 8 bytes, big-endian (zeros after a shorter word) */
     const uint8_t *p;
     uint32_t len;
     uint32_t id;
@@ -559,17 +560,46 @@ typedef struct {
 static int tk_rank_cmp(const void *a, const void *b) {
     const tk_ranked *x = a, *y = b;
     if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    if (x->head != y->head) return x->head < y->head ? -1 : 1;
     uint32_t n = x->len < y->len ? x->len : y->len;
     int c = memcmp(x->p, y->p, n);
     if (c) return c;
     return x->len < y->len ? -1 : x->len > y->len;
 }
 
+static uint64_t tk_head(const uint8_t *p, uint32_t len) {
+    uint8_t b[8] = {0};
+    memcpy(b, p, len < 8 ? len : 8);
+    uint64_t h = 0;
+    for (int i = 0; i < 8; i++) h = h << 8 | b[i];
+    return h;
+}
+
+/* r[0:n] sorted by tk_rank_cmp: its halves on two threads, then merged (into tmp, copied back) */
+static int tk_rank_sort(tk_ranked *r, int64_t n, int threads) {
+    int64_t half = threads > 1 && n > (1 << 16) ? n / 2 : n;
+#pragma omp parallel for num_threads(2) if (half < n)
+    for (int part = 0; part < 2; part++) {
+        int64_t lo = part ? half : 0, hi = part ? n : half;
+        qsort(r + lo, (size_t)(hi - lo), sizeof *r, tk_rank_cmp);
+    }
+    if (half == n) return 0;
+    tk_ranked *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp) return -1;
+    int64_t i = 0, j = half, k = 0;
+    while (i < half && j < n) tmp[k++] = tk_rank_cmp(&r[j], &r[i]) < 0 ? r[j++] : r[i++];
+    while (i < half) tmp[k++] = r[i++];
+    while (j < n) tmp[k++] = r[j++];
+    memcpy(r, tmp, (size_t)n * sizeof *r);
+    free(tmp);
+    return 0;
+}
+
 /* The ids of the words counted at least min_count times, other than unk (unk_len < 0: none),
  * in vocabulary order, into ids (sized to the tables' words). Returns how many, or -1 when
  * memory ran out. */
 int64_t tk_select(tk_table **tables, int ntables, int64_t min_count, const uint8_t *unk,
-                  int64_t unk_len, int64_t *ids) {
+                  int64_t unk_len, int threads, int64_t *ids) {
     int64_t total = 0, n = 0;
     for (int s = 0; s < ntables; s++) total += tables[s]->n;
     tk_ranked *r = malloc((size_t)(total + 1) * sizeof *r);
@@ -581,10 +611,14 @@ int64_t tk_select(tk_table **tables, int ntables, int64_t min_count, const uint8
             if (e->count < min_count) continue;
             const uint8_t *p = t->bytes + e->offset;
             if (unk_len == e->len && !memcmp(p, unk, e->len)) continue;
-            r[n++] = (tk_ranked){e->count, p, e->len, (uint32_t)(i * ntables + s)};
+            r[n++] = (tk_ranked){e->count, tk_head(p, e->len), p, e->len,
+                                 (uint32_t)(i * ntables + s)};
         }
     }
-    qsort(r, (size_t)n, sizeof *r, tk_rank_cmp);
+    if (tk_rank_sort(r, n, threads)) {
+        free(r);
+        return -1;
+    }
     for (int64_t i = 0; i < n; i++) ids[i] = r[i].id;
     free(r);
     return n;
