@@ -87,6 +87,19 @@ def is_prepared(path: str | os.PathLike[str]) -> bool:
     return meta.is_file() and says_prepared(meta)
 
 
+def declared_vocab_size(path: str | os.PathLike[str]) -> int | None:
+    """The vocabulary size that the meta.json of the prepared folder ``path`` declares, read
+    without opening the folder; None when ``path`` is no prepared folder or its meta.json is
+    not valid (:meth:`PreparedCorpus.open` says why)."""
+    if not is_prepared(path):
+        return None
+    try:
+        size = _read_meta(Path(path))["vocab_size"]
+    except InputError:
+        return None
+    return int(size)
+
+
 #: the options that decide the vocabulary, recorded in meta.json
 VOCAB_OPTIONS = ("lowercase", "min_count", "max_vocab", "unk")
 

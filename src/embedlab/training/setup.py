@@ -8,6 +8,7 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -19,7 +20,7 @@ from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
-from embedlab.data.prepared import PreparedCorpus
+from embedlab.data.prepared import SPECIAL_CORPORA, PreparedCorpus, declared_vocab_size
 from embedlab.data.vocab import Vocab
 from embedlab.engines import BATCH_SPEC_REVISION, STEP_CHANGES, STEP_REVISION, engine_for_config
 from embedlab.engines.step import step_config
@@ -75,10 +76,12 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     check_best_metric(cfg)
     progress = cfg.track.progress and out.isatty()
     manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
+    initial = _start_initial_vectors(cfg) if ckpt is None else None
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
     vocab = prepared.vocab
     check_enough_tokens(prepared, cfg)
-    check_memory(len(vocab), cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window)
+    if initial is None or initial.vocab_size != len(vocab):
+        check_memory(len(vocab), cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window)
     keep = keep_probabilities(vocab.counts, cfg.model.sample)
     check_pairs_possible(prepared, cfg, keep)
     _check_probe_words(cfg, vocab)
@@ -87,7 +90,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         evaluator.check(vocab.words)
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
     stream = _batches(cfg, prepared, keep, noise, legacy=_legacy_batches(run_dir, ckpt))
-    engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows)
+    engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows,
+                                               initial)
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
@@ -178,14 +182,61 @@ def _batches(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None
                        interleave=cfg.optim.interleave)
 
 
+class InitialVectors:
+    """A new run's initial parameters (:func:`embedlab.engines.params.fresh_params`), drawn on
+    a thread while the corpus is opened and checked.
+
+    The draw reproduces ``torch.rand``'s Mersenne Twister, one 32-bit word per value, so it is
+    sequential and takes seconds for millions of words; NumPy releases the GIL while it draws,
+    and reading the vocabulary keeps the other core busy meanwhile. The values are the same
+    whichever thread draws them.
+    """
+
+    def __init__(self, cfg: TrainConfig, vocab_size: int) -> None:
+        self.vocab_size = vocab_size
+        self._drawn: list[Any] = []
+        self._thread = threading.Thread(target=self._draw, args=(cfg, vocab_size), daemon=True,
+                                        name="embedlab-initial-vectors")
+        self._thread.start()
+
+    def _draw(self, cfg: TrainConfig, vocab_size: int) -> None:
+        from embedlab.engines.params import fresh_params
+
+        try:
+            self._drawn.append(fresh_params(cfg.model, vocab_size, cfg.seed))
+        except BaseException as exc:  # MemoryError, say: raised where the vectors are taken
+            self._drawn.append(exc)
+
+    def tensors(self, vocab_size: int) -> dict[str, np.ndarray] | None:
+        """The parameters as checkpoint tensors, for a vocabulary of ``vocab_size`` words (None
+        for another size: the corpus's vocabulary was not the one its meta.json declared)."""
+        self._thread.join()
+        drawn = self._drawn[0]
+        if isinstance(drawn, BaseException):
+            raise drawn
+        return drawn.tensors() if vocab_size == self.vocab_size else None
+
+
+def _start_initial_vectors(cfg: TrainConfig) -> InitialVectors | None:
+    """Start drawing a new run's initial vectors when --corpus is a prepared folder, whose
+    meta.json says the vocabulary's size before the vocabulary is read; the run's memory is
+    checked first."""
+    size = None if cfg.data.corpus in SPECIAL_CORPORA else declared_vocab_size(cfg.data.corpus)
+    if not size:
+        return None
+    check_memory(size, cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window)
+    return InitialVectors(cfg, size)
+
+
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
-                      noise: NoiseDistribution, rows: int
+                      noise: NoiseDistribution, rows: int, initial: InitialVectors | None
                       ) -> tuple[Engine, TrainState, list[str]]:
     """The engine with its parameters — resumed, fresh or warm-started — the loop's state, and
-    the lines that say which."""
+    the lines that say which. ``initial``: a new run's parameters, being drawn."""
     if ckpt is None:
+        tensors = initial.tensors(len(vocab)) if initial is not None else None
         with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
-            engine = engine_for_config(cfg, noise, rows, counts=vocab.counts)
+            engine = engine_for_config(cfg, noise, rows, tensors=tensors, counts=vocab.counts)
         started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
             started.append(warm_start(engine, vocab, cfg.init_from))
