@@ -52,7 +52,7 @@ _EXAMPLES: dict[str, Any] = {
     "checkpoint_every": 5000, "negative_group": 32, "checkpoint_secs": 120, "keep": 5,
     "log_every": 100, "init_scale": 8, "min_lr_ratio": 0.0001, "max_distinct": 10_000_000,
     "shared_negatives": 40, "keep_every": 10000, "projector_words": 2000, "eval_every": 1000,
-    "eval_restrict_vocab": 30000, "max_steps": 1000, "interleave": 2,
+    "eval_restrict_vocab": 30000, "max_steps": 1000, "interleave": 2, "micro_batches": 4,
 }
 
 
@@ -135,6 +135,9 @@ class OptimConfig:
     # the corpus is read as this many interleaved parts, as word2vec's threads read it (see
     # embedlab.data.pairs); 1 reads it in order. Runs of versions before the option: 1.
     interleave: int = 2
+    # a step trains this many consecutive batches of --batch-size together (one rate, one
+    # synchronous update; embedlab.engines.microbatch): what processes training one run split
+    micro_batches: int = 1
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -150,6 +153,7 @@ class OptimConfig:
         if not isinstance(self.interleave, int) or isinstance(self.interleave, bool):
             raise InputError(f"{_flag('interleave')} must be an integer, got "
                              f"{self.interleave!r}; pass e.g. {_flag('interleave', 2)}")
+        _positive("micro_batches", self.micro_batches)
 
 
 @dataclass(frozen=True)
@@ -286,10 +290,25 @@ class TrainConfig:
         if self.engine not in REQUESTS:
             raise InputError(f"{_flag('engine')} must be auto, native, torch or cuda, got "
                              f"{self.engine!r}")
+        if self.optim.micro_batches > 1:
+            self._check_micro_batches()
         if self.engine == "cuda" and self.model.loss not in CUDA_LOSSES:
             raise InputError(f"{_flag('loss', self.model.loss)} does not train on the cuda "
                              "engine, which trains negative sampling and NCE only; pass "
                              f"{_flag('engine', 'native')} or {_flag('engine', 'torch')} for it")
+
+    def _check_micro_batches(self) -> None:
+        """Steps of several micro-batches: the torch engine's negative sampling and NCE, with
+        the summed loss (the lecture's batch mean has no one rate for several batches)."""
+        m = _flag("micro_batches", self.optim.micro_batches)
+        if self.engine not in ("torch", "auto"):
+            raise InputError(f"{m} trains on the torch engine; pass {_flag('engine', 'torch')}")
+        if self.model.loss == "hs":
+            raise InputError(f"{m} trains negative sampling and NCE; pass "
+                             f"{_flag('loss', 'neg')} or {_flag('micro_batches', 1)}")
+        if self.preset == "cs20":
+            raise InputError(f"{m} trains the summed loss, and {_flag('preset', 'cs20')} the "
+                             f"batch mean; drop one of them")
 
     def resolve(self, *, say: bool = True) -> TrainConfig:
         """Spell out machine-dependent defaults (thread count, engine).
@@ -302,7 +321,10 @@ class TrainConfig:
         from embedlab.engines import choose_engine
 
         threads = self.threads or max(1, len(os.sched_getaffinity(0)))
-        engine = choose_engine(self.engine, loss=self.model.loss, say=say)
+        requested = self.engine
+        if self.optim.micro_batches > 1 and requested == "auto":
+            requested = "torch"  # the engine that trains micro-batches
+        engine = choose_engine(requested, loss=self.model.loss, say=say)
         return dataclasses.replace(self, threads=threads, engine=engine)
 
     def engine_for(self) -> str:
@@ -311,6 +333,8 @@ class TrainConfig:
 
         if self.engine == CPU_REQUEST:
             return cpu_choice()
+        if self.engine == "auto" and self.optim.micro_batches > 1:
+            return "torch"
         if self.engine != "auto":
             return self.engine
         return auto_choice(loss=self.model.loss)
@@ -404,6 +428,7 @@ def apply_preset(name: str | None, overrides: dict[str, dict[str, Any]]) -> dict
 LEGACY_VALUES: dict[str, Any] = {
     "model.init_scale": 1.0,  # word2vec's width, before the option existed
     "optim.interleave": 1,  # the corpus read in order
+    "optim.micro_batches": 1,  # a step: one batch
 }
 
 

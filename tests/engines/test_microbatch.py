@@ -139,3 +139,43 @@ def test_one_micro_batch_per_step_is_the_torch_engines_step() -> None:
 def test_processes_must_divide_the_micro_batches() -> None:
     with pytest.raises(ValueError, match="3 processes do not divide 4 micro-batches"):
         MicroBatches(None, None, None, "skipgram", 4, World(0, 3))  # type: ignore[arg-type]
+
+
+# ---- the command -----------------------------------------------------------------------------
+def test_a_run_of_micro_batch_steps_resumes_exactly(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.checkpoint import find_checkpoint
+    from embedlab.testing import run_cli, write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=150)
+    flags = ["--corpus", str(corpus), "--micro-batches", "2", "--dim", "8", "--batch-size",
+             "32", "--epochs", "2", "--no-tensorboard", "--no-progress", "--threads", "1"]
+    code, _, err = run_cli(["train", "--run", str(tmp_path / "ref"), *flags], capsys)
+    assert code == 0, err
+    config = json.loads((tmp_path / "ref" / "config.json").read_text())
+    assert config["optim"]["micro_batches"] == 2 and config["engine"] == "torch"
+    cut = str(tmp_path / "cut")
+    assert run_cli(["train", "--run", cut, *flags, "--max-steps", "3"], capsys)[0] == 0
+    code, _, err = run_cli(["train", "--run", cut, *flags], capsys)
+    assert code == 0 and "(step 3)" in err, err
+    ref, got = (find_checkpoint(tmp_path / n) / "tensors.safetensors" for n in ("ref", "cut"))
+    assert ref.read_bytes() == got.read_bytes()
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--engine", "native"], "--micro-batches 2 trains on the torch engine; pass --engine torch"),
+    (["--loss", "hs"], "--micro-batches 2 trains negative sampling and NCE; pass --loss neg or "
+     "--micro-batches 1"),
+    (["--preset", "cs20"], "--micro-batches 2 trains the summed loss, and --preset cs20 the "
+     "batch mean; drop one of them"),
+    (["--micro-batches", "0"], "--micro-batches must be")])
+def test_micro_batches_refuse_what_they_cannot_train(tmp_path: Path, flags: list[str],
+                                                     message: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.testing import run_cli, write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=20)
+    code, _, err = run_cli(["train", "--run", str(tmp_path / "r"), "--corpus", str(corpus),
+                            "--micro-batches", "2", *flags], capsys)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()

@@ -25,10 +25,11 @@ import torch
 
 from embedlab.engines.step import pairs_in
 from embedlab.engines.stepping import Schedule, StepsDone
-from embedlab.engines.torch import Contributions, Part, Word2VecStep
+from embedlab.engines.torch_ops import Contributions, Part
 
 if TYPE_CHECKING:
     from embedlab.data.pairs import Batch, BatchStream, Cursor
+    from embedlab.engines.torch import Word2VecStep
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,15 @@ class World:
 
     rank: int = 0
     size: int = 1
+
+    @classmethod
+    def current(cls) -> World:
+        """This process's place in torch.distributed's default group, if one is initialised."""
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return cls(dist.get_rank(), dist.get_world_size())
+        return cls()
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
         """Every rank's ``tensor`` (the same shape on each), in rank order."""

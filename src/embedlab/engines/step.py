@@ -41,6 +41,7 @@ class StepConfig:
     reduction: str = "sum"  # "sum": word2vec's per-pair SGD; "mean": average over the batch's pairs
     damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
     input_damping: float | None = None  # hs only: κ of the input rows (None: damping's)
+    micro_batches: int = 1  # batches a step trains together (engines.microbatch)
 
     @property
     def input_kappa(self) -> float:
@@ -92,7 +93,8 @@ def step_config(cfg: TrainConfig) -> StepPlan:
     damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
     input_damping = damping * HS_INPUT_DAMPING_RATIO if m.loss == "hs" else None
     return StepPlan(StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping,
-                               input_damping), s, math.lcm(band_block, group))
+                               input_damping, cfg.optim.micro_batches), s,
+                    math.lcm(band_block, group))
 
 
 def pairs_in(batch: Batch, model: str) -> int:

@@ -23,6 +23,7 @@ per step close to what it would get from sequential SGD, which is what keeps lar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -33,7 +34,11 @@ from embedlab.engines.base import HostEngine
 from embedlab.engines.huffman import HuffmanTree
 from embedlab.engines.params import Word2VecParams
 from embedlab.engines.step import StepConfig
-from embedlab.engines.torch_ops import Band, add_rows, damped_scales, norm_sq
+from embedlab.engines.torch_ops import Band, Contributions, add_rows, damped_scales, norm_sq
+
+if TYPE_CHECKING:
+    from embedlab.data.pairs import BatchStream
+    from embedlab.engines.stepping import Schedule, StepRunner
 
 
 @dataclass
@@ -64,26 +69,6 @@ class _TorchBatch:
     def of(cls, b: Batch) -> _TorchBatch:
         return cls(*(torch.from_numpy(np.ascontiguousarray(a)) for a in
                      (b.centers, b.span, b.mask, b.contexts, b.negatives)))
-
-
-Part = tuple[torch.Tensor, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"]
-
-
-@dataclass
-class Contributions:
-    """A batch's gradient, one row per occurrence, computed from the parameters as they were
-    when the step began: what the step adds to each row before damping and the rate.
-
-    ``inputs`` and ``outputs`` are parts ``(ids, rows, h, bias)`` of the input and the output
-    matrix: row ``rows[i]`` goes to ``ids[i]``; ``h`` (per occurrence) is the damping's
-    curvature (None undamped); ``bias`` the output biases' gradient (NCE, else None). A step
-    applies one batch's; a step of several micro-batches applies theirs together, in order
-    (:meth:`Word2VecStep.apply`), which is what lets processes compute them apart.
-    """
-
-    loss: torch.Tensor  # float64 scalar: the summed loss over the batch's positives
-    inputs: list[Part]
-    outputs: list[Part]
 
 
 def _hits(targets: torch.Tensor, mask: torch.Tensor | None,
@@ -324,3 +309,14 @@ class TorchEngine(HostEngine):
             super().__init__(params, HierarchicalSoftmaxStep(cfg, params, tree, rows))
         else:
             super().__init__(params, Word2VecStep(cfg, params, log_kq, rows))
+
+    def runner(self, stream: BatchStream, schedule: Schedule, model: str) -> StepRunner:
+        """Steps of ``--micro-batches`` batches (on every process of the run), else one batch
+        per step."""
+        step = self._step
+        if not isinstance(step, Word2VecStep) or step.cfg.micro_batches == 1:
+            return super().runner(stream, schedule, model)
+        from embedlab.engines.microbatch import MicroBatches, World
+
+        return MicroBatches(stream, step, schedule, model, step.cfg.micro_batches,
+                            World.current())

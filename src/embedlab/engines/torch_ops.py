@@ -1,12 +1,35 @@
-"""Pieces both torch steps share (:mod:`embedlab.engines.torch` and
+"""Pieces the torch steps share (:mod:`embedlab.engines.torch` and
 :mod:`embedlab.engines.torch_hs`): banded products between centres and their window, row updates
-summed in index order, and the damped step's per-row scales."""
+summed in index order, the damped step's per-row scales, and a batch's contributions (what the
+step adds, before it adds it; :mod:`embedlab.engines.microbatch` exchanges them)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from embedlab.engines.step import band_block_length
+
+Part = tuple[torch.Tensor, torch.Tensor, "torch.Tensor | None", "torch.Tensor | None"]
+
+
+@dataclass
+class Contributions:
+    """A batch's gradient, one row per occurrence, computed from the parameters as they were
+    when the step began: what the step adds to each row before damping and the rate.
+
+    ``inputs`` and ``outputs`` are parts ``(ids, rows, h, bias)`` of the input and the output
+    matrix: row ``rows[i]`` goes to ``ids[i]``; ``h`` (per occurrence) is the damping's
+    curvature (None undamped); ``bias`` the output biases' gradient (NCE, else None). A step
+    applies one batch's; a step of several micro-batches applies theirs together, in order
+    (:meth:`embedlab.engines.torch.Word2VecStep.apply`), which is what lets processes compute
+    them apart.
+    """
+
+    loss: torch.Tensor  # float64 scalar: the summed loss over the batch's positives
+    inputs: list[Part]
+    outputs: list[Part]
 
 
 def norm_sq(x: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ _NAME_KEYS = (
     ("model.loss", ""), ("model.dim", "d"), ("model.window", "w"), ("model.negative", "n"),
     ("model.shared_negatives", "sn"), ("model.negative_group", "ng"), ("model.sample", "t"),
     ("optim.lr", "lr"), ("optim.min_lr_ratio", "mlr"), ("optim.batch_size", "b"),
-    ("optim.epochs", "e"), ("optim.interleave", "il"),
+    ("optim.epochs", "e"), ("optim.interleave", "il"), ("optim.micro_batches", "mb"),
     ("data.min_count", "mc"), ("data.max_vocab", "v"), ("model.init", "init-"),
     ("model.init_scale", "is"),
     ("model.noise_exponent", "alpha"), ("seed", "s"),
@@ -34,7 +34,7 @@ def corpus_tag(corpus: str) -> str:
 
 
 # tags added to run names later: runs named before them are looked up under the old name too
-_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.interleave"})
+_LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.interleave", "optim.micro_batches"})
 
 
 def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:

@@ -52,6 +52,7 @@ OPTIONS: dict[str, tuple[str | None, str]] = {
     "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
     "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
     "interleave": ("optim", "interleave"),
+    "micro_batches": ("optim", "micro_batches"),
     "checkpoint_every": ("checkpoint", "every_steps"),
     "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
     "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
