@@ -50,3 +50,39 @@ def test_the_start_takes_the_models_default_init_scale(
     assert scales == [used]
     stored = json.loads((tmp_path / "run" / "config.json").read_text(encoding="utf-8"))
     assert stored["model"]["init_scale"] == given  # 0 stays "the default" in the record
+
+
+@pytest.mark.parametrize("loss", ["neg", "nce", "hs"])
+def test_vectors_drawn_while_a_prepared_corpus_opens_are_the_fresh_ones(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loss: str) -> None:
+    # --corpus PREPARED draws the initial vectors on a thread (InitialVectors); a raw corpus
+    # draws them in the engine: the same vocabulary gives the same bits either way
+    from embedlab.data.preparing import prepare
+    from embedlab.training import setup
+
+    from .small_runs import final_bytes
+
+    prepared = tmp_path / "prepared"
+    prepare(corpus, prepared)
+    model = {"loss": loss}
+    run_train(make_cfg(corpus, model=model, max_steps=3), tmp_path / "raw")
+    started = []
+    start = setup._start_initial_vectors
+
+    def spy(cfg: Any) -> Any:
+        started.append(start(cfg))
+        return started[-1]
+
+    monkeypatch.setattr(setup, "_start_initial_vectors", spy)
+    run_train(make_cfg(prepared, model=model, max_steps=3), tmp_path / "prepared-run")
+    assert started and started[0] is not None
+    assert final_bytes(tmp_path / "prepared-run") == final_bytes(tmp_path / "raw")
+
+
+def test_initial_vectors_of_another_size_are_not_taken(corpus: Path) -> None:
+    from embedlab.training.setup import InitialVectors
+
+    initial = InitialVectors(make_cfg(corpus), 50)
+    assert initial.tensors(51) is None
+    tensors = initial.tensors(50)
+    assert tensors is not None and tensors["input_embeddings"].shape == (50, 8)
