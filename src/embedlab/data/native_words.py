@@ -134,19 +134,19 @@ class _Tables:
             kept = kept[:max_vocab - (unk is not None)]
         return kept
 
-    def tsv(self, ids: npt.NDArray[np.int64]) -> bytes:
-        """The ``vocab.tsv`` lines of the words ``ids``."""
+    def tsv(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
+        """The ``vocab.tsv`` lines of the words ``ids``, as bytes."""
         out = np.empty(self.lib.tk_tsv_size(self.tables, self.ntables, _addr(ids), len(ids)) + 1,
                        np.uint8)
         counts = np.empty(len(ids), np.int64)
         self.lib.tk_tsv_write(self.tables, self.ntables, _addr(ids), len(ids), _addr(out),
                               _addr(counts))
-        return out[:-1].tobytes()
+        return out[:-1]
 
     def refuse_empty(self, min_count: int, unk: str | None) -> None:
         """Raise the error of :func:`embedlab.data.vocab.build` for a vocabulary left empty."""
         ids = self.select(1, None, None)
-        lines = self.tsv(ids).decode("utf-8").split("\n")[:-1]
+        lines = self.tsv(ids).tobytes().decode("utf-8").split("\n")[:-1]
         words, counts = zip(*(line.split("\t") for line in lines), strict=True) if lines \
             else ((), ())
         build_from_arrays(list(words), np.array([int(c) for c in counts], np.int64),
@@ -158,7 +158,7 @@ class _Tables:
         with open(tmp / VOCAB_FILE, "wb") as f:
             if unk is not None:
                 f.write(f"{unk}\t{unk_count}\n".encode())
-            f.write(self.tsv(ids))
+            f.write(self.tsv(ids).data)
 
     def to_vocab(self, ids: npt.NDArray[np.int64], unk: str | None) -> npt.NDArray[np.int32]:
         """Word id -> vocabulary id; -1 (dropped) or 0 (UNK) for words not kept."""

@@ -575,24 +575,19 @@ static uint64_t tk_head(const uint8_t *p, uint32_t len) {
     return h;
 }
 
-/* r[0:n] sorted by tk_rank_cmp: its halves on two threads, then merged (into tmp, copied back) */
-static int tk_rank_sort(tk_ranked *r, int64_t n, int threads) {
+/* The ids of r[0:n] in tk_rank_cmp's order: its halves sorted on two threads, then merged
+ * straight into ids (no second array of r's size). */
+static void tk_rank_sort(tk_ranked *r, int64_t n, int threads, int64_t *ids) {
     int64_t half = threads > 1 && n > (1 << 16) ? n / 2 : n;
 #pragma omp parallel for num_threads(2) if (half < n)
     for (int part = 0; part < 2; part++) {
         int64_t lo = part ? half : 0, hi = part ? n : half;
         qsort(r + lo, (size_t)(hi - lo), sizeof *r, tk_rank_cmp);
     }
-    if (half == n) return 0;
-    tk_ranked *tmp = malloc((size_t)n * sizeof *tmp);
-    if (!tmp) return -1;
     int64_t i = 0, j = half, k = 0;
-    while (i < half && j < n) tmp[k++] = tk_rank_cmp(&r[j], &r[i]) < 0 ? r[j++] : r[i++];
-    while (i < half) tmp[k++] = r[i++];
-    while (j < n) tmp[k++] = r[j++];
-    memcpy(r, tmp, (size_t)n * sizeof *r);
-    free(tmp);
-    return 0;
+    while (i < half && j < n) ids[k++] = tk_rank_cmp(&r[j], &r[i]) < 0 ? r[j++].id : r[i++].id;
+    while (i < half) ids[k++] = r[i++].id;
+    while (j < n) ids[k++] = r[j++].id;
 }
 
 /* The ids of the words counted at least min_count times, other than unk (unk_len < 0: none),
@@ -615,11 +610,7 @@ int64_t tk_select(tk_table **tables, int ntables, int64_t min_count, const uint8
                                  (uint32_t)(i * ntables + s)};
         }
     }
-    if (tk_rank_sort(r, n, threads)) {
-        free(r);
-        return -1;
-    }
-    for (int64_t i = 0; i < n; i++) ids[i] = r[i].id;
+    tk_rank_sort(r, n, threads, ids);
     free(r);
     return n;
 }
