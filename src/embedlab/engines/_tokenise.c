@@ -18,6 +18,7 @@
  * all threads fold into at once; tk_select() and tk_tsv_write() sort and write the vocabulary;
  * tk_encode() maps token ids to vocabulary ids; tk_count() counts with word2vec's pruning.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,45 +111,63 @@ static const uint8_t *tk_classes(void) {
     return cls;
 }
 
-/* ---- a piece's distinct tokens --------------------------------------------------------------- */
+/* ---- a piece's tokens ------------------------------------------------------------------------- */
+/* Where each token is: a first sweep over the bytes finds the tokens (streaming), a second
+ * gives them type ids; knowing every token's hash ahead lets the second sweep prefetch the
+ * table slots and types it is about to need, as its lookups are otherwise cache misses. */
 typedef struct {
-    uint32_t *slots; /* type id + 1, 0 = empty */
-    uint32_t mask;
-} tk_local;
+    uint64_t *hash;
+    uint32_t *start, *len;
+    uint8_t *flag; /* 1: Python must compute the word */
+} tk_tokens;
 
-static int tk_local_grow(tk_local *t, const uint64_t *hashes, uint32_t ntypes) {
-    uint32_t cap = (t->mask + 1) * 2, mask = cap - 1;
-    uint32_t *slots = calloc(cap, sizeof *slots);
-    if (!slots) return -1;
-    for (uint32_t i = 0; i < ntypes; i++) {
-        uint32_t s = (uint32_t)hashes[i] & mask;
-        while (slots[s]) s = (s + 1) & mask;
-        slots[s] = i + 1;
-    }
-    free(t->slots);
-    t->slots = slots;
-    t->mask = mask;
-    return 0;
+typedef struct {
+    uint64_t hash;
+    uint32_t off, len, count;
+} tk_type;
+
+/* A thread's scratch memory of at least size bytes, kept for its next piece (fresh memory
+ * each time would cost a page fault per page); freed when the thread ends. NULL when memory
+ * ran out. */
+typedef struct {
+    uint8_t *p;
+    size_t size;
+} tk_block;
+
+static pthread_key_t tk_scratch_key;
+static pthread_once_t tk_scratch_once = PTHREAD_ONCE_INIT;
+
+static void tk_scratch_free(void *b) {
+    free(((tk_block *)b)->p);
+    free(b);
 }
 
-/* out[]: 0 tokens, 1 types, 2 sentence ends, 3 invalid UTF-8 sequences, 4 longest token (bytes),
- * 5 tokens before the first '\n' (all when there is none), 6 whether there is a '\n',
- * 7 tokens after the last '\n' (all when there is none).
- * ids[ntokens]: local type ids; ends[]: token counts at each '\n' closing a line with tokens;
- * type_off/type_len: where each type's bytes are in buf (after lowercasing); type_count: its
- * occurrences; type_flag: 1 when Python must compute its word; hashes: the hash of its bytes.
- * Arrays hold n / 2 + 1 entries.
- * Returns 0, or -1 when memory ran out. */
-int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *ids,
-                uint32_t *ends, uint32_t *type_off, uint32_t *type_len, uint32_t *type_count,
-                uint8_t *type_flag, uint64_t *hashes, int64_t *out) {
+static void tk_scratch_init(void) { pthread_key_create(&tk_scratch_key, tk_scratch_free); }
+
+static uint8_t *tk_scratch(size_t size) {
+    pthread_once(&tk_scratch_once, tk_scratch_init);
+    tk_block *b = pthread_getspecific(tk_scratch_key);
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b || pthread_setspecific(tk_scratch_key, b)) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->size < size) {
+        free(b->p);
+        b->p = malloc(size);
+        b->size = b->p ? size : 0;
+    }
+    return b->p;
+}
+
+/* out[] as tk_tokenise's; ends[] too. Returns the number of tokens. */
+static uint32_t tk_split(uint8_t *buf, int64_t n, int lowercase, int skip_bom, tk_tokens *tok,
+                         uint32_t *ends, int64_t *out) {
     const uint8_t *cls = tk_classes();
     const uint8_t *end = buf + n;
-    tk_local table = {NULL, 0};
-    table.mask = 4095;
-    table.slots = calloc(4096, sizeof *table.slots);
-    if (!table.slots) return -1;
-    uint32_t ntok = 0, ntypes = 0, nends = 0, line_start = 0, lead = 0, has_nl = 0;
+    uint32_t ntok = 0, nends = 0, line_start = 0, lead = 0, has_nl = 0;
     int64_t invalid = 0, longest = 0;
     const uint8_t *p = buf;
     if (skip_bom && n >= 3 && p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) p += 3;
@@ -193,44 +212,113 @@ int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *
         }
         uint32_t len = (uint32_t)(p - start);
         if (len > longest) longest = len;
-        uint64_t h = tk_hash(start, len);
-        uint32_t s = (uint32_t)h & table.mask, id;
-        for (;;) {
-            uint32_t e = table.slots[s];
-            if (!e) {
-                id = ntypes++;
-                hashes[id] = h;
-                type_off[id] = (uint32_t)(start - buf);
-                type_len[id] = len;
-                type_count[id] = 0;
-                type_flag[id] = (uint8_t)(bad || (wide && lowercase));
-                table.slots[s] = id + 1;
-                if ((uint64_t)ntypes * 2 > table.mask + 1 &&
-                    tk_local_grow(&table, hashes, ntypes)) {
-                    free(table.slots);
-                    return -1;
-                }
-                break;
-            }
-            e--;
-            if (hashes[e] == h && type_len[e] == len && tk_same(buf + type_off[e], start, len)) {
-                id = e;
-                break;
-            }
-            s = (s + 1) & table.mask;
-        }
-        type_count[id]++;
-        ids[ntok++] = id;
+        tok->hash[ntok] = tk_hash(start, len);
+        tok->start[ntok] = (uint32_t)(start - buf);
+        tok->len[ntok] = len;
+        tok->flag[ntok] = (uint8_t)(bad || (wide && lowercase));
+        ntok++;
     }
-    free(table.slots);
     out[0] = ntok;
-    out[1] = ntypes;
     out[2] = nends;
     out[3] = invalid;
     out[4] = longest;
     out[5] = has_nl ? lead : ntok;
     out[6] = has_nl;
     out[7] = ntok - line_start;
+    return ntok;
+}
+
+#define TK_AHEAD 16 /* lookups ahead whose slot is prefetched (half as far: the entry's) */
+
+/* Type ids of tokens, in order of first appearance, in types[]. Returns their number, or -1
+ * when memory ran out. */
+static int64_t tk_types(const uint8_t *buf, const tk_tokens *tok, uint32_t ntok, uint32_t *ids,
+                        tk_type *types) {
+    uint32_t mask = 4095, ntypes = 0;
+    uint32_t *slots = calloc(mask + 1, sizeof *slots); /* type id + 1, 0 = empty */
+    if (!slots) return -1;
+    for (uint32_t k = 0; k < ntok; k++) {
+        if (k + TK_AHEAD < ntok) __builtin_prefetch(&slots[tok->hash[k + TK_AHEAD] & mask]);
+        if (k + TK_AHEAD / 2 < ntok) {
+            uint32_t e = slots[tok->hash[k + TK_AHEAD / 2] & mask];
+            if (e) {
+                __builtin_prefetch(&types[e - 1]);
+                __builtin_prefetch(buf + types[e - 1].off);
+            }
+        }
+        uint64_t h = tok->hash[k];
+        uint32_t len = tok->len[k], s = (uint32_t)h & mask, id;
+        const uint8_t *start = buf + tok->start[k];
+        for (;;) {
+            uint32_t e = slots[s];
+            if (!e) {
+                id = ntypes++;
+                types[id] = (tk_type){h, tok->start[k], len, 0};
+                slots[s] = id + 1;
+                if ((uint64_t)ntypes * 2 > mask + 1) { /* grow */
+                    uint32_t cap = (mask + 1) * 2;
+                    uint32_t *grown = calloc(cap, sizeof *grown);
+                    if (!grown) {
+                        free(slots);
+                        return -1;
+                    }
+                    mask = cap - 1;
+                    for (uint32_t i = 0; i < ntypes; i++) {
+                        uint32_t g = (uint32_t)types[i].hash & mask;
+                        while (grown[g]) g = (g + 1) & mask;
+                        grown[g] = i + 1;
+                    }
+                    free(slots);
+                    slots = grown;
+                }
+                break;
+            }
+            const tk_type *t = &types[e - 1];
+            if (t->hash == h && t->len == len && tk_same(buf + t->off, start, len)) {
+                id = e - 1;
+                break;
+            }
+            s = (s + 1) & mask;
+        }
+        types[id].count++;
+        ids[k] = id;
+    }
+    free(slots);
+    return ntypes;
+}
+
+/* out[]: 0 tokens, 1 types, 2 sentence ends, 3 invalid UTF-8 sequences, 4 longest token (bytes),
+ * 5 tokens before the first '\n' (all when there is none), 6 whether there is a '\n',
+ * 7 tokens after the last '\n' (all when there is none).
+ * ids[ntokens]: local type ids; ends[]: token counts at each '\n' closing a line with tokens;
+ * type_off/type_len: where each type's bytes are in buf (after lowercasing); type_count: its
+ * occurrences; type_flag: 1 when Python must compute its word; hashes: the hash of its bytes.
+ * Arrays hold n / 2 + 1 entries.
+ * Returns 0, or -1 when memory ran out. */
+int tk_tokenise(uint8_t *buf, int64_t n, int lowercase, int skip_bom, uint32_t *ids,
+                uint32_t *ends, uint32_t *type_off, uint32_t *type_len, uint32_t *type_count,
+                uint8_t *type_flag, uint64_t *hashes, int64_t *out) {
+    size_t cap = (size_t)(n / 2 + 1);
+    uint8_t *scratch = tk_scratch(cap * (sizeof(tk_type) + 8 + 4 + 4 + 1));
+    if (!scratch) return -1;
+    tk_type *types = (tk_type *)scratch;
+    tk_tokens tok = {(uint64_t *)(scratch + cap * sizeof(tk_type)), NULL, NULL, NULL};
+    tok.start = (uint32_t *)(tok.hash + cap);
+    tok.len = tok.start + cap;
+    tok.flag = (uint8_t *)(tok.len + cap);
+    uint32_t ntok = tk_split(buf, n, lowercase, skip_bom, &tok, ends, out);
+    int64_t ntypes = tk_types(buf, &tok, ntok, ids, types);
+    if (ntypes < 0) return -1;
+    for (int64_t i = 0; i < ntypes; i++) {
+        hashes[i] = types[i].hash;
+        type_off[i] = types[i].off;
+        type_len[i] = types[i].len;
+        type_count[i] = types[i].count;
+    }
+    /* a type's flag is its first token's: the same bytes give the same flag */
+    for (uint32_t k = 0, next = 0; k < ntok && (int64_t)next < ntypes; k++)
+        if (ids[k] == next) type_flag[next++] = tok.flag[k];
+    out[1] = ntypes;
     return 0;
 }
 
@@ -347,8 +435,6 @@ static int64_t tk_table_find(tk_table *t, const uint8_t *p, uint32_t len, int in
     return tk_table_find_h(t, p, len, tk_hash(p, len), insert, added);
 }
 
-#define TK_AHEAD 16 /* lookups ahead whose slot is prefetched */
-
 /* Flagged types already seen in an earlier piece: word[i] = their word id; the others get
  * UINT32_MAX (Python computes their words). Returns how many are left to Python. */
 static int64_t tk_known_aliases(tk_table *aliases, const uint8_t *buf,
@@ -372,7 +458,6 @@ static int64_t tk_known_aliases(tk_table *aliases, const uint8_t *buf,
  * times TK_SHARDS plus the shard: ids never move once given. Which thread gives a word its id
  * first depends on timing, so the ids (scratch values) may differ between runs; the counts and
  * the word each token maps to do not, and everything written is derived from those. */
-#include <pthread.h>
 #define TK_SHARD_BITS 6
 #define TK_SHARDS (1 << TK_SHARD_BITS)
 
@@ -684,6 +769,8 @@ void tk_lookup(const tk_table *v, const uint8_t *buf, const uint32_t *type_off,
                int64_t ntypes, const uint8_t *canon, const int64_t *canon_off, int32_t missing,
                int32_t *map) {
     for (int64_t i = 0; i < ntypes; i++) {
+        if (i + TK_AHEAD < ntypes && !type_flag[i + TK_AHEAD])
+            __builtin_prefetch(&v->slots[hashes[i + TK_AHEAD] & v->mask]);
         uint32_t len;
         const uint8_t *p = tk_type_word(buf, type_off, type_len, type_flag, canon, canon_off, i,
                                         &len);
@@ -817,7 +904,21 @@ int tk_count(tk_counter *c, const uint32_t *ids, int64_t n, const uint8_t *buf,
     uint32_t *dirty = malloc((size_t)(ntypes + 1) * sizeof *dirty); /* types with pending > 0 */
     int64_t ndirty = 0;
     int rc = word && gen && pending && dirty ? 0 : -1;
-    for (int64_t i = 0; !rc && i < ntypes; i++) gen[i] = -1;
+    /* the words already in the table, looked up in one sweep that prefetches ahead (until a
+     * pruning moves them); a type not found yet is looked up again at its first token, as
+     * another type may have added its word (two flagged types can share one) */
+    tk_table *t = c->t;
+    for (int64_t i = 0; !rc && i < ntypes; i++) {
+        if (i + TK_AHEAD < ntypes && !type_flag[i + TK_AHEAD])
+            __builtin_prefetch(&t->slots[hashes[i + TK_AHEAD] & t->mask]);
+        uint32_t len;
+        const uint8_t *p = tk_type_word(buf, type_off, type_len, type_flag, canon, canon_off, i,
+                                        &len);
+        int added = 0;
+        word[i] = tk_table_find_h(t, p, len, type_flag[i] ? tk_hash(p, len) : hashes[i], 0,
+                                  &added);
+        gen[i] = word[i] >= 0 ? c->gen : -1;
+    }
     for (int64_t k = 0; !rc && k < n; k++) {
         uint32_t type = ids[k];
         int added = 0;
