@@ -20,8 +20,10 @@ Each measurement runs ``embedlab.train`` in a fresh child process (``--steps`` s
 - ``save s``: the final checkpoint (write, fsync, hash, rename);
 - ``peak RSS``: the child's ``ru_maxrss``; ``matrices``: the two float32 matrices' size.
 
-``--gensim`` adds gensim's ``Word2Vec(corpus_file=...)`` on the 30M-token corpora (it needs the
-corpus as text, which is written once from the ids: several GB at 300M tokens, so only 30M).
+``--gensim-tokens N`` adds gensim's ``Word2Vec(corpus_file=...)``, skip-gram d100 w5 n5 with 2
+workers, given each corpus's vocabulary (``build_vocab_from_freq``) and trained for one epoch on
+the corpus's first N tokens, written as text (gensim reads text only; the whole corpus would be
+GBs of it).
 """
 
 from __future__ import annotations
@@ -217,7 +219,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--gensim-tokens", type=int, default=0,
-                    help="train gensim on this many tokens of each 30M-token corpus (0: skip)")
+                    help="train gensim on this many tokens of each corpus (0: skip)")
     ap.add_argument("--delete", action="store_true", help="remove the corpora afterwards")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -272,8 +274,6 @@ def gensim_table(corpora: list[tuple[int, int]], tokens: int) -> str:
              f"build_vocab_from_freq, 1 epoch of its first ~{tokens:,} tokens as text):", "",
              "| raw tokens | vocabulary | words/s | peak RSS |", "|---|---|---|---|"]
     for corpus_tokens, vocab in corpora:
-        if corpus_tokens != min(t for t, _ in corpora):
-            continue
         folder = WORK / f"train-{corpus_tokens}-{vocab}"
         text = WORK / f"train-{corpus_tokens}-{vocab}.txt"
         written = write_text(folder, text, tokens)
