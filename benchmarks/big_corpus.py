@@ -8,8 +8,8 @@ it afterwards). Each measurement runs in a fresh child process, ``--reps`` (3) t
 configurations alternating so that drift in the machine hits them alike; medians are reported:
 
 - ``embedlab W``: ``embedlab.data.preparing.prepare(corpus, out, workers=W)`` with the defaults
-  of ``embedlab prepare`` (min count 5), for each W of ``--workers`` (1,2); the output folder is
-  deleted after each run;
+  of ``embedlab prepare`` (min count 5; ``--max-distinct`` passes its own, to measure pruning),
+  for each W of ``--workers`` (1,2); the output folder is deleted after each run;
 - ``gensim``: ``Word2Vec(min_count=5, workers=2).build_vocab(corpus_file=corpus)``
   (``--skip-gensim`` leaves it out).
 
@@ -40,11 +40,12 @@ BLOCK_LINES = 50_000
 EMBEDLAB_CHILD = """
 import json, resource, shutil, sys, time
 from embedlab.data.preparing import prepare
-corpus, out, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+corpus, out, workers, max_distinct = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 began = time.perf_counter()
-pc = prepare(corpus, out, workers=workers, progress=False)
+pc = prepare(corpus, out, workers=workers, progress=False, max_distinct=max_distinct)
 seconds = time.perf_counter() - began
 result = {"seconds": seconds, "tokens": pc.raw_tokens, "vocab": len(pc.vocab),
+          "pruned": pc.meta["pruned"],
           "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 del pc
 shutil.rmtree(out)
@@ -109,6 +110,8 @@ def main() -> None:
     ap.add_argument("--distinct", type=int, default=3_000_000)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--max-distinct", type=int, default=10_000_000,
+                    help="embedlab's --max-distinct (below the corpus's distinct words: pruning)")
     ap.add_argument("--skip-gensim", action="store_true")
     ap.add_argument("--delete", action="store_true", help="remove the corpus afterwards")
     args = ap.parse_args()
@@ -126,7 +129,7 @@ def main() -> None:
                 r = _run(GENSIM_CHILD, str(corpus))
             else:
                 r = _run(EMBEDLAB_CHILD, str(corpus), str(WORK / "big-prepared"),
-                         config.split()[1])
+                         config.split()[1], str(args.max_distinct))
             print(f"rep {rep + 1} {config}: {r}", file=sys.stderr)
             results[config].append(r)
     print(table(corpus, results))
