@@ -144,3 +144,28 @@ def test_open_refuses_a_vocab_count_beyond_int64(prepared_dir: Path) -> None:
     with pytest.raises(InputError, match=r"vocab\.tsv:2: count 9223372036854775808 is too "
                                          r"large \(the most is 9223372036854775807\)"):
         PreparedCorpus.open(prepared_dir)
+
+
+def test_open_refuses_an_id_beyond_the_vocabulary(prepared_dir: Path) -> None:
+    import numpy as np
+
+    ids = np.fromfile(prepared_dir / "ids.u32", dtype="<u4")
+    size = len(PreparedCorpus.open(prepared_dir).vocab)
+    ids[3] = size
+    ids.tofile(prepared_dir / "ids.u32")
+    with pytest.raises(InputError, match=f"ids.u32 holds id {size:,} at position 3, but the "
+                                         f"vocabulary has {size:,} words"):
+        PreparedCorpus.open(prepared_dir)
+
+
+def test_open_names_the_vocabulary_before_the_ids(prepared_dir: Path) -> None:
+    # the ids are checked on a thread beside the vocabulary's read; with both damaged, the
+    # vocabulary's problem is the one named, as when they were checked one after the other
+    import numpy as np
+
+    ids = np.fromfile(prepared_dir / "ids.u32", dtype="<u4")
+    ids[0] = 10**9
+    ids.tofile(prepared_dir / "ids.u32")
+    (prepared_dir / "vocab.tsv").write_text("the 10\n", encoding="utf-8")
+    with pytest.raises(InputError, match="expected 'word<TAB>count'"):
+        PreparedCorpus.open(prepared_dir)

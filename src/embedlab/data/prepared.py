@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,13 +57,23 @@ class PreparedCorpus:
         """Open and check a prepared folder; :class:`InputError` if it is not a valid one."""
         root = Path(path)
         meta = _read_meta(root)
-        vocab = Vocab.load_tsv(root / VOCAB_FILE, unk=meta.get("unk"))
-        ids = map_file(root / IDS_FILE, np.dtype("<u4"))
-        ends = map_file(root / ENDS_FILE, np.dtype("<i8"))
-        problem = _check_consistency(meta, ids, ends, vocab)
-        if problem:
-            raise _invalid(root, problem)
-        return cls(root, ids, ends, vocab, meta, _check_contents(root, len(vocab)))
+        # The ids are checked on a thread while the vocabulary is read: the check reads the whole
+        # corpus (disk-bound when it is not cached), the vocabulary is Python work. Its verdict
+        # is taken only once the checks before it have passed, so the first problem named is
+        # the same as in a serial open.
+        contents = _ContentsCheck(root, meta["vocab_size"])
+        try:
+            vocab = Vocab.load_tsv(root / VOCAB_FILE, unk=meta.get("unk"))
+            ids = map_file(root / IDS_FILE, np.dtype("<u4"))
+            ends = map_file(root / ENDS_FILE, np.dtype("<i8"))
+            problem = _check_consistency(meta, ids, ends, vocab)
+            if problem:
+                raise _invalid(root, problem)
+            longest = contents.result()
+        except BaseException:
+            contents.stop.set()
+            raise
+        return cls(root, ids, ends, vocab, meta, longest)
 
     @property
     def raw_tokens(self) -> int:
@@ -215,7 +226,30 @@ def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.ND
     return None
 
 
-def _check_contents(root: Path, vocab_size: int) -> int:
+class _ContentsCheck:
+    """:func:`_check_contents` on a thread; :meth:`result` waits for its verdict."""
+
+    def __init__(self, root: Path, vocab_size: int) -> None:
+        self.stop = threading.Event()
+        self._outcome: list[Any] = []
+        self._thread = threading.Thread(target=self._run, args=(root, vocab_size), daemon=True,
+                                        name="embedlab-check-ids")
+        self._thread.start()
+
+    def _run(self, root: Path, vocab_size: int) -> None:
+        try:
+            self._outcome.append(_check_contents(root, vocab_size, self.stop))
+        except BaseException as exc:  # raised where the verdict is taken
+            self._outcome.append(exc)
+
+    def result(self) -> int:
+        self._thread.join()
+        if isinstance(self._outcome[0], BaseException):
+            raise self._outcome[0]
+        return int(self._outcome[0])
+
+
+def _check_contents(root: Path, vocab_size: int, stop: threading.Event | None = None) -> int:
     """Every id names a word and the sentence ends increase: the trainer indexes the embedding
     matrices with these numbers, so a damaged file must stop here (:class:`InputError`), not
     crash the kernel. Returns the longest sentence's length, found on the way.
@@ -224,6 +258,8 @@ def _check_contents(root: Path, vocab_size: int) -> int:
     stay resident (4 bytes per token) until training hands them back.
     """
     for n, chunk in enumerate(file_chunks(root / IDS_FILE, np.dtype("<u4"))):
+        if stop is not None and stop.is_set():  # the open failed otherwise: nobody waits
+            return 0
         if int(chunk.max()) >= vocab_size:
             i = int(np.argmax(chunk >= vocab_size))
             raise _invalid(root, f"{IDS_FILE} holds id {int(chunk[i]):,} at position "
