@@ -13,18 +13,25 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from embedlab.config import MAX_INT
+from embedlab.data.vocab_tsv import (
+    SLICE,
+    all_words_valid,
+    check_word,
+    file_identity,
+    parse_columns,
+    parse_slowly,
+)
+from embedlab.data.vocab_tsv import check_count_fits as check_count_fits  # re-exported
+from embedlab.data.vocab_tsv import count_fits_int64 as count_fits_int64  # re-exported
 from embedlab.errors import InputError
 
 
@@ -101,26 +108,6 @@ class WordCounter:
         self._reduce += 1
 
 
-def count_fits_int64(digits: str) -> bool:
-    """Whether a count written as decimal ``digits`` fits int64 (the counts arrays' type). The
-    length test comes first: int() refuses strings of over 4,300 digits with its own ValueError."""
-    return len(digits.lstrip("0")) <= len(str(MAX_INT)) and int(digits) <= MAX_INT
-
-
-def check_count_fits(digits: str, where: str, fix: str) -> None:
-    """Refuse a count too large for int64 in one line: ``WHERE: count N is too large ...; FIX``
-    (a count of thousands of digits is shown cut)."""
-    if not count_fits_int64(digits):
-        shown = digits if len(digits) <= 30 else f"{digits[:30]}..."
-        raise InputError(f"{where}: count {shown} is too large (the most is {MAX_INT}); {fix}")
-
-
-def _check_word(word: Any, where: str) -> None:
-    if not isinstance(word, str) or not word or word.split() != [word]:
-        raise InputError(f"invalid word {word!r} in {where}: words must be non-empty and "
-                         "contain no whitespace; fix or regenerate the vocabulary")
-
-
 @dataclass(frozen=True, eq=False)
 class Vocab:
     """An immutable id <-> word mapping with counts.
@@ -193,16 +180,16 @@ class Vocab:
     # ---- vocab.tsv ----------------------------------------------------------------------------
     def save_tsv(self, path: str | os.PathLike[str]) -> None:
         """Write ``word<TAB>count`` lines (UTF-8, ``\\n``); the id is the line number."""
-        if self._source is not None and _identity(self._source[0]) == self._source[1]:
+        if self._source is not None and file_identity(self._source[0]) == self._source[1]:
             with contextlib.suppress(shutil.SameFileError):  # the same bytes, at disk speed
                 shutil.copyfile(self._source[0], path)
             return
-        if not _all_words_valid(self.words):
+        if not all_words_valid(self.words):
             for w in self.words:  # names the first bad word
-                _check_word(w, "the vocabulary")
+                check_word(w, "the vocabulary")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
-            for start in range(0, len(self.words), _SLICE):
-                stop = start + _SLICE
+            for start in range(0, len(self.words), SLICE):
+                stop = start + SLICE
                 f.write("".join(map("{}\t{}\n".format, self.words[start:stop],
                                     self.counts[start:stop].tolist())))
 
@@ -210,20 +197,20 @@ class Vocab:
     def load_tsv(cls, path: str | os.PathLike[str], *, unk: str | None = None) -> Vocab:
         """Read a file written by :meth:`save_tsv`. ``unk``, if given, must be the first word."""
         try:
-            identity = _identity(Path(path))
+            identity = file_identity(Path(path))
             data = Path(path).read_bytes()
             data.decode("utf-8")  # refuses a file that is not UTF-8 before anything else
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None
-        parsed = _parse_columns(data)
+        parsed = parse_columns(data)
         if parsed is not None:
             words, counts, canonical = parsed
         else:  # the line-by-line reading, which names the first bad line
             lines = data.decode("utf-8").split("\n")
             if lines and lines[-1] == "":
                 lines.pop()
-            words, listed = _parse_slowly(lines, path)
+            words, listed = parse_slowly(lines, path)
             counts, canonical = np.array(listed, dtype=np.int64), False
         del data  # as large as the file
         if unk is not None and (not words or words[0] != unk):
@@ -237,108 +224,6 @@ class Vocab:
         if canonical:
             object.__setattr__(vocab, "_source", (Path(path), identity))
         return vocab
-
-
-_SLICE = 1 << 16  # lines per step of reading or writing vocab.tsv (bounds temporary memory)
-_OTHER_SPACE = re.compile(r"[^\S\t\n]")  # whitespace that str.split() splits at, but \t, \n
-
-
-def _identity(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _all_words_valid(words: Sequence[object]) -> bool:
-    """Whether every word is a non-empty str without whitespace, at C speed: splitting the
-    words joined by newlines gives them back exactly when each is one whitespace-free token."""
-    try:
-        return "\n".join(words).split() == list(words)  # type: ignore[arg-type]
-    except TypeError:  # not all str
-        return False
-
-
-def _parse_columns(data: bytes) -> tuple[list[str], npt.NDArray[np.int64], bool] | None:
-    """``word<TAB>count`` lines (UTF-8 ``data``) parsed with array operations: the words, the
-    counts, and whether the bytes are what :meth:`Vocab.save_tsv` writes for them (no leading
-    zeros, a final newline). None when a line is not of that shape (then :func:`_parse_slowly`
-    names it), or has a count of over 18 digits (which may not fit int64).
-
-    Every line holds exactly one tab, not at its start and not before its newline, when there
-    are as many tabs as lines and each lies inside its line; after it only ASCII digits; and the
-    text holds no whitespace but those tabs and newlines. Then ``str.split`` cuts each line into
-    exactly its word and its count.
-    """
-    if not data:
-        return [], np.zeros(0, dtype=np.int64), True
-    raw = np.frombuffer(data, dtype=np.uint8)
-    ends = np.flatnonzero(raw == 10)
-    if not data.endswith(b"\n"):
-        ends = np.append(ends, len(raw))
-    tabs = np.flatnonzero(raw == 9)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    digits = ends - tabs - 1 if len(tabs) == len(ends) else None
-    if digits is None or not (tabs > starts).all() or digits.min() < 1 or digits.max() > 18:
-        return None
-    if _other_space(raw, data):
-        return None
-    words: list[str] = []
-    counts = np.empty(len(ends), dtype=np.int64)
-    leading_zero = False
-    for a in range(0, len(ends), _SLICE):
-        b = min(a + _SLICE, len(ends))
-        value = _decimal(raw, tabs[a:b] + 1, digits[a:b])
-        if value is None:
-            return None
-        counts[a:b] = value
-        leading_zero |= bool(((raw[tabs[a:b] + 1] == 48) & (digits[a:b] > 1)).any())
-        words += data[starts[a]:ends[b - 1]].decode("utf-8").split()[0::2]
-    return words, counts, data.endswith(b"\n") and not leading_zero
-
-
-def _other_space(raw: npt.NDArray[np.uint8], data: bytes) -> bool:
-    """Whether the UTF-8 text ``data`` holds whitespace other than tabs and newlines.
-
-    The ASCII ones are found with array operations; the others all start with one of four lead
-    bytes in UTF-8 (U+0085, U+00A0, U+1680, U+2000...U+3000), and only a text that holds one of
-    those is searched as a str.
-    """
-    ascii_space = np.isin(raw, np.array([11, 12, 13, 28, 29, 30, 31, 32], dtype=np.uint8))
-    if ascii_space.any():
-        return True
-    if not np.isin(raw, np.array([0xC2, 0xE1, 0xE2, 0xE3], dtype=np.uint8)).any():
-        return False
-    return _OTHER_SPACE.search(data.decode("utf-8")) is not None
-
-
-def _decimal(raw: npt.NDArray[np.uint8], first: npt.NDArray[np.intp],
-             digits: npt.NDArray[np.intp]) -> npt.NDArray[np.int64] | None:
-    """The numbers written with ``digits[i]`` ASCII digits from ``raw[first[i]]`` on; None if a
-    byte there is not a digit."""
-    width = int(digits.max())
-    place = np.arange(width)
-    inside = place < digits[:, None]
-    values = raw[np.where(inside, first[:, None] + place, 0)].astype(np.int64) - 48
-    if ((values < 0) | (values > 9))[inside].any():
-        return None
-    # digit j of an n-digit number is worth 10**(n-1-j); places past the number count 0
-    power = np.where(inside, digits[:, None] - 1 - place, 0)
-    return (np.where(inside, values, 0) * (10 ** power)).sum(axis=1)
-
-
-def _parse_slowly(lines: list[str], path: str | os.PathLike[str]) -> tuple[list[str], list[int]]:
-    words: list[str] = []
-    counts: list[int] = []
-    for n, line in enumerate(lines, 1):
-        word, tab, count = line.partition("\t")
-        if not tab or not count.isdigit() or not count.isascii():
-            raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
-                             "re-run 'embedlab prepare' to recreate the vocabulary")
-        check_count_fits(count, f"{path}:{n}",
-                         "re-run 'embedlab prepare' to recreate the vocabulary")
-        _check_word(word, f"{path}:{n}")
-        words.append(word)
-        counts.append(int(count))
-    return words, counts
 
 
 def build(
