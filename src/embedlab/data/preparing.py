@@ -41,6 +41,7 @@ from embedlab.data.prepared import (
 from embedlab.data.vocab import PruneInfo
 from embedlab.errors import InputError, warn
 from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
+from embedlab.training.memory import release_free_memory
 
 
 def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
@@ -96,6 +97,9 @@ def prepare_into(
     with _sigterm_cleans_up():
         _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress,
                       run_dir, workers)
+    # the pass's tables and pieces are freed, but malloc keeps much of it for reuse: hand it
+    # back, so that whatever this process does next (open the folder, train) starts lean
+    release_free_memory()
 
 
 def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
