@@ -112,7 +112,8 @@ def usable(files: list[Path]) -> bool:
     return sum(p.stat().st_size for p in files) >= MIN_BYTES and library() is not None
 
 
-def _addr(a: npt.NDArray[Any]) -> int:
+def addr(a: npt.NDArray[Any]) -> int:
+    """The address of ``a``'s data, for the C functions."""
     return int(a.ctypes.data)
 
 
@@ -221,9 +222,9 @@ def tokenise(lib: ctypes.CDLL, piece: Piece, lowercase: bool) -> Tokenised:
     off, length, count = (np.empty(cap, np.uint32) for _ in range(3))
     flag, hashes = np.empty(cap, np.uint8), np.empty(cap, np.uint64)
     out = np.zeros(8, np.int64)
-    if lib.tk_tokenise(_addr(piece.buf), n, int(lowercase), int(piece.first), _addr(ids),
-                       _addr(ends), _addr(off), _addr(length), _addr(count), _addr(flag),
-                       _addr(hashes), _addr(out)):
+    if lib.tk_tokenise(addr(piece.buf), n, int(lowercase), int(piece.first), addr(ids),
+                       addr(ends), addr(off), addr(length), addr(count), addr(flag),
+                       addr(hashes), addr(out)):
         raise MemoryError("out of memory while tokenising the corpus")
     ntok, ntypes, nends = int(out[0]), int(out[1]), int(out[2])
     return Tokenised(piece, ids[:ntok], ends[:nends], off[:ntypes], length[:ntypes],

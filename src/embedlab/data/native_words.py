@@ -7,10 +7,10 @@ written in C, token ids mapped on threads (pieces from :mod:`embedlab.data.nativ
   order. Ids are given in whatever order the threads meet words, but they stay scratch values:
   the counts are sums, and what is written (the vocabulary, sorted by count then word, and the
   ids mapped to it) does not depend on them.
-- :func:`count_pruned` and :class:`Counted`'s second pass: with more distinct words than
-  ``--max-distinct``, the threads tokenise and the main thread counts every token in corpus
-  order with word2vec's pruning (``tk_count``), as :class:`embedlab.data.vocab.WordCounter`
-  does; the second pass maps each piece's types to vocabulary ids on the threads.
+- :class:`Counted`: with more distinct words than ``--max-distinct``, the threads tokenise and
+  the main thread counts every token in corpus order with word2vec's pruning (``tk_count``), as
+  :class:`embedlab.data.vocab.WordCounter` does; its second pass (:meth:`Counted.finish`) maps
+  each piece's distinct tokens to vocabulary ids on the threads.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from embedlab.data.native_tokenise import (
     Piece,
     Tokenised,
     add_stats,
+    addr,
     checked,
     flagged_words,
     in_order,
@@ -54,12 +55,8 @@ def write_array(f: IO[bytes], arr: npt.NDArray[Any]) -> None:
     f.write(np.ascontiguousarray(arr).data)
 
 
-def _addr(a: npt.NDArray[Any]) -> int:
-    return int(a.ctypes.data)
-
-
 def _type_args(t: Tokenised) -> tuple[int, int, int, int]:
-    return _addr(t.piece.buf), _addr(t.type_off), _addr(t.type_len), _addr(t.type_flag)
+    return addr(t.piece.buf), addr(t.type_off), addr(t.type_len), addr(t.type_flag)
 
 
 @dataclass
@@ -105,8 +102,8 @@ def encode_ids(ids: npt.NDArray[np.uint32], to_vocab: npt.NDArray[np.int32],
     out, kept_at, res = np.empty(len(ids), np.uint32), np.empty(len(ends), np.int64), \
         np.zeros(2, np.int64)
     ends = np.ascontiguousarray(ends, np.int64)
-    lib.tk_encode(_addr(ids), len(ids), _addr(to_vocab), _addr(ends), len(ends), _addr(out),
-                  _addr(kept_at), _addr(res))
+    lib.tk_encode(addr(ids), len(ids), addr(to_vocab), addr(ends), len(ends), addr(out),
+                  addr(kept_at), addr(res))
     return out[:int(res[0])], kept_at, int(res[1])
 
 
@@ -125,8 +122,8 @@ class _Tables:
         bound = self.lib.tk_id_bound(self.tables, self.ntables)
         ids = np.empty(max(bound, 1), np.int64)
         raw = np.frombuffer((unk or "").encode() + b"\0", np.uint8)
-        n = self.lib.tk_select(self.tables, self.ntables, min_count, _addr(raw),
-                               -1 if unk is None else len(raw) - 1, self.workers, _addr(ids))
+        n = self.lib.tk_select(self.tables, self.ntables, min_count, addr(raw),
+                               -1 if unk is None else len(raw) - 1, self.workers, addr(ids))
         if n < 0:
             raise MemoryError("out of memory while sorting the vocabulary")
         kept = ids[:n]
@@ -136,11 +133,11 @@ class _Tables:
 
     def tsv(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
         """The ``vocab.tsv`` lines of the words ``ids``, as bytes."""
-        out = np.empty(self.lib.tk_tsv_size(self.tables, self.ntables, _addr(ids), len(ids)) + 1,
+        out = np.empty(self.lib.tk_tsv_size(self.tables, self.ntables, addr(ids), len(ids)) + 1,
                        np.uint8)
         counts = np.empty(len(ids), np.int64)
-        self.lib.tk_tsv_write(self.tables, self.ntables, _addr(ids), len(ids), _addr(out),
-                              _addr(counts))
+        self.lib.tk_tsv_write(self.tables, self.ntables, addr(ids), len(ids), addr(out),
+                              addr(counts))
         return out[:-1]
 
     def refuse_empty(self, min_count: int, unk: str | None) -> None:
@@ -196,13 +193,13 @@ class Words(_Tables):
         """Word ids of the piece's types (None: more than ``limit`` distinct words)."""
         lib, ntypes = self.lib, len(t.type_off)
         word = np.empty(ntypes, np.uint32)
-        left = lib.tk_words_known(self.handle, *_type_args(t), ntypes, _addr(word))
+        left = lib.tk_words_known(self.handle, *_type_args(t), ntypes, addr(word))
         todo = np.flatnonzero((t.type_flag != 0) & (word == _NO_WORD)) if left else None
         canon, canon_off = flagged_words(t, lowercase, todo) if left else \
             (np.zeros(1, np.uint8), np.zeros(ntypes + 1, np.int64))
-        rc = lib.tk_words_fold(self.handle, *_type_args(t), _addr(t.type_count),
-                               _addr(t.type_hash), ntypes, _addr(canon), _addr(canon_off), limit,
-                               _addr(word))
+        rc = lib.tk_words_fold(self.handle, *_type_args(t), addr(t.type_count),
+                               addr(t.type_hash), ntypes, addr(canon), addr(canon_off), limit,
+                               addr(word))
         if rc < 0:
             raise MemoryError("out of memory for the corpus's word table")
         return None if rc else word
@@ -346,14 +343,14 @@ class Counted(_Tables):
                               lambda p: _with_words(lib, p, self.lowercase),
                               self.workers)) as pieces:
             for t, canon, canon_off in pieces:
-                if lib.tk_count(self.handle, _addr(t.ids), len(t.ids), *_type_args(t),
-                                _addr(t.type_hash), len(t.type_off), _addr(canon),
-                                _addr(canon_off)):
+                if lib.tk_count(self.handle, addr(t.ids), len(t.ids), *_type_args(t),
+                                addr(t.type_hash), len(t.type_off), addr(canon),
+                                addr(canon_off)):
                     raise MemoryError("out of memory for the corpus's word table")
                 ends = lines.ends(t, t.ends.astype(np.int64), len(t.ids))
                 add_stats(self.stats, t, len(ends))
         out = np.zeros(5, np.int64)
-        lib.tk_counter_stats(self.handle, _addr(out))
+        lib.tk_counter_stats(self.handle, addr(out))
         self.prune = PruneInfo(*map(int, out[:4]))
 
     def kept_any(self, min_count: int, unk: str | None) -> bool:
@@ -365,7 +362,7 @@ class Counted(_Tables):
         ids = self.select(min_count, max_vocab, unk)
         if not len(ids):
             self.refuse_empty(min_count, unk)
-        lookup = self.lib.tk_lookup_new(self.tables, 1, _addr(ids), len(ids),
+        lookup = self.lib.tk_lookup_new(self.tables, 1, addr(ids), len(ids),
                                         int(unk is not None))
         if not lookup:
             raise MemoryError("out of memory for the vocabulary's table")
@@ -384,8 +381,8 @@ class Counted(_Tables):
                                         npt.NDArray[np.int64], int]:
             t, canon, canon_off = _with_words(lib, piece, self.lowercase)
             to_vocab = np.empty(len(t.type_off), np.int32)
-            lib.tk_lookup(lookup, *_type_args(t), _addr(t.type_hash), len(t.type_off),
-                          _addr(canon), _addr(canon_off), missing, _addr(to_vocab))
+            lib.tk_lookup(lookup, *_type_args(t), addr(t.type_hash), len(t.type_off),
+                          addr(canon), addr(canon_off), missing, addr(to_vocab))
             return (t, *encode_ids(t.ids, to_vocab, t.ends.astype(np.int64)))
 
         with open(tmp / IDS_FILE, "wb") as ids_file, open(tmp / ENDS_FILE, "wb") as ends_file, \
