@@ -152,3 +152,24 @@ def test_one_word_has_an_empty_path_and_no_inner_node() -> None:
     assert tree.n_nodes == 0 and tree.max_length == 0 and tree.lengths.tolist() == [0]
     nodes, _, mask = tree.padded(np.array([0, 0]))
     assert nodes.shape == (2, 0) and mask.shape == (2, 0)
+
+
+@given(st.one_of(counts_lists, tied_lists,
+                 st.lists(st.integers(0, 3), min_size=1, max_size=300)))
+@settings(max_examples=300, deadline=None)
+def test_the_merge_in_runs_is_the_loops(counts: list[int]) -> None:
+    from embedlab.engines.huffman import _merge_order_loop, merge_order
+
+    ordered = np.array(sorted(counts, reverse=True), dtype=np.int64)
+    ours, loops = merge_order(ordered), _merge_order_loop(ordered)
+    assert np.array_equal(ours[0], loops[0]) and np.array_equal(ours[1], loops[1])
+
+
+def test_the_merge_of_a_zipf_vocabulary_and_of_huge_counts() -> None:
+    from embedlab.engines.huffman import _merge_order_loop, merge_order
+
+    zipf = np.maximum(5, 10**7 // np.arange(1, 30_001)).astype(np.int64)
+    huge = np.array([2**62, 2**61, 3, 1], dtype=np.int64)  # sums beyond int64: the loop's way
+    for counts in (zipf, huge):
+        ours, loops = merge_order(counts), _merge_order_loop(counts)
+        assert np.array_equal(ours[0], loops[0]) and np.array_equal(ours[1], loops[1])

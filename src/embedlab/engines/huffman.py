@@ -15,9 +15,10 @@ the child of bit 1. word2vec.c expects its vocabulary sorted; here the words are
 follow counts) and keeps ties deterministic for any other (``--unk`` puts UNK at id 0 whatever
 its count).
 
-The merge is inherently sequential: it runs as a plain loop over Python integers, once per run
-(a new one or a resume). Reading the paths out of the parent links is vectorised, one level of
-the tree at a time.
+The merge is sequential, but it goes in long runs — leaves paired with leaves, inner nodes with
+inner nodes — that are array operations (:func:`merge_order`); only the steps between runs go
+one at a time. Reading the paths out of the parent links is vectorised, one level of the tree
+at a time.
 """
 
 from __future__ import annotations
@@ -84,6 +85,72 @@ class HuffmanTree:
 
 def merge_order(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """word2vec.c's two-queue merge on ``counts`` sorted descending (V ≥ 1).
+
+    Tree nodes: leaves 0..V−1 (the sorted words), inner nodes V..2V−2 in the order they were
+    made (2V−2 is the root). Returns, for each inner node V+a, its children: ``first[a]`` (the
+    smaller, bit 0) and ``second[a]`` (bit 1), int64 arrays of length V−1.
+
+    The merges of :func:`_merge_order_loop`, with its long runs done as array operations: while
+    the two rarest leaves are both rarer than the inner queue's head, they are merged with each
+    other (the head is not taken, so it stays the bound), and while the two oldest inner nodes
+    made so far are both no more frequent than the rarest leaf, they are (new nodes join the
+    queue behind them). Between runs, single steps as in the loop.
+    """
+    v = len(counts)
+    if float(np.sum(counts, dtype=np.float64)) >= 2.0**62:  # a sum might overflow int64
+        return _merge_order_loop(counts)
+    count = np.full(2 * v - 1, _NOT_MADE, dtype=np.int64)
+    count[:v] = counts
+    descending = -count[:v]  # ascending, for searchsorted
+    first = np.empty(max(0, v - 1), dtype=np.int64)
+    second = np.empty(max(0, v - 1), dtype=np.int64)
+    pos1, pos2, node = v - 1, v, v  # rarest unmerged leaf, oldest unmerged inner node, next one
+    while node < 2 * v - 1:
+        if pos2 < node and pos1 >= 1:  # leaves rarer than the queue's head pair up
+            frequent = int(np.searchsorted(descending, -int(count[pos2]), side="right"))
+            pairs = (pos1 + 1 - frequent) // 2
+            if pairs > 0:
+                a = pos1 - 2 * np.arange(pairs)
+                _merge(count, first, second, node - v, a, a - 1)
+                pos1, node = pos1 - 2 * pairs, node + pairs
+                continue
+        rarest_leaf = int(count[pos1]) if pos1 >= 0 else _NOT_MADE
+        pairs = int(np.searchsorted(count[pos2:node], rarest_leaf, side="right")) // 2
+        if pairs > 0:  # inner nodes as frequent as the rarest leaf or rarer (ties: inner first)
+            a = pos2 + 2 * np.arange(pairs)
+            _merge(count, first, second, node - v, a, a + 1)
+            pos2, node = pos2 + 2 * pairs, node + pairs
+            continue
+        taken = []
+        for _ in range(2):
+            head = int(count[pos2]) if pos2 < node else _NOT_MADE
+            if pos1 >= 0 and int(count[pos1]) < head:
+                taken.append(pos1)
+                pos1 -= 1
+            else:
+                taken.append(pos2)
+                pos2 += 1
+        first[node - v], second[node - v] = taken
+        count[node] = count[taken[0]] + count[taken[1]]
+        node += 1
+    return first, second
+
+
+_NOT_MADE = np.iinfo(np.int64).max  # word2vec.c's 1e15 for an inner node not made yet
+
+
+def _merge(count: np.ndarray, first: np.ndarray, second: np.ndarray, at: int, a: np.ndarray,
+           b: np.ndarray) -> None:
+    """Make inner nodes V+at, V+at+1, ... with children ``a`` (bit 0) and ``b`` (bit 1)."""
+    n, v = len(a), len(first) + 1
+    first[at:at + n], second[at:at + n] = a, b
+    count[v + at:v + at + n] = count[a] + count[b]
+
+
+def _merge_order_loop(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """word2vec.c's two-queue merge on ``counts`` sorted descending (V ≥ 1), one Python
+    iteration per inner node: the specification of :func:`merge_order`, and its way for counts
+    whose sums may not fit int64.
 
     Tree nodes: leaves 0..V−1 (the sorted words), inner nodes V..2V−2 in the order they were
     made (2V−2 is the root). Returns, for each inner node V+a, its children: ``first[a]`` (the
