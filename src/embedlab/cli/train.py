@@ -63,7 +63,7 @@ if TYPE_CHECKING:
               "started before this option keeps 1).  [default: 2]")
 @click.option("--micro-batches", type=int, help="Train M consecutive batches as one step (one "
               "rate, one synchronous update), as processes training one run share a step; "
-              "torch engine.  [default: 1]")
+              "keep M x --batch-size near 2048 for quality; torch engine.  [default: 1]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
