@@ -318,6 +318,13 @@ def machine() -> dict[str, Any]:
         info["commit"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
                                         capture_output=True, text=True, check=True,
                                         timeout=20).stdout.strip()
+        # a working tree copied onto another machine may carry an older .git: say when the
+        # files differ from the commit, so a result never names a commit it did not run
+        changed = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                                  "--untracked-files=no"], capture_output=True, text=True,
+                                 check=True, timeout=20).stdout.strip()
+        if changed:
+            info["commit"] += " with uncommitted changes"
     except (OSError, subprocess.SubprocessError):
         info["commit"] = "unknown (no git here)"
     info["date"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
