@@ -202,9 +202,9 @@ def test_pca_images_are_legible_in_their_cards(server: Served, browser: Any,
 def test_hparams_table_shows_the_differing_hyperparameters_first(server: Served, browser: Any,
                                                                  tmp_path: Path) -> None:
     from embedlab.config import MUTABLE_ON_RESUME
-    from embedlab.track.tensorboard import session_hparams
+    from embedlab.track.tensorboard import table_hparams
 
-    values = [session_hparams(json.loads((run / "config.json").read_text(encoding="utf-8")))
+    values = [table_hparams(json.loads((run / "config.json").read_text(encoding="utf-8")))
               for run in (server.run, server.other)]
     differing = sorted(k for k in values[0] if values[0][k] != values[1].get(k))
     assert differing == ["data.corpus", "optim.lr"]

@@ -44,7 +44,7 @@ def test_purge_step_events_are_summary_writers(tmp_path: Path) -> None:
 
 def test_more_epochs_after_the_end_replace_the_final_metrics_and_hparams(tmp_path: Path) -> None:
     # A finished run given more --epochs resumes from its final checkpoint. Were its final/*
-    # rows and hparams session kept, TensorBoard's HParams tab would show the first session:
+    # rows and hparams record kept, TensorBoard's HParams tab would show the first record:
     # the old epoch count.
     run = tmp_path / "run"
     simulate(run, steps=50, ckpt_every=25)

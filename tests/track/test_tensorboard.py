@@ -17,7 +17,7 @@ from embedlab.track.tensorboard import (
     default_probes,
     neighbours_markdown,
     pca_tag,
-    session_hparams,
+    table_hparams,
     tail_first,
 )
 
@@ -75,13 +75,13 @@ def test_hparams_are_in_the_runs_own_event_file(fresh_run: Path) -> None:
     assert hp["model.loss"].string_value == "neg"
     # hyperparameters only: not the settings a resume may change (threads, track.*, eval.*, ...)
     assert not [k for k in hp if k.startswith(MUTABLE_ON_RESUME)]
-    assert set(hp) == set(session_hparams(make_config().to_dict()))
+    assert set(hp) == set(table_hparams(make_config().to_dict()))
     assert {"final/loss", "final/eval/analogy"} <= set(load_events(run).Tags()["scalars"])
     assert len(list(run.glob("events.out.tfevents.*"))) == 1
 
 
-def test_session_hparams_are_the_hyperparameters_that_change_the_result() -> None:
-    hp = session_hparams(make_config().to_dict())
+def test_table_hparams_are_the_hyperparameters_that_change_the_result() -> None:
+    hp = table_hparams(make_config().to_dict())
     assert {"optim.lr", "model.dim", "data.corpus", "seed", "optim.epochs"} <= set(hp)
     assert {"threads", "max_steps", "preset", "track.progress", "checkpoint.keep",
             "eval.similarity"}.isdisjoint(hp)
@@ -93,7 +93,7 @@ def test_paths_in_the_hparams_table_come_tail_first() -> None:
     cfg = make_config().to_dict()
     cfg["data"]["corpus"] = "/data/corpora/news-2026/train.txt"
     cfg["init_from"] = "runs/base/checkpoints/ckpt-00001000"
-    hp = session_hparams(cfg)
+    hp = table_hparams(cfg)
     assert hp["data.corpus"] == "news-2026/train.txt in /data/corpora"
     assert hp["init_from"] == "checkpoints/ckpt-00001000 in runs/base"
 

@@ -242,16 +242,16 @@ def test_hparams(served: Served) -> None:
     differs = {h["name"] for h in exp["hparamInfos"] if h.get("differs")}
     assert "optim.lr" in differs and "model.dim" not in differs
     groups = _session_groups(served)
-    sessions = {s["name"]: (g, s) for g in groups for s in g["sessions"]}
-    assert set(sessions) == {*RUNS, OTHER}  # one session per run folder, no sub-folder runs
-    other = {m["name"]["tag"] for m in sessions[OTHER][1]["metricValues"]}
+    rows = {s["name"]: (g, s) for g in groups for s in g["sessions"]}  # the API's word for a row
+    assert set(rows) == {*RUNS, OTHER}  # one row per run folder, no sub-folder runs
+    other = {m["name"]["tag"] for m in rows[OTHER][1]["metricValues"]}
     assert "final/loss" in other and "final/analogy" not in other
-    for name, (group, session) in sessions.items():
+    for name, (group, entry) in rows.items():
         assert group["hparams"]["model.dim"] == DIM
         assert group["hparams"]["optim.batch_size"] == 128
         # the table cuts a value at its end: a corpus path shows its last parts first
         assert group["hparams"]["data.corpus"].startswith("data/corpus.txt in /")
         final_loss = [row["final/loss"] for row in metrics_rows(served.run(name))
                       if "final/loss" in row]
-        values = {m["name"]["tag"]: m["value"] for m in session["metricValues"]}
+        values = {m["name"]["tag"]: m["value"] for m in entry["metricValues"]}
         assert math.isclose(values["final/loss"], final_loss[-1], rel_tol=1e-6)

@@ -130,7 +130,7 @@ def serve(cmd: list[str], banner: str) -> int:
     """Run the server ``cmd`` as a child process, print ``banner``, wait until it exits.
 
     Returns the child's exit status, or 0 after Ctrl-C. SIGTERM and SIGHUP stop the child
-    too, then exit with 128 + the signal. Without this, ``kill PID`` (or a closed ssh session,
+    too, then exit with 128 + the signal. Without this, ``kill PID`` (or a closed ssh connection,
     when the hang-up reaches only us) ended this process at once — Python's default action —
     and the child, re-parented to pid 1, kept serving and holding the port. Ctrl-C was fine: the
     terminal sends SIGINT to the child as well, and Python turns it into KeyboardInterrupt.

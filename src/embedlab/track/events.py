@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tensorboard.compat.proto.summary_pb2 import Summary
 
 REWRITE_PREFIX = ".events-rewrite-"  # scratch file of truncate_event_files
-HPARAMS_PREFIX = "_hparams_/"  # the hparams plugin's summaries: session start and end
+HPARAMS_PREFIX = "_hparams_/"  # the hparams plugin's summaries: a run's start and end
 # written at the end of each run by embedlab before 2026-11-24; see drop_experiment_summaries
 EXPERIMENT_TAG = "_hparams_/experiment"
 
@@ -39,14 +39,14 @@ def remove_stale_rewrites(run_dir: Path) -> None:
 
 def truncate_event_files(run_dir: Path, resume_step: int) -> None:
     """Drop every event after ``resume_step`` from the run's event files (atomic rewrite), and
-    the final metrics and hparams session of ``resume_step`` (see
+    the final metrics and hparams record of ``resume_step`` (see
     :func:`embedlab.track.jsonl.truncate_metrics`).
 
     ``purge_step`` alone is not enough: the TensorBoard server (2.21, its fast data loader and
     ``--load_fast=false`` alike) keeps showing histograms, images and text of steps that a
     resume from an *older* checkpoint (``--from``, or falling back past a damaged one) abandoned.
     Rewriting the files the way metrics.jsonl is rewritten removes them at the source. Left in
-    place, the hparams session of a finished run given more --epochs would be a second one in
+    place, the hparams record of a finished run given more --epochs would be a second one in
     the same file, and TensorBoard shows the first: the old epoch count.
     """
     remove_stale_rewrites(run_dir)
@@ -83,7 +83,7 @@ def drop_experiment_summaries(run_dir: Path) -> bool:
 
 
 def _ends_run(event: Any) -> bool:
-    """A final metric or an hparams session summary: written once, at the end of training."""
+    """A final metric or an hparams summary: written once, at the end of training."""
     return any(v.tag.startswith((FINAL_PREFIX, HPARAMS_PREFIX)) for v in event.summary.value)
 
 
@@ -127,7 +127,7 @@ class EventWriter:
 
     def _purge_from(self, step: int) -> None:
         # SummaryWriter(purge_step=S)'s two events: TensorBoard's event accumulator, reading a
-        # version-2 file, drops everything it read before with step >= S at the session start.
+        # version-2 file, drops everything it read before with step >= S at the SessionLog START.
         from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
         self._add(Event(step=step, file_version="brain.Event:2"))

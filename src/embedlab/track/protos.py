@@ -106,7 +106,7 @@ def hparam_values(hparams: Mapping[str, Any]) -> dict[str, bool | int | float | 
 
 
 def hparams_summaries(values: Mapping[str, bool | int | float | str]) -> tuple[Summary, Summary]:
-    """The hparams plugin's session start (``values``) and end (success) summaries.
+    """The hparams plugin's start (``values``) and end (success) summaries of a run.
 
     As torch's ``summary.hparams`` built them (tensorboard's own ``hparams.summary`` needs
     TensorFlow): numbers and booleans as ``number_value`` (a boolean shows as 1 or 0), the rest

@@ -1,6 +1,6 @@
 """What a run shows in TensorBoard: scalars, and at each checkpoint histograms of the
 embeddings and their row norms, the probe words' neighbours, a PCA image and the projector;
-at the end, the final metrics and the hparams session.
+at the end, the final metrics and the hparams record.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def pca_tag(start: int, stop: int) -> str:
     return f"{PCA_TAG}_words_{start + 1:0{width}d}-{stop:0{width}d}"
 
 
-def session_hparams(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+def table_hparams(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
     """A run's values in TensorBoard's HParams table: its hyperparameters only.
 
     The flattened config keys that change the result (:func:`embedlab.track.runs.
@@ -186,12 +186,12 @@ class TensorBoardSink:
                   metrics: Mapping[str, float]) -> None:
         self._log_projector(step, w_in)  # no BLAS: only formatting and files
         self.log_scalars(step, {final_metric_tag(k): v for k, v in metrics.items()})
-        # The session summaries in our own file, not in a sub-folder (add_hparams' way, which
+        # The run's hparams summaries in our own file, not in a sub-folder (add_hparams' way, which
         # TensorBoard shows as a second run). Not the experiment summary either: TensorBoard
         # takes the first one it finds as the whole logdir's, so the other runs' metrics and
         # differing hyperparameters would be missing from the table; without one it builds
-        # the table from every run's session, its metrics being the runs' scalars.
-        for summary in hparams_summaries(session_hparams(hparams)):
+        # the table from every run's summaries, its metrics being the runs' scalars.
+        for summary in hparams_summaries(table_hparams(hparams)):
             self._w.add_summary(step, summary)
         self._w.flush()
 
