@@ -16,7 +16,6 @@ skip-gram, so the all-gather needs no sizes first.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +23,7 @@ import numpy as np
 import torch
 
 from embedlab.engines.step import pairs_in
-from embedlab.engines.stepping import Schedule, StepsDone
+from embedlab.engines.stepping import BatchReader, Schedule, StepsDone
 from embedlab.engines.torch_ops import Contributions, Part
 
 if TYPE_CHECKING:
@@ -135,23 +134,14 @@ class MicroBatches:
         self.micro, self.world = micro, world
         self.layout = Layout.of(stream, model, step.p.w_in.shape[1], damped=step.damping,
                                 biased=step.p.b_out is not None)
-        self._batches: Iterator[Batch] | None = None
-        self._next: Cursor | None = None
+        self._reader = BatchReader(stream)
 
     def _take(self, cursor: Cursor) -> list[Batch]:
         """The next ``micro`` batches from ``cursor``: fewer at the end of an epoch, so that a
         step's progress stays within one epoch (the schedule counts positions per epoch)."""
-        if self._batches is None or cursor != self._next:
-            self.close()
-            self._batches = self.s.iterate(cursor)
-        got: list[Batch] = []
-        for batch in self._batches:
-            got.append(batch)
-            if len(got) == self.micro or batch.cursor_next.epoch != cursor.epoch:
-                break
-        if not got:
-            raise ValueError("no batches left after the cursor")
-        self._next = got[-1].cursor_next
+        got = [self._reader.read(cursor)]
+        while len(got) < self.micro and got[-1].cursor_next.epoch == cursor.epoch:
+            got.append(self._reader.read(got[-1].cursor_next))
         return got
 
     def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
@@ -181,8 +171,4 @@ class MicroBatches:
                          np.array([lr]), lambda i: after)
 
     def close(self) -> None:
-        if self._batches is not None:
-            close = getattr(self._batches, "close", None)
-            if close is not None:
-                close()
-            self._batches = None
+        self._reader.close()

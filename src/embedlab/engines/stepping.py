@@ -69,25 +69,23 @@ class StepRunner(Protocol):
         ...
 
 
-class BatchByBatch:
-    """One step per call, on the batches of ``stream`` (a background thread builds them)."""
+class BatchReader:
+    """The batches of ``stream`` in order from any cursor; the stream's iterator (and its
+    background producer) is reopened only when asked for another cursor than where the last
+    batch left off."""
 
-    def __init__(self, stream: BatchStream, engine: Engine, schedule: Schedule,
-                 model: str) -> None:
-        self.stream, self.engine, self.schedule, self.model = stream, engine, schedule, model
+    def __init__(self, stream: BatchStream) -> None:
+        self.stream = stream
         self._batches: Iterator[Batch] | None = None
         self._next: Cursor | None = None  # where the batches of the open iterator continue
 
-    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+    def read(self, cursor: Cursor) -> Batch:
         if self._batches is None or cursor != self._next:
             self.close()
             self._batches = self.stream.iterate(cursor)
         batch = next(self._batches)
-        lr = self.schedule.at(words_seen)
-        loss = float(self.engine.step(batch, lr))
-        self._next = after = batch.cursor_next
-        return StepsDone(np.array([loss]), np.array([pairs_in(batch, self.model)]),
-                         np.array([batch.words_done]), np.array([lr]), lambda i: after)
+        self._next = batch.cursor_next
+        return batch
 
     def close(self) -> None:
         if self._batches is not None:
@@ -95,3 +93,23 @@ class BatchByBatch:
             if close is not None:
                 close()
             self._batches = None
+
+
+class BatchByBatch:
+    """One step per call, on the batches of ``stream`` (a background thread builds them)."""
+
+    def __init__(self, stream: BatchStream, engine: Engine, schedule: Schedule,
+                 model: str) -> None:
+        self.stream, self.engine, self.schedule, self.model = stream, engine, schedule, model
+        self._reader = BatchReader(stream)
+
+    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+        batch = self._reader.read(cursor)
+        lr = self.schedule.at(words_seen)
+        loss = float(self.engine.step(batch, lr))
+        after = batch.cursor_next
+        return StepsDone(np.array([loss]), np.array([pairs_in(batch, self.model)]),
+                         np.array([batch.words_done]), np.array([lr]), lambda i: after)
+
+    def close(self) -> None:
+        self._reader.close()
