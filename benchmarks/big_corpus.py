@@ -94,7 +94,8 @@ def generate(path: Path, tokens: int, distinct: int, seed: int = 1) -> None:
     tmp.replace(path)
 
 
-def _run(code: str, *args: str) -> dict[str, Any]:
+def run_child(code: str, *args: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh interpreter on this source tree; the JSON of its last line."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     proc = subprocess.run([str(PYTHON), "-c", code, *args], capture_output=True, text=True,
                           env=env, cwd=REPO, check=False)
@@ -126,9 +127,9 @@ def main() -> None:
     for rep in range(args.reps):
         for config in configs:
             if config == "gensim":
-                r = _run(GENSIM_CHILD, str(corpus))
+                r = run_child(GENSIM_CHILD, str(corpus))
             else:
-                r = _run(EMBEDLAB_CHILD, str(corpus), str(WORK / "big-prepared"),
+                r = run_child(EMBEDLAB_CHILD, str(corpus), str(WORK / "big-prepared"),
                          config.split()[1], str(args.max_distinct))
             print(f"rep {rep + 1} {config}: {r}", file=sys.stderr)
             results[config].append(r)

@@ -29,18 +29,19 @@ GBs of it).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from big_corpus import run_child
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "benchmarks" / "_work"
@@ -184,16 +185,6 @@ print(json.dumps({"seconds": seconds, "words": tokens, "vocab": len(model.wv),
 """
 
 
-def _run(code: str, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.run([str(PYTHON), "-c", code, *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, check=False)
-    if proc.returncode:
-        sys.exit(f"benchmark child failed:\n{proc.stderr}")
-    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
-
-
 def write_text(prepared: Path, out: Path, tokens: int) -> int:
     """The first ``tokens`` (about) in-vocabulary tokens of ``prepared`` as text, one sentence a
     line, for gensim's ``corpus_file``; returns the tokens written."""
@@ -236,7 +227,7 @@ def main() -> None:
         for tokens, vocab in corpora:  # alternating, so drift in the machine hits all alike
             folder, run = WORK / f"train-{tokens}-{vocab}", WORK / "big-training-run"
             shutil.rmtree(run, ignore_errors=True)
-            r = _run(EMBEDLAB_CHILD, str(folder), str(run), str(args.steps))
+            r = run_child(EMBEDLAB_CHILD, str(folder), str(run), str(args.steps))
             r["size"] = sum(f.stat().st_size for f in run.rglob("*.safetensors"))
             shutil.rmtree(run)
             print(f"rep {rep + 1} {tokens:,} x {vocab:,}: {r}", file=sys.stderr)
@@ -277,7 +268,7 @@ def gensim_table(corpora: list[tuple[int, int]], tokens: int) -> str:
         folder = WORK / f"train-{corpus_tokens}-{vocab}"
         text = WORK / f"train-{corpus_tokens}-{vocab}.txt"
         written = write_text(folder, text, tokens)
-        r = _run(GENSIM_CHILD, str(folder / "vocab.tsv"), str(text), str(written))
+        r = run_child(GENSIM_CHILD, str(folder / "vocab.tsv"), str(text), str(written))
         text.unlink()
         lines.append(f"| {corpus_tokens / 1e6:,.0f}M | {r['vocab']:,} | "
                      f"{r['words'] / r['seconds'] / 1e6:.2f}M | {r['rss_kib'] / 1024:,.0f} MiB |")
