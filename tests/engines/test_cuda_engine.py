@@ -223,15 +223,15 @@ def test_a_run_stopped_at_max_steps_resumes_to_the_uninterrupted_runs_bits(
 
 def test_a_model_larger_than_the_gpus_free_memory_is_refused_in_one_line(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from embedlab.engines.cuda_engine import check_memory
+    from embedlab.engines.cuda_engine import check_gpu_memory
     from embedlab.errors import InputError
 
     gib = 1 << 30
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (3 * gib, 80 * gib))
-    check_memory(1_000_000, 300, nce=False, device=torch.device("cuda"))  # 2.2 GiB + margin
+    check_gpu_memory(1_000_000, 300, nce=False, device=torch.device("cuda"))  # 2.2 GiB + margin
     with pytest.raises(InputError) as refused:
-        check_memory(3_000_000, 300, nce=True, device=torch.device("cuda"))
+        check_gpu_memory(3_000_000, 300, nce=True, device=torch.device("cuda"))
     message = str(refused.value)
     assert "\n" not in message and "7.2 GiB" in message and "3.0 of 80.0 GiB" in message
     assert "--dim" in message and "--max-vocab" in message and "--engine native" in message
-    check_memory(10**9, 10**4, nce=False, device=torch.device("cpu"))  # the interpreter: no GPU
+    check_gpu_memory(10**9, 10**4, nce=False, device=torch.device("cpu"))  # the interpreter: no GPU

@@ -60,7 +60,7 @@ class CudaEngine:
         if self.device.type == "cpu":
             torch.set_num_threads(max(1, threads))
         vocab, dim = params.w_in.shape
-        check_memory(vocab, dim, nce=params.b_out is not None, device=self.device)
+        check_gpu_memory(vocab, dim, nce=params.b_out is not None, device=self.device)
         self.w_in = torch.from_numpy(params.w_in).to(self.device, copy=True)
         self.w_out = torch.from_numpy(params.w_out).to(self.device, copy=True)
         self.b_out = None if params.b_out is None else \
@@ -129,7 +129,7 @@ class CudaEngine:
         return self.w_out.cpu().numpy()
 
 
-def check_memory(vocab: int, dim: int, *, nce: bool, device: torch.device) -> None:
+def check_gpu_memory(vocab: int, dim: int, *, nce: bool, device: torch.device) -> None:
     """Refuse, in one line, a model whose matrices do not fit the GPU's free memory."""
     if device.type != "cuda":
         return
