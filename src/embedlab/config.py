@@ -320,7 +320,8 @@ class TrainConfig:
         """
         from embedlab.engines import choose_engine
 
-        threads = self.threads or max(1, len(os.sched_getaffinity(0)))
+        # all cores, shared by the processes torchrun starts on this machine
+        threads = self.threads or max(1, len(os.sched_getaffinity(0)) // _local_processes())
         requested = self.engine
         if self.optim.micro_batches > 1 and requested == "auto":
             requested = "torch"  # the engine that trains micro-batches
@@ -480,3 +481,11 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
             continue  # a GPU run may go on on the CPU and back, with a warning (run.folder)
         bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r})")
     return bad
+
+
+def _local_processes() -> int:
+    """The processes torchrun started on this machine for one run (1 without torchrun)."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        return 1

@@ -49,6 +49,11 @@ class TrainingInterrupted(Exception):
         self.exit_code = exit_code
 
 
+class ProcessLost(TrainingInterrupted):
+    """A run trained by several processes stopped because one of them did (it died, its link
+    broke) or disagrees; the checkpoints saved before are intact."""
+
+
 def warn(message: str) -> None:
     """One line on stderr. Not warnings.warn, which tests turn into errors and users rarely see."""
     import sys

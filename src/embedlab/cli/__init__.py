@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from embedlab.engines import limit_openmp_spinning
-from embedlab.errors import InputError, TrainingInterrupted, messages_for
+from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, messages_for
 
 # command name -> "module:attribute" (a click.Command)
 COMMANDS: dict[str, str] = {
@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo("embedlab: interrupted", err=True)
         sys.exit(130)
     except TrainingInterrupted as exc:
-        click.echo(str(exc), err=True)
+        prefix = "embedlab: error: " if isinstance(exc, ProcessLost) else ""
+        click.echo(f"{prefix}{exc}", err=True)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(0)

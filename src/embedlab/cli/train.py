@@ -109,15 +109,60 @@ if TYPE_CHECKING:
               "aside to RUN.old-<time>, never deleted.")
 @click.option("--from", "from_ckpt", help="Resume from this checkpoint (folder, or 'best'); "
               "newer checkpoints are moved aside.")
+@click.option("--nproc", type=int, help="Train with N processes on this machine (torchrun "
+              "--standalone --nproc-per-node N -m embedlab -- train ...); needs --micro-batches "
+              "M with N dividing M. Across machines, start torchrun yourself.")
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
-          from_ckpt: str | None, **params: Any) -> None:
+          from_ckpt: str | None, nproc: int | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
+    from embedlab.training import distributed
     from embedlab.training.api import train as train_run
 
+    if nproc is not None:
+        _launch(nproc)
     result = train_run(run=run, runs_dir=runs_dir, preset=preset, restart=restart,
                        from_checkpoint=from_ckpt, **params)
-    if result.config.data.corpus == "demo" and result.finished:
+    if result.config.data.corpus == "demo" and result.finished \
+            and distributed.launched_rank() == 0:
         _demo_report(result)
+
+
+def _launch(nproc: int) -> None:
+    """``--nproc N``: this command again, under torchrun with N processes; does not return."""
+    import os
+
+    from embedlab.errors import InputError, import_torch
+    from embedlab.training import distributed
+
+    if nproc < 1:
+        raise InputError(f"--nproc must be >= 1, got {nproc}; pass e.g. --nproc 2")
+    if distributed.launched_size() > 1:
+        raise InputError("--nproc starts torchrun, and this command already runs under it; "
+                         "drop --nproc (torchrun's --nproc-per-node sets the processes)")
+    import_torch("--nproc")
+    args = _without_nproc(sys.argv[1:])
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node", str(nproc), "-m", "embedlab", "--", *args]
+    # each process's share of the cores (torchrun warns when OMP_NUM_THREADS is unset)
+    cores = max(1, len(os.sched_getaffinity(0)) // nproc)
+    env = {"OMP_NUM_THREADS": str(cores), **os.environ}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, command, env)  # signals reach torchrun, which passes them on
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    """The command's arguments without ``--nproc N`` / ``--nproc=N``."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            out.append(arg)
+    return out
 
 
 def _demo_report(result: TrainResult) -> None:

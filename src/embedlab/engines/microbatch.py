@@ -17,7 +17,7 @@ skip-gram, so the all-gather needs no sizes first.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,28 +34,40 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class World:
     """This process's place among the processes training one run (torch.distributed's rank and
-    world size; one process: rank 0 of 1, no process group)."""
+    world size; one process: rank 0 of 1, no process group). ``group``: the process group of
+    the exchange (None: the default one)."""
 
     rank: int = 0
     size: int = 1
+    group: Any = None
 
     @classmethod
     def current(cls) -> World:
-        """This process's place in torch.distributed's default group, if one is initialised."""
+        """The run's processes (:mod:`embedlab.training.distributed`) when this process trains
+        among them, else torch.distributed's default group if one is initialised."""
         import torch.distributed as dist
 
+        from embedlab.training import distributed
+
+        run = distributed.current()
+        if run is not None:
+            return cls(run.rank, run.size, run.steps)
         if dist.is_available() and dist.is_initialized():
             return cls(dist.get_rank(), dist.get_world_size())
         return cls()
 
     def all_gather(self, tensor: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's ``tensor`` (the same shape on each), in rank order."""
+        """Every rank's ``tensor`` (the same shape on each), in rank order. A failed exchange (a
+        process died, a link broke) raises :class:`~embedlab.errors.ProcessLost`."""
         if self.size == 1:
             return [tensor]
         import torch.distributed as dist
 
+        from embedlab.training.distributed import lost_on_failure
+
         out = [torch.empty_like(tensor) for _ in range(self.size)]
-        dist.all_gather(out, tensor)
+        with lost_on_failure():
+            dist.all_gather(out, tensor, group=self.group)
         return out
 
 

@@ -27,6 +27,7 @@ from embedlab.run.folder import (
     resolve_config,
     stored_config,
 )
+from embedlab.training import distributed
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
@@ -127,6 +128,19 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
         raise InputError(f"on_progress= must be a function taking a Progress, got "
                          f"{clip(repr(on_progress))}")
     with contextlib.ExitStack() as stack:
+        group = stack.enter_context(distributed.joined())  # under torchrun: its processes
+        if group is not None:
+            if sentences is not None:
+                raise InputError("sentences in memory (an iterable corpus=) cannot be shared by "
+                                 "the processes torchrun starts; write them to a file, one "
+                                 "sentence per line, and pass its path")
+            group.agree_on_arguments(_arguments(explicit, run, runs_dir, preset, restart,
+                                                from_checkpoint))
+            if not group.leader:
+                from embedlab.training.following import follow
+
+                return follow(group)
+            stack.enter_context(group.leading())
         if on_progress is not None:
             from embedlab.training.reporting import progress_to
 
@@ -134,6 +148,18 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
         if sentences is not None:
             explicit = _with_sentences(stack, sentences, explicit, preset, run, runs_dir)
         return _run(explicit, run, runs_dir, preset, restart, from_checkpoint)
+
+
+def _arguments(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
+               runs_dir: str | os.PathLike[str], preset: str | None, restart: bool,
+               from_checkpoint: str | os.PathLike[str] | None) -> dict[str, Any]:
+    """A call's arguments as JSON values, which every process of a run must share (threads
+    apart: each machine may have its own cores)."""
+    options = {k: v for k, v in explicit.items() if k != "threads"}
+    return {"options": options, "run": None if run is None else os.fspath(run),
+            "runs_dir": os.fspath(runs_dir), "preset": preset, "restart": restart,
+            "from": None if from_checkpoint is None else os.fspath(from_checkpoint),
+            "corpus": explicit.get("data", {}).get("corpus")}
 
 
 def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[str]],

@@ -18,9 +18,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from embedlab.errors import InputError, TrainingInterrupted, diverged, python_caller, spell
+from embedlab.errors import (
+    InputError,
+    ProcessLost,
+    TrainingInterrupted,
+    diverged,
+    python_caller,
+    spell,
+)
 from embedlab.run import status
 from embedlab.run.signals import SignalFlag, interrupted
+from embedlab.training import distributed
 from embedlab.training.clocks import WallClock
 from embedlab.training.reporting import (
     NoBar,
@@ -77,6 +85,13 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             reporter = Reporter(run, tracker, bar, wall, sink)
             finished = _train(run, reporter, saver, _Stop(flag, sink))
             _finish(run, reporter, saver, finished)
+    except ProcessLost as exc:  # another process of the run stopped: resume from the last save
+        distributed.finish_exit()
+        status.write_status(run.run_dir, status="interrupted", step=state.step,
+                            error=str(exc)[:500])
+        raise ProcessLost(f"{exc}; stopped at step {state.step}, "
+                          f"{_saved(saver.saved_step)} — re-run the same command to resume",
+                          exc.exit_code) from None
     except TrainingInterrupted:
         raise
     except KeyboardInterrupt:
@@ -97,20 +112,30 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
 
 class _Stop:
     """Whether the loop stops at this step boundary, and why: a signal (SIGINT/SIGTERM), or an
-    ``on_progress`` callback that raised."""
+    ``on_progress`` callback that raised; with several processes, a signal any of them got."""
 
     def __init__(self, flag: SignalFlag, sink: ProgressSink) -> None:
         self.flag, self.sink = flag, sink
+        self.agreed = 0  # the stop code the processes agreed on (distributed.Group.agree)
 
     def __bool__(self) -> bool:
-        return bool(self.flag) or self.sink.failure is not None
+        return bool(self.flag) or self.sink.failure is not None or bool(self.agreed)
+
+    def code(self) -> int:
+        """This process's stop code: a signal number, a callback's stop, or 0."""
+        if self.flag.signum is not None:
+            return self.flag.signum
+        return distributed.CALLBACK_STOP if self.sink.failure is not None else 0
 
     def error(self, step: int) -> BaseException:
         """What the loop raises once it has saved ``step``."""
         if self.sink.failure is not None:
             return stopped_by(self.sink.failure, step)
-        assert self.flag.signum is not None
-        return interrupted(self.flag.signum, step)
+        signum = self.flag.signum or self.agreed
+        if signum == distributed.CALLBACK_STOP:
+            return TrainingInterrupted(f"process 0 stopped the run at step {step} (saved) — "
+                                       "re-run the same command to resume", 1)
+        return interrupted(signum, step)
 
 
 #: Steps one call of the step runner may train at most: the latency of a signal, a callback's
@@ -177,9 +202,13 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
         reporter.close_window(lr)
     if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
         reporter.evaluate()
+    due = not last and saver.due(state.step)
+    group = distributed.current()
+    if group is not None:  # every process stops, or saves, at the same step
+        stop.agreed, due = group.agree(stop.code(), due)
     if stop and not last:
         _save_and_stop(run, reporter, saver, stop)
-    if not last and saver.due(state.step):
+    if due:
         reporter.time.lap()
         saver.save(reporter.tracker)
         reporter.time.restart()
@@ -247,6 +276,10 @@ def _result(run: TrainingRun, finished: bool) -> TrainResult:
     s = run.state
     return TrainResult(run.run_dir, s.step, s.words_seen, s.last_loss, s.train_seconds,
                        finished, run.vocab, run.engine.input_vectors, run.cfg)
+
+
+def _saved(step: int) -> str:
+    return f"checkpoints up to step {step} are intact" if step > 0 else "no checkpoint was saved"
 
 
 def _diverged(run: TrainingRun, loss: float, saved_step: int) -> InputError:

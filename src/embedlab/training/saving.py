@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from embedlab.training import distributed
 from embedlab.training.memory import release_free_memory
 
 if TYPE_CHECKING:
@@ -43,8 +44,15 @@ class Saver:
         Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
         resume from S keeps the events up to S and drops later ones, so with this order a kill
         at any moment leaves neither gaps nor duplicates.
+
+        With several processes, every process's parameters are checked against these first,
+        and the others wait until the checkpoint is committed
+        (:mod:`embedlab.training.distributed`).
         """
         run, state, engine = self.run, self.run.state, self.run.engine
+        group = distributed.current()
+        if group is not None:
+            group.check_replicas(engine.state_dict(), state.step)
         state.wall_seconds = self.wall.seconds()
         state.finished = final
         saved = state.state_dict()
@@ -55,6 +63,8 @@ class Saver:
             tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
                               run.cfg.to_dict(), state.metrics)
         run.manager.save(state.step, engine.state_dict(), saved, state.metrics)
+        if group is not None:
+            group.barrier()
         self.last_save = time.perf_counter()
         state.window.pause(self.last_save - began)  # words/s counts training time only
         self.saved_step = state.step

@@ -8,6 +8,7 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
+from embedlab.training import distributed
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
 from embedlab.training.memory import check_memory
 from embedlab.training.state import TRAIN_STATE, TrainState
@@ -74,6 +76,9 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     (``--from``): move the checkpoints newer than it aside once every check has passed.
     """
     check_best_metric(cfg)
+    group = distributed.current()
+    if group is not None:
+        group.check_config(cfg)
     progress = cfg.track.progress and out.isatty()
     manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
     initial = _start_initial_vectors(cfg) if ckpt is None else None
@@ -89,12 +94,16 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
         evaluator.check(vocab.words)
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
-    stream = _batches(cfg, prepared, keep, noise, legacy=_legacy_batches(run_dir, ckpt))
+    legacy = _legacy_batches(run_dir, ckpt)
+    stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
     engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows,
                                                initial)
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
+    if group is not None:  # the other processes set up their part, or refuse with this one
+        group.release(shared_run(cfg, run_dir, prepared, state, legacy=legacy),
+                      engine.state_dict())
     # Everything above may refuse the command; nothing of the run was written (or moved) before
     # this point.
     if ckpt is not None and abandon_newer:
@@ -168,8 +177,25 @@ def _legacy_batches(run_dir: Path, ckpt: Path | None) -> bool:
     return started is not None and started < BATCH_SPEC_REVISION
 
 
-def _batches(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
-             noise: NoiseDistribution, *, legacy: bool) -> BatchStream:
+def shared_run(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus, state: TrainState,
+               *, legacy: bool) -> dict[str, Any]:
+    """What rank 0 sends the other processes of a run (:mod:`embedlab.training.distributed`),
+    as JSON values: the resolved config, where the run and its corpus are, the vocabulary's
+    sha256 (theirs must be the same) and the training state; the parameters travel apart."""
+    return {"config": cfg.to_dict(), "run_dir": str(run_dir.resolve()),
+            "corpus": str(Path(prepared.root).resolve()),
+            "vocab_sha256": vocab_sha256(prepared.vocab),
+            "state": state.state_dict(), "legacy": legacy}
+
+
+def vocab_sha256(vocab: Vocab) -> str:
+    h = hashlib.sha256("\n".join(vocab.words).encode())
+    h.update(np.asarray(vocab.counts, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def batches_for(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
+                noise: NoiseDistribution, *, legacy: bool) -> BatchStream:
     """The run's batches, cut for its step (:func:`embedlab.engines.step.step_config`): those of
     the batch specification (:mod:`embedlab.data.batchspec`), or, for a ``legacy`` run, the
     draws of the generator it started with."""

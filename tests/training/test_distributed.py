@@ -1,0 +1,228 @@
+"""One run trained by the processes torchrun starts (real processes, gloo on 127.0.0.1): the bits
+of one process, resumable across process counts, a clean stop on SIGTERM, a lost process that
+stops the others, and refusals before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+#: a small run: 36k tokens, 2 micro-batches of 64 centres a step, ~560 steps over 4 epochs
+FLAGS = ["--engine", "torch", "--micro-batches", "2", "--batch-size", "64", "--dim", "16",
+         "--epochs", "4", "--log-every", "10", "--checkpoint-every", "50", "--no-tensorboard",
+         "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A prepared Zipf corpus of 300 words in 3,000 lines."""
+    folder = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(0)
+    p = 1 / np.arange(1, 301)
+    words = np.array([f"w{i}" for i in range(300)])
+    lines = [" ".join(rng.choice(words, 12, p=p / p.sum())) for _ in range(3000)]
+    (folder / "c.txt").write_text("\n".join(lines) + "\n")
+    subprocess.run([sys.executable, "-m", "embedlab", "prepare", str(folder / "c.txt"), "--out",
+                    str(folder / "prep")], check=True, capture_output=True)
+    return folder / "prep"
+
+
+def _torchrun(n: int, run: Path, corpus: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc-per-node", str(n), "-m", "embedlab", "--", "train",
+                             "--run", str(run), "--corpus", str(corpus), *FLAGS, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _one(run: Path, corpus: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--run", str(run),
+                             "--corpus", str(corpus), *FLAGS, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def _final(run: Path) -> tuple[bytes, list[float]]:
+    """The final checkpoint's tensor file and the loss of every logging window."""
+    last = sorted((run / "checkpoints").glob("ckpt-*"))[-1]
+    losses = [json.loads(line)["train/loss"] for line in
+              (run / "metrics.jsonl").read_text().splitlines() if '"train/loss"' in line]
+    return (last / "tensors.safetensors").read_bytes(), losses
+
+
+def _status(run: Path) -> dict[str, object]:
+    try:
+        return json.loads((run / "status.json").read_text())  # type: ignore[no-any-return]
+    except (OSError, ValueError):
+        return {}
+
+
+def _wait_for_step(run: Path, step: int, proc: subprocess.Popen[str]) -> None:
+    """Until the run has trained ``step`` steps and saved a checkpoint."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        status = _status(run)
+        if int(status.get("step", 0)) >= step and any((run / "checkpoints").glob("ckpt-*")):  # type: ignore[call-overload]
+            return
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.05)
+    raise AssertionError(f"{run} did not reach step {step}")
+
+
+def _worker(launcher: int, rank: int) -> int:
+    """The pid of torchrun's worker of ``rank``."""
+    children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
+    for pid in children:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"RANK={rank}".encode() in env:
+            return int(pid)
+    raise AssertionError(f"no worker of rank {rank} among {children}")
+
+
+@pytest.fixture(scope="module")
+def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes,
+                                                                                list[float]]:
+    """The run trained by one process, uninterrupted."""
+    run = tmp_path_factory.mktemp("one") / "run"
+    code, out = _finish(_one(run, corpus))
+    assert code == 0, out
+    return _final(run)
+
+
+def test_two_processes_train_the_bits_of_one(corpus: Path, tmp_path: Path,
+                                             reference: tuple[bytes, list[float]]) -> None:
+    code, out = _finish(_torchrun(2, tmp_path / "run", corpus))
+    assert code == 0, out
+    assert out.count("embedlab: new run") == 1  # rank 0 speaks for the run
+    tensors, losses = _final(tmp_path / "run")
+    assert losses == reference[1] and len(losses) > 20
+    assert tensors == reference[0]
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["optim"][
+        "micro_batches"] == 2
+
+
+@pytest.mark.slow
+def test_a_killed_process_stops_the_other_and_the_run_resumes_on_one(
+        corpus: Path, tmp_path: Path, reference: tuple[bytes, list[float]]) -> None:
+    run = tmp_path / "run"
+    proc = _torchrun(2, run, corpus)
+    _wait_for_step(run, 120, proc)
+    killed = time.monotonic()
+    os.kill(_worker(proc.pid, 1), signal.SIGKILL)
+    code, out = _finish(proc)
+    assert time.monotonic() - killed < 60
+    assert code != 0
+    status = _status(run)
+    assert status["status"] == "interrupted" and "another process" in str(status["error"])
+    assert "embedlab: error: another process of the run stopped" in out
+    assert "re-run the same command to resume" in out
+    code, out = _finish(_one(run, corpus))
+    assert code == 0, out
+    assert "resuming" in out
+    assert _final(run) == reference
+
+
+@pytest.mark.slow
+def test_a_killed_single_process_run_resumes_on_two(
+        corpus: Path, tmp_path: Path, reference: tuple[bytes, list[float]]) -> None:
+    run = tmp_path / "run"
+    proc = _one(run, corpus)
+    _wait_for_step(run, 120, proc)
+    proc.kill()
+    proc.communicate()
+    code, out = _finish(_torchrun(2, run, corpus))
+    assert code == 0, out
+    assert "resuming" in out
+    assert _final(run) == reference
+
+
+@pytest.mark.slow
+def test_sigterm_saves_on_every_process_and_resumes(
+        corpus: Path, tmp_path: Path, reference: tuple[bytes, list[float]]) -> None:
+    run = tmp_path / "run"
+    proc = _torchrun(2, run, corpus)
+    _wait_for_step(run, 120, proc)
+    proc.send_signal(signal.SIGTERM)  # as a scheduler stops the job: torchrun passes it on
+    code, out = _finish(proc)
+    assert code != 0
+    status = _status(run)
+    step = int(status["step"])  # type: ignore[call-overload]
+    assert status["status"] == "interrupted"
+    assert (run / "checkpoints" / f"ckpt-{step:08d}").is_dir()  # the stop was saved
+    assert out.count(f"saved step {step} — re-run the same command to resume") == 2
+    code, out = _finish(_torchrun(2, run, corpus))
+    assert code == 0, out
+    assert _final(run) == reference
+
+
+def test_a_process_count_that_does_not_divide_the_step_is_refused(corpus: Path,
+                                                                   tmp_path: Path) -> None:
+    code, out = _finish(_torchrun(2, tmp_path / "run", corpus, "--micro-batches", "3"))
+    assert code != 0
+    lines = [line for line in out.splitlines() if line.startswith("embedlab: error:")]
+    assert lines == ["embedlab: error: 2 processes share a step of 3 micro-batches, which they "
+                     "cannot split evenly; pass --micro-batches 4 (a multiple of 2; keep it × "
+                     "--batch-size near 2048) or start a number of processes that divides "
+                     "it"] * 2
+    assert "src/embedlab" not in out  # no traceback of ours (torchrun prints its own)
+    assert not (tmp_path / "run").exists()  # nothing written
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _by_hand(args: list[list[str]], cwds: list[Path]) -> list[tuple[int, str]]:
+    """Processes started as torchrun starts them, each with its own arguments and folder."""
+    port = _free_port()
+    procs = []
+    for rank, (argv, cwd) in enumerate(zip(args, cwds, strict=True)):
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+               "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen([sys.executable, "-m", "embedlab", "train", *argv],
+                                      cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    return [_finish(p, 120) for p in procs]
+
+
+def test_processes_started_with_other_flags_are_refused(corpus: Path, tmp_path: Path) -> None:
+    base = ["--run", str(tmp_path / "run"), "--corpus", str(corpus), *FLAGS]
+    got = _by_hand([[*base, "--window", "3"], [*base, "--window", "4"]], [tmp_path, tmp_path])
+    for code, out in got:
+        assert code == 2, out
+        assert out.strip().splitlines() == [
+            "embedlab: error: process 1 of 2 was started with other arguments than process 0 "
+            "(options.model.window: 3 vs 4); start every process with the same command"]
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_corpus_missing_on_one_machine_is_refused(corpus: Path, tmp_path: Path) -> None:
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    os.symlink(corpus, here / "prep")  # "prep" exists only in process 0's folder
+    argv = ["--run", str(tmp_path / "run"), "--corpus", "prep", *FLAGS]
+    got = _by_hand([argv, argv], [here, there])
+    for code, out in got:
+        assert code == 2, out
+        assert out.strip().splitlines() == [
+            f"embedlab: error: process 1 of 2: corpus prep does not exist on "
+            f"{socket.gethostname()} (working folder {there}); put it at that path on every "
+            "machine, or pass an absolute path that every machine can read"]
+    assert not (tmp_path / "run").exists()
