@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -69,7 +70,11 @@ def tensorboard(directory: Path, port: int | None) -> None:
     """Start TensorBoard on 127.0.0.1 for the runs under DIRECTORY and print its URL.
 
     Runs until Ctrl-C. Each run folder is one TensorBoard run, so runs compare side by side.
+    The HParams table's columns are the hyperparameters that differ between the finished runs
+    (written to DIRECTORY/.hparams-table-*, a run without data, while it serves).
     """
+    from embedlab.track.hparams_table import REFRESH_SECONDS, HParamsTable
+
     if not directory.is_dir():
         raise InputError(f"no such folder: {directory}; pass the folder that holds your runs "
                          "(e.g. embedlab tensorboard runs/)")
@@ -78,9 +83,17 @@ def tensorboard(directory: Path, port: int | None) -> None:
     else:
         _check_port(port)
     _drop_old_experiment_summaries(directory)
+    # the HParams table's default columns: the hyperparameters that differ between the runs
+    table = HParamsTable(directory)
+    table.remove_leftovers()
+    table.refresh()
     cmd = [sys.executable, "-m", "tensorboard.main", "--logdir", str(directory),
            "--host", "127.0.0.1", "--port", str(port)]
-    code = serve(cmd, f"TensorBoard for {directory}: http://127.0.0.1:{port}/  (Ctrl-C stops it)")
+    try:
+        code = serve(cmd, f"TensorBoard for {directory}: http://127.0.0.1:{port}/  "
+                          "(Ctrl-C stops it)", every=(REFRESH_SECONDS, table.refresh))
+    finally:
+        table.close()
     if code != 0:
         raise click.ClickException(f"tensorboard exited with status {code}; see its messages "
                                    "above")
@@ -126,8 +139,14 @@ def _raise_stopped(signum: int, frame: object) -> None:
     raise _Stopped(signum)
 
 
-def serve(cmd: list[str], banner: str) -> int:
-    """Run the server ``cmd`` as a child process, print ``banner``, wait until it exits.
+def _nothing() -> None:
+    return None
+
+
+def serve(cmd: list[str], banner: str,
+          every: tuple[float, Callable[[], None]] | None = None) -> int:
+    """Run the server ``cmd`` as a child process, print ``banner``, wait until it exits,
+    calling ``every = (seconds, task)``'s task every so many seconds meanwhile.
 
     Returns the child's exit status, or 0 after Ctrl-C. SIGTERM and SIGHUP stop the child
     too, then exit with 128 + the signal. Without this, ``kill PID`` (or a closed ssh connection,
@@ -145,7 +164,12 @@ def serve(cmd: list[str], banner: str) -> int:
             proc = subprocess.Popen(cmd)
             click.echo(banner)
             sys.stdout.flush()
-            return proc.wait()
+            seconds, task = every or (None, _nothing)
+            while True:
+                try:
+                    return proc.wait(timeout=seconds)
+                except subprocess.TimeoutExpired:
+                    task()
         except (KeyboardInterrupt, _Stopped) as exc:
             # a second signal must not cut the clean-up short and leave the child behind
             for sig in stop:

@@ -191,6 +191,7 @@ class TensorBoardSink:
         # takes the first one it finds as the whole logdir's, so the other runs' metrics and
         # differing hyperparameters would be missing from the table; without one it builds
         # the table from every run's summaries, its metrics being the runs' scalars.
+        # `embedlab tensorboard` writes one for the whole logdir (track/hparams_table.py).
         for summary in hparams_summaries(table_hparams(hparams)):
             self._w.add_summary(step, summary)
         self._w.flush()
