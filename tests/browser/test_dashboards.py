@@ -1,9 +1,9 @@
 """Headless Chromium looks at real tiny runs' dashboards as a person would: scalars, projector,
 the PCA images at card size and the HParams table.
 
-Trains two tiny runs through the CLI in-process (the same helper as the server test), on corpora
-in two folders and at two learning rates, serves them with ``embedlab tensorboard`` and drives
-Chromium to the dashboards. Needs Debian ``chromium`` +
+Trains three tiny runs through the CLI in-process (the same helper as the server test), on
+corpora in two folders, at two learning rates and two dimensions, serves them with ``embedlab
+tensorboard`` and drives Chromium to the dashboards. Needs Debian ``chromium`` +
 ``chromium-driver`` (skipped, saying so, when either is missing) and selenium (a test extra).
 Run with ``pytest -m browser tests/browser``. Screenshots go to the test's temp dir and are copied
 to ``/tmp/embedlab-shots/real-*.png`` for a human to look at.
@@ -27,7 +27,8 @@ import pytest
 pytestmark = pytest.mark.browser
 SHOTS = Path("/tmp/embedlab-shots")
 RUN = "tiny-real"
-OTHER = "tiny-other-lr"  # another corpus folder and --lr: two hyperparameters differ
+OTHER = "tiny-other-lr"  # another corpus folder and --lr
+THIRD = "tiny-other-dim"  # RUN's corpus folder, another --dim: three hyperparameters differ
 
 
 def _load(name: str, path: Path) -> ModuleType:
@@ -49,20 +50,22 @@ class Served:
     base: str  # http://127.0.0.1:PORT
     run: Path  # the run folder of RUN
     other: Path  # the run folder of OTHER
+    third: Path  # the run folder of THIRD
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("tb")
     root = tmp / "runs"
-    for name, folder, extra in ((RUN, "news", ()), (OTHER, "wiki", ("--lr", "0.05"))):
-        (tmp / "corpora" / folder).mkdir(parents=True)
+    for name, folder, extra in ((RUN, "news", ()), (OTHER, "wiki", ("--lr", "0.05")),
+                                (THIRD, "news", ("--dim", "12"))):
+        (tmp / "corpora" / folder).mkdir(parents=True, exist_ok=True)
         TB.train_tiny(root / name, TB.write_tiny_corpus(tmp / "corpora" / folder / "corpus.txt"),
                       *extra)
     proc, base = TB.start_server(root)
     try:
-        TB.wait_for_runs(base, {RUN, OTHER})
-        yield Served(base, root / RUN, root / OTHER)
+        TB.wait_for_runs(base, {RUN, OTHER, THIRD})
+        yield Served(base, root / RUN, root / OTHER, root / THIRD)
     finally:
         TB.stop_server(proc)
 
@@ -199,31 +202,31 @@ def test_pca_images_are_legible_in_their_cards(server: Served, browser: Any,
     assert shot.stat().st_size > 20_000
 
 
-def test_hparams_table_shows_the_differing_hyperparameters_first(server: Served, browser: Any,
-                                                                 tmp_path: Path) -> None:
-    from embedlab.config import MUTABLE_ON_RESUME
+def test_hparams_table_shows_the_differing_hyperparameters_as_its_columns(
+        server: Served, browser: Any, tmp_path: Path) -> None:
     from embedlab.track.tensorboard import table_hparams
 
-    values = [table_hparams(json.loads((run / "config.json").read_text(encoding="utf-8")))
-              for run in (server.run, server.other)]
-    differing = sorted(k for k in values[0] if values[0][k] != values[1].get(k))
-    assert differing == ["data.corpus", "optim.lr"]
+    records = [table_hparams(json.loads((run / "config.json").read_text(encoding="utf-8")))
+               for run in (server.run, server.other, server.third)]
+    differing = sorted(k for k in records[0] if len({json.dumps(r[k]) for r in records}) > 1)
+    assert differing == ["data.corpus", "model.dim", "optim.lr"]
     browser.get(f"{server.base}/#hparams")
-    # the left pane: every hyperparameter, ticked when TensorBoard shows it as a column
+    # the left pane: the hyperparameters listed, ticked when TensorBoard shows them as columns
     pane = DEEP_QUERY + "return found.map(c => [c.textContent.trim(), c.checked]);"
     wait_until(lambda: len(browser.execute_script(pane, "paper-checkbox.hparam-checkbox")) > 0
-               and RUN in page_text(browser))
+               and all(run in page_text(browser) for run in (RUN, OTHER, THIRD)))
     time.sleep(2)  # let the table draw
+    save_shot(browser, tmp_path, "hparams.png")
     listed = browser.execute_script(pane, "paper-checkbox.hparam-checkbox")
-    names = [name for name, _ in listed]
-    assert set(names) == set(values[0])  # hyperparameters only: no track.*, threads, ...
-    assert not [n for n in names if n.startswith(MUTABLE_ON_RESUME)]
+    assert listed == [[name, True] for name in differing]  # no track.*, threads, ...
     headers = browser.execute_script(DEEP_QUERY + "return found.map(h => h.textContent.trim());",
                                      ".table-header")
-    columns = [h for h in headers if h in names]
-    assert columns == [name for name, ticked in listed if ticked]
-    # TensorBoard shows five columns, those that differ between the runs first
-    assert columns[:len(differing)] == differing and len(columns) == min(5, len(names))
+    assert [h for h in headers if h in records[0]] == differing
+    # the metric columns: TensorBoard shows five, here the final metrics first
+    tags = {t for run in (server.run, server.other, server.third)
+            for row in TB.metrics_rows(run) for t in row if t != "step"}
+    metrics = sorted(tags, key=lambda t: (not t.startswith("final/"), t))
+    assert [h for h in headers if h in tags] == metrics[:5]
     # A cell is cut at its end (a 10-em column): the corpus path shows the part that tells the
     # runs apart, its folder and file name, in full.
     cells = DEEP_QUERY + """return found.flatMap(c => {
@@ -239,7 +242,7 @@ def test_hparams_table_shows_the_differing_hyperparameters_first(server: Served,
     corpus_cells = browser.execute_script(cells, ".table-cell",
                                           str(server.run.parents[1] / "corpora"), tail)
     assert sorted(text[:tail] for text, _, _ in corpus_cells) == ["news/corpus.txt",
+                                                                   "news/corpus.txt",
                                                                    "wiki/corpus.txt"]
     for text, shown_right, cell_right in corpus_cells:
         assert shown_right <= cell_right, text
-    save_shot(browser, tmp_path, "hparams.png")
