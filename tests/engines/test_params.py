@@ -83,3 +83,38 @@ def test_hierarchical_softmax_keeps_its_inner_nodes_under_their_own_name() -> No
     again = Word2VecParams.of(p.tensors(), nce=False, hs=True)
     assert again.w_in is p.w_in and again.w_out is p.w_out and again.hs
     assert again.copy().tensors().keys() == p.tensors().keys()
+
+
+@pytest.mark.parametrize(("vocab", "dim", "scale"), [(7, 3, 1.0), (300, 100, 8.0),
+                                                      (1000, 128, 12.0), (50, 13, 0.3)])
+def test_the_native_draw_has_numpys_bits(vocab: int, dim: int, scale: float,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Big vocabularies draw their input vectors in C: the same values, the generator left in
+    the same state."""
+    from embedlab.engines import native, params
+    from embedlab.seeding import uniform_float32
+
+    if native.unavailable_reason() is not None:
+        pytest.skip("no native library here")
+    for centred in (None, scale):
+        numpy_rng, c_rng = mt19937_rng(4, "init"), mt19937_rng(4, "init")
+        numpy_rng.randint(0, 1 << 32, size=5, dtype=np.uint32)  # mid-state: pos is not 624
+        c_rng.randint(0, 1 << 32, size=5, dtype=np.uint32)
+        want = uniform_float32(numpy_rng, (vocab, dim))
+        if centred is not None:
+            want -= np.float32(0.5)
+            want *= np.float32(centred)
+            want /= np.float32(dim)
+        got = native.mt19937_uniform(c_rng, (vocab, dim), centred_scale=centred)
+        assert got is not None and got.tobytes() == want.tobytes()
+        assert numpy_rng.randint(0, 1 << 32, size=700, dtype=np.uint32).tolist() == \
+            c_rng.randint(0, 1 << 32, size=700, dtype=np.uint32).tolist()
+    small = init_params(vocab, dim, init="centered", nce=False, scale=scale,
+                        rng=mt19937_rng(2, "init"))
+    monkeypatch.setattr(params, "NATIVE_DRAW_VALUES", 1)
+    drawn = init_params(vocab, dim, init="centered", nce=False, scale=scale,
+                        rng=mt19937_rng(2, "init"))
+    assert drawn.w_in.tobytes() == small.w_in.tobytes()
+    lecture = init_params(vocab, dim, init="uniform", nce=False, rng=mt19937_rng(2, "init"))
+    assert lecture.w_in.tobytes() == uniform_float32(mt19937_rng(2, "init"),
+                                                     (vocab, dim)).tobytes()

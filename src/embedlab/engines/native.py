@@ -24,7 +24,6 @@ warning naming the folder and the fix (set ``EMBEDLAB_CACHE`` to a writable fold
 from __future__ import annotations
 
 import ctypes
-import functools
 import hashlib
 import os
 import platform
@@ -32,6 +31,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no mor
     from embedlab.engines.step import StepConfig
     from embedlab.engines.stepping import Schedule, StepRunner
 
-SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c")  # steps; batches, step loop; tokeniser
+#: steps; batches, step loop; tokeniser; the initial vectors' draw
+SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c", "_mt19937.c")
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 
@@ -174,11 +175,30 @@ def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool]:
     return path, True
 
 
-@functools.cache
-def library() -> ctypes.CDLL:
-    """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
-    path, temporary = _build(kernel_sources(), compiler_command())
-    return _load(path, temporary)
+class _Library:
+    """:func:`library`: the kernel built and loaded once per process, whichever thread asks
+    first (the initial vectors' thread may ask while the main thread sets the engine up; two
+    threads building at once would each load their own copy)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lib: ctypes.CDLL | None = None
+
+    def __call__(self) -> ctypes.CDLL:
+        """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
+        with self._lock:
+            if self._lib is None:
+                path, temporary = _build(kernel_sources(), compiler_command())
+                self._lib = _load(path, temporary)
+            return self._lib
+
+    def cache_clear(self) -> None:
+        """Forget the loaded kernel: the next call builds or finds it again."""
+        with self._lock:
+            self._lib = None
+
+
+library = _Library()
 
 
 def _load(path: Path, temporary: bool) -> ctypes.CDLL:
@@ -218,6 +238,8 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     ]
     lib.w2v_hs_scratch_floats.restype = ctypes.c_size_t
     lib.w2v_hs_scratch_floats.argtypes = [int_, int_, i64, int_, int_, int_]
+    lib.w2v_mt19937_uniform.restype = None
+    lib.w2v_mt19937_uniform.argtypes = [ptr, ptr, i64, ptr, int_, f32, f32]
     return lib
 
 
@@ -240,6 +262,27 @@ def unavailable_reason() -> str | None:
 
 def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
+
+
+def mt19937_uniform(rng: np.random.RandomState, shape: tuple[int, int], *,
+                    centred_scale: float | None = None) -> np.ndarray | None:
+    """:func:`embedlab.seeding.uniform_float32`'s values drawn by ``_mt19937.c`` in one pass,
+    with ``centred_scale`` s also centred as ``init_params`` centres them: ((u − 0.5)·s)/D in
+    float32 (the same bits). ``rng`` is left where the NumPy draw leaves it. None when the
+    native library cannot be built here."""
+    try:
+        lib = library()
+    except NativeUnavailable:
+        return None
+    state = rng.get_state(legacy=False)
+    words = np.array(state["state"]["key"], dtype=np.uint32)  # a copy the draw advances
+    at = np.array([state["state"]["pos"]], dtype=np.int32)
+    out = np.empty(shape, dtype=np.float32)
+    lib.w2v_mt19937_uniform(_ptr(words), _ptr(at), out.size, _ptr(out),
+                            int(centred_scale is not None), centred_scale or 1.0, shape[-1])
+    state["state"] = {"key": words, "pos": int(at[0])}
+    rng.set_state(state)
+    return out
 
 
 class NativeStep:

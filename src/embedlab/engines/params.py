@@ -91,15 +91,35 @@ def init_params(vocab_size: int, dim: int, *, init: str, nce: bool,
     ``init="uniform"`` is the CS20 lecture's U[0, 1) for the input vectors — kept for replication;
     all-positive vectors start nearly collinear and barely train. ``scale`` does not apply to it.
     """
-    w_in = uniform_float32(rng, (vocab_size, dim))
-    if init == "centered":
-        # float32 arithmetic in this order, as the torch version computed it (same bits)
-        w_in -= np.float32(0.5)
-        w_in *= np.float32(scale)
-        w_in /= np.float32(dim)
+    w_in = _input_vectors(rng, vocab_size, dim, scale if init == "centered" else None)
     w_out = np.zeros((max(0, vocab_size - 1) if hs else vocab_size, dim), dtype=np.float32)
     b_out = np.zeros(vocab_size, dtype=np.float32) if nce else None
     return Word2VecParams(w_in, w_out, b_out, hs)
+
+
+#: values from which the input vectors are drawn by the native library when it loads here
+#: (:func:`embedlab.engines.native.mt19937_uniform`: one pass over the matrix, several times
+#: faster); below, NumPy's draw takes a few milliseconds and the library is not built for it
+NATIVE_DRAW_VALUES = 1 << 24
+
+
+def _input_vectors(rng: np.random.RandomState, vocab_size: int, dim: int,
+                   centred_scale: float | None) -> np.ndarray:
+    """U[0, 1) draws (V×D), centred as :func:`init_params` says when ``centred_scale`` is
+    given; the same bits whichever way they are drawn."""
+    if vocab_size * dim >= NATIVE_DRAW_VALUES:
+        from embedlab.engines.native import mt19937_uniform
+
+        drawn = mt19937_uniform(rng, (vocab_size, dim), centred_scale=centred_scale)
+        if drawn is not None:
+            return drawn
+    w_in = uniform_float32(rng, (vocab_size, dim))
+    if centred_scale is not None:
+        # float32 arithmetic in this order, as the torch version computed it (same bits)
+        w_in -= np.float32(0.5)
+        w_in *= np.float32(centred_scale)
+        w_in /= np.float32(dim)
+    return w_in
 
 
 def fresh_params(model: ModelConfig, vocab_size: int, seed: int) -> Word2VecParams:
