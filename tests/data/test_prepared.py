@@ -158,6 +158,23 @@ def test_open_refuses_an_id_beyond_the_vocabulary(prepared_dir: Path) -> None:
         PreparedCorpus.open(prepared_dir)
 
 
+def test_open_may_leave_the_ids_to_a_reader_that_checks_them(prepared_dir: Path) -> None:
+    # the native batch generator checks each id as it reads it: opening for it skips the read
+    # of the whole corpus, but not the checks of the sentence ends
+    import numpy as np
+
+    ids = np.fromfile(prepared_dir / "ids.u32", dtype="<u4")
+    ids[3] = 10**9
+    ids.tofile(prepared_dir / "ids.u32")
+    opened = PreparedCorpus.open(prepared_dir, check_ids=False)
+    assert int(opened.ids[3]) == 10**9 and opened.longest_sentence() > 1
+    ends = np.fromfile(prepared_dir / "sentences.i64", dtype="<i8")
+    ends[1] = ends[0]
+    ends.tofile(prepared_dir / "sentences.i64")
+    with pytest.raises(InputError, match=r"sentences\.i64 does not increase strictly at entry 1"):
+        PreparedCorpus.open(prepared_dir, check_ids=False)
+
+
 def test_open_names_the_vocabulary_before_the_ids(prepared_dir: Path) -> None:
     # the ids are checked on a thread beside the vocabulary's read; with both damaged, the
     # vocabulary's problem is the one named, as when they were checked one after the other

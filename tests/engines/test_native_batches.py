@@ -188,3 +188,46 @@ def test_the_kernel_counts_its_parallel_and_call_seconds() -> None:
     _train("skipgram-neg", per_call=16, steps=20)
     parallel, call = kernel_seconds(lib)
     assert 0 < parallel - parallel0 <= call - call0
+
+
+@pytest.mark.parametrize(("sample", "interleave", "threads"), [(0.0, 1, 1), (1e-2, 3, 2)])
+def test_an_id_that_names_no_word_is_refused_where_it_is_read(
+        tmp_path: Any, sample: float, interleave: int, threads: int) -> None:
+    # a run on the native engine opens its corpus without reading all of it first: the
+    # generator checks each id as it reads it, and names the file and the position
+    from embedlab.errors import InputError
+
+    ids, ends = zipf_ids(6000, 40, 200, 1)
+    vocab, bad = int(ids.max()) + 1, 4321
+    (tmp_path / "ids.u32").write_bytes(ids.astype("<u4").tobytes())
+    mapped = np.memmap(tmp_path / "ids.u32", dtype=np.uint32, mode="r")
+    s = spec_batch_stream(mapped, ends, vocab=vocab, chunk_tokens=2048, sample=sample,
+                          interleave=interleave)
+    damage = np.memmap(tmp_path / "ids.u32", dtype=np.uint32, mode="r+")
+    damage[bad] = ids[bad] = vocab + 7  # after the stream's tables were made for the vocabulary
+    damage.flush()
+    gen = _generator(s, threads)
+    holding = [c for c in range(s.n_chunks)
+               if any(a <= bad < b for a, b in _reading_runs(s, c))]
+    for c in range(s.n_chunks):
+        if c in holding:
+            with pytest.raises(InputError, match=f"ids.u32 holds id {vocab + 7:,} at position "
+                                                 f"{bad:,}, but the vocabulary has {vocab:,} "
+                                                 "words"):
+                gen.build(0, c)
+        else:
+            gen.build(0, c)
+    assert len(holding) == 1
+    in_memory = _generator(s, 1)
+    in_memory.ids = ids.astype(np.uint32)  # not a file: the error names no folder
+    with pytest.raises(ValueError, match=f"token id {vocab + 7:,} at position {bad:,}"):
+        for c in range(s.n_chunks):
+            in_memory.build(0, c)
+
+
+def _reading_runs(s: Any, chunk: int) -> list[tuple[int, int]]:
+    from embedlab.data.pairs import reading_runs
+
+    lo = chunk * s.chunk_tokens
+    return [(int(a), int(b)) for a, b in
+            reading_runs(s.n_tokens, s.interleave, lo, min(s.n_tokens, lo + s.chunk_tokens))]

@@ -8,7 +8,7 @@ import pytest
 
 from embedlab.errors import InputError
 
-from .small_runs import make_cfg, run_train
+from .small_runs import make_cfg, run_train, write_corpus
 
 
 def test_too_few_tokens_is_an_input_error(tmp_path: Path) -> None:
@@ -16,3 +16,33 @@ def test_too_few_tokens_is_an_input_error(tmp_path: Path) -> None:
     corpus.write_text("hello\n")
     with pytest.raises(InputError, match="fewer than a window needs"):
         run_train(make_cfg(corpus, data={"min_count": 1}), tmp_path / "r")
+
+
+@pytest.mark.parametrize("engine", ["native", "torch"])
+def test_an_id_that_names_no_word_is_refused_by_whoever_reads_it(
+        tmp_path: Path, engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a new run on the native engine leaves the check of every id to its batch generator (no
+    # read of the whole corpus before the first step); the others check at the open
+    import numpy as np
+
+    from embedlab.data import prepared as prepared_module
+    from embedlab.data.preparing import prepare
+    from embedlab.engines import native
+
+    if engine == "native" and native.unavailable_reason() is not None:
+        pytest.skip("the native kernel does not build here")
+    if engine == "torch":
+        pytest.importorskip("torch")
+    folder = tmp_path / "prep"
+    prepare(write_corpus(tmp_path / "c.txt"), folder, min_count=1, progress=False)
+    ids = np.fromfile(folder / "ids.u32", dtype="<u4")
+    at = len(ids) - 3
+    ids[at] = 10**9
+    ids.tofile(folder / "ids.u32")
+    scans: list[Path] = []
+    scan = prepared_module._ids_name_words
+    monkeypatch.setattr(prepared_module, "_ids_name_words",
+                        lambda root, *a: scans.append(root) or scan(root, *a))
+    with pytest.raises(InputError, match=f"ids.u32 holds id 1,000,000,000 at position {at:,}"):
+        run_train(make_cfg(folder, engine=engine, data={"min_count": 1}), tmp_path / "r")
+    assert scans == ([] if engine == "native" else [folder])

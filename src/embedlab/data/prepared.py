@@ -53,15 +53,20 @@ class PreparedCorpus:
     _longest: int = 0  # tokens in the longest sentence, found while checking the ends
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> PreparedCorpus:
-        """Open and check a prepared folder; :class:`InputError` if it is not a valid one."""
+    def open(cls, path: str | os.PathLike[str], *, check_ids: bool = True) -> PreparedCorpus:
+        """Open and check a prepared folder; :class:`InputError` if it is not a valid one.
+
+        ``check_ids`` False leaves out the check that every id of ``ids.u32`` names a word (a
+        read of the whole corpus): for a reader that checks each id as it reads it, as the
+        native batch generator does (:func:`unknown_id`).
+        """
         root = Path(path)
         meta = _read_meta(root)
         # The ids are checked on a thread while the vocabulary is read: the check reads the whole
         # corpus (disk-bound when it is not cached), the vocabulary is Python work. Its verdict
         # is taken only once the checks before it have passed, so the first problem named is
         # the same as in a serial open.
-        contents = _ContentsCheck(root, meta["vocab_size"])
+        contents = _ContentsCheck(root, meta["vocab_size"] if check_ids else None)
         try:
             vocab = Vocab.load_tsv(root / VOCAB_FILE, unk=meta.get("unk"))
             ids = map_file(root / IDS_FILE, np.dtype("<u4"))
@@ -229,14 +234,14 @@ def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.ND
 class _ContentsCheck:
     """:func:`_check_contents` on a thread; :meth:`result` waits for its verdict."""
 
-    def __init__(self, root: Path, vocab_size: int) -> None:
+    def __init__(self, root: Path, vocab_size: int | None) -> None:
         self.stop = threading.Event()
         self._outcome: list[Any] = []
         self._thread = threading.Thread(target=self._run, args=(root, vocab_size), daemon=True,
                                         name="embedlab-check-ids")
         self._thread.start()
 
-    def _run(self, root: Path, vocab_size: int) -> None:
+    def _run(self, root: Path, vocab_size: int | None) -> None:
         try:
             self._outcome.append(_check_contents(root, vocab_size, self.stop))
         except BaseException as exc:  # raised where the verdict is taken
@@ -249,22 +254,18 @@ class _ContentsCheck:
         return int(self._outcome[0])
 
 
-def _check_contents(root: Path, vocab_size: int, stop: threading.Event | None = None) -> int:
-    """Every id names a word and the sentence ends increase: the trainer indexes the embedding
-    matrices with these numbers, so a damaged file must stop here (:class:`InputError`), not
-    crash the kernel. Returns the longest sentence's length, found on the way.
+def _check_contents(root: Path, vocab_size: int | None,
+                    stop: threading.Event | None = None) -> int:
+    """Every id names a word (unless ``vocab_size`` is None) and the sentence ends increase:
+    the trainer indexes the embedding matrices with these numbers, so a damaged file must stop
+    here (:class:`InputError`), not crash the kernel. Returns the longest sentence's length,
+    found on the way.
 
     Read with plain reads in 1M-value chunks rather than through the memmap, whose pages would
     stay resident (4 bytes per token) until training hands them back.
     """
-    for n, chunk in enumerate(file_chunks(root / IDS_FILE, np.dtype("<u4"))):
-        if stop is not None and stop.is_set():  # the open failed otherwise: nobody waits
-            return 0
-        if int(chunk.max()) >= vocab_size:
-            i = int(np.argmax(chunk >= vocab_size))
-            raise _invalid(root, f"{IDS_FILE} holds id {int(chunk[i]):,} at position "
-                                 f"{n * _SCAN_CHUNK + i:,}, but the vocabulary has "
-                                 f"{vocab_size:,} words")
+    if vocab_size is not None and not _ids_name_words(root, vocab_size, stop):
+        return 0
     longest = previous = 0
     for n, chunk in enumerate(file_chunks(root / ENDS_FILE, np.dtype("<i8"))):
         steps = np.diff(chunk, prepend=previous)
@@ -274,6 +275,25 @@ def _check_contents(root: Path, vocab_size: int, stop: threading.Event | None = 
         longest = max(longest, int(steps.max()))
         previous = int(chunk[-1])
     return longest
+
+
+def _ids_name_words(root: Path, vocab_size: int, stop: threading.Event | None) -> bool:
+    """Raise :func:`unknown_id` for the first id of ``ids.u32`` that names no word; False when
+    ``stop`` was set meanwhile (the open failed otherwise: nobody waits for the verdict)."""
+    for n, chunk in enumerate(file_chunks(root / IDS_FILE, np.dtype("<u4"))):
+        if stop is not None and stop.is_set():
+            return False
+        if int(chunk.max()) >= vocab_size:
+            i = int(np.argmax(chunk >= vocab_size))
+            raise unknown_id(root, n * _SCAN_CHUNK + i, int(chunk[i]), vocab_size)
+    return True
+
+
+def unknown_id(root: Path, position: int, value: int, vocab_size: int) -> InputError:
+    """The error for id ``value`` at ``position`` of ``root``'s ``ids.u32``, which names no word
+    of a vocabulary of ``vocab_size``."""
+    return _invalid(root, f"{IDS_FILE} holds id {value:,} at position {position:,}, but the "
+                          f"vocabulary has {vocab_size:,} words")
 
 
 def file_chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]:

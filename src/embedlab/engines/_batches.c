@@ -121,7 +121,8 @@ static inline int64_t sentence_of(const int64_t *ends, int64_t n_sentences, int6
  *   with a context, and the in-vocabulary positions the epoch has consumed after the batch.
  * Work arrays: b_pos, b_kept (m int32), kept_at (m int64), counts (threads + 1; on return
  * counts[threads] holds the number of kept tokens).
- * Returns the number of batches. */
+ * Returns the number of batches, or −1 − p when ids[p] names no word (>= vocab): p is the
+ * lowest such position of the chunk; its tokens are then left out of the batches. */
 int64_t w2v_chunk_build(
     const uint32_t *restrict ids, const int64_t *restrict runs, int n_runs,
     const int64_t *restrict sentence_ends, int64_t n_sentences,
@@ -139,7 +140,7 @@ int64_t w2v_chunk_build(
     off[0] = 0;
     for (int r = 0; r < n_runs; r++) off[r + 1] = off[r] + (runs[2 * r + 1] - runs[2 * r]);
     const int64_t m = off[n_runs];
-    int64_t n = 0, n_batches = 1, total = rows;
+    int64_t n = 0, n_batches = 1, total = rows, bad = -1;
     const double region_start = omp_get_wtime();
 
 #pragma omp parallel num_threads(threads)
@@ -147,7 +148,7 @@ int64_t w2v_chunk_build(
         const int nt = omp_get_num_threads(), me = omp_get_thread_num();
         const int64_t a = m * me / nt, e = m * (me + 1) / nt;
         /* 1: which positions subsampling keeps, and each one's window */
-        int64_t kept = 0;
+        int64_t kept = 0, bad_at = -1;
         uint32_t x0[LANES], x1[LANES];
         for (int64_t i0 = a, r = run_of(off, n_runs, a); i0 < e; i0 += LANES) {
             const int len = (int)(e - i0 < LANES ? e - i0 : LANES);
@@ -156,13 +157,22 @@ int64_t w2v_chunk_build(
             for (int j = 0; j < len; j++) {
                 const int64_t i = i0 + j;
                 while (off[r + 1] <= i) r++;
-                const uint32_t w = ids[runs[2 * r] + (i - off[r])];
-                const int in = keep == NULL || (uint64_t)x0[j] < keep[w];
+                const int64_t at = runs[2 * r] + (i - off[r]);
+                const uint32_t w = ids[at];
+                /* an id that names no word is reported, not read past the tables with: the
+                 * corpus's ids are checked here, as they are read, not before training */
+                const int valid = (int64_t)w < vocab;
+                if (!valid && (bad_at < 0 || at < bad_at)) bad_at = at;
+                const int in = valid && (keep == NULL || (uint64_t)x0[j] < keep[w]);
                 b_pos[i] = in ? (int32_t)(1 + (((uint64_t)x1[j] * (uint64_t)W) >> 32)) : 0;
                 kept += in;
             }
         }
         counts[me + 1] = kept;
+        if (bad_at >= 0) {
+#pragma omp critical(w2v_bad_id)
+            if (bad < 0 || bad_at < bad) bad = bad_at;
+        }
 #pragma omp barrier
 #pragma omp single
         {
@@ -243,7 +253,7 @@ int64_t w2v_chunk_build(
     const double region = omp_get_wtime() - region_start;
     w2v_parallel_seconds += region;
     w2v_call_seconds += region;
-    return n_batches;
+    return bad >= 0 ? -1 - bad : n_batches;
 }
 
 /* Trains `steps` consecutive batches of a chunk built by w2v_chunk_build, from batch `first`.

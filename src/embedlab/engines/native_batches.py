@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from embedlab.data.pairs import Batch, Cursor, reading_runs, release_mapped
+from embedlab.data.prepared import unknown_id
 from embedlab.engines.stepping import Schedule, StepsDone
 
 if TYPE_CHECKING:
@@ -140,9 +142,21 @@ class NativeBatches:
             _ptr(self._counts), self.threads))
         for start, end in runs:  # the chunk's ids are copied: hand their pages back
             release_mapped(self.ids, int(start), int(end))
+        if n_batches < 0:  # an id that names no word: the corpus was not checked before
+            raise self._unknown_id(-1 - n_batches)
         self.chunk = Chunk(epoch, chunk, n_batches, self._tok_p, self._mask, self._contexts,
                            self._negs, self._n_pairs, self._active, self._done)
         return self.chunk
+
+    def _unknown_id(self, position: int) -> Exception:
+        """The error for the id at ``position``, which names no word: the prepared folder's
+        one-line refusal when the ids are its memory-mapped ``ids.u32``."""
+        value, words = int(self.ids[position]), len(self.s.noise)
+        filename = getattr(self.ids, "filename", None)
+        if filename is not None:
+            return unknown_id(Path(filename).parent, position, value, words)
+        return ValueError(f"token id {value:,} at position {position:,} names no word of the "
+                          f"{words:,} of the vocabulary")
 
     def batches(self, epoch: int, chunk: int) -> list[Batch]:
         """The chunk's batches as :class:`Batch` es (copies), to compare with the reference."""

@@ -35,13 +35,14 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     --corpus).
     """
     corpus = cfg.data.corpus
+    check_ids = not _ids_checked_while_training(cfg, fresh=fresh)
     if corpus not in SPECIAL_CORPORA and is_prepared(corpus):
-        prepared = PreparedCorpus.open(corpus)
+        prepared = PreparedCorpus.open(corpus, check_ids=check_ids)
         _check_prepared_matches(cfg, prepared, fresh=fresh)
         return prepared
     local = run_dir / PREPARED_DIR
     if is_prepared(local):
-        prepared = PreparedCorpus.open(local)
+        prepared = PreparedCorpus.open(local, check_ids=check_ids)
         if not fresh or _made_for(prepared, cfg):
             return prepared
         # Left by an attempt with other data flags that never trained (a run that did has a
@@ -51,11 +52,19 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     if ahead is not None and ahead.data == cfg.data:
         _warm_up(cfg)  # imports the final summaries need, while the child still works
         if ahead.take(local):
-            return PreparedCorpus.open(local)
+            return PreparedCorpus.open(local, check_ids=check_ids)
     d = cfg.data
     return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
                    max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
                    progress=progress, run_dir=run_dir)
+
+
+def _ids_checked_while_training(cfg: TrainConfig, *, fresh: bool) -> bool:
+    """Whether the run's batches come from the native generator, which checks every id as it
+    reads it (:func:`embedlab.data.prepared.unknown_id`), so that opening the corpus need not
+    read all of it first: a new run on the native engine (a resumed one may keep batches drawn
+    in Python, see ``training.setup._legacy_batches``). Other engines read ids unchecked."""
+    return fresh and cfg.engine == "native"
 
 
 def check_enough_tokens(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
