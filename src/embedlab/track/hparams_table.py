@@ -1,6 +1,6 @@
 """The columns of TensorBoard's HParams table for a folder of runs.
 
-TensorBoard's HParams dashboard shows the first five hyperparameters it lists as columns,
+TensorBoard's HParams dashboard (2.21) shows the first five hyperparameters it lists as columns,
 those marked as differing first (its bundled ``tf-hparams-query-pane``, ``_computeHParams``:
 ``Math.min(5, t.length)`` in ``webfiles.zip``/``index.js``). The list is the experiment summary's,
 when a run of the logdir holds one (``plugins/hparams/backend_context.py``, lines 96-101), else
