@@ -24,6 +24,10 @@ FLAGS = ["--engine", "torch", "--micro-batches", "2", "--batch-size", "64", "--d
          "--threads", "1"]
 
 
+#: a run's final tensors file and its metrics.jsonl rows without the speeds
+Outcome = tuple[bytes, list[dict[str, float]]]
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A prepared Zipf corpus of 300 words in 3,000 lines."""
@@ -33,6 +37,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     words = np.array([f"w{i}" for i in range(300)])
     lines = [" ".join(rng.choice(words, 12, p=p / p.sum())) for _ in range(3000)]
     (folder / "c.txt").write_text("\n".join(lines) + "\n")
+    (folder / "questions.txt").write_text(": planted\n" + "".join(
+        f"w{i} w{i + 1} w{i + 2} w{i + 3}\n" for i in range(0, 40, 2)))
     subprocess.run([sys.executable, "-m", "embedlab", "prepare", str(folder / "c.txt"), "--out",
                     str(folder / "prep")], check=True, capture_output=True)
     return folder / "prep"
@@ -41,14 +47,20 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _torchrun(n: int, run: Path, corpus: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
                              "--nproc-per-node", str(n), "-m", "embedlab", "--", "train",
-                             "--run", str(run), "--corpus", str(corpus), *FLAGS, *extra],
+                             "--run", str(run), "--corpus", str(corpus), *FLAGS,
+                             *_evaluation(corpus), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _one(run: Path, corpus: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--run", str(run),
-                             "--corpus", str(corpus), *FLAGS, *extra],
+                             "--corpus", str(corpus), *FLAGS, *_evaluation(corpus), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _evaluation(corpus: Path) -> list[str]:
+    """Rank 0 evaluates while the others wait (and the best checkpoint is chosen by it)."""
+    return ["--eval-every", "100", "--eval-analogies", str(corpus.parent / "questions.txt")]
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str]:
@@ -56,12 +68,12 @@ def _finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[int, str
     return proc.returncode, out
 
 
-def _final(run: Path) -> tuple[bytes, list[float]]:
-    """The final checkpoint's tensor file and the loss of every logging window."""
+def _final(run: Path) -> Outcome:
+    """The final checkpoint's tensor file, and every row of metrics.jsonl but its speeds."""
     last = sorted((run / "checkpoints").glob("ckpt-*"))[-1]
-    losses = [json.loads(line)["train/loss"] for line in
-              (run / "metrics.jsonl").read_text().splitlines() if '"train/loss"' in line]
-    return (last / "tensors.safetensors").read_bytes(), losses
+    rows = [{k: v for k, v in json.loads(line).items() if not k.endswith("_per_sec")}
+            for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return (last / "tensors.safetensors").read_bytes(), rows
 
 
 def _status(run: Path) -> dict[str, object]:
@@ -94,8 +106,8 @@ def _worker(launcher: int, rank: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes,
-                                                                                list[float]]:
+def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory
+              ) -> Outcome:
     """The run trained by one process, uninterrupted."""
     run = tmp_path_factory.mktemp("one") / "run"
     code, out = _finish(_one(run, corpus))
@@ -104,12 +116,13 @@ def reference(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[b
 
 
 def test_two_processes_train_the_bits_of_one(corpus: Path, tmp_path: Path,
-                                             reference: tuple[bytes, list[float]]) -> None:
+                                             reference: Outcome) -> None:
     code, out = _finish(_torchrun(2, tmp_path / "run", corpus))
     assert code == 0, out
     assert out.count("embedlab: new run") == 1  # rank 0 speaks for the run
-    tensors, losses = _final(tmp_path / "run")
-    assert losses == reference[1] and len(losses) > 20
+    tensors, rows = _final(tmp_path / "run")
+    assert rows == reference[1]  # every window's loss and every evaluation
+    assert sum("train/loss" in r for r in rows) > 20 and any("eval/analogy" in r for r in rows)
     assert tensors == reference[0]
     assert json.loads((tmp_path / "run" / "config.json").read_text())["optim"][
         "micro_batches"] == 2
@@ -117,7 +130,7 @@ def test_two_processes_train_the_bits_of_one(corpus: Path, tmp_path: Path,
 
 @pytest.mark.slow
 def test_a_killed_process_stops_the_other_and_the_run_resumes_on_one(
-        corpus: Path, tmp_path: Path, reference: tuple[bytes, list[float]]) -> None:
+        corpus: Path, tmp_path: Path, reference: Outcome) -> None:
     run = tmp_path / "run"
     proc = _torchrun(2, run, corpus)
     _wait_for_step(run, 120, proc)
@@ -138,7 +151,7 @@ def test_a_killed_process_stops_the_other_and_the_run_resumes_on_one(
 
 @pytest.mark.slow
 def test_a_killed_single_process_run_resumes_on_two(
-        corpus: Path, tmp_path: Path, reference: tuple[bytes, list[float]]) -> None:
+        corpus: Path, tmp_path: Path, reference: Outcome) -> None:
     run = tmp_path / "run"
     proc = _one(run, corpus)
     _wait_for_step(run, 120, proc)
@@ -152,7 +165,7 @@ def test_a_killed_single_process_run_resumes_on_two(
 
 @pytest.mark.slow
 def test_sigterm_saves_on_every_process_and_resumes(
-        corpus: Path, tmp_path: Path, reference: tuple[bytes, list[float]]) -> None:
+        corpus: Path, tmp_path: Path, reference: Outcome) -> None:
     run = tmp_path / "run"
     proc = _torchrun(2, run, corpus)
     _wait_for_step(run, 120, proc)

@@ -177,8 +177,8 @@ class Group:
         import torch.distributed as dist
 
         mine = torch.tensor([stop, int(due and self.leader)], dtype=torch.int64)
-        with lost_on_failure():
-            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        with lost_on_failure():  # with the step's time limit: every process is at the step
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=self.steps)
         return int(mine[0]), bool(mine[1])
 
     def check_replicas(self, tensors: Mapping[str, np.ndarray], step: int) -> None:

@@ -106,6 +106,8 @@ def _train(part: _Part, group: Group) -> TrainResult:
                                  part.n_tokens, len(done))
                 last = state.cursor.epoch >= epochs
                 stop, due = group.agree(flag.signum or 0, False)
+                if _evaluates(cfg, state.step):  # rank 0 evaluates: wait for it
+                    group.barrier()
                 if stop and not last:
                     _save(part, group)
                     raise _stopped(stop, state.step)
@@ -124,6 +126,12 @@ def _train(part: _Part, group: Group) -> TrainResult:
     return TrainResult(part.run_dir, state.step, state.words_seen, state.last_loss,
                        state.train_seconds, finished, part.vocab, part.engine.input_vectors,
                        cfg)
+
+
+def _evaluates(cfg: TrainConfig, step: int) -> bool:
+    """Whether rank 0 evaluates at ``step`` (:mod:`embedlab.training.loop`)."""
+    every = cfg.eval.every_steps
+    return bool(every and step % every == 0 and (cfg.eval.analogies or cfg.eval.similarity))
 
 
 def _save(part: _Part, group: Group) -> None:

@@ -198,14 +198,17 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
     checkpoint (the last step is saved after the loop, with the final summaries)."""
     cfg, state = run.cfg, run.state
     last = state.cursor.epoch >= cfg.optim.epochs
+    group, due = distributed.current(), None
+    if group is not None:  # every process stops, or saves, at the same step
+        stop.agreed, due = group.agree(stop.code(), not last and saver.due(state.step))
     if state.step % cfg.track.log_every == 0:
         reporter.close_window(lr)
     if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
         reporter.evaluate()
-    due = not last and saver.due(state.step)
-    group = distributed.current()
-    if group is not None:  # every process stops, or saves, at the same step
-        stop.agreed, due = group.agree(stop.code(), due)
+        if group is not None:  # the others wait for it without the step's time limit
+            group.barrier()
+    if due is None:
+        due = not last and saver.due(state.step)
     if stop and not last:
         _save_and_stop(run, reporter, saver, stop)
     if due:
