@@ -174,7 +174,7 @@ def test_sigterm_saves_on_every_process_and_resumes(
     assert code != 0
     status = _status(run)
     step = int(status["step"])  # type: ignore[call-overload]
-    assert status["status"] == "interrupted"
+    assert status["status"] == "interrupted", out
     assert (run / "checkpoints" / f"ckpt-{step:08d}").is_dir()  # the stop was saved
     assert out.count(f"saved step {step} — re-run the same command to resume") == 2
     code, out = _finish(_torchrun(2, run, corpus))

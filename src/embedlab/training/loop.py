@@ -119,7 +119,7 @@ class _Stop:
         self.agreed = 0  # the stop code the processes agreed on (distributed.Group.agree)
 
     def __bool__(self) -> bool:
-        return bool(self.flag) or self.sink.failure is not None or bool(self.agreed)
+        return bool(self.flag) or self.sink.failure is not None
 
     def code(self) -> int:
         """This process's stop code: a signal number, a callback's stop, or 0."""
@@ -198,9 +198,11 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
     checkpoint (the last step is saved after the loop, with the final summaries)."""
     cfg, state = run.cfg, run.state
     last = state.cursor.epoch >= cfg.optim.epochs
-    group, due = distributed.current(), None
-    if group is not None:  # every process stops, or saves, at the same step
+    group, due, stopping = distributed.current(), None, bool(stop)
+    if group is not None:  # every process stops, or saves, at the same step: a signal that
+        # comes after the agreement waits for the next step's
         stop.agreed, due = group.agree(stop.code(), not last and saver.due(state.step))
+        stopping = bool(stop.agreed)
     if state.step % cfg.track.log_every == 0:
         reporter.close_window(lr)
     if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
@@ -209,7 +211,7 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
             group.barrier()
     if due is None:
         due = not last and saver.due(state.step)
-    if stop and not last:
+    if stopping and not last:
         _save_and_stop(run, reporter, saver, stop)
     if due:
         reporter.time.lap()
