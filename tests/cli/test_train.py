@@ -138,6 +138,7 @@ def _bad_corpora(tmp: Path) -> dict[str, Path]:
 
 # Each needle holds the problem and the fix the message names.
 BAD = [
+    (["--nproc", "0"], "--nproc must be >= 1, got 0; pass e.g. --nproc 2"),
     (["--corpus", "{tmp}/missing.txt"], "missing.txt; pass an existing file or folder"),
     (["--corpus", "{tmp}/empty.txt"],
      "empty.txt holds no tokens; pass a corpus with whitespace-separated words"),
@@ -1185,3 +1186,11 @@ def test_device_cpu_trains_with_the_cpu_engines_choice(
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
                       "--device", "auto", "--engine", "native")  # the same run, resumed
     assert code == 0 and "resuming" in err and "warning" not in err, err
+
+
+def test_nproc_is_taken_out_of_the_command_torchrun_repeats() -> None:
+    from embedlab.cli.train import _without_nproc
+
+    assert _without_nproc(["train", "--nproc", "2", "--dim", "8"]) == ["train", "--dim", "8"]
+    assert _without_nproc(["train", "--nproc=4", "--run", "r"]) == ["train", "--run", "r"]
+

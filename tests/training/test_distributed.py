@@ -239,3 +239,16 @@ def test_a_corpus_missing_on_one_machine_is_refused(corpus: Path, tmp_path: Path
             f"{socket.gethostname()} (working folder {there}); put it at that path on every "
             "machine, or pass an absolute path that every machine can read"]
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_nproc_starts_torchrun_on_this_machine(corpus: Path, tmp_path: Path,
+                                               reference: Outcome) -> None:
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
+                             str(run), "--corpus", str(corpus), *FLAGS, *_evaluation(corpus)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    code, out = _finish(proc)
+    assert code == 0, out
+    assert out.count("embedlab: new run") == 1
+    assert _final(run) == reference
