@@ -126,6 +126,7 @@ def test_two_processes_train_the_bits_of_one(corpus: Path, tmp_path: Path,
     assert tensors == reference[0]
     assert json.loads((tmp_path / "run" / "config.json").read_text())["optim"][
         "micro_batches"] == 2
+    assert json.loads((tmp_path / "run" / "env.json").read_text())["processes"] == 2
 
 
 @pytest.mark.slow

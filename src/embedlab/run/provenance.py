@@ -76,8 +76,9 @@ def git_commit(path: Path | None = None, *, timeout: float = 2.0) -> dict[str, A
 
 
 def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequence[str],
-                device: str = "cpu") -> dict[str, Any]:
-    """The provenance record (plain JSON values); ``device``: what the run trains on."""
+                device: str = "cpu", processes: int = 1) -> dict[str, Any]:
+    """The provenance record (plain JSON values); ``device``: what the run trains on;
+    ``processes``: how many train it together (torchrun's world size)."""
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -96,6 +97,7 @@ def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequen
         "cpu_count": os.cpu_count(),
         "cpu_affinity": affinity,
         "threads": threads,
+        "processes": processes,
         "device": device,
         "git": git_commit(),
         "seed": seed,
@@ -137,14 +139,14 @@ def _config_device(run_dir: Path) -> str:
 
 
 def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, seed: int,
-                   streams: Sequence[str]) -> Path:
+                   streams: Sequence[str], processes: int = 1) -> Path:
     """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list.
 
     The record's ``device`` is taken from the engine of the run's ``config.json``, which is
     written first."""
     path = Path(run_dir) / ENV_FILE
     record = environment(argv=argv, threads=threads, seed=seed, streams=streams,
-                         device=_config_device(Path(run_dir)))
+                         device=_config_device(Path(run_dir)), processes=processes)
     try:
         existing = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

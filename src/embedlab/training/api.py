@@ -139,7 +139,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
             if not group.leader:
                 from embedlab.training.following import follow
 
-                return follow(group)
+                return follow(group, threads=explicit.get("threads", 0))
             stack.enter_context(group.leading())
         if on_progress is not None:
             from embedlab.training.reporting import progress_to

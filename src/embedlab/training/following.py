@@ -10,6 +10,7 @@ which rank 0 compares with its own before it writes the checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,12 +49,12 @@ class _Part:
     vocab: Any
 
 
-def follow(group: Group) -> TrainResult:
+def follow(group: Group, threads: int = 0) -> TrainResult:
     """Train this process's part of the run rank 0 leads; return what rank 0's call returns
-    (the vectors are the same)."""
+    (the vectors are the same). ``threads``: this process's ``--threads`` (machines differ)."""
     run, tensors = group.receive()
     try:
-        part = _set_up(run, tensors)
+        part = _set_up(run, tensors, threads)
     except InputError as exc:
         group.ready(str(exc))  # raises, here and on every process, naming this one
         raise
@@ -61,8 +62,10 @@ def follow(group: Group) -> TrainResult:
     return _train(part, group)
 
 
-def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray]) -> _Part:
+def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray], threads: int) -> _Part:
     cfg = TrainConfig.from_dict(run["config"])
+    cfg = dataclasses.replace(cfg, threads=dataclasses.replace(cfg, threads=threads).resolve(
+        say=False).threads)  # this machine's cores, as rank 0 resolves its own
     folder = Path(run["corpus"])
     if not is_prepared(folder):
         raise InputError(f"the prepared corpus {folder} that process 0 trains on cannot be read "

@@ -115,7 +115,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if ckpt is not None:
         manager.protect(state.step)
         _warn_if_other_step_revision(run_dir, out)
-    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS)
+    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS,
+                   processes=1 if group is None else group.size)
     vocab.save_tsv(run_dir / VOCAB_FILE)
     for line in started:
         print(line, file=out)
