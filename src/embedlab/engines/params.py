@@ -92,7 +92,11 @@ def init_params(vocab_size: int, dim: int, *, init: str, nce: bool,
     all-positive vectors start nearly collinear and barely train. ``scale`` does not apply to it.
     """
     w_in = _input_vectors(rng, vocab_size, dim, scale if init == "centered" else None)
-    w_out = np.zeros((max(0, vocab_size - 1) if hs else vocab_size, dim), dtype=np.float32)
+    w_out = np.empty((max(0, vocab_size - 1) if hs else vocab_size, dim), dtype=np.float32)
+    # written, not np.zeros' untouched pages: the first steps would otherwise take a page fault
+    # at nearly every output row they read (for millions of words, seconds of the first
+    # chunk), and a new run draws its parameters on a thread beside the corpus's opening
+    w_out.fill(0.0)
     b_out = np.zeros(vocab_size, dtype=np.float32) if nce else None
     return Word2VecParams(w_in, w_out, b_out, hs)
 
