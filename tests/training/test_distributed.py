@@ -151,6 +151,31 @@ def test_a_killed_process_stops_the_other_and_the_run_resumes_on_one(
 
 
 @pytest.mark.slow
+def test_a_process_that_hangs_stops_the_others_after_the_step_timeout(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMBEDLAB_STEP_TIMEOUT", "3")  # a link that breaks silently
+    run = tmp_path / "run"
+    proc = _torchrun(2, run, corpus)
+    _wait_for_step(run, 120, proc)
+    hung = _worker(proc.pid, 1)
+    os.kill(hung, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        while _status(run).get("status") == "running" and time.monotonic() - stopped < 60:
+            time.sleep(0.05)
+        waited = time.monotonic() - stopped
+    finally:
+        os.kill(hung, signal.SIGKILL)
+    code, out = _finish(proc)
+    assert code != 0
+    status = _status(run)
+    assert status["status"] == "interrupted" and "Timed out" in str(status["error"]), out
+    assert 2 < waited < 30
+    assert "embedlab: error: another process of the run stopped or cannot be reached (Timed " \
+        "out waiting 3000ms" in out
+
+
+@pytest.mark.slow
 def test_a_killed_single_process_run_resumes_on_two(
         corpus: Path, tmp_path: Path, reference: Outcome) -> None:
     run = tmp_path / "run"

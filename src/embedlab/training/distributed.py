@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from embedlab.config import TrainConfig
 
 #: seconds a step's exchange waits for the other processes before the run stops
+#: (``EMBEDLAB_STEP_TIMEOUT`` sets another)
 STEP_TIMEOUT = 60
 #: seconds the other processes wait while rank 0 alone works (set-up, saves, evaluation)
 PATIENT_TIMEOUT = 4 * 3600
@@ -73,6 +74,16 @@ def launched_rank() -> int:
         return int(os.environ.get("RANK", "0")) if launched_size() > 1 else 0
     except ValueError:
         return 0
+
+
+def step_timeout() -> float:
+    """Seconds a step's exchange waits: :data:`STEP_TIMEOUT`, or ``EMBEDLAB_STEP_TIMEOUT``."""
+    given = os.environ.get("EMBEDLAB_STEP_TIMEOUT", "")
+    try:
+        return float(given) if given and float(given) > 0 else STEP_TIMEOUT
+    except ValueError:
+        raise InputError(f"EMBEDLAB_STEP_TIMEOUT must be a number of seconds, got {given!r}; "
+                         "unset it for 60") from None
 
 
 def current() -> Group | None:
@@ -112,7 +123,7 @@ class Group:
 
         try:
             dist.init_process_group("gloo", timeout=timedelta(seconds=PATIENT_TIMEOUT))
-            steps = dist.new_group(backend="gloo", timeout=timedelta(seconds=STEP_TIMEOUT))
+            steps = dist.new_group(backend="gloo", timeout=timedelta(seconds=step_timeout()))
         except (RuntimeError, ValueError) as exc:
             raise InputError(f"cannot join the other processes of the run at "
                              f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} "
