@@ -13,6 +13,10 @@ configurations alternating so that drift in the machine hits them alike; medians
 - ``gensim``: ``Word2Vec(min_count=5, workers=2).build_vocab(corpus_file=corpus)``
   (``--skip-gensim`` leaves it out).
 
+``--train-steps N`` keeps the last preparation's folder and trains N steps on it, as
+``benchmarks/big_training.py`` measures a run (start-up, words/s, final save, peak RSS; 2
+threads), then removes the folder and the run.
+
 ``tokens/s`` = the corpus's tokens / the call's wall time (imports excluded); ``peak RSS`` = the
 child's ``ru_maxrss`` (imports included).
 """
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,6 +46,7 @@ EMBEDLAB_CHILD = """
 import json, resource, shutil, sys, time
 from embedlab.data.preparing import prepare
 corpus, out, workers, max_distinct = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+keep = sys.argv[5] == "keep"
 began = time.perf_counter()
 pc = prepare(corpus, out, workers=workers, progress=False, max_distinct=max_distinct)
 seconds = time.perf_counter() - began
@@ -48,7 +54,8 @@ result = {"seconds": seconds, "tokens": pc.raw_tokens, "vocab": len(pc.vocab),
           "pruned": pc.meta["pruned"],
           "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
 del pc
-shutil.rmtree(out)
+if not keep:
+    shutil.rmtree(out)
 print(json.dumps(result))
 """
 
@@ -114,6 +121,8 @@ def main() -> None:
     ap.add_argument("--max-distinct", type=int, default=10_000_000,
                     help="embedlab's --max-distinct (below the corpus's distinct words: pruning)")
     ap.add_argument("--skip-gensim", action="store_true")
+    ap.add_argument("--train-steps", type=int, default=0,
+                    help="then train this many steps on the last prepared folder (0: none)")
     ap.add_argument("--delete", action="store_true", help="remove the corpus afterwards")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
@@ -124,18 +133,42 @@ def main() -> None:
     configs = [f"embedlab {w}" for w in args.workers.split(",")]
     configs += [] if args.skip_gensim else ["gensim"]
     results: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+    prepared = WORK / "big-prepared"
+    last = (args.reps - 1, next(c for c in reversed(configs) if c != "gensim"))
     for rep in range(args.reps):
         for config in configs:
             if config == "gensim":
                 r = run_child(GENSIM_CHILD, str(corpus))
             else:
-                r = run_child(EMBEDLAB_CHILD, str(corpus), str(WORK / "big-prepared"),
-                         config.split()[1], str(args.max_distinct))
+                keep = "keep" if args.train_steps and (rep, config) == last else "remove"
+                r = run_child(EMBEDLAB_CHILD, str(corpus), str(prepared), config.split()[1],
+                              str(args.max_distinct), keep)
             print(f"rep {rep + 1} {config}: {r}", file=sys.stderr)
             results[config].append(r)
     print(table(corpus, results))
+    if args.train_steps:
+        print(train_table(prepared, args.train_steps))
     if args.delete:
         corpus.unlink()
+
+
+def train_table(prepared: Path, steps: int) -> str:
+    """Train ``steps`` steps on ``prepared`` as big_training.py does; its table row. The folder
+    and the run are removed afterwards."""
+    from big_training import EMBEDLAB_CHILD as TRAIN_CHILD
+
+    run = WORK / "big-prepared-run"
+    try:
+        r = run_child(TRAIN_CHILD, str(prepared), str(run), str(steps))
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(prepared, ignore_errors=True)
+    print(f"training: {r}", file=sys.stderr)
+    return "\n".join([
+        "", f"Training {steps:,} steps on it (skip-gram d100 w5 n5, 2 threads):", "",
+        "| start s | words/s | save s | peak RSS |", "|---|---|---|---|",
+        f"| {r['start']:.2f} | {r['words'] / r['train_seconds'] / 1e6:.2f}M | {r['save']:.2f} | "
+        f"{r['rss_kib'] / 1024:,.0f} MiB |"])
 
 
 def table(corpus: Path, results: dict[str, list[dict[str, Any]]]) -> str:
