@@ -278,3 +278,25 @@ def test_nproc_starts_torchrun_on_this_machine(corpus: Path, tmp_path: Path,
     assert code == 0, out
     assert out.count("embedlab: new run") == 1
     assert _final(run) == reference
+
+
+def test_another_vocabulary_on_one_machine_is_refused(corpus: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.txt"
+    other.write_text("\n".join(" ".join(f"v{(i * 7 + j) % 50}" for j in range(10))
+                               for i in range(400)) + "\n")
+    subprocess.run([sys.executable, "-m", "embedlab", "prepare", str(other), "--out",
+                    str(tmp_path / "other")], check=True, capture_output=True)
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    os.symlink(corpus, here / "prep")
+    os.symlink(tmp_path / "other", there / "prep")  # the same path names another corpus there
+    argv = ["--run", str(tmp_path / "run"), "--corpus", "prep", *FLAGS]
+    got = _by_hand([argv, argv], [here, there])
+    for code, out in got:
+        assert code == 2, out
+        assert out.strip().splitlines() == [
+            f"embedlab: error: process 1 of 2: the prepared corpus prep on "
+            f"{socket.gethostname()} has another vocabulary than process 0's; give every "
+            "machine the same prepared folder"]
+    assert not (tmp_path / "run").exists()

@@ -139,7 +139,8 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
             if not group.leader:
                 from embedlab.training.following import follow
 
-                return follow(group, threads=explicit.get("threads", 0))
+                return follow(group, threads=explicit.get("threads", 0),
+                              corpus=explicit.get("data", {}).get("corpus"))
             stack.enter_context(group.leading())
         if on_progress is not None:
             from embedlab.training.reporting import progress_to

@@ -49,12 +49,13 @@ class _Part:
     vocab: Any
 
 
-def follow(group: Group, threads: int = 0) -> TrainResult:
+def follow(group: Group, threads: int = 0, corpus: str | None = None) -> TrainResult:
     """Train this process's part of the run rank 0 leads; return what rank 0's call returns
-    (the vectors are the same). ``threads``: this process's ``--threads`` (machines differ)."""
+    (the vectors are the same). ``threads``, ``corpus``: this process's ``--threads`` and
+    ``--corpus`` (machines differ: its cores, its working folder)."""
     run, tensors = group.receive()
     try:
-        part = _set_up(run, tensors, threads)
+        part = _set_up(run, tensors, threads, corpus)
     except InputError as exc:
         group.ready(str(exc))  # raises, here and on every process, naming this one
         raise
@@ -62,11 +63,14 @@ def follow(group: Group, threads: int = 0) -> TrainResult:
     return _train(part, group)
 
 
-def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray], threads: int) -> _Part:
+def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray], threads: int,
+            corpus: str | None) -> _Part:
     cfg = TrainConfig.from_dict(run["config"])
     cfg = dataclasses.replace(cfg, threads=dataclasses.replace(cfg, threads=threads).resolve(
         say=False).threads)  # this machine's cores, as rank 0 resolves its own
-    folder = Path(run["corpus"])
+    # its own --corpus where that is a prepared folder (a relative path names this machine's),
+    # else the folder process 0 trains on (RUN/prepared, made from a raw corpus)
+    folder = Path(corpus if corpus is not None and is_prepared(corpus) else run["corpus"])
     if not is_prepared(folder):
         raise InputError(f"the prepared corpus {folder} that process 0 trains on cannot be read "
                          f"on {socket.gethostname()}; put the run folder on a file system "
