@@ -48,8 +48,7 @@ if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no mor
     from embedlab.engines.step import StepConfig
     from embedlab.engines.stepping import Schedule, StepRunner
 
-#: steps; batches, step loop; tokeniser; the initial vectors' draw
-SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c", "_mt19937.c")
+SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c")  # steps; batches, step loop; tokeniser
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 
@@ -266,7 +265,7 @@ def _ptr(a: np.ndarray | None) -> int | None:
 
 def mt19937_uniform(rng: np.random.RandomState, shape: tuple[int, int], *,
                     centred_scale: float | None = None) -> np.ndarray | None:
-    """:func:`embedlab.seeding.uniform_float32`'s values drawn by ``_mt19937.c`` in one pass,
+    """:func:`embedlab.seeding.uniform_float32`'s values drawn by ``_batches.c`` in one pass,
     with ``centred_scale`` s also centred as ``init_params`` centres them: ((u − 0.5)·s)/D in
     float32 (the same bits). ``rng`` is left where the NumPy draw leaves it. None when the
     native library cannot be built here."""
