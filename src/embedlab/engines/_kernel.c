@@ -685,7 +685,9 @@ double w2v_cbow_step(
  * synchronous step. Centre t's path in the Huffman tree is points/codes[offsets[c] ..
  * offsets[c + 1]), c = centers[t]; a centre without contexts (padding) has no terms. The
  * batch's (centre, node) terms are numbered in batch order: centre t's are first[t] ..
- * first[t + 1]. Phases as in the other steps:
+ * first[t + 1], their nodes path_all[first[t] ..], copied there in phase A so that phase C
+ * reads the batch's paths in order rather than each from the tree. Phases as in the other
+ * steps:
  *   A. per centre (parallel): its path's L node rows packed once and scored against every h of
  *      the centre — its n context rows (skip-gram: the contexts predict the centre, as in
  *      word2vec.c) or their mean (CBOW): the scores S = H·Nᵀ (n × L) and the gradient of each
@@ -842,7 +844,7 @@ size_t w2v_hs_scratch_floats(int rows, int window, int64_t terms, int max_len, i
     const size_t blocks[] = {2 * (R + 1), T * J, T, 2 * R,  /* first, g_all, h_term, loss */
                              R * J * dp, R * J,             /* skip-gram: d_pair, h_pair */
                              R * dp, R * dp, R,             /* CBOW: hidden, d_h, h_h */
-                             span * dp, span};              /* CBOW: d_span, h_span */
+                             span * dp, span, T};           /* CBOW: d_span, h_span; nodes */
     size_t n = 0;
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) n += round_up(blocks[i], 16);
     return n + (size_t)threads * hs_per_thread_floats(J, (size_t)max_len, (size_t)dim) + 64;
@@ -976,12 +978,10 @@ static inline void add_combinations(int nr, float *const y[2], const float *cons
 /* Asks for the rows phase C reads for centre t on this thread: its owned nodes' rows and, for
  * skip-gram, its contexts' input rows. */
 static inline void hs_prefetch_owned(int t, int cbow, const int64_t *restrict first,
-                                     const int64_t *restrict centers,
-                                     const int64_t *restrict offsets,
-                                     const int32_t *restrict points, const float *nodes,
+                                     const int32_t *restrict path_all, const float *nodes,
                                      const float *w_in, const int64_t *restrict span,
                                      const uint8_t *restrict mask, int J, int D, int nt, int me) {
-    const int32_t *path = points + offsets[centers[t]];
+    const int32_t *path = path_all + first[t];
     const int L = (int)(first[t + 1] - first[t]);
     for (int l = 0; l < L; l++)
         if (hs_owner(path[l], nt) == me) prefetch_row(nodes + (size_t)path[l] * D, D);
@@ -995,27 +995,23 @@ static inline void hs_prefetch_owned(int t, int cbow, const int64_t *restrict fi
  * CBOW: the stored hidden vector), terms in batch order, step_p damped by the node's summed
  * curvature. */
 static void hs_update_nodes(int cbow, float *restrict nodes, const float *restrict w_in,
-                            const float *restrict hidden, const int64_t *restrict centers,
-                            int rows, const int64_t *restrict span, const uint8_t *restrict mask,
-                            int J, const int64_t *restrict offsets, const int32_t *restrict points,
+                            const float *restrict hidden, int rows,
+                            const int64_t *restrict span, const uint8_t *restrict mask, int J,
+                            const int32_t *restrict path_all,
                             const int64_t *restrict first, const float *restrict g_all,
                             const float *restrict h_term, float *restrict h_node, float lr,
                             float rate, int D, int Dp, int nt, int me) {
     if (rate > 0.0f)
-        for (int t = 0; t < rows; t++) {
-            const int32_t *path = points + offsets[centers[t]] - first[t];
-            for (int64_t k = first[t]; k < first[t + 1]; k++)
-                if (hs_owner(path[k], nt) == me) h_node[path[k]] += h_term[k];
-        }
+        for (int64_t k = 0; k < first[rows]; k++)
+            if (hs_owner(path_all[k], nt) == me) h_node[path_all[k]] += h_term[k];
     float spare[D];
     memset(spare, 0, sizeof spare);
     for (int t = 0; t < rows; t++) {
         const int L = (int)(first[t + 1] - first[t]);
         if (t + 2 < rows) /* the rows two centres ahead: their misses overlap this centre's work */
-            hs_prefetch_owned(t + 2, cbow, first, centers, offsets, points, nodes, w_in, span, mask,
-                              J, D, nt, me);
+            hs_prefetch_owned(t + 2, cbow, first, path_all, nodes, w_in, span, mask, J, D, nt, me);
         if (L == 0) continue;
-        const int32_t *path = points + offsets[centers[t]];
+        const int32_t *path = path_all + first[t];
         const float *g = g_all + (size_t)first[t] * J;  /* n × L */
         const float *x[J];
         int n = 0;
@@ -1047,11 +1043,8 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
         }
     }
     if (rate > 0.0f)
-        for (int t = 0; t < rows; t++) {
-            const int32_t *path = points + offsets[centers[t]] - first[t];
-            for (int64_t k = first[t]; k < first[t + 1]; k++)
-                if (hs_owner(path[k], nt) == me) h_node[path[k]] = 0.0f;
-        }
+        for (int64_t k = 0; k < first[rows]; k++)
+            if (hs_owner(path_all[k], nt) == me) h_node[path_all[k]] = 0.0f;
 }
 
 /* C for the input rows this thread owns: skip-gram adds each pair's neu1e (centre by centre,
@@ -1125,6 +1118,7 @@ double w2v_hs_step(
     float *h_h = TAKE(rows);
     float *d_span = TAKE((size_t)n_span * Dp);
     float *h_span = TAKE(n_span);
+    int32_t *path_all = (int32_t *)(void *)TAKE((size_t)terms);  /* the terms' nodes */
     float *per_thread0 = TAKE(0);
 #undef TAKE
     first[0] = 0;
@@ -1162,7 +1156,8 @@ double w2v_hs_step(
             if (L == 0) continue;
             const int64_t lo = offsets[centers[t]];
             int64_t path[L];
-            for (int l = 0; l < L; l++) path[l] = points[lo + l];
+            for (int l = 0; l < L; l++)  /* also in term order, for phase C's passes */
+                path_all[first[t] + l] = (int32_t)(path[l] = points[lo + l]);
             pack_rows(b.Np, nodes, path, L, damp ? b.n_sq : NULL, D, Dp);
             const uint8_t *mt = mask + (size_t)t * J;
             float *g = g_all + (size_t)first[t] * J, *ht = h_term + first[t];
@@ -1199,8 +1194,8 @@ double w2v_hs_step(
         /* C: updates by row id, each row's contributions in batch order; the node rows first,
          * whose gradients read the input rows as they were */
         const int nt = omp_get_num_threads(), me = omp_get_thread_num();
-        hs_update_nodes(cbow, nodes, w_in, hidden, centers, rows, span, mask, J,
-                        offsets, points, first, g_all, h_term, h_node, lr, rate, D, Dp, nt, me);
+        hs_update_nodes(cbow, nodes, w_in, hidden, rows, span, mask, J, path_all, first, g_all,
+                        h_term, h_node, lr, rate, D, Dp, nt, me);
 #pragma omp barrier
         hs_update_inputs(cbow, w_in, span, n_span, rows, J, mask, d_pair, h_pair, d_span, h_span,
                          h_in, lr, rate_in, D, Dp, nt, me);
