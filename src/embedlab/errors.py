@@ -31,6 +31,8 @@ class InputError(Exception):
     """A problem with the user's input; the message says what is wrong and what to do."""
 
     exit_code = 2
+    #: another process of the same torchrun run prints the same line on this machine
+    printed_by_another = False
 
 
 def diverged(step: int, loss: float, saved_step: int, fix: str) -> InputError:
@@ -43,6 +45,8 @@ def diverged(step: int, loss: float, saved_step: int, fix: str) -> InputError:
 
 class TrainingInterrupted(Exception):
     """Raised inside the trainer after a signal-triggered save; carries the exit code."""
+
+    printed_by_another = False  # as InputError's
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)

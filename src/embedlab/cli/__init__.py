@@ -82,13 +82,25 @@ def _fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+_invoked: list[str] = []
+
+
+def invoked_args() -> list[str]:
+    """The arguments of the command being run (``embedlab ARGS``), for a command that starts
+    itself again (``train --nproc``)."""
+    return list(_invoked)
+
+
 #: OpenMP barrier spin (libgomp iterations) before a waiting thread sleeps; see main()
 def main(argv: list[str] | None = None) -> Any:
+    _invoked[:] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     limit_openmp_spinning()
     try:
         with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
     except InputError as exc:
+        if exc.printed_by_another:  # a process of the same torchrun run
+            sys.exit(exc.exit_code)
         _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
@@ -105,6 +117,8 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo("embedlab: interrupted", err=True)
         sys.exit(130)
     except TrainingInterrupted as exc:
+        if exc.printed_by_another:
+            sys.exit(exc.exit_code)
         prefix = "embedlab: error: " if isinstance(exc, ProcessLost) else ""
         click.echo(f"{prefix}{exc}", err=True)
         sys.exit(exc.exit_code)

@@ -109,9 +109,9 @@ if TYPE_CHECKING:
               "aside to RUN.old-<time>, never deleted.")
 @click.option("--from", "from_ckpt", help="Resume from this checkpoint (folder, or 'best'); "
               "newer checkpoints are moved aside.")
-@click.option("--nproc", type=int, help="Train with N processes on this machine (torchrun "
-              "--standalone --nproc-per-node N -m embedlab -- train ...); needs --micro-batches "
-              "M with N dividing M. Across machines, start torchrun yourself.")
+@click.option("--nproc", type=int, help="Train with N processes on this machine, started as "
+              "torchrun starts them; needs --micro-batches M with N dividing M. Across machines, "
+              "start torchrun yourself: torchrun ... -m embedlab -- train ...")
 def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
           from_ckpt: str | None, nproc: int | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
@@ -128,27 +128,21 @@ def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
 
 
 def _launch(nproc: int) -> None:
-    """``--nproc N``: this command again, under torchrun with N processes; does not return."""
-    import os
-
+    """``--nproc N``: this command again as N processes of one run; exits with their status."""
+    from embedlab.cli import invoked_args
     from embedlab.errors import InputError, import_torch
     from embedlab.training import distributed
+    from embedlab.training.launch import run_processes
 
     if nproc < 1:
         raise InputError(f"--nproc must be >= 1, got {nproc}; pass e.g. --nproc 2")
     if distributed.launched_size() > 1:
-        raise InputError("--nproc starts torchrun, and this command already runs under it; "
-                         "drop --nproc (torchrun's --nproc-per-node sets the processes)")
+        raise InputError("--nproc starts the processes of a run, and this command already runs "
+                         "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)")
     import_torch("--nproc")
-    args = _without_nproc(sys.argv[1:])
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc-per-node", str(nproc), "-m", "embedlab", "--", *args]
-    # each process's share of the cores (torchrun warns when OMP_NUM_THREADS is unset)
-    cores = max(1, len(os.sched_getaffinity(0)) // nproc)
-    env = {"OMP_NUM_THREADS": str(cores), **os.environ}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, command, env)  # signals reach torchrun, which passes them on
+    sys.exit(run_processes(nproc, _without_nproc(invoked_args())))
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

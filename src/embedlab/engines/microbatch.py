@@ -51,7 +51,7 @@ class World:
 
         run = distributed.current()
         if run is not None:
-            return cls(run.rank, run.size, run.steps)
+            return cls(run.rank, run.size, run.step_group)
         if dist.is_available() and dist.is_initialized():
             return cls(dist.get_rank(), dist.get_world_size())
         return cls()

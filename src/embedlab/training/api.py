@@ -27,7 +27,7 @@ from embedlab.run.folder import (
     resolve_config,
     stored_config,
 )
-from embedlab.training import distributed
+from embedlab.training import distributed, handshake
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
@@ -130,18 +130,20 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     with contextlib.ExitStack() as stack:
         group = stack.enter_context(distributed.joined())  # under torchrun: its processes
         if group is not None:
+            if not group.leader:
+                stack.enter_context(distributed.echoed_once(group))
             if sentences is not None:
                 raise InputError("sentences in memory (an iterable corpus=) cannot be shared by "
                                  "the processes torchrun starts; write them to a file, one "
                                  "sentence per line, and pass its path")
-            group.agree_on_arguments(_arguments(explicit, run, runs_dir, preset, restart,
-                                                from_checkpoint))
+            handshake.agree_on_arguments(group, _arguments(explicit, run, runs_dir, preset,
+                                                           restart, from_checkpoint))
             if not group.leader:
                 from embedlab.training.following import follow
 
                 return follow(group, threads=explicit.get("threads", 0),
                               corpus=explicit.get("data", {}).get("corpus"))
-            stack.enter_context(group.leading())
+            stack.enter_context(handshake.leading(group))
         if on_progress is not None:
             from embedlab.training.reporting import progress_to
 

@@ -30,22 +30,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import signal
-import socket
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from embedlab.errors import InputError, ProcessLost, import_torch
+from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, import_torch
 
 if TYPE_CHECKING:
-    from embedlab.config import TrainConfig
+    pass
 
 #: seconds a step's exchange waits for the other processes before the run stops
 #: (``EMBEDLAB_STEP_TIMEOUT`` sets another)
@@ -56,6 +54,7 @@ PATIENT_TIMEOUT = 4 * 3600
 CALLBACK_STOP = 255
 
 _current: Group | None = None
+_sigterm_before: Any = None  # SIGTERM's handler before finish_exit
 
 
 def launched_size() -> int:
@@ -99,6 +98,7 @@ def joined() -> Iterator[Group | None]:
     if launched_size() == 1:
         yield None
         return
+    global _sigterm_before
     group = Group.join()
     _current = group
     try:
@@ -106,15 +106,24 @@ def joined() -> Iterator[Group | None]:
     finally:
         _current = None
         group.leave()
+        if _sigterm_before is not None:
+            signal.signal(signal.SIGTERM, _sigterm_before)
+            _sigterm_before = None
 
 
 class Group:
-    """This process's place among the run's processes, and the exchanges they make."""
+    """This process's place among the run's processes, and the exchanges they make.
 
-    def __init__(self, rank: int, size: int, steps: Any) -> None:
+    Where the others wait while rank 0 works alone (it saves, evaluates, closes a log window,
+    opens its writers), they wait up to :data:`PATIENT_TIMEOUT`, and rank 0, which comes last,
+    with the step's time limit (``leader_last``): a process that hangs meanwhile still stops
+    the run within that limit.
+    """
+
+    def __init__(self, rank: int, size: int, step_group: Any) -> None:
         self.rank, self.size = rank, size
-        self.steps = steps  # the process group of the steps' exchange (STEP_TIMEOUT)
-        self.released = False  # rank 0 has sent the run to the others (release)
+        self.step_group = step_group  # the process group of the steps' exchanges
+        self.released = False  # rank 0 has sent the run to the others (handshake.release)
 
     @classmethod
     def join(cls) -> Group:
@@ -141,35 +150,44 @@ class Group:
     def leader(self) -> bool:
         return self.rank == 0
 
+    def _exchange(self, op: Callable[[bool], Any], *, leader_last: bool = False) -> None:
+        """Run the collective ``op(async_op)``; see the class docstring for ``leader_last``."""
+        with lost_on_failure():
+            if leader_last and self.leader:
+                op(True).wait(timedelta(seconds=step_timeout()))
+            else:
+                op(False)
+
     # ---- the exchanges (no pickle: bytes travel as uint8 tensors) ------------------------
     def broadcast_bytes(self, data: bytes = b"") -> bytes:
         """Rank 0's ``data``, on every process."""
         import torch
         import torch.distributed as dist
 
-        with lost_on_failure():
-            size = torch.tensor([len(data)], dtype=torch.int64)
-            dist.broadcast(size, 0)
-            buffer = torch.zeros(max(1, int(size)), dtype=torch.uint8)
-            if self.leader and data:
-                buffer[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            dist.broadcast(buffer, 0)
+        size = torch.tensor([len(data)], dtype=torch.int64)
+        self._exchange(lambda a: dist.broadcast(size, 0, async_op=a))
+        buffer = torch.zeros(max(1, int(size)), dtype=torch.uint8)
+        if self.leader and data:
+            buffer[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        self._exchange(lambda a: dist.broadcast(buffer, 0, async_op=a))
         return buffer.numpy().tobytes()[:int(size)]
 
-    def gather_bytes(self, data: bytes) -> list[bytes]:
+    def gather_bytes(self, data: bytes, *, leader_last: bool = False) -> list[bytes]:
         """Every process's ``data``, in rank order, on every process."""
         import torch
         import torch.distributed as dist
 
-        with lost_on_failure():
-            sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.size)]
-            dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64))
-            longest = max(1, max(int(s) for s in sizes))
-            mine = torch.zeros(longest, dtype=torch.uint8)
-            if data:
-                mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            got = [torch.zeros(longest, dtype=torch.uint8) for _ in range(self.size)]
-            dist.all_gather(got, mine)
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.size)]
+        mine = torch.tensor([len(data)], dtype=torch.int64)
+        self._exchange(lambda a: dist.all_gather(sizes, mine, async_op=a),
+                       leader_last=leader_last)
+        longest = max(1, max(int(s) for s in sizes))
+        padded = torch.zeros(longest, dtype=torch.uint8)
+        if data:
+            padded[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        got = [torch.zeros(longest, dtype=torch.uint8) for _ in range(self.size)]
+        self._exchange(lambda a: dist.all_gather(got, padded, async_op=a),
+                       leader_last=leader_last)
         return [g.numpy().tobytes()[:int(s)] for g, s in zip(got, sizes, strict=True)]
 
     def broadcast_arrays(self, arrays: Mapping[str, np.ndarray]) -> None:
@@ -177,125 +195,51 @@ class Group:
         import torch
         import torch.distributed as dist
 
-        with lost_on_failure():
-            for name in sorted(arrays):
-                dist.broadcast(torch.from_numpy(np.ascontiguousarray(arrays[name])), 0)
+        for name in sorted(arrays):
+            tensor = torch.from_numpy(np.ascontiguousarray(arrays[name]))
 
-    def agree(self, stop: int, due: bool) -> tuple[int, bool]:
-        """After a step: the stop code (a signal number, :data:`CALLBACK_STOP`, or 0) and
-        whether a save is due (rank 0's clock decides), the same on every process."""
+            def send(a: bool, t: torch.Tensor = tensor) -> Any:
+                return dist.broadcast(t, 0, async_op=a)
+
+            self._exchange(send)
+
+    def _max(self, values: list[int], *, group: Any = None, leader_last: bool = False
+             ) -> list[int]:
         import torch
         import torch.distributed as dist
 
-        mine = torch.tensor([stop, int(due and self.leader)], dtype=torch.int64)
-        with lost_on_failure():  # with the step's time limit: every process is at the step
-            dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=self.steps)
-        return int(mine[0]), bool(mine[1])
+        mine = torch.tensor(values, dtype=torch.int64)
+        self._exchange(lambda a: dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=group,
+                                                 async_op=a), leader_last=leader_last)
+        return [int(v) for v in mine]
+
+    def begin(self, stop: int) -> int:
+        """Before the first step, once rank 0 has opened its writers: the stop code of a
+        process signalled meanwhile (0: train)."""
+        return self._max([stop], leader_last=True)[0]
+
+    def agree(self, stop: int, due: bool) -> tuple[int, bool]:
+        """After a step: the stop code (a signal number, :data:`CALLBACK_STOP`, or 0) and
+        whether a save is due (rank 0's clock decides), the same on every process. Every
+        process is at the step, so it waits with the step's time limit."""
+        got = self._max([stop, int(due and self.leader)], group=self.step_group)
+        return got[0], bool(got[1])
+
+    def wait_for_leader(self) -> None:
+        """The others wait while rank 0 works alone (a log window, an evaluation)."""
+        import torch.distributed as dist
+
+        self._exchange(lambda a: dist.barrier(async_op=a), leader_last=True)
 
     def check_replicas(self, tensors: Mapping[str, np.ndarray], step: int) -> None:
         """At a save: every process's parameters must be rank 0's, bit for bit."""
-        digests = self.gather_bytes(parameters_sha256(tensors).encode())
+        digests = self.gather_bytes(parameters_sha256(tensors).encode(), leader_last=True)
         other = next((r for r, d in enumerate(digests) if d != digests[0]), None)
         if other is not None:
             raise ProcessLost(f"the parameters of process {other} differ from process 0's at "
                               f"step {step} (sha256 {digests[other][:12].decode()}… vs "
                               f"{digests[0][:12].decode()}…): a bug in embedlab, please report "
                               "it with the command; the saved checkpoints are intact", 1)
-
-    def barrier(self) -> None:
-        import torch.distributed as dist
-
-        with lost_on_failure():
-            dist.barrier()
-
-    # ---- before training -----------------------------------------------------------------
-    def agree_on_arguments(self, arguments: Mapping[str, Any]) -> None:
-        """Refuse, on every process, a process started with other arguments than rank 0, or
-        one that cannot read the corpus it names."""
-        corpus = arguments.get("corpus")
-        problem = ""
-        if isinstance(corpus, str) and corpus not in ("demo", "text8") \
-                and not os.path.exists(corpus):
-            problem = (f"corpus {corpus} does not exist on {socket.gethostname()} (working "
-                       f"folder {os.getcwd()}); put it at that path on every machine, or pass "
-                       "an absolute path that every machine can read")
-        mine = json.dumps({"arguments": arguments, "problem": problem}, sort_keys=True,
-                          default=str)
-        every = [json.loads(b) for b in self.gather_bytes(mine.encode())]
-        for rank, got in enumerate(every):
-            if got["arguments"] != every[0]["arguments"]:
-                differ = _differing(every[0]["arguments"], got["arguments"])
-                raise InputError(f"process {rank} of {self.size} was started with other "
-                                 f"arguments than process 0 ({', '.join(differ)}); start every "
-                                 "process with the same command")
-        for rank, got in enumerate(every):
-            if got["problem"]:
-                raise InputError(f"process {rank} of {self.size}: {got['problem']}")
-
-    def check_config(self, cfg: TrainConfig) -> None:
-        """Refuse a run the processes cannot share: one step must split evenly among them."""
-        from embedlab.errors import spell
-
-        m = cfg.optim.micro_batches
-        if m == 1:
-            raise InputError(f"{self.size} processes share each step's micro-batches; pass "
-                             f"{spell('--micro-batches', self.size)} (or a multiple of "
-                             f"{self.size}) and keep it × {spell('--batch-size')} near 2048, "
-                             f"e.g. {spell('--batch-size', 2048 // self.size)}")
-        if cfg.engine != "torch":
-            raise InputError(f"{self.size} processes train with the torch engine, not "
-                             f"{cfg.engine}; pass {spell('--engine', 'torch')} (and "
-                             f"{spell('--micro-batches', self.size)} or a multiple)")
-        if m % self.size:
-            raise InputError(f"{self.size} processes share a step of {m} micro-batch"
-                             f"{'es' if m != 1 else ''}, which they cannot split evenly; pass "
-                             f"{spell('--micro-batches', _multiple(m, self.size))} (a multiple "
-                             f"of {self.size}; keep it × {spell('--batch-size')} near 2048) "
-                             "or start a number of processes that divides it")
-
-    @contextlib.contextmanager
-    def leading(self) -> Iterator[None]:
-        """Rank 0's set-up: a refusal before :meth:`release` is sent to the others, which
-        refuse in the same words."""
-        try:
-            yield
-        except BaseException as exc:
-            if not self.released:
-                message = str(exc) if isinstance(exc, InputError) else \
-                    f"process 0 stopped before training ({type(exc).__name__}: {exc})"
-                with contextlib.suppress(ProcessLost):
-                    self.broadcast_bytes(json.dumps({"refused": message}).encode())
-                self.released = True
-            raise
-
-    def release(self, run: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> None:
-        """Rank 0: send the run (``run``: JSON values) and its parameters to the others, wait
-        for each to set up, and refuse if one could not."""
-        shapes = {n: [list(a.shape), str(a.dtype)] for n, a in tensors.items()}
-        self.broadcast_bytes(json.dumps({**run, "tensors": shapes}).encode())
-        self.released = True
-        self.broadcast_arrays(tensors)
-        self._verdict("")
-
-    def receive(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The others: the run rank 0 set up, and its parameters (or rank 0's refusal)."""
-        run = json.loads(self.broadcast_bytes())
-        if "refused" in run:
-            raise InputError(run["refused"])
-        tensors = {n: np.empty(shape, dtype=dtype) for n, (shape, dtype) in
-                   run.pop("tensors").items()}
-        self.broadcast_arrays(tensors)
-        return run, tensors
-
-    def ready(self, problem: str = "") -> None:
-        """The others: whether this process could set its part of the run up."""
-        self._verdict(problem)
-
-    def _verdict(self, problem: str) -> None:
-        problems = self.gather_bytes(problem.encode())
-        for rank, text in enumerate(problems):
-            if text:
-                raise InputError(f"process {rank} of {self.size}: {text.decode()}")
 
 
 def parameters_sha256(tensors: Mapping[str, np.ndarray]) -> str:
@@ -327,22 +271,22 @@ def _first_line(exc: BaseException) -> str:
 
 def finish_exit() -> None:
     """Let this process end its exit (status, its one line) after the run lost a process:
-    torchrun sends the survivors SIGTERM once one of them has died."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    torchrun sends the survivors SIGTERM once one of them has died. :func:`joined` puts the
+    handler back as it leaves the group."""
+    global _sigterm_before
+    if threading.current_thread() is threading.main_thread() and _sigterm_before is None:
+        _sigterm_before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def _multiple(m: int, n: int) -> int:
-    return max(n, (m + n - 1) // n * n)
-
-
-def _differing(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The keys (dotted) whose values differ between ``a`` and ``b``."""
-    out = []
-    for key in sorted(set(a) | set(b)):
-        va, vb = a.get(key), b.get(key)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out += _differing(va, vb, f"{prefix}{key}.")
-        elif va != vb:
-            out.append(f"{prefix}{key}: {va!r} vs {vb!r}")
-    return out
+@contextlib.contextmanager
+def echoed_once(group: Group) -> Iterator[None]:
+    """Mark the refusals and stops raised in the block, whose line every process prints alike
+    ("saved step N", a refusal), as printed by another process unless this one is the first
+    on its machine: the command then exits without printing it, and each machine's log says
+    it once. A lost process is said by each (what each saw differs)."""
+    try:
+        yield
+    except (InputError, TrainingInterrupted) as exc:
+        if not isinstance(exc, ProcessLost) and os.environ.get("LOCAL_RANK", "0") != "0":
+            exc.printed_by_another = True
+        raise

@@ -26,8 +26,9 @@ from embedlab.engines import engine_for_config
 from embedlab.engines.stepping import Schedule
 from embedlab.errors import InputError, ProcessLost, TrainingInterrupted
 from embedlab.run.signals import SignalFlag, interrupted
-from embedlab.training import distributed
-from embedlab.training.setup import batches_for, vocab_sha256
+from embedlab.training import distributed, handshake
+from embedlab.training.loop import evaluation_due, log_due
+from embedlab.training.setup import batches_for
 from embedlab.training.state import TrainResult, TrainState
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class _Part:
-    """A follower's share of the run: what its loop needs."""
+    """This process's share of the run: what its loop needs."""
 
     cfg: TrainConfig
     run_dir: Path
@@ -47,27 +48,35 @@ class _Part:
     state: TrainState
     n_tokens: int
     vocab: Any
+    resumed: bool  # from a checkpoint (else a new run): the loop's last saved step
+    evaluates: bool  # process 0 evaluates during training (the others wait)
 
 
 def follow(group: Group, threads: int = 0, corpus: str | None = None) -> TrainResult:
-    """Train this process's part of the run rank 0 leads; return what rank 0's call returns
-    (the vectors are the same). ``threads``, ``corpus``: this process's ``--threads`` and
-    ``--corpus`` (machines differ: its cores, its working folder)."""
-    run, tensors = group.receive()
+    """Train this process's part of the run process 0 leads. The result's step, words and
+    vectors are process 0's; its loss is the last one process 0 saved. ``threads``,
+    ``corpus``: this process's ``--threads`` and ``--corpus`` (machines differ: its cores, its
+    working folder)."""
+    run, tensors = handshake.receive(group)
     try:
         part = _set_up(run, tensors, threads, corpus)
     except InputError as exc:
-        group.ready(str(exc))  # raises, here and on every process, naming this one
+        handshake.ready(group, str(exc))  # raises, here and on every process, naming this one
         raise
-    group.ready()
-    return _train(part, group)
+    handshake.ready(group)
+    try:
+        return _train(part, group)
+    except ProcessLost as exc:
+        distributed.finish_exit()
+        raise ProcessLost(f"{exc}; stopped at step {part.state.step} — re-run the same command "
+                          "to resume", exc.exit_code) from None
 
 
 def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray], threads: int,
             corpus: str | None) -> _Part:
     cfg = TrainConfig.from_dict(run["config"])
     cfg = dataclasses.replace(cfg, threads=dataclasses.replace(cfg, threads=threads).resolve(
-        say=False).threads)  # this machine's cores, as rank 0 resolves its own
+        say=False).threads)  # this machine's cores, as process 0 resolves its own
     # its own --corpus where that is a prepared folder (a relative path names this machine's),
     # else the folder process 0 trains on (RUN/prepared, made from a raw corpus)
     folder = Path(corpus if corpus is not None and is_prepared(corpus) else run["corpus"])
@@ -77,10 +86,10 @@ def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray], threads: int,
                          "every machine reads, or prepare the corpus ('embedlab prepare') at "
                          "the same path on every machine and pass that folder as --corpus")
     prepared = PreparedCorpus.open(folder)
-    if vocab_sha256(prepared.vocab) != run["vocab_sha256"]:
-        raise InputError(f"the prepared corpus {folder} on {socket.gethostname()} has another "
-                         "vocabulary than process 0's; give every machine the same prepared "
-                         "folder")
+    if handshake.corpus_fingerprint(prepared) != run["corpus_sha256"]:
+        raise InputError(f"the prepared corpus {folder} on {socket.gethostname()} differs from "
+                         "process 0's (its vocabulary, sentences or token ids); give every "
+                         "machine the same prepared folder")
     vocab = prepared.vocab
     keep = keep_probabilities(vocab.counts, cfg.model.sample)
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
@@ -90,62 +99,69 @@ def _set_up(run: dict[str, Any], tensors: dict[str, np.ndarray], threads: int,
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
     return _Part(cfg, Path(run["run_dir"]), engine, steps, TrainState.from_state_dict(
-        run["state"]), n_tokens, vocab)
+        run["state"]), n_tokens, vocab, run["resumed"], run["evaluates"])
 
 
 def _train(part: _Part, group: Group) -> TrainResult:
-    """Rank 0's loop (:mod:`embedlab.training.loop`) as far as the other processes take part
-    in it: the steps, the agreement after each, the replica check at each save."""
+    """Process 0's loop (:mod:`embedlab.training.loop`) as far as the others take part in it:
+    the steps, the agreement after each, waiting while process 0 logs or evaluates, and the
+    replica check at each save."""
     cfg, state = part.cfg, part.state
     epochs = cfg.optim.epochs
-    saved = state.step if state.step else -1  # the step of the last checkpoint (Saver's)
+    if state.cursor.epoch >= epochs:  # process 0 says the run finished, and trains nothing
+        return _result(part, True)
+    saved = state.step if part.resumed else -1  # the step of the last checkpoint (Saver's)
     with SignalFlag() as flag:
+        stop = group.begin(flag.signum or 0)
+        if stop:
+            raise interrupted(stop, state.step, saved=part.resumed)
         try:
             while state.cursor.epoch < epochs:
                 if cfg.max_steps is not None and state.step >= cfg.max_steps:
                     break
-                done = part.steps.run(state.cursor, state.words_seen, 1)
-                losses = done.losses
-                if not np.isfinite(losses).all():  # rank 0 refuses the same step with a message
-                    raise TrainingInterrupted(f"training diverged at step {state.step + 1}; "
-                                              "see process 0's message", 2)
-                state.advance_to(done.words_done[-1], done.cursor_after(len(done) - 1),
-                                 part.n_tokens, len(done))
+                _step(part)
                 last = state.cursor.epoch >= epochs
                 stop, due = group.agree(flag.signum or 0, False)
-                if _evaluates(cfg, state.step):  # rank 0 evaluates: wait for it
-                    group.barrier()
+                if log_due(cfg, state.step):
+                    group.wait_for_leader()
+                if evaluation_due(cfg, state.step, evaluates=part.evaluates):
+                    group.wait_for_leader()
                 if stop and not last:
                     _save(part, group)
                     raise _stopped(stop, state.step)
                 if due:
                     _save(part, group)
                     saved = state.step
-        except ProcessLost as exc:
-            distributed.finish_exit()
-            raise ProcessLost(f"{exc}; stopped at step {state.step} — re-run the same command "
-                              "to resume", exc.exit_code) from None
         finally:
             part.steps.close()
-        finished = state.cursor.epoch >= epochs
-        if saved != state.step:  # rank 0 saves where the loop ended (_finish)
+        if saved != state.step:  # process 0 saves where the loop ended (_finish)
             _save(part, group)
-    return TrainResult(part.run_dir, state.step, state.words_seen, state.last_loss,
-                       state.train_seconds, finished, part.vocab, part.engine.input_vectors,
-                       cfg)
+    return _result(part, state.cursor.epoch >= epochs)
 
 
-def _evaluates(cfg: TrainConfig, step: int) -> bool:
-    """Whether rank 0 evaluates at ``step`` (:mod:`embedlab.training.loop`)."""
-    every = cfg.eval.every_steps
-    return bool(every and step % every == 0 and (cfg.eval.analogies or cfg.eval.similarity))
+def _step(part: _Part) -> None:
+    """One step, counted as process 0 counts it; a loss that is not finite is refused at the
+    same step on every process."""
+    state = part.state
+    done = part.steps.run(state.cursor, state.words_seen, 1)
+    if not np.isfinite(done.losses).all():
+        raise InputError(f"training diverged at step {state.step + 1}: the loss became "
+                         f"{done.losses[-1]}; see process 0's message")
+    state.advance_to(done.words_done[-1], done.cursor_after(len(done) - 1), part.n_tokens,
+                     len(done))
+
+
+def _result(part: _Part, finished: bool) -> TrainResult:
+    s = part.state
+    return TrainResult(part.run_dir, s.step, s.words_seen, s.last_loss, s.train_seconds,
+                       finished, part.vocab, part.engine.input_vectors, part.cfg)
 
 
 def _save(part: _Part, group: Group) -> None:
-    """Rank 0 saves: this process's parameters are checked against its, then it waits until
-    the checkpoint is written."""
+    """Process 0 saves: this process's parameters are checked against its, then it waits
+    until the checkpoint is written."""
     group.check_replicas(part.engine.state_dict(), part.state.step)
-    group.barrier()
+    group.wait_for_leader()
 
 
 def _stopped(code: int, step: int) -> TrainingInterrupted:

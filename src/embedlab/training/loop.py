@@ -46,6 +46,7 @@ from embedlab.training.state import TrainResult
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from embedlab.config import TrainConfig
     from embedlab.engines.stepping import StepsDone
     from embedlab.track.tracker import Tracker
     from embedlab.training.setup import TrainingRun
@@ -76,11 +77,14 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             bar = progress_bar(run.progress, run.total_words, state.words_seen, out)
             tracker = open_tracker(run.run_dir, run.cfg, vocab=run.vocab,
                                    resume_step=state.step if run.resumed else None)
-            if flag:  # nothing was trained by this process: the checkpoint is where it stands
+            signum = flag.signum or 0
+            group = distributed.current()
+            if group is not None:  # the others wait until the writers are open
+                signum = group.begin(signum)
+            if signum:  # nothing was trained by this process: the checkpoint is where it stands
                 status.write_status(run.run_dir, status="interrupted", step=state.step,
                                     wall_time=wall.before)
-                assert flag.signum is not None
-                raise interrupted(flag.signum, state.step, saved=run.resumed)
+                raise interrupted(signum, state.step, saved=run.resumed)
             state.window.start()
             reporter = Reporter(run, tracker, bar, wall, sink)
             finished = _train(run, reporter, saver, _Stop(flag, sink))
@@ -198,25 +202,39 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
     checkpoint (the last step is saved after the loop, with the final summaries)."""
     cfg, state = run.cfg, run.state
     last = state.cursor.epoch >= cfg.optim.epochs
-    group, due, stopping = distributed.current(), None, bool(stop)
-    if group is not None:  # every process stops, or saves, at the same step: a signal that
-        # comes after the agreement waits for the next step's
+    group = distributed.current()
+    if group is not None:  # every process stops, or saves, at the same step: a signal (or a
+        # callback's stop) that comes after the agreement waits for the next step's
         stop.agreed, due = group.agree(stop.code(), not last and saver.due(state.step))
-        stopping = bool(stop.agreed)
-    if state.step % cfg.track.log_every == 0:
+    if log_due(cfg, state.step):
         reporter.close_window(lr)
-    if cfg.eval.every_steps and state.step % cfg.eval.every_steps == 0 and run.evaluator:
+        if group is not None:  # the others wait while this process logs alone
+            group.wait_for_leader()
+    if evaluation_due(cfg, state.step, evaluates=run.evaluator is not None):
         reporter.evaluate()
-        if group is not None:  # the others wait for it without the step's time limit
-            group.barrier()
-    if due is None:
-        due = not last and saver.due(state.step)
+        if group is not None:
+            group.wait_for_leader()
+    if group is None:
+        stopping, due = bool(stop), not last and saver.due(state.step)
+    else:
+        stopping = bool(stop.agreed)
     if stopping and not last:
         _save_and_stop(run, reporter, saver, stop)
     if due:
         reporter.time.lap()
         saver.save(reporter.tracker)
         reporter.time.restart()
+
+
+def log_due(cfg: TrainConfig, step: int) -> bool:
+    """Whether a logging window closes at ``step``."""
+    return step % cfg.track.log_every == 0
+
+
+def evaluation_due(cfg: TrainConfig, step: int, *, evaluates: bool) -> bool:
+    """Whether a run evaluates at ``step``; ``evaluates``: it has an evaluator."""
+    every = cfg.eval.every_steps
+    return bool(evaluates and every and step % every == 0)
 
 
 def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> None:

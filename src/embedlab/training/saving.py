@@ -64,7 +64,7 @@ class Saver:
                               run.cfg.to_dict(), state.metrics)
         run.manager.save(state.step, engine.state_dict(), saved, state.metrics)
         if group is not None:
-            group.barrier()
+            group.wait_for_leader()
         self.last_save = time.perf_counter()
         state.window.pause(self.last_save - began)  # words/s counts training time only
         self.saved_step = state.step

@@ -8,7 +8,6 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
-from embedlab.training import distributed
+from embedlab.training import distributed, handshake
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
 from embedlab.training.memory import check_memory
 from embedlab.training.state import TRAIN_STATE, TrainState
@@ -78,7 +77,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     check_best_metric(cfg)
     group = distributed.current()
     if group is not None:
-        group.check_config(cfg)
+        handshake.check_config(group.size, cfg)
     progress = cfg.track.progress and out.isatty()
     manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
     initial = _start_initial_vectors(cfg) if ckpt is None else None
@@ -102,8 +101,10 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
     if group is not None:  # the other processes set up their part, or refuse with this one
-        group.release(shared_run(cfg, run_dir, prepared, state, legacy=legacy),
-                      engine.state_dict())
+        handshake.release(group, shared_run(cfg, run_dir, prepared, state,
+                                            resumed=ckpt is not None, legacy=legacy,
+                                            evaluates=evaluator is not None),
+                          engine.state_dict())
     # Everything above may refuse the command; nothing of the run was written (or moved) before
     # this point.
     if ckpt is not None and abandon_newer:
@@ -179,20 +180,16 @@ def _legacy_batches(run_dir: Path, ckpt: Path | None) -> bool:
 
 
 def shared_run(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus, state: TrainState,
-               *, legacy: bool) -> dict[str, Any]:
-    """What rank 0 sends the other processes of a run (:mod:`embedlab.training.distributed`),
-    as JSON values: the resolved config, where the run and its corpus are, the vocabulary's
-    sha256 (theirs must be the same) and the training state; the parameters travel apart."""
+               *, resumed: bool, legacy: bool, evaluates: bool) -> dict[str, Any]:
+    """What process 0 sends the other processes of a run (:mod:`embedlab.training.handshake`),
+    as JSON values: the resolved config, where the run and its corpus are, the corpus's
+    fingerprint (theirs must be the same) and the training state; the parameters travel
+    apart."""
     return {"config": cfg.to_dict(), "run_dir": str(run_dir.resolve()),
             "corpus": str(Path(prepared.root).resolve()),
-            "vocab_sha256": vocab_sha256(prepared.vocab),
-            "state": state.state_dict(), "legacy": legacy}
-
-
-def vocab_sha256(vocab: Vocab) -> str:
-    h = hashlib.sha256("\n".join(vocab.words).encode())
-    h.update(np.asarray(vocab.counts, dtype=np.int64).tobytes())
-    return h.hexdigest()
+            "corpus_sha256": handshake.corpus_fingerprint(prepared),
+            "state": state.state_dict(), "resumed": resumed, "legacy": legacy,
+            "evaluates": evaluates}
 
 
 def batches_for(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,

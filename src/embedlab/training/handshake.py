@@ -1,0 +1,145 @@
+"""What the processes of a run settle before training (:mod:`embedlab.training.distributed`).
+
+1. Every process sends its arguments; one started with other flags than process 0, or whose
+   ``--corpus`` does not exist on its machine, is refused on every process.
+2. Process 0 resolves and checks the run as one process would (:func:`leading` sends a refusal
+   to the others, who refuse in the same words), then sends the run and its parameters
+   (:func:`release`).
+3. The others set their part up (:func:`receive`, then :func:`ready`); a process that could not
+   is refused on every process, before process 0 writes anything of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from embedlab.data.prepared import SPECIAL_CORPORA, PreparedCorpus
+from embedlab.errors import InputError, ProcessLost, spell
+
+if TYPE_CHECKING:
+    from embedlab.config import TrainConfig
+    from embedlab.training.distributed import Group
+
+
+def agree_on_arguments(group: Group, arguments: Mapping[str, Any]) -> None:
+    """Refuse, on every process, a process started with other arguments than process 0, or
+    one that cannot read the corpus it names."""
+    corpus = arguments.get("corpus")
+    problem = ""
+    if isinstance(corpus, str) and corpus not in SPECIAL_CORPORA and not os.path.exists(corpus):
+        problem = (f"corpus {corpus} does not exist on {socket.gethostname()} (working folder "
+                   f"{os.getcwd()}); put it at that path on every machine, or pass an absolute "
+                   "path that every machine can read")
+    mine = json.dumps({"arguments": arguments, "problem": problem}, sort_keys=True, default=str)
+    every = [json.loads(b) for b in group.gather_bytes(mine.encode())]
+    for rank, got in enumerate(every):
+        if got["arguments"] != every[0]["arguments"]:
+            differ = _differing(every[0]["arguments"], got["arguments"])
+            raise InputError(f"process {rank} of {group.size} was started with other arguments "
+                             f"than process 0 ({', '.join(differ)}); start every process with "
+                             "the same command")
+    for rank, got in enumerate(every):
+        if got["problem"]:
+            raise InputError(f"process {rank} of {group.size}: {got['problem']}")
+
+
+def check_config(size: int, cfg: TrainConfig) -> None:
+    """Refuse a run ``size`` processes cannot share: one step must split evenly among them."""
+    m = cfg.optim.micro_batches
+    if m == 1:
+        raise InputError(f"{size} processes share each step's micro-batches; pass "
+                         f"{spell('--micro-batches', size)} (or a multiple of {size}) and keep "
+                         f"it × {spell('--batch-size')} near 2048, e.g. "
+                         f"{spell('--batch-size', 2048 // size)}")
+    if cfg.engine != "torch":
+        raise InputError(f"{size} processes train with the torch engine, not {cfg.engine}; "
+                         f"pass {spell('--engine', 'torch')} (and "
+                         f"{spell('--micro-batches', size)} or a multiple)")
+    if m % size:
+        raise InputError(f"{size} processes share a step of {m} micro-batches, which they "
+                         f"cannot split evenly; pass "
+                         f"{spell('--micro-batches', max(size, (m + size - 1) // size * size))} "
+                         f"(a multiple of {size}; keep it × {spell('--batch-size')} near 2048) "
+                         "or start a number of processes that divides it")
+
+
+@contextlib.contextmanager
+def leading(group: Group) -> Iterator[None]:
+    """Process 0's set-up: a refusal before :func:`release` is sent to the others, which
+    refuse in the same words."""
+    try:
+        yield
+    except BaseException as exc:
+        if not group.released:
+            message = str(exc) if isinstance(exc, InputError) else \
+                f"process 0 stopped before training ({type(exc).__name__}: {exc})"
+            with contextlib.suppress(ProcessLost):
+                group.broadcast_bytes(json.dumps({"refused": message}).encode())
+            group.released = True
+        raise
+
+
+def release(group: Group, run: Mapping[str, Any], tensors: Mapping[str, np.ndarray]) -> None:
+    """Process 0: send the run (``run``: JSON values) and its parameters to the others, wait
+    for each to set up, and refuse if one could not."""
+    shapes = {n: [list(a.shape), str(a.dtype)] for n, a in tensors.items()}
+    group.broadcast_bytes(json.dumps({**run, "tensors": shapes}).encode())
+    group.released = True
+    group.broadcast_arrays(tensors)
+    _verdict(group, "")
+
+
+def receive(group: Group) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The others: the run process 0 set up, and its parameters (or its refusal)."""
+    run = json.loads(group.broadcast_bytes())
+    if "refused" in run:
+        raise InputError(run["refused"])
+    tensors = {n: np.empty(shape, dtype=dtype) for n, (shape, dtype) in
+               run.pop("tensors").items()}
+    group.broadcast_arrays(tensors)
+    return run, tensors
+
+
+def ready(group: Group, problem: str = "") -> None:
+    """The others: whether this process could set its part of the run up."""
+    _verdict(group, problem)
+
+
+def _verdict(group: Group, problem: str) -> None:
+    problems = group.gather_bytes(problem.encode())
+    for rank, text in enumerate(problems):
+        if text:
+            raise InputError(f"process {rank} of {group.size}: {text.decode()}")
+
+
+def corpus_fingerprint(prepared: PreparedCorpus) -> str:
+    """A sha256 that tells two prepared corpora apart, for the processes' check that they read
+    the same: the vocabulary, the sentence ends, and 64 evenly spaced windows of the token ids
+    (hashing all of a billion-token corpus would take seconds)."""
+    h = hashlib.sha256("\n".join(prepared.vocab.words).encode())
+    h.update(np.asarray(prepared.vocab.counts, dtype=np.int64).tobytes())
+    h.update(np.ascontiguousarray(prepared.sentence_ends, dtype=np.int64).tobytes())
+    ids, window = prepared.ids, 1 << 14
+    for start in np.linspace(0, max(0, len(ids) - window), 64, dtype=np.int64):
+        h.update(np.ascontiguousarray(ids[start:start + window]).tobytes())
+    return h.hexdigest()
+
+
+def _differing(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """The keys (dotted) whose values differ between ``a`` and ``b``."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        va, vb = a.get(key), b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += _differing(va, vb, f"{prefix}{key}.")
+        elif va != vb:
+            out.append(f"{prefix}{key}: {va!r} vs {vb!r}")
+    return out
