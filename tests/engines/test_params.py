@@ -105,7 +105,7 @@ def test_the_native_draw_has_numpys_bits(vocab: int, dim: int, scale: float,
             want -= np.float32(0.5)
             want *= np.float32(centred)
             want /= np.float32(dim)
-        got = native.mt19937_uniform(c_rng, (vocab, dim), centred_scale=centred)
+        got = params.native_uniform(c_rng, (vocab, dim), centred_scale=centred)
         assert got is not None and got.tobytes() == want.tobytes()
         assert numpy_rng.randint(0, 1 << 32, size=700, dtype=np.uint32).tolist() == \
             c_rng.randint(0, 1 << 32, size=700, dtype=np.uint32).tolist()

@@ -263,27 +263,6 @@ def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
 
 
-def mt19937_uniform(rng: np.random.RandomState, shape: tuple[int, int], *,
-                    centred_scale: float | None = None) -> np.ndarray | None:
-    """:func:`embedlab.seeding.uniform_float32`'s values drawn by ``_batches.c`` in one pass,
-    with ``centred_scale`` s also centred as ``init_params`` centres them: ((u − 0.5)·s)/D in
-    float32 (the same bits). ``rng`` is left where the NumPy draw leaves it. None when the
-    native library cannot be built here."""
-    try:
-        lib = library()
-    except NativeUnavailable:
-        return None
-    state = rng.get_state(legacy=False)
-    words = np.array(state["state"]["key"], dtype=np.uint32)  # a copy the draw advances
-    at = np.array([state["state"]["pos"]], dtype=np.int32)
-    out = np.empty(shape, dtype=np.float32)
-    lib.w2v_mt19937_uniform(_ptr(words), _ptr(at), out.size, _ptr(out),
-                            int(centred_scale is not None), centred_scale or 1.0, shape[-1])
-    state["state"] = {"key": words, "pos": int(at[0])}
-    rng.set_state(state)
-    return out
-
-
 class NativeStep:
     """Calls the kernel for one skip-gram or CBOW step; owns its scratch memory."""
 

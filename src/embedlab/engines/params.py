@@ -102,8 +102,8 @@ def init_params(vocab_size: int, dim: int, *, init: str, nce: bool,
 
 
 #: values from which the input vectors are drawn by the native library when it loads here
-#: (:func:`embedlab.engines.native.mt19937_uniform`: one pass over the matrix, several times
-#: faster); below, NumPy's draw takes a few milliseconds and the library is not built for it
+#: (:func:`native_uniform`: one pass over the matrix, several times faster); below, NumPy's
+#: draw takes a few milliseconds and the library is not built for it
 NATIVE_DRAW_VALUES = 1 << 24
 
 
@@ -112,9 +112,7 @@ def _input_vectors(rng: np.random.RandomState, vocab_size: int, dim: int,
     """U[0, 1) draws (V×D), centred as :func:`init_params` says when ``centred_scale`` is
     given; the same bits whichever way they are drawn."""
     if vocab_size * dim >= NATIVE_DRAW_VALUES:
-        from embedlab.engines.native import mt19937_uniform
-
-        drawn = mt19937_uniform(rng, (vocab_size, dim), centred_scale=centred_scale)
+        drawn = native_uniform(rng, (vocab_size, dim), centred_scale=centred_scale)
         if drawn is not None:
             return drawn
     w_in = uniform_float32(rng, (vocab_size, dim))
@@ -124,6 +122,30 @@ def _input_vectors(rng: np.random.RandomState, vocab_size: int, dim: int,
         w_in *= np.float32(centred_scale)
         w_in /= np.float32(dim)
     return w_in
+
+
+def native_uniform(rng: np.random.RandomState, shape: tuple[int, int], *,
+                   centred_scale: float | None = None) -> np.ndarray | None:
+    """:func:`embedlab.seeding.uniform_float32`'s values drawn by the native library
+    (``w2v_mt19937_uniform`` in ``_batches.c``) in one pass, with ``centred_scale`` s also
+    centred as :func:`init_params` centres them: ((u − 0.5)·s)/D in float32 (the same bits).
+    ``rng`` is left where the NumPy draw leaves it. None when the library cannot be built here.
+    """
+    from embedlab.engines.native import NativeUnavailable, library
+
+    try:
+        lib = library()
+    except NativeUnavailable:
+        return None
+    state = rng.get_state(legacy=False)
+    words = np.array(state["state"]["key"], dtype=np.uint32)  # a copy the draw advances
+    at = np.array([state["state"]["pos"]], dtype=np.int32)
+    out = np.empty(shape, dtype=np.float32)
+    lib.w2v_mt19937_uniform(words.ctypes.data, at.ctypes.data, out.size, out.ctypes.data,
+                            int(centred_scale is not None), centred_scale or 1.0, shape[-1])
+    state["state"] = {"key": words, "pos": int(at[0])}
+    rng.set_state(state)
+    return out
 
 
 def fresh_params(model: ModelConfig, vocab_size: int, seed: int) -> Word2VecParams:
