@@ -211,9 +211,10 @@ class InitialVectors:
     a thread while the corpus is opened and checked.
 
     The draw reproduces ``torch.rand``'s Mersenne Twister, one 32-bit word per value, so it is
-    sequential and takes seconds for millions of words; NumPy releases the GIL while it draws,
-    and reading the vocabulary keeps the other core busy meanwhile. The values are the same
-    whichever thread draws them.
+    sequential; for millions of words it is drawn in C (:func:`embedlab.engines.params.
+    native_uniform`), and the output matrix's pages are written there too, both without the
+    GIL, while the main thread reads the vocabulary. The values are the same whichever thread
+    draws them.
     """
 
     def __init__(self, cfg: TrainConfig, vocab_size: int) -> None:
