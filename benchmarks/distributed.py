@@ -18,7 +18,8 @@ A benchmark, not a test: it prints Markdown tables. It runs the real command in 
   a synthetic Zipf corpus of about ``--vocab`` (1M) words (``big_training.generate``,
   ``--vocab-tokens`` raw tokens), in a child that counts every tensor passed to
   ``World.all_gather`` (the steps' exchange; the per-step agreement on stopping is 16 bytes
-  apart from it) and times each micro-batch's contributions and each step's application. A
+  apart from it) and times, in process 0, each micro-batch's contributions, each step's
+  application, its all-gathers (waiting for the other process included) and the whole step. A
   step's bytes = what all processes put into the exchange (each ends the step holding all of
   it; a ring all-gather moves (N−1)/N of it through each link); per word = over the run's
   ``words_seen`` per step. ``from the layout`` recomputes them from
@@ -72,7 +73,7 @@ from embedlab.engines.torch import Word2VecStep
 
 out = sys.argv.pop(1)
 tally = {"bytes": 0, "calls": 0, "steps": 0, "micro_batches": 0, "contributions_s": 0.0,
-         "apply_s": 0.0}
+         "apply_s": 0.0, "gather_s": 0.0, "step_s": 0.0}
 
 def timed(cls, name, key, count=None):
     inner = getattr(cls, name)
@@ -88,15 +89,15 @@ def timed(cls, name, key, count=None):
 
 timed(Word2VecStep, "contributions", "contributions_s", "micro_batches")
 timed(Word2VecStep, "apply", "apply_s")
+timed(microbatch.World, "all_gather", "gather_s", "calls")
+timed(microbatch.MicroBatches, "run", "step_s", "steps")
 gather = microbatch.World.all_gather
 def all_gather(self, tensor):
     tally["bytes"] += tensor.nbytes
-    tally["calls"] += 1
     return gather(self, tensor)
 microbatch.World.all_gather = all_gather
 run = microbatch.MicroBatches.run
 def step(self, *args):
-    tally["steps"] += 1
     tally["layout"] = {"n_ids": self.layout.n_ids, "n_values": self.layout.n_values,
                        "micro": self.micro, "size": self.world.size}
     return run(self, *args)
@@ -179,7 +180,9 @@ def counted_run(corpus: Path, run: Path, args: argparse.Namespace) -> dict[str, 
             "layout_step": per_micro * layout["micro"], "layout": layout,
             "words_step": status["words_seen"] / status["step"],
             "apply_share": apply / (apply + c_mb * layout["micro"]),
-            "contrib_ms": c_mb * 1e3, "apply_ms": apply * 1e3}
+            "contrib_ms": c_mb * 1e3, "apply_ms": apply * 1e3,
+            "gather_ms": tallies[0]["gather_s"] / steps * 1e3,
+            "step_ms": tallies[0]["step_s"] / steps * 1e3}
 
 
 def predicted(bytes_step: float, share: float, t_step: float, link: float, n: int
@@ -202,7 +205,8 @@ def _cpu() -> str:
     return platform.processor() or platform.machine()
 
 
-def header(args: argparse.Namespace, loads: list[float]) -> str:
+def header(args: argparse.Namespace) -> str:
+    """The date, the tree, the machine and the configuration, taken before the runs."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                             capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=REPO,
@@ -214,8 +218,7 @@ def header(args: argparse.Namespace, loads: list[float]) -> str:
             f"{f' (+ {changed} uncommitted files in src/)' if changed else ''}; "
             f"{platform.node()}: {_cpu()}, "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, torch "
-            f"{torch.__version__}; load average (1 min) {min(loads):.2f}–{max(loads):.2f} at "
-            f"the runs' starts. gcide8, skip-gram d100 w5 n5, torch engine, {args.micro} "
+            f"{torch.__version__}. gcide8, skip-gram d100 w5 n5, torch engine, {args.micro} "
             f"micro-batches of {args.batch} centres a step, gloo on 127.0.0.1.")
 
 
@@ -239,12 +242,14 @@ def end_to_end_table(runs: dict[str, list[dict[str, Any]]]) -> str:
 def bytes_table(counted: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     lines = ["| corpus | vocabulary | words a step | exchanged a step (counted) | from the layout "
              "| per word | all-gathers a step | contributions ms / micro-batch | apply ms / step "
-             "| apply share a |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| apply share a | all-gather ms / step (waits included) | step ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, c in counted.items():
         lines.append(f"| {name} | {c['vocab']:,} | {c['words_step']:,.0f} | "
                      f"{c['bytes_step']:,.0f} | {c['layout_step']:,} | "
                      f"{c['bytes_step'] / c['words_step']:,.0f} | {c['calls']:.0f} | "
-                     f"{c['contrib_ms']:.2f} | {c['apply_ms']:.2f} | {c['apply_share']:.1%} |")
+                     f"{c['contrib_ms']:.2f} | {c['apply_ms']:.2f} | {c['apply_share']:.1%} | "
+                     f"{c['gather_ms']:.2f} | {c['step_ms']:.2f} |")
     lay = next(iter(counted.values()))["layout"]
     lines += ["", f"A micro-batch: {lay['n_ids']:,} row ids (int64) and {lay['n_values']:,} "
               f"values (float32), the same for both vocabularies; {args.count_steps} steps of "
@@ -286,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (big / "meta.json").exists():
         big_training.generate(big, args.vocab_tokens, args.vocab)
     run = args.work / "distributed-run"
+    about = header(args)
     runs: dict[str, list[dict[str, Any]]] = {ONE: [], TWO: []}
     for rep in range(args.reps):
         for name, processes in ((ONE, 1), (TWO, 2)):
@@ -297,7 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     loads = [r["load"] for rs in runs.values() for r in rs]
     counted = {"gcide8": counted_run(gcide8, run, args),
                f"Zipf, {args.vocab_tokens / 1e6:.0f}M tokens": counted_run(big, run, args)}
-    print(header(args, loads), end_to_end_table(runs), bytes_table(counted, args),
+    print(f"{about} Load average (1 min) {min(loads):.2f}–{max(loads):.2f} at the runs' "
+          "starts.", end_to_end_table(runs), bytes_table(counted, args),
           predicted_table(counted, args), sep="\n\n")
     return 0
 
