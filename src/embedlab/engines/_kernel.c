@@ -813,10 +813,9 @@ static void small_gemm(float *restrict C, const float *restrict A, size_t ars, s
     }
 }
 
-/* Rounding spelled out. Some sums below round each product on its own before adding it
- * (unfused) and others add it in the same rounding (fused, on a machine with FMA): these are
- * the roundings GCC -O3 gives the plain loops on x86-64, where some are vectorised and some are
- * not. Written out, they stay the same whichever way a loop is arranged or vectorised. */
+/* Half vectors, and a product rounded on its own: the compiler may not fuse it into the add
+ * that follows (where a loop's bits are those of separate roundings, written out so that the
+ * loop can be arranged for speed). */
 typedef float v4 __attribute__((vector_size(VL / 2 * sizeof(float))));
 typedef float v4u __attribute__((vector_size(VL / 2 * sizeof(float)), aligned(4)));
 static inline v4 load4(const float *p) { return *(const v4u *)p; }
@@ -830,17 +829,10 @@ static inline v4 splat4(float a) { return (v4){a, a, a, a}; }
 #endif
 static inline float unfused(float p) { ROUNDED(p); return p; }
 static inline v4 unfused4(v4 p) { ROUNDED(p); return p; }
-static inline v8 unfused8(v8 p) { ROUNDED(p); return p; }
 #undef ROUNDED
 #else
 static inline float unfused(float p) { volatile float q = p; return q; }
 static inline v4 unfused4(v4 p) { volatile v4 q = p; return q; }
-static inline v8 unfused8(v8 p) { volatile v8 q = p; return q; }
-#endif
-#ifdef __FMA__
-#define FUSED(a, b, c) __builtin_fmaf(a, b, c)
-#else
-#define FUSED(a, b, c) ((a) * (b) + (c))
 #endif
 
 /* Hierarchical softmax's terms: sign +1 for code bit 0, −1 for bit 1 (σ(±s) is the probability
@@ -910,28 +902,18 @@ static double hs_centre(const hs_buffers *b, int n, const uint8_t *restrict code
     const double loss = signed_terms(b->sc, b->sgn, m, b->g, b->c);
     small_gemm(d_h, b->g, (size_t)L, 1, b->Np, n, L, Dp);  /* neu1e_i = Σ_l g[i,l]·N_l */
     memcpy(g, b->g, sizeof(float) * (size_t)(n * L));
-    /* the damping's sums, each in ascending order: h_h's products rounded on their own up to
-     * the last whole vector of 16 or 8 of them, the rest fused; h_term's in pairs, a last odd
-     * one fused. The loops run across the independent sums. */
-    const int hh_unfused = L / 16 * 16 + (L % 16 >= 8 ? 8 : 0), ht_unfused = n & ~1;
-    for (int i = 0; i < n; i++) h_h[i] = 0.0f;
-    for (int l = 0; l < L; l++) h_term[l] = 0.0f;
-    if (!damp) return loss;
-    for (int l = 0; l < L; l++)
-        for (int i = 0; i < n; i++)
-            h_h[i] = l < hh_unfused ? h_h[i] + unfused(b->c[i * L + l] * b->n_sq[l])
-                                    : FUSED(b->c[i * L + l], b->n_sq[l], h_h[i]);
-    const int Lv = (int)round_up((size_t)L, VL);
-    float ht[Lv];  /* whole vectors: the lanes past L read past the row and are not kept */
-    for (int l = 0; l < Lv; l += VL) {
-        v8 acc = splat(0.0f);
-        for (int i = 0; i < n; i++) {
-            const v8 ci = load(b->c + i * L + l), xs = splat(b->x_sq[i]);
-            acc = i < ht_unfused ? acc + unfused8(ci * xs) : acc + ci * xs;
-        }
-        store(ht + l, acc);
+    for (int i = 0; i < n; i++) {
+        float h = 0.0f;
+        if (damp)
+            for (int l = 0; l < L; l++) h += b->c[i * L + l] * b->n_sq[l];
+        h_h[i] = h;
     }
-    memcpy(h_term, ht, sizeof(float) * L);
+    for (int l = 0; l < L; l++) {
+        float h = 0.0f;
+        if (damp)
+            for (int i = 0; i < n; i++) h += b->c[i * L + l] * b->x_sq[i];
+        h_term[l] = h;
+    }
     return loss;
 }
 
