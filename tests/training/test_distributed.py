@@ -95,6 +95,13 @@ def _wait_for_step(run: Path, step: int, proc: subprocess.Popen[str]) -> None:
     raise AssertionError(f"{run} did not reach step {step}")
 
 
+def _two_processes_past_a_save(run: Path, corpus: Path) -> subprocess.Popen[str]:
+    """The run started on 2 processes, once it has trained 120 steps and saved."""
+    proc = _torchrun(2, run, corpus)
+    _wait_for_step(run, 120, proc)
+    return proc
+
+
 def _worker(launcher: int, rank: int) -> int:
     """The pid of torchrun's worker of ``rank``."""
     children = Path(f"/proc/{launcher}/task/{launcher}/children").read_text().split()
@@ -133,8 +140,7 @@ def test_two_processes_train_the_bits_of_one(corpus: Path, tmp_path: Path,
 def test_a_killed_process_stops_the_other_and_the_run_resumes_on_one(
         corpus: Path, tmp_path: Path, reference: Outcome) -> None:
     run = tmp_path / "run"
-    proc = _torchrun(2, run, corpus)
-    _wait_for_step(run, 120, proc)
+    proc = _two_processes_past_a_save(run, corpus)
     killed = time.monotonic()
     os.kill(_worker(proc.pid, 1), signal.SIGKILL)
     code, out = _finish(proc)
@@ -155,8 +161,7 @@ def test_a_process_that_hangs_stops_the_others_after_the_step_timeout(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBEDLAB_STEP_TIMEOUT", "3")  # a link that breaks silently
     run = tmp_path / "run"
-    proc = _torchrun(2, run, corpus)
-    _wait_for_step(run, 120, proc)
+    proc = _two_processes_past_a_save(run, corpus)
     hung = _worker(proc.pid, 1)
     os.kill(hung, signal.SIGSTOP)
     stopped = time.monotonic()
@@ -193,8 +198,7 @@ def test_a_killed_single_process_run_resumes_on_two(
 def test_sigterm_saves_on_every_process_and_resumes(
         corpus: Path, tmp_path: Path, reference: Outcome) -> None:
     run = tmp_path / "run"
-    proc = _torchrun(2, run, corpus)
-    _wait_for_step(run, 120, proc)
+    proc = _two_processes_past_a_save(run, corpus)
     proc.send_signal(signal.SIGTERM)  # as a scheduler stops the job: torchrun passes it on
     code, out = _finish(proc)
     assert code != 0
