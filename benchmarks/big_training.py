@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from big_corpus import run_child
+from big_corpus import _word, run_child
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "benchmarks" / "_work"
@@ -50,21 +50,6 @@ LINE_WORDS = 20
 CHUNK_LINES = 500_000  # 10M tokens per NumPy pass
 MIN_COUNT = 5
 TAIL_EXPECTED = 10  # expected occurrences the uniform share gives each candidate
-
-
-def _names(n: int) -> list[str]:
-    """Candidate k's word: two letters from a hash of k, then k in base 26 (unique)."""
-    out = []
-    for k in range(n):
-        h = (k * 2654435761) % 676
-        digits = [chr(97 + h // 26), chr(97 + h % 26)]
-        while True:
-            k, d = divmod(k, 26)
-            digits.append(chr(97 + d))
-            if k == 0:
-                break
-        out.append("".join(digits))
-    return out
 
 
 def _ranks(seed: int, chunk: int, lines: int, candidates: int, uniform: float) -> np.ndarray:
@@ -101,7 +86,7 @@ def generate(out: Path, tokens: int, vocab: int, seed: int = 1) -> None:
     for c, n in chunks:
         counts += np.bincount(_ranks(seed, c, n, candidates, uniform).ravel(),
                               minlength=candidates)
-    names = np.array(_names(candidates))
+    names = np.array([_word(k) for k in range(candidates)])
     kept = np.flatnonzero(counts >= MIN_COUNT)
     kept = kept[np.argsort(names[kept], kind="stable")]  # ties by word ascending
     kept = kept[np.argsort(-counts[kept], kind="stable")]  # then count descending
