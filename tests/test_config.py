@@ -112,6 +112,8 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: OptimConfig(interleave=0), "--interleave must be a finite number > 0"),
     (lambda: OptimConfig(interleave=1.5), "--interleave must be an integer"),  # type: ignore[arg-type]
     (lambda: OptimConfig(interleave=True), "--interleave must be an integer"),
+    (lambda: OptimConfig(micro_order="random"),
+     "optim.micro_order must be one of chunks, consecutive, got 'random'"),
     (lambda: ModelConfig(dim=0), "--dim must be"),
     (lambda: ModelConfig(dim=2.5), "--dim must be an integer"),  # type: ignore[arg-type]
     (lambda: ModelConfig(window=0), "--window must be"),
@@ -237,7 +239,7 @@ _CHOICES: dict[str, list[Any]] = {
     "init_from": [None, "other"], "preset": [None, "cs20"], "max_steps": [50],
     "checkpoint.every_steps": [3], "checkpoint.keep_every": [10],
     "checkpoint.best_metric": ["loss:min", "loss:max"], "eval.every_steps": [10],
-    "eval.analogies": [None, "q.txt"],
+    "eval.analogies": [None, "q.txt"], "optim.micro_order": ["chunks", "consecutive"],
 }
 
 

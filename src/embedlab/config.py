@@ -124,6 +124,9 @@ class ModelConfig:
         _positive("init_scale", self.init_scale, allow_zero=True)
 
 
+MICRO_ORDERS = ("chunks", "consecutive")
+
+
 @dataclass(frozen=True)
 class OptimConfig:
     """Plain SGD with word2vec's linear decay from ``lr`` to ``lr * min_lr_ratio``."""
@@ -135,9 +138,13 @@ class OptimConfig:
     # the corpus is read as this many interleaved parts, as word2vec's threads read it (see
     # embedlab.data.pairs); 1 reads it in order. Runs of versions before the option: 1.
     interleave: int = 2
-    # a step trains this many consecutive batches of --batch-size together (one rate, one
-    # synchronous update; embedlab.engines.microbatch): what processes training one run split
+    # a step trains this many batches of --batch-size together (one rate, one synchronous
+    # update; embedlab.engines.microbatch): what processes training one run split
     micro_batches: int = 1
+    # where a step's micro-batches come from: "chunks" (micro-batch j of the steps of chunk
+    # group g reads chunk g·M + j, so each process reads only its own chunks) or "consecutive"
+    # (M consecutive batches; runs of versions before the key)
+    micro_order: str = "chunks"
 
     def __post_init__(self) -> None:
         _positive("lr", self.lr)
@@ -154,6 +161,10 @@ class OptimConfig:
             raise InputError(f"{_flag('interleave')} must be an integer, got "
                              f"{self.interleave!r}; pass e.g. {_flag('interleave', 2)}")
         _positive("micro_batches", self.micro_batches)
+        if self.micro_order not in MICRO_ORDERS:
+            raise InputError(f"optim.micro_order must be one of {', '.join(MICRO_ORDERS)}, got "
+                             f"{self.micro_order!r}; set \"micro_order\": \"chunks\" in the "
+                             "run's config.json")
 
 
 @dataclass(frozen=True)
@@ -430,6 +441,7 @@ LEGACY_VALUES: dict[str, Any] = {
     "model.init_scale": 1.0,  # word2vec's width, before the option existed
     "optim.interleave": 1,  # the corpus read in order
     "optim.micro_batches": 1,  # a step: one batch
+    "optim.micro_order": "consecutive",  # a step's micro-batches: consecutive batches
 }
 
 

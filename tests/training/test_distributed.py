@@ -18,9 +18,11 @@ import pytest
 
 pytest.importorskip("torch")
 
-#: a small run: 36k tokens, 2 micro-batches of 64 centres a step, ~560 steps over 4 epochs
-FLAGS = ["--engine", "torch", "--micro-batches", "2", "--batch-size", "64", "--dim", "16",
-         "--epochs", "4", "--log-every", "10", "--checkpoint-every", "50", "--no-tensorboard",
+#: a small run: 528k tokens (chunks 0 and 1 of 2^18 tokens, read by process 0 and 1, and a
+#: short chunk 2, whose steps are one micro-batch), 2 micro-batches of 512 centres a step, ~510
+#: steps over 2 epochs
+FLAGS = ["--engine", "torch", "--micro-batches", "2", "--batch-size", "512", "--dim", "16",
+         "--epochs", "2", "--log-every", "10", "--checkpoint-every", "50", "--no-tensorboard",
          "--threads", "1"]
 
 
@@ -30,12 +32,12 @@ Outcome = tuple[bytes, list[dict[str, float]]]
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A prepared Zipf corpus of 300 words in 3,000 lines."""
+    """A prepared Zipf corpus of 300 words in 44,000 lines."""
     folder = tmp_path_factory.mktemp("corpus")
     rng = np.random.default_rng(0)
     p = 1 / np.arange(1, 301)
     words = np.array([f"w{i}" for i in range(300)])
-    lines = [" ".join(rng.choice(words, 12, p=p / p.sum())) for _ in range(3000)]
+    lines = [" ".join(rng.choice(words, 12, p=p / p.sum())) for _ in range(44_000)]
     (folder / "c.txt").write_text("\n".join(lines) + "\n")
     (folder / "questions.txt").write_text(": planted\n" + "".join(
         f"w{i} w{i + 1} w{i + 2} w{i + 3}\n" for i in range(0, 40, 2)))

@@ -112,6 +112,28 @@ def test_an_interleaved_reading_order_resumes_exactly(tmp_path: Path) -> None:
     assert final_bytes(tmp_path / "ordered") != final_bytes(tmp_path / "whole")
 
 
+def test_micro_batches_in_the_chunk_order_resume_exactly(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps of 2 micro-batches, each from its own chunk: cut inside a group of chunks and
+    resumed, the run ends bit-identical to one that ran through. (Chunks of 4,096 tokens here,
+    so that a small corpus has several groups.)"""
+    from embedlab.data.pairs import BatchStream
+
+    monkeypatch.setitem(BatchStream.__init__.__kwdefaults__, "chunk_tokens", 4096)
+    big = write_corpus(tmp_path / "big.txt", lines=2000)
+    assert len(big.read_text().split()) > 4 * 4096  # 5 chunks: groups {0, 1}, {2, 3}, {4}
+    over: dict[str, Any] = {"engine": "torch", "optim": {"batch_size": 64, "micro_batches": 2}}
+    assert_cut_run_resumes_exactly(big, tmp_path, 37, **over)
+    state = json.loads(next((tmp_path / "cut" / "checkpoints").glob("ckpt-00000037"))
+                       .joinpath("state.json").read_text())
+    assert state["cursor"]["batch"] > 0, state  # the cut fell inside a group
+    # the order reaches the batches: consecutive micro-batches train other numbers
+    run_train(make_cfg(big, engine="torch", optim={"batch_size": 64, "micro_batches": 2,
+                                                   "micro_order": "consecutive"}),
+              tmp_path / "consecutive")
+    assert final_bytes(tmp_path / "consecutive") != final_bytes(tmp_path / "whole")
+
+
 def test_raising_epochs_continues_a_finished_run(corpus: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     one, _ = run_train(make_cfg(corpus), run)

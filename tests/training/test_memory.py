@@ -154,6 +154,17 @@ def test_the_estimate_counts_the_matrices_tables_and_batches() -> None:
     assert need.total == need.matrices + need.tables + need.batches
 
 
+def test_micro_batches_in_the_chunk_order_hold_their_groups_chunks() -> None:
+    """A process holds its own chunks of the group it trains and of the next one."""
+    from embedlab.training.memory import CHUNKS_IN_FLIGHT, chunks_in_flight
+
+    assert chunks_in_flight(1, "chunks", 1) == CHUNKS_IN_FLIGHT
+    assert chunks_in_flight(4, "consecutive", 2) == CHUNKS_IN_FLIGHT
+    assert chunks_in_flight(4, "chunks", 1) == 8
+    assert chunks_in_flight(4, "chunks", 4) == 2
+    assert chunks_in_flight(16, "chunks", 2) == 16
+
+
 def test_available_memory_reads_meminfo() -> None:
     from embedlab.training.memory import available_memory
 

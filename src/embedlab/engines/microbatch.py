@@ -1,33 +1,46 @@
 """Steps of M micro-batches, computed by any number of processes with the same bits.
 
-A global step takes the next M batches of the batch specification (micro-batches j = 0..M−1)
-and trains them as one synchronous step at one learning rate. Rank r of N computes the
-contributions of the micro-batches j ≡ r (mod N) from the parameters as the step began
+A global step trains M micro-batches (j = 0..M−1) of the batch specification as one
+synchronous step at one learning rate. Rank r of N computes the contributions of the
+micro-batches j ≡ r (mod N) from the parameters as the step began
 (:meth:`embedlab.engines.torch.Word2VecStep.contributions`); the ranks exchange them with one
 all-gather, and every rank applies all M in the order j = 0..M−1
 (:meth:`~embedlab.engines.torch.Word2VecStep.apply`). Each rank therefore holds the same
 parameters after every step, and N ranks give the bits of one rank for every N dividing M —
 the sums over a row's occurrences run in the same order whoever computed them.
 
+Where the micro-batches come from (the run's ``optim.micro_order``):
+
+* ``"chunks"`` (:class:`ChunkMicroBatches`): the chunks of an epoch are taken M at a time;
+  micro-batch j of the steps of group g is the next batch of chunk g·M + j. Rank r builds only
+  the chunks j ≡ r (mod N) of each group, so it reads only its own share of the corpus
+  (1/N of it) and builds only the batches it computes;
+* ``"consecutive"`` (:class:`MicroBatches`): a step is the next M batches in order, as runs
+  made before the chunk order train; every rank builds all M (it computes only its own).
+
 What is exchanged is every row occurrence's gradient (and its damping curvature and bias
 gradient), a fixed number of floats per micro-batch: (R + R+2W + groups·S) × (D + 2) for
-skip-gram, so the all-gather needs no sizes first.
+skip-gram, so the all-gather needs no sizes first; and per micro-batch a few numbers (its
+loss; in the chunk order also its pairs, its progress through its chunk and whether its chunk
+has more batches), from which every rank derives the same progress and the next cursor.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from embedlab.data.pairs import Cursor
 from embedlab.engines.step import pairs_in
 from embedlab.engines.stepping import BatchReader, Schedule, StepsDone
 from embedlab.engines.torch_ops import Contributions, Part
 
 if TYPE_CHECKING:
-    from embedlab.data.pairs import Batch, BatchStream, Cursor
+    from embedlab.data.pairs import Batch, BatchStream
     from embedlab.engines.torch import Word2VecStep
 
 
@@ -133,8 +146,10 @@ class Layout:
 
 
 class MicroBatches:
-    """The step runner of steps of ``micro`` micro-batches on ``world`` (see the module
-    docstring); ``step``: the torch engine's step, whose parameters every rank holds."""
+    """The step runner of steps of ``micro`` consecutive micro-batches on ``world`` (see the
+    module docstring); ``step``: the torch engine's step, whose parameters every rank holds."""
+
+    NOTES = 0  # numbers a micro-batch's owner sends with it beyond its loss (see _exchange)
 
     def __init__(self, stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
                  micro: int, world: World) -> None:
@@ -156,27 +171,48 @@ class MicroBatches:
             got.append(self._reader.read(got[-1].cursor_next))
         return got
 
-    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
-        batches = self._take(cursor)
-        lr = self.schedule.at(words_seen)
+    def _exchange(self, mine: list[Batch | None],
+                  notes: np.ndarray) -> tuple[list[Contributions | None], np.ndarray]:
+        """Compute this rank's micro-batches ``mine`` (slot k is micro-batch j = k·N + rank;
+        None: no batch there) and exchange them with the other ranks, with a row of ``notes``
+        (float64) per slot; return every micro-batch's contributions and notes in the order
+        j = 0..M−1 (None where no rank had a batch)."""
         world, layout = self.world, self.layout
         per_rank = self.micro // world.size
         ids = torch.zeros((per_rank, layout.n_ids), dtype=torch.int64)
         values = torch.zeros((per_rank, layout.n_values))
-        losses = torch.zeros(per_rank, dtype=torch.float64)
-        for k in range(per_rank):
-            j = k * world.size + world.rank
-            if j < len(batches):
-                c = self.step.contributions(batches[j])
+        meta = torch.zeros((per_rank, 2 + notes.shape[1]), dtype=torch.float64)  # loss, there
+        meta[:, 2:] = torch.from_numpy(notes)
+        for k, batch in enumerate(mine):
+            if batch is not None:
+                c = self.step.contributions(batch)
                 ids[k], values[k] = layout.pack(c)
-                losses[k] = c.loss
-        gathered = [world.all_gather(t) for t in (ids, values, losses)]
-        parts = []
-        for j in range(len(batches)):
+                meta[k, 0], meta[k, 1] = c.loss, 1.0
+        gathered = [world.all_gather(t) for t in (ids, values, meta)]
+        parts: list[Contributions | None] = []
+        rows = np.zeros((self.micro, notes.shape[1]))
+        for j in range(self.micro):
             r, k = j % world.size, j // world.size
-            parts.append(layout.unpack(gathered[0][r][k], gathered[1][r][k], gathered[2][r][k]))
-        self.step.apply(parts, lr)
-        loss = float(sum(float(p.loss) for p in parts))
+            row = gathered[2][r][k]
+            rows[j] = row[2:].numpy()
+            parts.append(layout.unpack(gathered[0][r][k], gathered[1][r][k], row[0])
+                         if float(row[1]) else None)
+        return parts, rows
+
+    def _apply(self, parts: list[Contributions | None], lr: float) -> float:
+        """Apply the micro-batches that were there, in order; their summed loss."""
+        there = [p for p in parts if p is not None]
+        self.step.apply(there, lr)
+        return float(sum(float(p.loss) for p in there))
+
+    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+        batches = self._take(cursor)
+        lr = self.schedule.at(words_seen)
+        world = self.world
+        mine = [batches[j] if j < len(batches) else None
+                for j in range(world.rank, self.micro, world.size)]
+        parts, _ = self._exchange(mine, np.zeros((len(mine), self.NOTES)))
+        loss = self._apply(parts, lr)
         pairs = sum(pairs_in(b, self.model) for b in batches)
         after = batches[-1].cursor_next
         return StepsDone(np.array([loss]), np.array([pairs]), np.array([batches[-1].words_done]),
@@ -184,3 +220,93 @@ class MicroBatches:
 
     def close(self) -> None:
         self._reader.close()
+
+
+class ChunkMicroBatches(MicroBatches):
+    """Steps of ``micro`` micro-batches in the chunk order (see the module docstring).
+
+    The cursor of a step is (epoch, g·M, k): the step trains batch k of each chunk of group g
+    that has one (chunks hold a few batches more or less, and the last group of an epoch may
+    have fewer than M chunks: those steps train fewer micro-batches). After it, the epoch has
+    consumed the whole chunks before the group plus each chunk's positions up to its batch k,
+    as one batch's progress counts them (the batch specification).
+
+    A background thread builds this rank's chunks of the group and of the next one ahead of
+    use; NumPy releases the GIL in its kernels, so building overlaps the step's compute.
+    """
+
+    NOTES = 3  # its pairs, its progress through its chunk, whether the chunk has more batches
+
+    def __init__(self, stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
+                 micro: int, world: World) -> None:
+        super().__init__(stream, step, schedule, model, micro, world)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="embedlab-chunks")
+        self._chunks: dict[tuple[int, int], Future[list[Batch]]] = {}
+
+    def own_chunks(self, epoch: int, first: int) -> list[int | None]:
+        """This rank's chunk of each of its slots in the group starting at chunk ``first``
+        (None past the epoch's last chunk)."""
+        n = self.s.n_chunks
+        return [first + j if first + j < n else None
+                for j in range(self.world.rank, self.micro, self.world.size)]
+
+    def _next_group(self, epoch: int, first: int) -> tuple[int, int]:
+        """The group after the one starting at chunk ``first``: (epoch, its first chunk)."""
+        nxt = first + self.micro
+        return (epoch, nxt) if nxt < self.s.n_chunks else (epoch + 1, 0)
+
+    def _built(self, epoch: int, first: int) -> list[list[Batch] | None]:
+        """This rank's chunks of the group (built, or waited for), the next group's started."""
+        ahead = self._next_group(epoch, first)
+        wanted = [(e, c) for e, f in ((epoch, first), ahead) if e < self.s.epochs
+                  for c in self.own_chunks(e, f) if c is not None]
+        for key in [k for k in self._chunks if k not in wanted]:
+            self._chunks.pop(key).cancel()  # a group done (or another cursor): free its batches
+        for key in wanted:
+            if key not in self._chunks:
+                self._chunks[key] = self._pool.submit(self.s.chunk_batches, *key)
+        return [None if c is None else self._chunks[(epoch, c)].result()
+                for c in self.own_chunks(epoch, first)]
+
+    def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
+        s, (epoch, first, k) = self.s, (cursor.epoch, cursor.chunk, cursor.batch)
+        if first % self.micro:
+            raise ValueError(f"cursor chunk {first} does not start a group of {self.micro}")
+        mine: list[Batch | None] = []
+        notes = np.zeros((self.micro // self.world.size, self.NOTES))
+        for slot, (c, batches) in enumerate(zip(self.own_chunks(epoch, first),
+                                                self._built(epoch, first), strict=True)):
+            if c is None or batches is None:
+                mine.append(None)
+                continue
+            lo, hi = c * s.chunk_tokens, min(s.n_tokens, (c + 1) * s.chunk_tokens)
+            if k < len(batches):
+                b = batches[k]
+                mine.append(b)
+                notes[slot] = (pairs_in(b, self.model), b.words_done - lo, k + 1 < len(batches))
+            else:  # this chunk is done: all of it consumed
+                mine.append(None)
+                notes[slot] = (0, hi - lo, 0)
+        lr = self.schedule.at(words_seen)
+        parts, rows = self._exchange(mine, notes)
+        loss = self._apply(parts, lr)
+        pairs = int(rows[:, 0].sum())
+        words_done = first * s.chunk_tokens + int(rows[:, 1].sum())
+        after = (Cursor(epoch, first, k + 1) if rows[:, 2].any()
+                 else Cursor(*self._next_group(epoch, first), 0))
+        return StepsDone(np.array([loss]), np.array([pairs]), np.array([words_done]),
+                         np.array([lr]), lambda i: after)
+
+    def close(self) -> None:
+        for future in self._chunks.values():
+            future.cancel()
+        self._chunks.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        super().close()
+
+
+def micro_batch_runner(stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
+                       world: World) -> MicroBatches:
+    """The step runner of the step's ``micro_batches`` in its ``micro_order``."""
+    kind = ChunkMicroBatches if step.cfg.micro_order == "chunks" else MicroBatches
+    return kind(stream, step, schedule, model, step.cfg.micro_batches, world)

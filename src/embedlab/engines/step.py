@@ -42,6 +42,7 @@ class StepConfig:
     damping: float = 16.0  # κ in lr / (1 + lr·h/κ); 0 turns damping off (see Word2VecStep)
     input_damping: float | None = None  # hs only: κ of the input rows (None: damping's)
     micro_batches: int = 1  # batches a step trains together (engines.microbatch)
+    micro_order: str = "chunks"  # where they come from: "chunks" or "consecutive"
 
     @property
     def input_kappa(self) -> float:
@@ -93,7 +94,8 @@ def step_config(cfg: TrainConfig) -> StepPlan:
     damping = DAMPING_AT_1024 * 1024 / batch  # contributions per row grow with the batch
     input_damping = damping * HS_INPUT_DAMPING_RATIO if m.loss == "hs" else None
     return StepPlan(StepConfig(m.model, m.loss, m.window, m.negative, group, reduction, damping,
-                               input_damping, cfg.optim.micro_batches), s,
+                               input_damping, cfg.optim.micro_batches,
+                               cfg.optim.micro_order), s,
                     math.lcm(band_block, group))
 
 

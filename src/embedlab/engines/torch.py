@@ -316,7 +316,6 @@ class TorchEngine(HostEngine):
         step = self._step
         if not isinstance(step, Word2VecStep) or step.cfg.micro_batches == 1:
             return super().runner(stream, schedule, model)
-        from embedlab.engines.microbatch import MicroBatches, World
+        from embedlab.engines.microbatch import World, micro_batch_runner
 
-        return MicroBatches(stream, step, schedule, model, step.cfg.micro_batches,
-                            World.current())
+        return micro_batch_runner(stream, step, schedule, model, World.current())

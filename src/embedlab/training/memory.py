@@ -83,9 +83,19 @@ class MemoryNeed:
         return self.matrices + self.tables + self.batches
 
 
-def memory_need(vocab_size: int, dim: int, *, loss: str, window: int) -> MemoryNeed:
-    """The estimate for a run of ``vocab_size`` words and ``dim`` dimensions: the same for any
-    corpus length."""
+def chunks_in_flight(micro_batches: int, micro_order: str, processes: int) -> int:
+    """Chunks of batches a process holds at once: :data:`CHUNKS_IN_FLIGHT` for one batch a
+    step (or consecutive micro-batches); in the chunk order of micro-batches its own chunks of
+    the group it trains and of the next one (``embedlab.engines.microbatch``)."""
+    if micro_batches > 1 and micro_order == "chunks":
+        return 2 * -(-micro_batches // processes)
+    return CHUNKS_IN_FLIGHT
+
+
+def memory_need(vocab_size: int, dim: int, *, loss: str, window: int,
+                chunks: int = CHUNKS_IN_FLIGHT) -> MemoryNeed:
+    """The estimate for a run of ``vocab_size`` words and ``dim`` dimensions, holding
+    ``chunks`` chunks of batches at once: the same for any corpus length."""
     output_rows = max(0, vocab_size - 1) if loss == "hs" else vocab_size
     matrices = 4 * dim * (vocab_size + output_rows) + (4 * vocab_size if loss == "nce" else 0)
     per_word = TABLE_BYTES_PER_WORD + (4 if loss == "nce" else 0)
@@ -93,7 +103,7 @@ def memory_need(vocab_size: int, dim: int, *, loss: str, window: int) -> MemoryN
         per_word += 8 + 5 * max(1, math.ceil(math.log2(max(2, vocab_size))))
     # per token of a chunk: centre and span ids (int64), the context mask (2W+1 bytes), the
     # context counts (float32), and the corpus page it was read from (uint32 id)
-    batches = CHUNKS_IN_FLIGHT * CHUNK_TOKENS * (8 + 8 + 2 * window + 1 + 4 + 4)
+    batches = chunks * CHUNK_TOKENS * (8 + 8 + 2 * window + 1 + 4 + 4)
     return MemoryNeed(matrices, per_word * vocab_size, batches)
 
 
@@ -145,11 +155,12 @@ def _cgroup_folders(controller: str) -> list[Path]:
     return [*folders, root]
 
 
-def check_memory(vocab_size: int, dim: int, *, loss: str, window: int) -> None:
+def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
+                 chunks: int = CHUNKS_IN_FLIGHT) -> None:
     """Refuse, in one line, a run whose :func:`memory_need` exceeds :func:`available_memory`,
     naming both and the flags that make the model smaller."""
     have = available_memory()
-    need = memory_need(vocab_size, dim, loss=loss, window=window)
+    need = memory_need(vocab_size, dim, loss=loss, window=window, chunks=chunks)
     if have is None or need.total <= have[0]:
         return
     room, source = have

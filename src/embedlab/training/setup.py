@@ -32,7 +32,7 @@ from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
 from embedlab.training import distributed, handshake
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
-from embedlab.training.memory import check_memory
+from embedlab.training.memory import check_memory, chunks_in_flight
 from embedlab.training.state import TRAIN_STATE, TrainState
 from embedlab.training.warm_start import VOCAB_FILE, warm_start
 
@@ -85,7 +85,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     vocab = prepared.vocab
     check_enough_tokens(prepared, cfg)
     if initial is None or initial.vocab_size != len(vocab):
-        check_memory(len(vocab), cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window)
+        _check_memory(cfg, len(vocab))
     keep = keep_probabilities(vocab.counts, cfg.model.sample)
     check_pairs_possible(prepared, cfg, keep)
     _check_probe_words(cfg, vocab)
@@ -249,8 +249,16 @@ def _start_initial_vectors(cfg: TrainConfig) -> InitialVectors | None:
     size = None if cfg.data.corpus in SPECIAL_CORPORA else declared_vocab_size(cfg.data.corpus)
     if not size:
         return None
-    check_memory(size, cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window)
+    _check_memory(cfg, size)
     return InitialVectors(cfg, size)
+
+
+def _check_memory(cfg: TrainConfig, vocab_size: int) -> None:
+    group = distributed.current()
+    chunks = chunks_in_flight(cfg.optim.micro_batches, cfg.optim.micro_order,
+                              1 if group is None else group.size)
+    check_memory(vocab_size, cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window,
+                 chunks=chunks)
 
 
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
