@@ -2,7 +2,8 @@
 
 ``tests/fixtures/legacy_runs/`` holds tiny runs stopped part-way with ``--max-steps`` by
 earlier versions (commits c9eeca4 and f3cb018, whose batches were drawn before the batch
-specification; how: the README.md there). Each is copied, resumed the way a user
+specification, and 790c90e, whose micro-batch steps took consecutive batches; how: the
+README.md there). Each is copied, resumed the way a user
 does it (``embedlab train --run RUN``, nothing else, from a folder without the corpus: the run's
 ``prepared/`` must suffice), and its final checkpoint must hold the very tensors that version
 wrote when it resumed the folder, which were also those of an uninterrupted run of the same
@@ -127,6 +128,24 @@ CASES = [
              "train/progress": 0.9603839441535776},
             {"step": 89, "train/loss": 2.751725531835109, "train/progress": 1.0},
             {"step": 89, "final/loss": 2.751725531835109},
+        ],
+    ),
+    Legacy(
+        name="skipgram-neg-micro",  # torch engine, --micro-batches 2 of consecutive batches,
+        start_step=17,              # made by 790c90e
+        final_step=23,
+        tensors_sha256="f72f5a2a9dcdd4d96e460daf3639b7d3a5cbf0a32bf00580a880682a2bc82b05",
+        metrics=[
+            {"step": 5, "train/loss": 3.783007217773601, "train/lr": 0.020327225130890053,
+             "train/progress": 0.24083769633507854},
+            {"step": 10, "train/loss": 3.7325872807364378, "train/lr": 0.014018324607329845,
+             "train/progress": 0.4799301919720768},
+            {"step": 15, "train/loss": 3.624827859437336, "train/lr": 0.009162303664921467,
+             "train/progress": 0.6699825479930192},
+            {"step": 20, "train/loss": 3.5102809634013674, "train/lr": 0.003686736474694591,
+             "train/progress": 0.8904013961605585},
+            {"step": 23, "train/loss": 3.480710283174353, "train/progress": 1.0},
+            {"step": 23, "final/loss": 3.480710283174353},
         ],
     ),
 ]
