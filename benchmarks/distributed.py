@@ -23,7 +23,9 @@ A benchmark, not a test: it prints Markdown tables. It runs the real command in 
   step's bytes = what all processes put into the exchange (each ends the step holding all of
   it; a ring all-gather moves (N−1)/N of it through each link); per word = over the run's
   ``words_seen`` per step. ``from the layout`` recomputes them from
-  ``Layout.n_ids``/``n_values`` (int64 ids, float32 values, a float64 loss).
+  ``Layout.n_ids``/``n_values`` (int64 ids, float32 values) and the runner's float64 notes
+  (the loss, whether the micro-batch was there, and in the chunk order its pairs, progress and
+  whether its chunk goes on).
 - **predicted**: one device computes a step of M·B = 2,048 centres in ``--t-step-us`` (by
   default the CUDA engine's measured 142 µs step at d100, batch 2048, on an H100,
   benchmarks/README.md — an assumption: the micro-batch path runs on the torch engine). Of that
@@ -90,18 +92,18 @@ def timed(cls, name, key, count=None):
 timed(Word2VecStep, "contributions", "contributions_s", "micro_batches")
 timed(Word2VecStep, "apply", "apply_s")
 timed(microbatch.World, "all_gather", "gather_s", "calls")
-timed(microbatch.MicroBatches, "run", "step_s", "steps")
 gather = microbatch.World.all_gather
 def all_gather(self, tensor):
     tally["bytes"] += tensor.nbytes
     return gather(self, tensor)
 microbatch.World.all_gather = all_gather
-run = microbatch.MicroBatches.run
-def step(self, *args):
-    tally["layout"] = {"n_ids": self.layout.n_ids, "n_values": self.layout.n_values,
-                       "micro": self.micro, "size": self.world.size}
-    return run(self, *args)
-microbatch.MicroBatches.run = step
+for kind in (microbatch.MicroBatches, microbatch.ChunkMicroBatches):  # either order's steps
+    timed(kind, "run", "step_s", "steps")
+    def step(self, *args, run=kind.run):
+        tally["layout"] = {"n_ids": self.layout.n_ids, "n_values": self.layout.n_values,
+                           "notes": self.NOTES, "micro": self.micro, "size": self.world.size}
+        return run(self, *args)
+    kind.run = step
 
 def write():
     with open(f"{out}.{os.environ.get('RANK', '0')}", "w") as f:
@@ -172,7 +174,8 @@ def counted_run(corpus: Path, run: Path, args: argparse.Namespace) -> dict[str, 
     vocab = json.loads((corpus / "meta.json").read_text())["vocab_size"]
     shutil.rmtree(run, ignore_errors=True)
     steps, layout = tallies[0]["steps"], tallies[0]["layout"]
-    per_micro = layout["n_ids"] * 8 + layout["n_values"] * 4 + 8
+    # ids, values, and float64 notes: the loss, whether it was there, the order's own
+    per_micro = layout["n_ids"] * 8 + layout["n_values"] * 4 + (2 + layout["notes"]) * 8
     c_mb = tallies[0]["contributions_s"] / tallies[0]["micro_batches"]
     apply = tallies[0]["apply_s"] / steps
     return {"vocab": vocab, "steps": steps, "calls": sum(t["calls"] for t in tallies) / steps,
