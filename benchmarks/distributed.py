@@ -22,10 +22,10 @@ A benchmark, not a test: it prints Markdown tables. It runs the real command in 
   application, its all-gathers (waiting for the other process included) and the whole step. A
   step's bytes = what all processes put into the exchange (each ends the step holding all of
   it; a ring all-gather moves (N−1)/N of it through each link); per word = over the run's
-  ``words_seen`` per step. ``from the layout`` recomputes them from
-  ``Layout.n_ids``/``n_values`` (int64 ids, float32 values) and the runner's float64 notes
-  (the loss, whether the micro-batch was there, and in the chunk order its pairs, progress and
-  whether its chunk goes on).
+  ``words_seen`` per step. The chunk order sends each micro-batch's rows summed per row
+  (variable sizes, padded to the largest slot's); ``every occurrence`` is what a step would
+  send with a row per occurrence (the consecutive order's fixed layout: ``Layout.n_ids`` int64
+  ids, ``n_values`` float32 values, and float64 notes), for comparison.
 - **predicted**: one device computes a step of M·B = 2,048 centres in ``--t-step-us`` (by
   default the CUDA engine's measured 142 µs step at d100, batch 2048, on an H100,
   benchmarks/README.md — an assumption: the micro-batch path runs on the torch engine). Of that
@@ -174,7 +174,7 @@ def counted_run(corpus: Path, run: Path, args: argparse.Namespace) -> dict[str, 
     vocab = json.loads((corpus / "meta.json").read_text())["vocab_size"]
     shutil.rmtree(run, ignore_errors=True)
     steps, layout = tallies[0]["steps"], tallies[0]["layout"]
-    # ids, values, and float64 notes: the loss, whether it was there, the order's own
+    # a row per occurrence: ids, values, and float64 notes (the loss, whether it was there)
     per_micro = layout["n_ids"] * 8 + layout["n_values"] * 4 + (2 + layout["notes"]) * 8
     c_mb = tallies[0]["contributions_s"] / tallies[0]["micro_batches"]
     apply = tallies[0]["apply_s"] / steps
@@ -243,9 +243,9 @@ def end_to_end_table(runs: dict[str, list[dict[str, Any]]]) -> str:
 
 
 def bytes_table(counted: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
-    lines = ["| corpus | vocabulary | words a step | exchanged a step (counted) | from the layout "
-             "| per word | all-gathers a step | contributions ms / micro-batch | apply ms / step "
-             "| apply share a | all-gather ms / step (waits included) | step ms |",
+    lines = ["| corpus | vocabulary | words a step | exchanged a step (counted) | every "
+             "occurrence | per word | all-gathers a step | contributions ms / micro-batch | "
+             "apply ms / step | apply share a | all-gather ms / step (waits included) | step ms |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, c in counted.items():
         lines.append(f"| {name} | {c['vocab']:,} | {c['words_step']:,.0f} | "
@@ -254,9 +254,9 @@ def bytes_table(counted: dict[str, dict[str, Any]], args: argparse.Namespace) ->
                      f"{c['contrib_ms']:.2f} | {c['apply_ms']:.2f} | {c['apply_share']:.1%} | "
                      f"{c['gather_ms']:.2f} | {c['step_ms']:.2f} |")
     lay = next(iter(counted.values()))["layout"]
-    lines += ["", f"A micro-batch: {lay['n_ids']:,} row ids (int64) and {lay['n_values']:,} "
-              f"values (float32), the same for both vocabularies; {args.count_steps} steps of "
-              f"2 processes, timings of process 0 (1 thread)."]
+    lines += ["", f"A micro-batch has {lay['n_ids']:,} row occurrences ({lay['n_values']:,} "
+              f"float32 values with them), the same for both vocabularies; {args.count_steps} "
+              f"steps of 2 processes, timings of process 0 (1 thread)."]
     return "\n".join(lines)
 
 

@@ -231,6 +231,55 @@ def test_a_chunk_order_run_resumes_from_any_step() -> None:
     resumed.close()
 
 
+@pytest.mark.parametrize(("model", "loss"), [("skipgram", "nce"), ("cbow", "neg")])
+def test_per_row_sums_are_the_occurrences_sums(model: str, loss: str) -> None:
+    """What the chunk order exchanges: each matrix's rows once, ascending, holding the sum of
+    the row's occurrences (gradient, curvature, bias gradient); applied, they move the
+    parameters as the occurrences do, to float32 rounding."""
+    from embedlab.engines.microbatch import per_row
+    from embedlab.engines.params import init_params
+    from embedlab.engines.step import StepConfig
+    from embedlab.engines.torch import TorchEngine
+    from embedlab.seeding import mt19937_rng
+    from embedlab.testing import spec_batch_stream, zipf_ids
+
+    ids, ends = zipf_ids(4000, 60, 50, 3)
+    stream = spec_batch_stream(ids, ends, batch_size=32, group=8, window=2, noise_per_group=5,
+                               epochs=1, chunk_tokens=1024, pad_to=16)
+    batch = stream.chunk_batches(0, 0)[1]
+    engines = []
+    for _ in range(2):
+        params = init_params(60, 12, init="centered", nce=loss == "nce",
+                             rng=mt19937_rng(2, "init"))
+        params.w_out[:] = np.random.default_rng(0).normal(0, 0.1, params.w_out.shape)
+        log_kq = stream.noise.log_expected_count(5) if loss == "nce" else None
+        engines.append(TorchEngine(StepConfig(model, loss, 2, 5, 8, damping=8.0), params, log_kq,
+                                   stream.rows))
+    c = engines[0]._step.contributions(batch)
+    s = per_row(c)
+    assert len(s.inputs) == len(s.outputs) == 1 and float(s.loss) == float(c.loss)
+    for occurrences, (got_ids, rows, h, bias) in ((c.inputs, s.inputs[0]),
+                                                  (c.outputs, s.outputs[0])):
+        every = np.concatenate([p[0].numpy() for p in occurrences])
+        assert got_ids.tolist() == sorted(set(every.tolist()))
+        assert len(got_ids) < len(every)  # rows repeat within a batch
+        for k, name in ((1, "rows"), (2, "h"), (3, "bias")):
+            if occurrences[0][k] is None:
+                assert (bias if k == 3 else h) is None
+                continue
+            values = np.concatenate([p[k].numpy() for p in occurrences]).astype(np.float64)
+            want = np.zeros((len(got_ids), *values.shape[1:]))
+            np.add.at(want, np.searchsorted(got_ids.numpy(), every), values)
+            got = {1: rows, 2: h, 3: bias}[k]
+            assert got is not None
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=name)
+    engines[0]._step.apply([c], 0.05)
+    engines[1]._step.apply([per_row(engines[1]._step.contributions(batch))], 0.05)
+    for a, b in zip(engines[0].state_dict().values(), engines[1].state_dict().values(),
+                    strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def test_processes_must_divide_the_micro_batches() -> None:
     with pytest.raises(ValueError, match="3 processes do not divide 4 micro-batches"):
         MicroBatches(None, None, None, "skipgram", 4, World(0, 3))  # type: ignore[arg-type]

@@ -18,11 +18,16 @@ Where the micro-batches come from (the run's ``optim.micro_order``):
 * ``"consecutive"`` (:class:`MicroBatches`): a step is the next M batches in order, as runs
   made before the chunk order train; every rank builds all M (it computes only its own).
 
-What is exchanged is every row occurrence's gradient (and its damping curvature and bias
-gradient), a fixed number of floats per micro-batch: (R + R+2W + groups·S) × (D + 2) for
-skip-gram, so the all-gather needs no sizes first; and per micro-batch a few numbers (its
-loss; in the chunk order also its pairs, its progress through its chunk and whether its chunk
-has more batches), from which every rank derives the same progress and the next cursor.
+What is exchanged, in the chunk order: each micro-batch's gradient summed per row it touched
+(:func:`per_row`: the rows of the input matrix and of the output matrix, each row once, in
+ascending id, with its summed damping curvature and bias gradient), so a row that a
+micro-batch touches many times (a frequent context, a noise word) travels once; and a few
+numbers per micro-batch (its loss, its rows, its pairs, its progress through its chunk and
+whether its chunk has more batches), from which every rank sizes the exchange and derives the
+same progress and next cursor. The sums run in the same order whichever rank computes them, so
+the bits stay those of one rank. In the consecutive order every row occurrence's gradient
+travels, a fixed number of floats per micro-batch: (R + R+2W + groups·S) × (D + 2) for
+skip-gram, so that all-gather needs no sizes first.
 """
 
 from __future__ import annotations
@@ -236,6 +241,7 @@ class ChunkMicroBatches(MicroBatches):
     """
 
     NOTES = 3  # its pairs, its progress through its chunk, whether the chunk has more batches
+    HEAD = 4  # columns before the notes: loss, there, input rows, output rows
 
     def __init__(self, stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
                  micro: int, world: World) -> None:
@@ -297,12 +303,103 @@ class ChunkMicroBatches(MicroBatches):
         return StepsDone(np.array([loss]), np.array([pairs]), np.array([words_done]),
                          np.array([lr]), lambda i: after)
 
+    def _exchange(self, mine: list[Batch | None],
+                  notes: np.ndarray) -> tuple[list[Contributions | None], np.ndarray]:
+        """As :meth:`MicroBatches._exchange`, each micro-batch's contributions summed per row
+        (:func:`per_row`): a first all-gather sends every slot's loss, row counts and notes, so
+        that the rows themselves travel in tensors of the largest slot's size."""
+        world, layout = self.world, self.layout
+        per_rank, head = self.micro // world.size, self.HEAD
+        summed = [None if b is None else per_row(self.step.contributions(b)) for b in mine]
+        meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64)
+        meta[:, head:] = torch.from_numpy(notes)
+        for k, c in enumerate(summed):
+            if c is not None:
+                meta[k, :head] = torch.tensor([float(c.loss), 1.0, len(c.inputs[0][0]),
+                                               len(c.outputs[0][0])], dtype=torch.float64)
+        metas = world.all_gather(meta)
+        rows = [(int(m[k, 2]), int(m[k, 3])) for m in metas for k in range(per_rank)]
+        n_ids = max(a + b for a, b in rows)
+        n_values = max(self._n_values(a, b) for a, b in rows)
+        ids = torch.zeros((per_rank, n_ids), dtype=torch.int64)
+        values = torch.zeros((per_rank, n_values))
+        for k, c in enumerate(summed):
+            if c is not None:
+                i, v = self._pack(c)
+                ids[k, :len(i)], values[k, :len(v)] = i, v
+        gathered = [world.all_gather(t) for t in (ids, values)]
+        parts: list[Contributions | None] = []
+        out = np.zeros((self.micro, notes.shape[1]))
+        for j in range(self.micro):
+            r, k = j % world.size, j // world.size
+            m = metas[r][k]
+            out[j] = m[head:].numpy()
+            parts.append(self._unpack(gathered[0][r][k], gathered[1][r][k], m, layout.dim)
+                         if float(m[1]) else None)
+        return parts, out
+
+    def _n_values(self, n_in: int, n_out: int) -> int:
+        """Floats of a summed micro-batch of ``n_in`` input and ``n_out`` output rows."""
+        lay = self.layout
+        return ((n_in + n_out) * (lay.dim + (1 if lay.damped else 0))
+                + (n_out if lay.biased else 0))
+
+    def _pack(self, c: Contributions) -> tuple[torch.Tensor, torch.Tensor]:
+        (i_ids, i_rows, i_h, _), (o_ids, o_rows, o_h, o_b) = c.inputs[0], c.outputs[0]
+        values = [i_rows.reshape(-1), o_rows.reshape(-1)]
+        if self.layout.damped:
+            assert i_h is not None and o_h is not None
+            values += [i_h, o_h]
+        if self.layout.biased:
+            assert o_b is not None
+            values.append(o_b)
+        return torch.cat([i_ids, o_ids]), torch.cat(values)
+
+    def _unpack(self, ids: torch.Tensor, values: torch.Tensor, meta: torch.Tensor,
+                dim: int) -> Contributions:
+        n_in, n_out = int(meta[2]), int(meta[3])
+        at = (n_in + n_out) * dim
+        i_rows, o_rows = values[:n_in * dim].view(n_in, dim), values[n_in * dim:at].view(n_out,
+                                                                                      dim)
+        i_h = o_h = o_b = None
+        if self.layout.damped:
+            i_h, o_h = values[at:at + n_in], values[at + n_in:at + n_in + n_out]
+            at += n_in + n_out
+        if self.layout.biased:
+            o_b = values[at:at + n_out]
+        return Contributions(meta[0], [(ids[:n_in], i_rows, i_h, None)],
+                             [(ids[n_in:n_in + n_out], o_rows, o_h, o_b)])
+
     def close(self) -> None:
         for future in self._chunks.values():
             future.cancel()
         self._chunks.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
         super().close()
+
+
+def per_row(c: Contributions) -> Contributions:
+    """``c`` with one part per matrix, each row it touches once, in ascending id: the
+    occurrences' gradients, curvatures and bias gradients summed in their order (index_add on
+    the CPU adds duplicates in index order, so the sums are the same bits wherever they are
+    computed)."""
+    return Contributions(c.loss, [_summed(c.inputs)], [_summed(c.outputs)])
+
+
+def _summed(parts: list[Part]) -> Part:
+    ids = torch.cat([p[0] for p in parts])
+    unique, where = torch.unique(ids, sorted=True, return_inverse=True)
+
+    def add(values: list[torch.Tensor | None]) -> torch.Tensor | None:
+        if any(v is None for v in values):
+            return None
+        flat = torch.cat([v for v in values if v is not None])
+        out = torch.zeros((len(unique), *flat.shape[1:]), dtype=flat.dtype)
+        return out.index_add_(0, where, flat)
+
+    rows = add([p[1] for p in parts])
+    assert rows is not None
+    return unique, rows, add([p[2] for p in parts]), add([p[3] for p in parts])
 
 
 def micro_batch_runner(stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
