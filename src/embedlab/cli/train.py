@@ -61,8 +61,9 @@ if TYPE_CHECKING:
 @click.option("--interleave", type=int, help="Read the corpus as N interleaved parts, 4,096 "
               "tokens from each in turn, as word2vec's threads read it (1 = in order; a run "
               "started before this option keeps 1).  [default: 2]")
-@click.option("--micro-batches", type=int, help="Train M consecutive batches as one step (one "
-              "rate, one synchronous update), as processes training one run share a step; "
+@click.option("--micro-batches", type=int, help="Train M batches as one step, each from its "
+              "own chunk of the corpus (one rate, one synchronous update), as processes "
+              "training one run share a step; "
               "keep M x --batch-size near 2048 for quality; torch engine.  [default: 1]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
