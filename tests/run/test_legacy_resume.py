@@ -40,6 +40,8 @@ class Legacy:
     metrics: list[dict[str, Any]]  # metrics.jsonl without the *_per_sec rates (timings)
     # TensorBoard: the steps of every non-scalar tag, as EventAccumulator shows them
     event_steps: dict[str, list[int]] = field(default_factory=dict)
+    # the command that made it, less --run and --max-steps (README.md there)
+    flags: str = ""
 
 
 CASES = [
@@ -69,6 +71,8 @@ CASES = [
     ),
     Legacy(
         name="cbow-nce",  # CBOW, NCE, native, --no-tensorboard
+        flags="--corpus corpus.txt --model cbow --loss nce --engine native --no-tensorboard "
+              "--dim 8 --epochs 2 --batch-size 32 --threads 1 --checkpoint-every 4 --log-every 5",
         start_step=15,
         final_step=24,
         tensors_sha256="160bcc4b964bc2d06ca3a3e4aad639013b486ccb5eafdf40987bd00f91a8dea1",
@@ -133,6 +137,9 @@ CASES = [
     Legacy(
         name="skipgram-neg-micro",  # torch engine, --micro-batches 2 of consecutive batches,
         start_step=17,              # made by 790c90e
+        flags="--corpus corpus.txt --model skipgram --loss neg --engine torch --micro-batches 2 "
+              "--no-tensorboard --dim 8 --epochs 2 --batch-size 16 --threads 1 "
+              "--checkpoint-every 6 --log-every 5",
         final_step=23,
         tensors_sha256="f72f5a2a9dcdd4d96e460daf3639b7d3a5cbf0a32bf00580a880682a2bc82b05",
         metrics=[
@@ -203,3 +210,29 @@ def test_legacy_run_resumes_bit_identical(case: Legacy, tmp_path: Path) -> None:
         _check_events(run, case)
     else:
         assert not list(run.glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.flags], ids=lambda c: c.name)
+def test_a_legacy_run_found_by_name_resumes_again_and_again(case: Legacy, tmp_path: Path) -> None:
+    """The command that made the run, typed again without --run, finds it by name each time:
+    after its first resume has written today's keys with that version's values (--interleave 1,
+    --init-scale 1, consecutive micro-batches) too, and it finishes with that version's bits."""
+    from embedlab.run.folder import stored_config
+    from embedlab.run.naming import run_name
+    from embedlab.testing import write_zipf_corpus
+
+    write_zipf_corpus(tmp_path / "corpus.txt", lines=300, vocab=16, seed=0)
+    stored = stored_config(FIXTURES / case.name)
+    assert stored is not None
+    run = tmp_path / "runs" / run_name(stored, legacy=True)
+    shutil.copytree(FIXTURES / case.name, run)
+    argv = [sys.executable, "-m", "embedlab", "train", *case.flags.split()]
+    for extra, step in (["--max-steps", str(case.start_step + 3)], case.start_step + 3), ([], None):
+        proc = subprocess.run(argv + extra, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert f"resuming {run.relative_to(tmp_path)}" in proc.stderr, proc.stderr
+        assert step is None or f"step {step}" in proc.stderr
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [run.name]
+    tensors = run / "checkpoints" / f"ckpt-{case.final_step:08d}" / "tensors.safetensors"
+    assert hashlib.sha256(tensors.read_bytes()).hexdigest() == case.tensors_sha256

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from embedlab.config import (
+    LEGACY_VALUES,
     TrainConfig,
     apply_preset,
     check_new_run,
     diff_for_resume,
     fill_legacy_keys,
+    flatten,
 )
 from embedlab.errors import InputError, python_caller, spell, spell_metavar, warn
 from embedlab.run.naming import run_name
@@ -255,8 +257,9 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
     engine (CBOW runs of earlier versions recorded torch, where auto now gives native), on a
     prepared folder its --max-distinct (runs made before a new run took the folder's recorded
     the default), and the value of an option its version did not have yet (--init-scale 1,
-    --interleave 1: see LEGACY_VALUES) — only for such runs: a run that recorded another value
-    than the default is another run.
+    --interleave 1, consecutive micro-batches: see LEGACY_VALUES), whether the key is missing
+    or a resume has since written that value — only for such runs: a run that recorded another
+    value than the default is another run.
     """
     from embedlab.data.corpus import SPECIAL_CORPORA, says_prepared
 
@@ -265,6 +268,11 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
         return False
     if keeps_engine(explicit.get("engine"), recorded_engine(stored)):
         cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
+    # a run resumed once has the filled keys written into its config: a stored legacy value is
+    # still that version's (a run that chose it is named for it, so a name lookup does not
+    # reach it, and optim.micro_order has no flag at all)
+    flat = flatten(stored.to_dict())
+    filled |= {key for key, value in LEGACY_VALUES.items() if flat.get(key) == value}
     for key in filled:
         section, name = key.split(".")
         if name not in explicit.get(section, {}):
