@@ -3,8 +3,8 @@
 A global step trains M micro-batches (j = 0..M−1) of the batch specification as one
 synchronous step at one learning rate. Rank r of N computes the contributions of the
 micro-batches j ≡ r (mod N) from the parameters as the step began
-(:meth:`embedlab.engines.torch.Word2VecStep.contributions`); the ranks exchange them with one
-all-gather, and every rank applies all M in the order j = 0..M−1
+(:meth:`embedlab.engines.torch.Word2VecStep.contributions`); the ranks exchange them with
+all-gathers (three a step), and every rank applies all M in the order j = 0..M−1
 (:meth:`~embedlab.engines.torch.Word2VecStep.apply`). Each rank therefore holds the same
 parameters after every step, and N ranks give the bits of one rank for every N dividing M —
 the sums over a row's occurrences run in the same order whoever computed them.
