@@ -183,6 +183,8 @@ class MicroBatches:
         (float64) per slot; return every micro-batch's contributions and notes in the order
         j = 0..M−1 (None where no rank had a batch)."""
         world, layout = self.world, self.layout
+        if world.size == 1:  # nothing to send: the same values, without copying them about
+            return [None if b is None else self._computed(b) for b in mine], notes
         per_rank = self.micro // world.size
         ids = torch.zeros((per_rank, layout.n_ids), dtype=torch.int64)
         values = torch.zeros((per_rank, layout.n_values))
@@ -203,6 +205,10 @@ class MicroBatches:
             parts.append(layout.unpack(gathered[0][r][k], gathered[1][r][k], row[0])
                          if float(row[1]) else None)
         return parts, rows
+
+    def _computed(self, batch: Batch) -> Contributions:
+        """What this rank sends of a micro-batch: its contributions, a row per occurrence."""
+        return self.step.contributions(batch)
 
     def _apply(self, parts: list[Contributions | None], lr: float) -> float:
         """Apply the micro-batches that were there, in order; their summed loss."""
@@ -309,8 +315,10 @@ class ChunkMicroBatches(MicroBatches):
         (:func:`per_row`): a first all-gather sends every slot's loss, row counts and notes, so
         that the rows themselves travel in tensors of the largest slot's size."""
         world, layout = self.world, self.layout
+        summed = [None if b is None else self._computed(b) for b in mine]
+        if world.size == 1:  # nothing to send: the same values, without copying them about
+            return summed, notes
         per_rank, head = self.micro // world.size, self.HEAD
-        summed = [None if b is None else per_row(self.step.contributions(b)) for b in mine]
         meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64)
         meta[:, head:] = torch.from_numpy(notes)
         for k, c in enumerate(summed):
@@ -337,6 +345,10 @@ class ChunkMicroBatches(MicroBatches):
             parts.append(self._unpack(gathered[0][r][k], gathered[1][r][k], m, layout.dim)
                          if float(m[1]) else None)
         return parts, out
+
+    def _computed(self, batch: Batch) -> Contributions:
+        """What this rank sends of a micro-batch: its contributions summed per row."""
+        return per_row(self.step.contributions(batch))
 
     def _n_values(self, n_in: int, n_out: int) -> int:
         """Floats of a summed micro-batch of ``n_in`` input and ``n_out`` output rows."""
