@@ -112,8 +112,9 @@ def test_an_interleaved_reading_order_resumes_exactly(tmp_path: Path) -> None:
     assert final_bytes(tmp_path / "ordered") != final_bytes(tmp_path / "whole")
 
 
-def test_micro_batches_in_the_chunk_order_resume_exactly(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_micro_batches_in_the_chunk_order_resume_exactly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """Steps of 2 micro-batches, each from its own chunk: cut inside a group of chunks and
     resumed, the run ends bit-identical to one that ran through. (Chunks of 4,096 tokens here,
     so that a small corpus has several groups.)"""
@@ -124,6 +125,12 @@ def test_micro_batches_in_the_chunk_order_resume_exactly(tmp_path: Path,
     assert len(big.read_text().split()) > 4 * 4096  # 5 chunks: groups {0, 1}, {2, 3}, {4}
     over: dict[str, Any] = {"engine": "torch", "optim": {"batch_size": 64, "micro_batches": 2}}
     assert_cut_run_resumes_exactly(big, tmp_path, 37, **over)
+    capsys.readouterr()
+    run_train(make_cfg(big, **over, max_steps=1), tmp_path / "one-step")
+    assert "warning" not in capsys.readouterr().err  # chunks enough for every step's 2
+    monkeypatch.setitem(BatchStream.__init__.__kwdefaults__, "chunk_tokens", 1 << 18)
+    run_train(make_cfg(big, **over, max_steps=1), tmp_path / "one-chunk")
+    assert "fewer than --micro-batches 2: a step trains 1 micro-batch" in capsys.readouterr().err
     state = json.loads(next((tmp_path / "cut" / "checkpoints").glob("ckpt-00000037"))
                        .joinpath("state.json").read_text())
     assert state["cursor"]["batch"] > 0, state  # the cut fell inside a group

@@ -25,7 +25,7 @@ from embedlab.data.vocab import Vocab
 from embedlab.engines import BATCH_SPEC_REVISION, STEP_CHANGES, STEP_REVISION, engine_for_config
 from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
-from embedlab.errors import InputError, spell, spell_metavar, spell_name
+from embedlab.errors import InputError, spell, spell_metavar, spell_name, warn
 from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import deferred_interrupt
@@ -100,6 +100,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
+    _warn_short_of_chunks(cfg, stream)
     if group is not None:  # the other processes set up their part, or refuse with this one
         handshake.release(group, shared_run(cfg, run_dir, prepared, state,
                                             resumed=ckpt is not None, legacy=legacy,
@@ -190,6 +191,21 @@ def shared_run(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus, state:
             "corpus_sha256": handshake.corpus_fingerprint(prepared),
             "state": state.state_dict(), "resumed": resumed, "legacy": legacy,
             "evaluates": evaluates}
+
+
+def _warn_short_of_chunks(cfg: TrainConfig, stream: BatchStream) -> None:
+    """Steps of micro-batches from their own chunks, on a corpus of fewer chunks than the step
+    has micro-batches: each step trains fewer (and processes without a chunk wait). Said, not
+    refused: the run is right, only smaller steps and idle processes than asked for."""
+    m, chunks = cfg.optim.micro_batches, stream.n_chunks
+    if m == 1 or cfg.optim.micro_order != "chunks" or chunks >= m:
+        return
+    b = cfg.optim.batch_size
+    warn(f"the corpus holds {chunks} chunk{'s' if chunks > 1 else ''} of "
+         f"{stream.chunk_tokens:,} tokens, fewer than {spell('--micro-batches', m)}: a step "
+         f"trains {chunks} micro-batch{'es' if chunks > 1 else ''} ({chunks * b:,} centres, not "
+         f"{m * b:,}) and processes without a chunk wait; a corpus of "
+         f"{(m - 1) * stream.chunk_tokens + 1:,} tokens or more gives every step all {m}")
 
 
 def batches_for(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
