@@ -182,17 +182,23 @@ class MicroBatches:
         None: no batch there) and exchange them with the other ranks, with a row of ``notes``
         (float64) per slot; return every micro-batch's contributions and notes in the order
         j = 0..M−1 (None where no rank had a batch)."""
+        computed = [None if b is None else self._computed(b) for b in mine]
+        if self.world.size == 1:  # nothing to send: the same values, without copying them about
+            return computed, notes
+        return self._gathered(computed, notes)
+
+    def _gathered(self, computed: list[Contributions | None],
+                  notes: np.ndarray) -> tuple[list[Contributions | None], np.ndarray]:
+        """Every rank's ``computed`` and ``notes`` (see :meth:`_exchange`): a row per
+        occurrence, in tensors of the layout's fixed size."""
         world, layout = self.world, self.layout
-        if world.size == 1:  # nothing to send: the same values, without copying them about
-            return [None if b is None else self._computed(b) for b in mine], notes
         per_rank = self.micro // world.size
         ids = torch.zeros((per_rank, layout.n_ids), dtype=torch.int64)
         values = torch.zeros((per_rank, layout.n_values))
         meta = torch.zeros((per_rank, 2 + notes.shape[1]), dtype=torch.float64)  # loss, there
         meta[:, 2:] = torch.from_numpy(notes)
-        for k, batch in enumerate(mine):
-            if batch is not None:
-                c = self.step.contributions(batch)
+        for k, c in enumerate(computed):
+            if c is not None:
                 ids[k], values[k] = layout.pack(c)
                 meta[k, 0], meta[k, 1] = c.loss, 1.0
         gathered = [world.all_gather(t) for t in (ids, values, meta)]
@@ -267,8 +273,9 @@ class ChunkMicroBatches(MicroBatches):
         nxt = first + self.micro
         return (epoch, nxt) if nxt < self.s.n_chunks else (epoch + 1, 0)
 
-    def _built(self, epoch: int, first: int) -> list[list[Batch] | None]:
-        """This rank's chunks of the group (built, or waited for), the next group's started."""
+    def _built(self, epoch: int, first: int) -> list[tuple[int, list[Batch]] | None]:
+        """This rank's chunks of the group, each with its batches (built, or waited for; None
+        past the epoch's last chunk), the next group's started."""
         ahead = self._next_group(epoch, first)
         wanted = [(e, c) for e, f in ((epoch, first), ahead) if e < self.s.epochs
                   for c in self.own_chunks(e, f) if c is not None]
@@ -277,7 +284,7 @@ class ChunkMicroBatches(MicroBatches):
         for key in wanted:
             if key not in self._chunks:
                 self._chunks[key] = self._pool.submit(self.s.chunk_batches, *key)
-        return [None if c is None else self._chunks[(epoch, c)].result()
+        return [None if c is None else (c, self._chunks[(epoch, c)].result())
                 for c in self.own_chunks(epoch, first)]
 
     def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
@@ -286,11 +293,11 @@ class ChunkMicroBatches(MicroBatches):
             raise ValueError(f"cursor chunk {first} does not start a group of {self.micro}")
         mine: list[Batch | None] = []
         notes = np.zeros((self.micro // self.world.size, self.NOTES))
-        for slot, (c, batches) in enumerate(zip(self.own_chunks(epoch, first),
-                                                self._built(epoch, first), strict=True)):
-            if c is None or batches is None:
+        for slot, built in enumerate(self._built(epoch, first)):
+            if built is None:
                 mine.append(None)
                 continue
+            c, batches = built
             lo, hi = c * s.chunk_tokens, min(s.n_tokens, (c + 1) * s.chunk_tokens)
             if k < len(batches):
                 b = batches[k]
@@ -309,15 +316,12 @@ class ChunkMicroBatches(MicroBatches):
         return StepsDone(np.array([loss]), np.array([pairs]), np.array([words_done]),
                          np.array([lr]), lambda i: after)
 
-    def _exchange(self, mine: list[Batch | None],
+    def _gathered(self, summed: list[Contributions | None],
                   notes: np.ndarray) -> tuple[list[Contributions | None], np.ndarray]:
-        """As :meth:`MicroBatches._exchange`, each micro-batch's contributions summed per row
+        """As :meth:`MicroBatches._gathered`, for contributions summed per row
         (:func:`per_row`): a first all-gather sends every slot's loss, row counts and notes, so
         that the rows themselves travel in tensors of the largest slot's size."""
         world, layout = self.world, self.layout
-        summed = [None if b is None else self._computed(b) for b in mine]
-        if world.size == 1:  # nothing to send: the same values, without copying them about
-            return summed, notes
         per_rank, head = self.micro // world.size, self.HEAD
         meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64)
         meta[:, head:] = torch.from_numpy(notes)
