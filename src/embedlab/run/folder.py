@@ -76,15 +76,21 @@ def stored_config(run_dir: Path) -> TrainConfig | None:
 
 
 def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
-    """The stored config, and the keys it lacked (written before they existed), which are read
-    with the value runs of that time had (:data:`embedlab.config.LEGACY_VALUES`)."""
+    """The stored config, and the keys that hold a value of a version before them
+    (:data:`embedlab.config.LEGACY_VALUES`): those it lacked (written before they existed, read
+    with the value runs of that time had), and those a resume of such a run has since written
+    with that value (a run that chose the value is named for it, so a name lookup does not
+    reach it, and optim.micro_order has no flag at all)."""
     path = run_dir / CONFIG_FILE
     if not path.is_file():
         return None, set()
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         filled = fill_legacy_keys(raw)
-        return TrainConfig.from_dict(raw), filled
+        cfg = TrainConfig.from_dict(raw)
+        flat = flatten(cfg.to_dict())
+        return cfg, filled | {key for key, value in LEGACY_VALUES.items()
+                              if flat.get(key) == value}
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another "
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None
@@ -268,11 +274,6 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
         return False
     if keeps_engine(explicit.get("engine"), recorded_engine(stored)):
         cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
-    # a run resumed once has the filled keys written into its config: a stored legacy value is
-    # still that version's (a run that chose it is named for it, so a name lookup does not
-    # reach it, and optim.micro_order has no flag at all)
-    flat = flatten(stored.to_dict())
-    filled |= {key for key, value in LEGACY_VALUES.items() if flat.get(key) == value}
     for key in filled:
         section, name = key.split(".")
         if name not in explicit.get(section, {}):
