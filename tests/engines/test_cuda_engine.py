@@ -24,7 +24,7 @@ from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
 from embedlab.engines.cuda_batches import Buffers, ChunkBuilder
-from embedlab.engines.cuda_engine import CudaBatches, CudaEngine
+from embedlab.engines.cuda_engine import CudaBatches, CudaEngine, Kernels
 from embedlab.engines.params import Word2VecParams, init_params
 from embedlab.engines.step import StepConfig, band_block_length
 from embedlab.engines.stepping import Schedule
@@ -131,12 +131,16 @@ def test_a_step_is_the_torch_engines_to_float32_rounding(model: str, loss: str, 
 
 
 # ---- the runner: many steps per call, resumed anywhere -------------------------------------
-def _runner(stream: SpecBatchStream, model: str = "skipgram") -> CudaBatches:
-    cfg = StepConfig(model, "neg", stream.window, 5, stream.group, damping=16.0)
-    params = init_params(len(stream.noise), 16, init="centered", nce=False,
+def _runner(stream: SpecBatchStream, model: str = "skipgram", loss: str = "neg", dim: int = 16,
+            kernels: Kernels | None = None) -> CudaBatches:
+    cfg = StepConfig(model, loss, stream.window, 5, stream.group, damping=16.0)
+    params = init_params(len(stream.noise), dim, init="centered", nce=loss == "nce",
                          rng=mt19937_rng(3, "init"))
     params.w_out[:] = np.random.default_rng(1).normal(0, 0.1, size=params.w_out.shape)
-    engine = CudaEngine(cfg, params, None, stream.rows)
+    log_kq = stream.noise.log_expected_count(5) if loss == "nce" else None
+    engine = CudaEngine(cfg, params, log_kq, stream.rows)
+    if kernels is not None:
+        engine.kernels = kernels.resolved(dim)
     total = stream.epochs * stream.n_tokens
     return CudaBatches(engine, stream, Schedule(0.05, 1e-4, total))
 
@@ -178,6 +182,53 @@ def test_many_steps_per_call_equal_one_step_per_call_and_resume_exactly(model: s
     assert all(np.array_equal(a, b) for a, b in zip(resumed.engine.state_dict().values(),
                                                     one.engine.state_dict().values(),
                                                     strict=True))
+
+
+@pytest.mark.parametrize(("model", "loss"), [("skipgram", "neg"), ("skipgram", "nce"),
+                                           ("cbow", "neg")])
+def test_splitting_a_tiles_gradients_between_programs_keeps_the_step(model: str,
+                                                                     loss: str) -> None:
+    """A tile's parts compute its scores alike and write disjoint slices of its gradients: the
+    same bits as one program per tile when the slices are the same; the same step to float32
+    rounding when the gradients' slices are narrower."""
+    ids, ends = zipf_ids(2000, 50, 40, 7)
+    stream = spec_batch_stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
+                               noise_per_group=6, epochs=1)
+    dim = 70  # 5 slices of 16: the last one partly masked
+
+    def trained(kernels: Kernels) -> tuple[list[float], list[np.ndarray]]:
+        r = _runner(stream, model, loss, dim, kernels)
+        losses, _, _ = _train(r, Cursor(), 4, limit=4)
+        return losses, list(r.engine.state_dict().values())
+
+    one_losses, one = trained(Kernels(score_slice=16, split=1))
+    for kernels in (Kernels(score_slice=16, split=2), Kernels(score_slice=16, split=5)):
+        losses, state = trained(kernels)
+        assert losses == one_losses, kernels
+        assert all(np.array_equal(a, b) for a, b in zip(state, one, strict=True)), kernels
+    wide_losses, wide = trained(Kernels(score_slice=128, split=1))  # scores in one slice
+    narrow_losses, narrow = trained(Kernels(score_slice=128, split=3, grad_slice=32))
+    np.testing.assert_allclose(narrow_losses, wide_losses, rtol=1e-6)
+    np.testing.assert_allclose(wide_losses, one_losses, rtol=1e-5)
+    for a, b in zip(narrow, wide, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_kernel_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.engines.cuda_engine import KERNELS_ENV
+    from embedlab.errors import InputError
+
+    monkeypatch.setenv(KERNELS_ENV, "split=4, grad_slice=32,tile_warps=8")
+    assert Kernels.from_env() == Kernels(split=4, grad_slice=32, tile_warps=8)
+    assert Kernels.from_env().resolved(100) == Kernels(score_slice=16, split=4, grad_slice=32,
+                                                       tile_warps=8, apply_slice=128)
+    assert Kernels(score_slice=128, split=8).resolved(100).split == 1  # one slice: one part
+    assert Kernels(split=8).resolved(100).split == 7  # 7 slices of 16
+    monkeypatch.setenv(KERNELS_ENV, "splits=4")
+    with pytest.raises(InputError, match="splits=4"):
+        Kernels.from_env()
+    monkeypatch.delenv(KERNELS_ENV)
+    assert Kernels.from_env() == Kernels()
 
 
 def test_the_runner_agrees_with_the_native_engine_to_float32_rounding() -> None:

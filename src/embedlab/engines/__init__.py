@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 #: 5: negative sampling skips a noise word equal to the positive's target (word2vec's rule).
 #: 6: batches from the batch specification (docs/batches.md): Philox-4x32-10 at counters made
 #:    of positions; the native engine builds them in C. Runs started before keep their batches.
-STEP_REVISION = 6
+#: 7: the cuda engine sums a tile's scores over slices of 16 dimensions, in programs of 8 warps
+#:    (float32 rounding; the other engines' arithmetic is revision 6's).
+STEP_REVISION = 7
 #: the first revision whose batches follow the batch specification
 BATCH_SPEC_REVISION = 6
 STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 shared noise words",
@@ -54,7 +56,11 @@ STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 sha
                 5: "negative sampling skips a shared noise word that equals the target of a "
                    "positive pair, as word2vec.c and gensim skip such a draw",
                 6: "batches drawn by the batch specification (counter-based Philox) instead of "
-                   "NumPy generators per chunk"}
+                   "NumPy generators per chunk",
+                7: "the cuda engine's scores summed over slices of 16 dimensions (float32 "
+                   "rounding differs)"}
+#: the revisions that changed the arithmetic of some engines only (the others: every engine)
+STEP_CHANGE_ENGINES = {7: frozenset({"cuda"})}
 
 #: iterations a waiting OpenMP thread spins before it sleeps (see limit_openmp_spinning)
 OPENMP_SPINCOUNT = "2000"

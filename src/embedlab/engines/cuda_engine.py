@@ -11,7 +11,10 @@ graph serves every step of every chunk.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -33,6 +36,60 @@ if TYPE_CHECKING:
 OCCURRENCE_BLOCK = 16  # contributions a row program sums at once
 #: GPU memory kept free beyond the estimate: the CUDA context, Triton's modules, the allocator
 MEMORY_MARGIN = 512 << 20
+
+
+#: launch settings for benchmarks, e.g. ``split=4,grad_slice=32,tile_warps=8,apply_warps=2``
+KERNELS_ENV = "EMBEDLAB_CUDA_KERNELS"
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """How a step's launches are cut into programs (none of it changes the mathematics; what
+    changes float32 rounding is said per field). 0 means the default for the dimension.
+
+    The defaults are the fastest of ``benchmarks/gpu_step.py --variants`` on an H100 (d100 and
+    d300): slices of 16 dimensions keep a tile program's operands in registers (wider ones
+    spill: a 128-wide slice took 255 registers and 3.4 KB of stack a thread), 8 warps and two
+    programs per tile give each multiprocessor more than one program's loads to wait on."""
+
+    #: dimensions per slice in the tiles' scores (pass 1): their summation order, so their bits
+    score_slice: int = 16
+    #: programs per tile, each writing the gradients of its own slices of dimensions
+    split: int = 2
+    #: dimensions per slice of a program's gradients (pass 2)
+    grad_slice: int = 0
+    #: warps per tile program, per row program (a reduction's order follows the layout)
+    tile_warps: int = 8
+    apply_warps: int = 4
+    #: dimensions per slice of a row program, contributions it sums at once (the layout of
+    #: the sum, so its order)
+    apply_slice: int = 0
+    occ_block: int = OCCURRENCE_BLOCK
+
+    @classmethod
+    def from_env(cls) -> Kernels:
+        """The defaults, with the fields ``$EMBEDLAB_CUDA_KERNELS`` names (``key=value,...``)."""
+        spec = os.environ.get(KERNELS_ENV, "").strip()
+        if not spec:
+            return cls()
+        names = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, int] = {}
+        for item in spec.split(","):
+            key, _, value = item.partition("=")
+            if key.strip() not in names or not value.strip().isdigit():
+                raise InputError(f"${KERNELS_ENV}: {item.strip()!r} is not key=number with key "
+                                 f"one of {', '.join(sorted(names))}; fix it or unset it")
+            values[key.strip()] = int(value)
+        return cls(**values)
+
+    def resolved(self, dim: int) -> Kernels:
+        """Zeros spelled out for ``dim``, and no more parts than a tile has slices."""
+        wide = max(16, min(128, _pow2(dim)))
+        score = self.score_slice or wide
+        grad = self.grad_slice or score
+        split = max(1, min(self.split, -(-dim // grad)))
+        return dataclasses.replace(self, score_slice=score, grad_slice=grad, split=split,
+                                   apply_slice=self.apply_slice or wide)
 
 
 def _device() -> torch.device:
@@ -68,6 +125,7 @@ class CudaEngine:
         self.log_kq = None if log_kq is None else \
             torch.from_numpy(np.asarray(log_kq, np.float32)).to(self.device)
         self.bias_sq = params.bias_sq
+        self.kernels = Kernels.from_env().resolved(dim)
         self._names = list(params.tensors())
         self._one_batch: Buffers | None = None  # for step(): batches given one at a time
 
@@ -148,51 +206,41 @@ def launch_step(engine: CudaEngine, buf: Buffers, batch: int) -> None:
     """One step's launches on ``buf`` (its ``step`` says which batch of the chunk), rows
     ``batch`` apart in the chunk; the step's index is advanced on the device."""
     launch_tiles(engine, buf, batch)
-    launch_apply(engine, buf, 0)
-    launch_apply(engine, buf, 1)
+    launch_apply(engine, buf)
     buf.step += 1
-
-
-def _blocks(buf: Buffers) -> tuple[int, int]:
-    sh = buf.shape
-    return max(16, _pow2(sh.shared)), max(16, min(128, _pow2(sh.dim)))  # SP, BDK
 
 
 def launch_tiles(engine: CudaEngine, buf: Buffers, batch: int) -> None:
     """The step's centre tiles: scores, loss and every contribution (no row is written)."""
-    sh, cfg = buf.shape, engine.cfg
-    SP, BDK = _blocks(buf)
+    sh, cfg, kn = buf.shape, engine.cfg, engine.kernels
     bias = engine.b_out if engine.b_out is not None else buf.out_h
     log_kq = engine.log_kq if engine.log_kq is not None else buf.out_h
     tiles = K.skipgram_tiles if sh.model == "skipgram" else K.cbow_tiles
     extra = () if sh.model == "skipgram" else (sh.rows,)
-    tiles[(sh.tiles,)](
+    tiles[(sh.tiles, kn.split)](
         buf.step, buf.tok_p, buf.mask, buf.ctx, buf.negs, engine.w_in, engine.w_out, bias,
         log_kq, buf.loss, buf.in_d, buf.in_h, buf.out_d, buf.out_h, buf.out_b, sh.dim, batch,
         *extra, sh.shared, sh.group, sh.groups, sh.tiles, cfg.negative / max(1, sh.shared),
         engine.bias_sq, W=sh.window, J=sh.J, TG=sh.tile, SW=max(16, _pow2(sh.tile_span)),
-        SP=SP, BDK=BDK, NCE=cfg.loss == "nce", SKIP_HITS=cfg.loss == "neg",
-        USE_DOT=sh.tile >= 16, num_warps=4, num_stages=1)
+        SP=max(16, _pow2(sh.shared)), BDK=kn.score_slice, NCE=cfg.loss == "nce",
+        SKIP_HITS=cfg.loss == "neg", USE_DOT=sh.tile >= 16, SPLIT=kn.split, BDG=kn.grad_slice,
+        num_warps=kn.tile_warps, num_stages=1)
 
 
-def launch_apply(engine: CudaEngine, buf: Buffers, matrix: int) -> None:
-    """Sum, damp and apply every contribution to the input (``matrix`` 0) or the output
-    (1) rows."""
-    sh, cfg = buf.shape, engine.cfg
-    _, BDK = _blocks(buf)
+def launch_apply(engine: CudaEngine, buf: Buffers) -> None:
+    """Sum, damp and apply every contribution to the input and the output rows (one launch)."""
+    sh, cfg, kn = buf.shape, engine.cfg, engine.kernels
     nce = cfg.loss == "nce"
     bias = engine.b_out if engine.b_out is not None else buf.out_h
-    if matrix == 0:
-        plan, d, h, param, b = buf.plan_in, buf.in_d, buf.in_h, engine.w_in, buf.in_h
-        kappa, has_bias = cfg.input_kappa, False
-    else:
-        plan, d, h, param, b = buf.plan_out, buf.out_d, buf.out_h, engine.w_out, buf.out_b
-        kappa, has_bias = cfg.damping, nce
-    heads, ends, sid, order = plan
-    n_occ = heads.shape[1]
-    K.apply_rows[(buf.programs[matrix],)](
-        buf.step, heads, ends, sid, order, d, h, b, param, bias, buf.lr, max(kappa, 1e-30),
-        sh.dim, n_occ, HAS_BIAS=has_bias, DAMP=kappa > 0, MB=OCCURRENCE_BLOCK, BDK=BDK)
+    programs_in, programs_out = buf.programs
+    K.apply_rows[(programs_in + programs_out,)](
+        buf.step, buf.lr, sh.dim, programs_in,
+        *buf.plan_in, buf.in_d, buf.in_h, engine.w_in, max(cfg.input_kappa, 1e-30),
+        buf.plan_in[0].shape[1],
+        *buf.plan_out, buf.out_d, buf.out_h, buf.out_b, engine.w_out, bias,
+        max(cfg.damping, 1e-30), buf.plan_out[0].shape[1],
+        DAMP_IN=cfg.input_kappa > 0, DAMP_OUT=cfg.damping > 0, BIAS=nce,
+        MB=kn.occ_block, BDK=kn.apply_slice, num_warps=kn.apply_warps)
 
 
 class CudaBatches:
@@ -208,6 +256,9 @@ class CudaBatches:
     #: the GPU, and 100 steps (~5 ms at the defaults) keep that wait a small share of the time
     #: while a signal still waits at most a few milliseconds
     steps_per_call = 100
+    #: steps per replay of the long graph: a replay costs the host ~25 µs, a step's GPU time
+    #: at the defaults ~65 µs, so one graph a step would leave the host little to spare
+    graph_steps = 16
 
     def __init__(self, engine: CudaEngine, stream: BatchStream, schedule: Schedule) -> None:
         self.engine, self.s, self.schedule = engine, stream, schedule
@@ -216,10 +267,13 @@ class CudaBatches:
         self.bufs = [Buffers(shape, engine.device) for _ in range(2)]
         self.builders = [ChunkBuilder(stream, b) for b in self.bufs]  # type: ignore[arg-type]
         self.built: list[ChunkInfo | None] = [None, None]
-        self._graphs: list[torch.cuda.CUDAGraph | None] = [None, None]
+        # per buffer set: the graph of one step and the graph of graph_steps steps
+        self._graphs: list[dict[int, torch.cuda.CUDAGraph]] = [{}, {}]
         self._compiled = False
         on_gpu = engine.device.type == "cuda"
-        self._side = torch.cuda.Stream() if on_gpu else None
+        # the next chunk's build goes first where it meets the steps on the GPU: its few small
+        # launches, which the host waits for, do not queue behind a call's steps
+        self._side = torch.cuda.Stream(priority=-1) if on_gpu else None
 
     def _slot(self, epoch: int, chunk: int) -> int:
         return (epoch * self.s.n_chunks + chunk) % 2  # consecutive chunks alternate
@@ -256,8 +310,7 @@ class CudaBatches:
         buf.step.fill_(first)
         if self._side is not None:  # the chunk may have been built there
             torch.cuda.current_stream().wait_stream(self._side)
-        for _ in range(n):
-            self._one_step(slot)
+        self._steps(slot, n)
         self._prefetch(cursor.epoch, cursor.chunk)  # while the GPU trains
         losses = buf.loss[at].sum(1, dtype=torch.float64).cpu().numpy()
         pairs = c.n_pairs[at] if cfg.model == "skipgram" else c.active[at]
@@ -265,22 +318,34 @@ class CudaBatches:
         return StepsDone(losses, pairs.copy(), c.words_done[at].copy(), lrs,
                          lambda i: s.cursor_after(epoch, chunk, first + i, batches))
 
-    def _one_step(self, slot: int) -> None:
+    def _steps(self, slot: int, n: int) -> None:
+        """``n`` steps on buffer set ``slot``: on a GPU, replays of a captured graph of
+        graph_steps steps, then of one step (the same launches in the same order as n single
+        steps: the step's index advances on the device)."""
         engine, buf, batch = self.engine, self.bufs[slot], self.s.batch_size
         if self._side is None:
-            launch_step(engine, buf, batch)
-            return
-        graph = self._graphs[slot]
-        if graph is None and self._compiled:  # the kernels are compiled: capture the step
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            for _ in range(n):
                 launch_step(engine, buf, batch)
-            self._graphs[slot] = graph
+            return
+        if not self._compiled:  # the first step compiles the kernels; graphs are captured after
+            launch_step(engine, buf, batch)
+            self._compiled, n = True, n - 1
+        long = self.graph_steps
+        for _ in range(n // long):
+            self._graph(slot, long).replay()
+        for _ in range(n % long):
+            self._graph(slot, 1).replay()
+
+    def _graph(self, slot: int, steps: int) -> torch.cuda.CUDAGraph:
+        graph = self._graphs[slot].get(steps)
         if graph is None:
-            launch_step(engine, buf, batch)  # compiles the kernels
-            self._compiled = True
-        else:
-            graph.replay()
+            engine, buf, batch = self.engine, self.bufs[slot], self.s.batch_size
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):  # records the launches; runs nothing
+                for _ in range(steps):
+                    launch_step(engine, buf, batch)
+            self._graphs[slot][steps] = graph
+        return graph
 
     def close(self) -> None:
         self.built = [None, None]

@@ -1,20 +1,24 @@
 """The CUDA engine's Triton kernels: the batch specification's draws and one training step.
 
-A step is three launches, each deterministic by construction (no atomics):
+A step is two launches, each deterministic by construction (no atomics):
 
-1. ``skipgram_tiles`` or ``cbow_tiles`` (one program per tile of TG batch rows, inside one
+1. ``skipgram_tiles`` or ``cbow_tiles`` (SPLIT programs per tile of TG batch rows, inside one
    group of centres that shares S noise words): the scores of the tile's centres against the
    TG+2W window rows around them — one band of a small matrix product — and against the
    group's noise words, the loss, and every gradient: the centres' (skip-gram) or the centre
    words' output rows (CBOW) whole, and the tile's part of each window row's and each noise
-   row's gradient, written as a contribution of its own;
-2. ``apply_rows``, once per matrix: every contribution a row received in the step, summed in
-   one fixed order — the order of a stable sort of the step's row ids, planned per chunk — then
-   damped and added to the row by the one program that owns it.
+   row's gradient, written as a contribution of its own. Each of a tile's SPLIT programs
+   computes the scores (the same way, so the same bits) and writes the gradients of its own
+   slices of BDG dimensions: more programs per step at the same batch, where one program per
+   tile leaves most of a GPU's multiprocessors waiting on its loads;
+2. ``apply_rows``, both matrices in one launch: every contribution a row received in the step,
+   summed in one fixed order — the order of a stable sort of the step's row ids, planned per
+   chunk — then damped and added to the row by the one program that owns it.
 
 Notation as in :mod:`embedlab.engines.torch`, whose mathematics these kernels follow (agreement
 is tested to float32 rounding). Vectors are read in slices of BDK dimensions, so the registers a
-program needs do not grow with ``--dim``. Matrix products are ``tl.dot`` in IEEE float32 (no
+program needs do not grow with ``--dim``; the scores are summed over slices of BDK in
+ascending order, whatever SPLIT and BDG are. Matrix products are ``tl.dot`` in IEEE float32 (no
 TF32), so the GPU's results differ from the CPU engines' only by summation order.
 """
 
@@ -119,7 +123,8 @@ def skipgram_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, 
                    D, B, S, G, groups, tiles, noise_weight, bias_sq,
                    W: tl.constexpr, J: tl.constexpr, TG: tl.constexpr, SW: tl.constexpr,
                    SP: tl.constexpr, BDK: tl.constexpr, NCE: tl.constexpr,
-                   SKIP_HITS: tl.constexpr, USE_DOT: tl.constexpr):
+                   SKIP_HITS: tl.constexpr, USE_DOT: tl.constexpr, SPLIT: tl.constexpr,
+                   BDG: tl.constexpr):
     """Skip-gram on a tile: scores, loss, the centres' gradients, and the tile's parts of its
     window rows' and its noise rows' gradients (each written as a contribution of its own)."""
     step, rows, t, ctx, c, in_span, span, m = _tile(step_ptr, tok_ptr, ctx_ptr, mask_ptr, B,
@@ -161,17 +166,24 @@ def skipgram_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, 
     g_neg = sig_neg * weight
     c_pos = (1.0 - sig_pos) * m
     v_sq_b = v_sq + bias_sq  # an output row's logits also move with its bias (NCE)
+    # the tile's scalars are written by its first part (masks built from blocks, which
+    # Triton's interpreter also takes)
+    part = tl.program_id(1)
+    lead_t = (rows * 0 + part) == 0
+    lead_c = in_span & ((c * 0 + part) == 0)
+    lead_s = s_in & ((s * 0 + part) == 0)
     tl.store(in_h + rows, tl.sum(c_pos * u_sq[None, :], axis=1)
-             + tl.sum(g_neg * n_sq[None, :], axis=1))
+             + tl.sum(g_neg * n_sq[None, :], axis=1), mask=lead_t)
     span_slot = tl.program_id(0) * (TG + 2 * W) + c
-    tl.store(out_h + span_slot, tl.sum(c_pos * v_sq_b[:, None], axis=0), mask=in_span)
-    tl.store(out_b + span_slot, tl.sum(g_pos, axis=0), mask=in_span)
+    tl.store(out_h + span_slot, tl.sum(c_pos * v_sq_b[:, None], axis=0), mask=lead_c)
+    tl.store(out_b + span_slot, tl.sum(g_pos, axis=0), mask=lead_c)
     noise_slot = tiles * (TG + 2 * W) + tl.program_id(0) * S + s
-    tl.store(out_h + noise_slot, tl.sum(g_neg * v_sq_b[:, None], axis=0), mask=s_in)
-    tl.store(out_b + noise_slot, tl.sum(g_neg, axis=0), mask=s_in)
-    tl.store(loss_ptr + step * tiles + tl.program_id(0), loss)
-    for dk in range(0, D, BDK):  # pass 2: gradients
-        d = dk + tl.arange(0, BDK)
+    tl.store(out_h + noise_slot, tl.sum(g_neg * v_sq_b[:, None], axis=0), mask=lead_s)
+    tl.store(out_b + noise_slot, tl.sum(g_neg, axis=0), mask=lead_s)
+    tl.store(loss_ptr + step * tiles + tl.program_id(0), loss, mask=part < 1)
+    # pass 2: gradients, part p of SPLIT taking the slices p, p + SPLIT, ... of BDG dimensions
+    for dk in range(part * BDG, D, SPLIT * BDG):
+        d = dk + tl.arange(0, BDG)
         dm = d < D
         v = tl.load(w_in + cent[:, None] * D + d[None, :], mask=dm[None, :], other=0.0)
         u = tl.load(w_out + span[:, None] * D + d[None, :], mask=in_span[:, None] & dm[None, :],
@@ -194,7 +206,8 @@ def cbow_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_ou
                D, B, R, S, G, groups, tiles, noise_weight, bias_sq,
                W: tl.constexpr, J: tl.constexpr, TG: tl.constexpr, SW: tl.constexpr,
                SP: tl.constexpr, BDK: tl.constexpr, NCE: tl.constexpr,
-               SKIP_HITS: tl.constexpr, USE_DOT: tl.constexpr):
+               SKIP_HITS: tl.constexpr, USE_DOT: tl.constexpr, SPLIT: tl.constexpr,
+               BDG: tl.constexpr):
     """CBOW on a tile: the context means, scores, loss, the centre words' gradients, and the
     tile's parts of its window rows' and its noise rows' gradients."""
     step, rows, t, ctx, c, in_span, span, m = _tile(step_ptr, tok_ptr, ctx_ptr, mask_ptr, B,
@@ -239,16 +252,23 @@ def cbow_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_ou
     h_sq_b = h_sq + bias_sq
     # a window row moves with the whole step of the mean and shifts it by its weight
     h_h = c_pos * u_sq + tl.sum(g_neg * n_sq[None, :], axis=1)
+    # the tile's scalars are written by its first part (masks built from blocks, which
+    # Triton's interpreter also takes)
+    part = tl.program_id(1)
+    lead_t = (rows * 0 + part) == 0
+    lead_c = in_span & ((c * 0 + part) == 0)
+    lead_s = s_in & ((s * 0 + part) == 0)
     span_slot = tl.program_id(0) * (TG + 2 * W) + c
-    tl.store(in_h + span_slot, tl.sum(avg * h_h[:, None], axis=0), mask=in_span)
-    tl.store(out_h + rows, c_pos * h_sq_b)
-    tl.store(out_b + rows, g_pos)
+    tl.store(in_h + span_slot, tl.sum(avg * h_h[:, None], axis=0), mask=lead_c)
+    tl.store(out_h + rows, c_pos * h_sq_b, mask=lead_t)
+    tl.store(out_b + rows, g_pos, mask=lead_t)
     noise_slot = R + tl.program_id(0) * S + s
-    tl.store(out_h + noise_slot, tl.sum(g_neg * h_sq_b[:, None], axis=0), mask=s_in)
-    tl.store(out_b + noise_slot, tl.sum(g_neg, axis=0), mask=s_in)
-    tl.store(loss_ptr + step * tiles + tl.program_id(0), loss)
-    for dk in range(0, D, BDK):  # pass 2: gradients
-        d = dk + tl.arange(0, BDK)
+    tl.store(out_h + noise_slot, tl.sum(g_neg * h_sq_b[:, None], axis=0), mask=lead_s)
+    tl.store(out_b + noise_slot, tl.sum(g_neg, axis=0), mask=lead_s)
+    tl.store(loss_ptr + step * tiles + tl.program_id(0), loss, mask=part < 1)
+    # pass 2: gradients, part p of SPLIT taking the slices p, p + SPLIT, ... of BDG dimensions
+    for dk in range(part * BDG, D, SPLIT * BDG):
+        d = dk + tl.arange(0, BDG)
         dm = d < D
         x = tl.load(w_in + span[:, None] * D + d[None, :], mask=in_span[:, None] & dm[None, :],
                     other=0.0)
@@ -269,22 +289,45 @@ def cbow_tiles(step_ptr, tok_ptr, mask_ptr, ctx_ptr, negs_ptr, w_in, w_out, b_ou
 
 # ---- a step: 2. each row's contributions, summed in one order, damped and applied -----------
 @triton.jit
-def apply_rows(step_ptr, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, b_ptr,
-               param, bias, lr_ptr, kappa, D, n_occ,
-               HAS_BIAS: tl.constexpr, DAMP: tl.constexpr, MB: tl.constexpr,
-               BDK: tl.constexpr):
-    """Row ``sid[head]``: param += −lr·k·Σ d over its occurrences head..end−1 of the sorted
-    order, k = 1/(1 + lr·Σh/κ) (1 undamped); the program is the row's only writer."""
+def apply_rows(step_ptr, lr_ptr, D, programs_in,
+               in_heads, in_ends, in_sid, in_order, in_d, in_h, w_in, kappa_in, n_in,
+               out_heads, out_ends, out_sid, out_order, out_d, out_h, out_b, w_out, b_out,
+               kappa_out, n_out,
+               DAMP_IN: tl.constexpr, DAMP_OUT: tl.constexpr, BIAS: tl.constexpr,
+               MB: tl.constexpr, BDK: tl.constexpr):
+    """Both matrices' rows in one launch: programs 0..programs_in−1 own the input rows,
+    the others the output rows (independent: they read contributions, write other rows), so
+    neither waits for the other's longest row."""
     step = tl.load(step_ptr).to(tl.int64)
-    base = step * n_occ
+    lr = tl.load(lr_ptr + step)
     k = tl.program_id(0)
+    if k < programs_in:
+        _apply_row(k, step, in_heads, in_ends, in_sid, in_order, in_d, in_h, in_h, w_in, w_in,
+                   lr, kappa_in, D, n_in, False, DAMP_IN, MB, BDK)
+    else:
+        _apply_row(k - programs_in, step, out_heads, out_ends, out_sid, out_order, out_d, out_h,
+                   out_b, w_out, b_out, lr, kappa_out, D, n_out, BIAS, DAMP_OUT, MB, BDK)
+
+
+@triton.jit
+def _apply_row(k, step, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, b_ptr, param,
+               bias, lr, kappa, D, n_occ, HAS_BIAS: tl.constexpr, DAMP: tl.constexpr,
+               MB: tl.constexpr, BDK: tl.constexpr):
+    """Row ``sid[head]`` of slot k: param += −lr·s·Σ d over its occurrences head..end−1 of the
+    sorted order, s = 1/(1 + lr·Σh/κ) (1 undamped); the program is the row's only writer. One
+    pass over the occurrences sums the damping's curvature and the first slice of dimensions
+    (the factor scales the finished sum, so the order of the sums is that of two passes)."""
+    base = step * n_occ
     start = tl.load(heads_ptr + base + k)
     end = tl.load(ends_ptr + base + k)  # == start for an unused slot: nothing to do
     row = tl.load(sid_ptr + base + start)
-    lr = tl.load(lr_ptr + step)
     occ = tl.arange(0, MB)
+    used = end > start
+    d = tl.arange(0, BDK)
+    dm = (d < D) & ((tl.zeros((BDK,), tl.int32) + used.to(tl.int32)) > 0)
     h = tl.zeros((MB,), tl.float32)
     g = tl.zeros((MB,), tl.float32)
+    acc = tl.zeros((BDK,), tl.float32)
     for m0 in range(start, end, MB):
         at = m0 + occ
         ok = at < end
@@ -292,11 +335,15 @@ def apply_rows(step_ptr, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, 
         h += tl.load(h_ptr + o, mask=ok, other=0.0)
         if HAS_BIAS:
             g += tl.load(b_ptr + o, mask=ok, other=0.0)
+        x = tl.load(d_ptr + o[:, None] * D + d[None, :], mask=ok[:, None] & dm[None, :],
+                    other=0.0)
+        acc += tl.sum(x, axis=0)
     scale = -lr
     if DAMP:
         scale = scale / (1.0 + lr / kappa * tl.sum(h, axis=0))
-    used = end > start
-    for dk in range(0, D, BDK):
+    p = tl.load(param + row * D + d, mask=dm, other=0.0)
+    tl.store(param + row * D + d, p + scale * acc, mask=dm)
+    for dk in range(BDK, D, BDK):  # the other slices, a pass each
         d = dk + tl.arange(0, BDK)
         dm = (d < D) & ((tl.zeros((BDK,), tl.int32) + used.to(tl.int32)) > 0)
         acc = tl.zeros((BDK,), tl.float32)

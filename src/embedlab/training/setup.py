@@ -22,7 +22,13 @@ from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
 from embedlab.data.prepared import SPECIAL_CORPORA, PreparedCorpus, declared_vocab_size
 from embedlab.data.vocab import Vocab
-from embedlab.engines import BATCH_SPEC_REVISION, STEP_CHANGES, STEP_REVISION, engine_for_config
+from embedlab.engines import (
+    BATCH_SPEC_REVISION,
+    STEP_CHANGE_ENGINES,
+    STEP_CHANGES,
+    STEP_REVISION,
+    engine_for_config,
+)
 from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
 from embedlab.errors import InputError, spell, spell_metavar, spell_name, warn
@@ -116,7 +122,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     write_config_json(run_dir, cfg)
     if ckpt is not None:
         manager.protect(state.step)
-        _warn_if_other_step_revision(run_dir, out)
+        _warn_if_other_step_revision(run_dir, cfg.engine, out)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS,
                    processes=1 if group is None else group.size)
     vocab.save_tsv(run_dir / VOCAB_FILE)
@@ -328,14 +334,16 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
                              f"{spell('--restart', True)} to start over")
 
 
-def _warn_if_other_step_revision(run_dir: Path, out: TextIO) -> None:
-    """A run started by an embedlab whose step arithmetic differs resumes with this one's."""
+def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO) -> None:
+    """A run started by an embedlab whose step arithmetic differs (on ``engine``, which
+    resumes it) resumes with this one's."""
     started = started_step_revision(run_dir)
     # a run started before the batch specification keeps its batches (see _legacy_batches)
     kept = {BATCH_SPEC_REVISION} if started is not None and started < BATCH_SPEC_REVISION \
         else set()
     differ = [r for r in sorted(STEP_CHANGES) if started is not None and
-              started < r <= STEP_REVISION and r not in kept]
+              started < r <= STEP_REVISION and r not in kept and
+              engine in STEP_CHANGE_ENGINES.get(r, (engine,))]
     if started is not None and started != STEP_REVISION and (differ or started > STEP_REVISION):
         changes = "; ".join(STEP_CHANGES[r] for r in differ) or "an older step"
         print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
