@@ -10,6 +10,7 @@ The progress bar is shown only on a terminal (and with ``--progress``); elsewher
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -156,6 +157,12 @@ def final_progress(run: TrainingRun) -> Progress:
 class Reporter:
     """Reports the loop's numbers; ``time`` counts the training time they are measured over."""
 
+    #: the status file of a running run is rewritten at most this often (seconds): windows
+    #: can close hundreds of times a second on a GPU, and each rewrite costs the loop ~1 ms
+    #: while the GPU waits; 20 a second still follow a run closely (a stop and the end always
+    #: write it)
+    status_every_s = 0.05
+
     def __init__(self, run: TrainingRun, tracker: Tracker, bar: Any, wall: WallClock,
                  sink: ProgressSink) -> None:
         self.run = run
@@ -164,6 +171,7 @@ class Reporter:
         self.wall = wall
         self.sink = sink
         self.time = TrainingTime(run.state)
+        self._status_at: float | None = None  # when a window last wrote the status
 
     def close_window(self, lr: float) -> None:
         """Log the logging window that ends with this step, and open the next."""
@@ -183,8 +191,11 @@ class Reporter:
                                   scalars["train/words_per_sec"], scalars["train/progress"]),
                          self.time)
         state.window = LogWindow.opening_now()
-        status.write_status(run.run_dir, **progress_fields(run), wall_time=self.wall.seconds(),
-                            durable=False)
+        now = time.monotonic()
+        if self._status_at is None or now - self._status_at >= self.status_every_s:
+            self._status_at = now
+            status.write_status(run.run_dir, **progress_fields(run),
+                                wall_time=self.wall.seconds(), durable=False)
 
     def close_last_window(self) -> None:
         """Log the last, partial window: only at the natural end, so that a run sliced by
