@@ -11,10 +11,16 @@ numbers depend on the vocabulary and the dimension, not on a file. For each conf
 - ``words/s``: positions of the corpus consumed per second (subsampled ones count, as the
   schedule and gensim count them), chunk building included;
 - ``step µs``: the median step's GPU time (graph replays only, CUDA events);
-- ``tiles``, ``input rows``, ``output rows``: the median GPU µs of each of a step's three
-  launches, launched eagerly one at a time (so each includes a launch's fixed cost);
+- ``tiles``, ``rows``: the median GPU µs of each of a step's two launches (the centre tiles;
+  both matrices' rows), launched eagerly one at a time (so each includes a launch's fixed
+  cost);
 - ``build ms``: what is left of a chunk's building once the engine builds each chunk while
   the one before it trains (CUDA events).
+
+``--variants`` measures each configuration under several launch settings (the fields of
+:class:`embedlab.engines.cuda_engine.Kernels`, as ``$EMBEDLAB_CUDA_KERNELS`` spells them;
+``default`` is the defaults), and prints, for each, the sha256 of the parameters after the
+same steps: a setting that keeps the first one's bits says so (``same bits``).
 
 Run on a GPU machine: ``PYTHONPATH=src python3 benchmarks/gpu_step.py``.
 """
@@ -22,11 +28,14 @@ Run on a GPU machine: ``PYTHONPATH=src python3 benchmarks/gpu_step.py``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +44,7 @@ from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Cursor, keep_probabilities
 from embedlab.engines import cuda_batches
-from embedlab.engines.cuda_engine import CudaBatches, CudaEngine
+from embedlab.engines.cuda_engine import KERNELS_ENV, CudaBatches, CudaEngine
 from embedlab.engines.params import init_params
 from embedlab.engines.step import StepConfig, step_config
 from embedlab.engines.stepping import Schedule
@@ -74,7 +83,7 @@ def runner(ids: np.ndarray, ends: np.ndarray, *, dim: int, model: str, loss: str
     return CudaBatches(engine, stream, Schedule(0.025, 1e-4, stream.n_tokens))
 
 
-def measure(r: CudaBatches, chunks: int, reps: int) -> dict[str, float]:
+def measure(r: CudaBatches, chunks: int, reps: int) -> dict[str, Any]:
     """Median words/s over ``reps`` passes of ``chunks`` chunks, after one warm-up chunk."""
     s = r.s
     r.run(Cursor(0, 0, 0), 0, 10_000)  # compile, capture the graph
@@ -109,11 +118,10 @@ def breakdown(r: CudaBatches, steps: int = 50) -> dict[str, float]:
     info, slot = r._build(0, 0)
     buf, engine, batch = r.bufs[slot], r.engine, r.s.batch_size
     buf.step.fill_(0)
-    times: dict[str, list[float]] = {"tiles": [], "apply_in": [], "apply_out": []}
+    times: dict[str, list[float]] = {"tiles": [], "rows": []}
     for _ in range(min(steps, info.n_batches)):
         for name, launch in (("tiles", lambda: launch_tiles(engine, buf, batch)),
-                             ("apply_in", lambda: launch_apply(engine, buf, 0)),
-                             ("apply_out", lambda: launch_apply(engine, buf, 1))):
+                             ("rows", lambda: launch_apply(engine, buf))):
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             e0.record()
             launch()
@@ -132,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="100:43000:16,100:43000:32,300:43000:16,300:1000000:16,"
                     "100:43000:16:cbow",
                     help="comma-separated dim:vocab:tile[:model]")
+    ap.add_argument("--variants", default="default",
+                    help="semicolon-separated launch settings, e.g. "
+                    "'default;split=4,grad_slice=32'")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -146,30 +157,40 @@ def main(argv: list[str] | None = None) -> int:
         if vocab not in corpora:
             corpora[vocab] = zipf_corpus(args.tokens, vocab)
         cuda_batches.TILE_ROWS = tile
-        try:
-            r = runner(*corpora[vocab], dim=dim, model=model, loss="neg", batch=2048)
-            m = measure(r, args.chunks, args.reps)
-            m.update(breakdown(r))
-        except Exception as exc:  # a failing configuration is reported, the others still run
-            print(f"{spec}: {type(exc).__name__}: {exc}", file=sys.stderr)
-            continue
-        m.update(dim=dim, vocab=vocab, tile=tile, model=model)
-        rows.append(m)
-        print(f"{spec}: {m['words_per_s'] / 1e6:.1f}M words/s, step {m['step_us']:.0f} µs "
-              f"(tiles {m['tiles']:.0f}, input rows {m['apply_in']:.0f}, output rows "
-              f"{m['apply_out']:.0f} µs, eager), build {m['build_ms']:.2f} ms", flush=True)
-        del r
-        torch.cuda.empty_cache()
+        first_sha = None
+        for variant in args.variants.split(";"):
+            os.environ[KERNELS_ENV] = "" if variant.strip() == "default" else variant.strip()
+            try:
+                r = runner(*corpora[vocab], dim=dim, model=model, loss="neg", batch=2048)
+                m = measure(r, args.chunks, args.reps)
+                m.update(breakdown(r))
+                m["sha256"] = hashlib.sha256(b"".join(
+                    t.tobytes() for t in r.engine.state_dict().values())).hexdigest()
+                m["kernels"] = str(r.engine.kernels)
+            except Exception as exc:  # a failing configuration is reported, the others run
+                print(f"{spec} [{variant}]: {type(exc).__name__}: {exc}", file=sys.stderr)
+                continue
+            first_sha = first_sha or m["sha256"]
+            m.update(dim=dim, vocab=vocab, tile=tile, model=model, variant=variant,
+                     same_bits=m["sha256"] == first_sha)
+            rows.append(m)
+            print(f"{spec} [{variant}]: {m['words_per_s'] / 1e6:.1f}M words/s, step "
+                  f"{m['step_us']:.0f} µs (tiles {m['tiles']:.0f}, rows {m['rows']:.0f} µs, "
+                  f"eager), build "
+                  f"{m['build_ms']:.2f} ms, sha256 {m['sha256'][:12]}", flush=True)
+            del r
+            torch.cuda.empty_cache()
     print(f"\n{torch.cuda.get_device_name(0)}, torch {torch.__version__}\n")
-    print("| model | dim | vocabulary | tile | words/s (median of 3) | step µs | tiles µs | "
-          "input rows µs | output rows µs | chunk build ms |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | dim | vocabulary | tile | launch settings | words/s (median of 3) | "
+          "step µs | tiles µs | rows µs | chunk build ms | bits |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for m in rows:
         runs = ", ".join(f"{x / 1e6:.1f}" for x in m["runs"])
-        print(f"| {m['model']} | {m['dim']} | {m['vocab']:,} | {m['tile']} | "
+        bits = "same bits" if m["same_bits"] else f"differ ({m['sha256'][:8]})"
+        print(f"| {m['model']} | {m['dim']} | {m['vocab']:,} | {m['tile']} | {m['variant']} | "
               f"{m['words_per_s'] / 1e6:.1f}M ({runs}) | {m['step_us']:.0f} | "
-              f"{m['tiles']:.0f} | {m['apply_in']:.0f} | {m['apply_out']:.0f} | "
-              f"{m['build_ms']:.2f} |")
+              f"{m['tiles']:.0f} | {m['rows']:.0f} | "
+              f"{m['build_ms']:.2f} | {bits} |")
     if args.out:
         args.out.write_text(json.dumps({"device": torch.cuda.get_device_name(0),
                                         "torch": torch.__version__, "rows": rows}, indent=1))
