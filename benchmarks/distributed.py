@@ -27,12 +27,14 @@ A benchmark, not a test: it prints Markdown tables. It runs the real command in 
   send with a row per occurrence (the consecutive order's fixed layout: ``Layout.n_ids`` int64
   ids, ``n_values`` float32 values, and float64 notes), for comparison.
 - **predicted**: one device computes a step of M·B = 2,048 centres in ``--t-step-us`` (by
-  default the CUDA engine's measured 142 µs step at d100, batch 2048, on an H100,
+  default the CUDA engine's measured 63 µs step at d100, batch 2048, on an H100,
   benchmarks/README.md — an assumption: the micro-batch path runs on the torch engine). Of that
   time the share ``a`` that applies the contributions is repeated by every device (each applies
   all M micro-batches), the rest is split; ``a`` is the share measured here (the torch engine
   on this CPU, assumed to hold on the GPU). N devices then take (1−a)·T/N + a·T + (N−1)/N·bytes
-  / link a step of the measured size (no overlap). N must divide M, so 32 devices need
+  / link + L a step of the measured size (no overlap), L (``--latency-us``) the fixed cost of
+  a step's all-gathers, by default what ``nccl_exchange.py`` measured at world size 1 on an
+  H100 (204 µs: a lower bound, as more devices add hops). N must divide M, so 32 devices need
   M ≥ 32: a larger step or smaller micro-batches; per word the terms stay the same (the window
   rows of smaller micro-batches aside). Links: 400 GB/s (NVLink, 8 GPUs in one node) and
   25 GB/s (Ethernet, between 4 nodes of 8).
@@ -188,12 +190,12 @@ def counted_run(corpus: Path, run: Path, args: argparse.Namespace) -> dict[str, 
             "step_ms": tallies[0]["step_s"] / steps * 1e3}
 
 
-def predicted(bytes_step: float, share: float, t_step: float, link: float, n: int
-              ) -> dict[str, float]:
+def predicted(bytes_step: float, share: float, t_step: float, link: float, n: int,
+              latency: float = 0.0) -> dict[str, float]:
     """The seconds of a step's terms on ``n`` devices (see the module docstring), per step of
     the measured size; the speed-up over one device."""
     terms = {"compute": (1 - share) * t_step / n, "apply": share * t_step,
-             "exchange": (n - 1) / n * bytes_step / link}
+             "exchange": (n - 1) / n * bytes_step / link + latency}
     return {**terms, "step": sum(terms.values()), "speedup": t_step / sum(terms.values())}
 
 
@@ -263,11 +265,13 @@ def bytes_table(counted: dict[str, dict[str, Any]], args: argparse.Namespace) ->
 def predicted_table(counted: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
     t_step = args.t_step_us * 1e-6
     lines = [f"| predicted (T = {args.t_step_us:.0f} µs a step of {args.micro * args.batch:,} "
-             "centres on one device) | corpus | N | compute µs | apply µs | exchange µs | "
+             f"centres on one device, L = {args.latency_us:.0f} µs) | corpus | N | compute µs | "
+             "apply µs | exchange µs | "
              "step µs | speed-up | limited by |", "|---|---|---|---|---|---|---|---|---|"]
     for setting, n, link in LINKS:
         for name, c in counted.items():
-            p = predicted(c["bytes_step"], c["apply_share"], t_step, link, n)
+            p = predicted(c["bytes_step"], c["apply_share"], t_step, link, n,
+                          args.latency_us * 1e-6)
             limit = max(("compute", "apply", "exchange"), key=lambda k: p[k])
             lines.append(f"| {setting} | {name} | {n} | {p['compute'] * 1e6:,.1f} | "
                          f"{p['apply'] * 1e6:,.1f} | {p['exchange'] * 1e6:,.1f} | "
@@ -284,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count-steps", type=int, default=100)
     ap.add_argument("--vocab", type=int, default=1_000_000)
     ap.add_argument("--vocab-tokens", type=int, default=30_000_000)
-    ap.add_argument("--t-step-us", type=float, default=142.0)
+    ap.add_argument("--t-step-us", type=float, default=63.0)
+    ap.add_argument("--latency-us", type=float, default=204.0)
     ap.add_argument("--shared", type=Path, default=REPO.parent / "shared")
     ap.add_argument("--work", type=Path, default=REPO / "benchmarks" / "_work")
     args = ap.parse_args(argv)
