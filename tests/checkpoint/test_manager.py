@@ -233,3 +233,44 @@ def test_remove_stale_tmp_deletes_only_uncommitted_save_folders(tmp_path: Path) 
     aside.mkdir()
     assert m.remove_stale_tmp() == (aside,)
     assert not aside.exists() and other.is_dir() and m.latest() is not None
+
+
+def test_work_alongside_a_save_is_done_before_the_commit(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    seen: list[list[str]] = []
+
+    def alongside() -> None:  # what a trainer's summaries see: no committed folder yet
+        seen.append(sorted(p.name for p in (tmp_path / "checkpoints").iterdir()
+                           if ".tmp-" not in p.name))
+
+    tensors = sample_tensors(3)
+    path = m.save(3, tensors, {"step": 3}, {"loss": 1.0}, alongside=alongside)
+    assert seen == [[]] and path == tmp_path / "checkpoints" / "ckpt-00000003"
+    loaded, _ = load_checkpoint(path)
+    assert all(np.array_equal(loaded[k], v) for k, v in tensors.items())
+
+
+def test_a_failure_alongside_a_save_commits_nothing(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    m = CheckpointManager(tmp_path)
+    save_sample(m, 1)
+    before = (tmp_path / "checkpoint").read_bytes()
+
+    def summaries_fail() -> None:
+        raise RuntimeError("a summary failed")
+
+    with pytest.raises(RuntimeError, match="a summary failed"):
+        m.save(2, sample_tensors(2), {"step": 2}, {}, alongside=summaries_fail)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
+    assert (tmp_path / "checkpoint").read_bytes() == before
+
+    ran: list[bool] = []
+
+    def disk_full(*args: object, **kwargs: object) -> None:  # the writing thread fails
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ckpt_format, "save_tensors", disk_full)
+    with pytest.raises(CheckpointError, match="No space left on device; free disk space"):
+        m.save(3, sample_tensors(3), {"step": 3}, {}, alongside=lambda: ran.append(True))
+    assert ran == [True]  # the work alongside finished before the error was raised
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]

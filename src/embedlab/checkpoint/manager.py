@@ -13,8 +13,9 @@ import json
 import math
 import secrets
 import shutil
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -80,6 +81,28 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, Any],
     digests = {TENSORS_FILE: write_tensors(tmp, step, tensors),
                STATE_FILE: write_state(tmp, step, state, metrics)}
     write_manifest(tmp, step, digests)
+
+
+def _write_alongside(tmp: Path, step: int, tensors: Mapping[str, Any], state: Mapping[str, Any],
+                     metrics: Mapping[str, float], alongside: Callable[[], None]) -> None:
+    """:func:`_write_contents` on a worker thread while ``alongside`` runs on this one (hashing,
+    writing and fsync release the GIL); both have finished, or failed, when this returns."""
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            _write_contents(tmp, step, tensors, state, metrics)
+        except BaseException as exc:  # raised again in the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=write, name="embedlab-checkpoint-write", daemon=True)
+    worker.start()
+    try:
+        alongside()
+    finally:
+        worker.join()  # never leave the folder being written while the caller cleans it up
+    if failed:
+        raise failed[0]
 
 
 class CheckpointManager:
@@ -177,10 +200,14 @@ class CheckpointManager:
 
     # -- save --
     def save(self, step: int, tensors: Mapping[str, Any], state: Mapping[str, Any],
-             metrics: Mapping[str, float] | None = None) -> Path:
+             metrics: Mapping[str, float] | None = None, *,
+             alongside: Callable[[], None] | None = None) -> Path:
         """Commit checkpoint ``step`` atomically, then apply retention and rewrite the index.
 
-        ``tensors``: NumPy arrays or torch tensors (see :func:`save_tensors`).
+        ``tensors``: NumPy arrays or torch tensors (see :func:`save_tensors`); they must not
+        change until this returns. ``alongside``: work that must be done before the commit
+        (a trainer's summaries of the step), run in this thread while the files are written
+        in another; if it raises, nothing is committed and the exception propagates.
 
         Raises :class:`CheckpointError` (one line: cause + fix) when the folder cannot be
         written; earlier checkpoints and the index are then untouched.
@@ -199,7 +226,10 @@ class CheckpointManager:
         except OSError as exc:
             raise self._save_error(step, exc) from None
         try:
-            _write_contents(tmp, step, tensors, state, metrics)
+            if alongside is None:
+                _write_contents(tmp, step, tensors, state, metrics)
+            else:
+                _write_alongside(tmp, step, tensors, state, metrics, alongside)
             commit_folder(tmp, final)
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -43,7 +43,8 @@ class Saver:
 
         Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
         resume from S keeps the events up to S and drops later ones, so with this order a kill
-        at any moment leaves neither gaps nor duplicates.
+        at any moment leaves neither gaps nor duplicates. They are computed while the
+        checkpoint's files are written (not yet visible), which overlaps the two.
 
         With several processes, every process's parameters are checked against these first,
         and the others wait until the checkpoint is committed
@@ -58,11 +59,15 @@ class Saver:
         saved = state.state_dict()
         began = time.perf_counter()
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
-        tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors)
-        if final:
-            tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
-                              run.cfg.to_dict(), state.metrics)
-        run.manager.save(state.step, engine.state_dict(), saved, state.metrics)
+
+        def summaries() -> None:  # while the checkpoint's files are written; before its commit
+            tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors)
+            if final:
+                tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
+                                  run.cfg.to_dict(), state.metrics)
+
+        run.manager.save(state.step, engine.state_dict(), saved, state.metrics,
+                         alongside=summaries)
         if group is not None:
             group.wait_for_leader()
         self.last_save = time.perf_counter()
