@@ -4,10 +4,11 @@ A global step trains M micro-batches (j = 0..M−1) of the batch specification a
 synchronous step at one learning rate. Rank r of N computes the contributions of the
 micro-batches j ≡ r (mod N) from the parameters as the step began
 (:meth:`embedlab.engines.torch.Word2VecStep.contributions`); the ranks exchange them with
-all-gathers (three a step), and every rank applies all M in the order j = 0..M−1
-(:meth:`~embedlab.engines.torch.Word2VecStep.apply`). Each rank therefore holds the same
-parameters after every step, and N ranks give the bits of one rank for every N dividing M —
-the sums over a row's occurrences run in the same order whoever computed them.
+all-gathers (two a step in the chunk order, three in the consecutive one), and every rank
+applies all M in the order j = 0..M−1 (:meth:`~embedlab.engines.torch.Word2VecStep.apply`).
+Each rank therefore holds the same parameters after every step, and N ranks give the bits of
+one rank for every N dividing M — the sums over a row's occurrences run in the same order
+whoever computed them.
 
 Where the micro-batches come from (the run's ``optim.micro_order``):
 
@@ -320,7 +321,9 @@ class ChunkMicroBatches(MicroBatches):
                   notes: np.ndarray) -> tuple[list[Contributions | None], np.ndarray]:
         """As :meth:`MicroBatches._gathered`, for contributions summed per row
         (:func:`per_row`): a first all-gather sends every slot's loss, row counts and notes, so
-        that the rows themselves travel in tensors of the largest slot's size."""
+        that the rows themselves travel in a second one, of the largest slot's size: each
+        slot's ids (int32) then its values (float32, their bits as int32) in one tensor — one
+        collective fewer, as each costs a round trip whatever its size."""
         world, layout = self.world, self.layout
         per_rank, head = self.micro // world.size, self.HEAD
         meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64)
@@ -333,21 +336,21 @@ class ChunkMicroBatches(MicroBatches):
         rows = [(int(m[k, 2]), int(m[k, 3])) for m in metas for k in range(per_rank)]
         n_ids = max(a + b for a, b in rows)
         n_values = max(self._n_values(a, b) for a, b in rows)
-        ids = torch.zeros((per_rank, n_ids), dtype=torch.int64)
-        values = torch.zeros((per_rank, n_values))
+        packed = torch.zeros((per_rank, n_ids + n_values), dtype=torch.int32)
         for k, c in enumerate(summed):
             if c is not None:
                 i, v = self._pack(c)
-                ids[k, :len(i)], values[k, :len(v)] = i, v
-        gathered = [world.all_gather(t) for t in (ids, values)]
+                packed[k, :len(i)] = i  # row ids < 2^31: a vocabulary's size
+                packed[k, n_ids:n_ids + len(v)] = v.view(torch.int32)
+        gathered = world.all_gather(packed)
         parts: list[Contributions | None] = []
         out = np.zeros((self.micro, notes.shape[1]))
         for j in range(self.micro):
             r, k = j % world.size, j // world.size
-            m = metas[r][k]
+            m, slot = metas[r][k], gathered[r][k]
             out[j] = m[head:].numpy()
-            parts.append(self._unpack(gathered[0][r][k], gathered[1][r][k], m, layout.dim)
-                         if float(m[1]) else None)
+            parts.append(self._unpack(slot[:n_ids].long(), slot[n_ids:].view(torch.float32), m,
+                                      layout.dim) if float(m[1]) else None)
         return parts, out
 
     def _computed(self, batch: Batch) -> Contributions:
