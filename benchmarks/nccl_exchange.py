@@ -2,10 +2,11 @@
 against gloo on CPU tensors, with the messages of the chunk order's step.
 
 A benchmark, not a test: it prints a Markdown table. A step of ``--micro-batches M`` in the
-chunk order exchanges three all-gathers (``engines/microbatch.py``, the same
+chunk order exchanges two all-gathers (``engines/microbatch.py``, the same
 ``torch.distributed.all_gather`` call): the micro-batches' numbers (loss, rows, pairs, progress),
-then the ids of the rows they touched (int64) and their values (float32: D gradient entries, a
-damping curvature, for NCE a bias gradient). This process sends the sizes ``--bytes`` says
+then one tensor of the rows they touched, each slot's ids (int32) and values (float32 bits: D
+gradient entries, a damping curvature, for NCE a bias gradient). This process sends the sizes
+``--bytes`` says
 (a step's bytes, as ``benchmarks/distributed.py`` measures them), as one rank of one: the cost
 of going through a backend at all — launch, synchronisation, the copy — which N processes pay
 on top of moving the bytes between devices. Two processes cannot share one GPU under NCCL, so
@@ -41,12 +42,12 @@ DEFAULT_BYTES = "1930971,2631157"
 
 def messages(step_bytes: int, dim: int, micro: int, device: torch.device
              ) -> list[torch.Tensor]:
-    """The three tensors of a step that moves ``step_bytes``: numbers, ids, values."""
-    per_row = 8 + 4 * (dim + 1)  # an id and its row: D gradient entries and a curvature
+    """The two tensors of a step that moves ``step_bytes``: the numbers, then the rows (an id
+    and D gradient entries and a curvature each, as int32 words)."""
+    per_row = 4 + 4 * (dim + 1)
     rows = max(1, step_bytes // per_row)
     return [torch.zeros(micro * 8, dtype=torch.int64, device=device),
-            torch.arange(rows, dtype=torch.int64, device=device),
-            torch.ones(rows * (dim + 1), dtype=torch.float32, device=device)]
+            torch.ones(rows * (dim + 2), dtype=torch.int32, device=device)]
 
 
 def one_step(tensors: list[torch.Tensor], device: torch.device) -> None:
