@@ -264,6 +264,14 @@ def test_a_failure_alongside_a_save_commits_nothing(tmp_path: Path,
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
     assert (tmp_path / "checkpoint").read_bytes() == before
 
+    def events_file_denied() -> None:  # a summary's own file: not the checkpoint folder's fault
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / "events"))
+
+    with pytest.raises(PermissionError) as denied:
+        m.save(2, sample_tensors(2), {"step": 2}, {}, alongside=events_file_denied)
+    assert not isinstance(denied.value, CheckpointError) and "events" in str(denied.value)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
+
     ran: list[bool] = []
 
     def disk_full(*args: object, **kwargs: object) -> None:  # the writing thread fails

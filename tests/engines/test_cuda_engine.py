@@ -214,7 +214,8 @@ def test_splitting_a_tiles_gradients_between_programs_keeps_the_step(model: str,
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-def test_kernel_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kernel_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
     from embedlab.engines.cuda_engine import KERNELS_ENV
     from embedlab.errors import InputError
 
@@ -227,8 +228,18 @@ def test_kernel_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(KERNELS_ENV, "splits=4")
     with pytest.raises(InputError, match="splits=4"):
         Kernels.from_env()
+    for wrong, said in (("tile_warps=3", "tile_warps must be a power of two >= 1, got 3"),
+                        ("score_slice=8", "score_slice must be a power of two >= 16, got 8"),
+                        ("split=0", "split must be >= 1, got 0")):
+        monkeypatch.setenv(KERNELS_ENV, wrong)
+        with pytest.raises(InputError, match=said):
+            Kernels.from_env()
+    monkeypatch.setenv(KERNELS_ENV, "score_slice=0,split=3")
+    assert Kernels.from_env() == Kernels(score_slice=0, split=3)
+    assert "launch settings differ from the defaults" in capsys.readouterr().err
     monkeypatch.delenv(KERNELS_ENV)
     assert Kernels.from_env() == Kernels()
+    assert capsys.readouterr().err == ""
 
 
 def test_the_runner_agrees_with_the_native_engine_to_float32_rounding() -> None:

@@ -51,3 +51,28 @@ def test_a_resumed_window_keeps_its_earlier_seconds(
     got = logged(tmp_path / "cut", "train/words_per_sec")
     assert got.keys() == want.keys() and 10 in got
     assert got[10] == pytest.approx(want[10], rel=1e-9)
+
+
+@pytest.mark.parametrize(("every", "expect_all"), [(0.0, True), (1e9, False)])
+def test_the_running_status_is_rewritten_at_most_as_often_as_allowed(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: float,
+        expect_all: bool) -> None:
+    import json
+
+    from embedlab.run import status
+    from embedlab.training.reporting import Reporter
+
+    windows: list[int] = []
+    real = status.write_status
+
+    def spy(run_dir: Any, **fields: Any) -> Any:
+        if fields.get("durable") is False:  # a log window's rewrite
+            windows.append(int(fields["step"]))
+        return real(run_dir, **fields)
+
+    monkeypatch.setattr(status, "write_status", spy)
+    monkeypatch.setattr(Reporter, "status_every_s", every)
+    run_train(make_cfg(corpus, track={"log_every": 1}, max_steps=12), tmp_path / "run")
+    assert windows == (list(range(1, 13)) if expect_all else [1])
+    final = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert final["step"] == 12  # the stop writes it whatever the windows did

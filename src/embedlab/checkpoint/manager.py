@@ -83,10 +83,20 @@ def _write_contents(tmp: Path, step: int, tensors: Mapping[str, Any],
     write_manifest(tmp, step, digests)
 
 
+class _AlongsideError(Exception):
+    """An OSError of the work done alongside a save (a summary's file, say): raised as itself,
+    not as the checkpoint folder's :class:`CheckpointError`."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _write_alongside(tmp: Path, step: int, tensors: Mapping[str, Any], state: Mapping[str, Any],
                      metrics: Mapping[str, float], alongside: Callable[[], None]) -> None:
     """:func:`_write_contents` on a worker thread while ``alongside`` runs on this one (hashing,
-    writing and fsync release the GIL); both have finished, or failed, when this returns."""
+    writing and fsync release the GIL); both have finished, or failed, when this returns (an
+    error of ``alongside`` first: the writing's, if any, then is only a consequence)."""
     failed: list[BaseException] = []
 
     def write() -> None:
@@ -99,6 +109,8 @@ def _write_alongside(tmp: Path, step: int, tensors: Mapping[str, Any], state: Ma
     worker.start()
     try:
         alongside()
+    except OSError as exc:
+        raise _AlongsideError(exc) from exc
     finally:
         worker.join()  # never leave the folder being written while the caller cleans it up
     if failed:
@@ -231,6 +243,9 @@ class CheckpointManager:
             else:
                 _write_alongside(tmp, step, tensors, state, metrics, alongside)
             commit_folder(tmp, final)
+        except _AlongsideError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise exc.error from None
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise self._save_error(step, exc) from None

@@ -24,7 +24,7 @@ import embedlab.engines.cuda_kernels as K
 from embedlab.engines.cuda import interpreted
 from embedlab.engines.cuda_batches import Buffers, ChunkBuilder, ChunkInfo, Shape, load_batch
 from embedlab.engines.stepping import BatchByBatch, StepsDone
-from embedlab.errors import InputError, spell
+from embedlab.errors import InputError, spell, warn
 
 if TYPE_CHECKING:
     from embedlab.data.pairs import Batch, BatchStream, Cursor
@@ -68,18 +68,31 @@ class Kernels:
 
     @classmethod
     def from_env(cls) -> Kernels:
-        """The defaults, with the fields ``$EMBEDLAB_CUDA_KERNELS`` names (``key=value,...``)."""
+        """The defaults, with the fields ``$EMBEDLAB_CUDA_KERNELS`` names (``key=value,...``);
+        said in one line when set, as its settings may change the run's float32 rounding."""
         spec = os.environ.get(KERNELS_ENV, "").strip()
         if not spec:
             return cls()
         names = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, int] = {}
         for item in spec.split(","):
-            key, _, value = item.partition("=")
-            if key.strip() not in names or not value.strip().isdigit():
+            key, _, value = (part.strip() for part in item.partition("="))
+            if key not in names or not value.isdigit():
                 raise InputError(f"${KERNELS_ENV}: {item.strip()!r} is not key=number with key "
                                  f"one of {', '.join(sorted(names))}; fix it or unset it")
-            values[key.strip()] = int(value)
+            number = int(value)
+            # Triton's blocks are powers of two, tl.dot's at least 16; a split is a count; a
+            # slice of 0 is the default for the dimension
+            least = 16 if key.endswith("_slice") else 1
+            power = key != "split"
+            wrong = number < least or (power and number & (number - 1))
+            if wrong and not (key.endswith("_slice") and number == 0):
+                what = f"a power of two >= {least}" if power else f">= {least}"
+                raise InputError(f"${KERNELS_ENV}: {key} must be {what}, got {number}; fix "
+                                 "it or unset it")
+            values[key] = number
+        warn(f"${KERNELS_ENV}={spec}: the cuda engine's launch settings differ from the "
+             "defaults, and a run's bits may differ from one trained without it")
         return cls(**values)
 
     def resolved(self, dim: int) -> Kernels:
