@@ -269,8 +269,8 @@ class CudaBatches:
     #: the GPU, and 100 steps (~5 ms at the defaults) keep that wait a small share of the time
     #: while a signal still waits at most a few milliseconds
     steps_per_call = 100
-    #: steps per replay of the long graph: a replay costs the host ~25 µs, a step's GPU time
-    #: at the defaults ~65 µs, so one graph a step would leave the host little to spare
+    #: steps per replay of the long graph: a replay cost the host ~26 µs in a profile, a step
+    #: the GPU ~63 µs at the defaults, so one graph a step would leave the host little to spare
     graph_steps = 16
 
     def __init__(self, engine: CudaEngine, stream: BatchStream, schedule: Schedule) -> None:

@@ -158,7 +158,7 @@ class Reporter:
     """Reports the loop's numbers; ``time`` counts the training time they are measured over."""
 
     #: the status file of a running run is rewritten at most this often (seconds): windows
-    #: can close hundreds of times a second on a GPU, and each rewrite cost the loop ~1.5 ms
+    #: can close hundreds of times a second on a GPU, and a rewrite takes the loop ~1.5 ms
     #: while the GPU waits; 20 a second still follow a run closely (a stop and the end always
     #: write it)
     status_every_s = 0.05
