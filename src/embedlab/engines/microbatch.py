@@ -33,6 +33,7 @@ skip-gram, so that all-gather needs no sizes first.
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -324,7 +325,7 @@ class ChunkMicroBatches(MicroBatches):
         that the rows themselves travel in a second one, of the largest slot's size: each
         slot's ids (int32) then its values (float32, their bits as int32) in one tensor — one
         collective fewer, as each costs a round trip whatever its size."""
-        world, layout = self.world, self.layout
+        world = self.world
         per_rank, head = self.micro // world.size, self.HEAD
         meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64)
         meta[:, head:] = torch.from_numpy(notes)
@@ -333,13 +334,14 @@ class ChunkMicroBatches(MicroBatches):
                 meta[k, :head] = torch.tensor([float(c.loss), 1.0, len(c.inputs[0][0]),
                                                len(c.outputs[0][0])], dtype=torch.float64)
         metas = world.all_gather(meta)
-        rows = [(int(m[k, 2]), int(m[k, 3])) for m in metas for k in range(per_rank)]
-        n_ids = max(a + b for a, b in rows)
-        n_values = max(self._n_values(a, b) for a, b in rows)
+        # a slot's layout: one part per matrix, of the rows it touched
+        slots = [self._slot(int(m[k, 2]), int(m[k, 3])) for m in metas for k in range(per_rank)]
+        n_ids = max(lay.n_ids for lay in slots)
+        n_values = max(lay.n_values for lay in slots)
         packed = torch.zeros((per_rank, n_ids + n_values), dtype=torch.int32)
         for k, c in enumerate(summed):
             if c is not None:
-                i, v = self._pack(c)
+                i, v = self._slot(len(c.inputs[0][0]), len(c.outputs[0][0])).pack(c)
                 packed[k, :len(i)] = i  # row ids < 2^31: a vocabulary's size
                 packed[k, n_ids:n_ids + len(v)] = v.view(torch.int32)
         gathered = world.all_gather(packed)
@@ -347,47 +349,20 @@ class ChunkMicroBatches(MicroBatches):
         out = np.zeros((self.micro, notes.shape[1]))
         for j in range(self.micro):
             r, k = j % world.size, j // world.size
-            m, slot = metas[r][k], gathered[r][k]
+            m, slot, lay = metas[r][k], gathered[r][k], slots[r * per_rank + k]
             out[j] = m[head:].numpy()
-            parts.append(self._unpack(slot[:n_ids].long(), slot[n_ids:].view(torch.float32), m,
-                                      layout.dim) if float(m[1]) else None)
+            parts.append(lay.unpack(slot[:lay.n_ids].long(),
+                                    slot[n_ids:n_ids + lay.n_values].view(torch.float32), m[0])
+                         if float(m[1]) else None)
         return parts, out
 
     def _computed(self, batch: Batch) -> Contributions:
         """What this rank sends of a micro-batch: its contributions summed per row."""
         return per_row(self.step.contributions(batch))
 
-    def _n_values(self, n_in: int, n_out: int) -> int:
-        """Floats of a summed micro-batch of ``n_in`` input and ``n_out`` output rows."""
-        lay = self.layout
-        return ((n_in + n_out) * (lay.dim + (1 if lay.damped else 0))
-                + (n_out if lay.biased else 0))
-
-    def _pack(self, c: Contributions) -> tuple[torch.Tensor, torch.Tensor]:
-        (i_ids, i_rows, i_h, _), (o_ids, o_rows, o_h, o_b) = c.inputs[0], c.outputs[0]
-        values = [i_rows.reshape(-1), o_rows.reshape(-1)]
-        if self.layout.damped:
-            assert i_h is not None and o_h is not None
-            values += [i_h, o_h]
-        if self.layout.biased:
-            assert o_b is not None
-            values.append(o_b)
-        return torch.cat([i_ids, o_ids]), torch.cat(values)
-
-    def _unpack(self, ids: torch.Tensor, values: torch.Tensor, meta: torch.Tensor,
-                dim: int) -> Contributions:
-        n_in, n_out = int(meta[2]), int(meta[3])
-        at = (n_in + n_out) * dim
-        i_rows, o_rows = values[:n_in * dim].view(n_in, dim), values[n_in * dim:at].view(n_out,
-                                                                                      dim)
-        i_h = o_h = o_b = None
-        if self.layout.damped:
-            i_h, o_h = values[at:at + n_in], values[at + n_in:at + n_in + n_out]
-            at += n_in + n_out
-        if self.layout.biased:
-            o_b = values[at:at + n_out]
-        return Contributions(meta[0], [(ids[:n_in], i_rows, i_h, None)],
-                             [(ids[n_in:n_in + n_out], o_rows, o_h, o_b)])
+    def _slot(self, n_in: int, n_out: int) -> Layout:
+        """The layout of a micro-batch summed per row: ``n_in`` input, ``n_out`` output rows."""
+        return dataclasses.replace(self.layout, inputs=(n_in,), outputs=(n_out,))
 
     def close(self) -> None:
         for future in self._chunks.values():
