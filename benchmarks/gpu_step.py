@@ -86,7 +86,9 @@ def runner(ids: np.ndarray, ends: np.ndarray, *, dim: int, model: str, loss: str
 def measure(r: CudaBatches, chunks: int, reps: int) -> dict[str, Any]:
     """Median words/s over ``reps`` passes of ``chunks`` chunks, after one warm-up chunk."""
     s = r.s
-    r.run(Cursor(0, 0, 0), 0, 10_000)  # compile, capture the graph
+    # compile, capture the graph; a call that may take more steps than a chunk's goes on into
+    # the next chunk, so each call below is given its chunk's batches
+    r.run(Cursor(0, 0, 0), 0, r._build(0, 0)[0].n_batches)
     rates, steps_us, builds_ms = [], [], []
     for rep in range(reps):
         torch.cuda.synchronize()
@@ -98,7 +100,7 @@ def measure(r: CudaBatches, chunks: int, reps: int) -> dict[str, Any]:
             e0.record()
             info, _ = r._build(0, c)  # built ahead (prefetched) except the first
             e1.record()
-            done = r.run(Cursor(0, c, 0), c * s.chunk_tokens, 10_000)
+            done = r.run(Cursor(0, c, 0), c * s.chunk_tokens, info.n_batches)
             e2.record()
             words += int(info.words_done[-1]) - c * s.chunk_tokens
             torch.cuda.synchronize()

@@ -24,7 +24,7 @@ from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import Batch, BatchStream, Cursor
 from embedlab.engines.cuda_batches import Buffers, ChunkBuilder
-from embedlab.engines.cuda_engine import CudaBatches, CudaEngine, Kernels
+from embedlab.engines.cuda_engine import CudaBatches, CudaEngine, Kernels, launch_step
 from embedlab.engines.params import Word2VecParams, init_params
 from embedlab.engines.step import StepConfig, band_block_length
 from embedlab.engines.stepping import Schedule
@@ -148,7 +148,7 @@ def _runner(stream: SpecBatchStream, model: str = "skipgram", loss: str = "neg",
 def _train(runner: CudaBatches, cursor: Cursor, steps: int, limit: int,
            seen: int = 0) -> tuple[list[float], Cursor, int]:
     """``steps`` steps from ``cursor`` (``seen`` positions into the run), at most ``limit``
-    per call (a call stays in a chunk)."""
+    per call (a call goes on into the next chunk of its epoch)."""
     losses: list[float] = []
     n = runner.s.n_tokens
     while len(losses) < steps:
@@ -182,6 +182,113 @@ def test_many_steps_per_call_equal_one_step_per_call_and_resume_exactly(model: s
     assert all(np.array_equal(a, b) for a, b in zip(resumed.engine.state_dict().values(),
                                                     one.engine.state_dict().values(),
                                                     strict=True))
+
+
+def _epoch(runner: CudaBatches, limit: int) -> tuple[list[tuple[Any, ...]], int]:
+    """Every step of epoch 0, ``limit`` at most per call: what the loop reads of each; and
+    the number of calls."""
+    steps: list[tuple[Any, ...]] = []
+    cursor, seen, n, calls = Cursor(), 0, runner.s.n_tokens, 0
+    while cursor.epoch == 0:
+        done = runner.run(cursor, seen, limit)
+        calls += 1
+        steps += [(float(done.losses[i]), int(done.pairs[i]), int(done.words_done[i]),
+                   float(done.lrs[i]), done.cursor_after(i)) for i in range(len(done))]
+        seen = cursor.epoch * n + int(done.words_done[-1])
+        cursor = done.cursor_after(len(done) - 1)
+    return steps, calls
+
+
+def test_a_call_goes_on_through_the_chunks_of_its_epoch_and_stops_at_its_end() -> None:
+    ids, ends = zipf_ids(1000, 50, 30, 11)
+    stream = spec_batch_stream(ids, ends, chunk_tokens=256, batch_size=32, group=16, window=2,
+                               noise_per_group=6, epochs=2, sample=1e-2)
+    one = _runner(stream)
+    by_one, _ = _epoch(one, 1)
+    assert len({c.chunk for *_, c in by_one}) >= 4  # so calls cross chunks
+    for limit, calls in ((5, -(-len(by_one) // 5)), (1000, 1)):
+        many = _runner(stream)
+        # a call stops at its limit, or at the epoch's end (the next epoch takes a call of
+        # its own), and nowhere else
+        assert _epoch(many, limit) == (by_one, calls)
+        assert all(np.array_equal(a, b) for a, b in zip(many.engine.state_dict().values(),
+                                                        one.engine.state_dict().values(),
+                                                        strict=True))
+    assert by_one[-1][-1] == Cursor(1, 0, 0)
+
+
+def test_on_a_gpu_a_buffer_set_is_rebuilt_only_after_its_queued_steps(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's order of work, followed on the CPU: streams and events stand-ins that log what
+    the runner asks of them. The next chunk is built on the second stream while the steps run,
+    and a buffer set is built into only once the host has waited for the end of its steps."""
+    from contextlib import contextmanager
+
+    ids, ends = zipf_ids(1000, 50, 30, 11)
+    stream = spec_batch_stream(ids, ends, chunk_tokens=256, batch_size=32, group=16, window=2,
+                               noise_per_group=6, epochs=2, sample=1e-2)
+    log: list[tuple[Any, ...]] = []
+
+    class Event:
+        count = 0
+
+        def record(self) -> None:
+            Event.count += 1
+            self.id = Event.count
+            log.append(("record", self.id))
+
+        def synchronize(self) -> None:
+            log.append(("wait", self.id))
+
+    class Stream:
+        def wait_stream(self, other: object) -> None:
+            log.append(("main waits for side",))
+
+    side = Stream()
+
+    @contextmanager
+    def on(stream: object) -> Any:
+        log.append(("side",))
+        yield
+        log.append(("main",))
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "stream", on)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: Stream())
+    runner = _runner(stream)
+    runner._side = side  # type: ignore[assignment]
+
+    def steps(slot: int, n: int) -> None:
+        log.append(("steps", slot))
+        for _ in range(n):
+            launch_step(runner.engine, runner.bufs[slot], stream.batch_size)
+
+    monkeypatch.setattr(runner, "_steps", steps)
+    for slot, builder in enumerate(runner.builders):
+        def start(epoch: int, chunk: int, slot: int = slot, real: Any = builder.start) -> Any:
+            log.append(("build", slot, epoch, chunk))
+            return real(epoch, chunk)
+
+        monkeypatch.setattr(builder, "start", start)
+    by_one, _ = _epoch(_runner(stream), 1)
+    assert _epoch(runner, 1000) == (by_one, 1)  # the same steps, in one call
+    pending: dict[int, int | None] = {0: None, 1: None}  # a set's last steps' event
+    builds, on_side, main_waits = [], False, False
+    for i, entry in enumerate(log):
+        if entry[0] == "steps":
+            assert main_waits  # for the chunk built on the second stream
+            assert log[i + 1][0] == "record"
+            pending[entry[1]] = log[i + 1][1]
+        elif entry[0] == "build":
+            event = pending[entry[1]]
+            assert event is None or ("wait", event) in log[:i]
+            builds.append((entry[2:], on_side))
+        on_side = {"side": True, "main": False}.get(entry[0], on_side)
+        main_waits = entry[0] == "main waits for side" or (main_waits and entry[0] != "steps")
+    chunks = sorted({c.chunk for *_, c in by_one[:-1]} | {0})
+    # the first chunk is built before the first step; every other one, and the next epoch's
+    # first, on the second stream while the steps before it run
+    assert builds == [((0, 0), False)] + [((0, c), True) for c in chunks[1:]] + [((1, 0), True)]
 
 
 @pytest.mark.parametrize(("model", "loss"), [("skipgram", "neg"), ("skipgram", "nce"),

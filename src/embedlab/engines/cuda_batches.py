@@ -136,8 +136,44 @@ class ChunkInfo:
     words_done: np.ndarray  # (n_batches,) positions of the epoch consumed after each batch
 
 
+class PendingChunk:
+    """A chunk whose build is queued on the device. Its counts travel to pinned host memory
+    behind the build, and :meth:`result` waits for them only when the host needs them: a chunk
+    built ahead is long done by then, so the build itself never makes the host wait."""
+
+    def __init__(self, epoch: int, index: int, batch: int, counts: torch.Tensor,
+                 event: torch.cuda.Event | None) -> None:
+        self.epoch, self.index, self._batch = epoch, index, batch
+        self._counts, self._event = counts, event  # (4, batches): pairs, active, done, kept
+        self._info: ChunkInfo | None = None
+
+    def wait(self) -> None:
+        """Wait until the device has built the chunk."""
+        if self._event is not None:
+            self._event.synchronize()
+
+    def result(self) -> ChunkInfo:
+        if self._info is None:
+            self.wait()
+            host = self._counts.numpy()
+            n = int(host[3, 0])
+            nb = max(1, -(-n // self._batch))
+            self._info = ChunkInfo(self.epoch, self.index, nb, n, host[0, :nb].copy(),
+                                   host[1, :nb].copy(), host[2, :nb].copy())
+        return self._info
+
+
 class ChunkBuilder:
-    """Builds ``stream``'s chunks into ``buf`` on its device."""
+    """Builds ``stream``'s chunks into ``buf`` on its device.
+
+    A build is queued without waiting for the device: how many positions subsampling keeps is
+    known only there, so the chunk is laid out for the most batches its positions can fill (the
+    kept ones packed first by their rank, a prefix sum) and its counts say, later, how many of
+    them are real. Batches past the real ones are planned but never trained. A build starts
+    once the previous one has finished with the host buffers they share; the device buffers it
+    writes are the caller's to keep from steps still reading them
+    (:class:`~embedlab.engines.cuda_engine.CudaBatches` waits for a buffer set's last steps).
+    """
 
     def __init__(self, stream: SpecBatchStream, buf: Buffers) -> None:
         self.s, self.buf = stream, buf
@@ -145,6 +181,10 @@ class ChunkBuilder:
         self.device = dev
         pin = dev.type == "cuda"
         self._staging = torch.zeros(stream.chunk_tokens, dtype=torch.int32, pin_memory=pin)
+        # where sentences and pieces start: at most one a position, and a seam a piece
+        self._starts = torch.zeros(2 * stream.chunk_tokens, dtype=torch.int64, pin_memory=pin)
+        self._counts = torch.zeros(4 * buf.shape.max_batches, dtype=torch.int64, pin_memory=pin)
+        self._last: PendingChunk | None = None  # the build that last used the host buffers
         keep = stream.keep_threshold
         self.keep = None if keep is None else torch.from_numpy(keep.astype(np.int64)).to(dev)
         self.noise_threshold = torch.from_numpy(stream.noise_threshold.astype(np.int64)).to(dev)
@@ -152,8 +192,8 @@ class ChunkBuilder:
         self.key = signed_key(stream.key)
 
     def _read(self, runs: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The chunk's token ids on the device (int64) and where each new sentence or piece
-        starts (indices into the chunk, int64, on the device)."""
+        """The chunk's token ids on the device (int64) and a flag (int32, on the device) at
+        each position where a new sentence or piece starts."""
         s, host = self.s, self._staging.numpy()
         at, starts = 0, []
         for start, end in runs:
@@ -166,64 +206,86 @@ class ChunkBuilder:
                 starts.append(np.array([at], dtype=np.int64))  # a seam between pieces
             at += end - start
         tok = self._staging[:at].to(self.device, non_blocking=True).long()
-        new = torch.from_numpy(np.concatenate(starts).astype(np.int64)).to(self.device)
-        return tok, new
+        new = np.concatenate(starts)
+        flags = torch.zeros(at, dtype=torch.int32, device=self.device)
+        if new.size:
+            pinned = self._starts[:new.size]
+            pinned.numpy()[:] = new
+            flags[pinned.to(self.device, non_blocking=True)] = 1
+        return tok, flags
 
     def build(self, epoch: int, chunk: int) -> ChunkInfo:
+        """Build the chunk and wait for its counts."""
+        return self.start(epoch, chunk).result()
+
+    def start(self, epoch: int, chunk: int) -> PendingChunk:
+        """Queue the chunk's build on the current stream."""
+        if self._last is not None:  # its copies to and from host memory must be done
+            self._last.wait()
         s, buf, sh = self.s, self.buf, self.buf.shape
         W, B, R, J = sh.window, sh.batch, sh.rows, sh.J
+        dev = self.device
         lo = chunk * s.chunk_tokens
         hi = min(s.n_tokens, lo + s.chunk_tokens)
-        tok, new = self._read(reading_runs(s.n_tokens, s.interleave, lo, hi))
+        tok, starts = self._read(reading_runs(s.n_tokens, s.interleave, lo, hi))
         L = hi - lo
-        kept = torch.empty(L, dtype=torch.int8, device=self.device)
-        window = torch.empty(L, dtype=torch.int32, device=self.device)
+        kept = torch.empty(L, dtype=torch.int8, device=dev)
+        window = torch.empty(L, dtype=torch.int32, device=dev)
         K.position_draws[(triton_grid(L),)](
             tok, tok if self.keep is None else self.keep, kept, window, L, lo, self.key, epoch,
             W, SUBSAMPLE=self.keep is not None, BLOCK=DRAW_BLOCK)
-        starts = torch.zeros(L, dtype=torch.int32, device=self.device)
-        starts[new] = 1
         sent = torch.cumsum(starts, 0)
-        at = torch.nonzero(kept).flatten() if self.keep is not None else \
-            torch.arange(L, device=self.device)
-        n = int(at.numel())
-        n_batches = max(1, -(-n // B))
-        total = (n_batches - 1) * B + R
+        nb = max(1, -(-L // B))  # the most batches L positions fill
+        total = (nb - 1) * B + R
+        # where each kept position goes: its rank among the kept ones; the others go to a
+        # slot past the end that is dropped (the build never asks the host how many are kept)
+        rank = torch.cumsum(kept, 0)
+        n = rank[-1:]  # (1,) kept positions
+        rank = torch.where(kept != 0, rank - 1, total)
+
+        def packed(values: torch.Tensor, fill: int) -> torch.Tensor:
+            out = torch.full((total + 1,), fill, dtype=values.dtype, device=dev)
+            return out.scatter_(0, rank, values)[:total]
+
         tok_p = buf.tok_p[:total + 2 * W]
         tok_p.zero_()
-        tok_p[W:W + n] = tok[at]
-        sent_p = torch.full((total + 2 * W,), -1, dtype=torch.int64, device=self.device)
-        sent_p[W:W + n] = sent[at]
-        b = torch.zeros(total, dtype=torch.int32, device=self.device)
-        b[:n] = window[at]
+        tok_p[W:W + total] = packed(tok, 0)
+        sent_p = torch.full((total + 2 * W,), -1, dtype=torch.int64, device=dev)
+        sent_p[W:W + total] = packed(sent, -1)
+        b = packed(window, 0)
+        positions = packed(torch.arange(lo, hi, device=dev), 0)
         centre = sent_p[W:W + total]
-        cols = [torch.zeros(total, dtype=torch.bool, device=self.device) if j == W else
+        cols = [torch.zeros(total, dtype=torch.bool, device=dev) if j == W else
                 (sent_p[j:j + total] == centre) & (b >= abs(j - W)) for j in range(J)]
         mask = torch.stack(cols, 1)
         buf.mask[:total] = mask
         count = mask.sum(1)
         buf.ctx[:total] = count.float()
-        first = torch.arange(n_batches, device=self.device) * B
+        first = torch.arange(nb, device=dev) * B
         last = torch.clamp(first + B, max=total)
-        zero = torch.zeros(1, dtype=torch.int64, device=self.device)
+        zero = torch.zeros(1, dtype=torch.int64, device=dev)
         pairs = torch.cat((zero, torch.cumsum(count, 0)))
         active = torch.cat((zero, torch.cumsum((count > 0).long(), 0)))
-        ends = torch.clamp(first + B, max=n)
-        positions = at + lo
-        if n:
-            done = torch.where(ends > 0, positions[torch.clamp(ends - 1, min=0)] + 1, lo)
-        else:
-            done = torch.full((n_batches,), hi, dtype=torch.int64, device=self.device)
-        done[-1] = hi
-        counts = torch.stack((pairs[last] - pairs[first], active[last] - active[first], done))
-        draws = n_batches * sh.groups * sh.shared
+        ends = torch.minimum(first + B, n)
+        done = torch.where(ends > 0, positions[torch.clamp(ends - 1, min=0)] + 1, lo)
+        real = torch.clamp((n + B - 1) // B, min=1)  # (1,) batches with kept positions, or 1
+        done = torch.where(torch.arange(nb, device=dev) == real - 1, hi, done)
+        counts = torch.stack((pairs[last] - pairs[first], active[last] - active[first], done,
+                              n.expand(nb)))
+        draws = nb * sh.groups * sh.shared
         if draws:
             K.noise_draws[(triton_grid(draws),)](
                 buf.negs, self.noise_threshold, self.noise_alias, draws, len(s.noise), chunk,
                 epoch, self.key, BLOCK=DRAW_BLOCK)
-        plan_updates(buf, n_batches, B)
-        host = counts.cpu().numpy()
-        return ChunkInfo(epoch, chunk, n_batches, n, host[0], host[1], host[2])
+        plan_updates(buf, nb, B)
+        host = self._counts[:4 * nb].view(4, nb)
+        host.copy_(counts, non_blocking=True)
+        event = None
+        if dev.type == "cuda":
+            event = torch.cuda.Event()
+            event.record()
+        self._last = PendingChunk(epoch, chunk, B, host, event)
+        return self._last
 
 
 def triton_grid(n: int) -> int:

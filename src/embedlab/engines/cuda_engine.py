@@ -22,7 +22,14 @@ import torch
 
 import embedlab.engines.cuda_kernels as K
 from embedlab.engines.cuda import interpreted
-from embedlab.engines.cuda_batches import Buffers, ChunkBuilder, ChunkInfo, Shape, load_batch
+from embedlab.engines.cuda_batches import (
+    Buffers,
+    ChunkBuilder,
+    ChunkInfo,
+    PendingChunk,
+    Shape,
+    load_batch,
+)
 from embedlab.engines.stepping import BatchByBatch, StepsDone
 from embedlab.errors import InputError, spell, warn
 
@@ -261,12 +268,14 @@ class CudaBatches:
     ``limit`` steps per call, replaying a captured CUDA graph per step on a GPU.
 
     Two sets of buffers take turns, chunk by chunk: while the steps of one chunk run, the next
-    chunk is built into the other set, on a second CUDA stream, so the GPU does not wait for
-    the host's share of building (reading the ids, planning the updates).
+    chunk is built into the other set, on a second CUDA stream. A call goes on from one chunk
+    into the next within an epoch, and the host waits for the GPU only at its end (for the
+    losses) and before building into a set whose steps are still queued: the GPU is kept fed
+    with steps while the host reads ids and queues the next chunk's build.
     """
 
     #: at most this many steps per call (the loop's default is 32): a call ends by waiting for
-    #: the GPU, and 100 steps (~5 ms at the defaults) keep that wait a small share of the time
+    #: the GPU, and 100 steps (~6 ms at the defaults) keep that wait a small share of the time
     #: while a signal still waits at most a few milliseconds
     steps_per_call = 100
     #: steps per replay of the long graph: a replay cost the host ~26 µs in a profile, a step
@@ -279,24 +288,38 @@ class CudaBatches:
         shape = engine.shape(stream.batch_size, chunk, stream.noise_per_group)
         self.bufs = [Buffers(shape, engine.device) for _ in range(2)]
         self.builders = [ChunkBuilder(stream, b) for b in self.bufs]  # type: ignore[arg-type]
-        self.built: list[ChunkInfo | None] = [None, None]
+        self.built: list[PendingChunk | None] = [None, None]
         # per buffer set: the graph of one step and the graph of graph_steps steps
         self._graphs: list[dict[int, torch.cuda.CUDAGraph]] = [{}, {}]
         self._compiled = False
         on_gpu = engine.device.type == "cuda"
         # the next chunk's build goes first where it meets the steps on the GPU: its few small
-        # launches, which the host waits for, do not queue behind a call's steps
+        # launches do not queue behind a call's steps
         self._side = torch.cuda.Stream(priority=-1) if on_gpu else None
+        # per buffer set: the end of its last queued steps, and the rates they read (pinned,
+        # so that queuing them does not wait for the steps before)
+        self._trained: list[torch.cuda.Event | None] = [None, None]
+        self._rates = [torch.zeros(shape.max_batches, dtype=torch.float32, pin_memory=on_gpu)
+                       for _ in range(2)]
 
     def _slot(self, epoch: int, chunk: int) -> int:
         return (epoch * self.s.n_chunks + chunk) % 2  # consecutive chunks alternate
+
+    def _start(self, slot: int, epoch: int, chunk: int) -> PendingChunk:
+        """Queue a build of (``epoch``, ``chunk``) into buffer set ``slot`` on the current
+        stream, once the set's queued steps are done with it."""
+        trained = self._trained[slot]
+        if trained is not None:
+            trained.synchronize()
+        self.built[slot] = pending = self.builders[slot].start(epoch, chunk)
+        return pending
 
     def _build(self, epoch: int, chunk: int) -> tuple[ChunkInfo, int]:
         slot = self._slot(epoch, chunk)
         c = self.built[slot]
         if c is None or (c.epoch, c.index) != (epoch, chunk):
-            self.built[slot] = c = self.builders[slot].build(epoch, chunk)
-        return c, slot
+            c = self._start(slot, epoch, chunk)
+        return c.result(), slot
 
     def _prefetch(self, epoch: int, chunk: int) -> None:
         """Build the chunk after (``epoch``, ``chunk``) on the second stream, if there is one."""
@@ -307,29 +330,67 @@ class CudaBatches:
         c = self.built[slot]
         if c is None or (c.epoch, c.index) != (nxt.epoch, nxt.chunk):
             with torch.cuda.stream(self._side):
-                self.built[slot] = self.builders[slot].build(nxt.epoch, nxt.chunk)
+                self._start(slot, nxt.epoch, nxt.chunk)
 
     def run(self, cursor: Cursor, words_seen: int, limit: int) -> StepsDone:
-        (c, slot), s, cfg = self._build(cursor.epoch, cursor.chunk), self.s, self.engine.cfg
-        first = cursor.batch
-        n = max(1, min(limit, c.n_batches - first))
-        at = slice(first, first + n)
-        before = cursor.epoch * s.n_tokens
-        seen = np.concatenate(([words_seen], before + c.words_done[first:first + n - 1]))
-        lrs = np.array([self.schedule.at(int(w)) for w in seen])
-        rates = lrs / np.maximum(1, c.n_pairs[at]) if cfg.reduction == "mean" else lrs
+        s, cfg = self.s, self.engine.cfg
+        losses: list[torch.Tensor] = []
+        pairs, done, lrs = [], [], []
+        parts: list[tuple[int, int, int, int, int]] = []  # (first step, epoch, chunk, batch, n)
+        taken, seen = 0, words_seen
+        while True:
+            c, slot = self._build(cursor.epoch, cursor.chunk)
+            first = cursor.batch
+            n = max(1, min(limit - taken, c.n_batches - first))
+            at = slice(first, first + n)
+            before = cursor.epoch * s.n_tokens
+            starts = np.concatenate(([seen], before + c.words_done[first:first + n - 1]))
+            part_lrs = np.array([self.schedule.at(int(w)) for w in starts])
+            rates = part_lrs / np.maximum(1, c.n_pairs[at]) if cfg.reduction == "mean" \
+                else part_lrs
+            buf = self.bufs[slot]
+            self._set_rates(slot, at, rates)
+            buf.step.fill_(first)
+            if self._side is not None:  # the chunk may have been built there
+                torch.cuda.current_stream().wait_stream(self._side)
+            self._steps(slot, n)
+            if self._side is not None:
+                trained = torch.cuda.Event()
+                trained.record()
+                self._trained[slot] = trained
+            losses.append(buf.loss[at].sum(1, dtype=torch.float64))
+            pairs.append(c.n_pairs[at] if cfg.model == "skipgram" else c.active[at])
+            done.append(c.words_done[at])
+            lrs.append(part_lrs)
+            parts.append((taken, cursor.epoch, cursor.chunk, first, c.n_batches))
+            taken += n
+            seen = before + int(c.words_done[first + n - 1])
+            self._prefetch(cursor.epoch, cursor.chunk)  # while the GPU trains
+            nxt = s.cursor_after(cursor.epoch, cursor.chunk, first + n - 1, c.n_batches)
+            if taken >= limit or nxt.epoch != cursor.epoch:
+                break
+            cursor = nxt
+        host = torch.cat(losses).cpu().numpy()
+
+        def cursor_after(i: int) -> Cursor:
+            part = next(p for p in reversed(parts) if p[0] <= i)
+            at, epoch, chunk, batch, batches = part
+            return s.cursor_after(epoch, chunk, batch + i - at, batches)
+
+        return StepsDone(host, np.concatenate(pairs), np.concatenate(done),
+                         np.concatenate(lrs), cursor_after)
+
+    def _set_rates(self, slot: int, at: slice, rates: np.ndarray) -> None:
+        """The steps' rates into buffer set ``slot``'s device buffer, behind the queued steps."""
         buf = self.bufs[slot]
-        buf.lr[at] = torch.from_numpy(rates.astype(np.float32)).to(buf.lr.device)
-        buf.step.fill_(first)
-        if self._side is not None:  # the chunk may have been built there
-            torch.cuda.current_stream().wait_stream(self._side)
-        self._steps(slot, n)
-        self._prefetch(cursor.epoch, cursor.chunk)  # while the GPU trains
-        losses = buf.loss[at].sum(1, dtype=torch.float64).cpu().numpy()
-        pairs = c.n_pairs[at] if cfg.model == "skipgram" else c.active[at]
-        epoch, chunk, batches = cursor.epoch, cursor.chunk, c.n_batches
-        return StepsDone(losses, pairs.copy(), c.words_done[at].copy(), lrs,
-                         lambda i: s.cursor_after(epoch, chunk, first + i, batches))
+        if self._side is None:
+            buf.lr[at] = torch.from_numpy(rates.astype(np.float32))
+            return
+        # this set's earlier steps have read their rates: a call waits for its steps at its end,
+        # and a build into the set (before these rates) for the steps queued in this call
+        staged = self._rates[slot][at]
+        staged.numpy()[:] = rates
+        buf.lr[at].copy_(staged, non_blocking=True)
 
     def _steps(self, slot: int, n: int) -> None:
         """``n`` steps on buffer set ``slot``: on a GPU, replays of a captured graph of
@@ -361,4 +422,6 @@ class CudaBatches:
         return graph
 
     def close(self) -> None:
+        if self._side is not None:  # a build still queued there writes into the buffers
+            self._side.synchronize()
         self.built = [None, None]

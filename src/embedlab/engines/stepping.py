@@ -46,7 +46,7 @@ class Schedule:
 
 @dataclass
 class StepsDone:
-    """What consecutive steps of one chunk did, one entry per step, in order."""
+    """What consecutive steps of one epoch did, one entry per step, in order."""
 
     losses: np.ndarray  # float64: summed loss over the step's positive examples
     pairs: np.ndarray  # int64: positive examples, (centre, context) pairs or CBOW's centres
