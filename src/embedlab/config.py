@@ -309,11 +309,13 @@ class TrainConfig:
                              f"{_flag('engine', 'native')} or {_flag('engine', 'torch')} for it")
 
     def _check_micro_batches(self) -> None:
-        """Steps of several micro-batches: the torch engine's negative sampling and NCE, with
-        the summed loss (the lecture's batch mean has no one rate for several batches)."""
+        """Steps of several micro-batches: the torch and cuda engines' negative sampling and
+        NCE, with the summed loss (the lecture's batch mean has no one rate for several
+        batches)."""
         m = _flag("micro_batches", self.optim.micro_batches)
-        if self.engine not in ("torch", "auto"):
-            raise InputError(f"{m} trains on the torch engine; pass {_flag('engine', 'torch')}")
+        if self.engine not in ("torch", "cuda", "auto"):
+            raise InputError(f"{m} trains on the torch and cuda engines; pass "
+                             f"{_flag('engine', 'torch')} or {_flag('engine', 'cuda')}")
         if self.model.loss == "hs":
             raise InputError(f"{m} trains negative sampling and NCE; pass "
                              f"{_flag('loss', 'neg')} or {_flag('micro_batches', 1)}")

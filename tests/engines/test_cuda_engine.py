@@ -369,6 +369,42 @@ def test_the_runner_agrees_with_the_native_engine_to_float32_rounding() -> None:
         np.testing.assert_allclose(array, cpu.state_dict()[name], rtol=1e-4, atol=1e-6)
 
 
+# ---- micro-batches -------------------------------------------------------------------------
+@pytest.mark.parametrize(("model", "loss"), [("skipgram", "neg"), ("cbow", "nce")])
+def test_micro_batch_steps_are_the_torch_engines_to_float32_rounding(model: str,
+                                                                     loss: str) -> None:
+    """Steps of 2 micro-batches from their own chunks: the cuda engine's row sums and their
+    application (engines.cuda_micro) against the torch engine's (engines.microbatch)."""
+    import dataclasses
+
+    from embedlab.engines.microbatch import ChunkMicroBatches, World
+    from embedlab.engines.torch import Word2VecStep
+
+    ids, ends = zipf_ids(2000, 40, 30, 5)
+    stream = spec_batch_stream(ids, ends, chunk_tokens=512, batch_size=32, group=16, window=2,
+                               noise_per_group=6, epochs=1, pad_to=16)
+    cfg = StepConfig(model, loss, 2, 5, 16, damping=16.0, micro_batches=2)
+    start = init_params(len(stream.noise), 8, init="centered", nce=loss == "nce",
+                        rng=mt19937_rng(3, "init"))
+    start.w_out[:] = np.random.default_rng(1).normal(0, 0.1, size=start.w_out.shape)
+    log_kq = stream.noise.log_expected_count(5) if loss == "nce" else None
+    schedule = Schedule(0.05, 1e-4, stream.n_tokens)
+    ref_params = Word2VecParams.of({k: v.copy() for k, v in start.tensors().items()},
+                                   nce=loss == "nce")
+    ref = ChunkMicroBatches(stream, Word2VecStep(cfg, ref_params, log_kq, stream.rows),
+                            schedule, model, 2, World())
+    engine = CudaEngine(cfg, dataclasses.replace(start), log_kq, stream.rows)
+    got = engine.runner(stream, schedule, model)
+    assert isinstance(got, ChunkMicroBatches)
+    ref_losses, _, _ = _train(ref, Cursor(), 5, limit=1)  # type: ignore[arg-type]
+    got_losses, _, _ = _train(got, Cursor(), 5, limit=1)  # type: ignore[arg-type]
+    got.close()
+    ref.close()
+    np.testing.assert_allclose(got_losses, ref_losses, rtol=1e-5)
+    for name, array in engine.state_dict().items():
+        np.testing.assert_allclose(array, ref_params.tensors()[name], rtol=1e-4, atol=1e-6)
+
+
 # ---- the command ---------------------------------------------------------------------------
 def test_a_run_stopped_at_max_steps_resumes_to_the_uninterrupted_runs_bits(
         tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:

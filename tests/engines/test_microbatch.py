@@ -312,7 +312,8 @@ def test_a_run_of_micro_batch_steps_resumes_exactly(tmp_path: Path,
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--engine", "native"], "--micro-batches 2 trains on the torch engine; pass --engine torch"),
+    (["--engine", "native"], "--micro-batches 2 trains on the torch and cuda engines; pass "
+                              "--engine torch or --engine cuda"),
     (["--loss", "hs"], "--micro-batches 2 trains negative sampling and NCE; pass --loss neg or "
      "--micro-batches 1"),
     (["--preset", "cs20"], "--micro-batches 2 trains the summed loss, and --preset cs20 the "

@@ -315,3 +315,34 @@ def test_nproc_refuses_in_one_line_with_exit_2(corpus: Path, tmp_path: Path) -> 
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [INDIVISIBLE]
     assert not (tmp_path / "run").exists()
+
+
+#: the cuda engine through Triton's interpreter on the CPU (its exchange then goes over gloo):
+#: a few steps of small micro-batches, each step's two from chunks 0 and 1, one a process
+CUDA_FLAGS = ["--engine", "cuda", "--micro-batches", "2", "--batch-size", "64", "--dim", "8",
+              "--epochs", "1", "--log-every", "1", "--checkpoint-every", "2",
+              "--no-tensorboard", "--threads", "1"]
+
+
+def _cuda_run(n: int, run: Path, corpus: Path, steps: int) -> None:
+    env = {**os.environ, "EMBEDLAB_CUDA_INTERPRET": "1", "TRITON_INTERPRET": "1"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                "--nproc-per-node", str(n), "-m", "embedlab", "--"] if n > 1 else \
+        [sys.executable, "-m", "embedlab"]
+    done = subprocess.run([*launcher, "train", "--run", str(run), "--corpus", str(corpus),
+                           *CUDA_FLAGS, "--max-steps", str(steps)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_cuda_engine_on_two_processes_trains_the_bits_of_one_and_resumes_across(
+        corpus: Path, tmp_path: Path) -> None:
+    _cuda_run(1, tmp_path / "one", corpus, 4)
+    _cuda_run(2, tmp_path / "two", corpus, 4)
+    one = _final(tmp_path / "one")
+    assert _final(tmp_path / "two") == one
+    assert len([r for r in one[1] if "train/loss" in r]) == 4
+    # 2 steps on one process, the rest on two: the bits of the uninterrupted run
+    _cuda_run(1, tmp_path / "cut", corpus, 2)
+    _cuda_run(2, tmp_path / "cut", corpus, 4)
+    assert _final(tmp_path / "cut") == one

@@ -322,7 +322,7 @@ def plan_updates(buf: Buffers, n_batches: int, stride: int) -> None:
     else:
         into_in, into_out = span, torch.cat((centres, noise), 1)
     for k, (ids, plan) in enumerate(((into_in, buf.plan_in), (into_out, buf.plan_out))):
-        heads, ends, sid, order, n_heads = _segments(ids)
+        heads, ends, sid, order, n_heads = segments(ids)
         for target, value in zip(plan, (heads, ends, sid, order), strict=True):
             target[:n_batches] = value
         # the row programs a step needs: on a GPU all slots (one graph serves every step); on
@@ -330,7 +330,7 @@ def plan_updates(buf: Buffers, n_batches: int, stride: int) -> None:
         buf.programs[k] = ids.shape[1] if dev.type == "cuda" else int(n_heads.max())
 
 
-def _segments(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def segments(ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Per row of ``ids`` (batches × occurrences): its ids sorted stably (``sid``) and the
     permutation that sorts them (``order``), the runs of equal ids in the sorted order as
     (start, end) pairs, first ``heads`` then unused (0, 0) slots, and the runs per row."""

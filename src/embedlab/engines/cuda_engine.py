@@ -36,6 +36,7 @@ from embedlab.errors import InputError, spell, warn
 if TYPE_CHECKING:
     from embedlab.data.pairs import Batch, BatchStream, Cursor
     from embedlab.engines.huffman import HuffmanTree
+    from embedlab.engines.microbatch import World
     from embedlab.engines.params import Word2VecParams
     from embedlab.engines.step import StepConfig
     from embedlab.engines.stepping import Schedule, StepRunner
@@ -113,9 +114,40 @@ class Kernels:
 
 
 def _device() -> torch.device:
+    """The CPU under the interpreter; else this process's GPU: under torchrun, local process i
+    of a machine with several GPUs takes GPU i (modulo their number)."""
     if interpreted():
         return torch.device("cpu")
+    count = torch.cuda.device_count()
+    local = os.environ.get("LOCAL_RANK", "")
+    if count > 1 and local.isdigit():
+        device = torch.device("cuda", int(local) % count)
+        torch.cuda.set_device(device)
+        return device
     return torch.device("cuda")
+
+
+def exchange_world(device: torch.device) -> World:
+    """The processes of the run, exchanging micro-batches over NCCL between their GPUs where
+    each process of a machine has a GPU of its own; else over the run's gloo group, through
+    host memory (the CPU under the interpreter, or processes sharing a GPU, which NCCL
+    refuses)."""
+    from embedlab.engines.microbatch import World
+
+    world = World.current()
+    if world.size == 1 or device.type != "cuda":
+        return world
+    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
+    if local > torch.cuda.device_count():
+        return world
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from embedlab.training.distributed import step_timeout
+
+    group = dist.new_group(backend="nccl", timeout=timedelta(seconds=step_timeout()))
+    return dataclasses.replace(world, group=group, device=device)
 
 
 def _pow2(n: int) -> int:
@@ -161,6 +193,11 @@ class CudaEngine:
     def dim(self) -> int:
         return int(self.w_in.shape[1])
 
+    def launch_tiles(self, buf: Buffers, stride: int) -> None:
+        """The step's first launch on ``buf`` (its batches ``stride`` rows apart): every
+        contribution and the loss, no row written (:func:`launch_tiles`)."""
+        launch_tiles(self, buf, stride)
+
     def step(self, batch: Batch, lr: float) -> float:
         """One step on a batch built elsewhere (runs whose batches predate the specification,
         and the tests)."""
@@ -176,8 +213,21 @@ class CudaEngine:
         return float(buf.loss[0].sum(dtype=torch.float64))
 
     def runner(self, stream: BatchStream, schedule: Schedule, model: str) -> StepRunner:
+        """Steps of ``--micro-batches`` batches (on every process of the run), else the
+        batches built on the GPU (:class:`CudaBatches`), or, for runs whose batches predate
+        the batch specification, one batch per step."""
         from embedlab.data.batchspec import SpecBatchStream
 
+        if self.cfg.micro_batches > 1:
+            from embedlab.engines.cuda_micro import CudaMicroStep
+            from embedlab.engines.microbatch import micro_batch_runner
+
+            if self.cfg.micro_order != "chunks":
+                raise InputError("the cuda engine trains micro-batches in the chunk order only "
+                                 f"(optim.micro_order \"chunks\"); pass "
+                                 f"{spell('--engine', 'torch')} for this run")
+            return micro_batch_runner(stream, CudaMicroStep(self), schedule, model,
+                                      exchange_world(self.device))
         if isinstance(stream, SpecBatchStream):
             return CudaBatches(self, stream, schedule)
         return BatchByBatch(stream, self, schedule, model)

@@ -303,24 +303,47 @@ def apply_rows(step_ptr, lr_ptr, D, programs_in,
     k = tl.program_id(0)
     if k < programs_in:
         _apply_row(k, step, in_heads, in_ends, in_sid, in_order, in_d, in_h, in_h, w_in, w_in,
-                   lr, kappa_in, D, n_in, False, DAMP_IN, MB, BDK)
+                   in_h, lr, kappa_in, D, n_in, False, DAMP_IN, False, MB, BDK)
     else:
         _apply_row(k - programs_in, step, out_heads, out_ends, out_sid, out_order, out_d, out_h,
-                   out_b, w_out, b_out, lr, kappa_out, D, n_out, BIAS, DAMP_OUT, MB, BDK)
+                   out_b, w_out, b_out, out_h, lr, kappa_out, D, n_out, BIAS, DAMP_OUT, False,
+                   MB, BDK)
+
+
+@triton.jit
+def sum_rows(step_ptr, D, programs_in,
+             in_heads, in_ends, in_sid, in_order, in_d, in_h, in_sum, in_sum_h, n_in,
+             out_heads, out_ends, out_sid, out_order, out_d, out_h, out_b, out_sum, out_sum_h,
+             out_sum_b, n_out, BIAS: tl.constexpr, MB: tl.constexpr, BDK: tl.constexpr):
+    """As :func:`apply_rows`, but each row's sums are written to slot k of ``*_sum`` (rows),
+    ``*_sum_h`` (curvature) and ``out_sum_b`` (bias gradient) instead of applied: a
+    micro-batch's contributions summed per row, in the order one step would sum them."""
+    step = tl.load(step_ptr).to(tl.int64)
+    k = tl.program_id(0)
+    if k < programs_in:
+        _apply_row(k, step, in_heads, in_ends, in_sid, in_order, in_d, in_h, in_h, in_sum,
+                   in_sum, in_sum_h, 0.0, 1.0, D, n_in, False, False, True, MB, BDK)
+    else:
+        _apply_row(k - programs_in, step, out_heads, out_ends, out_sid, out_order, out_d, out_h,
+                   out_b, out_sum, out_sum_b, out_sum_h, 0.0, 1.0, D, n_out, BIAS, False, True,
+                   MB, BDK)
 
 
 @triton.jit
 def _apply_row(k, step, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, b_ptr, param,
-               bias, lr, kappa, D, n_occ, HAS_BIAS: tl.constexpr, DAMP: tl.constexpr,
-               MB: tl.constexpr, BDK: tl.constexpr):
+               bias, h_sum, lr, kappa, D, n_occ, HAS_BIAS: tl.constexpr, DAMP: tl.constexpr,
+               SUM_ONLY: tl.constexpr, MB: tl.constexpr, BDK: tl.constexpr):
     """Row ``sid[head]`` of slot k: param += −lr·s·Σ d over its occurrences head..end−1 of the
     sorted order, s = 1/(1 + lr·Σh/κ) (1 undamped); the program is the row's only writer. One
     pass over the occurrences sums the damping's curvature and the first slice of dimensions
-    (the factor scales the finished sum, so the order of the sums is that of two passes)."""
+    (the factor scales the finished sum, so the order of the sums is that of two passes).
+    ``SUM_ONLY``: row k of ``param`` (and of ``bias``, ``h_sum``) receives the sums instead."""
     base = step * n_occ
     start = tl.load(heads_ptr + base + k)
     end = tl.load(ends_ptr + base + k)  # == start for an unused slot: nothing to do
     row = tl.load(sid_ptr + base + start)
+    if SUM_ONLY:
+        row = k.to(tl.int64)
     occ = tl.arange(0, MB)
     used = end > start
     d = tl.arange(0, BDK)
@@ -341,8 +364,13 @@ def _apply_row(k, step, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, b
     scale = -lr
     if DAMP:
         scale = scale / (1.0 + lr / kappa * tl.sum(h, axis=0))
-    p = tl.load(param + row * D + d, mask=dm, other=0.0)
-    tl.store(param + row * D + d, p + scale * acc, mask=dm)
+    if SUM_ONLY:
+        scale = 1.0
+        tl.store(h_sum + row, tl.sum(h, axis=0), mask=used)
+        tl.store(param + row * D + d, acc, mask=dm)
+    else:
+        p = tl.load(param + row * D + d, mask=dm, other=0.0)
+        tl.store(param + row * D + d, p + scale * acc, mask=dm)
     for dk in range(BDK, D, BDK):  # the other slices, a pass each
         d = dk + tl.arange(0, BDK)
         dm = (d < D) & ((tl.zeros((BDK,), tl.int32) + used.to(tl.int32)) > 0)
@@ -354,8 +382,14 @@ def _apply_row(k, step, heads_ptr, ends_ptr, sid_ptr, order_ptr, d_ptr, h_ptr, b
             x = tl.load(d_ptr + o[:, None] * D + d[None, :], mask=ok[:, None] & dm[None, :],
                         other=0.0)
             acc += tl.sum(x, axis=0)
-        p = tl.load(param + row * D + d, mask=dm, other=0.0)
-        tl.store(param + row * D + d, p + scale * acc, mask=dm)
+        if SUM_ONLY:
+            tl.store(param + row * D + d, acc, mask=dm)
+        else:
+            p = tl.load(param + row * D + d, mask=dm, other=0.0)
+            tl.store(param + row * D + d, p + scale * acc, mask=dm)
     if HAS_BIAS:
-        b_row = tl.load(bias + row, mask=used, other=0.0)
-        tl.store(bias + row, b_row + scale * tl.sum(g, axis=0), mask=used)
+        if SUM_ONLY:
+            tl.store(bias + row, tl.sum(g, axis=0), mask=used)
+        else:
+            b_row = tl.load(bias + row, mask=used, other=0.0)
+            tl.store(bias + row, b_row + scale * tl.sum(g, axis=0), mask=used)

@@ -47,8 +47,13 @@ from embedlab.engines.stepping import BatchReader, Schedule, StepsDone
 from embedlab.engines.torch_ops import Contributions, Part
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from embedlab.data.pairs import Batch, BatchStream
+    from embedlab.engines.cuda_micro import CudaMicroStep
     from embedlab.engines.torch import Word2VecStep
+
+    Step: TypeAlias = Word2VecStep | CudaMicroStep
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,7 @@ class World:
     rank: int = 0
     size: int = 1
     group: Any = None
+    device: Any = None  # where the exchanged tensors live (None: the CPU; NCCL's: a GPU)
 
     @classmethod
     def current(cls) -> World:
@@ -158,7 +164,7 @@ class MicroBatches:
 
     NOTES = 0  # numbers a micro-batch's owner sends with it beyond its loss (see _exchange)
 
-    def __init__(self, stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
+    def __init__(self, stream: BatchStream, step: Step, schedule: Schedule, model: str,
                  micro: int, world: World) -> None:
         if micro % world.size:
             raise ValueError(f"{world.size} processes do not divide {micro} micro-batches")
@@ -257,7 +263,7 @@ class ChunkMicroBatches(MicroBatches):
     NOTES = 3  # its pairs, its progress through its chunk, whether the chunk has more batches
     HEAD = 4  # columns before the notes: loss, there, input rows, output rows
 
-    def __init__(self, stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
+    def __init__(self, stream: BatchStream, step: Step, schedule: Schedule, model: str,
                  micro: int, world: World) -> None:
         super().__init__(stream, step, schedule, model, micro, world)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="embedlab-chunks")
@@ -325,20 +331,20 @@ class ChunkMicroBatches(MicroBatches):
         that the rows themselves travel in a second one, of the largest slot's size: each
         slot's ids (int32) then its values (float32, their bits as int32) in one tensor — one
         collective fewer, as each costs a round trip whatever its size."""
-        world = self.world
+        world, dev = self.world, self.world.device
         per_rank, head = self.micro // world.size, self.HEAD
-        meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64)
+        meta = torch.zeros((per_rank, head + notes.shape[1]), dtype=torch.float64, device=dev)
         meta[:, head:] = torch.from_numpy(notes)
         for k, c in enumerate(summed):
             if c is not None:
                 meta[k, :head] = torch.tensor([float(c.loss), 1.0, len(c.inputs[0][0]),
                                                len(c.outputs[0][0])], dtype=torch.float64)
-        metas = world.all_gather(meta)
+        metas = [m.cpu() for m in world.all_gather(meta)]
         # a slot's layout: one part per matrix, of the rows it touched
         slots = [self._slot(int(m[k, 2]), int(m[k, 3])) for m in metas for k in range(per_rank)]
         n_ids = max(lay.n_ids for lay in slots)
         n_values = max(lay.n_values for lay in slots)
-        packed = torch.zeros((per_rank, n_ids + n_values), dtype=torch.int32)
+        packed = torch.zeros((per_rank, n_ids + n_values), dtype=torch.int32, device=dev)
         for k, c in enumerate(summed):
             if c is not None:
                 i, v = self._slot(len(c.inputs[0][0]), len(c.outputs[0][0])).pack(c)
@@ -357,8 +363,10 @@ class ChunkMicroBatches(MicroBatches):
         return parts, out
 
     def _computed(self, batch: Batch) -> Contributions:
-        """What this rank sends of a micro-batch: its contributions summed per row."""
-        return per_row(self.step.contributions(batch))
+        """What this rank sends of a micro-batch: its contributions summed per row (by the
+        step itself where it can: the cuda engine's, on the GPU)."""
+        sums = getattr(self.step, "row_sums", None)
+        return sums(batch) if sums is not None else per_row(self.step.contributions(batch))
 
     def _slot(self, n_in: int, n_out: int) -> Layout:
         """The layout of a micro-batch summed per row: ``n_in`` input, ``n_out`` output rows."""
@@ -396,7 +404,7 @@ def _summed(parts: list[Part]) -> Part:
     return unique, rows, add([p[2] for p in parts]), add([p[3] for p in parts])
 
 
-def micro_batch_runner(stream: BatchStream, step: Word2VecStep, schedule: Schedule, model: str,
+def micro_batch_runner(stream: BatchStream, step: Step, schedule: Schedule, model: str,
                        world: World) -> MicroBatches:
     """The step runner of the step's ``micro_batches`` in its ``micro_order``."""
     kind = ChunkMicroBatches if step.cfg.micro_order == "chunks" else MicroBatches

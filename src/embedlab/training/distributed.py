@@ -4,7 +4,9 @@
 find each other through torchrun's environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
 ``MASTER_PORT``) over gloo and train one run in synchronous steps of ``--micro-batches M``
 micro-batches (:mod:`embedlab.engines.microbatch`): after every step each process holds the
-parameters one process would hold, bit for bit.
+parameters one process would hold, bit for bit. The cuda engine's processes exchange their
+micro-batches over NCCL where each has a GPU of its own
+(:func:`embedlab.engines.cuda_engine.exchange_world`); everything else goes over gloo.
 
 The run folder belongs to process 0 ("rank 0"). It takes the lock, resolves the run (new,
 resumed, ``--restart``, ``--from``), checks the input, evaluates, and writes config, status,

@@ -59,10 +59,11 @@ def check_config(size: int, cfg: TrainConfig) -> None:
                          f"{spell('--micro-batches', size)} (or a multiple of {size}) and keep "
                          f"it × {spell('--batch-size')} near 2048, e.g. "
                          f"{spell('--batch-size', 2048 // size)}")
-    if cfg.engine != "torch":
-        raise InputError(f"{size} processes train with the torch engine, not {cfg.engine}; "
-                         f"pass {spell('--engine', 'torch')} (and "
-                         f"{spell('--micro-batches', size)} or a multiple)")
+    if cfg.engine not in ("torch", "cuda"):
+        raise InputError(f"{size} processes train with the torch or cuda engine, not "
+                         f"{cfg.engine}; pass {spell('--engine', 'torch')} or "
+                         f"{spell('--engine', 'cuda')} (and {spell('--micro-batches', size)} or "
+                         "a multiple)")
     if m % size:
         raise InputError(f"{size} processes share a step of {m} micro-batches, which they "
                          f"cannot split evenly; pass "
