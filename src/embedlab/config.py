@@ -338,7 +338,8 @@ class TrainConfig:
         requested = self.engine
         if self.optim.micro_batches > 1 and requested == "auto":
             requested = "torch"  # the engine that trains micro-batches
-        engine = choose_engine(requested, loss=self.model.loss, say=say)
+        engine = choose_engine(requested, loss=self.model.loss, say=say,
+                               micro=self.optim.micro_batches > 1)
         return dataclasses.replace(self, threads=threads, engine=engine)
 
     def engine_for(self) -> str:

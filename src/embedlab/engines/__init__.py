@@ -195,13 +195,14 @@ def requested_engine(engine: str | None, device: str | None) -> str | None:
     return engine if engine in CPU_ENGINES else CPU_REQUEST
 
 
-def choose_engine(requested: str, *, loss: str, say: bool = True) -> str:
+def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = False) -> str:
     """The engine that trains for ``requested`` (an engine, ``auto`` or :data:`CPU_REQUEST`), or
     an :class:`~embedlab.errors.InputError` naming why it cannot train here and the fix.
 
     ``auto`` is the GPU's cuda engine where one is found (not for hierarchical softmax), else
     what ``cpu`` is: native where its kernel builds, else torch. ``say``: print a note when that
-    choice is not the plain one (the GPU, or torch for want of the native kernel).
+    choice is not the plain one (the GPU, or torch for want of the native kernel). ``micro``:
+    the run trains micro-batches, so the CPU engine a refusal points to is torch.
     """
     from embedlab.errors import InputError, spell
 
@@ -230,8 +231,10 @@ def choose_engine(requested: str, *, loss: str, say: bool = True) -> str:
     if requested == "cuda":
         reason = unavailable_reason("cuda")
         if reason is not None:
-            raise InputError(f"{spell('--engine', 'cuda')} is unavailable: {reason}; "
-                             f"{install_hint('cuda', reason)}")
+            hint = install_hint("cuda", reason)
+            if micro:  # the native engine does not train micro-batches
+                hint = hint.replace(spell("--engine", "native"), spell("--engine", "torch"))
+            raise InputError(f"{spell('--engine', 'cuda')} is unavailable: {reason}; {hint}")
     return requested
 
 

@@ -211,7 +211,9 @@ class ChunkBuilder:
         if new.size:
             pinned = self._starts[:new.size]
             pinned.numpy()[:] = new
-            flags[pinned.to(self.device, non_blocking=True)] = 1
+            # index_fill_ takes the 1 as a scalar: an assignment would copy it to the device
+            # with a pageable copy, which waits for the stream
+            flags.index_fill_(0, pinned.to(self.device, non_blocking=True), 1)
         return tok, flags
 
     def build(self, epoch: int, chunk: int) -> ChunkInfo:

@@ -129,25 +129,16 @@ def _device() -> torch.device:
 
 def exchange_world(device: torch.device) -> World:
     """The processes of the run, exchanging micro-batches over NCCL between their GPUs where
-    each process of a machine has a GPU of its own; else over the run's gloo group, through
-    host memory (the CPU under the interpreter, or processes sharing a GPU, which NCCL
-    refuses)."""
+    each process has a GPU of its own (``distributed.Group.gpu_group``); else over the run's
+    gloo group, through host memory (the CPU under the interpreter, or processes sharing a GPU,
+    which NCCL refuses)."""
     from embedlab.engines.microbatch import World
+    from embedlab.training import distributed
 
-    world = World.current()
-    if world.size == 1 or device.type != "cuda":
+    world, run = World.current(), distributed.current()
+    if run is None or run.gpu_group is None or device.type != "cuda":
         return world
-    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1))
-    if local > torch.cuda.device_count():
-        return world
-    from datetime import timedelta
-
-    import torch.distributed as dist
-
-    from embedlab.training.distributed import step_timeout
-
-    group = dist.new_group(backend="nccl", timeout=timedelta(seconds=step_timeout()))
-    return dataclasses.replace(world, group=group, device=device)
+    return dataclasses.replace(world, group=run.gpu_group, device=device)
 
 
 def _pow2(n: int) -> int:

@@ -93,7 +93,16 @@ class World:
 
         out = [torch.empty_like(tensor) for _ in range(self.size)]
         with lost_on_failure():
-            dist.all_gather(out, tensor, group=self.group)
+            if tensor.device.type == "cuda":  # NCCL queues the work: its failure shows in wait
+                from datetime import timedelta
+
+                from embedlab.training.distributed import step_timeout
+
+                work = dist.all_gather(out, tensor, group=self.group, async_op=True)
+                work.wait(timedelta(seconds=step_timeout()))
+                torch.cuda.current_stream().synchronize()
+            else:
+                dist.all_gather(out, tensor, group=self.group)
         return out
 
 

@@ -59,6 +59,17 @@ _current: Group | None = None
 _sigterm_before: Any = None  # SIGTERM's handler before finish_exit
 
 
+def own_gpu() -> bool:
+    """Whether this process has a GPU of its own: torchrun started no more processes on this
+    machine than it has CUDA devices (NCCL refuses two processes on one GPU)."""
+    import torch
+
+    if os.environ.get("EMBEDLAB_CUDA_INTERPRET") or not torch.cuda.is_available():
+        return False
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return local.isdigit() and 0 < int(local) <= torch.cuda.device_count()
+
+
 def launched_size() -> int:
     """The number of processes torchrun started for this run (1 without torchrun)."""
     if "RANK" not in os.environ or "MASTER_ADDR" not in os.environ:
@@ -122,9 +133,12 @@ class Group:
     the run within that limit.
     """
 
-    def __init__(self, rank: int, size: int, step_group: Any) -> None:
+    def __init__(self, rank: int, size: int, step_group: Any, gpu_group: Any = None) -> None:
         self.rank, self.size = rank, size
         self.step_group = step_group  # the process group of the steps' exchanges
+        # NCCL between the processes' GPUs, where every process has one of its own (None:
+        # the cuda engine's micro-batches go through host memory over step_group)
+        self.gpu_group = gpu_group
         self.released = False  # rank 0 has sent the run to the others (handshake.release)
 
     @classmethod
@@ -140,7 +154,13 @@ class Group:
                              f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} "
                              f"({_first_line(exc)}); check torchrun's --rdzv-endpoint and that "
                              "every machine can reach it") from None
-        return cls(dist.get_rank(), dist.get_world_size(), steps)
+        group = cls(dist.get_rank(), dist.get_world_size(), steps)
+        # decided here, where every process is, as creating a group takes all of them: a
+        # process whose machine has fewer GPUs than processes makes every process do without
+        if group._max([0 if own_gpu() and dist.is_nccl_available() else 1])[0] == 0:
+            group.gpu_group = dist.new_group(backend="nccl",
+                                             timeout=timedelta(seconds=step_timeout()))
+        return group
 
     def leave(self) -> None:
         import torch.distributed as dist
