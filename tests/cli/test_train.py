@@ -1162,6 +1162,9 @@ def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     (["--device", "cuda", "--loss", "hs"],
      "--loss hs does not train on the cuda engine, which trains negative sampling and NCE "
      "only; pass --engine native or --engine torch for it"),
+    (["--engine", "cuda", "--micro-batches", "2"],  # the native engine trains no micro-batches
+     "--engine cuda is unavailable: no CUDA device was found; train on a machine with an "
+     "NVIDIA GPU, or pass --engine torch"),
 ])
 def test_the_cuda_engine_without_a_gpu_is_one_line(
         flags: list[str], message: str, corpus: Path, tmp_path: Path,
