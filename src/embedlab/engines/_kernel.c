@@ -198,21 +198,27 @@ static inline float damped_step(float lr, float rate, float h) {
 }
 
 /* Phase C's pieces shared by both steps. Rows are partitioned by id across the nt threads:
- * thread `me` owns the rows with id % nt == me, so each row's table entry and vector are
- * written by one thread, its contributions taken in batch order. */
+ * thread `me` owns the rows with row_owner(id, nt) == me, so each row's table entry and vector
+ * are written by one thread, its contributions taken in batch order (any fixed partition gives
+ * the same bits). Every thread tests every id of the step, several times: a multiplicative
+ * hash scaled to [0, nt) costs a multiply where the id modulo nt costs a 64-bit division, and
+ * it spreads hierarchical softmax's top of the tree (ids V−2, V−3, ...) over the threads. */
+static inline int row_owner(int64_t id, int nt) {
+    return (int)(((uint64_t)((uint32_t)id * 2654435761u) * (uint32_t)nt) >> 32);
+}
 
 /* table[ids[i]] += vals[i] for the rows this thread owns */
 static inline void sum_owned(const int64_t *restrict ids, int n, const float *restrict vals,
                              float *restrict table, int nt, int me) {
     for (int i = 0; i < n; i++)
-        if (ids[i] % nt == me) table[ids[i]] += vals[i];
+        if (row_owner(ids[i], nt) == me) table[ids[i]] += vals[i];
 }
 
 /* table[ids[i]] = 0 for the rows this thread owns (only touched entries: the table is V long) */
 static inline void reset_owned(const int64_t *restrict ids, int n, float *restrict table, int nt,
                                int me) {
     for (int i = 0; i < n; i++)
-        if (ids[i] % nt == me) table[ids[i]] = 0.0f;
+        if (row_owner(ids[i], nt) == me) table[ids[i]] = 0.0f;
 }
 
 /* The damped update of the noise rows this thread owns, in batch order, and their NCE biases
@@ -224,7 +230,7 @@ static inline void update_noise_rows(float *restrict w_out, float *restrict bias
                                      int Dp, int nt, int me) {
     for (int k = 0; k < n_noise; k++) {
         const int64_t w = negs[k];
-        if (w % nt != me) continue;
+        if (row_owner(w, nt) != me) continue;
         const float step = damped_step(lr, rate, h_out[w]);
         axpy(step, d_noise + (size_t)k * Dp, w_out + w * D, D);
         if (bias) {
@@ -507,13 +513,13 @@ double w2v_skipgram_step(
         }
         for (int t = 0; t < rows; t++) {
             const int64_t w = centers[t];
-            if (w % nt != me || contexts[t] == 0.0f) continue;
+            if (row_owner(w, nt) != me || contexts[t] == 0.0f) continue;
             const float step = damped_step(lr, rate, h_in[w]);
             axpy(step, d_v + (size_t)t * Dp, w_in + w * D, D);
         }
         for (int r = 0; r < n_span; r++) {
             const int64_t w = span[r];
-            if (w % nt != me) continue;
+            if (row_owner(w, nt) != me) continue;
             const float step = damped_step(lr, rate, h_out[w]);
             axpy(step, d_span + (size_t)r * Dp, w_out + w * D, D);
             if (bias) {
@@ -656,12 +662,12 @@ double w2v_cbow_step(
         }
         for (int r = 0; r < n_span; r++) {
             const int64_t w = span[r];
-            if (w % nt != me) continue;
+            if (row_owner(w, nt) != me) continue;
             axpy(damped_step(lr, rate, h_in[w]), d_span + (size_t)r * Dp, w_in + w * D, D);
         }
         for (int t = 0; t < rows; t++) {
             const int64_t w = centers[t];
-            if (w % nt != me || contexts[t] == 0.0f) continue;
+            if (row_owner(w, nt) != me || contexts[t] == 0.0f) continue;
             const float step = damped_step(lr, rate, h_out[w]);
             axpy(step, d_u + (size_t)t * Dp, w_out + w * D, D);
             if (bias) bias[w] += step * g_pos[t];
@@ -699,14 +705,6 @@ double w2v_cbow_step(
  *      h, read before any input row changes; then (after a barrier) the input rows (skip-gram:
  *      by pair, centre by centre; CBOW: by span position).
  * Like the other steps, the bits do not depend on the number of threads. */
-
-/* The thread that owns row `id` in phase C, of nt: a multiplicative hash scaled to [0, nt),
- * with no division per term, which spreads the top of the tree (ids V−2, V−3, ...) over the
- * threads. Any fixed partition gives the same bits: each row's contributions are taken in
- * batch order by whichever thread owns it. */
-static inline int hs_owner(int64_t id, int nt) {
-    return (int)(((uint64_t)((uint32_t)id * 2654435761u) * (uint32_t)nt) >> 32);
-}
 
 #if defined(__clang__)
 #define SHUFFLE(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
@@ -1020,7 +1018,7 @@ static inline void hs_prefetch_owned(int t, int cbow, const int64_t *restrict fi
     const int32_t *path = path_all + first[t];
     const int L = (int)(first[t + 1] - first[t]);
     for (int l = 0; l < L; l++)
-        if (hs_owner(path[l], nt) == me) prefetch_row(nodes + (size_t)path[l] * D, D);
+        if (row_owner(path[l], nt) == me) prefetch_row(nodes + (size_t)path[l] * D, D);
     if (!cbow && L > 0)
         for (int j = 0; j < J; j++)
             if (mask[(size_t)t * J + j]) prefetch_row(w_in + span[t + j] * D, D);
@@ -1039,7 +1037,7 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
                             float rate, int D, int Dp, int nt, int me) {
     if (rate > 0.0f)
         for (int64_t k = 0; k < first[rows]; k++)
-            if (hs_owner(path_all[k], nt) == me) h_node[path_all[k]] += h_term[k];
+            if (row_owner(path_all[k], nt) == me) h_node[path_all[k]] += h_term[k];
     float spare[D];
     memset(spare, 0, sizeof spare);
     for (int t = 0; t < rows; t++) {
@@ -1064,7 +1062,7 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
         int held = 0;
         for (int l = 0; l < L; l++) {
             const int32_t p = path[l];
-            if (hs_owner(p, nt) != me) continue;
+            if (row_owner(p, nt) != me) continue;
             const float step = damped_step(lr, rate, h_node[p]);
             for (int i = 0; i < n; i++) coef[held][i] = step * g[i * L + l];
             y[held++] = nodes + (size_t)p * D;
@@ -1080,7 +1078,7 @@ static void hs_update_nodes(int cbow, float *restrict nodes, const float *restri
     }
     if (rate > 0.0f)
         for (int64_t k = 0; k < first[rows]; k++)
-            if (hs_owner(path_all[k], nt) == me) h_node[path_all[k]] = 0.0f;
+            if (row_owner(path_all[k], nt) == me) h_node[path_all[k]] = 0.0f;
 }
 
 /* C for the input rows this thread owns: skip-gram adds each pair's neu1e (centre by centre,
@@ -1097,7 +1095,7 @@ static void hs_update_inputs(int cbow, float *restrict w_in, const int64_t *rest
         for (int pass = damp ? 0 : 1; pass < (damp ? 3 : 2); pass++) /* sum, apply, reset */
             for (int r = 0; r < n_span; r++) {
                 const int64_t w = span[r];
-                if (hs_owner(w, nt) != me) continue;
+                if (row_owner(w, nt) != me) continue;
                 if (pass == 0)
                     h_in[w] += h_span[r];
                 else if (pass == 1)
@@ -1115,7 +1113,7 @@ static void hs_update_inputs(int cbow, float *restrict w_in, const int64_t *rest
                 if (!mt[j]) continue;
                 const int64_t w = span[t + j];
                 const size_t k = (size_t)t * J + i++;
-                if (hs_owner(w, nt) != me) continue;
+                if (row_owner(w, nt) != me) continue;
                 if (pass == 0)
                     h_in[w] += h_pair[k];
                 else if (pass == 1)
