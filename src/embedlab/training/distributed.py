@@ -158,8 +158,11 @@ class Group:
         # decided here, where every process is, as creating a group takes all of them: a
         # process whose machine has fewer GPUs than processes makes every process do without
         if group._max([0 if own_gpu() and dist.is_nccl_available() else 1])[0] == 0:
+            # an exchange is waited for with the step's limit (World.all_gather), which raises
+            # the run's one-line error; NCCL's watchdog, which would end the process without
+            # it, is given twice as long
             group.gpu_group = dist.new_group(backend="nccl",
-                                             timeout=timedelta(seconds=step_timeout()))
+                                             timeout=timedelta(seconds=2 * step_timeout()))
         return group
 
     def leave(self) -> None:
