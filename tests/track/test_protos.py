@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embedlab.track.protos import (
+    equal_width_counts,
     float64_moments,
     histogram_summary,
     hparam_values,
@@ -66,6 +67,28 @@ def test_histogram_has_torchs_layout_and_buckets() -> None:
     np.testing.assert_allclose(g.bucket_limit, h.bucket_limit, rtol=1e-6, atol=1e-6)
     # values at a bucket edge may land on either side of it, float32 rounding apart
     assert np.abs(np.subtract(g.bucket, h.bucket)).max() <= 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(-50, 50, width=32), st.floats(0.125, 100, width=32),
+       st.lists(st.integers(0, 59), min_size=1, max_size=400), st.integers(1, 64))
+def test_equal_width_counts_put_each_value_in_its_bucket(lo: float, span: float,
+                                                         buckets: list[int], block: int) -> None:
+    """Values at the middle of their buckets (and the ends, min and max) land where
+    np.histogram puts them, block by block as at once."""
+    hi = float(np.float32(lo + span))
+    width = (hi - lo) / 60
+    values = np.array([lo + (k + 0.5) * width for k in buckets] + [lo, hi], dtype=np.float32)
+    lo, hi = float(values.min()), float(values.max())
+    got = equal_width_counts(values, lo, hi, 60, block=block)
+    want, _ = np.histogram(values, bins=60, range=(lo, hi))
+    assert got.tolist() == want.tolist() and got.sum() == values.size
+
+
+def test_equal_width_counts_of_a_span_too_narrow_for_float32() -> None:
+    values = np.array([1e-39, 2e-39, 3e-39], dtype=np.float32)
+    got = equal_width_counts(values, float(values.min()), float(values.max()), 60)
+    assert got.sum() == 3 and got[0] == 1 and got[-1] == 1
 
 
 @pytest.mark.parametrize("value", [0.0, -3.5, 100.0])

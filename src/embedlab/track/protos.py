@@ -34,10 +34,10 @@ def histogram_summary(tag: str, values: np.ndarray) -> Summary:
     flat = values.reshape(-1)
     lo, hi = float(flat.min()), float(flat.max())
     if hi > lo:
-        # numpy's equal-width path bins block by block (64k values): no copy of the matrix.
         # Not TensorBoard's default ~1,500 exponential buckets: on a text8-sized matrix they
         # alone would cost more than the whole budget of the summaries.
-        counts, edges = np.histogram(flat, bins=HIST_BINS, range=(lo, hi))
+        edges = np.linspace(lo, hi, HIST_BINS + 1)
+        counts = equal_width_counts(flat, lo, hi, HIST_BINS)
     else:  # one value everywhere (an untouched matrix): all of it in the first bucket
         hi = lo + 1e-6  # np.histogram cannot split so narrow a float32 range away from 0
         counts = np.zeros(HIST_BINS, dtype=np.int64)
@@ -47,6 +47,34 @@ def histogram_summary(tag: str, values: np.ndarray) -> Summary:
     histo = HistogramProto(min=lo, max=hi, num=flat.size, sum=total, sum_squares=squares,
                            bucket_limit=edges[1:].tolist(), bucket=counts.tolist())
     return Summary(value=[Summary.Value(tag=tag, histo=histo)])
+
+
+def equal_width_counts(flat: np.ndarray, lo: float, hi: float, bins: int,
+                       block: int = 1 << 16) -> np.ndarray:
+    """How many of ``flat``'s values (all within [lo, hi], hi > lo) fall in each of ``bins``
+    equal buckets, the last one closed.
+
+    Bucket ⌊(x − lo)·bins/(hi − lo)⌋ in float32, block by block (64k values, into buffers
+    allocated once: no copy of the matrix). A value within float32 rounding of an edge may
+    land on either side of it, as in ``torch.histc``; ``np.histogram``, which places edges
+    exactly in float64, took three times as long (0.12–0.15 s against 0.045 s for 21M values,
+    a 213k × 100 matrix, on the 2-core machine)."""
+    wide = bins / (hi - lo)
+    if not wide < 1e30:  # a span too narrow for float32's arithmetic
+        return np.histogram(flat, bins=bins, range=(lo, hi))[0]
+    scale, origin = np.float32(wide), np.float32(lo)
+    counts = np.zeros(bins, dtype=np.int64)
+    f_buf = np.empty(min(block, flat.size), dtype=np.float32)
+    i_buf = np.empty(min(block, flat.size), dtype=np.intp)
+    for start in range(0, flat.size, block):
+        part = flat[start:start + block]
+        f, i = f_buf[:part.size], i_buf[:part.size]
+        np.subtract(part, origin, out=f)  # >= 0: part >= lo, and rounding keeps it so
+        np.multiply(f, scale, out=f)
+        np.copyto(i, f, casting="unsafe")  # truncation: the bucket
+        np.minimum(i, bins - 1, out=i)  # hi itself, and what rounding put past it
+        counts += np.bincount(i, minlength=bins)
+    return counts
 
 
 def float64_moments(values: np.ndarray, chunk: int = 1 << 16) -> tuple[float, float]:
