@@ -9,6 +9,7 @@ it is safe inside a training process and in tests.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any, Literal
 
 import numpy as np
@@ -21,8 +22,9 @@ Method = Literal["pca", "tsne"]
 
 
 def top_word_ids(words: Sequence[str], unk: str | None, n: int) -> list[int]:
-    """Ids of the ``n`` most frequent words (vocab order is by count), skipping the UNK token."""
-    return [i for i, w in enumerate(words) if w != unk][:n]
+    """Ids of the ``n`` most frequent words (vocab order is by count), skipping the UNK token
+    (the first n + 1 words at most are looked at)."""
+    return list(islice((i for i, w in enumerate(words) if w != unk), n))
 
 
 def project_2d(x: np.ndarray, method: Method, *, seed: int = 0) -> np.ndarray:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
+from itertools import islice
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
@@ -56,7 +57,8 @@ def default_probes(words: Sequence[str], unk: str | None, n: int = DEFAULT_PROBE
     The very top of a frequency list is function words ("the", "of") whose neighbours say little;
     spacing the ranks shows frequent content words as well.
     """
-    candidates = [w for w in words if w != unk]
+    # the ranks reach 10·2^(n−1) at most: no pass over a vocabulary of millions
+    candidates = list(islice((w for w in words if w != unk), 10 * 2 ** n + n))
     picks: list[str] = []
     rank = 10
     while len(picks) < n and rank < len(candidates):
@@ -70,11 +72,23 @@ def default_probes(words: Sequence[str], unk: str | None, n: int = DEFAULT_PROBE
     return picks
 
 
+def word_ids(words: Sequence[str], wanted: Sequence[str]) -> list[int]:
+    """The ids of the words of ``wanted`` found in ``words``, in ``wanted``'s order: a scan
+    per word (in C), not a table of the whole vocabulary (0.9 s at 2.3M words)."""
+    ids = []
+    for word in wanted:
+        try:
+            ids.append(words.index(word))
+        except ValueError:
+            continue
+    return ids
+
+
 def neighbours_markdown(words: Sequence[str], w: np.ndarray, probes: Sequence[str],
-                        k: int = NEIGHBOURS) -> str:
-    """A markdown table: one row per probe word, its neighbours with cosine similarity."""
-    index = {word: i for i, word in enumerate(words)}
-    ids = [index[p] for p in probes if p in index]
+                        k: int = NEIGHBOURS, *, ids: Sequence[int] | None = None) -> str:
+    """A markdown table: one row per probe word, its neighbours with cosine similarity.
+    ``ids``: the probes' ids in ``words``, when known (else looked up)."""
+    ids = word_ids(words, probes) if ids is None else list(ids)
     if not ids or w.shape[0] < 2:
         return "(no probe words in the vocabulary)"
     w = np.asarray(w, dtype=np.float32)  # no copy for the trainer's float32 matrices
@@ -153,8 +167,7 @@ class TensorBoardSink:
         self._counts = np.asarray(vocab.counts)
         self._unk: str | None = getattr(vocab, "unk", None)
         probes = list(cfg.track.probe_words) or default_probes(self._words, self._unk)
-        known = set(self._words)
-        self._probes = [p for p in probes if p in known]
+        self._probe_ids = word_ids(self._words, probes)
         purge = None if not resume_step else resume_step + 1
         # A fresh run (no checkpoint) keeps nothing of a process killed before its first
         # checkpoint either: its projector entries would otherwise be shown beside ours.
@@ -175,8 +188,8 @@ class TensorBoardSink:
             self._w.add_summary(step, histogram_summary(f"embeddings/{name}", w))
             self._w.add_summary(step, histogram_summary(f"embeddings/{name}_norm",
                                                         row_norms(w, low_memory=True)))
-        if self._probes:
-            text = neighbours_markdown(self._words, w_in, self._probes)
+        if self._probe_ids:
+            text = neighbours_markdown(self._words, w_in, (), ids=self._probe_ids)
             self._w.add_summary(step, text_summary("neighbours", text))
         self._log_pca(step, w_in)
         if self._cfg.track.projector_each_checkpoint:
