@@ -19,6 +19,7 @@ from embedlab.track.tensorboard import (
     pca_tag,
     table_hparams,
     tail_first,
+    word_ids,
 )
 
 from .fakerun import (
@@ -121,6 +122,16 @@ def test_neighbours_show_the_planted_clusters() -> None:
     for row, cluster in ((rows[2], CLUSTERS["animal"]), (rows[3], CLUSTERS["country"])):
         names = [cell.split(" (")[0] for cell in row.split("|")[2].strip().split(", ")]
         assert set(names) <= set(cluster), row
+
+
+def test_word_ids_keep_the_order_asked_and_skip_unknown_words() -> None:
+    words = ("the", "of", "cat", "france", "dog")
+    assert word_ids(words, ["dog", "zebra", "the", "france"]) == [4, 0, 3]
+    assert word_ids(words, []) == []
+    vocab = fake_vocab()
+    w = embeddings_at(vocab, 50, 50)
+    by_ids = neighbours_markdown(vocab.words, w, (), ids=word_ids(vocab.words, ["cat"]))
+    assert by_ids == neighbours_markdown(vocab.words, w, ["cat"])
 
 
 def test_neighbours_without_known_probe_words() -> None:
