@@ -64,7 +64,7 @@ if TYPE_CHECKING:
 @click.option("--micro-batches", type=int, help="Train M batches as one step, each from its "
               "own chunk of the corpus (one rate, one synchronous update), as processes "
               "training one run share a step; "
-              "keep M x --batch-size near 2048 for quality; torch engine.  [default: 1]")
+              "keep M x --batch-size near 2048 for quality; torch or cuda engine.  [default: 1]")
 @click.option("--seed", type=int, help="Master seed for every random stream.  [default: 1]")
 @click.option("--threads", type=int, help="CPU threads (0 = all cores).  [default: 0]")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]),
