@@ -125,8 +125,9 @@ def unavailable_reason(name: str) -> str | None:
     return None
 
 
-def install_hint(name: str, reason: str) -> str:
-    """What fixes the ``reason`` :func:`unavailable_reason` gave for engine ``name``."""
+def install_hint(name: str, reason: str, *, cpu_engine: str = "native") -> str:
+    """What fixes the ``reason`` :func:`unavailable_reason` gave for engine ``name``
+    (``cpu_engine``: the CPU engine the cuda engine's hint names instead)."""
     _check_name(name)
     if name == "native":
         from embedlab.engines import native
@@ -135,7 +136,7 @@ def install_hint(name: str, reason: str) -> str:
     if name == "cuda":
         from embedlab.engines import cuda
 
-        return cuda.install_hint(reason)
+        return cuda.install_hint(reason, cpu_engine)
     return "install it with pip install 'embedlab[torch]'"
 
 
@@ -231,9 +232,8 @@ def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = 
     if requested == "cuda":
         reason = unavailable_reason("cuda")
         if reason is not None:
-            hint = install_hint("cuda", reason)
-            if micro:  # the native engine does not train micro-batches
-                hint = hint.replace(spell("--engine", "native"), spell("--engine", "torch"))
+            # the native engine does not train micro-batches
+            hint = install_hint("cuda", reason, cpu_engine="torch" if micro else "native")
             raise InputError(f"{spell('--engine', 'cuda')} is unavailable: {reason}; {hint}")
     return requested
 

@@ -47,15 +47,15 @@ def unavailable_reason() -> str | None:
     return _reason()
 
 
-def install_hint(reason: str) -> str:
-    """What fixes ``reason``."""
+def install_hint(reason: str, cpu_engine: str = "native") -> str:
+    """What fixes ``reason``; ``cpu_engine``: the CPU engine that trains the run instead."""
     if reason.startswith("torch"):
         return "install it with pip install 'embedlab[torch]' (a CUDA build of torch)"
     if reason.startswith("triton"):
         return "install it with pip install triton (CUDA builds of torch ship it)"
     from embedlab.errors import spell
 
-    return f"train on a machine with an NVIDIA GPU, or pass {spell('--engine', 'native')}"
+    return f"train on a machine with an NVIDIA GPU, or pass {spell('--engine', cpu_engine)}"
 
 
 def gpu_present() -> bool:
