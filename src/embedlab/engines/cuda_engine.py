@@ -189,17 +189,29 @@ class CudaEngine:
         contribution and the loss, no row written (:func:`launch_tiles`)."""
         launch_tiles(self, buf, stride)
 
-    def step(self, batch: Batch, lr: float) -> float:
-        """One step on a batch built elsewhere (runs whose batches predate the specification,
-        and the tests)."""
+    def launch_apply_rows(self, step: torch.Tensor, lr: torch.Tensor,
+                          inputs: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...],
+                          programs: list[int]) -> None:
+        """:func:`launch_apply_rows` on this engine's parameters."""
+        launch_apply_rows(self, step, lr, inputs, outputs, programs)
+
+    def loaded(self, batch: Batch) -> Buffers:
+        """Buffers of one batch holding ``batch``, built elsewhere, at step 0 (its rows
+        ``self.rows`` apart)."""
         shared = int(batch.negatives.shape[1])
         buf = self._one_batch
         if buf is None or buf.shape.shared != shared:
             buf = self._one_batch = Buffers(self.shape(self.rows, self.rows, shared),
                                             self.device)
         load_batch(buf, batch)
-        buf.lr[0] = self.cfg.batch_lr(lr, batch)
         buf.step.zero_()
+        return buf
+
+    def step(self, batch: Batch, lr: float) -> float:
+        """One step on a batch built elsewhere (runs whose batches predate the specification,
+        and the tests)."""
+        buf = self.loaded(batch)
+        buf.lr[0] = self.cfg.batch_lr(lr, batch)
         launch_step(self, buf, self.rows)
         return float(buf.loss[0].sum(dtype=torch.float64))
 
@@ -290,17 +302,27 @@ def launch_tiles(engine: CudaEngine, buf: Buffers, batch: int) -> None:
 
 def launch_apply(engine: CudaEngine, buf: Buffers) -> None:
     """Sum, damp and apply every contribution to the input and the output rows (one launch)."""
-    sh, cfg, kn = buf.shape, engine.cfg, engine.kernels
-    nce = cfg.loss == "nce"
-    bias = engine.b_out if engine.b_out is not None else buf.out_h
-    programs_in, programs_out = buf.programs
+    launch_apply_rows(engine, buf.step, buf.lr, (*buf.plan_in, buf.in_d, buf.in_h),
+                      (*buf.plan_out, buf.out_d, buf.out_h, buf.out_b), buf.programs)
+
+
+def launch_apply_rows(engine: CudaEngine, step: torch.Tensor, lr: torch.Tensor,
+                      inputs: tuple[torch.Tensor, ...], outputs: tuple[torch.Tensor, ...],
+                      programs: list[int]) -> None:
+    """``cuda_kernels.apply_rows`` on rows planned elsewhere: ``inputs`` the input rows' plan
+    (heads, ends, sid, order), contributions and curvatures; ``outputs`` the output rows', with
+    their bias gradients; ``programs`` the row programs of each."""
+    cfg, kn = engine.cfg, engine.kernels
+    *plan_in, d_in, h_in = inputs
+    *plan_out, d_out, h_out, b_out = outputs
+    bias = engine.b_out if engine.b_out is not None else h_out
+    programs_in, programs_out = programs
     K.apply_rows[(programs_in + programs_out,)](
-        buf.step, buf.lr, sh.dim, programs_in,
-        *buf.plan_in, buf.in_d, buf.in_h, engine.w_in, max(cfg.input_kappa, 1e-30),
-        buf.plan_in[0].shape[1],
-        *buf.plan_out, buf.out_d, buf.out_h, buf.out_b, engine.w_out, bias,
-        max(cfg.damping, 1e-30), buf.plan_out[0].shape[1],
-        DAMP_IN=cfg.input_kappa > 0, DAMP_OUT=cfg.damping > 0, BIAS=nce,
+        step, lr, engine.dim, programs_in,
+        *plan_in, d_in, h_in, engine.w_in, max(cfg.input_kappa, 1e-30), plan_in[0].shape[1],
+        *plan_out, d_out, h_out, b_out, engine.w_out, bias, max(cfg.damping, 1e-30),
+        plan_out[0].shape[1],
+        DAMP_IN=cfg.input_kappa > 0, DAMP_OUT=cfg.damping > 0, BIAS=cfg.loss == "nce",
         MB=kn.occ_block, BDK=kn.apply_slice, num_warps=kn.apply_warps)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 
 import embedlab.engines.cuda_kernels as K
-from embedlab.engines.cuda_batches import Buffers, load_batch, segments
+from embedlab.engines.cuda_batches import segments
 from embedlab.engines.torch_ops import Contributions, Part
 
 if TYPE_CHECKING:
@@ -47,24 +47,13 @@ class CudaMicroStep:
         self.engine, self.cfg = engine, engine.cfg
         self.p = _Params(engine.w_in, engine.b_out)
         self.damping = engine.cfg.damping > 0
-        self._buf: Buffers | None = None
         self._step = torch.zeros(1, dtype=torch.int32, device=engine.device)
-
-    def _buffers(self, shared: int) -> Buffers:
-        buf = self._buf
-        engine = self.engine
-        if buf is None or buf.shape.shared != shared:
-            buf = self._buf = Buffers(engine.shape(engine.rows, engine.rows, shared),
-                                      engine.device)
-        return buf
 
     def row_sums(self, batch: Batch) -> Contributions:
         """``batch``'s contributions from the parameters as they are, summed per row (each
         matrix's rows once, in ascending id; nothing is updated)."""
         engine = self.engine
-        buf = self._buffers(int(batch.negatives.shape[1]))
-        load_batch(buf, batch)
-        buf.step.zero_()
+        buf = engine.loaded(batch)
         engine.launch_tiles(buf, engine.rows)
         loss = buf.loss[0].sum(dtype=torch.float64)
         dev, dim = engine.device, engine.dim
@@ -95,29 +84,19 @@ class CudaMicroStep:
     def apply(self, parts: list[Contributions], lr: float) -> None:
         """Add ``parts`` (each summed per row) at rate ``lr``: each row's sums in the order of
         ``parts``, damped by the curvature summed over all of them."""
-        engine, cfg, dev = self.engine, self.cfg, self.engine.device
-        merged = []
+        engine, dev = self.engine, self.engine.device
+        merged, programs = [], []
         for side in ("inputs", "outputs"):
             got = [p for c in parts for p in getattr(c, side)]
             ids = torch.cat([g[0].to(dev) for g in got])
-            rows = torch.cat([g[1].to(dev) for g in got])
+            rows = torch.cat([g[1].to(dev) for g in got]).contiguous()
             h = torch.cat([g[2].to(dev) for g in got]) if self.damping else \
                 torch.zeros(len(ids), device=dev)
-            b = torch.cat([g[3].to(dev) for g in got]) \
-                if side == "outputs" and engine.b_out is not None else h
             heads, ends, sid, order, n_heads = segments(ids[None, :])
-            programs = len(ids) if dev.type == "cuda" else int(n_heads.max())
-            merged.append(((heads, ends, sid, order), rows.contiguous(), h, b, len(ids),
-                           programs))
-        (plan_in, d_in, h_in, _, n_in, p_in), (plan_out, d_out, h_out, b_out, n_out, p_out) = \
-            merged
-        bias = engine.b_out if engine.b_out is not None else h_out
+            merged.append((heads, ends, sid, order, rows, h))
+            programs.append(len(ids) if dev.type == "cuda" else int(n_heads.max()))
+        biases = [g[3] for c in parts for g in c.outputs]
+        bias = merged[1][5] if engine.b_out is None else \
+            torch.cat([b.to(dev) for b in biases if b is not None])
         rate = torch.tensor([lr], dtype=torch.float32, device=dev)
-        kn = engine.kernels
-        K.apply_rows[(p_in + p_out,)](
-            self._step, rate, engine.dim, p_in,
-            *plan_in, d_in, h_in, engine.w_in, max(cfg.input_kappa, 1e-30), n_in,
-            *plan_out, d_out, h_out, b_out, engine.w_out, bias, max(cfg.damping, 1e-30), n_out,
-            DAMP_IN=cfg.input_kappa > 0, DAMP_OUT=cfg.damping > 0,
-            BIAS=engine.b_out is not None, MB=kn.occ_block, BDK=kn.apply_slice,
-            num_warps=kn.apply_warps)
+        engine.launch_apply_rows(self._step, rate, merged[0], (*merged[1], bias), programs)
