@@ -328,17 +328,15 @@ class TrainConfig:
 
         ``engine="auto"`` (or ``"cpu"``) becomes the engine the registry picks
         (:func:`embedlab.engines.choose_engine`: ``cuda`` on a GPU, else ``native`` when the C
-        kernel builds here, else ``torch``); an explicit engine that cannot train here is an
+        kernel builds here, else ``torch``; with micro-batches ``cuda`` on a GPU, else
+        ``torch``); an explicit engine that cannot train here is an
         :class:`InputError` naming the reason. ``say``: print the note on an unexpected choice.
         """
         from embedlab.engines import choose_engine
 
         # all cores, shared by the processes torchrun starts on this machine
         threads = self.threads or max(1, len(os.sched_getaffinity(0)) // _local_processes())
-        requested = self.engine
-        if self.optim.micro_batches > 1 and requested == "auto":
-            requested = "torch"  # the engine that trains micro-batches
-        engine = choose_engine(requested, loss=self.model.loss, say=say,
+        engine = choose_engine(self.engine, loss=self.model.loss, say=say,
                                micro=self.optim.micro_batches > 1)
         return dataclasses.replace(self, threads=threads, engine=engine)
 
@@ -349,7 +347,8 @@ class TrainConfig:
         if self.engine == CPU_REQUEST:
             return cpu_choice()
         if self.engine == "auto" and self.optim.micro_batches > 1:
-            return "torch"
+            # micro-batches train on the cuda engine or, on the CPU, the torch engine
+            return "cuda" if auto_choice(loss=self.model.loss) == "cuda" else "torch"
         if self.engine != "auto":
             return self.engine
         return auto_choice(loss=self.model.loss)

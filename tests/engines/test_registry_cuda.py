@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from embedlab import engines
-from embedlab.config import ModelConfig, TrainConfig
+from embedlab.config import ModelConfig, OptimConfig, TrainConfig
 from embedlab.engines import (
     CPU_ENGINES,
     CPU_REQUEST,
@@ -104,6 +104,19 @@ def test_auto_trains_on_a_gpu_and_says_so(loss: str, capsys: pytest.CaptureFixtu
     with messages_for("python"):
         choose_engine("auto", loss=loss)
     assert "(device='cpu' trains on the CPU)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("loss", ["neg", "nce"])
+def test_auto_trains_micro_batches_on_a_gpu_and_else_with_torch(
+        loss: str, gpu: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = TrainConfig(threads=1, model=ModelConfig(loss=loss), optim=OptimConfig(micro_batches=4))
+    assert cfg.engine_for() == "cuda" and cfg.resolve(say=False).engine == "cuda"
+    assert cfg.resolve().engine == "cuda"
+    assert "with the cuda engine" in capsys.readouterr().err
+    monkeypatch.setattr(cuda_module, "gpu_present", lambda: False)  # no GPU: the CPU's torch
+    assert cfg.engine_for() == "torch" and cfg.resolve().engine == "torch"
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.usefixtures("gpu")

@@ -203,7 +203,8 @@ def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = 
     ``auto`` is the GPU's cuda engine where one is found (not for hierarchical softmax), else
     what ``cpu`` is: native where its kernel builds, else torch. ``say``: print a note when that
     choice is not the plain one (the GPU, or torch for want of the native kernel). ``micro``:
-    the run trains micro-batches, so the CPU engine a refusal points to is torch.
+    the run trains micro-batches, which the native engine does not: ``auto`` is then the GPU's
+    cuda engine or torch, and the CPU engine a refusal points to is torch.
     """
     from embedlab.errors import InputError, spell
 
@@ -216,6 +217,8 @@ def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = 
         if say:
             _note(f"{spell('--loss', loss)} trains on the CPU (the cuda engine trains negative "
                   "sampling and NCE)")
+    if requested == "auto" and micro:
+        return "torch"  # of the CPU engines, the one that trains micro-batches
     if requested in ("auto", CPU_REQUEST, "native"):
         reason = unavailable_reason("native")  # cached: asking again is free
         if reason is None:
