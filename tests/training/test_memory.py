@@ -217,6 +217,57 @@ def test_a_run_that_does_not_fit_is_refused_by_train(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_prepared_corpus_that_does_not_fit_is_told_to_prepare_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A prepared folder fixes its vocabulary (train refuses --max-vocab or --min-count that
+    differ from it), so the fix named is --dim or another `embedlab prepare`."""
+    from embedlab.cli import main
+    from embedlab.testing import write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    prepared = tmp_path / "prepared"
+    main(["prepare", str(corpus), "--out", str(prepared), "--min-count", "1"])
+    capsys.readouterr()
+    _little_memory(monkeypatch)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--corpus", str(prepared), "--run", str(run), "--dim", "8000",
+              "--no-tensorboard", "--threads", "1"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("embedlab: error: this run needs about ")
+    assert err[0].endswith("(MemAvailable); pass a smaller --dim, or run 'embedlab prepare' "
+                           "again with a smaller --max-vocab or a larger --min-count")
+    assert not run.exists()
+
+
+def test_a_resumed_run_that_does_not_fit_is_told_where_to_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Resumed, a run keeps its vocabulary and dimensions: no flag makes it smaller."""
+    from embedlab.cli import main
+    from embedlab.testing import write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    run = tmp_path / "run"
+    args = ["train", "--corpus", str(corpus), "--run", str(run), "--dim", "16", "--min-count",
+            "1", "--no-tensorboard", "--threads", "1", "--batch-size", "64"]
+    main([*args, "--max-steps", "2"])
+    capsys.readouterr()
+    saved = sorted(p.name for p in (run / "checkpoints").iterdir())
+    monkeypatch.setattr("embedlab.training.memory.available_memory",
+                        lambda: (1 << 10, "MemAvailable"))
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--max-steps", "4"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("embedlab: error: this run needs about ")
+    assert err[-1].endswith("; resume it where more memory is free: its vocabulary and "
+                            "dimensions are those it was started with")
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == saved
+
+
 def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     from embedlab.errors import InputError
     from embedlab.training import memory

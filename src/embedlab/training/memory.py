@@ -31,6 +31,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from embedlab.errors import InputError, spell
 
@@ -155,10 +156,16 @@ def _cgroup_folders(controller: str) -> list[Path]:
     return [*folders, root]
 
 
+#: what a run that does not fit may still change (:func:`check_memory`): ``raw``: a corpus the
+#: run prepares itself (every flag); ``prepared``: a prepared folder, whose vocabulary its
+#: ``embedlab prepare`` fixed; ``resumed``: a run's own checkpoint (vocabulary and dimensions)
+Shape = Literal["raw", "prepared", "resumed"]
+
+
 def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
-                 chunks: int = CHUNKS_IN_FLIGHT) -> None:
+                 chunks: int = CHUNKS_IN_FLIGHT, shape: Shape = "raw") -> None:
     """Refuse, in one line, a run whose :func:`memory_need` exceeds :func:`available_memory`,
-    naming both and the flags that make the model smaller."""
+    naming both and a fix that the run accepts (``shape``: what it may still change)."""
     have = available_memory()
     need = memory_need(vocab_size, dim, loss=loss, window=window, chunks=chunks)
     if have is None or need.total <= have[0]:
@@ -166,13 +173,25 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
     room, source = have
     per_word = need.matrices / max(1, vocab_size) + need.tables / max(1, vocab_size)
     fits = _round_down((room - need.batches) / per_word) if room > need.batches else 0
-    fix = f" ({spell('--max-vocab', fits)} would fit)" if fits >= 2 else ""
+    def fits_with(flag: str) -> str:
+        return f" ({flag} would fit)" if fits >= 2 else ""
+
+    if shape == "resumed":  # a flag that changed either would be refused as another run
+        advice = ("resume it where more memory is free: its vocabulary and dimensions are "
+                  "those it was started with")
+    elif shape == "prepared":  # its vocabulary flags would be refused against the folder's
+        advice = (f"pass a smaller {spell('--dim')}, or run 'embedlab prepare' again with a "
+                  f"smaller --max-vocab{fits_with(f'--max-vocab {fits}')} or a larger "
+                  "--min-count")
+    else:
+        advice = (f"pass a smaller {spell('--dim')} or {spell('--max-vocab')}"
+                  f"{fits_with(spell('--max-vocab', fits))}, or a larger "
+                  f"{spell('--min-count')}")
     raise InputError(
         f"this run needs about {need.total / GIB:.1f} GiB of memory ({vocab_size:,} words x "
         f"{dim} dimensions: vectors {need.matrices / GIB:.1f} GiB, vocabulary tables "
         f"{need.tables / GIB:.1f} GiB, batches {need.batches / GIB:.2f} GiB), more than the "
-        f"{room / GIB:.1f} GiB available ({source}); pass a smaller {spell('--dim')} or "
-        f"{spell('--max-vocab')}{fix}, or a larger {spell('--min-count')}")
+        f"{room / GIB:.1f} GiB available ({source}); {advice}")
 
 
 def _round_down(value: float) -> int:

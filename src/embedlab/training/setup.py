@@ -20,7 +20,12 @@ from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
-from embedlab.data.prepared import SPECIAL_CORPORA, PreparedCorpus, declared_vocab_size
+from embedlab.data.prepared import (
+    SPECIAL_CORPORA,
+    PreparedCorpus,
+    declared_vocab_size,
+    is_prepared,
+)
 from embedlab.data.vocab import Vocab
 from embedlab.engines import (
     BATCH_SPEC_REVISION,
@@ -38,7 +43,7 @@ from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
 from embedlab.training import distributed, handshake
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
-from embedlab.training.memory import check_memory, chunks_in_flight
+from embedlab.training.memory import Shape, check_memory, chunks_in_flight
 from embedlab.training.state import TRAIN_STATE, TrainState
 from embedlab.training.warm_start import VOCAB_FILE, warm_start
 
@@ -91,7 +96,9 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     vocab = prepared.vocab
     check_enough_tokens(prepared, cfg)
     if initial is None or initial.vocab_size != len(vocab):
-        _check_memory(cfg, len(vocab))
+        prepared_folder = cfg.data.corpus not in SPECIAL_CORPORA and is_prepared(cfg.data.corpus)
+        _check_memory(cfg, len(vocab), shape="resumed" if ckpt is not None else
+                      "prepared" if prepared_folder else "raw")
     keep = keep_probabilities(vocab.counts, cfg.model.sample)
     check_pairs_possible(prepared, cfg, keep)
     _check_probe_words(cfg, vocab)
@@ -271,16 +278,16 @@ def _start_initial_vectors(cfg: TrainConfig) -> InitialVectors | None:
     size = None if cfg.data.corpus in SPECIAL_CORPORA else declared_vocab_size(cfg.data.corpus)
     if not size:
         return None
-    _check_memory(cfg, size)
+    _check_memory(cfg, size, shape="prepared")
     return InitialVectors(cfg, size)
 
 
-def _check_memory(cfg: TrainConfig, vocab_size: int) -> None:
+def _check_memory(cfg: TrainConfig, vocab_size: int, *, shape: Shape) -> None:
     group = distributed.current()
     chunks = chunks_in_flight(cfg.optim.micro_batches, cfg.optim.micro_order,
                               1 if group is None else group.size)
     check_memory(vocab_size, cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window,
-                 chunks=chunks)
+                 chunks=chunks, shape=shape)
 
 
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
