@@ -194,8 +194,25 @@ def test_small_corpora_are_read_by_the_python_reader(tmp_path: Path,
 def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "3")
     assert native_tokenise.default_workers() == 3
-    monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "x")
-    assert native_tokenise.default_workers() >= 1
+    monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "")
+    assert native_tokenise.default_workers() >= 1  # unset or empty: every core
+
+
+@pytest.mark.parametrize("value", ["x", "0", "-1", "2.5"])
+def test_a_bad_worker_count_is_one_line_naming_the_fix(
+        value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.cli import main
+
+    (tmp_path / "c.txt").write_text("a b c a b\n" * 20)
+    monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", value)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["prepare", str(tmp_path / "c.txt"), "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"embedlab: error: EMBEDLAB_PREPARE_WORKERS must be a number of threads >= 1, got "
+        f"{value!r}; set it to e.g. 2, or unset it for every core")
+    assert not (tmp_path / "out").exists()
 
 
 _SIGTERM_CHILD = """

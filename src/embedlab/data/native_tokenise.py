@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from embedlab.data import corpus
 from embedlab.data.corpus import ReadStats
+from embedlab.errors import InputError
 
 #: corpora smaller than this (bytes on disk) are read by the Python reader: it takes under a
 #: second for them, less than building the native library the first time, and a small corpus
@@ -51,10 +52,13 @@ class Fallback(Exception):
 
 def default_workers() -> int:
     """Threads for tokenising: ``$EMBEDLAB_PREPARE_WORKERS``, else the cores this process may
-    use."""
+    use. A value that is not a whole number >= 1 is an :class:`InputError`."""
     value = os.environ.get("EMBEDLAB_PREPARE_WORKERS", "").strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
+    if value:
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+        raise InputError(f"EMBEDLAB_PREPARE_WORKERS must be a number of threads >= 1, got "
+                         f"{value!r}; set it to e.g. 2, or unset it for every core")
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                else os.cpu_count() or 1)
 

@@ -93,7 +93,8 @@ def prepare_into(
     _check_out(out, force)
     workers = native_tokenise.default_workers() if workers is None else workers
     if workers < 1:
-        raise InputError(f"workers must be >= 1, got {workers}")
+        raise InputError(f"workers must be >= 1, got {workers}; pass e.g. workers=2, or leave "
+                         "it out for every core")
     with _sigterm_cleans_up():
         _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress,
                       run_dir, workers)
