@@ -194,6 +194,28 @@ def test_load_run_folder_step_best_and_checkpoint(tmp_path: Path) -> None:
     assert np.array_equal(load(ckpt).matrix, mats[20])
 
 
+def test_checkpoints_lists_a_run_as_the_ckpt_command_does(tmp_path: Path) -> None:
+    import embedlab
+
+    mats = {s: np.full((2, 2), s, np.float32) for s in (10, 20)}
+    run = make_run(tmp_path / "run", ("a", "b"), mats, best={10: 0.9, 20: 0.5})
+    listed = embedlab.checkpoints(run)
+    assert [c.step for c in listed] == [10, 20]
+    assert [c.path for c in listed] == [run / "checkpoints" / "ckpt-00000010",
+                                        run / "checkpoints" / "ckpt-00000020"]
+    assert "best" in listed[0].roles and "latest" in listed[1].roles
+    assert all(c.verified and c.problem is None and c.size > 0 for c in listed)
+    assert np.array_equal(load(run, step=listed[0].step).matrix, mats[10])
+    (listed[1].path / "tensors.safetensors").write_bytes(b"damaged")
+    damaged = embedlab.checkpoints(str(run))[1]
+    assert not damaged.verified and damaged.problem
+    with pytest.raises(InputError) as info:
+        embedlab.checkpoints(tmp_path / "nope")
+    assert str(info.value) == f"{tmp_path / 'nope'} does not exist; pass a run folder"
+    with pytest.raises(InputError, match="holds no checkpoints"):
+        embedlab.checkpoints(tmp_path)
+
+
 def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         load(tmp_path / "nope")
@@ -207,8 +229,10 @@ def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no checkpoints"):
         load(tmp_path)
     run = make_run(tmp_path / "run", ("a", "b"), {5: np.zeros((2, 2), np.float32)})
-    with pytest.raises(InputError, match="no checkpoint at step 7"):
+    with pytest.raises(InputError) as info:
         load(run, step=7)
+    assert str(info.value) == (f"{run} has no checkpoint at step 7 (available: 5); "
+                               "embedlab.checkpoints(RUN) lists them; pass one as step=")
     (run / "vocab.tsv").unlink()
     with pytest.raises(InputError, match="no vocabulary"):
         load(run)

@@ -1,9 +1,9 @@
 """embedlab: word2vec with first-class experiment management.
 
 The public Python API is deliberately small: :func:`load` returns a vectors object (see
-:mod:`embedlab.vectors`), and ``embedlab.train(...)`` trains a run as ``embedlab train`` does
-(see :func:`embedlab.training.api.train`). Everything else is reached through the ``embedlab``
-CLI.
+:mod:`embedlab.vectors`), ``embedlab.train(...)`` trains a run as ``embedlab train`` does
+(see :func:`embedlab.training.api.train`), and :func:`checkpoints` lists a run's checkpoints as
+``embedlab ckpt RUN`` does. Everything else is reached through the ``embedlab`` CLI.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
+    from embedlab.checkpoint.manager import CheckpointInfo
     from embedlab.training.api import Corpus
     from embedlab.training.state import TrainResult
     from embedlab.vectors import Vectors
@@ -33,6 +34,16 @@ def load(path: Any, **kwargs: Any) -> Vectors:
     from embedlab.vectors import load as _load
 
     return _load(path, **kwargs)
+
+
+def checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
+    """The checkpoints of the run folder ``run``, oldest first, each verified (sha256 of its
+    files against its manifest): ``step``, ``path``, ``time`` (Unix seconds), ``size``,
+    ``roles`` (``latest``, ``best``, ...) and ``verified`` with the ``problem`` when it is not,
+    as ``embedlab ckpt RUN`` lists them. ``embedlab.load(run, step=N)`` loads one."""
+    from embedlab.checkpoint.load import list_checkpoints
+
+    return list_checkpoints(run)
 
 
 def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
@@ -52,4 +63,4 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     return _train(corpus, run, runs_dir, preset, restart, from_checkpoint, **options)
 
 
-__all__ = ["__version__", "load", "train"]
+__all__ = ["__version__", "checkpoints", "load", "train"]

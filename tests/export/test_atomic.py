@@ -39,7 +39,7 @@ def test_python_is_told_its_arguments(tmp_path: Path) -> None:
     (tmp_path / "v.txt").write_text("old")
     assert message("python", tmp_path / "v.txt", force=False) == \
         f"{tmp_path / 'v.txt'} already exists; pass force=True to overwrite it or choose " \
-        "another path="
+        "another path"
     assert message("python", tmp_path, force=True) == \
         f"path={str(tmp_path)!r} is a folder; pass a file path, e.g. " \
         f"path={str(tmp_path / 'vectors.txt')!r}"

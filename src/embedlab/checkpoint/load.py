@@ -8,6 +8,7 @@ one-line :class:`InputError` naming the fix rather than a traceback deep in a re
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,8 +29,14 @@ from embedlab.checkpoint.format import (
     verify,
 )
 from embedlab.checkpoint.index import INDEX_FILE, read_index
-from embedlab.checkpoint.manager import CheckpointManager
-from embedlab.errors import InputError, import_torch
+from embedlab.checkpoint.manager import CheckpointInfo, CheckpointManager
+from embedlab.errors import (
+    InputError,
+    import_torch,
+    python_caller,
+    python_entry,
+    spell,
+)
 from embedlab.fsutil import clip
 
 
@@ -43,7 +50,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     if not p.exists():
         raise InputError(f"{p} does not exist; pass a run folder or a checkpoint folder")
     if step is not None and best:
-        raise InputError("--step and --best are mutually exclusive; pass one of them")
+        raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "
+                         "pass one of them")
     if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
         return _verified_or_fail(p)
     root = p / CKPT_DIR
@@ -55,13 +63,14 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
         if not target.is_dir():
             have = ", ".join(str(s) for s in sorted(committed_folders(root))) or "none"
             raise InputError(f"{p} has no checkpoint at step {step} (available: {have}); "
-                             "run 'embedlab ckpt RUN' to list them")
+                             f"{_list_them()}")
         return _verified_or_fail(target)
     if best:
         index = read_index(p)
         if index.best is None:
             raise InputError(f"{p} has no best checkpoint recorded in {INDEX_FILE}; "
-                             "use the latest one (drop --best) or pick one with --step")
+                             f"use the latest one (drop {spell('--best', True)}) or pick one "
+                             f"with {spell('--step')}")
         return _verified_or_fail(root / ckpt_name(index.best))
     found = CheckpointManager(p).latest()
     if found is None:
@@ -70,14 +79,37 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     return found
 
 
+@python_entry
+def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
+    """:func:`embedlab.checkpoints`: the committed checkpoints of run folder ``run``, oldest
+    first, verified; :class:`InputError` for a path that is no run folder."""
+    p = Path(run)
+    if not p.is_dir():
+        what = "is not a folder" if p.exists() else "does not exist"
+        raise InputError(f"{p} {what}; pass a run folder")
+    if not (p / CKPT_DIR).is_dir():
+        raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
+                         "that has been trained")
+    return CheckpointManager(p).list()
+
+
 def _verified_or_fail(ckpt_dir: Path) -> Path:
     if not ckpt_dir.is_dir():
-        raise InputError(f"checkpoint {ckpt_dir} is missing; run 'embedlab ckpt RUN' to list them")
+        raise InputError(f"checkpoint {ckpt_dir} is missing; {_list_them()}")
     problem = verify(ckpt_dir)
     if problem is not None:
         raise InputError(f"checkpoint {ckpt_dir} failed verification: {problem}; use another "
-                         "checkpoint ('embedlab ckpt RUN' lists them)")
+                         f"checkpoint ({_list_them(lists=True)})")
     return ckpt_dir
+
+
+def _list_them(*, lists: bool = False) -> str:
+    """How the caller finds the checkpoints there are: the ``ckpt`` command, or from Python
+    the run folder's own listing (``embedlab.checkpoints``)."""
+    if python_caller():
+        return ("embedlab.checkpoints(RUN) lists them" if lists else
+                "embedlab.checkpoints(RUN) lists them; pass one as step=")
+    return "'embedlab ckpt RUN' lists them" if lists else "run 'embedlab ckpt RUN' to list them"
 
 
 def _unreadable(ckpt_dir: Path, exc: BaseException) -> InputError:

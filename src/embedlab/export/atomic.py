@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from embedlab.errors import InputError, spell
+from embedlab.errors import InputError, spell, spell_name
 from embedlab.fsutil import atomic_open, output_target, write_error
 
 
@@ -47,7 +47,7 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
         output_target(path, f"move it away or pick another {_out()} file path")
     if path.exists() and not force:
         raise InputError(f"{path} already exists; pass {spell('--force', True)} to overwrite it "
-                         f"or choose another {_out()}")
+                         f"or choose another {spell_name('--out', python='path')}")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise InputError(f"cannot write {path} ({parent} is a file, not a folder); "
