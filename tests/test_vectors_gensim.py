@@ -192,6 +192,64 @@ def test_distances(pair: tuple[Vectors, KeyedVectors]) -> None:
     assert vec.distances("king").dtype == np.float32
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"topn": 3}, {"topn": 5, "restrict_vocab": 40},
+                                    {"topn": None}])
+def test_similar_by_word_key_and_vector(pair: tuple[Vectors, KeyedVectors],
+                                        kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    same(vec.similar_by_word("king", **kwargs), kv.similar_by_word("king", **kwargs))
+    same(vec.similar_by_key("paris", **kwargs), kv.similar_by_key("paris", **kwargs))
+    same(vec.similar_by_vector(VECTOR, **kwargs), kv.similar_by_vector(VECTOR, **kwargs))
+
+
+@pytest.mark.parametrize(("key1", "key2"), [("king", "queen"), ("king", "w100"),
+                                            ("w3", "w7"), ("paris", "Paris"), ("w5", "w5")])
+def test_closer_than_and_rank(pair: tuple[Vectors, KeyedVectors], key1: str, key2: str) -> None:
+    vec, kv = pair
+    assert vec.closer_than(key1, key2) == kv.closer_than(key1, key2)
+    assert vec.rank(key1, key2) == kv.rank(key1, key2)
+    assert all(type(w) is str for w in vec.closer_than(key1, key2))
+    with pytest.raises(KeyError, match="Key 'kinq' not present"):
+        vec.rank("king", "kinq")
+
+
+def test_indexes_normed_vectors_and_given_words(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    for key in ("king", "w179", 0, 199, np.int64(3)):
+        assert vec.get_index(key) == kv.get_index(key)
+        assert vec.has_index_for(key) and kv.has_index_for(key)
+    for key in ("kinq", 200, -1):
+        assert vec.get_index(key, default=7) == kv.get_index(key, default=7) == 7
+        assert not vec.has_index_for(key) and not kv.has_index_for(key)
+        with pytest.raises(KeyError, match="not present"):
+            vec.get_index(key)
+    same(vec.get_normed_vectors(), kv.get_normed_vectors())
+    same(vec.cosine_similarities(VECTOR, vec.vectors[:10]),
+         KeyedVectors.cosine_similarities(VECTOR, kv.vectors[:10]))
+    for key1, keys in (("king", ["man", "queen", "w3"]), ("w3", ["w7", "w8", "w9"]),
+                       ("paris", ["rome", "Paris"])):
+        assert vec.most_similar_to_given(key1, keys) == kv.most_similar_to_given(key1, keys)
+
+
+def test_save_word2vec_format_writes_and_overwrites_as_gensim(
+        pair: tuple[Vectors, KeyedVectors], tmp_path: Path) -> None:
+    vec, kv = pair
+    for binary in (False, True):
+        ours, theirs = tmp_path / f"ours{binary}", tmp_path / f"theirs{binary}"
+        ours.write_text("an older file")  # gensim overwrites: so does the dialect
+        vec.save_word2vec_format(str(ours), binary=binary)
+        kv.save_word2vec_format(str(theirs), binary=binary)
+        back = KeyedVectors.load_word2vec_format(str(ours), binary=binary)
+        assert back.index_to_key == kv.index_to_key
+        np.testing.assert_array_equal(back.vectors, kv.vectors)
+    with pytest.raises(InputError) as info:
+        vec.save_word2vec_format(tmp_path / "v.txt", fvocab=tmp_path / "v.vocab", append=True)
+    assert str(info.value) == ("save_word2vec_format writes fname= and binary= only, not "
+                               "append=, fvocab=; drop them (to_npy writes the vocabulary "
+                               "with its counts)")
+    assert not (tmp_path / "v.txt").exists()
+
+
 @pytest.mark.parametrize("words", [
     ["king", "queen", "man", "w3"], ["paris", "rome", "berlin", "tokyo", "w10"], ["w3", "w7"],
     ["w5"],

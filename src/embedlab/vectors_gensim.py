@@ -12,7 +12,10 @@ Where the dialect departs from gensim, on purpose:
 * an unknown word is ``KeyError("Key 'w' not present")`` in every method here, also in
   ``n_similarity`` and ``doesnt_match``, which gensim 4.4 answers by skipping the word;
 * ``most_similar_cosmul`` honours ``restrict_vocab``, which gensim 4.4 accepts and ignores;
-* a zero vector has cosine 0 with everything (gensim: NaN), and the vectors are read-only;
+* a zero vector has cosine 0 with everything (gensim: NaN) and stays zero when normed, and the
+  vectors are read-only;
+* ``save_word2vec_format`` writes ``fname`` and ``binary`` only (gensim's ``fvocab`` and
+  other options are refused);
 * ``evaluate_word_pairs`` returns plain ``(statistic, p-value)`` tuples of floats;
 * ``restrict_vocab`` must be ``None`` (every word) or at least 1.
 """
@@ -59,6 +62,10 @@ class KeyedVectorsDialect:
 
         def __len__(self) -> int: ...
 
+        most_similar: Callable[..., Any]
+        similarity: Callable[..., float]
+        to_word2vec: Callable[..., Path]
+
     # ---- attributes ----------------------------------------------------------------------
     @property
     def vectors(self) -> np.ndarray:
@@ -96,6 +103,34 @@ class KeyedVectorsDialect:
         unit = self.matrix[row] / safe(self.norms[row : row + 1])[0]
         unit.flags.writeable = False
         return unit
+
+    def get_index(self, key: Any, default: int | None = None) -> int:
+        """The row of ``key``; an integer row number is itself; else ``default`` if given, or
+        gensim's ``KeyError("Key 'w' not present")``."""
+        row = self._index.get(key, -1) if isinstance(key, str) else -1
+        if row >= 0:
+            return row
+        if isinstance(key, int | np.integer) and 0 <= key < len(self.words):
+            return int(key)
+        if default is not None:
+            return default
+        raise KeyError(f"Key '{key}' not present")
+
+    def has_index_for(self, key: Any) -> bool:
+        """Whether ``key`` has a row (a word of the vocabulary, or a row number)."""
+        return self.get_index(key, -1) >= 0
+
+    def get_normed_vectors(self) -> np.ndarray:
+        """Every vector scaled to unit length (a new V×D float32 array; a zero vector stays
+        zero, where gensim divides by 0)."""
+        return self.matrix / safe(self.norms)[:, None]
+
+    @staticmethod
+    def cosine_similarities(vector_1: np.ndarray, vectors_all: np.ndarray) -> np.ndarray:
+        """Cosine similarities between one vector and each row of ``vectors_all``."""
+        norm = np.linalg.norm(vector_1)
+        all_norms = np.linalg.norm(vectors_all, axis=1)
+        return (vectors_all @ vector_1) / (norm * all_norms)
 
     def _key_row(self, key: object) -> int:
         """Row of ``key``; an unknown key raises gensim's ``KeyError("Key 'w' not present")``."""
@@ -174,6 +209,37 @@ class KeyedVectorsDialect:
             return []
         return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
 
+    def similar_by_word(self, word: str, topn: int | None = 10,
+                        restrict_vocab: int | None = None) -> list[tuple[str, float]] | np.ndarray:
+        """``most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)``."""
+        return self.most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)
+
+    similar_by_key = similar_by_word
+
+    def similar_by_vector(self, vector: np.ndarray, topn: int | None = 10,
+                          restrict_vocab: int | None = None
+                          ) -> list[tuple[str, float]] | np.ndarray:
+        """The words nearest to ``vector`` by cosine (none excluded), best first."""
+        return self.most_similar(positive=[vector], topn=topn, restrict_vocab=restrict_vocab)
+
+    def closer_than(self, key1: str, key2: str) -> list[str]:
+        """The words (``key1`` left out) closer to ``key1`` than ``key2`` is, by cosine
+        distance, in row order."""
+        distances = self.distances(key1)
+        row1, row2 = self._key_row(key1), self._key_row(key2)
+        closer = np.flatnonzero(distances < distances[row2])
+        return [self.words[i] for i in closer.tolist() if i != row1]
+
+    def rank(self, key1: str, key2: str) -> int:
+        """Where ``key2`` comes among the words nearest to ``key1``: 1 + the number of words
+        closer (:meth:`closer_than`)."""
+        return len(self.closer_than(key1, key2)) + 1
+
+    def most_similar_to_given(self, key1: str, keys_list: Sequence[str]) -> str:
+        """The word of ``keys_list`` most similar to ``key1`` (the first of equals)."""
+        sims = [self.similarity(key1, key) for key in keys_list]
+        return keys_list[int(np.argmax(sims))]
+
     def n_similarity(self, ws1: Sequence[str], ws2: Sequence[str]) -> float:
         """Cosine similarity of the mean vectors of two lists of words."""
         if not (len(ws1) and len(ws2)):
@@ -206,6 +272,20 @@ class KeyedVectorsDialect:
         else:
             cos = cosine_to_all(self.matrix, self.norms, query[None])[0]
         return 1 - cos
+
+    # ---- files ---------------------------------------------------------------------------
+    def save_word2vec_format(self, fname: PathLike, fvocab: PathLike | None = None,
+                             binary: bool = False, **unsupported: Any) -> None:
+        """The word2vec text or binary format, as gensim writes it (overwriting ``fname``, as
+        gensim does; :meth:`to_word2vec` refuses to overwrite unless ``force``). gensim's
+        ``fvocab`` and its other options are not written: passing one is an
+        :class:`InputError`."""
+        extra = sorted(unsupported) + (["fvocab"] if fvocab is not None else [])
+        if extra:
+            raise InputError(f"save_word2vec_format writes fname= and binary= only, not "
+                             f"{', '.join(f'{n}=' for n in extra)}; drop them (to_npy writes "
+                             "the vocabulary with its counts)")
+        self.to_word2vec(fname, binary=binary, force=True)
 
     # ---- evaluation ----------------------------------------------------------------------
     def evaluate_word_analogies(self, analogies: PathLike,
