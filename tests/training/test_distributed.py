@@ -204,6 +204,7 @@ def test_sigterm_saves_on_every_process_and_resumes(
     proc.send_signal(signal.SIGTERM)  # as a scheduler stops the job: torchrun passes it on
     code, out = _finish(proc)
     assert code != 0
+    assert "src/embedlab" not in out and "embedlab: error" not in out  # no failure of ours
     status = _status(run)
     step = int(status["step"])  # type: ignore[call-overload]
     assert status["status"] == "interrupted", out
@@ -246,6 +247,92 @@ def _by_hand(args: list[list[str]], cwds: list[Path]) -> list[tuple[int, str]]:
                                       cwd=cwd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     return [_finish(p, 120) for p in procs]
+
+
+def _start_by_hand(argv: list[str], cwd: Path, *, rank1: list[str] | None = None
+                   ) -> list[subprocess.Popen[str]]:
+    """Two processes of one run started as torchrun starts them (``rank1``: process 1's own
+    interpreter arguments in place of ``-m embedlab``)."""
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+               "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        start = rank1 if rank == 1 and rank1 is not None else ["-m", "embedlab"]
+        procs.append(subprocess.Popen([sys.executable, *start, "train", *argv], cwd=cwd,
+                                      env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    return procs
+
+
+#: process 1 of a run whose replica drifts: one value of its input vectors changes just before
+#: its second save (a stand-in for a bug that would make the processes disagree)
+_DRIFTING = """
+import sys
+import embedlab.training.following as following
+from embedlab.cli import main
+save = following._save
+def drifting_save(part, group):
+    if part.state.step >= 100:
+        part.engine.input_vectors[0, 0] += 1.0
+    save(part, group)
+following._save = drifting_save
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_a_replica_that_differs_stops_the_run_before_it_is_saved(
+        corpus: Path, tmp_path: Path) -> None:
+    import embedlab
+
+    run = tmp_path / "run"
+    argv = ["--run", str(run), "--corpus", str(corpus), *FLAGS]
+    procs = _start_by_hand(argv, tmp_path, rank1=["-c", _DRIFTING])
+    (code0, out0), (code1, out1) = (_finish(p, 120) for p in procs)
+    assert code0 != 0 and code1 != 0
+    errors = [line for line in out0.splitlines() if line.startswith("embedlab: error:")]
+    assert len(errors) == 1, out0
+    assert errors[0].startswith("embedlab: error: the parameters of process 1 differ from "
+                                "process 0's at step 100 (sha256 ")
+    assert errors[0].endswith("a bug in embedlab, please report it with the command; the saved "
+                              "checkpoints are intact; stopped at step 100, checkpoints up to "
+                              "step 50 are intact — re-run the same command to resume"), out0
+    assert "Traceback" not in out0 + out1
+    # the differing step was not saved; the one before is whole
+    assert [p.name for p in (run / "checkpoints").glob("ckpt-*")] == ["ckpt-00000050"]
+    assert embedlab.checkpoints(run)[0].verified
+    assert _status(run)["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_sigterm_to_every_process_saves_once_and_the_lock_refuses_a_second_job(
+        corpus: Path, tmp_path: Path, reference: Outcome) -> None:
+    """As a scheduler stops a job whose processes it started itself: SIGTERM to each. Each
+    exits with 143 and no error; while the run trains, another job on it is refused."""
+    run = tmp_path / "run"
+    argv = ["--run", str(run), "--corpus", str(corpus), *FLAGS, *_evaluation(corpus)]
+    procs = _start_by_hand(argv, tmp_path)
+    _wait_for_step(run, 120, procs[0])
+    second = subprocess.run([sys.executable, "-m", "embedlab", "train", *argv],
+                            capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2
+    assert second.stderr.startswith(f"embedlab: error: run {run} is in use by pid "
+                                    f"{procs[0].pid}"), second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    (code0, out0), (code1, out1) = (_finish(p, 120) for p in procs)
+    assert (code0, code1) == (143, 143), out0 + out1
+    assert "Traceback" not in out0 + out1 and "embedlab: error" not in out0 + out1
+    status = _status(run)
+    step = int(status["step"])  # type: ignore[call-overload]
+    assert status["status"] == "interrupted"
+    assert (run / "checkpoints" / f"ckpt-{step:08d}").is_dir()
+    assert out0.count(f"saved step {step} — re-run the same command to resume") == 1
+    code, out = _finish(_torchrun(2, run, corpus))
+    assert code == 0, out
+    assert _final(run) == reference
 
 
 def test_processes_started_with_other_flags_are_refused(corpus: Path, tmp_path: Path) -> None:
