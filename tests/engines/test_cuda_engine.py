@@ -440,3 +440,95 @@ def test_a_model_larger_than_the_gpus_free_memory_is_refused_in_one_line(
     assert "\n" not in message and "7.2 GiB" in message and "3.0 of 80.0 GiB" in message
     assert "--dim" in message and "--max-vocab" in message and "--engine native" in message
     check_gpu_memory(10**9, 10**4, nce=False, device=torch.device("cpu"))  # the interpreter: no GPU
+
+
+def _evaluated_corpus(folder: Any) -> list[str]:
+    """A small corpus with an analogy and a similarity file, and the flags that evaluate them
+    during training, with TensorBoard's summaries and a probe word."""
+    from pathlib import Path
+
+    from embedlab.testing import write_zipf_corpus
+
+    folder = Path(folder)
+    corpus = write_zipf_corpus(folder / "c.txt", lines=1500)
+    (folder / "q.txt").write_text(": s\nw1 w2 w3 w4\nw5 w6 w7 w8\nw2 w1 w4 w3\n")
+    (folder / "sim.tsv").write_text("w1\tw2\t3\nw3\tw4\t1\nw5\tw9\t2\nw1\tw7\t5\n")
+    return ["--corpus", str(corpus), "--engine", "cuda", "--dim", "16", "--batch-size", "64",
+            "--min-count", "1", "--log-every", "2", "--eval-every", "2", "--eval-analogies",
+            str(folder / "q.txt"), "--eval-similarity", str(folder / "sim.tsv"), "--probe", "w1",
+            "--no-progress", "--checkpoint-every", "2"]
+
+
+def test_evaluation_and_summaries_during_training(tmp_path: Any,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from embedlab.testing import run_cli
+
+    run = tmp_path / "run"
+    code, _, err = run_cli(["train", "--run", str(run), *_evaluated_corpus(tmp_path),
+                            "--max-steps", "4"], capsys)
+    assert code == 0, err
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluated = [r["step"] for r in rows if "eval/analogy" in r and "eval/similarity/sim" in r]
+    assert evaluated == [2, 4], rows
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run), size_guidance={"scalars": 0, "histograms": 0,
+                                                       "tensors": 0})
+    events.Reload()
+    tags = events.Tags()
+    assert {"train/loss", "eval/analogy", "eval/similarity/sim"} <= set(tags["scalars"]), tags
+    assert [e.step for e in events.Scalars("eval/analogy")] == [2, 4]
+    assert "embeddings/input" in tags["histograms"] and tags["images"], tags
+    table = events.Tensors("neighbours/text_summary")[-1].tensor_proto.string_val[0].decode()
+    assert "w1" in table  # the probe word's neighbours
+
+
+@pytest.mark.slow
+def test_sigterm_saves_and_the_run_resumes_to_the_uninterrupted_bits(tmp_path: Any) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from embedlab.checkpoint import find_checkpoint
+
+    flags = _evaluated_corpus(tmp_path)
+    env = {**os.environ, "EMBEDLAB_CUDA_INTERPRET": "1", "TRITON_INTERPRET": "1"}
+
+    def train(run: str, *extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--run", run,
+                                 *flags, *extra], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    cut = tmp_path / "cut"
+    proc = train(str(cut))
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        try:
+            step = json.loads((cut / "status.json").read_text())["step"]
+        except (OSError, ValueError, KeyError):
+            step = 0
+        if step >= 3 and list((cut / "checkpoints").glob("ckpt-*")):
+            break
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode == 143, out
+    status = json.loads((cut / "status.json").read_text())
+    stopped = int(status["step"])
+    assert status["status"] == "interrupted"
+    assert f"saved step {stopped} — re-run the same command to resume" in out
+    assert find_checkpoint(cut).name == f"ckpt-{stopped:08d}"
+    end = str(stopped + 2)
+    resumed = train(str(cut), "--max-steps", end)
+    out, _ = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0 and f"(step {stopped})" in out, out
+    whole = train(str(tmp_path / "whole"), "--max-steps", end)
+    out, _ = whole.communicate(timeout=240)
+    assert whole.returncode == 0, out
+    assert (find_checkpoint(cut) / "tensors.safetensors").read_bytes() == \
+        (find_checkpoint(tmp_path / "whole") / "tensors.safetensors").read_bytes()
