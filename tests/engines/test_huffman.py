@@ -7,6 +7,7 @@ import heapq
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -173,3 +174,28 @@ def test_the_merge_of_a_zipf_vocabulary_and_of_huge_counts() -> None:
     for counts in (zipf, huge):
         ours, loops = merge_order(counts), _merge_order_loop(counts)
         assert np.array_equal(ours[0], loops[0]) and np.array_equal(ours[1], loops[1])
+
+
+@given(st.one_of(counts_lists, tied_lists,
+                 st.lists(st.integers(0, 3), min_size=1, max_size=300)))
+@settings(max_examples=200, deadline=None)
+def test_the_native_build_gives_numpys_arrays(counts: list[int]) -> None:
+    """The tree is built by the native library where it loads (the tests above run there), by
+    NumPy alone elsewhere: the same arrays, in any order of the words."""
+    from embedlab.engines.huffman import _library
+
+    if _library() is None:
+        pytest.skip("the native library does not build here")
+    native, numpy = build_tree(np.array(counts)), build_tree(np.array(counts), native=False)
+    for field in ("offsets", "points", "codes"):
+        got, want = getattr(native, field), getattr(numpy, field)
+        assert got.dtype == want.dtype and np.array_equal(got, want), field
+
+
+def test_the_native_build_of_a_zipf_vocabulary_and_of_huge_counts() -> None:
+    zipf = np.maximum(5, 10**7 // np.arange(1, 30_001)).astype(np.int64)
+    huge = np.array([2**62, 2**61, 3, 1], dtype=np.int64)  # sums beyond int64: merge_order's loop
+    for counts in (zipf, zipf[::-1].copy(), huge):
+        native, numpy = build_tree(counts), build_tree(counts, native=False)
+        assert all(np.array_equal(getattr(native, f), getattr(numpy, f))
+                   for f in ("offsets", "points", "codes"))

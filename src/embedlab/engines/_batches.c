@@ -391,3 +391,46 @@ void w2v_mt19937_uniform(uint32_t *restrict key, int32_t *restrict pos, int64_t 
     }
     *pos = p;
 }
+
+/* ---- the Huffman tree of hierarchical softmax (engines/huffman.py) ---------------------------
+ * word2vec.c's two-queue merge: count[0 .. v) holds the words' counts sorted descending, the
+ * leaves; inner node v + a is made from the two rarest heads of the leaf queue (from v − 1 down)
+ * and of the inner queue (in the order the nodes were made), a leaf taken only when it is
+ * strictly rarer (a node not made yet counts as infinite). Writes count[v .. 2v − 1) and each
+ * inner node's children: first[a] (bit 0) and second[a] (bit 1). The caller makes sure the sums
+ * fit in int64. */
+void w2v_huffman_merge(int64_t v, int64_t *restrict count, int64_t *restrict first,
+                       int64_t *restrict second) {
+    int64_t pos1 = v - 1, pos2 = v;
+    for (int64_t node = v; node < 2 * v - 1; node++) {
+        int64_t taken[2];
+        for (int k = 0; k < 2; k++) {
+            if (pos1 >= 0 && (pos2 >= node || count[pos1] < count[pos2]))
+                taken[k] = pos1--;
+            else
+                taken[k] = pos2++;
+        }
+        count[node] = count[taken[0]] + count[taken[1]];
+        first[node - v] = taken[0];
+        second[node - v] = taken[1];
+    }
+}
+
+/* Every word's path, root first: leaf i (of the sorted words; word order[i]) walks up through
+ * parent[] to the root 2v − 2, writing from the end of its entries offsets[order[i]] ..
+ * offsets[order[i] + 1) the inner node reached, minus v, and the bit taken there (bit[] of the
+ * node it came from). */
+void w2v_huffman_paths(int64_t v, const int64_t *restrict parent, const uint8_t *restrict bit,
+                       const int64_t *restrict order, const int64_t *restrict offsets,
+                       int32_t *restrict points, uint8_t *restrict codes) {
+    const int64_t root = 2 * v - 2;
+    for (int64_t i = 0; i < v; i++) {
+        int64_t at = offsets[order[i] + 1] - 1;
+        for (int64_t node = i; node != root; at--) {
+            const int64_t up = parent[node];
+            points[at] = (int32_t)(up - v);
+            codes[at] = bit[node];
+            node = up;
+        }
+    }
+}

@@ -15,16 +15,19 @@ the child of bit 1. word2vec.c expects its vocabulary sorted; here the words are
 follow counts) and keeps ties deterministic for any other (``--unk`` puts UNK at id 0 whatever
 its count).
 
-The merge is sequential, but it goes in long runs — leaves paired with leaves, inner nodes with
-inner nodes — that are array operations (:func:`merge_order`); only the steps between runs go
-one at a time. Reading the paths out of the parent links is vectorised, one level of the tree
-at a time.
+Where the native library builds (``_batches.c``: ``w2v_huffman_merge``, ``w2v_huffman_paths``)
+the merge and the paths are written there, in one pass each (0.1 s for 2.3M words). Without it,
+NumPy gives the same arrays: the merge goes in long runs — leaves paired with leaves, inner
+nodes with inner nodes — that are array operations (:func:`merge_order`), only the steps between
+runs one at a time, and the paths are read out of the parent links one level of the tree at a
+time (2 s for 2.3M words).
 """
 
 from __future__ import annotations
 
 import array
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -179,14 +182,23 @@ def _merge_order_loop(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.frombuffer(second, dtype=np.int64).copy())
 
 
-def build_tree(counts: np.ndarray) -> HuffmanTree:
-    """The Huffman tree of a vocabulary with word counts ``counts`` (V,), V ≥ 1."""
+def build_tree(counts: np.ndarray, *, native: bool = True) -> HuffmanTree:
+    """The Huffman tree of a vocabulary with word counts ``counts`` (V,), V ≥ 1. ``native``
+    False builds it with NumPy alone (the same arrays; for tests)."""
     counts = np.asarray(counts, dtype=np.int64)
     v = len(counts)
     if v == 0:
         raise ValueError("a Huffman tree needs at least one word")
     order = np.lexsort((np.arange(v), -counts))  # count descending, then id ascending
-    first, second = merge_order(counts[order])
+    lib = _library() if native else None
+    if lib is not None and float(np.sum(counts, dtype=np.float64)) < 2.0**62:
+        count = np.empty(2 * v - 1, dtype=np.int64)
+        count[:v] = counts[order]
+        first = np.empty(v - 1, dtype=np.int64)
+        second = np.empty(v - 1, dtype=np.int64)
+        lib.w2v_huffman_merge(v, count.ctypes.data, first.ctypes.data, second.ctypes.data)
+    else:  # sums that may not fit int64 take merge_order's Python-integer loop
+        first, second = merge_order(counts[order])
     made = np.arange(v, 2 * v - 1, dtype=np.int64)
     parent = np.full(2 * v - 1, -1, dtype=np.int64)
     parent[first], parent[second] = made, made
@@ -199,6 +211,10 @@ def build_tree(counts: np.ndarray) -> HuffmanTree:
     np.cumsum(lengths, out=offsets[1:])
     points = np.empty(int(offsets[-1]), dtype=np.int32)
     codes = np.empty(int(offsets[-1]), dtype=np.uint8)
+    if lib is not None:
+        lib.w2v_huffman_paths(v, parent.ctypes.data, bit.ctypes.data, order.ctypes.data,
+                              offsets.ctypes.data, points.ctypes.data, codes.ctypes.data)
+        return HuffmanTree(offsets, points, codes)
     # walk every leaf up to the root at once, filling each path from its end: the entry for
     # node n on the way up is (parent(n), bit(n)), i.e. the bit taken at the parent
     node = np.arange(v, dtype=np.int64)  # leaves in sorted order
@@ -212,6 +228,16 @@ def build_tree(counts: np.ndarray) -> HuffmanTree:
         going = up != 2 * v - 2
         node, at = up[going], at[going] - 1
     return HuffmanTree(offsets, points, codes)
+
+
+def _library() -> Any:
+    """The native library, or None where it cannot be built (NumPy builds the tree then)."""
+    from embedlab.engines.native import NativeUnavailable, library
+
+    try:
+        return library()
+    except NativeUnavailable:
+        return None
 
 
 def _depths(first: np.ndarray, second: np.ndarray, v: int) -> np.ndarray:

@@ -239,6 +239,10 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     lib.w2v_hs_scratch_floats.argtypes = [int_, int_, i64, int_, int_, int_]
     lib.w2v_mt19937_uniform.restype = None
     lib.w2v_mt19937_uniform.argtypes = [ptr, ptr, i64, ptr, int_, f32, f32]
+    lib.w2v_huffman_merge.restype = None
+    lib.w2v_huffman_merge.argtypes = [i64, ptr, ptr, ptr]
+    lib.w2v_huffman_paths.restype = None
+    lib.w2v_huffman_paths.argtypes = [i64, ptr, ptr, ptr, ptr, ptr, ptr]
     return lib
 
 
