@@ -318,7 +318,7 @@ def test_load_and_export_name_arguments(corpus: Path, tmp_path: Path,
     with pytest.raises(InputError) as e:
         result.vectors.to_word2vec(path)
     assert str(e.value) == f"{path} already exists; pass force=True to overwrite it or choose " \
-                           "another path="
+                           "another path"
     with pytest.raises(InputError, match=r"^step= and best= are mutually exclusive"):
         embedlab.load(tmp_path / "run", step=2, best=True)
     with pytest.raises(InputError, match=r"^step=/best= choose a checkpoint of a run folder"):
