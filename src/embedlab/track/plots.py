@@ -85,7 +85,9 @@ def plot_words(words: Sequence[str], points: np.ndarray, *, title: str = "") -> 
 # TensorBoard shows an image in a card about 350 px wide (the Images dashboard, and the Time
 # Series cards at their default width): a figure of 3.5 inches is laid out for those pixels at
 # 100 dots an inch and rendered at twice that, sharp on high-density screens. Its 8-point labels
-# are then 11 px on screen, as large as TensorBoard's own text.
+# are then 11 px on screen, as large as TensorBoard's own text. (TensorBoard scales any image to
+# the card's width; a card that scrolls sideways does so for its step slider, whose knob at the
+# last step reaches 16 px past the card's edge — seen in headless Chromium, whatever the image.)
 CARD_INCHES = 3.5
 CARD_DPI = 200
 CARD_FONT = 8
