@@ -563,3 +563,18 @@ def test_the_call_limits_openmp_spinning_as_the_command_does(
         monkeypatch.delenv(name)
     embedlab.train(corpus=corpus, run=tmp_path / "r", **FAST, max_steps=1)
     assert os.environ.get("GOMP_SPINCOUNT") == "2000"
+
+
+def test_from_best_without_a_best_checkpoint_names_trains_own_arguments(
+        corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    quiet = {**FAST, "log_every": 100}  # no loss logged by the save at step 2: no best
+    embedlab.train(corpus=corpus, run=run, **quiet, max_steps=2)
+    assert not any(line.startswith("best:")
+                   for line in (run / "checkpoint").read_text().splitlines())
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, run=run, **quiet, max_steps=4, from_checkpoint="best")
+    assert str(e.value) == (f"from_checkpoint='best': {run} has no best checkpoint recorded in "
+                            "checkpoint; pass one of its checkpoints, e.g. "
+                            "from_checkpoint='ckpt-00000002', or leave from_checkpoint= out to "
+                            "resume from the latest")
