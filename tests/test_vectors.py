@@ -214,6 +214,9 @@ def test_checkpoints_lists_a_run_as_the_ckpt_command_does(tmp_path: Path) -> Non
     assert str(info.value) == f"{tmp_path / 'nope'} does not exist; pass a run folder"
     with pytest.raises(InputError, match="holds no checkpoints"):
         embedlab.checkpoints(tmp_path)
+    with pytest.raises(InputError) as info:
+        embedlab.checkpoints(listed[0].path)
+    assert str(info.value) == f"{listed[0].path} is a checkpoint folder; pass its run folder {run}"
 
 
 def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
@@ -285,6 +288,13 @@ def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="already exists"):
         vec.to_word2vec(path, binary=True)
     assert path.read_bytes() == before
+
+
+def test_to_npy_names_its_own_argument(vec: Vectors, tmp_path: Path) -> None:
+    with pytest.raises(InputError) as info:
+        vec.to_npy(tmp_path / "v.bin")
+    assert str(info.value) == (f"path={str(tmp_path / 'v.bin')!r} must end in .npy; e.g. "
+                               f"path={str(tmp_path / 'v.npy')!r}")
 
 
 def test_load_renamed_input_embeddings(tmp_path: Path) -> None:

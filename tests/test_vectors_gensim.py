@@ -226,6 +226,9 @@ def test_indexes_normed_vectors_and_given_words(pair: tuple[Vectors, KeyedVector
     same(vec.get_normed_vectors(), kv.get_normed_vectors())
     same(vec.cosine_similarities(VECTOR, vec.vectors[:10]),
          KeyedVectors.cosine_similarities(VECTOR, kv.vectors[:10]))
+    rows = np.stack([VECTOR, np.zeros(DIM, np.float32)])  # a zero vector: cosine 0, as documented
+    assert vec.cosine_similarities(VECTOR, rows).tolist() == pytest.approx([1.0, 0.0])
+    assert vec.cosine_similarities(np.zeros(DIM, np.float32), rows).tolist() == [0.0, 0.0]
     for key1, keys in (("king", ["man", "queen", "w3"]), ("w3", ["w7", "w8", "w9"]),
                        ("paris", ["rome", "Paris"])):
         assert vec.most_similar_to_given(key1, keys) == kv.most_similar_to_given(key1, keys)
@@ -242,12 +245,19 @@ def test_save_word2vec_format_writes_and_overwrites_as_gensim(
         back = KeyedVectors.load_word2vec_format(str(ours), binary=binary)
         assert back.index_to_key == kv.index_to_key
         np.testing.assert_array_equal(back.vectors, kv.vectors)
+    # gensim's other options at their defaults, positionally too, are what it writes anyway
+    vec.save_word2vec_format(str(tmp_path / "d.txt"), None, False, None, True, "", False, "count")
+    assert KeyedVectors.load_word2vec_format(str(tmp_path / "d.txt")).index_to_key == \
+        kv.index_to_key
     with pytest.raises(InputError) as info:
         vec.save_word2vec_format(tmp_path / "v.txt", fvocab=tmp_path / "v.vocab", append=True)
-    assert str(info.value) == ("save_word2vec_format writes fname= and binary= only, not "
-                               "append=, fvocab=; drop them (to_npy writes the vocabulary "
-                               "with its counts)")
+    assert str(info.value) == ("save_word2vec_format writes fname= and binary= only; drop "
+                               "fvocab=, append= (to_npy writes the vocabulary with its counts)")
     assert not (tmp_path / "v.txt").exists()
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(InputError) as info:  # its own argument's name, not to_word2vec's
+        vec.save_word2vec_format(tmp_path / "folder")
+    assert str(info.value).startswith(f"fname={str(tmp_path / 'folder')!r} is a folder; ")
 
 
 @pytest.mark.parametrize("words", [

@@ -15,7 +15,7 @@ Where the dialect departs from gensim, on purpose:
 * a zero vector has cosine 0 with everything (gensim: NaN) and stays zero when normed, and the
   vectors are read-only;
 * ``save_word2vec_format`` writes ``fname`` and ``binary`` only (gensim's ``fvocab`` and
-  other options are refused);
+  its other options are refused unless at their defaults);
 * ``evaluate_word_pairs`` returns plain ``(statistic, p-value)`` tuples of floats;
 * ``restrict_vocab`` must be ``None`` (every word) or at least 1.
 """
@@ -34,6 +34,7 @@ from embedlab.errors import InputError
 from embedlab.eval.analogy import case_groups
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
+from embedlab.export.atomic import path_argument
 from embedlab.fsutil import read_utf8
 
 PathLike = str | os.PathLike[str]
@@ -127,10 +128,11 @@ class KeyedVectorsDialect:
 
     @staticmethod
     def cosine_similarities(vector_1: np.ndarray, vectors_all: np.ndarray) -> np.ndarray:
-        """Cosine similarities between one vector and each row of ``vectors_all``."""
+        """Cosine similarities between one vector and each row of ``vectors_all`` (0 where
+        either is a zero vector)."""
         norm = np.linalg.norm(vector_1)
         all_norms = np.linalg.norm(vectors_all, axis=1)
-        return (vectors_all @ vector_1) / (norm * all_norms)
+        return (vectors_all @ vector_1) / safe(norm * all_norms)
 
     def _key_row(self, key: object) -> int:
         """Row of ``key``; an unknown key raises gensim's ``KeyError("Key 'w' not present")``."""
@@ -275,17 +277,23 @@ class KeyedVectorsDialect:
 
     # ---- files ---------------------------------------------------------------------------
     def save_word2vec_format(self, fname: PathLike, fvocab: PathLike | None = None,
-                             binary: bool = False, **unsupported: Any) -> None:
-        """The word2vec text or binary format, as gensim writes it (overwriting ``fname``, as
-        gensim does; :meth:`to_word2vec` refuses to overwrite unless ``force``). gensim's
-        ``fvocab`` and its other options are not written: passing one is an
-        :class:`InputError`."""
-        extra = sorted(unsupported) + (["fvocab"] if fvocab is not None else [])
-        if extra:
-            raise InputError(f"save_word2vec_format writes fname= and binary= only, not "
-                             f"{', '.join(f'{n}=' for n in extra)}; drop them (to_npy writes "
-                             "the vocabulary with its counts)")
-        self.to_word2vec(fname, binary=binary, force=True)
+                             binary: bool = False, total_vec: int | None = None,
+                             write_header: bool = True, prefix: str = "",
+                             append: bool = False, sort_attr: str = "count") -> None:
+        """The word2vec text or binary format, as gensim writes it, in row order (frequency
+        order for a run), overwriting ``fname`` as gensim does (:meth:`to_word2vec` refuses to
+        overwrite unless ``force``). gensim's other options are accepted at their defaults
+        only: another value is an :class:`InputError`."""
+        given = {"fvocab": (fvocab, None), "total_vec": (total_vec, None),
+                 "write_header": (write_header, True), "prefix": (prefix, ""),
+                 "append": (append, False), "sort_attr": (sort_attr, "count")}
+        other = [name for name, (value, default) in given.items() if value != default]
+        if other:
+            raise InputError(f"save_word2vec_format writes fname= and binary= only; drop "
+                             f"{', '.join(f'{n}=' for n in other)} (to_npy writes the "
+                             "vocabulary with its counts)")
+        with path_argument("fname"):
+            self.to_word2vec(fname, binary=binary, force=True)
 
     # ---- evaluation ----------------------------------------------------------------------
     def evaluate_word_analogies(self, analogies: PathLike,

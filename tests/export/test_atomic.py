@@ -47,7 +47,7 @@ def test_python_is_told_its_arguments(tmp_path: Path) -> None:
     assert message("python", tmp_path / "v.vocab.tsv", force=True, beside=tmp_path / "v.npy"
                    ) == f"{tmp_path / 'v.vocab.tsv'} is a folder, but the vocabulary of " \
                         f"path={str(tmp_path / 'v.npy')!r} is written there; move or rename " \
-                        "that folder, or pass another path= name"
+                        "that folder, or pass another path"
 
 
 def test_a_failed_write_names_the_argument(tmp_path: Path) -> None:

@@ -87,6 +87,10 @@ def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
     if not p.is_dir():
         what = "is not a folder" if p.exists() else "does not exist"
         raise InputError(f"{p} {what}; pass a run folder")
+    if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
+        run = f"its run folder {p.parent.parent}" if p.parent.name == CKPT_DIR else \
+            "the run folder that holds it"
+        raise InputError(f"{p} is a checkpoint folder; pass {run}")
     if not (p / CKPT_DIR).is_dir():
         raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
                          "that has been trained")

@@ -13,17 +13,39 @@ Python call (``Vectors.to_word2vec``; see :func:`embedlab.errors.spell`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from embedlab.errors import InputError, spell, spell_name
+from embedlab.errors import InputError, python_caller, spell, spell_name
 from embedlab.fsutil import atomic_open, output_target, write_error
+
+#: the Python argument ``--out`` is: ``path`` for the export methods of Vectors, ``fname`` for
+#: gensim's ``save_word2vec_format``
+_ARGUMENT: contextvars.ContextVar[str] = contextvars.ContextVar("out_argument", default="path")
+
+
+@contextlib.contextmanager
+def path_argument(name: str) -> Iterator[None]:
+    """Messages raised inside the block name ``--out`` as the Python argument ``name``."""
+    token = _ARGUMENT.set(name)
+    try:
+        yield
+    finally:
+        _ARGUMENT.reset(token)
 
 
 def _out(*value: object) -> str:
-    """``--out`` as the caller spells it: the export methods of Vectors call it ``path``."""
-    return spell("--out", *value, python="path")
+    """``--out`` as the caller spells it (``path=`` in Python, see :func:`path_argument`)."""
+    return spell("--out", *value, python=_ARGUMENT.get())
+
+
+def _out_name(what: str = "") -> str:
+    """``--out`` as a noun: ``--out`` followed by ``what`` (``name``, ``file path``) on the
+    command line, the argument's name alone (``path``) in Python."""
+    name = spell_name("--out", python=_ARGUMENT.get())
+    return name if python_caller() or not what else f"{name} {what}"
 
 
 def check_writable(path: Path, *, force: bool, example: str, beside: Path | None = None) -> None:
@@ -35,19 +57,19 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
     """
     if path.is_dir() and beside is not None:
         raise InputError(f"{path} is a folder, but the vocabulary of {_out(beside)} is written "
-                         f"there; move or rename that folder, or pass another {_out()} name")
+                         f"there; move or rename that folder, or pass another {_out_name('name')}")
     if path.is_dir():
         raise InputError(f"{_out(path)} is a folder; pass a file path, "
                          f"e.g. {_out(path / example)}")
     # a FIFO, socket, device or dangling link: --force must not turn it into an ordinary file
     if beside is not None:
         output_target(path, f"move it away (the vocabulary of {_out(beside)} is written "
-                            f"there), or pass another {_out()} name")
+                            f"there), or pass another {_out_name('name')}")
     else:
-        output_target(path, f"move it away or pick another {_out()} file path")
+        output_target(path, f"move it away or pick another {_out_name('file path')}")
     if path.exists() and not force:
         raise InputError(f"{path} already exists; pass {spell('--force', True)} to overwrite it "
-                         f"or choose another {spell_name('--out', python='path')}")
+                         f"or choose another {_out_name()}")
     parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise InputError(f"cannot write {path} ({parent} is a file, not a folder); "

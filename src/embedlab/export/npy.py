@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.data.vocab import check_count_fits
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_caller
 from embedlab.export.atomic import atomic_export, check_writable
 from embedlab.export.word2vec import check_finite, validate_words
 
@@ -35,6 +35,9 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
     Returns ``(matrix_path, vocab_path)``.
     """
     if path.suffix != ".npy":
+        if python_caller():  # Vectors.to_npy: no --format there
+            raise InputError(f"path={str(path)!r} must end in .npy; e.g. "
+                             f"path={str(path.with_suffix('.npy'))!r}")
         raise InputError(f"--out {path} must end in .npy for --format npy; e.g. --out vectors.npy")
     if matrix.ndim != 2 or matrix.shape[0] != len(words):
         raise ValueError(f"matrix shape {matrix.shape} does not match {len(words)} words")
