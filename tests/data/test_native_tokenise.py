@@ -198,7 +198,7 @@ def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch)
     assert native_tokenise.default_workers() >= 1  # unset or empty: every core
 
 
-@pytest.mark.parametrize("value", ["x", "0", "-1", "2.5"])
+@pytest.mark.parametrize("value", ["x", "0", "-1", "2.5", "²"])
 def test_a_bad_worker_count_is_one_line_naming_the_fix(
         value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,7 +55,7 @@ def default_workers() -> int:
     use. A value that is not a whole number >= 1 is an :class:`InputError`."""
     value = os.environ.get("EMBEDLAB_PREPARE_WORKERS", "").strip()
     if value:
-        if value.isdigit() and int(value) > 0:
+        if value.isascii() and value.isdigit() and int(value) > 0:
             return int(value)
         raise InputError(f"EMBEDLAB_PREPARE_WORKERS must be a number of threads >= 1, got "
                          f"{value!r}; set it to e.g. 2, or unset it for every core")
