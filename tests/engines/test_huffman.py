@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -176,26 +177,93 @@ def test_the_merge_of_a_zipf_vocabulary_and_of_huge_counts() -> None:
         assert np.array_equal(ours[0], loops[0]) and np.array_equal(ours[1], loops[1])
 
 
+class _Spy:
+    """The native library, counting the calls of its Huffman functions."""
+
+    def __init__(self, lib: Any) -> None:
+        self.lib, self.calls = lib, {"w2v_huffman_merge": 0, "w2v_huffman_paths": 0}
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.calls:
+            self.calls[name] += 1
+        return getattr(self.lib, name)
+
+
+@pytest.fixture(scope="module")
+def native_library() -> Any:
+    from embedlab.engines.huffman import _library
+
+    lib = _library()
+    if lib is None:
+        pytest.skip("the native library does not build here")
+    return lib
+
+
 @given(st.one_of(counts_lists, tied_lists,
                  st.lists(st.integers(0, 3), min_size=1, max_size=300)))
 @settings(max_examples=200, deadline=None)
-def test_the_native_build_gives_numpys_arrays(counts: list[int]) -> None:
-    """The tree is built by the native library where it loads (the tests above run there), by
-    NumPy alone elsewhere: the same arrays, in any order of the words."""
-    from embedlab.engines.huffman import _library
+def test_the_native_build_gives_numpys_arrays(native_library: Any, counts: list[int]) -> None:
+    """The tree is built by the native library where it loads, by NumPy alone elsewhere: the
+    same arrays, in any order of the words."""
+    import embedlab.engines.huffman as huffman
 
-    if _library() is None:
-        pytest.skip("the native library does not build here")
-    native, numpy = build_tree(np.array(counts)), build_tree(np.array(counts), native=False)
+    spy = _Spy(native_library)
+    real = huffman._library
+    huffman._library = lambda build=True: spy
+    try:
+        native = build_tree(np.array(counts), native=True)
+    finally:
+        huffman._library = real
+    assert spy.calls == {"w2v_huffman_merge": 1, "w2v_huffman_paths": 1}
+    numpy = build_tree(np.array(counts), native=False)
     for field in ("offsets", "points", "codes"):
         got, want = getattr(native, field), getattr(numpy, field)
         assert got.dtype == want.dtype and np.array_equal(got, want), field
 
 
-def test_the_native_build_of_a_zipf_vocabulary_and_of_huge_counts() -> None:
+def test_the_native_build_of_a_zipf_vocabulary_and_of_huge_counts(
+        native_library: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab.engines.huffman as huffman
+
+    spy = _Spy(native_library)
+    monkeypatch.setattr(huffman, "_library", lambda build=True: spy)
     zipf = np.maximum(5, 10**7 // np.arange(1, 30_001)).astype(np.int64)
     huge = np.array([2**62, 2**61, 3, 1], dtype=np.int64)  # sums beyond int64: merge_order's loop
-    for counts in (zipf, zipf[::-1].copy(), huge):
-        native, numpy = build_tree(counts), build_tree(counts, native=False)
+    for counts, merged in ((zipf, 1), (zipf[::-1].copy(), 1), (huge, 0)):
+        spy.calls = dict.fromkeys(spy.calls, 0)
+        native, numpy = build_tree(counts, native=True), build_tree(counts, native=False)
+        assert spy.calls == {"w2v_huffman_merge": merged, "w2v_huffman_paths": 1}
         assert all(np.array_equal(getattr(native, f), getattr(numpy, f))
                    for f in ("offsets", "points", "codes"))
+
+
+def test_a_small_vocabulary_does_not_build_the_library_for_its_tree(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The torch engine's hierarchical softmax needs no C compiler: below NATIVE_TREE_WORDS the
+    tree is NumPy's unless the process has loaded the library already."""
+    import embedlab.engines.huffman as huffman
+    from embedlab.engines import native
+
+    asked: list[bool] = []
+    monkeypatch.setattr(native, "library", _Unbuildable(asked))
+    build_tree(np.array([5, 3, 2, 1]))
+    assert asked == [False]  # asked whether loaded; nothing built
+    build_tree(np.ones(huffman.NATIVE_TREE_WORDS, dtype=np.int64))
+    assert asked == [False, True]  # a big vocabulary builds it
+
+
+class _Unbuildable:
+    """``native.library`` that records a build instead of building."""
+
+    def __init__(self, asked: list[bool]) -> None:
+        self.asked = asked
+
+    def loaded(self) -> Any:
+        self.asked.append(False)
+        return None
+
+    def __call__(self) -> Any:
+        self.asked.append(True)
+        from embedlab.engines.native import NativeUnavailable
+
+        raise NativeUnavailable("not built in this test")

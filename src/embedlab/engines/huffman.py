@@ -16,7 +16,8 @@ follow counts) and keeps ties deterministic for any other (``--unk`` puts UNK at
 its count).
 
 Where the native library builds (``_batches.c``: ``w2v_huffman_merge``, ``w2v_huffman_paths``)
-the merge and the paths are written there, in one pass each (0.1 s for 2.3M words). Without it,
+the merge and the paths are written there, in one pass each (0.2 s for 2.3M words; see
+:func:`build_tree` for when). Without it,
 NumPy gives the same arrays: the merge goes in long runs — leaves paired with leaves, inner
 nodes with inner nodes — that are array operations (:func:`merge_order`), only the steps between
 runs one at a time, and the paths are read out of the parent links one level of the tree at a
@@ -182,15 +183,25 @@ def _merge_order_loop(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.frombuffer(second, dtype=np.int64).copy())
 
 
-def build_tree(counts: np.ndarray, *, native: bool = True) -> HuffmanTree:
-    """The Huffman tree of a vocabulary with word counts ``counts`` (V,), V ≥ 1. ``native``
-    False builds it with NumPy alone (the same arrays; for tests)."""
+#: vocabularies from this size build their tree with the native library even if it must be
+#: compiled first (a few seconds, once per machine: its cache outlives the process); smaller
+#: ones use it only when the process has loaded it already (NumPy takes ~0.1 s at 100k words)
+NATIVE_TREE_WORDS = 500_000
+
+
+def build_tree(counts: np.ndarray, *, native: bool | None = None) -> HuffmanTree:
+    """The Huffman tree of a vocabulary with word counts ``counts`` (V,), V ≥ 1.
+
+    ``native``: None chooses (the native library when loaded, or for
+    :data:`NATIVE_TREE_WORDS` words and more), True uses it wherever it builds, False builds
+    the tree with NumPy alone — the same arrays whichever way.
+    """
     counts = np.asarray(counts, dtype=np.int64)
     v = len(counts)
     if v == 0:
         raise ValueError("a Huffman tree needs at least one word")
     order = np.lexsort((np.arange(v), -counts))  # count descending, then id ascending
-    lib = _library() if native else None
+    lib = None if native is False else _library(build=native or v >= NATIVE_TREE_WORDS)
     if lib is not None and float(np.sum(counts, dtype=np.float64)) < 2.0**62:
         count = np.empty(2 * v - 1, dtype=np.int64)
         count[:v] = counts[order]
@@ -230,10 +241,13 @@ def build_tree(counts: np.ndarray, *, native: bool = True) -> HuffmanTree:
     return HuffmanTree(offsets, points, codes)
 
 
-def _library() -> Any:
-    """The native library, or None where it cannot be built (NumPy builds the tree then)."""
+def _library(*, build: bool = True) -> Any:
+    """The native library, or None where it cannot be built (NumPy builds the tree then);
+    ``build`` False: only if this process has loaded it already."""
     from embedlab.engines.native import NativeUnavailable, library
 
+    if not build:
+        return library.loaded()
     try:
         return library()
     except NativeUnavailable:

@@ -191,6 +191,11 @@ class _Library:
                 self._lib = _load(path, temporary)
             return self._lib
 
+    def loaded(self) -> ctypes.CDLL | None:
+        """The kernel if this process has loaded it already, else None (nothing is built)."""
+        with self._lock:
+            return self._lib
+
     def cache_clear(self) -> None:
         """Forget the loaded kernel: the next call builds or finds it again."""
         with self._lock:
