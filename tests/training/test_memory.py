@@ -281,3 +281,8 @@ def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatc
     assert "more than the 1.0 GiB available (the cgroup's memory limit)" in message
     assert "(--max-vocab 1100000 would fit)" in message
     memory.check_memory(1_000_000, 100, loss="neg", window=5)  # that one does
+    with pytest.raises(InputError) as info:  # a prepared folder: the size is prepare's flag
+        memory.check_memory(2_300_000, 100, loss="neg", window=5, shape="prepared")
+    assert str(info.value).endswith(
+        "; pass a smaller --dim, or run 'embedlab prepare' again with a smaller --max-vocab "
+        "(--max-vocab 1100000 would fit) or a larger --min-count")

@@ -264,7 +264,7 @@ class Group:
             raise ProcessLost(f"the parameters of process {other} differ from process 0's at "
                               f"step {step} (sha256 {digests[other][:12].decode()}… vs "
                               f"{digests[0][:12].decode()}…): a bug in embedlab, please report "
-                              "it with the command; the saved checkpoints are intact", 1)
+                              "it with the command", 1)
 
 
 def parameters_sha256(tensors: Mapping[str, np.ndarray]) -> str:
