@@ -186,6 +186,71 @@ def test_a_process_that_hangs_stops_the_others_after_the_step_timeout(
         "out waiting 3000ms" in out
 
 
+#: every process of a run, where process 0 hangs (SIGSTOP) as it saves at step 100, while the
+#: others wait for it
+_HANGING_LEADER = """
+import os, signal, sys
+from embedlab.checkpoint.manager import CheckpointManager
+from embedlab.cli import run
+save = CheckpointManager.save
+def hanging_save(self, step, *args, **kwargs):
+    if os.environ.get("RANK") == "0" and step >= 100:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return save(self, step, *args, **kwargs)
+CheckpointManager.save = hanging_save
+run()  # as python -m embedlab: its arguments are sys.argv[1:]
+"""
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (T: stopped), or "" once it is gone (Z: exited, not reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+@pytest.mark.slow
+def test_a_process_0_that_hangs_while_the_others_wait_for_it_stops_them(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rank 0's saves, evaluations and log windows are work it does alone: the others wait as
+    long as its heartbeat moves, and no longer than the step's time limit once it stops."""
+    monkeypatch.setenv("EMBEDLAB_STEP_TIMEOUT", "3")
+    script = tmp_path / "hang.py"
+    script.write_text(_HANGING_LEADER)
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                             "--nproc-per-node", "2", str(script), "--", "train", "--run", str(run),
+                             "--corpus", str(corpus), *FLAGS],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0]
+        try:
+            leader, other = _worker(proc.pid, 0), _worker(proc.pid, 1)
+        except (AssertionError, OSError):  # not started yet
+            time.sleep(0.05)
+            continue
+        if _state(leader) == "T":
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("process 0 did not reach its save at step 100")
+    stopped = time.monotonic()
+    try:
+        while _state(other) not in ("", "Z") and time.monotonic() - stopped < 60:
+            time.sleep(0.05)
+        waited = time.monotonic() - stopped
+    finally:
+        os.kill(leader, signal.SIGKILL)
+    code, out = _finish(proc)
+    assert code != 0
+    assert 2 < waited < 30, out
+    assert ("embedlab: error: another process of the run stopped or cannot be reached (process "
+            "0 not heard from for 3 s while it worked alone)") in out, out
+    assert [p.name for p in (run / "checkpoints").glob("ckpt-*")] == ["ckpt-00000050"]
+
+
 @pytest.mark.slow
 def test_a_killed_single_process_run_resumes_on_two(
         corpus: Path, tmp_path: Path, reference: Outcome) -> None:

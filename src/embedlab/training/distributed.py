@@ -23,9 +23,13 @@ Beside the steps' own exchange, the processes exchange:
   checkpoint is due, so that all stop, or save, at the same step;
 * at each save: the sha256 of every process's parameters.
 
-A step's exchange waits at most :data:`STEP_TIMEOUT` seconds; the others, which wait while
-rank 0 alone works (preparing a corpus, saving, evaluating), :data:`PATIENT_TIMEOUT`. A process
-that dies closes its connections, and the others stop at once.
+A step's exchange waits at most :data:`STEP_TIMEOUT` seconds. While rank 0 alone works
+(preparing a corpus, saving, evaluating) the others wait as long as it takes, up to
+:data:`PATIENT_TIMEOUT`, but only while rank 0 is heard from: it raises a counter in the run's
+rendezvous store every :data:`BEAT_SECONDS` from a thread of its own, and a process that waits
+stops the run once the counter has not moved for the step's time limit (a rank 0 that hangs,
+or a link that breaks silently). A process that dies closes its connections, and the others
+stop at once.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import os
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -54,6 +59,9 @@ STEP_TIMEOUT = 60
 PATIENT_TIMEOUT = 4 * 3600
 #: the stop code of a stop that is not a signal (an ``on_progress`` callback raised on rank 0)
 CALLBACK_STOP = 255
+#: seconds between two of rank 0's heartbeats (see the module's docstring)
+BEAT_SECONDS = 1.0
+_BEATS_KEY = "embedlab/rank0-alive"
 
 _current: Group | None = None
 _sigterm_before: Any = None  # SIGTERM's handler before finish_exit
@@ -114,11 +122,15 @@ def joined() -> Iterator[Group | None]:
     global _sigterm_before
     group = Group.join()
     _current = group
+    lost = False
     try:
         yield group
+    except ProcessLost:
+        lost = True
+        raise
     finally:
         _current = None
-        group.leave()
+        group.leave(lost=lost)
         if _sigterm_before is not None:
             signal.signal(signal.SIGTERM, _sigterm_before)
             _sigterm_before = None
@@ -128,9 +140,9 @@ class Group:
     """This process's place among the run's processes, and the exchanges they make.
 
     Where the others wait while rank 0 works alone (it saves, evaluates, closes a log window,
-    opens its writers), they wait up to :data:`PATIENT_TIMEOUT`, and rank 0, which comes last,
-    with the step's time limit (``leader_last``): a process that hangs meanwhile still stops
-    the run within that limit.
+    opens its writers), they wait as long as rank 0's heartbeat moves (up to
+    :data:`PATIENT_TIMEOUT`), and rank 0, which comes last, with the step's time limit
+    (``leader_last``): a process that hangs meanwhile still stops the run within that limit.
     """
 
     def __init__(self, rank: int, size: int, step_group: Any, gpu_group: Any = None) -> None:
@@ -140,6 +152,10 @@ class Group:
         # the cuda engine's micro-batches go through host memory over step_group)
         self.gpu_group = gpu_group
         self.released = False  # rank 0 has sent the run to the others (handshake.release)
+        # rank 0's heartbeat, which it sends and the others read while they wait for it (None:
+        # no store to put it in; the others then wait up to PATIENT_TIMEOUT)
+        self._heart: _Heartbeat | None = None
+        self._store: Any = None
 
     @classmethod
     def join(cls) -> Group:
@@ -163,11 +179,21 @@ class Group:
             # it, is given twice as long
             group.gpu_group = dist.new_group(backend="nccl",
                                              timeout=timedelta(seconds=2 * step_timeout()))
+        group._store = _heartbeat_store()
+        if group.leader and group._store is not None:
+            group._heart = _Heartbeat(group._store)
         return group
 
-    def leave(self) -> None:
+    def leave(self, *, lost: bool = False) -> None:
+        """Close the group; ``lost``: the run lost a process, and the group is left as it is —
+        closing it would wait for the exchange in flight, which waits for the lost process
+        (the command's exit ends its threads)."""
         import torch.distributed as dist
 
+        if self._heart is not None:
+            self._heart.stop()
+        if lost:
+            return
         with contextlib.suppress(Exception):  # a broken group has nothing left to close
             dist.destroy_process_group()
 
@@ -175,13 +201,44 @@ class Group:
     def leader(self) -> bool:
         return self.rank == 0
 
-    def _exchange(self, op: Callable[[bool], Any], *, leader_last: bool = False) -> None:
-        """Run the collective ``op(async_op)``; see the class docstring for ``leader_last``."""
+    def _exchange(self, op: Callable[[bool], Any], *, leader_last: bool = False,
+                  patient: bool = True) -> None:
+        """Run the collective ``op(async_op)``; see the class docstring for ``leader_last``.
+        ``patient``: an exchange of the default group, which may wait for rank 0's work alone;
+        the other processes wait for it as long as rank 0 is heard from."""
         with lost_on_failure():
             if leader_last and self.leader:
                 op(True).wait(timedelta(seconds=step_timeout()))
+            elif patient and not self.leader and self._store is not None:
+                self._wait_hearing_leader(op(True))
             else:
                 op(False)
+
+    def _wait_hearing_leader(self, work: Any) -> None:
+        """Until ``work`` is done, as long as rank 0's heartbeat moves: checked every second,
+        it may stand still for the step's time limit. The first naps are short, so that a
+        short wait (a log window) costs little more than the wait itself."""
+        limit = step_timeout()
+        beats, heard = self._beats(), time.monotonic()
+        check, nap = heard + BEAT_SECONDS, 0.0002
+        while not work.is_completed():
+            time.sleep(nap)
+            nap = min(2 * nap, 0.02)
+            now = time.monotonic()
+            if now < check:
+                continue
+            check = now + BEAT_SECONDS
+            latest = self._beats()
+            if latest != beats:
+                beats, heard = latest, now
+            elif now - heard > limit:
+                raise ProcessLost(f"another process of the run stopped or cannot be reached "
+                                  f"(process 0 not heard from for {limit:g} s while it worked "
+                                  "alone)", 1)
+        work.wait()  # the exchange's own failure, if it failed
+
+    def _beats(self) -> int:
+        return int(self._store.add(_BEATS_KEY, 0))
 
     # ---- the exchanges (no pickle: bytes travel as uint8 tensors) ------------------------
     def broadcast_bytes(self, data: bytes = b"") -> bytes:
@@ -235,7 +292,8 @@ class Group:
 
         mine = torch.tensor(values, dtype=torch.int64)
         self._exchange(lambda a: dist.all_reduce(mine, op=dist.ReduceOp.MAX, group=group,
-                                                 async_op=a), leader_last=leader_last)
+                                                 async_op=a), leader_last=leader_last,
+                       patient=group is None)
         return [int(v) for v in mine]
 
     def begin(self, stop: int) -> int:
@@ -265,6 +323,42 @@ class Group:
                               f"step {step} (sha256 {digests[other][:12].decode()}… vs "
                               f"{digests[0][:12].decode()}…): a bug in embedlab, please report "
                               "it with the command", 1)
+
+
+class _Heartbeat:
+    """Rank 0 says it is alive: a thread raises a counter in the run's rendezvous store every
+    :data:`BEAT_SECONDS`, whatever the main thread is doing (it sleeps and waits for the store
+    without the GIL). It stops with the process, or when the store is gone."""
+
+    def __init__(self, store: Any) -> None:
+        self._store, self._stop = store, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name="embedlab-heartbeat")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(BEAT_SECONDS):
+            try:
+                self._store.add(_BEATS_KEY, 1)
+            except Exception:  # the store is gone (the run ends): nothing left to say
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _heartbeat_store() -> Any:
+    """A connection of this process's own to the run's rendezvous store (torchrun's
+    ``MASTER_ADDR``:``MASTER_PORT``), whose operations wait at most the step's time limit;
+    None where it cannot be made."""
+    import torch.distributed as dist
+
+    try:
+        return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                             is_master=False, timeout=timedelta(seconds=step_timeout()),
+                             wait_for_workers=False)
+    except (KeyError, ValueError, RuntimeError):
+        return None
 
 
 def parameters_sha256(tensors: Mapping[str, np.ndarray]) -> str:
