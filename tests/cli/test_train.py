@@ -515,6 +515,34 @@ def test_a_bad_corpus_tokenised_in_a_child_is_refused_cleanly(
 
 # ---- --restart / --from / --init-from --------------------------------------------------------
 
+def test_restart_starts_over_with_the_runs_own_settings(tmp_path: Path, corpus: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """``--run DIR --restart`` alone: the run as it was set up (not the defaults' demo run);
+    flags given override its settings."""
+    run = tmp_path / "run"
+    setup = ["--corpus", corpus, "--dim", "6", "--window", "2", "--loss", "nce", "--seed", "7",
+             "--batch-size", "32", "--epochs", "1", "--threads", "1", "--no-tensorboard",
+             "--no-progress"]
+    code, err = train(capsys, "--run", run, *setup, "--max-steps", "3")
+    assert code == 0, err
+    first = json.loads((run / "config.json").read_text())
+    code, err = train(capsys, "--run", run, "--restart", "--max-steps", "3")
+    assert code == 0, err
+    assert "starting over with its settings and the ones given" in err
+    again = json.loads((run / "config.json").read_text())
+    assert {k: v for k, v in again.items() if k != "max_steps"} == \
+        {k: v for k, v in first.items() if k != "max_steps"}
+    old = next(tmp_path.glob("run.old-*"))  # the same run again: the same vectors
+    assert (run / "checkpoints" / "ckpt-00000003" / "tensors.safetensors").read_bytes() == \
+        (old / "checkpoints" / "ckpt-00000003" / "tensors.safetensors").read_bytes()
+    code, err = train(capsys, "--run", run, "--restart", "--dim", "4", "--max-steps", "2")
+    assert code == 0, err
+    third = json.loads((run / "config.json").read_text())
+    assert third["model"]["dim"] == 4 and third["model"]["loss"] == "nce"
+    assert third["data"]["corpus"] == str(corpus) and third["seed"] == 7
+
+
 def test_restart_moves_the_old_run_aside(copy: Path, corpus: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(copy)

@@ -96,6 +96,34 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None
 
 
+def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any]:
+    """``--restart``'s options: the run's own settings (its ``config.json``), with the options
+    given over them, so that the run starts over as it was set up unless told otherwise.
+
+    A stop point (``--max-steps``) is not a setting: it comes from this call. Nor are values
+    the config only holds because it was written before those settings existed: a new run takes
+    today's defaults there. Without a readable config, ``explicit`` alone.
+    """
+    stored, legacy = _stored(run_dir)
+    if stored is None:
+        return explicit
+    base = stored.to_dict()
+    for key in ("max_steps", "preset"):  # the preset is passed on beside the options
+        base.pop(key, None)
+    for dotted in legacy:
+        section, _, key = dotted.partition(".")
+        if key:
+            base.get(section, {}).pop(key, None)
+        else:
+            base.pop(section, None)
+    for key, value in explicit.items():
+        if isinstance(value, dict):
+            base.setdefault(key, {}).update(value)
+        else:
+            base[key] = value
+    return base
+
+
 def _has_checkpoint(run_dir: Path | None) -> bool:
     if run_dir is None:
         return False

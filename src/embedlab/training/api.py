@@ -25,6 +25,7 @@ from embedlab.run.folder import (
     check_runs_dir,
     choose_run_dir,
     resolve_config,
+    restart_options,
     stored_config,
 )
 from embedlab.training import distributed, handshake
@@ -211,6 +212,8 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
     if restart:
         # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
         run_dir = Path(os.path.abspath(run_dir))
+        if run_dir.is_dir():
+            explicit, preset = _restarted(run_dir, explicit, preset)
     made = missing_folders(run_dir.parent)  # the child's folder beside the run creates them
     try:
         with contextlib.ExitStack() as stack:
@@ -227,6 +230,22 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         # e.g. an offline corpus="text8" with a new runs_dir: leave no empty one
         remove_empty_folders(made)
         raise
+
+
+def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
+               ) -> tuple[dict[str, Any], str | None]:
+    """The options and preset of ``--restart``: the run's own, with those given over them
+    (:func:`embedlab.run.folder.restart_options`)."""
+    from embedlab.data.sentences import is_label
+
+    stored = stored_config(run_dir)
+    if stored is None:
+        return explicit, preset
+    if is_label(stored.data.corpus) and "corpus" not in explicit.get("data", {}):
+        # its sentences are in the folder moved aside
+        raise InputError(f"{spell('--restart', True)}: run {run_dir} was trained on sentences "
+                         "given in memory; pass them again as corpus=")
+    return restart_options(run_dir, explicit), preset if preset is not None else stored.preset
 
 
 def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -34,8 +34,8 @@ def old_run_moved_aside(run: Path) -> Iterator[Path]:
                              "folder") from None
         if old_lock is not None:
             old_lock.moved_to(moved)
-        print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}",
-              file=sys.stderr)
+        print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}; starting "
+              "over with its settings and the ones given", file=sys.stderr)
         try:
             yield moved
         except BaseException:
