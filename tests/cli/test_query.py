@@ -140,6 +140,19 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
     assert code == 0
 
 
+@pytest.mark.parametrize(("name", "binary"), [("o.bin", True), ("o.BIN", True), ("o.txt", False),
+                                            ("o.vec", False)])
+def test_export_without_format_follows_the_out_suffix(vecfile: Path, tmp_path: Path, name: str,
+                                                      binary: bool,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["export", str(vecfile), "--out", str(tmp_path / name)], capsys)
+    assert code == 0, err
+    kv = KeyedVectors.load_word2vec_format(str(tmp_path / name), binary=binary)
+    assert kv.index_to_key == list(load(vecfile).words)
+    code, _, err = run(["export", str(vecfile), "--out", str(tmp_path / "m.npy")], capsys)
+    assert code == 0 and np.array_equal(load(tmp_path / "m.npy").matrix, load(vecfile).matrix)
+
+
 def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 
@@ -198,8 +211,19 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     (["export", "{v}", "--format", "npy", "--out", "{v}/x.npy"],
      ["cannot write", "is a file, not a folder); pass --out in a folder"]),
     # a .npy name would be read back as an npy export, and fail
-    (["export", "{v}", "--out", "{tmp}/x.npy"],
+    (["export", "{v}", "--format", "word2vec", "--out", "{tmp}/x.npy"],
      ["ends in .npy", "; pass --format npy, or an --out name ending in .txt"]),
+    # a .bin name is read with binary=True, a .txt name as text
+    (["export", "{v}", "--format", "word2vec", "--out", "{tmp}/x.bin"],
+     ["x.bin names a binary file, but --format word2vec writes text", "; pass --format "
+      "word2vec-binary, or --out ", "x.txt"]),
+    (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.txt"],
+     ["x.txt names a text file, but --format word2vec-binary writes binary; pass --format "
+      "word2vec, or --out ", "x.bin"]),
+    (["export", "{tmp}/nosuch", "--out", "{tmp}/x.txt"],
+     ["nosuch does not exist; pass a run folder, a checkpoint folder or a word2vec/.npy "
+      "vectors file"]),
+    (["export", "{tmp}/nosuch"], ["nosuch does not exist; pass a run folder"]),
     (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.npy"],
      ["ends in .npy", "; pass --format npy, or an --out name ending in .bin"]),
 ])

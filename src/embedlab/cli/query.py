@@ -68,21 +68,26 @@ def _check_k(k: int) -> None:
 @click.command()
 @_source_options
 @click.option("--format", "fmt", type=click.Choice(["word2vec", "word2vec-binary", "npy"]),
-              default="word2vec", show_default=True, help="Output format.")
+              default=None, help="Output format [default: by --out's suffix: .bin "
+                                 "word2vec-binary, .npy npy, else word2vec].")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Output file (default for a run folder: RUN/exports/vectors.{txt,bin,npy}).")
 @click.option("--force", is_flag=True, help="Overwrite existing output files.")
-def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | None,
+def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Path | None,
            force: bool) -> None:
     """Write the input embeddings of VECTORS as word2vec text/binary or npy (+ vocab).
 
     word2vec files load in gensim's KeyedVectors.load_word2vec_format (binary=True for
-    word2vec-binary). npy writes NAME.npy and NAME.vocab.tsv beside it. Existing files are
-    never overwritten without --force; files are written atomically.
+    word2vec-binary). npy writes NAME.npy and NAME.vocab.tsv beside it. Without --format the
+    format follows --out's suffix. Existing files are never overwritten without --force;
+    files are written atomically.
     """
     from embedlab.export import SUFFIX, export_vectors
     from embedlab.export.atomic import make_exports_folder
 
+    if not source.exists():  # before naming --out: the source is what is wrong
+        _load(source, step, best)
+    fmt = _export_format(fmt, out)
     if out is None:
         if not (source / "checkpoints").is_dir():
             raise InputError(f"--out is required when exporting from {source}; "
@@ -96,6 +101,24 @@ def export(source: Path, step: int | None, best: bool, fmt: str, out: Path | Non
         shape = f"{len(vectors)} words" if path.suffix == ".tsv" else \
             f"{len(vectors)} words × {vectors.dim} dims"
         click.echo(f"wrote {path} ({shape})")
+
+
+def _export_format(fmt: str | None, out: Path | None) -> str:
+    """``--format``, or the one ``--out``'s suffix names (.bin, .npy; else word2vec text); a
+    word2vec format whose text/binary kind contradicts the suffix is refused."""
+    if out is None:
+        return fmt or "word2vec"
+    suffix = out.suffix.lower()
+    if fmt is None:
+        return {".bin": "word2vec-binary", ".npy": "npy"}.get(suffix, "word2vec")
+    if fmt == "word2vec" and suffix == ".bin":
+        raise InputError(f"--out {out} names a binary file, but --format word2vec writes text "
+                         "(gensim would read it with binary=True and fail); pass --format "
+                         f"word2vec-binary, or --out {out.with_suffix('.txt')}")
+    if fmt == "word2vec-binary" and suffix == ".txt":
+        raise InputError(f"--out {out} names a text file, but --format word2vec-binary writes "
+                         f"binary; pass --format word2vec, or --out {out.with_suffix('.bin')}")
+    return fmt
 
 
 # ---- neighbors / analogy -------------------------------------------------------------------
