@@ -156,3 +156,29 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"No such command '{typed}'{hint}" in err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--size", "100"], "No such option '--size'; did you mean --dim? (see 'embedlab train "
+                        "--help')"),
+    (["--workers", "4"], "No such option '--workers'; did you mean --threads? "),
+    (["--hs", "1"], "No such option '--hs'; did you mean --loss (hs 1 is --loss hs)? "),
+    (["--corpus", "c.txt", "-size", "100"],
+     "-size is word2vec.c's flag; did you mean --dim? (embedlab's flags start with two dashes"),
+    (["-train", "c.txt", "-cbow", "1"],
+     "-train is word2vec.c's flag; did you mean --corpus? "),
+    (["-cbow", "0"], "did you mean --model (-cbow 1 is --model cbow, -cbow 0 --model "
+                     "skipgram)? "),
+    (["-threads", "4"], "-threads is word2vec.c's flag; did you mean --threads? "),
+])
+def test_gensim_and_word2vec_c_names_are_told_embedlabs(
+        argv: list[str], message: str, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A word2vec.c or gensim user's flags are refused naming the flag that means the same, not
+    flags spelled alike (click suggests --seed for --size), and nothing is written."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run", str(tmp_path / "run"), *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("embedlab: error: ") and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "run").exists()

@@ -134,6 +134,10 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
 @pytest.mark.parametrize(("options", "message"), [
     ({"dimension": 8}, "embedlab.train() got an unknown option dimension=; did you mean dim=? "),
     ({"from_ckpt": "best"}, "unknown option from_ckpt=; did you mean from_checkpoint=? "),
+    ({"vector_size": 8}, "unknown option vector_size=; did you mean dim=? "),  # gensim's
+    ({"workers": 2}, "unknown option workers=; did you mean threads=? "),
+    ({"sg": 1}, "unknown option sg=; did you mean model= (sg=1 is model='skipgram', sg=0 "
+                "model='cbow')? "),
     ({"zzz": 1}, "unknown option zzz=; its options are the flags of 'embedlab train' with "
                  "underscores (dim=, window=, epochs=, ...): see help(embedlab.train)"),
 ])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import errno
 import importlib
+import re
 import sys
 from typing import Any
 
@@ -92,9 +93,40 @@ def invoked_args() -> list[str]:
 
 
 #: OpenMP barrier spin (libgomp iterations) before a waiting thread sleeps; see main()
+def _usage_message(exc: click.UsageError) -> str:
+    """click's message, on one line; an unknown option that is gensim's or word2vec.c's name
+    for one of ours is told which (click would suggest names spelled alike)."""
+    from embedlab.training.spellings import hint
+
+    if isinstance(exc, click.NoSuchOption):
+        known = hint(exc.option_name, python=False)
+        if known is not None:
+            return f"No such option '{exc.option_name}'; did you mean {known}?"
+    return exc.format_message().replace("\n", " ")
+
+
+def _word2vec_c_flag(args: list[str]) -> str | None:
+    """The refusal of a word2vec.c flag with one dash (``-size 100``), which click would read
+    as short options (``-s``); None when there is none."""
+    from embedlab.training.spellings import hint
+
+    for arg in args:
+        if arg == "--":
+            break
+        if re.fullmatch(r"-[a-z][a-z-]{1,}", arg):
+            known = hint(arg, python=False)
+            if known is not None:
+                return (f"{arg} is word2vec.c's flag; did you mean {known}? (embedlab's flags "
+                        "start with two dashes; see 'embedlab train --help')")
+    return None
+
+
 def main(argv: list[str] | None = None) -> Any:
     _invoked[:] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     limit_openmp_spinning()
+    foreign = _word2vec_c_flag(_invoked)
+    if foreign is not None:
+        _fail(foreign)
     try:
         with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
@@ -108,7 +140,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.UsageError as exc:
         sub = exc.ctx.info_name if exc.ctx and exc.ctx.info_name != "embedlab" else None
         hint = f" (see 'embedlab {sub} --help')" if sub else " (see 'embedlab --help')"
-        _fail(exc.format_message().replace("\n", " ") + hint)
+        _fail(_usage_message(exc) + hint)
     except click.ClickException as exc:
         _fail(exc.format_message().replace("\n", " "), exc.exit_code if exc.exit_code else 2)
     except click.exceptions.Exit as exc:

@@ -275,9 +275,12 @@ def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
 def _unknown_option(name: str) -> InputError:
     names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint", "device",
              "on_progress"]
+    from embedlab.training.spellings import hint as foreign
+
     close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
         difflib.get_close_matches(name, names, n=1)
-    hint = f"did you mean {close[0]}=? " if close else ""
+    known = foreign(name, python=True)  # gensim's or word2vec.c's name for an option of ours
+    hint = f"did you mean {known}? " if known else f"did you mean {close[0]}=? " if close else ""
     return InputError(f"embedlab.train() got an unknown option {name}=; {hint}its options are "
                       "the flags of 'embedlab train' with underscores (dim=, window=, epochs=, "
                       "...): see help(embedlab.train)")

@@ -1,0 +1,49 @@
+"""What gensim's ``Word2Vec(...)`` arguments and word2vec.c's flags are called here.
+
+A gensim or word2vec.c user types the names they know: ``vector_size=100``, ``sg=1``,
+``workers=4``, ``-size 100 -cbow 1 -hs 1``. Those names are not embedlab's options; an unknown
+option that is one of them is told, in its one-line refusal, the option that means the same
+(:func:`hint`), instead of whatever name happens to be spelled alike.
+"""
+
+from __future__ import annotations
+
+#: a foreign name (underscores) -> (embedlab's option, how values map: in Python, on the
+#: command line; "" where they are the same)
+FOREIGN: dict[str, tuple[str, str, str]] = {
+    # gensim's Word2Vec(...)
+    "sentences": ("corpus", "a list of token lists, or a file's path", ""),
+    "corpus_file": ("corpus", "", ""),
+    "vector_size": ("dim", "", ""),
+    "size": ("dim", "", ""),
+    "sg": ("model", "sg=1 is model='skipgram', sg=0 model='cbow'",
+           "sg 1 is --model skipgram, sg 0 --model cbow"),
+    "hs": ("loss", "hs=1 is loss='hs'", "hs 1 is --loss hs"),
+    "workers": ("threads", "", ""),
+    "alpha": ("lr", "", ""),
+    "min_alpha": ("min_lr_ratio", "min_lr_ratio = min_alpha / alpha",
+                  "--min-lr-ratio = min-alpha / alpha"),
+    "iter": ("epochs", "", ""),
+    "ns_exponent": ("noise_exponent", "", ""),
+    "max_final_vocab": ("max_vocab", "", ""),
+    "max_vocab_size": ("max_distinct", "the distinct words kept while counting", ""),
+    # word2vec.c's flags (-train FILE -size N -cbow 0|1 -hs 0|1 ...)
+    "train": ("corpus", "", ""),
+    "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram'",
+             "-cbow 1 is --model cbow, -cbow 0 --model skipgram"),
+    # word2vec.c's flags with our names, typed with one dash
+    **{name: (name, "", "") for name in ("window", "negative", "sample", "threads", "min_count",
+                                         "seed")},
+}
+
+
+def hint(name: str, *, python: bool) -> str | None:
+    """The option that ``name`` (a gensim argument or a word2vec.c flag, dashes allowed) means
+    here, as a Python argument or a flag, with how its values map; None for another name."""
+    found = FOREIGN.get(name.lstrip("-").replace("-", "_"))
+    if found is None:
+        return None
+    option, in_python, on_line = found
+    spelled = f"{option}=" if python else f"--{option.replace('_', '-')}"
+    values = in_python if python else on_line
+    return f"{spelled} ({values})" if values else spelled
