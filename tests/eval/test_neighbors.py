@@ -19,6 +19,14 @@ def test_suggest_orders_case_then_prefix_then_spelling() -> None:
     assert len(suggest("k", WORDS, n=3)) <= 3
 
 
+def test_suggest_spells_in_lower_case() -> None:
+    """A capitalised typo finds what its lower case finds: the most frequent case variant of
+    each close spelling."""
+    assert suggest("Kimg", WORDS)[0] == "king" and "King" not in suggest("Kimg", WORDS)
+    assert suggest("Qeen", WORDS) == ["queen"]
+    assert suggest("Kimg", WORDS) == suggest("kimg", WORDS)
+
+
 def test_nearest_excludes_and_orders() -> None:
     m = np.array([[1, 0], [0.9, 0.1], [0, 1], [-1, 0], [0, 0]], dtype=np.float32)
     got = nearest(m, row_norms(m), m[0], 10, exclude=[0])

@@ -77,7 +77,12 @@ def suggest(word: str, words: Sequence[str], n: int = 5) -> list[str]:
         out += [w for w in pool if w.lower().startswith(low) and w not in out][: n - len(out)]
     if len(out) < n:
         # Length prefilter: difflib's ratio needs similar lengths anyway, and it is slow per word.
-        near = [w for w in pool if abs(len(w) - len(word)) <= 2]
-        close = difflib.get_close_matches(word, near, n=n, cutoff=0.75)
-        out += [w for w in close if w not in out]
+        # compared in lower case, so that "Kingg" finds king as "kingg" does; of the case
+        # variants of a close spelling, the most frequent
+        near: dict[str, str] = {}
+        for w in pool:
+            if abs(len(w) - len(word)) <= 2:
+                near.setdefault(w.lower(), w)
+        close = difflib.get_close_matches(low, list(near), n=n, cutoff=0.75)
+        out += [near[c] for c in close if near[c] not in out]
     return out[:n]
