@@ -88,6 +88,29 @@ def test_getitem_and_get_vector(pair: tuple[Vectors, KeyedVectors]) -> None:
         iter(vec)
 
 
+def test_rows_by_number_as_gensim(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    for key in (5, np.int64(3), len(WORDS) - 1):
+        np.testing.assert_array_equal(vec[key], kv[key])
+        np.testing.assert_array_equal(vec.get_vector(key), kv.get_vector(key))
+    np.testing.assert_array_equal(vec[[5, "king", 0]], kv[[5, "king", 0]])
+    with pytest.raises(KeyError, match=f"Key '{len(WORDS)}' not present"):
+        vec[len(WORDS)]
+
+
+def test_arguments_of_the_wrong_type_are_one_line(pair: tuple[Vectors, KeyedVectors]) -> None:
+    import embedlab
+
+    vec, _ = pair
+    with pytest.raises(InputError) as info:
+        vec.most_similar("king", topn="5")  # type: ignore[call-overload]
+    assert str(info.value) == "topn must be an integer or None, got '5'; e.g. topn=10"
+    with pytest.raises(InputError) as info:
+        embedlab.load(3)
+    assert str(info.value) == ("path= must be the path of a run folder, a checkpoint folder or a "
+                               "vectors file (a str or os.PathLike), got int 3")
+
+
 # ---- most_similar, most_similar_cosmul ----------------------------------------------------
 
 VECTOR = np.linspace(-1, 1, DIM, dtype=np.float32)

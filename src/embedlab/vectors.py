@@ -43,7 +43,7 @@ from embedlab.eval.similarity import (
     evaluate_similarity,
     parse_pairs,
 )
-from embedlab.fsutil import read_utf8
+from embedlab.fsutil import clip, read_utf8
 from embedlab.vectors_gensim import (
     KeyedVectorsDialect,
     Keys,
@@ -153,6 +153,9 @@ class Vectors(KeyedVectorsDialect):
         if isinstance(negative, int | np.integer):  # embedlab's most_similar(word, 10)
             k = one_of("k", k, "a second positional argument", int(negative))
             negative = None
+        if topn is not None and (not isinstance(topn, int | np.integer)
+                                 or isinstance(topn, bool)):
+            raise InputError(f"topn must be an integer or None, got {topn!r}; e.g. topn=10")
         positive = one_of("positive", positive, "word", word)
         if k is not None:
             _check_k(k)
@@ -282,6 +285,10 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
     For a run folder, ``step`` picks a checkpoint and ``best`` the best one (default: the newest
     verified checkpoint). The input embeddings are used. Never unpickles.
     """
+    if not isinstance(path, str | os.PathLike):
+        raise InputError(f"path= must be the path of a run folder, a checkpoint folder or a "
+                         f"vectors file (a str or os.PathLike), got {type(path).__name__} "
+                         f"{clip(repr(path))}")
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p} does not exist; pass a run folder, a checkpoint folder or a "

@@ -88,17 +88,20 @@ class KeyedVectorsDialect:
         return MappingProxyType(self._index)
 
     # ---- vectors -------------------------------------------------------------------------
-    __iter__ = None  # vec[0] is not a row: iterating over a Vectors is a TypeError, not a loop
+    __iter__ = None  # iterating over a Vectors is a TypeError, not a loop over rows by number
 
-    def __getitem__(self, key_or_keys: str | Sequence[str]) -> np.ndarray:
-        """The vector of one word (1-D, read-only), or of several as rows of a new 2-D array."""
-        if isinstance(key_or_keys, str):
+    def __getitem__(self, key_or_keys: str | int | np.integer | Sequence[str | int | np.integer]
+                    ) -> np.ndarray:
+        """The vector of one word or row number (1-D, read-only), or of several as rows of a
+        new 2-D array."""
+        if isinstance(key_or_keys, str | int | np.integer):
             return self.get_vector(key_or_keys)
-        return self.matrix[[self._key_row(k) for k in key_or_keys]]
+        return self.matrix[[self.get_index(k) for k in key_or_keys]]
 
-    def get_vector(self, key: str, norm: bool = False) -> np.ndarray:
-        """The vector of ``key`` (read-only); with ``norm`` scaled to unit length."""
-        row = self._key_row(key)
+    def get_vector(self, key: str | int | np.integer, norm: bool = False) -> np.ndarray:
+        """The vector of ``key``, a word or a row number (read-only); with ``norm`` scaled to
+        unit length."""
+        row = self.get_index(key)
         if not norm:
             return self.matrix[row]
         unit = self.matrix[row] / safe(self.norms[row : row + 1])[0]
