@@ -236,6 +236,10 @@ def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
         load(run, step=7)
     assert str(info.value) == (f"{run} has no checkpoint at step 7 (available: 5); "
                                "embedlab.checkpoints(RUN) lists them; pass one as step=")
+    with pytest.raises(InputError) as info:  # the run's checkpoints/ folder, not the run
+        load(run / "checkpoints")
+    assert str(info.value) == (f"{run / 'checkpoints'} is a run's checkpoints/ folder; pass the "
+                               f"run folder {run}, or one of the checkpoint folders in it")
     (run / "vocab.tsv").unlink()
     with pytest.raises(InputError, match="no vocabulary"):
         load(run)
