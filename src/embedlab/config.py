@@ -42,7 +42,10 @@ def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> Non
                          f"pass e.g. {_flag(name, _EXAMPLES.get(name, 1))}")
     if bad:
         need = "a finite number >= 0" if allow_zero else "a finite number > 0"
-        raise InputError(f"{_flag(name)} must be {need}, got {value!r}; pass e.g. "
+        # a number in quotes ('5'): say it is a str, which is the mistake
+        got = (f"the {type(value).__name__} {value!r}"
+               if not isinstance(value, (int, float)) else repr(value))
+        raise InputError(f"{_flag(name)} must be {need}, got {got}; pass e.g. "
                          f"{_flag(name, _EXAMPLES.get(name, 1))}")
 
 

@@ -155,6 +155,10 @@ def test_a_bad_value_is_the_commands_message_naming_the_argument(
         embedlab.train(corpus=corpus, run=tmp_path / "run", dim=-3)
     assert str(e.value) == "dim= must be a finite number > 0, got -3; pass e.g. dim=100"
     assert not (tmp_path / "run").exists()
+    with pytest.raises(InputError) as e:  # a number in quotes: the str is the mistake
+        embedlab.train(corpus=corpus, run=tmp_path / "run", epochs="5")
+    assert str(e.value) == ("epochs= must be a finite number > 0, got the str '5'; pass e.g. "
+                            "epochs=5")
     with pytest.raises(SystemExit):
         main(["train", "--corpus", str(corpus), "--run", str(tmp_path / "run"), "--dim", "-3"])
     assert capsys.readouterr().err == ("embedlab: error: --dim must be a finite number > 0, "
