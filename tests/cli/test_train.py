@@ -515,6 +515,19 @@ def test_a_bad_corpus_tokenised_in_a_child_is_refused_cleanly(
 
 # ---- --restart / --from / --init-from --------------------------------------------------------
 
+def test_a_resume_that_trains_nothing_keeps_the_runs_config(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A finished run asked for a third epoch but stopped at a --max-steps it has passed: nothing
+    is trained, so its config keeps 2 epochs and the command that made it still resumes."""
+    before = (copy / "config.json").read_text()
+    more = [a if a != "2" else "3" for a in FAST]  # --epochs 3
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *more, "--max-steps", "5")
+    assert code == 0 and "already past --max-steps 5" in err, err
+    assert (copy / "config.json").read_text() == before
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST)
+    assert code == 0, err
+
+
 def test_restart_starts_over_with_the_runs_own_settings(tmp_path: Path, corpus: Path,
                                                         capsys: pytest.CaptureFixture[str]
                                                         ) -> None:

@@ -126,7 +126,11 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         if moved:  # said at once: a write below may still fail, and the user must know
             print(f"embedlab: --from: moved {len(moved)} newer checkpoint(s) to "
                   f"{moved[0].parent}", file=out, flush=True)
-    write_config_json(run_dir, cfg)
+    # A resume already at or past --max-steps trains nothing: its flags (a larger --epochs, say)
+    # must not become the run's config, or the command that made the run would be refused
+    # as "a different config" next time.
+    if ckpt is None or cfg.max_steps is None or state.step < cfg.max_steps:
+        write_config_json(run_dir, cfg)
     if ckpt is not None:
         manager.protect(state.step)
         _warn_if_other_step_revision(run_dir, cfg.engine, out)
