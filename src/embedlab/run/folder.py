@@ -96,26 +96,38 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None
 
 
-def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any]:
-    """``--restart``'s options: the run's own settings (its ``config.json``), with the options
-    given over them, so that the run starts over as it was set up unless told otherwise.
+#: the data options a prepared folder fixes (train refuses others for it)
+_VOCABULARY_OPTIONS = ("lowercase", "min_count", "max_vocab", "unk", "max_distinct")
 
-    A stop point (``--max-steps``) is not a setting: it comes from this call. Nor are values
-    the config only holds because it was written before those settings existed: a new run takes
-    today's defaults there. Without a readable config, ``explicit`` alone.
+
+def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] | None:
+    """``--restart``'s options: the run's own settings (its ``config.json``), with the options
+    given over them, so that the run starts over as it was set up unless told otherwise; None
+    without a readable config (the options given alone then make the new run).
+
+    Not taken from the run: a stop point (``--max-steps``) and this machine's choices (engine,
+    threads), which come from this call; values the config holds only because it was written
+    before those settings existed (a new run takes today's defaults there); and, when another
+    corpus is given as a prepared folder, the vocabulary options, which that folder fixes.
     """
-    stored, legacy = _stored(run_dir)
-    if stored is None:
-        return explicit
-    base = stored.to_dict()
-    for key in ("max_steps", "preset"):  # the preset is passed on beside the options
+    path = run_dir / CONFIG_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        filled = fill_legacy_keys(raw)
+        base = TrainConfig.from_dict(raw).to_dict()
+    except (OSError, ValueError, TypeError):
+        return None
+    for key in ("max_steps", "preset", "engine", "threads"):
         base.pop(key, None)
-    for dotted in legacy:
+    for dotted in filled:
         section, _, key = dotted.partition(".")
-        if key:
-            base.get(section, {}).pop(key, None)
-        else:
-            base.pop(section, None)
+        base.get(section, {}).pop(key, None)
+    from embedlab.data.prepared import is_prepared  # here: it imports numpy
+
+    corpus = explicit.get("data", {}).get("corpus")
+    if isinstance(corpus, str) and is_prepared(corpus):
+        for key in _VOCABULARY_OPTIONS:
+            base.get("data", {}).pop(key, None)
     for key, value in explicit.items():
         if isinstance(value, dict):
             base.setdefault(key, {}).update(value)

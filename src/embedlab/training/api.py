@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embedlab.engines import limit_openmp_spinning, requested_engine
-from embedlab.errors import InputError, python_entry, spell
+from embedlab.errors import InputError, python_caller, python_entry, spell
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
 from embedlab.run.folder import (
     check_run_dir,
@@ -209,18 +209,21 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
     check_run_dir(run_dir)
     if restart and from_checkpoint:
         raise InputError(f"{spell('--restart', True)} and {_from()} exclude each other; pass one")
+    same_settings = False
     if restart:
         # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
         run_dir = Path(os.path.abspath(run_dir))
         if run_dir.is_dir():
+            given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
+            same_settings = explicit is not given
     made = missing_folders(run_dir.parent)  # the child's folder beside the run creates them
     try:
         with contextlib.ExitStack() as stack:
             if restart and run_dir.exists():
                 from embedlab.training.restart import old_run_moved_aside
 
-                stack.enter_context(old_run_moved_aside(run_dir))
+                stack.enter_context(old_run_moved_aside(run_dir, same_settings=same_settings))
             ahead = None if run_dir.exists() else _prepare_ahead(run_dir, explicit, preset)
             if ahead is not None:
                 stack.callback(ahead.cancel)
@@ -235,17 +238,30 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
 def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
                ) -> tuple[dict[str, Any], str | None]:
     """The options and preset of ``--restart``: the run's own, with those given over them
-    (:func:`embedlab.run.folder.restart_options`)."""
+    (:func:`embedlab.run.folder.restart_options`). Another preset than the run's starts over
+    from that preset and the options given; so does a run whose config cannot be read."""
+    from embedlab.data.prepared import SPECIAL_CORPORA
     from embedlab.data.sentences import is_label
 
-    stored = stored_config(run_dir)
-    if stored is None:
+    try:
+        stored = stored_config(run_dir)
+    except InputError:  # a damaged config.json: what --restart is for
         return explicit, preset
-    if is_label(stored.data.corpus) and "corpus" not in explicit.get("data", {}):
-        # its sentences are in the folder moved aside
-        raise InputError(f"{spell('--restart', True)}: run {run_dir} was trained on sentences "
-                         "given in memory; pass them again as corpus=")
-    return restart_options(run_dir, explicit), preset if preset is not None else stored.preset
+    if stored is None or (preset is not None and preset != stored.preset):
+        return explicit, preset
+    if "corpus" not in explicit.get("data", {}):
+        corpus = stored.data.corpus
+        if is_label(corpus):  # its sentences are in the folder moved aside
+            again = "pass them again as corpus=" if python_caller() else \
+                "pass --corpus with a file of them, one sentence per line"
+            raise InputError(f"{spell('--restart', True)}: run {run_dir} was trained on "
+                             f"sentences given in memory; {again}")
+        if corpus not in SPECIAL_CORPORA and not Path(corpus).exists():
+            raise InputError(f"{spell('--restart', True)}: run {run_dir}'s corpus {corpus} "
+                             f"(as its config.json names it) is not found from {Path.cwd()}; "
+                             f"pass {spell('--corpus')} with its path")
+    options = restart_options(run_dir, explicit)
+    return (explicit, preset) if options is None else (options, stored.preset)
 
 
 def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:

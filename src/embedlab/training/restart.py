@@ -21,9 +21,10 @@ from embedlab.run.lock import RunLock
 
 
 @contextlib.contextmanager
-def old_run_moved_aside(run: Path) -> Iterator[Path]:
+def old_run_moved_aside(run: Path, *, same_settings: bool = False) -> Iterator[Path]:
     """Move the run in ``run`` aside for the block (which starts the new run); yields where it
-    went. Put back when the block fails and left no new run behind."""
+    went. Put back when the block fails and left no new run behind. ``same_settings``: the new
+    run takes the old one's settings (said in the line that says where it went)."""
     old_lock = _lock_for_restart(run)
     try:
         try:
@@ -34,8 +35,10 @@ def old_run_moved_aside(run: Path) -> Iterator[Path]:
                              "folder") from None
         if old_lock is not None:
             old_lock.moved_to(moved)
-        print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}; starting "
-              "over with its settings and the ones given", file=sys.stderr)
+        settings = "; starting over with its settings and the ones given" if same_settings \
+            else ""
+        print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}{settings}",
+              file=sys.stderr)
         try:
             yield moved
         except BaseException:
