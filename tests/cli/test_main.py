@@ -170,6 +170,7 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     (["-cbow", "0"], "did you mean --model (-cbow 1 is --model cbow, -cbow 0 --model "
                      "skipgram)? "),
     (["-threads", "4"], "-threads is word2vec.c's flag; did you mean --threads? "),
+    (["--no-progress", "-size", "100"], "-size is word2vec.c's flag; did you mean --dim? "),
 ])
 def test_gensim_and_word2vec_c_names_are_told_embedlabs(
         argv: list[str], message: str, tmp_path: Path,
@@ -182,3 +183,17 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     err = capsys.readouterr().err
     assert err.startswith("embedlab: error: ") and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["prepare", "c.txt", "--out", "d", "--threads", "4"],  # not train's: click's own words
+    ["train", "--probe", "-window", "--corpus", "nowhere.txt"],  # a value, not a flag
+])
+def test_train_names_are_not_hinted_elsewhere(argv: list[str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err
+    assert "did you mean --threads" not in err and "word2vec.c's flag" not in err, err

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import errno
 import importlib
+import itertools
 import re
 import sys
 from typing import Any
@@ -92,13 +93,13 @@ def invoked_args() -> list[str]:
     return list(_invoked)
 
 
-#: OpenMP barrier spin (libgomp iterations) before a waiting thread sleeps; see main()
 def _usage_message(exc: click.UsageError) -> str:
     """click's message, on one line; an unknown option that is gensim's or word2vec.c's name
     for one of ours is told which (click would suggest names spelled alike)."""
     from embedlab.training.spellings import hint
 
-    if isinstance(exc, click.NoSuchOption):
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None and \
+            exc.ctx.info_name == "train":  # the names are train's
         known = hint(exc.option_name, python=False)
         if known is not None:
             return f"No such option '{exc.option_name}'; did you mean {known}?"
@@ -106,13 +107,20 @@ def _usage_message(exc: click.UsageError) -> str:
 
 
 def _word2vec_c_flag(args: list[str]) -> str | None:
-    """The refusal of a word2vec.c flag with one dash (``-size 100``), which click would read
-    as short options (``-s``); None when there is none."""
+    """The refusal of a word2vec.c flag with one dash given to ``train`` (``-size 100``), which
+    click would read as short options (``-s``); None when there is none. A value that follows
+    an option (``--probe -window``) is not taken for a flag."""
     from embedlab.training.spellings import hint
 
-    for arg in args:
-        if arg == "--":
-            break
+    words = [a for a in args if a != "--"]
+    if not words or words[0] != "train":
+        return None
+    command = LazyGroup._load("train")
+    flags = {name for p in (command.params if command else [])
+             if isinstance(p, click.Option) and p.is_flag for name in (*p.opts, *p.secondary_opts)}
+    for before, arg in itertools.pairwise(words):
+        if before.startswith("-") and "=" not in before and before not in flags:
+            continue  # the option's value
         if re.fullmatch(r"-[a-z][a-z-]{1,}", arg):
             known = hint(arg, python=False)
             if known is not None:
