@@ -179,9 +179,13 @@ class Group:
             # it, is given twice as long
             group.gpu_group = dist.new_group(backend="nccl",
                                              timeout=timedelta(seconds=2 * step_timeout()))
-        group._store = _heartbeat_store()
-        if group.leader and group._store is not None:
-            group._heart = _Heartbeat(group._store)
+        store = _heartbeat_store()
+        # every process reaches the store, or none uses it: a counter that only some read and
+        # rank 0 could not raise would stop a healthy run
+        if group._max([0 if store is not None else 1])[0] == 0:
+            group._store = store
+            if group.leader:
+                group._heart = _Heartbeat(store)
         return group
 
     def leave(self, *, lost: bool = False) -> None:
@@ -216,10 +220,11 @@ class Group:
 
     def _wait_hearing_leader(self, work: Any) -> None:
         """Until ``work`` is done, as long as rank 0's heartbeat moves: checked every second,
-        it may stand still for the step's time limit. The first naps are short, so that a
-        short wait (a log window) costs little more than the wait itself."""
-        limit = step_timeout()
-        beats, heard = self._beats(), time.monotonic()
+        it may stand still for the step's time limit. The naps between looks at ``work`` double
+        from 0.2 ms to 20 ms, so that a short wait (a log window) ends at most about twice as
+        late and a long one at most 20 ms late."""
+        limit = max(step_timeout(), 3 * BEAT_SECONDS)  # a few beats, whatever the step's limit
+        beats, heard = self._beats(work), time.monotonic()
         check, nap = heard + BEAT_SECONDS, 0.0002
         while not work.is_completed():
             time.sleep(nap)
@@ -228,7 +233,9 @@ class Group:
             if now < check:
                 continue
             check = now + BEAT_SECONDS
-            latest = self._beats()
+            latest = self._beats(work)
+            if latest is None:  # the exchange completed as the store went away
+                break
             if latest != beats:
                 beats, heard = latest, now
             elif now - heard > limit:
@@ -237,8 +244,16 @@ class Group:
                                   "alone)", 1)
         work.wait()  # the exchange's own failure, if it failed
 
-    def _beats(self) -> int:
-        return int(self._store.add(_BEATS_KEY, 0))
+    def _beats(self, work: Any) -> int | None:
+        """Rank 0's heartbeat count; None when the store cannot be reached but ``work`` has
+        completed meanwhile (process 0, which holds the store when the processes were started
+        by hand, may end as soon as the exchange is done)."""
+        try:
+            return int(self._store.add(_BEATS_KEY, 0))
+        except RuntimeError:
+            if work.is_completed():
+                return None
+            raise
 
     # ---- the exchanges (no pickle: bytes travel as uint8 tensors) ------------------------
     def broadcast_bytes(self, data: bytes = b"") -> bytes:
@@ -338,10 +353,10 @@ class _Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(BEAT_SECONDS):
-            try:
+            # a store that fails once may answer the next time; a process that keeps failing
+            # to beat is what the others' limit is for
+            with contextlib.suppress(Exception):
                 self._store.add(_BEATS_KEY, 1)
-            except Exception:  # the store is gone (the run ends): nothing left to say
-                return
 
     def stop(self) -> None:
         self._stop.set()
