@@ -590,12 +590,13 @@ def test_from_best_without_a_best_checkpoint_names_trains_own_arguments(
 
 def test_the_last_line_says_which_window_its_loss_is_from(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Stopped by max_steps between logging windows, the line names the window its loss is
-    from; before the first window, why there is none."""
+    """Stopped by max_steps between logging windows, the line says its loss is the last whole
+    window's; before the first window, why there is none."""
     options = {**FAST, "log_every": 4}
     embedlab.train(corpus=corpus, run=tmp_path / "a", **options, max_steps=3)
     assert ", loss n/a (no window of log_every=4 steps closed yet), " in capsys.readouterr().err
     result = embedlab.train(corpus=corpus, run=tmp_path / "b", **options, max_steps=6)
-    assert f", loss {result.loss:.4f} (the window to step 4), " in capsys.readouterr().err
+    assert f", loss {result.loss:.4f} (the last whole logging window's), " in \
+        capsys.readouterr().err
     result = embedlab.train(corpus=corpus, run=tmp_path / "c", **options, max_steps=8)
     assert f", loss {result.loss:.4f}, " in capsys.readouterr().err

@@ -350,12 +350,12 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
 def _summary(result: TrainResult, cfg: TrainConfig) -> str:
     """The line that says how the call ended. The loss is the last logging window's (a run
     stopped by --max-steps logs what an uninterrupted run logs: only whole windows), so where
-    that window ended before the last step, the line says where."""
+    the steps since that window are not in it, the line says so."""
     every = cfg.track.log_every
     if result.loss is None:
         loss = f"n/a (no window of {spell('--log-every', every)} steps closed yet)"
     elif not result.finished and result.step % every:
-        loss = f"{result.loss:.4f} (the window to step {result.step // every * every})"
+        loss = f"{result.loss:.4f} (the last whole logging window's)"
     else:
         loss = f"{result.loss:.4f}"
     if result.finished:
