@@ -94,6 +94,8 @@ def test_rows_by_number_as_gensim(pair: tuple[Vectors, KeyedVectors]) -> None:
         np.testing.assert_array_equal(vec[key], kv[key])
         np.testing.assert_array_equal(vec.get_vector(key), kv.get_vector(key))
     np.testing.assert_array_equal(vec[[5, "king", 0]], kv[[5, "king", 0]])
+    for key in (0, 5, len(WORDS) - 1, len(WORDS), -1, "king", "kinq"):
+        assert (key in vec) == (key in kv), key
     with pytest.raises(KeyError, match=f"Key '{len(WORDS)}' not present"):
         vec[len(WORDS)]
 

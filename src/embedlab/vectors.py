@@ -95,6 +95,9 @@ class Vectors(KeyedVectorsDialect):
         return len(self.words)
 
     def __contains__(self, word: object) -> bool:
+        """A word of the vocabulary, or (as in gensim) a row number."""
+        if isinstance(word, int | np.integer):
+            return bool(0 <= word < len(self.words))
         return word in self._index
 
     def __repr__(self) -> str:

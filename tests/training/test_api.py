@@ -600,3 +600,9 @@ def test_the_last_line_says_which_window_its_loss_is_from(
         capsys.readouterr().err
     result = embedlab.train(corpus=corpus, run=tmp_path / "c", **options, max_steps=8)
     assert f", loss {result.loss:.4f}, " in capsys.readouterr().err
+
+
+def test_numpy_numbers_are_options_like_any_number(corpus: Path, tmp_path: Path) -> None:
+    result = embedlab.train(corpus=corpus, run=tmp_path / "run", **{**FAST, "epochs": np.int64(1)},
+                            max_steps=np.int64(2))
+    assert result.step == 2 and result.config.optim.epochs == 1

@@ -56,7 +56,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
         return _verified_or_fail(p)
     root = p / CKPT_DIR
     if not root.is_dir():
-        if p.name == CKPT_DIR and any(parse_step(c.name) is not None for c in p.iterdir()):
+        if p.name == CKPT_DIR and p.is_dir() and \
+                any(parse_step(c.name) is not None for c in p.iterdir()):
             raise InputError(f"{p} is a run's {CKPT_DIR}/ folder; pass the run folder "
                              f"{p.parent}, or one of the checkpoint folders in it")
         raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "

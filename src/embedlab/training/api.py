@@ -273,8 +273,11 @@ def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in OPTIONS:
         value = options.get(name)
-        if value is None or value == ():
+        if value is None or (isinstance(value, tuple) and not value):
             continue
+        if type(value).__module__ == "numpy" and hasattr(value, "item") and \
+                getattr(value, "ndim", None) == 0:
+            value = value.item()  # np.int64(5) is 5, as config.json writes it
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if name in LISTS:
