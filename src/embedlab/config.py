@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -420,6 +421,17 @@ PRESETS: dict[str, dict[str, dict[str, Any] | Any]] = {
 }
 
 
+def overlay(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` (a config as ``TrainConfig.to_dict()`` nests it) with ``overrides`` laid over
+    it, section by section; ``base`` is changed and returned."""
+    for k, v in overrides.items():
+        if isinstance(v, dict):
+            base.setdefault(k, {}).update(v)
+        else:
+            base[k] = v
+    return base
+
+
 def apply_preset(name: str | None, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Merge a preset with explicit flag values (explicit flags win)."""
     merged: dict[str, Any] = {}
@@ -430,12 +442,7 @@ def apply_preset(name: str | None, overrides: dict[str, dict[str, Any]]) -> dict
         for k, v in PRESETS[name].items():
             merged[k] = dict(v) if isinstance(v, dict) else v
         merged["preset"] = name
-    for k, v in overrides.items():
-        if isinstance(v, dict):
-            merged.setdefault(k, {}).update(v)
-        else:
-            merged[k] = v
-    return merged
+    return overlay(merged, overrides)
 
 
 # ---- resume rules -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from embedlab.config import (
     diff_for_resume,
     fill_legacy_keys,
     flatten,
+    overlay,
 )
 from embedlab.errors import InputError, python_caller, spell, spell_metavar, warn
 from embedlab.run.naming import run_name
@@ -85,15 +86,19 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
     if not path.is_file():
         return None, set()
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        filled = fill_legacy_keys(raw)
-        cfg = TrainConfig.from_dict(raw)
-        flat = flatten(cfg.to_dict())
-        return cfg, filled | {key for key, value in LEGACY_VALUES.items()
-                              if flat.get(key) == value}
+        cfg, filled = _read_config(path)
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another "
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None
+    flat = flatten(cfg.to_dict())
+    return cfg, filled | {key for key, value in LEGACY_VALUES.items() if flat.get(key) == value}
+
+
+def _read_config(path: Path) -> tuple[TrainConfig, set[str]]:
+    """A stored config.json, and the keys it lacked (filled with their legacy values)."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    filled = fill_legacy_keys(raw)
+    return TrainConfig.from_dict(raw), filled
 
 
 #: the data options a prepared folder fixes (train refuses others for it)
@@ -110,13 +115,11 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
     before those settings existed (a new run takes today's defaults there); and, when another
     corpus is given as a prepared folder, the vocabulary options, which that folder fixes.
     """
-    path = run_dir / CONFIG_FILE
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        filled = fill_legacy_keys(raw)
-        base = TrainConfig.from_dict(raw).to_dict()
+        stored, filled = _read_config(run_dir / CONFIG_FILE)
     except (OSError, ValueError, TypeError):
         return None
+    base = stored.to_dict()
     for key in ("max_steps", "preset", "engine", "threads"):
         base.pop(key, None)
     for dotted in filled:
@@ -128,12 +131,7 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
     if isinstance(corpus, str) and is_prepared(corpus):
         for key in _VOCABULARY_OPTIONS:
             base.get("data", {}).pop(key, None)
-    for key, value in explicit.items():
-        if isinstance(value, dict):
-            base.setdefault(key, {}).update(value)
-        else:
-            base[key] = value
-    return base
+    return overlay(base, explicit)
 
 
 def _has_checkpoint(run_dir: Path | None) -> bool:
@@ -175,11 +173,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         raise InputError(f"run {run_dir} was created with {spell('--preset', stored.preset)}; "
                          f"drop {spell('--preset', preset)} to resume, or use "
                          f"{spell('--restart', True)} / another {spell('--run')}")
-    for key, value in explicit.items():
-        if isinstance(value, dict):
-            base.setdefault(key, {}).update(value)
-        else:
-            base[key] = value
+    overlay(base, explicit)
     stored = dataclasses.replace(stored, engine=recorded_engine(stored))
     requested = TrainConfig.from_dict(base)
     if explicit.get("threads") is None:
