@@ -153,6 +153,35 @@ def test_export_without_format_follows_the_out_suffix(vecfile: Path, tmp_path: P
     assert code == 0 and np.array_equal(load(tmp_path / "m.npy").matrix, load(vecfile).matrix)
 
 
+@pytest.mark.parametrize(("name", "binary"), [("o.bin.gz", True), ("o.txt.bz2", False),
+                                            ("o.vec.xz", False)])
+def test_export_to_a_compressed_name_compresses(vecfile: Path, tmp_path: Path, name: str,
+                                                binary: bool,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # o.bin.gz held uncompressed text, which gensim could not read
+    code, _, err = run(["export", str(vecfile), "--out", str(tmp_path / name)], capsys)
+    assert code == 0, err
+    kv = KeyedVectors.load_word2vec_format(str(tmp_path / name), binary=binary)
+    assert kv.index_to_key == list(load(vecfile).words)
+    assert np.array_equal(load(tmp_path / name).matrix, load(vecfile).matrix)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--out", "o.npy.gz"], "--out o.npy.gz: npy exports are not written compressed (NumPy maps "
+                            "them); pass --out o.npy"),
+    (["--format", "npy", "--out", "o.gz"], "--out o.gz: npy exports are not written compressed"),
+    (["--format", "word2vec", "--out", "o.bin.gz"], "pass --format word2vec-binary, or --out "
+                                                    "o.txt.gz"),
+])
+def test_export_compressed_names_that_contradict_the_format(
+        vecfile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str],
+        message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["export", str(vecfile), *argv], capsys)
+    assert_one_line_error(code, err, message)
+    assert [p.name for p in tmp_path.iterdir()] == [vecfile.name]  # nothing written
+
+
 def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import torch
 

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from embedlab.errors import InputError
+from embedlab.export import word2vec
 from embedlab.export.word2vec import read_word2vec, write_word2vec
 
 # Words: any non-empty unicode text without whitespace (and no lone surrogates: not UTF-8).
@@ -83,8 +84,7 @@ def test_word2vec_c_text_with_trailing_spaces_and_duplicates(tmp_path: Path) -> 
     (b"1 3\na 1 2\n", "header says 1 words × 3 dims but the file has only 10 bytes"),
     (b"1 3\nabcdefgh 1 2\n", "line 2: word 'abcdefgh' has 2 values, expected 3"),
     (b"1 2\na 1 x\n", "line 2: word 'a' has a non-number value 'x'"),
-    (b"1 1\n\xff\xfe 1\n", "header says 1 words × 1 dims but the file has only 9 bytes"),
-    (b"1 1\n\xff\xfe\xfd\xfc 1\n", "binary record 1 of 1 is truncated"),
+    (b"1 1\n\xff\xfe\xfd\xfc\x00 1\n", "binary record 1 of 1 is truncated"),
     (b"0 5\n", "0 words"),
 ])
 def test_not_word2vec_is_an_input_error(tmp_path: Path, content: bytes, problem: str) -> None:
@@ -264,3 +264,117 @@ def test_duplicates_warning_is_one_prefixed_line(tmp_path: Path,
     err = capsys.readouterr().err
     assert err == (f"embedlab: warning: {path}: 1 duplicate words; keeping the first vector of "
                    "each (as gensim does)\n")
+
+
+@pytest.mark.parametrize("rows", [
+    "the  0.5  -1\nof  2  3\n",                 # runs of spaces
+    "the\t0.5 -1\nof\t2\t3\n",               # tabs
+    "the 0.5 -1\r\nof 2 3\r\n",               # CRLF
+    "the   0.500000 -1.000000\nof   2.000000  3.000000\n",  # %10.6f columns
+])
+def test_text_rows_with_other_spacing_are_read(tmp_path: Path, rows: str) -> None:
+    # the strict parse failed on these, and the binary reader then read them as garbage words
+    path = tmp_path / "v.txt"
+    path.write_text("2 2\n" + rows)
+    words, m = read_word2vec(path)
+    assert words == ["the", "of"] and m.tolist() == [[0.5, -1.0], [2.0, 3.0]]
+
+
+@pytest.mark.parametrize(("content", "where"), [
+    (b"2 3\nthe  1  2  3  4\nof  1  2  3  4\n", "line 2: word 'the' has 4 values, expected 3"),
+    (b"2 2\nthe  x  1\nof  1  2\n", "line 2: word 'the' has a non-number value 'x'"),
+    (b"2 2\nthe 1 2\nof  1  y\n", "line 3: word 'of' has a non-number value 'y'"),
+    (b"2 3\nthe 1 2 3 4 5\nof 1 2 3 4 5\n", "line 2: word 'the' has 5 values, expected 3"),
+])
+def test_text_that_fails_to_parse_is_named_not_read_as_binary(tmp_path: Path, content: bytes,
+                                                              where: str) -> None:
+    path = tmp_path / "v.txt"
+    assert _read_error(path, content) == (
+        f"{path} is not a word2vec file ({where}); pass a word2vec text/binary file, a .npy "
+        "export, a run folder or a checkpoint folder")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_words_that_are_not_utf8_are_replaced_with_one_warning(
+        tmp_path: Path, binary: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    # word2vec.c cuts words at 99 bytes, which can split a character: its own output
+    cut, whole = b"a" + "é".encode()[:1], b"b"
+    path = tmp_path / "cut.bin"
+    if binary:
+        values = np.array([1, 2], "<f4").tobytes()
+        rows = [w + b" " + values + b"\n" for w in (cut, whole, cut + b"x")]
+    else:
+        rows = [w + b" 1 2\n" for w in (cut, whole, cut + b"x")]
+    path.write_bytes(b"3 2\n" + b"".join(rows))
+    words, m = read_word2vec(path)
+    assert words == ["a\ufffd", "b", "a\ufffdx"] and m.tolist() == [[1, 2]] * 3
+    assert capsys.readouterr().err == (f"embedlab: warning: {path}: 2 words are not valid UTF-8; "
+                                       "their bad bytes read as U+FFFD\n")
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_compressed_files_are_written_and_read(tmp_path: Path, suffix: str, binary: bool) -> None:
+    words = ["the", "König", "of"]
+    m = np.random.default_rng(3).standard_normal((3, 5)).astype(np.float32)
+    path = tmp_path / (("v.bin" if binary else "v.txt") + suffix)
+    write_word2vec(path, words, m, binary=binary)
+    assert not path.read_bytes().startswith(b"3 5")  # compressed, not plain
+    got_words, got = read_word2vec(path)
+    assert got_words == words and np.array_equal(got, m)
+    kv = KeyedVectors.load_word2vec_format(str(path), binary=binary)  # gensim, by the suffix
+    assert kv.index_to_key == words and np.array_equal(kv.vectors, m)
+    first = path.read_bytes()
+    write_word2vec(path, words, m, binary=binary, force=True)
+    assert path.read_bytes() == first  # no time stamp or name in the header: same bytes
+
+
+def test_gensims_gzip_is_read_whatever_its_name(tmp_path: Path) -> None:
+    kv = KeyedVectors(2)
+    kv.add_vectors(["x", "y"], np.eye(2, dtype=np.float32))
+    path = tmp_path / "GoogleNews-like.bin.gz"
+    kv.save_word2vec_format(str(path), binary=True)
+    renamed = path.rename(tmp_path / "vectors")  # detected by its first bytes, not its name
+    words, m = read_word2vec(renamed)
+    assert words == ["x", "y"] and np.array_equal(m, np.eye(2))
+
+
+def test_a_damaged_compressed_file_is_one_line(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "v.txt.gz"
+    path.write_bytes(gzip.compress(b"2 1\na 1\nb 2\n")[:15])
+    message = _read_error(path, path.read_bytes())
+    assert message.startswith(f"{path} is a damaged gzip file (") and message.endswith(
+        "); download or export it again")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_reading_holds_the_matrix_and_a_block_not_the_file(tmp_path: Path, binary: bool,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # one Python object per text value took ~10 times the file, and the binary gather's index
+    # array 8 times the matrix: a 3.6 GB GoogleNews file needed tens of GB
+    import tracemalloc
+
+    monkeypatch.setattr(word2vec, "_TEXT_BLOCK", 1 << 16)
+    monkeypatch.setattr(word2vec, "_GATHER_BYTES", 1 << 14)
+    n, dim = 4000, 50
+    m = np.random.default_rng(4).standard_normal((n, dim)).astype(np.float32)
+    path = tmp_path / "v.bin"
+    write_word2vec(path, [f"w{i}" for i in range(n)], m, binary=binary)
+    tracemalloc.start()
+    try:
+        words, got = read_word2vec(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got, m) and len(words) == n
+    # the matrix (800 kB), the words (~60 B each), and a block's worth of values
+    assert peak < m.nbytes + n * 120 + (1 << 20), peak
+
+
+def test_a_bin_file_of_text_with_a_wrong_header_names_the_row(tmp_path: Path) -> None:
+    # tried as binary first (its name), the records' words held line breaks: the rows are named
+    path = tmp_path / "v.bin"
+    assert "(line 2: word 'the' has 5 values, expected 3)" in _read_error(
+        path, b"2 3\nthe 1 2 3 4 5\nof 1 2 3 4 5\n")

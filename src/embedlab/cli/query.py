@@ -106,19 +106,34 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
 def _export_format(fmt: str | None, out: Path | None) -> str:
     """``--format``, or the one ``--out``'s suffix names (.bin, .npy; else word2vec text); a
     word2vec format whose text/binary kind contradicts the suffix is refused."""
+    from embedlab.export.word2vec import COMPRESSED_SUFFIXES, format_suffix
+
     if out is None:
         return fmt or "word2vec"
-    suffix = out.suffix.lower()
+    suffix = format_suffix(out)  # .bin for vectors.bin.gz: written compressed
+    if out.suffix.lower() in COMPRESSED_SUFFIXES and (fmt == "npy" or (
+            fmt is None and suffix == ".npy")):
+        raise InputError(f"--out {out}: npy exports are not written compressed (NumPy maps "
+                         f"them); pass --out {out.with_suffix('')}")
     if fmt is None:
         return {".bin": "word2vec-binary", ".npy": "npy"}.get(suffix, "word2vec")
     if fmt == "word2vec" and suffix == ".bin":
         raise InputError(f"--out {out} names a binary file, but --format word2vec writes text "
                          "(gensim would read it with binary=True and fail); pass --format "
-                         f"word2vec-binary, or --out {out.with_suffix('.txt')}")
+                         f"word2vec-binary, or --out {_renamed(out, '.txt')}")
     if fmt == "word2vec-binary" and suffix == ".txt":
         raise InputError(f"--out {out} names a text file, but --format word2vec-binary writes "
-                         f"binary; pass --format word2vec, or --out {out.with_suffix('.bin')}")
+                         f"binary; pass --format word2vec, or --out {_renamed(out, '.bin')}")
     return fmt
+
+
+def _renamed(out: Path, suffix: str) -> Path:
+    """``out`` with its format suffix replaced, a compression suffix kept (x.bin.gz → x.txt.gz)."""
+    from embedlab.export.word2vec import COMPRESSED_SUFFIXES
+
+    if out.suffix.lower() in COMPRESSED_SUFFIXES:
+        return out.with_suffix("").with_suffix(suffix + out.suffix)
+    return out.with_suffix(suffix)
 
 
 # ---- neighbors / analogy -------------------------------------------------------------------

@@ -14,9 +14,17 @@ spaces and records with newlines). Duplicate words keep their first vector, as i
 
 from __future__ import annotations
 
+import bz2
+import codecs
+import contextlib
+import gzip
+import lzma
+import mmap
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -24,6 +32,8 @@ from embedlab.errors import InputError
 from embedlab.export.atomic import atomic_export, check_writable
 
 _ROWS_PER_WRITE = 4096  # rows formatted per write call: bounded memory for big vocabularies
+_TEXT_BLOCK = 8 << 20  # bytes of text rows parsed at a time
+_GATHER_BYTES = 1 << 20  # bytes of binary records gathered at a time (8 per byte of index)
 
 
 def validate_words(words: Sequence[str]) -> None:
@@ -47,7 +57,7 @@ def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
     A ``.npy`` name is refused: :func:`embedlab.vectors.load` reads ``.npy`` files as npy exports,
     so the file could not be loaded back.
     """
-    if path.suffix.lower() == ".npy":
+    if format_suffix(path) == ".npy":
         fmt = "word2vec-binary" if binary else "word2vec"
         raise InputError(f"--out {path} ends in .npy, but --format {fmt} writes a word2vec file "
                          "that would then be read as a .npy matrix; pass --format npy, or an "
@@ -57,7 +67,7 @@ def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
     check_writable(path, force=force, example="vectors.bin" if binary else "vectors.txt")
     mat = np.ascontiguousarray(matrix, dtype="<f4")
     n, dim = mat.shape
-    with atomic_export(path) as fh:
+    with atomic_export(path) as raw, _compressing(raw, path) as fh:
         fh.write(f"{n} {dim}\n".encode("ascii"))
         if binary:
             for word, row in zip(words, mat, strict=True):
@@ -72,31 +82,55 @@ def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
     return path
 
 
+#: file suffixes written compressed (as gensim's smart_open writes them), by the module to use
+COMPRESSED_SUFFIXES = {".gz": gzip, ".bz2": bz2, ".xz": lzma}
+
+
+def format_suffix(path: Path) -> str:
+    """The suffix that names ``path``'s format: ``.bin`` for ``vectors.bin.gz``."""
+    suffixes = [x.lower() for x in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSED_SUFFIXES:
+        suffixes.pop()
+    return suffixes[-1] if suffixes else ""
+
+
+@contextlib.contextmanager
+def _compressing(raw: IO[bytes], path: Path) -> Iterator[IO[bytes]]:
+    """``raw``, or a compressor writing into it when ``path`` ends in .gz, .bz2 or .xz. gzip's
+    header gets no time stamp and no name, so the same vectors give the same bytes."""
+    module = COMPRESSED_SUFFIXES.get(path.suffix.lower())
+    if module is None:
+        yield raw
+    elif module is gzip:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
+            yield fh  # type: ignore[misc]
+    else:
+        with module.open(raw, "wb") as fh:
+            yield fh
+
+
 def read_word2vec(path: Path) -> tuple[list[str], np.ndarray]:
-    """Read a word2vec text or binary file (detected from its content).
+    """Read a word2vec text or binary file (detected from its content), plain or compressed
+    with gzip, bzip2 or xz (detected from its first bytes, as GoogleNews' ``.bin.gz`` ships).
 
     Returns the words in file order and a float32 matrix (V×D). Raises :class:`InputError` for
     anything that is not a well-formed word2vec file, and for values that are not finite
     float32 (nan, inf, or text like ``1e39`` that overflows): they would poison every query.
+    Text rows may separate their fields by runs of spaces or tabs (``%10.6f`` columns), and end
+    in ``\\r\\n``. Words that are not valid UTF-8 (word2vec.c cuts words at 99 bytes, which can
+    split a character) get U+FFFD for the bad bytes, with one warning, as gensim's
+    ``unicode_errors="replace"`` gives them.
     """
-    data = path.read_bytes()
-    n, dim, pos = _parse_header(path, data)
-    # Before allocating anything of the header's size: a text row takes at least 2*D+1 bytes
-    # ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB allocation.
-    _check_size(path, data, pos, n, dim, 2 * dim + 1)
-    if _first_record_is_text(data, pos, dim):
-        return _drop_duplicates(path, *_read_text(path, data, pos, n, dim))
-    try:
-        _check_size(path, data, pos, n, dim, 4 * dim + 2)  # "w" + " " + D float32
-        words, mat = _read_binary(path, data, pos, n, dim)
-    except InputError:
-        if not _is_utf8(data, pos):
-            raise
-        # Binary records are (almost) never valid UTF-8: this is a text file whose first row is
-        # malformed, and the text reader names the row and the value (rather than calling a
-        # text file a truncated binary one).
-        return _drop_duplicates(path, *_read_text(path, data, pos, n, dim))
-    check_finite(path, words, mat, "record")
+    with _contents(path) as data:
+        n, dim, pos = _parse_header(path, data)
+        # Before allocating anything of the header's size: a text row takes at least 2*D+1
+        # bytes ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB
+        # allocation.
+        _check_size(path, data, pos, n, dim, 2 * dim + 1)
+        words, mat, replaced = _read_records(path, data, pos, n, dim)
+    if replaced:
+        print(f"embedlab: warning: {path}: {replaced} words are not valid UTF-8; their bad bytes "
+              "read as U+FFFD", file=sys.stderr, flush=True)
     return _drop_duplicates(path, words, mat)
 
 
@@ -138,7 +172,7 @@ def _not_w2v(path: Path, why: str) -> InputError:
                       "a .npy export, a run folder or a checkpoint folder")
 
 
-def _parse_header(path: Path, data: bytes) -> tuple[int, int, int]:
+def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
     end = data.find(b"\n")
     parts = data[:end].split() if end >= 0 else []
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
@@ -149,99 +183,217 @@ def _parse_header(path: Path, data: bytes) -> tuple[int, int, int]:
     return n, dim, end + 1
 
 
-def _check_size(path: Path, data: bytes, pos: int, n: int, dim: int, min_record: int) -> None:
+def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
+                min_record: int) -> None:
     if n * min_record > len(data) - pos:
         raise _not_w2v(path, f"header says {n} words × {dim} dims but the file has only "
                              f"{len(data)} bytes")
 
 
-def _is_utf8(data: bytes, pos: int) -> bool:
+_COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.decompress), (b"BZh", "bzip2", bz2.decompress),
+                 (b"\xfd7zXZ\x00", "xz", lzma.decompress))
+
+
+@contextlib.contextmanager
+def _contents(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """The file's bytes: a plain file mapped (the readers hand back the pages they are done
+    with, see :func:`_done_with`, so memory holds the matrix and a block, not the file), a
+    compressed one decompressed into memory."""
+    with path.open("rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0 or fh.read(6).startswith(
+                tuple(magic for magic, _, _ in _COMPRESSIONS)):
+            fh.seek(0)
+            yield _decompressed(path, fh.read())
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data
+
+
+def _done_with(data: bytes | mmap.mmap, stop: int) -> None:
+    """Drop the mapped pages before ``stop`` from this process's memory (they stay in the page
+    cache); a no-op for bytes."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        upto = stop - stop % mmap.PAGESIZE
+        if upto > 0:
+            data.madvise(mmap.MADV_DONTNEED, 0, upto)
+
+
+def _decompressed(path: Path, data: bytes) -> bytes:
+    """``data``, or what it decompresses to when it starts with a compressor's magic bytes (a
+    word2vec file starts with a digit, so it never does)."""
+    for magic, name, decompress in _COMPRESSIONS:
+        if data.startswith(magic):
+            try:
+                return decompress(data)
+            except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
+                raise InputError(f"{path} is a damaged {name} file ({exc}); download or export "
+                                 "it again") from None
+    return data
+
+
+def _fields(line: bytes) -> list[bytes]:
+    """A text row's fields: split at runs of spaces and tabs; a ``\\r`` before the newline goes."""
+    return line.replace(b"\t", b" ").rstrip(b"\r ").split()
+
+
+def _read_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
+                  dim: int) -> tuple[list[str], np.ndarray, int]:
+    """The records, text or binary. A first row of a word and ``dim`` numbers is text (C
+    strings hold no NUL byte, so no word does). Other content that is text (UTF-8 without a
+    NUL byte, which binary float32 records practically never are) is read as text, so that a
+    malformed row is named rather than the file cut into nonsense records (text with runs of
+    spaces did read as binary); only a file named ``.bin`` is first tried as binary then, as
+    a few records of binary can happen to be valid UTF-8. The rest is binary."""
+    if _first_row_is_text(data, pos, dim):
+        return _read_text(path, data, pos, n, dim)
+    if not _is_text(data, pos):
+        return _read_binary_records(path, data, pos, n, dim)
+    if format_suffix(path) == ".bin":
+        try:
+            return _read_binary_records(path, data, pos, n, dim)
+        except InputError:
+            pass  # the text reader names what is wrong with the rows
+    return _read_text(path, data, pos, n, dim)
+
+
+def _read_binary_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
+                         dim: int) -> tuple[list[str], np.ndarray, int]:
+    _check_size(path, data, pos, n, dim, 4 * dim + 2)  # "w" + " " + D float32
+    words, mat, replaced = _read_binary(path, data, pos, n, dim)
+    check_finite(path, words, mat, "record")
+    return words, mat, replaced
+
+
+def _first_row_is_text(data: bytes | mmap.mmap, pos: int, dim: int) -> bool:
+    end = data.find(b"\n", pos)
+    line = data[pos:end if end >= 0 else len(data)]
+    parts = _fields(line)
+    if len(parts) != dim + 1 or line[:1].isspace() or b"\x00" in line:
+        return False
     try:
-        data[pos:].decode("utf-8")
+        [float(x) for x in parts[1:]]
+    except ValueError:
+        return False
+    return True
+
+
+def _is_text(data: bytes | mmap.mmap, pos: int) -> bool:
+    """Whether the content from ``pos`` is UTF-8 without a NUL byte, which binary float32
+    records practically never are."""
+    if data.find(b"\x00", pos) >= 0:
+        return False
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        for start in range(pos, len(data), _TEXT_BLOCK):  # a block at a time: bounded memory
+            decoder.decode(data[start:start + _TEXT_BLOCK], start + _TEXT_BLOCK >= len(data))
     except UnicodeDecodeError:
         return False
     return True
 
 
-def _first_record_is_text(data: bytes, pos: int, dim: int) -> bool:
-    end = data.find(b"\n", pos)
-    line = data[pos:end if end >= 0 else len(data)]
+def _word(raw: bytes) -> tuple[str, bool]:
+    """``raw`` as a word, and whether bytes that are not UTF-8 were replaced."""
     try:
-        parts = line.decode("utf-8").rstrip().split(" ")
-        if len(parts) != dim + 1:
-            return False
-        [float(x) for x in parts[1:]]
-    except (UnicodeDecodeError, ValueError):
-        return False
-    return True
+        return raw.decode("utf-8"), False
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace"), True
 
 
-def _read_text(path: Path, data: bytes, pos: int, n: int, dim: int) -> tuple[list[str], np.ndarray]:
-    try:
-        text = data[pos:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _not_w2v(path, f"invalid UTF-8 at byte {pos + exc.start}") from None
-    lines = text.split("\n")  # only \n ends a record (words may hold other line separators)
-    if len(lines) < n or (len(lines) == n and not lines[n - 1]):
-        raise _not_w2v(path, f"the header promises {n} words but the file ends early")
+def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
+               dim: int) -> tuple[list[str], np.ndarray, int]:
+    """Rows parsed a block of lines at a time: memory beyond the matrix stays bounded (one
+    Python object per value of the whole file took 10 times the file's size)."""
     words: list[str] = []
-    values: list[str] = []
-    for i in range(n):
-        parts = lines[i].rstrip().split(" ")
-        if not parts[0]:
-            raise _not_w2v(path, f"line {i + 2} starts with whitespace instead of a word")
-        if len(parts) != dim + 1:
-            raise _not_w2v(path, f"line {i + 2}: word {parts[0]!r} has {len(parts) - 1} "
-                                 f"values, expected {dim}")
-        words.append(parts[0])
-        values.extend(parts[1:])
-    try:
-        with np.errstate(over="ignore"):  # 1e39 becomes inf in float32: refused just below
-            mat = np.array(values, dtype=np.float64).astype(np.float32).reshape(n, dim)
-    except ValueError:
-        raise _not_w2v(path, _first_non_number(words, values, dim)) from None
-    bad = ~np.isfinite(mat.ravel())
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise _non_finite(path, f"line {i // dim + 2}", words[i // dim], values[i])
-    return words, mat
+    mat = np.empty((n, dim), dtype=np.float32)
+    replaced = 0
+    row = 0
+    while row < n:
+        if pos >= len(data):
+            raise _not_w2v(path, f"the header promises {n} words but the file ends early")
+        stop = data.rfind(b"\n", pos, pos + _TEXT_BLOCK)
+        if stop < 0:  # one row longer than a block
+            stop = data.find(b"\n", pos)
+        stop = len(data) if stop < 0 else stop
+        lines = data[pos:stop].split(b"\n")[:n - row]
+        values: list[bytes] = []
+        for i, line in enumerate(lines, start=row):
+            parts = _fields(line)
+            if not parts or line[:1].isspace():
+                raise _not_w2v(path, f"line {i + 2} starts with whitespace instead of a word")
+            word, bad = _word(parts[0])
+            replaced += bad
+            if len(parts) != dim + 1:
+                raise _not_w2v(path, f"line {i + 2}: word {word!r} has {len(parts) - 1} "
+                                     f"values, expected {dim}")
+            words.append(word)
+            values.extend(parts[1:])
+        try:
+            with np.errstate(over="ignore"):  # 1e39 becomes inf in float32: refused below
+                block = np.array(values, dtype=np.float64).astype(np.float32)
+        except ValueError:
+            raise _not_w2v(path, _first_non_number(words[row:], values, dim, row)) from None
+        bad_value = ~np.isfinite(block)
+        if bad_value.any():
+            k = int(np.argmax(bad_value))
+            raise _non_finite(path, f"line {row + k // dim + 2}", words[row + k // dim],
+                              values[k].decode("ascii", errors="replace"))
+        mat[row:row + len(lines)] = block.reshape(len(lines), dim)
+        row += len(lines)
+        pos = stop + 1
+        _done_with(data, pos)
+    return words, mat, replaced
 
 
-def _first_non_number(words: list[str], values: list[str], dim: int) -> str:
+def _first_non_number(words: list[str], values: list[bytes], dim: int, first_row: int) -> str:
     """Which row holds the value numpy could not parse (searched only once parsing failed)."""
     for i, value in enumerate(values):
         try:
             float(value)
         except ValueError:
             row = i // dim
-            return f"line {row + 2}: word {words[row]!r} has a non-number value {value!r}"
+            shown = value.decode("utf-8", errors="replace")
+            return (f"line {first_row + row + 2}: word {words[row]!r} has a non-number value "
+                    f"{shown!r}")
     return "a value is not a number"
 
 
-def _read_binary(path: Path, data: bytes, pos: int, n: int,
-                 dim: int) -> tuple[list[str], np.ndarray]:
+def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
+                 dim: int) -> tuple[list[str], np.ndarray, int]:
+    """The records, and the count of their words that are not valid UTF-8."""
     width = 4 * dim
     words: list[str] = []
-    offsets = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        while pos < len(data) and data[pos] == 0x0A:  # newline left by the previous record
-            pos += 1
-        space = data.find(b" ", pos)
-        if space < 0 or len(data) - (space + 1) < width:
-            raise _not_w2v(path, f"binary record {i + 1} of {n} is truncated")
-        if space == pos:
-            raise _not_w2v(path, f"binary record {i + 1} of {n} has no word")
-        try:
-            words.append(data[pos:space].decode("utf-8"))
-        except UnicodeDecodeError:
-            raise _not_w2v(path, f"word {i + 1} is not valid UTF-8") from None
-        offsets[i] = space + 1
-        pos = space + 1 + width
+    mat = np.empty((n, dim), dtype=np.float32)
     buf = np.frombuffer(data, dtype=np.uint8)
-    # Gather all records with one fancy-indexing op instead of V small frombuffer calls.
-    idx = offsets[:, None] + np.arange(width, dtype=np.int64)[None, :]
-    mat = buf[idx].view("<f4").reshape(n, dim).astype(np.float32)
-    return words, mat
+    try:
+        # records gathered by fancy indexing a block at a time, once their words are read: the
+        # index takes 8 bytes per byte gathered (a whole file's at once took 8 times the matrix)
+        rows = max(1, _GATHER_BYTES // width)
+        columns = np.arange(width, dtype=np.int64)[None, :]
+        offsets = np.empty(min(rows, n), dtype=np.int64)
+        replaced = 0
+        for i in range(n):
+            while pos < len(data) and data[pos] == 0x0A:  # newline left by the previous record
+                pos += 1
+            space = data.find(b" ", pos)
+            if space < 0 or len(data) - (space + 1) < width:
+                raise _not_w2v(path, f"binary record {i + 1} of {n} is truncated")
+            if space == pos:
+                raise _not_w2v(path, f"binary record {i + 1} of {n} has no word")
+            if data.find(b"\n", pos, space) >= 0:  # no writer's word holds one: text, misread
+                raise _not_w2v(path, f"binary record {i + 1} of {n} has a line break in its word")
+            word, bad = _word(data[pos:space])
+            words.append(word)
+            replaced += bad
+            offsets[i % rows] = space + 1
+            pos = space + 1 + width
+            if i % rows == rows - 1 or i == n - 1:
+                first = i - i % rows
+                idx = offsets[:i - first + 1, None] + columns
+                mat[first:i + 1] = buf[idx].view("<f4").reshape(-1, dim)
+                _done_with(data, pos)
+    finally:
+        del buf  # a view of a mapped file must go before the mapping is closed
+    return words, mat, replaced
 
 
 def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray) -> tuple[list[str], np.ndarray]:
