@@ -162,15 +162,33 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     (["--size", "100"], "No such option '--size'; did you mean --dim? (see 'embedlab train "
                         "--help')"),
     (["--workers", "4"], "No such option '--workers'; did you mean --threads? "),
-    (["--hs", "1"], "No such option '--hs'; did you mean --loss (hs 1 is --loss hs)? "),
+    (["--hs", "1"], "No such option '--hs'; did you mean --loss (hs 1 is --loss hs, hs 0 the "
+                    "default --loss neg)? "),
     (["--corpus", "c.txt", "-size", "100"],
      "-size is word2vec.c's flag; did you mean --dim? (embedlab's flags start with two dashes"),
     (["-train", "c.txt", "-cbow", "1"],
-     "-train is word2vec.c's flag; did you mean --corpus? "),
+     "word2vec.c's flags, with embedlab's meanings: -train is --corpus; -cbow is --model "),
     (["-cbow", "0"], "did you mean --model (-cbow 1 is --model cbow, -cbow 0 --model "
-                     "skipgram)? "),
+                     "skipgram, and word2vec.c's CBOW starts at -alpha 0.05, embedlab's --lr "
+                     "at 0.025 for both)? "),
     (["-threads", "4"], "-threads is word2vec.c's flag; did you mean --threads? "),
     (["--no-progress", "-size", "100"], "-size is word2vec.c's flag; did you mean --dim? "),
+    (["-output", "vec.bin"], "-output is word2vec.c's flag: the vectors stay in the run folder "
+                             "--run RUN, and 'embedlab export RUN --out vectors.bin' writes a "
+                             "file (see 'embedlab train --help')"),
+    (["--output", "vec.bin"], "No such option '--output': the vectors stay in the run folder"),
+    (["-binary", "1"], "-binary is word2vec.c's flag: the --out name of 'embedlab export RUN' "
+                       "picks it: vectors.bin is binary"),
+    (["--save-vocab", "v.txt"], "every run writes its vocabulary to RUN/vocab.tsv"),
+    (["-read-vocab", "v.txt"], "pass --corpus DIR: its vocabulary is reused"),
+    (["-classes", "500"], "word classes (k-means) are not offered"),
+    (["-hs", "0"], "did you mean --loss (hs 1 is --loss hs, hs 0 the default --loss neg)? "),
+    # a pasted word2vec.c command line is told all its flags at once, in one line
+    (["-train", "t.txt", "-output", "v.bin", "-size", "200", "-iter", "15"],
+     "word2vec.c's flags, with embedlab's meanings: -train is --corpus; -output: the vectors "
+     "stay in the run folder --run RUN, and 'embedlab export RUN --out vectors.bin' writes a "
+     "file; -size is --dim; -iter is --epochs (embedlab's flags start with two dashes; see "
+     "'embedlab train --help')"),
 ])
 def test_gensim_and_word2vec_c_names_are_told_embedlabs(
         argv: list[str], message: str, tmp_path: Path,
@@ -183,6 +201,27 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     err = capsys.readouterr().err
     assert err.startswith("embedlab: error: ") and err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["prepare", "c.txt", "--out", "d", "-min-count", "3"],
+     "-min-count is a flag with one dash; did you mean --min-count? (embedlab's flags start with "
+     "two dashes; see 'embedlab prepare --help')"),
+    (["eval", "v.bin", "-analogies", "q.txt", "-restrict-vocab", "9"],
+     "flags with one dash, with embedlab's meanings: -analogies is --analogies; -restrict-vocab "
+     "is --restrict-vocab (embedlab's flags start with two dashes; see 'embedlab eval --help')"),
+])
+def test_a_long_flag_with_one_dash_is_named_with_two(argv: list[str], message: str,
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # click read -min-count as -m and said "No such option '-m'"
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"embedlab: error: {message}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("argv", [

@@ -138,6 +138,9 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
     ({"workers": 2}, "unknown option workers=; did you mean threads=? "),
     ({"sg": 1}, "unknown option sg=; did you mean model= (sg=1 is model='skipgram', sg=0 "
                 "model='cbow')? "),
+    ({"output": "v.bin"}, "embedlab.train() got an unknown option output=; the vectors stay in "
+                          "the run folder run=, and embedlab.load(run).save_word2vec_format("
+                          "path, binary=True) writes a file"),  # word2vec.c's, no counterpart
     ({"zzz": 1}, "unknown option zzz=; its options are the flags of 'embedlab train' with "
                  "underscores (dim=, window=, epochs=, ...): see help(embedlab.train)"),
 ])

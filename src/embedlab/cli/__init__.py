@@ -101,38 +101,64 @@ def _usage_message(exc: click.UsageError) -> str:
     if isinstance(exc, click.NoSuchOption) and exc.ctx is not None and \
             exc.ctx.info_name == "train":  # the names are train's
         known = hint(exc.option_name, python=False)
+        if known is not None and known.startswith("no option: "):
+            return f"No such option '{exc.option_name}': {known.removeprefix('no option: ')}"
         if known is not None:
             return f"No such option '{exc.option_name}'; did you mean {known}?"
     return exc.format_message().replace("\n", " ")
 
 
-def _word2vec_c_flag(args: list[str]) -> str | None:
-    """The refusal of a word2vec.c flag with one dash given to ``train`` (``-size 100``), which
-    click would read as short options (``-s``); None when there is none. A value that follows
-    an option (``--probe -window``) is not taken for a flag."""
+def _one_dash_flags(args: list[str]) -> str | None:
+    """The refusal of long flags typed with one dash (``-size 100``, ``-min-count 5``), which
+    click would read as short options (``-s``); None when there are none. Each is named with
+    the flag it means: the command's own flag with two dashes, or for ``train`` the option
+    that word2vec.c's flag of that name means (all of them at once: a pasted word2vec.c
+    command line is told everything in one go). A value that follows an option (``--probe
+    -window``) is not taken for a flag."""
     from embedlab.training.spellings import hint
 
     words = [a for a in args if a != "--"]
-    if not words or words[0] != "train":
+    command = LazyGroup._load(words[0]) if words and words[0] in COMMANDS else None
+    if command is None:
         return None
-    command = LazyGroup._load("train")
-    flags = {name for p in (command.params if command else [])
-             if isinstance(p, click.Option) and p.is_flag for name in (*p.opts, *p.secondary_opts)}
+    options = {name for p in command.params if isinstance(p, click.Option)
+               for name in (*p.opts, *p.secondary_opts)}
+    flags = {name for p in command.params if isinstance(p, click.Option) and p.is_flag
+             for name in (*p.opts, *p.secondary_opts)}
+    told: list[tuple[str, str]] = []  # (the flag typed, what it means)
     for before, arg in itertools.pairwise(words):
         if before.startswith("-") and "=" not in before and before not in flags:
             continue  # the option's value
-        if re.fullmatch(r"-[a-z][a-z-]{1,}", arg):
-            known = hint(arg, python=False)
-            if known is not None:
-                return (f"{arg} is word2vec.c's flag; did you mean {known}? (embedlab's flags "
-                        "start with two dashes; see 'embedlab train --help')")
-    return None
+        if not re.fullmatch(r"-[a-z][a-z-]{1,}", arg) or arg in options:
+            continue
+        known = hint(arg, python=False) if words[0] == "train" else None
+        if known is None and "-" + arg in options:
+            known = "-" + arg
+        if known is not None and arg not in (a for a, _ in told):
+            told.append((arg, known))
+    if not told:
+        return None
+    see = f"see 'embedlab {words[0]} --help'"
+    foreign = words[0] == "train" and any(hint(a, python=False) for a, _ in told)
+    if len(told) == 1:
+        arg, known = told[0]
+        whose = "word2vec.c's flag" if foreign else "a flag with one dash"
+        if known.startswith("no option: "):
+            return f"{arg} is {whose}: {known.removeprefix('no option: ')} ({see})"
+        return (f"{arg} is {whose}; did you mean {known}? (embedlab's flags start with two "
+                f"dashes; {see})")
+    meanings = "; ".join(f"{arg}: {known.removeprefix('no option: ')}"
+                         if known.startswith("no option: ") else f"{arg} is {known}"
+                         for arg, known in told)
+    whose = "word2vec.c's flags" if foreign else "flags with one dash"
+    return f"{whose}, with embedlab's meanings: {meanings} (embedlab's flags start with two " \
+           f"dashes; {see})"
 
 
 def main(argv: list[str] | None = None) -> Any:
     _invoked[:] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     limit_openmp_spinning()
-    foreign = _word2vec_c_flag(_invoked)
+    foreign = _one_dash_flags(_invoked)
     if foreign is not None:
         _fail(foreign)
     try:

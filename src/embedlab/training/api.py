@@ -299,6 +299,9 @@ def _unknown_option(name: str) -> InputError:
     close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
         difflib.get_close_matches(name, names, n=1)
     known = foreign(name, python=True)  # gensim's or word2vec.c's name for an option of ours
+    if known is not None and known.startswith("no option: "):
+        return InputError(f"embedlab.train() got an unknown option {name}=; "
+                          f"{known.removeprefix('no option: ')}")
     hint = f"did you mean {known}? " if known else f"did you mean {close[0]}=? " if close else ""
     return InputError(f"embedlab.train() got an unknown option {name}=; {hint}its options are "
                       "the flags of 'embedlab train' with underscores (dim=, window=, epochs=, "

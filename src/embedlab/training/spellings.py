@@ -9,8 +9,9 @@ option that is one of them is told, in its one-line refusal, the option that mea
 from __future__ import annotations
 
 #: a foreign name (underscores) -> (embedlab's option, how values map: in Python, on the
-#: command line; "" where they are the same)
-FOREIGN: dict[str, tuple[str, str, str]] = {
+#: command line; "" where they are the same). Where no option of train means the same (None),
+#: the two texts say what does.
+FOREIGN: dict[str, tuple[str | None, str, str]] = {
     # gensim's Word2Vec(...)
     "sentences": ("corpus", "a list of token lists, or a file's path", ""),
     "corpus_file": ("corpus", "", ""),
@@ -18,7 +19,8 @@ FOREIGN: dict[str, tuple[str, str, str]] = {
     "size": ("dim", "", ""),
     "sg": ("model", "sg=1 is model='skipgram', sg=0 model='cbow'",
            "sg 1 is --model skipgram, sg 0 --model cbow"),
-    "hs": ("loss", "hs=1 is loss='hs'", "hs 1 is --loss hs"),
+    "hs": ("loss", "hs=1 is loss='hs', hs=0 the default loss='neg'",
+           "hs 1 is --loss hs, hs 0 the default --loss neg"),
     "workers": ("threads", "", ""),
     "alpha": ("lr", "", ""),
     "min_alpha": ("min_lr_ratio", "min_lr_ratio = min_alpha / alpha",
@@ -29,8 +31,28 @@ FOREIGN: dict[str, tuple[str, str, str]] = {
     "max_vocab_size": ("max_distinct", "the distinct words kept while counting", ""),
     # word2vec.c's flags (-train FILE -size N -cbow 0|1 -hs 0|1 ...)
     "train": ("corpus", "", ""),
-    "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram'",
-             "-cbow 1 is --model cbow, -cbow 0 --model skipgram"),
+    "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram', and word2vec.c's "
+             "CBOW starts at alpha 0.05, embedlab's lr at 0.025 for both",
+             "-cbow 1 is --model cbow, -cbow 0 --model skipgram, and word2vec.c's CBOW starts "
+             "at -alpha 0.05, embedlab's --lr at 0.025 for both"),
+    # word2vec.c's flags for which embedlab has a way, not an option of train
+    "output": (None, "the vectors stay in the run folder run=, and "
+               "embedlab.load(run).save_word2vec_format(path, binary=True) writes a file",
+               "the vectors stay in the run folder --run RUN, and 'embedlab export RUN --out "
+               "vectors.bin' writes a file"),
+    "binary": (None, "the file's name picks it: save_word2vec_format(path, binary=True) or "
+               "embedlab export RUN --out vectors.bin",
+               "the --out name of 'embedlab export RUN' picks it: vectors.bin is binary, "
+               "vectors.txt text"),
+    "save_vocab": (None, "every run writes its vocabulary to RUN/vocab.tsv (word, tab, count)",
+                   "every run writes its vocabulary to RUN/vocab.tsv (word, tab, count)"),
+    "read_vocab": (None, "prepare the corpus once (embedlab prepare CORPUS --out DIR) and pass "
+                   "corpus=DIR: its vocabulary is reused", "prepare the corpus once ('embedlab "
+                   "prepare CORPUS --out DIR') and pass --corpus DIR: its vocabulary is reused"),
+    "debug": (None, "progress is shown by default, and progress=False hides it",
+              "progress is shown by default, and --no-progress hides it"),
+    "classes": (None, "word classes (k-means) are not offered: cluster the exported vectors",
+                "word classes (k-means) are not offered: cluster the exported vectors"),
     # word2vec.c's flags with our names, typed with one dash
     **{name: (name, "", "") for name in ("window", "negative", "sample", "threads", "min_count",
                                          "seed")},
@@ -39,11 +61,15 @@ FOREIGN: dict[str, tuple[str, str, str]] = {
 
 def hint(name: str, *, python: bool) -> str | None:
     """The option that ``name`` (a gensim argument or a word2vec.c flag, dashes allowed) means
-    here, as a Python argument or a flag, with how its values map; None for another name."""
+    here, as a Python argument or a flag, with how its values map; None for another name.
+    For a name no option means (``-output``), what to do instead, starting "no option: "."""
     found = FOREIGN.get(name.lstrip("-").replace("-", "_"))
     if found is None:
         return None
     option, in_python, on_line = found
-    spelled = f"{option}=" if python else f"--{option.replace('_', '-')}"
     values = in_python if python else on_line
+    if option is None:
+        return f"no option: {values}"
+    spelled = f"{option}=" if python else f"--{option.replace('_', '-')}"
     return f"{spelled} ({values})" if values else spelled
+
