@@ -117,6 +117,29 @@ def test_eval_human_output(vecfile: Path, questions: Path, pairs: Path,
         assert needle in out
 
 
+def test_eval_kinds_of_sections_and_unanswered_ones(vecfile: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # a section with no answerable question showed 0.0%; compute-accuracy's semantic and
+    # syntactic sums were missing
+    q = tmp_path / "q.txt"
+    q.write_text(": capitals\nparis france berlin germany\n: unknown\nzzz yyy xxx www\n"
+                 ": gram1-gender\nman woman king queen\n")
+    code, out, _ = run(["eval", str(vecfile), "--analogies", str(q)], capsys)
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()
+            if line.split() and line.split()[0] in {"unknown", "semantic", "syntactic"}}
+    assert rows["unknown"] == ["n/a", "0", "0", "1"]
+    code, out, _ = run(["eval", str(vecfile), "--analogies", str(q), "--json"], capsys)
+    got = json.loads(out)["analogies"][0]
+    by_name = {s["section"]: s for s in got["sections"]}
+    assert got["semantic"]["answered"] == by_name["capitals"]["answered"] == 1
+    assert got["semantic"]["skipped"] == 1
+    assert got["semantic"]["correct"] == by_name["capitals"]["correct"]
+    assert got["syntactic"] == {**by_name["gram1-gender"], "section": "syntactic"}
+    assert rows["semantic"][1:] == [str(got["semantic"]["correct"]), "1", "1"]
+    assert rows["syntactic"][1:] == [str(got["syntactic"]["correct"]), "1", "0"]
+
+
 @pytest.mark.parametrize("fmt, name", [("word2vec", "o.txt"), ("word2vec-binary", "o.bin"),
                                        ("npy", "o.npy")])
 def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,

@@ -255,9 +255,10 @@ def _analogy_title(result: Any) -> str:
 def _analogy_table(result: Any) -> Any:
     table = _table([("section", "left"), ("accuracy", "right"), ("correct", "right"),
                            ("answered", "right"), ("skipped (OOV)", "right")])
-    for s in (*result.sections, result.total):
-        table.add_row(s.name, f"{100 * s.accuracy:.1f}%", str(s.correct), str(s.answered),
-                      str(s.skipped))
+    for s in (*result.sections, *result.kinds(), result.total):
+        # a section none of whose questions could be answered has no accuracy (not 0 %)
+        shown = f"{100 * s.accuracy:.1f}%" if s.answered else "n/a"
+        table.add_row(s.name, shown, str(s.correct), str(s.answered), str(s.skipped))
     return table
 
 

@@ -14,7 +14,9 @@ Semantics (gensim's ``evaluate_word_analogies(restrict_vocab=N, case_insensitive
   words; like gensim we look at the top 5 of those and take the first that is not a case
   variant of a question word (if all 5 are, the 5th counts). Equal scores rank the lower row
   (the more frequent word) first; gensim leaves their order to an unstable sort;
-* accuracy = correct / answered (0 when nothing was answered); the total is over all sections.
+* accuracy = correct / answered (0 when nothing was answered; the table shows ``n/a``); the total
+  is over all sections, and the semantic and syntactic sums (sections named ``gram...``) are
+  added where a file has both, as word2vec.c's compute-accuracy prints them.
 """
 
 from __future__ import annotations
@@ -83,11 +85,25 @@ class AnalogyResult:
         """Total accuracy in [0, 1] over answered questions."""
         return self.total.accuracy
 
+    def kinds(self) -> tuple[SectionScore, ...]:
+        """The semantic and the syntactic questions' sums, as word2vec.c's compute-accuracy
+        prints them, where the file has both: questions-words.txt names its syntactic
+        sections ``gram1-...`` to ``gram9-...``. Empty for a file without both kinds."""
+        syntactic = [s for s in self.sections if s.name.lower().startswith("gram")]
+        semantic = [s for s in self.sections if not s.name.lower().startswith("gram")]
+        if not syntactic or not semantic:
+            return ()
+        return tuple(SectionScore(name, sum(s.correct for s in group),
+                                  sum(s.answered for s in group), sum(s.skipped for s in group))
+                     for name, group in (("semantic", semantic), ("syntactic", syntactic)))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.source, "method": self.method, "restrict_vocab": self.restrict_vocab,
-                "accuracy": self.accuracy, "total": self.total.to_dict(),
-                "sections": [s.to_dict() for s in self.sections],
-                "invalid_lines": self.invalid_lines}
+        out = {"file": self.source, "method": self.method, "restrict_vocab": self.restrict_vocab,
+               "accuracy": self.accuracy, "total": self.total.to_dict(),
+               "sections": [s.to_dict() for s in self.sections],
+               "invalid_lines": self.invalid_lines}
+        out.update({k.name: k.to_dict() for k in self.kinds()})
+        return out
 
 
 #: where word2vec's own questions-words file (19,544 questions) can be downloaded
