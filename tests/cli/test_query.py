@@ -243,9 +243,12 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     (["eval", "{v}", "--similarity", "{tmp}/nope.tsv"],
      ["nope.tsv does not exist; pass the path of an existing 'word1<TAB>word2<TAB>score' "
       "file"]),
-    (["eval", "{v}", "--analogies", "{tmp}/oov.txt"],
-     ["all 1 questions", "outside", "; check the file's language/case or raise "
-                                    "--restrict-vocab"]),
+    (["eval", "{v}", "--analogies", "{tmp}/oov.txt"],  # the limit is past the vocabulary
+     ["all 1 questions", "outside the vocabulary (10 words); check the file's language/case, or "
+                         "train on a corpus that holds its words\n"]),
+    (["eval", "{v}", "--analogies", "{tmp}/oov.txt", "--restrict-vocab", "3"],
+     ["all 1 questions", "outside the first 3 words of the vocabulary; check the file's "
+                         "language/case or raise --restrict-vocab\n"]),
     (["eval", "{v}", "--similarity", "{tmp}/oov.txt"],
      ["no word pairs; expected 'word1<TAB>word2<TAB>score' lines"]),
     (["eval", "{v}", "--analogies", "{tmp}/oov.txt", "--restrict-vocab", "0"],

@@ -1268,3 +1268,22 @@ def test_nproc_is_taken_out_of_the_command_torchrun_repeats() -> None:
     assert _without_nproc(["train", "--nproc", "2", "--dim", "8"]) == ["train", "--dim", "8"]
     assert _without_nproc(["train", "--nproc=4", "--run", "r"]) == ["train", "--run", "r"]
 
+
+
+@pytest.mark.parametrize(("limit", "message"), [
+    ([], "use words outside the vocabulary ("),
+    (["--eval-restrict-vocab", "3"], "use words outside the first 3 words of the vocabulary; "
+                                     "check the file's language/case or raise "
+                                     "--eval-restrict-vocab"),
+])
+def test_analogies_all_unknown_name_trains_own_flag(corpus: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    limit: list[str], message: str) -> None:
+    # the advice was eval's --restrict-vocab, which train does not take, and to raise a limit
+    # that already covered the whole vocabulary
+    questions = tmp_path / "q.txt"
+    questions.write_text(": s\nw1 w2 w3 zzzz\n" if limit else ": s\nzz1 zz2 zz3 zz4\n")
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
+                      "--eval-analogies", questions, *limit)
+    assert_refused(code, err, message)
+    assert not (tmp_path / "run" / "checkpoints").exists()

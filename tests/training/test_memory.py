@@ -286,3 +286,19 @@ def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatc
     assert str(info.value).endswith(
         "; pass a smaller --dim, or run 'embedlab prepare' again with a smaller --max-vocab "
         "(--max-vocab 1100000 would fit) or a larger --min-count")
+
+
+@pytest.mark.parametrize("shape", ["raw", "prepared"])
+def test_a_window_too_wide_is_named_as_the_cause(monkeypatch: pytest.MonkeyPatch,
+                                                 shape: str) -> None:
+    # --window 100000 needed 146 GiB of batches, and the refusal asked for a smaller --dim
+    from embedlab.errors import InputError
+    from embedlab.training import memory
+
+    monkeypatch.setattr(memory, "available_memory", lambda: (8 << 30, "MemAvailable"))
+    with pytest.raises(InputError) as info:
+        memory.check_memory(40_000, 100, loss="neg", window=100_000,
+                            shape=shape)  # type: ignore[arg-type]
+    assert str(info.value).endswith("; pass a smaller --window (batches hold 200001 bytes of "
+                                    "context mask per token; --window 10 would fit)")
+    memory.check_memory(40_000, 100, loss="neg", window=10, shape=shape)  # type: ignore[arg-type]

@@ -18,6 +18,9 @@ from embedlab.eval.analogy import QuestionSet, evaluate_analogies, question_ids,
 from embedlab.eval.scoring import row_norms
 from embedlab.eval.similarity import PairSet, evaluate_similarity, pair_ids, read_pairs
 
+#: the option of ``train`` that sets the analogies' vocabulary limit, named in its messages
+_FLAG = "--eval-restrict-vocab"
+
 
 class Evaluator:
     """``evaluate(words, matrix) -> metrics``, built by :func:`make_evaluator`.
@@ -42,7 +45,7 @@ class Evaluator:
         known pairs), so that a bad file is refused before training, not after the first
         ``--eval-every`` steps. Cheap: word look-ups, no vectors."""
         if self._questions is not None:
-            question_ids(words, self._questions, self._restrict)
+            question_ids(words, self._questions, self._restrict, _FLAG)
         for _, pairs in self._pairs:
             pair_ids(words, pairs)  # evaluate_similarity's default restriction, as in __call__
 
@@ -53,7 +56,8 @@ class Evaluator:
         out: dict[str, float] = {}
         if self._questions is not None:
             out["analogy"] = evaluate_analogies(words, mat, norms, self._questions,
-                                                restrict_vocab=self._restrict).accuracy
+                                                restrict_vocab=self._restrict,
+                                                flag=_FLAG).accuracy
         for name, pairs in self._pairs:
             out[name] = evaluate_similarity(words, mat, norms, pairs).spearman
         return out

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell
 from embedlab.eval.scoring import Method, cosmul, safe, top_k, unit_rows
 from embedlab.fsutil import read_utf8
 
@@ -165,37 +165,43 @@ def case_groups(words: Sequence[str], n: int) -> tuple[dict[str, int], np.ndarra
     return lookup, group
 
 
-def question_ids(words: Sequence[str], questions: QuestionSet, restrict_vocab: int = 30_000
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def question_ids(words: Sequence[str], questions: QuestionSet, restrict_vocab: int = 30_000,
+                 flag: str = "--restrict-vocab") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Row ids (Q×4, -1 = unknown), which questions are fully known, and the case groups.
 
     Needs only the vocabulary, not vectors, so a trainer can call it before training (see
     :meth:`embedlab.eval.Evaluator.check`). Raises :class:`InputError` if no question is known.
+    ``flag``: the option that set ``restrict_vocab`` (train's is ``--eval-restrict-vocab``).
     """
     if restrict_vocab < 1:
-        raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
-                         "e.g. --restrict-vocab 30000")
+        raise InputError(f"{spell(flag)} must be >= 1, got {restrict_vocab}; "
+                         f"e.g. {spell(flag, 30000)}")
     n = min(restrict_vocab, len(words))
     lookup, group = case_groups(words, n)
     ids = np.array([[lookup.get(w, -1) for w in q] for q in questions.words], dtype=np.int64)
     known: np.ndarray = np.all(ids >= 0, axis=1)
     if not known.any():
+        if n == len(words):  # already the whole vocabulary: a larger limit changes nothing
+            raise InputError(f"all {len(questions)} questions in {questions.source} use words "
+                             f"outside the vocabulary ({n} words); check the file's "
+                             "language/case, or train on a corpus that holds its words")
         raise InputError(f"all {len(questions)} questions in {questions.source} use words outside "
                          f"the first {n} words of the vocabulary; check the file's language/case "
-                         "or raise --restrict-vocab")
+                         f"or raise {spell(flag)}")
     return ids, known, group
 
 
 def evaluate_analogies(words: Sequence[str], matrix: np.ndarray, norms: np.ndarray,
                        questions: QuestionSet, *, restrict_vocab: int = 30_000,
-                       method: Method = "3cosadd") -> AnalogyResult:
+                       method: Method = "3cosadd",
+                       flag: str = "--restrict-vocab") -> AnalogyResult:
     """Score ``questions`` against the first ``restrict_vocab`` rows (see the module docstring).
 
     Raises :class:`InputError` if no question can be answered (all out of vocabulary).
     ``matrix`` (V×D) and ``norms`` (V) are only read.
     """
     n = min(restrict_vocab, len(words))
-    ids, known, group = question_ids(words, questions, restrict_vocab)
+    ids, known, group = question_ids(words, questions, restrict_vocab, flag)
     hit = np.zeros(len(ids), dtype=bool)
     hit[known] = _solve(matrix, norms, ids[known], group, n, method)
     return _tally(questions, known, hit, method, restrict_vocab)

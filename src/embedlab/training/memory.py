@@ -179,6 +179,10 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
     if shape == "resumed":  # a flag that changed either would be refused as another run
         advice = ("resume it where more memory is free: its vocabulary and dimensions are "
                   "those it was started with")
+    elif (usual := _usual_window_that_fits(vocab_size, dim, loss, window, chunks, room)):
+        # the window, not the vocabulary: its context mask takes 2W+1 bytes per token in flight
+        advice = (f"pass a smaller {spell('--window')} (batches hold {2 * window + 1} bytes of "
+                  f"context mask per token; {spell('--window', usual)} would fit)")
     elif shape == "prepared":  # its vocabulary flags would be refused against the folder's
         advice = (f"pass a smaller {spell('--dim')}, or run 'embedlab prepare' again with a "
                   f"smaller --max-vocab{fits_with(f'--max-vocab {fits}')} or a larger "
@@ -192,6 +196,17 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
         f"{dim} dimensions: vectors {need.matrices / GIB:.1f} GiB, vocabulary tables "
         f"{need.tables / GIB:.1f} GiB, batches {need.batches / GIB:.2f} GiB), more than the "
         f"{room / GIB:.1f} GiB available ({source}); {advice}")
+
+
+def _usual_window_that_fits(vocab_size: int, dim: int, loss: str, window: int, chunks: int,
+                            room: int) -> int | None:
+    """The wider of word2vec's usual windows, 10 and 5, narrower than ``window`` with which
+    the run fits in ``room``; None where neither does."""
+    for usual in (10, 5):
+        if usual < window and memory_need(vocab_size, dim, loss=loss, window=usual,
+                                          chunks=chunks).total <= room:
+            return usual
+    return None
 
 
 def _round_down(value: float) -> int:
