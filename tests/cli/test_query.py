@@ -64,6 +64,23 @@ def test_neighbors_table_and_json(vecfile: Path, capsys: pytest.CaptureFixture[s
     assert code == 0 and len(json.loads(out)["neighbors"]) == 9
 
 
+def test_neighbors_of_several_words_is_the_mean_query(vecfile: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # word2vec.c's distance takes a phrase; "king queen" was refused as an extra argument
+    code, out, _ = run(["neighbors", str(vecfile), "king", "queen", "-k", "4", "--json"], capsys)
+    got = json.loads(out)
+    assert code == 0 and got["word"] == "king + queen" and got["words"] == ["king", "queen"]
+    kv = KeyedVectors.load_word2vec_format(str(vecfile))
+    expect = kv.most_similar(positive=["king", "queen"], topn=4)
+    assert [n["word"] for n in got["neighbors"]] == [w for w, _ in expect]
+    assert [n["score"] for n in got["neighbors"]] == pytest.approx([s for _, s in expect],
+                                                                   abs=1e-6)
+    code, out, _ = run(["neighbors", str(vecfile), "king", "queen", "-k", "2"], capsys)
+    assert code == 0 and "nearest to 'king' + 'queen'" in out
+    code, _, err = run(["neighbors", str(vecfile), "king", "kingg"], capsys)
+    assert_one_line_error(code, err, "'kingg' is not in the vocabulary")
+
+
 def test_neighbours_is_neighbors_under_another_spelling(
         vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spelled = [run([name, str(vecfile), "king", "-k", "3", "--json"], capsys)

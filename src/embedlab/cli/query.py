@@ -140,30 +140,35 @@ def _renamed(out: Path, suffix: str) -> Path:
 
 @click.command()
 @_source_options
-@click.argument("word")
+@click.argument("words", nargs=-1, required=True, metavar="WORD...")
 @click.option("-k", "k", type=int, default=10, show_default=True, help="Number of neighbours.")
 @click.option("--metric", type=click.Choice(["cosine", "euclidean"]), default="cosine",
               show_default=True, help="cosine similarity or Euclidean distance.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def neighbors(source: Path, step: int | None, best: bool, word: str, k: int, metric: str,
-              as_json: bool) -> None:
-    """The K nearest neighbours of WORD in VECTORS.
+def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...], k: int,
+              metric: str, as_json: bool) -> None:
+    """The K nearest neighbours of WORD in VECTORS; of several words, those of the mean of
+    their unit vectors (word2vec.c's distance given a phrase), the words themselves excluded.
 
     An unknown word exits with status 2 and suggests close words. 'embedlab neighbours' is the
     same command.
     """
     _check_k(k)
     vectors = _load(source, step, best)
-    found = vectors.most_similar(word, k, metric=metric)
+    found = vectors.most_similar(list(words) if len(words) > 1 else words[0], k, metric=metric)
+    shown = " + ".join(words)
     if as_json:
-        click.echo(json.dumps({"word": word, "metric": metric, "vectors": vectors.source,
+        several = {"words": list(words)} if len(words) > 1 else {}
+        click.echo(json.dumps({"word": shown, **several, "metric": metric,
+                               "vectors": vectors.source,
                                "neighbors": [{"word": w, "score": s} for w, s in found]}))
         return
     label = "cosine" if metric == "cosine" else "distance"
     table = _table([("#", "right"), ("word", "left"), (label, "right")])
     for rank, (w, s) in enumerate(found, 1):
         table.add_row(str(rank), w, f"{s:.4f}")
-    _show(f"nearest to {word!r} ({metric}, {vectors.source})", table)
+    title = " + ".join(repr(w) for w in words)
+    _show(f"nearest to {title} ({metric}, {vectors.source})", table)
 
 
 @click.command(short_help="A is to B as C is to what? (3CosAdd or 3CosMul)")
