@@ -126,7 +126,9 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: DataConfig(corpus=""), "--corpus is empty"),
     (lambda: DataConfig(min_count=0), "--min-count must be"),
     (lambda: DataConfig(max_vocab=1, unk="UNK"), "--max-vocab must be >= 2"),
-    (lambda: DataConfig(unk="a b"), "--unk must be a non-empty token"),
+    (lambda: DataConfig(unk="a b"), "--unk must be a non-empty token without spaces, got "
+                                    "'a b'; pass e.g. --unk UNK, or leave it out to drop "
+                                    "unknown words"),
     (lambda: CheckpointConfig(keep=0), "--keep must be"),
     (lambda: CheckpointConfig(best_metric="loss:up"), "--best-metric must be NAME[:min|max]"),
     (lambda: TrackConfig(log_every=0), "--log-every must be"),

@@ -85,7 +85,8 @@ class DataConfig:
         _positive("max_distinct", self.max_distinct)
         if self.unk is not None and (not self.unk or any(c.isspace() for c in self.unk)):
             raise InputError(f"{_flag('unk')} must be a non-empty token without spaces, got "
-                             f"{self.unk!r}")
+                             f"{self.unk!r}; pass e.g. {_flag('unk', 'UNK')}, or leave it out "
+                             "to drop unknown words")
 
 
 @dataclass(frozen=True)

@@ -231,6 +231,24 @@ def test_prepared_folder_is_not_raw_text(tmp_path: Path) -> None:
         list(iter_blocks(tmp_path))
 
 
+@pytest.mark.parametrize("with_prepared", [False, True])
+def test_a_run_folder_is_named_not_read_as_binary_text(tmp_path: Path,
+                                                       with_prepared: bool) -> None:
+    # its checkpoints' tensors were refused as "corpus file ... looks binary"
+    write(tmp_path, "config.json", b"{}")
+    (tmp_path / "checkpoints" / "ckpt-00000001").mkdir(parents=True)
+    write(tmp_path / "checkpoints" / "ckpt-00000001", "tensors.safetensors", b"\x00\x01")
+    if with_prepared:
+        (tmp_path / "prepared").mkdir()
+        write(tmp_path / "prepared", "meta.json", b"{}")
+    copy = f", or its prepared copy {tmp_path / 'prepared'}" if with_prepared else ""
+    with pytest.raises(InputError) as e:
+        list(iter_blocks(tmp_path))
+    assert str(e.value) == (f"{tmp_path} is a training run's folder, not a corpus; pass the "
+                            f"corpus it was trained on (data.corpus in "
+                            f"{tmp_path / 'config.json'}){copy}")
+
+
 def test_damaged_prepared_folder_is_named_as_such(tmp_path: Path) -> None:
     # 'train --corpus DIR' falls back to reading DIR as text when its meta.json is damaged;
     # telling the user to "pass it to train --corpus" then would send them in a circle.

@@ -108,6 +108,13 @@ def list_files(path: Path) -> list[Path]:
         raise InputError(f"{path} looks like a damaged prepared corpus (its meta.json is not "
                          "readable as one); re-create it with 'embedlab prepare CORPUS --out "
                          f"{path} --force'")
+    if (path / "config.json").is_file() and (path / "checkpoints").is_dir():
+        # a run folder: its checkpoints' tensors would be read as text and refused as binary
+        prepared = path / "prepared"
+        copy = (f", or its prepared copy {prepared}" if (prepared / "meta.json").is_file()
+                else "")
+        raise InputError(f"{path} is a training run's folder, not a corpus; pass the corpus it "
+                         f"was trained on (data.corpus in {path / 'config.json'}){copy}")
     files = sorted(
         p for p in path.rglob("*")
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
