@@ -44,8 +44,9 @@ def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
 
 # each message: the problem, then the fix (matched as plain text, not as a pattern)
 @pytest.mark.parametrize(("setup", "kwargs", "message"), [
-    ("none", {}, "no such run folder: {run}; pass a folder made by embedlab train "
-                 "(see embedlab runs)"),
+    ("none", {}, "no such run folder or vectors file: {run}; pass a folder made by embedlab "
+                 "train (see embedlab runs), or a word2vec/.npy file"),
+    ("file", {}, "{run} is a vectors file: pass --out for the image, e.g. --out pca.png"),
     ("empty", {}, "{run}/vocab.tsv not found; pass a run folder made by 'embedlab train' "
                   "(see 'embedlab runs'), or restore the run's vocab.tsv"),
     ("vocab-only", {}, "holds no checkpoints (no checkpoints/ folder); pass a run folder that "
@@ -61,6 +62,8 @@ def test_input_errors_name_the_fix(tmp_path: Path, setup: str, kwargs: dict,
     run = tmp_path / "run"
     if setup == "empty":
         run.mkdir()
+    elif setup == "file":
+        run.write_text("1 2\nw 1 2\n")
     elif setup == "vocab-only":
         write_run_files(run, make_config(), fake_vocab())
     elif setup == "trained":
@@ -73,6 +76,17 @@ def test_input_errors_name_the_fix(tmp_path: Path, setup: str, kwargs: dict,
         with pytest.raises(InputError) as e:
             visualize(run, **kwargs)
         assert str(e.value) == message.format(run=run, tmp=tmp_path)
+
+
+def test_a_word2vec_file_is_plotted_by_its_first_words(tmp_path: Path) -> None:
+    # "no such run folder: vec.bin", though every other query command reads vectors files
+    from embedlab.vectors import Vectors
+
+    vocab = fake_vocab()
+    matrix = embeddings_at(vocab, 10, 10)
+    source = Vectors(tuple(vocab.words), matrix).to_word2vec(tmp_path / "v.bin", binary=True)
+    out = visualize(source, words=20, out=tmp_path / "v.png")
+    assert out == tmp_path / "v.png" and imread(out).ndim == 3
 
 
 def test_existing_plot_survives_a_failed_run(tmp_path: Path) -> None:

@@ -203,7 +203,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
               help="Output image (.png, .svg or .pdf). Default: RUN/exports/<method>-step<N>.png")
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
 def visualize(run: Path, method: str, words: int, out: Path | None, force: bool) -> None:
-    """Plot RUN's latest input embeddings in 2-D, labelling the points whose labels fit."""
+    """Plot RUN's latest input embeddings in 2-D, labelling the points whose labels fit.
+
+    RUN may also be a word2vec or .npy vectors file (its first words are plotted; --out is
+    then needed)."""
     from embedlab.track.visualize import visualize as draw
 
     path = draw(run, method="tsne" if method == "tsne" else "pca", words=words, out=out,

@@ -50,7 +50,8 @@ def _latest_embeddings(run_dir: Path) -> tuple[Path, np.ndarray, int | None]:
 
 def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
               out: Path | None = None, force: bool = False) -> Path:
-    """Draw the ``words`` most frequent words of the run and save the figure; returns the path.
+    """Draw the ``words`` most frequent words of the run (or the first ``words`` of a word2vec
+    or .npy file, which needs ``out``) and save the figure; returns the path.
 
     The default output is ``RUN/exports/<method>-step<N>.png``. Like ``embedlab export``, an
     existing file is replaced only with ``force``; the file is written to a temporary name and
@@ -58,9 +59,12 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     file (a FIFO, a device) is never replaced; a symbolic link is written through.
     """
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise InputError(f"no such run folder: {run_dir}; pass a folder made by embedlab train "
-                         "(see embedlab runs)")
+    if not run_dir.exists():
+        raise InputError(f"no such run folder or vectors file: {run_dir}; pass a folder made "
+                         "by embedlab train (see embedlab runs), or a word2vec/.npy file")
+    if not run_dir.is_dir() and out is None:  # a file has no exports/ folder to write into
+        raise InputError(f"{run_dir} is a vectors file: pass --out for the image, e.g. --out "
+                         f"{method}.png")
     if words < 3:
         raise InputError(f"--words must be >= 3, got {words}; e.g. --words 300")
     if out is not None and out.suffix.lower() not in FORMATS:
@@ -72,16 +76,20 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
     if out is not None:
         _check_replaceable(out, force)
-    from embedlab.vectors import check_vocab_fits
+    from embedlab.vectors import check_vocab_fits, load
 
-    vocab = read_vocab_words(run_dir / "vocab.tsv")
-    ckpt, emb, step = _latest_embeddings(run_dir)
-    check_vocab_fits(run_dir / "vocab.tsv", len(vocab), ckpt, emb)
+    if run_dir.is_dir():
+        vocab = read_vocab_words(run_dir / "vocab.tsv")
+        ckpt, emb, step = _latest_embeddings(run_dir)
+        check_vocab_fits(run_dir / "vocab.tsv", len(vocab), ckpt, emb)
+        unk = _unk_of(run_dir)
+    else:  # word2vec or .npy: words in file order, which is frequency order as written
+        vectors = load(run_dir)
+        vocab, emb, step, unk = list(vectors.words), vectors.matrix, None, None
     default_out = out is None
     if out is None:
         out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
         _check_replaceable(out, force)
-    unk = _unk_of(run_dir)
     ids = top_word_ids(vocab, unk, words)
     points = project_2d(emb[ids], method)
     label = "t-SNE" if method == "tsne" else "PCA"
