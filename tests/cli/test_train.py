@@ -1287,3 +1287,20 @@ def test_analogies_all_unknown_name_trains_own_flag(corpus: Path, tmp_path: Path
                       "--eval-analogies", questions, *limit)
     assert_refused(code, err, message)
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_more_threads_than_cores_is_one_warning(corpus: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # --threads 1000 on 2 cores was taken without a word, and trained far slower
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
+                      "--threads", "2", "--max-steps", "1")  # the last --threads counts
+    assert code == 0, err
+    warned = [line for line in err.splitlines() if "warning" in line]
+    assert warned == ["embedlab: warning: --threads 2 is more than the 1 cores this process may "
+                      "use: the threads take turns on them, which is slower; the vectors are the "
+                      "same with --threads 1"]
+    code, err = train(capsys, "--run", tmp_path / "other", "--corpus", corpus, *FAST,
+                      "--max-steps", "1")
+    assert code == 0 and "warning" not in err, err

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 from threadpoolctl import threadpool_limits
 
 from embedlab.config import TrainConfig
-from embedlab.errors import InputError, spell_name
+from embedlab.errors import InputError, spell, spell_name, warn
 from embedlab.fsutil import missing_folders, remove_empty_folders
 from embedlab.run.lock import RunLock
 from embedlab.training.loop import train_loop
@@ -45,6 +45,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     """
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
     cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
+    _warn_about_threads(cfg.threads)
     made = missing_folders(run_dir)  # made[0] is the (absolute) run folder when it is new
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -76,3 +77,17 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
                 shutil.rmtree(made[0], ignore_errors=True)
                 remove_empty_folders(made[1:])
             raise
+
+
+def _warn_about_threads(threads: int) -> None:
+    """One warning (from process 0) for more threads than this process may run on: they wait
+    for each other's turn on a core, and the vectors are the same with fewer."""
+    import os
+
+    from embedlab.training.distributed import launched_rank
+
+    cores = len(os.sched_getaffinity(0))
+    if threads > cores and launched_rank() == 0:
+        warn(f"{spell('--threads', threads)} is more than the {cores} cores this process may "
+             f"use: the threads take turns on them, which is slower; the vectors are the same "
+             f"with {spell('--threads', cores)}")
