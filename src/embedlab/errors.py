@@ -35,6 +35,16 @@ class InputError(Exception):
     printed_by_another = False
 
 
+def said_by_another_process() -> bool:
+    """Whether another process of this machine says what this one would (the first of the
+    processes torchrun or ``--nproc`` started here, ``LOCAL_RANK`` 0): a refusal or a notice
+    that every process meets alike is then printed once per machine, not once per process."""
+    import os
+
+    return os.environ.get("LOCAL_RANK", "0") not in ("", "0") and \
+        os.environ.get("WORLD_SIZE", "1") not in ("", "1")
+
+
 def diverged(step: int, loss: float, saved_step: int, fix: str) -> InputError:
     """A training loop's loss became non-finite at ``step``; raised before anything of that step
     is saved, so the checkpoints on disk (up to ``saved_step``) stay finite."""

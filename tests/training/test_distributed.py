@@ -4,6 +4,7 @@ stops the others, and refusals before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -280,6 +282,7 @@ def test_sigterm_saves_on_every_process_and_resumes(
     assert status["status"] == "interrupted", out
     assert (run / "checkpoints" / f"ckpt-{step:08d}").is_dir()  # the stop was saved
     assert out.count(f"saved step {step} — re-run the same command to resume") == 1
+    assert out.count("SIGTERM received") == 1  # said by the machine's first process alone
     code, out = _finish(_torchrun(2, run, corpus))
     assert code == 0, out
     assert _final(run) == reference
@@ -509,3 +512,71 @@ def test_the_cuda_engine_on_two_processes_trains_the_bits_of_one_and_resumes_acr
     _cuda_run(1, tmp_path / "cut", corpus, 2)
     _cuda_run(2, tmp_path / "cut", corpus, 4)
     assert _final(tmp_path / "cut") == one
+
+
+def _nproc(run: Path, corpus: Path, *extra: str, **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
+                             str(run), "--corpus", str(corpus), *FLAGS, *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"  # ended, not yet reaped
+
+
+@pytest.mark.slow
+def test_nproc_passes_a_sigint_sent_to_its_pid_on_once(corpus: Path, tmp_path: Path) -> None:
+    # SIGINT by pid (kill -INT, an IDE's stop button) was ignored: the run trained to its end
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus)
+    _wait_for_step(run, 120, proc)
+    proc.send_signal(signal.SIGINT)
+    code, out = _finish(proc)
+    assert code == 130, out
+    step = int(_status(run)["step"])  # type: ignore[call-overload]
+    assert _status(run)["status"] == "interrupted"
+    assert (run / "checkpoints" / f"ckpt-{step:08d}").is_dir()
+    assert out.count("SIGINT received") == 1 and "still saving" not in out, out
+
+
+@pytest.mark.slow
+def test_nproc_processes_end_with_their_launcher(corpus: Path, tmp_path: Path) -> None:
+    # a launcher killed outright left its processes training to the end, holding the run
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus, start_new_session=True)
+    _wait_for_step(run, 120, proc)
+    workers = [_worker(proc.pid, rank) for rank in (0, 1)]
+    proc.kill()
+    proc.communicate()
+    deadline = time.monotonic() + 60
+    while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in workers)
+    status = _status(run)
+    assert status["status"] == "interrupted"  # they took it as a SIGTERM: saved, stopped
+    assert (run / "checkpoints" / f"ckpt-{int(status['step']):08d}").is_dir()  # type: ignore[call-overload]
+
+
+@pytest.mark.slow
+def test_nproc_returns_when_a_process_hangs(corpus: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # process 0 stopped after the step's limit, but the command waited for the hung one forever
+    monkeypatch.setenv("EMBEDLAB_STEP_TIMEOUT", "3")
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus)
+    _wait_for_step(run, 120, proc)
+    hung = _worker(proc.pid, 1)
+    os.kill(hung, signal.SIGSTOP)
+    try:
+        code, out = _finish(proc, timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(hung, signal.SIGKILL)
+    assert code != 0 and _status(run)["status"] == "interrupted"
+    assert "embedlab: error: another process of the run stopped or cannot be reached" in out
+    assert "embedlab: process 1 did not end within 33 s of the run's end; stopping them" in out
+    assert _gone(hung)

@@ -19,7 +19,13 @@ from typing import Any
 import click
 
 from embedlab.engines import limit_openmp_spinning
-from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, messages_for
+from embedlab.errors import (
+    InputError,
+    ProcessLost,
+    TrainingInterrupted,
+    messages_for,
+    said_by_another_process,
+)
 
 # command name -> "module:attribute" (a click.Command)
 COMMANDS: dict[str, str] = {
@@ -165,7 +171,8 @@ def main(argv: list[str] | None = None) -> Any:
         with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
     except InputError as exc:
-        if exc.printed_by_another:  # a process of the same torchrun run
+        # a process of the same torchrun run says it (the first of this machine's processes)
+        if exc.printed_by_another or said_by_another_process():
             sys.exit(exc.exit_code)
         _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
-from embedlab.errors import TrainingInterrupted
+from embedlab.errors import TrainingInterrupted, said_by_another_process
 
 _Handler = Callable[[int, FrameType | None], Any] | int | None
 
@@ -53,8 +53,12 @@ class SignalFlag:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
-        if self.signum is None:
+        first = self.signum is None
+        if first:
             self.signum = signum
+        if said_by_another_process():  # every process of the run gets the signal
+            return
+        if first:
             print(f"\nembedlab: {signal.Signals(signum).name} received; finishing the current "
                   "step and saving", file=sys.stderr, flush=True)
         else:

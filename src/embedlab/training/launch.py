@@ -6,45 +6,113 @@ each other as under torchrun (:mod:`embedlab.training.distributed`). Launching t
 than through torchrun keeps the command's contract: process 0's exit status (2 for a refusal,
 143 after SIGTERM), and one line where torchrun adds its own report and traceback of a failed
 worker.
+
+The launcher answers for its processes:
+
+- they are in a process group of their own, and a signal for the command (Ctrl-C, which the
+  terminal sends to the launcher's group; SIGTERM from a scheduler, ``timeout`` or ``kill --
+  -PGID``; SIGINT sent to its pid) reaches each process once, through the launcher;
+- they end with it: a launcher killed outright (SIGKILL) sends them SIGTERM through the
+  kernel (``PR_SET_PDEATHSIG``), on which they save and stop as on any SIGTERM;
+- once process 0 has ended, or another process failed, the others have the step's time limit
+  and :data:`GRACE` seconds more to end by themselves (a lost process stops the rest within the
+  step's limit); one that is still there then (stopped, hung) gets SIGTERM, and SIGKILL
+  :data:`GRACE` seconds later, so the command always returns.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+
+#: seconds beyond the step's time limit that the launcher waits for a process to end by itself,
+#: and then between its SIGTERM and its SIGKILL
+GRACE = 30.0
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def run_processes(nproc: int, args: Sequence[str]) -> int:
     """Run ``embedlab ARGS`` as ``nproc`` processes of one run; process 0's exit status (or,
-    when it succeeded, the first failure of another)."""
+    when it succeeded, the first failure of another that the launcher did not stop)."""
+    from embedlab.training.distributed import step_timeout
+
     port = _free_port()
     cores = max(1, len(os.sched_getaffinity(0)) // nproc)
-    procs = []
-    for rank in range(nproc):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
-               "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores))}
-        procs.append(subprocess.Popen([sys.executable, "-m", "embedlab", *args], env=env))
+    procs: list[subprocess.Popen[bytes]] = []
 
-    def pass_on(signum: int, frame: object) -> None:  # a scheduler's SIGTERM: to every process
+    def pass_on(signum: int, frame: object) -> None:
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signum)
 
-    # Ctrl-C reaches every process of the terminal's foreground group by itself
-    before = {sig: signal.signal(sig, handler) for sig, handler in
-              ((signal.SIGTERM, pass_on), (signal.SIGINT, signal.SIG_IGN))}
+    before = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        codes = [_status(proc.wait()) for proc in procs]
+        for rank in range(nproc):
+            env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
+                   "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores))}
+            procs.append(subprocess.Popen([sys.executable, "-m", "embedlab", *args], env=env,
+                                          process_group=0,
+                                          preexec_fn=_ends_with(os.getpid())))
+        stopped = _wait(procs, step_timeout() + GRACE)
     finally:
         for sig, handler in before.items():
             signal.signal(sig, handler)
-    return codes[0] or next((code for code in codes if code), 0)
+    codes = [_status(proc.wait()) for proc in procs]
+    return codes[0] or next((code for rank, code in enumerate(codes)
+                             if code and rank not in stopped), 0)
+
+
+def _wait(procs: Sequence[subprocess.Popen[bytes]], patience: float) -> set[int]:
+    """Wait for every process; once process 0 has ended or another failed, stop those still
+    there after ``patience`` seconds (SIGTERM, then SIGKILL). Returns the ranks stopped so."""
+    deadline: float | None = None
+    stopped: set[int] = set()
+    killing = False
+    while True:
+        codes = [proc.poll() for proc in procs]
+        if all(code is not None for code in codes):
+            return stopped
+        now = time.monotonic()
+        if deadline is None and (codes[0] is not None or any(codes)):
+            deadline = now + patience
+        if deadline is not None and now >= deadline:
+            left = [rank for rank, code in enumerate(codes) if code is None]
+            if not killing:
+                print(f"embedlab: process{'es' if len(left) > 1 else ''} "
+                      f"{', '.join(map(str, left))} did not end within {patience:.0f} s of the "
+                      "run's end; stopping them", file=sys.stderr, flush=True)
+            for rank in left:
+                with contextlib.suppress(ProcessLookupError):
+                    if killing:
+                        procs[rank].kill()
+                    else:  # a stopped process must run to take its SIGTERM
+                        procs[rank].send_signal(signal.SIGCONT)
+                        procs[rank].send_signal(signal.SIGTERM)
+                stopped.add(rank)
+            killing, deadline = True, now + GRACE
+        time.sleep(0.1)
+
+
+def _ends_with(parent: int) -> Callable[[], None]:
+    """In the child before it runs: SIGTERM when the launcher dies, and at once if it already
+    has (it may have died before this ran)."""
+
+    def arrange() -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arrange
 
 
 def _status(returncode: int) -> int:
