@@ -186,3 +186,22 @@ def test_a_pairs_file_that_misses_the_vocabulary_is_refused_before_training(
     assert exit_info.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"embedlab: error: only 0 of 3 pairs in {unknown} have both words among")
     assert not run.exists()
+
+
+def test_a_checkpoint_between_evaluations_records_its_own_value(files: Path,
+                                                                peaked: Path) -> None:
+    # saved at steps the evaluation skipped, a checkpoint recorded the last evaluation's value:
+    # the best by it was one nobody evaluated (ckpt-30 carried step 28's, below the peak)
+    run = files / "between"
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--eval-similarity", str(files / "peak.tsv"), "--eval-every", "7",
+          "--checkpoint-every", "3", "--keep", "1000", "--best-metric", "similarity/peak"])
+    checkpoints = saved(run)
+    assert PEAK_STEP in checkpoints and any(step % 7 for step in checkpoints)
+    for step, (words, matrix, metrics) in checkpoints.items():
+        assert metrics["similarity/peak"] == pytest.approx(
+            gensim_spearman(words, matrix, files / "peak.tsv"), abs=1e-9), step
+    assert read_index(run).best == PEAK_STEP
+    assert read_index(run).best_value == pytest.approx(1.0, abs=1e-12)
+    last = max(checkpoints)  # the log keeps --eval-every's steps (and the end), nothing more
+    assert sorted(logged(run, "eval/similarity/peak")) == [*range(7, last, 7), last]

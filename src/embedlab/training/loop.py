@@ -87,6 +87,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
                 raise interrupted(signum, state.step, saved=run.resumed)
             state.window.start()
             reporter = Reporter(run, tracker, bar, wall, sink)
+            saver.metrics = reporter.checkpoint_metrics
             finished = _train(run, reporter, saver, _Stop(flag, sink))
             _finish(run, reporter, saver, finished)
     except ProcessLost as exc:  # another process of the run stopped: resume from the last save

@@ -172,6 +172,7 @@ class Reporter:
         self.sink = sink
         self.time = TrainingTime(run.state)
         self._status_at: float | None = None  # when a window last wrote the status
+        self._evaluated: tuple[int, dict[str, float]] | None = None  # the last evaluation
 
     def close_window(self, lr: float) -> None:
         """Log the logging window that ends with this step, and open the next."""
@@ -219,5 +220,26 @@ class Reporter:
         run, state = self.run, self.run.state
         assert run.evaluator is not None
         results = run.evaluator(run.vocab.words, run.engine.input_vectors)
+        self._evaluated = (state.step, results)
         state.metrics.update(results)
         self.tracker.log_scalars(state.step, {f"eval/{k}": v for k, v in results.items()})
+
+    def checkpoint_metrics(self) -> dict[str, float]:
+        """The metrics the checkpoint of this step records, from which the best checkpoint is
+        chosen. Where that choice is by an evaluation (``--best-metric analogy``,
+        ``similarity/NAME``), a checkpoint whose step was not just evaluated is evaluated for
+        itself, so that its value is its own vectors', not the last evaluation's; such an
+        evaluation goes into the checkpoint only (metrics.jsonl and TensorBoard keep the
+        ``--eval-every`` cadence, which a resume reproduces whatever the saves were). The loss
+        is the last closed logging window's mean."""
+        from embedlab.training import distributed
+
+        run, state = self.run, self.run.state
+        metrics = dict(state.metrics)
+        group = distributed.current()
+        if run.evaluator is None or run.cfg.checkpoint.best_name == "loss" or (
+                group is not None and not group.leader):  # process 0 writes the checkpoint
+            return metrics
+        if self._evaluated is not None and self._evaluated[0] == state.step:
+            return {**metrics, **self._evaluated[1]}
+        return {**metrics, **run.evaluator(run.vocab.words, run.engine.input_vectors)}

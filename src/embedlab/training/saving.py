@@ -8,6 +8,7 @@ stretched to at least :data:`SAVE_TIME_FACTOR` times the last save's duration (2
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from embedlab.training import distributed
@@ -24,9 +25,12 @@ SAVE_TIME_FACTOR = 50
 class Saver:
     """Saves the run's checkpoints and says when the next one is due."""
 
-    def __init__(self, run: TrainingRun, wall: WallClock) -> None:
+    def __init__(self, run: TrainingRun, wall: WallClock,
+                 metrics: Callable[[], dict[str, float]] | None = None) -> None:
         self.run = run
         self.wall = wall
+        # the metrics a checkpoint records (Reporter.checkpoint_metrics); the state's otherwise
+        self.metrics = metrics or (lambda: dict(run.state.metrics))
         self.last_save = time.perf_counter()
         self.saved_step = run.state.step if run.resumed else -1
 
@@ -56,7 +60,8 @@ class Saver:
             group.check_replicas(engine.state_dict(), state.step)
         state.wall_seconds = self.wall.seconds()
         state.finished = final
-        saved = state.state_dict()
+        metrics = self.metrics()
+        saved = {**state.state_dict(), "metrics": metrics}
         began = time.perf_counter()
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
 
@@ -66,8 +71,7 @@ class Saver:
                 tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
                                   run.cfg.to_dict(), state.metrics)
 
-        run.manager.save(state.step, engine.state_dict(), saved, state.metrics,
-                         alongside=summaries)
+        run.manager.save(state.step, engine.state_dict(), saved, metrics, alongside=summaries)
         if group is not None:
             group.wait_for_leader()
         self.last_save = time.perf_counter()
