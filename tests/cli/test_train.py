@@ -1304,3 +1304,31 @@ def test_more_threads_than_cores_is_one_warning(corpus: Path, tmp_path: Path,
     code, err = train(capsys, "--run", tmp_path / "other", "--corpus", corpus, *FAST,
                       "--max-steps", "1")
     assert code == 0 and "warning" not in err, err
+
+
+def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # the config held "prep" as typed: from another folder it was "corpus not found", its
+    # absolute path "a different config", and a folder named prep there would have been read
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    monkeypatch.chdir(here)
+    main(["prepare", str(corpus), "--out", "prep"])
+    (here / "q.txt").write_text(": s\nw1 w2 w3 w4\n")
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", "prep", *FAST, "--max-steps", "2",
+                      "--eval-analogies", "q.txt")
+    assert code == 0, err
+    monkeypatch.chdir(there)
+    for step, given in ((4, []), (6, ["--corpus", str(here / "prep")]),
+                        (8, ["--corpus", "../here/prep/"])):
+        code, err = train(capsys, "--run", run, *given, "--max-steps", str(step))
+        assert code == 0 and f"step {step}," in err, err
+    stored = json.loads((run / "config.json").read_text())
+    assert stored["data"]["corpus"] == str(here / "prep")
+    assert stored["eval"]["analogies"] == str(here / "q.txt")
+    (there / "prep").mkdir()  # another folder of that name: not the run's corpus
+    code, err = train(capsys, "--run", run, "--corpus", "prep", "--max-steps", "10")
+    assert_refused(code, err, f"data.corpus (stored '{here / 'prep'}', requested 'prep')")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import sys
@@ -26,6 +27,7 @@ from embedlab.config import (
     flatten,
     overlay,
 )
+from embedlab.data.corpus import SPECIAL_CORPORA as _LABELS  # corpus names that are not paths
 from embedlab.errors import InputError, python_caller, spell, spell_metavar, warn
 from embedlab.run.naming import run_name
 
@@ -167,6 +169,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
         check_new_run(cfg)
         return cfg.resolve(), None
+    stored = _anchored(stored, _creation_folder(run_dir) if run_dir is not None else None)
+    explicit = _same_paths_as(explicit, stored)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
@@ -201,6 +205,66 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if "cuda" in (stored.engine, requested.engine) and run_dir is not None:
         _warn_if_other_device(run_dir, stored.engine, requested.engine)
     return requested, stored
+
+
+def _creation_folder(run_dir: Path) -> Path | None:
+    """The working folder the run was created in (``cwd`` of ``env.json``'s first record),
+    from which the relative paths of its config were typed; None where it is not recorded."""
+    try:
+        cwd = json.loads((run_dir / "env.json").read_text(encoding="utf-8")).get("cwd")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else None
+
+
+def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
+    """``stored`` with its relative paths (corpus, evaluation files) made absolute from the
+    folder they were typed in, where they still are: a resume from another working folder
+    reads the same files (a relative path named nothing there, or another folder of that
+    name). The config written by the resume then holds the absolute paths. A path no longer
+    found there stays relative, as typed (a project moved with its runs and corpora)."""
+    if folder is None:
+        return stored
+
+    def anchor(path: str) -> str:
+        if os.path.isabs(path):
+            return path
+        there = os.path.normpath(folder / path)
+        # gone from there (the project moved, with the run and its corpus): from here, as typed
+        return there if os.path.exists(there) else path
+
+    data, ev = stored.data, stored.eval
+    corpus = data.corpus if data.corpus in _LABELS else anchor(data.corpus)
+    return dataclasses.replace(
+        stored, data=dataclasses.replace(data, corpus=corpus),
+        eval=dataclasses.replace(ev, analogies=ev.analogies and anchor(ev.analogies),
+                                 similarity=tuple(anchor(p) for p in ev.similarity)))
+
+
+def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, Any]:
+    """``explicit`` with a ``--corpus`` that names the stored corpus's file or folder (another
+    spelling: ``./prep/``, an absolute path, a path from another working folder) replaced by
+    the stored value, and other relative evaluation files made absolute from here."""
+    out = {section: dict(values) if isinstance(values, dict) else values
+           for section, values in explicit.items()}
+    corpus = out.get("data", {}).get("corpus")
+    if isinstance(corpus, str) and corpus not in _LABELS and stored.data.corpus not in _LABELS \
+            and _same_file(corpus, stored.data.corpus):
+        out["data"]["corpus"] = stored.data.corpus
+    ev = out.get("eval", {})
+    if isinstance(ev.get("analogies"), str):
+        ev["analogies"] = os.path.abspath(ev["analogies"])
+    if isinstance(ev.get("similarity"), list | tuple):
+        ev["similarity"] = [os.path.abspath(p) if isinstance(p, str) else p
+                            for p in ev["similarity"]]
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (here): the same only if spelled alike
+        return os.path.abspath(a) == os.path.abspath(b)
 
 
 def _check_available(run_dir: Path | None, engine: str) -> None:
