@@ -1332,3 +1332,28 @@ def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,
     (there / "prep").mkdir()  # another folder of that name: not the run's corpus
     code, err = train(capsys, "--run", run, "--corpus", "prep", "--max-steps", "10")
     assert_refused(code, err, f"data.corpus (stored '{here / 'prep'}', requested 'prep')")
+
+
+def test_a_corpus_prepared_again_from_other_text_is_refused_on_resume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the same lines shuffled give the same vocabulary: the resume trained on other data
+    monkeypatch.chdir(tmp_path)
+    lines = write_corpus(tmp_path / "c.txt").read_text().splitlines()
+    (tmp_path / "shuffled.txt").write_text("\n".join(lines[1:] + lines[:1]) + "\n")
+    main(["prepare", "c.txt", "--out", "prep"])
+    code, err = train(capsys, "--run", "run", "--corpus", "prep", *FAST, "--max-steps", "2")
+    assert code == 0, err
+    shutil.rmtree("prep")
+    main(["prepare", "c.txt", "--out", "prep"])  # the same text again: the same corpus
+    code, err = train(capsys, "--run", "run", "--corpus", "prep", "--max-steps", "4")
+    assert code == 0, err
+    shutil.rmtree("prep")
+    main(["prepare", "shuffled.txt", "--out", "prep"])
+    saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    code, err = train(capsys, "--run", "run", "--corpus", "prep", "--max-steps", "6")
+    assert_refused(code, err, f"the corpus {tmp_path / 'prep'} is not the one ckpt-00000004 "
+                              "was trained on (its vocabulary, sentences or token ids differ: "
+                              "prepared again from other text?); pass the corpus the run was "
+                              "trained on, or --restart to start over on this one")
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == saved

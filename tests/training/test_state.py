@@ -31,7 +31,9 @@ def saved_states(draw: st.DrawFn) -> dict[str, Any]:
             "last_loss": draw(st.none() | sums), "train_seconds": draw(seconds),
             "finished": draw(st.booleans()), "window_seconds": draw(seconds),
             "wall_seconds": draw(seconds), "step": draw(counts),
-            "metrics": draw(st.dictionaries(st.text(min_size=1), sums, max_size=4))}
+            "metrics": draw(st.dictionaries(st.text(min_size=1), sums, max_size=4)),
+            "corpus": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=64,
+                                               max_size=64))}
 
 
 @settings(deadline=None)  # timing varies on a loaded machine; the property does not

@@ -122,15 +122,18 @@ def _verdict(group: Group, problem: str) -> None:
 
 
 def corpus_fingerprint(prepared: PreparedCorpus) -> str:
-    """A sha256 that tells two prepared corpora apart, for the processes' check that they read
-    the same: the vocabulary, the sentence ends, and 64 evenly spaced windows of the token ids
-    (hashing all of a billion-token corpus would take seconds)."""
+    """A sha256 that tells two prepared corpora apart: the vocabulary with its counts, and the
+    lengths and 64 evenly spaced windows of the sentence ends and of the token ids (reading all
+    of a billion-token corpus would take seconds, from a cold disk minutes). The processes of a
+    run check that they read the same corpus with it, and a checkpoint records it, so that a
+    resume on a corpus prepared again with other data is refused."""
     h = hashlib.sha256("\n".join(prepared.vocab.words).encode())
     h.update(np.asarray(prepared.vocab.counts, dtype=np.int64).tobytes())
-    h.update(np.ascontiguousarray(prepared.sentence_ends, dtype=np.int64).tobytes())
-    ids, window = prepared.ids, 1 << 14
-    for start in np.linspace(0, max(0, len(ids) - window), 64, dtype=np.int64):
-        h.update(np.ascontiguousarray(ids[start:start + window]).tobytes())
+    for array, dtype in ((prepared.sentence_ends, np.int64), (prepared.ids, np.uint32)):
+        h.update(np.int64(len(array)).tobytes())
+        window = 1 << 14
+        for start in np.linspace(0, max(0, len(array) - window), 64, dtype=np.int64):
+            h.update(np.ascontiguousarray(array[start:start + window], dtype=dtype).tobytes())
     return h.hexdigest()
 
 

@@ -110,6 +110,13 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
     engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows,
                                                initial)
+    fingerprint = handshake.corpus_fingerprint(prepared)
+    if ckpt is not None and state.corpus not in (None, fingerprint):
+        raise InputError(f"the corpus {cfg.data.corpus} is not the one {ckpt.name} was trained "
+                         f"on (its vocabulary, sentences or token ids differ: prepared again "
+                         f"from other text?); pass the corpus the run was trained on, or "
+                         f"{spell('--restart', True)} to start over on this one")
+    state.corpus = fingerprint
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
@@ -205,7 +212,7 @@ def shared_run(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus, state:
     apart."""
     return {"config": cfg.to_dict(), "run_dir": str(run_dir.resolve()),
             "corpus": str(Path(prepared.root).resolve()),
-            "corpus_sha256": handshake.corpus_fingerprint(prepared),
+            "corpus_sha256": state.corpus or handshake.corpus_fingerprint(prepared),
             "state": state.state_dict(), "resumed": resumed, "legacy": legacy,
             "evaluates": evaluates}
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 TRAIN_STATE = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "words_seen": int,
                "epoch": int, "train_seconds": float, "last_loss": (float, None),
                "window": ({"loss": float, "pairs": int, "words": int}, None), "finished": bool,
-               "window_seconds": float, "wall_seconds": float}
+               "window_seconds": float, "wall_seconds": float, "corpus": (str, None)}
 
 
 class LogWindow:
@@ -109,6 +109,9 @@ class TrainState:
     metrics: dict[str, float] = field(default_factory=dict)
     window: LogWindow = field(default_factory=LogWindow)
     finished: bool = False
+    #: the fingerprint of the prepared corpus trained on (training.handshake.corpus_fingerprint;
+    #: None in checkpoints of earlier versions)
+    corpus: str | None = None
 
     def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int, steps: int = 1) -> int:
         """Count ``steps`` steps of one epoch as trained, given where the last left the epoch
@@ -133,7 +136,7 @@ class TrainState:
                 "last_loss": self.last_loss, "train_seconds": self.train_seconds,
                 "finished": self.finished, "window_seconds": self.window.elapsed(),
                 "wall_seconds": self.wall_seconds, "step": self.step,
-                "metrics": dict(self.metrics)}
+                "metrics": dict(self.metrics), "corpus": self.corpus}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Take the values of a checkpoint's state (its shape checked against
@@ -147,6 +150,7 @@ class TrainState:
         self.metrics = dict(state.get("metrics", {}))
         self.window = LogWindow(state.get("window"), float(state.get("window_seconds", 0.0)))
         self.finished = bool(state.get("finished", False))
+        self.corpus = state.get("corpus")
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> TrainState:
