@@ -1357,3 +1357,30 @@ def test_a_corpus_prepared_again_from_other_text_is_refused_on_resume(
                               "prepared again from other text?); pass the corpus the run was "
                               "trained on, or --restart to start over on this one")
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == saved
+
+
+@pytest.mark.parametrize("damage", ["no config", "no checkpoints", "checkpoints is a file"])
+def test_a_run_missing_its_config_or_checkpoints_is_refused_not_restarted(
+        trained: Path, corpus: Path, tmp_path: Path, damage: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # without config.json the flags given became the run's (--lr 0.5 went on from its
+    # checkpoint); without checkpoints/ it started over in place, overwriting its metrics
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    if damage == "no config":
+        (run / "config.json").unlink()
+    else:
+        shutil.rmtree(run / "checkpoints")
+        if damage == "checkpoints is a file":
+            (run / "checkpoints").write_text("")
+    metrics = (run / "metrics.jsonl").read_bytes()
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--lr", "0.5")
+    if damage == "no config":
+        assert_refused(code, err, f"run {run} has checkpoints but no config.json, which holds "
+                                  "its settings; restore config.json from a backup, or pass "
+                                  "--restart to start over (the old folder is moved aside)")
+    else:
+        assert_refused(code, err, f"run {run} has no checkpoints, but its index "
+                                  f"({run / 'checkpoint'}) lists ")
+        assert "the checkpoints/ folder was moved or deleted; restore it, or pass --restart" in err
+    assert (run / "metrics.jsonl").read_bytes() == metrics

@@ -165,6 +165,13 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
                    ) -> tuple[TrainConfig, TrainConfig | None]:
     """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
     stored = stored_config(run_dir) if run_dir is not None else None
+    if stored is None and _has_checkpoint(run_dir):
+        # the flags given would otherwise be taken for the run's own: another --lr or
+        # --batch-size went on silently from its checkpoint
+        raise InputError(f"run {run_dir} has checkpoints but no {CONFIG_FILE}, which holds its "
+                         f"settings; restore {CONFIG_FILE} from a backup, or pass "
+                         f"{spell('--restart', True)} to start over (the old folder is moved "
+                         "aside)")
     if stored is None:
         cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
         check_new_run(cfg)

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
+from embedlab.checkpoint import (
+    CheckpointManager,
+    find_checkpoint,
+    load_checkpoint,
+    read_index,
+    tensor_specs,
+)
 from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
@@ -168,6 +174,16 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
     if latest is None and manager.list(check=False):
         raise InputError(f"run {run_dir} has checkpoints but none of them is intact (see the "
                          "warnings above); restore them from a backup, or pass "
+                         f"{spell('--restart', True)} to start over (the old folder is moved "
+                         "aside)")
+    listed = read_index(run_dir).ours()
+    if latest is None and listed:
+        # checkpoints/ deleted (or replaced by a file): starting over in place would overwrite
+        # the run's metrics and events, which go on to the steps the index names
+        raise InputError(f"run {run_dir} has no checkpoints, but its index "
+                         f"({run_dir / 'checkpoint'}) lists {len(listed)} up to step "
+                         f"{max(listed)}: the checkpoints/ folder was moved or deleted; "
+                         "restore it, or pass "
                          f"{spell('--restart', True)} to start over (the old folder is moved "
                          "aside)")
     return manager, latest
