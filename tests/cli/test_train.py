@@ -13,6 +13,8 @@ import os
 import re
 import shlex
 import shutil
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -672,6 +674,29 @@ def test_ctrl_c_before_training_puts_a_restarted_run_back(
     assert f"put the old run back at {copy}" in err
     assert snapshot(copy) == before
     assert not list(copy.parent.glob("run.old-*"))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_while_the_run_is_set_up_puts_a_restarted_run_back(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], signum: int) -> None:
+    # before the loop took the signals over, SIGTERM killed the process where it stood: the
+    # old run stayed moved aside as run.old-*, with no word
+    from embedlab.training import setup
+
+    def terminated(*args: object, **kwargs: object) -> None:
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler raises before this ends
+        raise AssertionError("the signal did not interrupt the set-up")
+
+    monkeypatch.setattr(setup, "open_corpus", terminated)
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+    assert code == 128 + signum, err
+    assert f"put the old run back at {copy}" in err and "embedlab: interrupted" in err
+    assert snapshot(copy) == before
+    assert not list(copy.parent.glob("run.old-*"))
+    assert signal.getsignal(signum) == signal.SIG_DFL  # the handlers are the caller's again
 
 
 def test_a_signal_before_training_puts_a_restarted_run_back(

@@ -404,23 +404,26 @@ def _after_each_call(monkeypatch: pytest.MonkeyPatch, then: Any) -> list[int]:
     return steps
 
 
+@pytest.mark.parametrize("signum", [15, 1], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_during_a_call_saves_the_step_the_call_ended_at(
-        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int) -> None:
+    # SIGHUP (a terminal or ssh connection that hangs up) killed the run like kill -9: status
+    # "running" and a half-written checkpoint left behind
     import os
-    import signal
 
     from embedlab.errors import TrainingInterrupted
 
     def third_call_signals(calls: int, done: Any) -> None:
-        if calls == 3:  # as if SIGTERM came while the third call trained
-            os.kill(os.getpid(), signal.SIGTERM)
+        if calls == 3:  # as if the signal came while the third call trained
+            os.kill(os.getpid(), signum)
 
     cfg = make_cfg(corpus, **MANY, optim={"epochs": 2})
     run_train(cfg, tmp_path / "whole")
     with monkeypatch.context() as m:
         steps = _after_each_call(m, third_call_signals)
-        with pytest.raises(TrainingInterrupted):
+        with pytest.raises(TrainingInterrupted) as stopped:
             run_train(cfg, tmp_path / "cut")
+    assert stopped.value.exit_code == 128 + signum
     assert max(steps) > 1  # many steps per call, not one
     _, state = load_checkpoint(find_checkpoint(tmp_path / "cut"))
     assert state["step"] == sum(steps[:3])

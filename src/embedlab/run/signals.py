@@ -1,7 +1,9 @@
-"""Graceful stop: SIGINT/SIGTERM only set a flag; the training loop checks it between steps.
+"""Graceful stop: SIGINT/SIGTERM (and SIGHUP, a terminal or ssh connection that hangs up, unless
+``nohup`` ignores it) only set a flag; the training loop checks it between steps.
 
 The loop then saves a checkpoint and raises :class:`~embedlab.errors.TrainingInterrupted` with
-:func:`exit_code_for` (130 for SIGINT, 143 for SIGTERM, the shell convention 128 + signal).
+:func:`exit_code_for` (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP: the shell convention
+128 + signal).
 A second signal while saving is noted and otherwise ignored: the save is atomic, and a
 half-written save would be skipped on resume anyway; SIGKILL remains the hard stop.
 """
@@ -45,7 +47,8 @@ class SignalFlag:
     rises). Previous handlers are restored on exit.
     """
 
-    def __init__(self, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> None:
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM,
+                                                   signal.SIGHUP)) -> None:
         self.signals = signals
         self.signum: int | None = None
         self.count = 0
@@ -58,12 +61,13 @@ class SignalFlag:
             self.signum = signum
         if said_by_another_process():  # every process of the run gets the signal
             return
-        if first:
-            print(f"\nembedlab: {signal.Signals(signum).name} received; finishing the current "
-                  "step and saving", file=sys.stderr, flush=True)
-        else:
-            print("embedlab: still saving; the checkpoint is written atomically, please wait",
-                  file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more
+            if first:
+                print(f"\nembedlab: {signal.Signals(signum).name} received; finishing the "
+                      "current step and saving", file=sys.stderr, flush=True)
+            else:
+                print("embedlab: still saving; the checkpoint is written atomically, please "
+                      "wait", file=sys.stderr, flush=True)
 
     def __bool__(self) -> bool:
         return self.signum is not None
@@ -71,6 +75,8 @@ class SignalFlag:
     def __enter__(self) -> SignalFlag:
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
+                if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # nohup: the run goes on when the terminal hangs up
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -92,15 +98,51 @@ def deferred_interrupt() -> Iterator[None]:
     is replaced: an ignored SIGINT (a background job) stays ignored, and a caller's own
     handler is left alone.
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    # SIGTERM and SIGHUP too where they raise (terminate_as_interrupt)
+    held = [sig for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+            if signal.getsignal(sig) in (signal.default_int_handler, _raise_terminated)]
     received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    before = {sig: signal.signal(sig, lambda signum, frame: received.append(signum))
+              for sig in held}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
     if received:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt if received[0] == signal.SIGINT else Terminated(received[0])
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP before the training loop takes the signals over (while a run is set
+    up): it unwinds as Ctrl-C does, so that a half-made run is cleaned away and ``--restart``
+    puts the old run back, instead of the process dying where it stands. The command exits
+    with 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` in the block, where their handler is the
+    default one (an ignored SIGHUP, under nohup, stays ignored; a caller's own handler is
+    left alone). The training loop's :class:`SignalFlag` takes them over while it trains."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {sig: signal.signal(sig, _raise_terminated) for sig in (signal.SIGTERM, signal.SIGHUP)
+              if signal.getsignal(sig) == signal.SIG_DFL}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -218,8 +218,12 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
     made = missing_folders(run_dir.parent)  # the child's folder beside the run creates them
+    from embedlab.run.signals import terminate_as_interrupt
+
     try:
-        with contextlib.ExitStack() as stack:
+        # a SIGTERM while the run is set up unwinds as Ctrl-C does: the half-made run goes,
+        # and --restart puts the old one back (it killed the process where it stood)
+        with terminate_as_interrupt(), contextlib.ExitStack() as stack:
             if restart and run_dir.exists():
                 from embedlab.training.restart import old_run_moved_aside
 
