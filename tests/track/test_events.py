@@ -82,3 +82,62 @@ def test_an_older_runs_experiment_summary_is_removed(tmp_path: Path) -> None:
     after = summary_events(run)
     assert after == [e for e in before if e[1] != "_hparams_/experiment"]
     assert drop_experiment_summaries(run) is False  # nothing left to do: no rewrite
+
+
+def test_a_full_disk_is_one_line_without_the_writer_threads_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the writer's thread printed "Exception in thread ..." and a traceback, and the main
+    # thread's error named no file
+    import errno
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from embedlab.errors import InputError
+
+    def full(self: Any, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    writer = EventWriter(tmp_path, None)
+    monkeypatch.setattr(RecordWriter, "write", full)
+    with pytest.raises(InputError) as failed:
+        for step in range(100):  # the thread fails on its first write; a later call says so
+            writer.add_summary(step, scalar_summary("train/loss", 1.0))
+            writer.flush()
+    path = next(iter(event_files(tmp_path)))
+    assert str(failed.value) == (
+        f"could not write TensorBoard events to {path} (No space left on device); free space on "
+        "the disk (or pass --no-tensorboard), then re-run the same command: the run resumes "
+        "from its last checkpoint")
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_only_the_writer_threads_disk_errors_are_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from embedlab.track import events
+
+    seen: list[type[BaseException] | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(args.exc_type))
+    events._quiet_writer_thread()
+    events._quiet_writer_thread()  # once is enough: not a chain of hooks
+
+    class _AsyncWriterThread(threading.Thread):  # tensorboard's writer thread, by its name
+        pass
+
+    for thread, error in ((_AsyncWriterThread(), OSError), (_AsyncWriterThread(), ValueError),
+                          (threading.Thread(), OSError)):
+        threading.excepthook(threading.ExceptHookArgs([error, error(), None, thread]))
+    assert seen == [ValueError, OSError]
+
+
+def test_a_run_folder_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    import os
+
+    from embedlab.errors import InputError
+
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/bad\xffname"))
+    folder.mkdir()
+    with pytest.raises(InputError, match="is not valid UTF-8, which TensorBoard's writer needs; "
+                                         "rename it, or pass --no-tensorboard"):
+        EventWriter(folder, None)

@@ -8,12 +8,15 @@ events, and the new event file carries ``purge_step = S + 1`` besides.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embedlab.errors import InputError
 from embedlab.track.jsonl import FINAL_PREFIX
 
 if TYPE_CHECKING:
@@ -121,7 +124,14 @@ class EventWriter:
     def __init__(self, run_dir: Path, purge_step: int | None) -> None:
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
-        self._file = EventFileWriter(str(run_dir), max_queue_size=10, flush_secs=120)
+        _quiet_writer_thread()
+        try:
+            self._file = EventFileWriter(str(run_dir), max_queue_size=10, flush_secs=120)
+        except UnicodeEncodeError:  # the writer encodes its path as UTF-8
+            raise InputError(f"the run folder {os.fsdecode(os.fsencode(run_dir))!r} is not "
+                             "valid UTF-8, which TensorBoard's writer needs; rename it, or "
+                             "pass --no-tensorboard") from None
+        self._path = getattr(self._file, "_file_name", str(run_dir))  # for messages
         if purge_step is not None:
             self._purge_from(purge_step)
 
@@ -140,10 +150,48 @@ class EventWriter:
 
     def _add(self, event: Any) -> None:
         event.wall_time = time.time()
-        self._file.add_event(event)
+        with self._failures():
+            self._file.add_event(event)
 
     def flush(self) -> None:
-        self._file.flush()
+        with self._failures():
+            self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        with self._failures():
+            self._file.close()
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """A write that failed (the writer's thread hands its error to the next call): one
+        line naming the file and the fix."""
+        try:
+            yield
+        except OSError as exc:
+            raise InputError(f"could not write TensorBoard events to {self._path} "
+                             f"({exc.strerror or exc}); free space on the disk (or pass "
+                             "--no-tensorboard), then re-run the same command: the run resumes "
+                             "from its last checkpoint") from None
+
+
+def _quiet_writer_thread() -> None:
+    """Let an OSError of tensorboard's writer thread pass without its traceback: the writer
+    raises it again in the main thread at the next event or flush, where it becomes the run's
+    one-line error (:meth:`EventWriter._failures`). Other threads' errors go to the hook that
+    was in place."""
+    before = threading.excepthook
+    if getattr(before, "quiets_writer_thread", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if not writer_thread_failed(args):
+            before(args)
+
+    hook.quiets_writer_thread = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
+
+
+def writer_thread_failed(args: threading.ExceptHookArgs) -> bool:
+    """Whether ``args`` is an OSError of tensorboard's event writer thread."""
+    return (type(args.thread).__name__ == "_AsyncWriterThread" and args.exc_type is not None
+            and issubclass(args.exc_type, OSError))
