@@ -601,13 +601,14 @@ def test_restart_moves_the_old_run_aside(copy: Path, corpus: Path,
     assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["ckpt-00000003"]
 
 
+@pytest.mark.parametrize("given", ["ckpt-00000020", "20"])  # a name, or the step alone
 def test_from_a_checkpoint_moves_newer_ones_aside_and_replays(
-        copy: Path, trained: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        copy: Path, trained: Path, corpus: Path, capsys: pytest.CaptureFixture[str],
+        given: str) -> None:
     newer = sorted(p.name for p in (copy / "checkpoints").iterdir()
                    if p.name > "ckpt-00000020")
     assert newer
-    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
-                      "ckpt-00000020")
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", given)
     assert code == 0, err
     abandoned = list(copy.glob("checkpoints-abandoned-*"))
     assert len(abandoned) == 1 and f"moved {len(newer)} newer checkpoint(s)" in err
@@ -635,8 +636,8 @@ def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
                       "ckpt-00000007")
     newest = ", ".join(sorted(p.name for p in (copy / "checkpoints").iterdir())[-3:])
     assert_refused(code, err, f"--from ckpt-00000007: no such checkpoint ({copy} has {newest} "
-                              "and older); pass one of them, 'best' or a checkpoint folder "
-                              f"(list them: embedlab ckpt {copy})")
+                              "and older); pass one of them (or its step), 'best' or a "
+                              f"checkpoint folder (list them: embedlab ckpt {copy})")
     assert snapshot(copy) == before
 
 

@@ -138,8 +138,11 @@ def test_a_run_without_a_checkpoint_takes_other_flags(tmp_path: Path) -> None:
 
 def test_resume_refuses_another_preset(tmp_path: Path) -> None:
     run = _store(tmp_path / "run", TrainConfig(threads=1))
-    with pytest.raises(InputError, match="drop --preset cs20 to resume"):
+    with pytest.raises(InputError) as refused:
         resolve_config(run, {}, "cs20")
+    # it said "created with --preset None"
+    assert str(refused.value) == (f"run {run} was created without --preset; drop --preset cs20 "
+                                  "to resume, or use --restart / another --run")
 
 
 def test_resume_with_other_threads_warns(tmp_path: Path,

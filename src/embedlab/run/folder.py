@@ -28,7 +28,7 @@ from embedlab.config import (
     overlay,
 )
 from embedlab.data.corpus import SPECIAL_CORPORA as _LABELS  # corpus names that are not paths
-from embedlab.errors import InputError, python_caller, spell, spell_metavar, warn
+from embedlab.errors import InputError, python_caller, spell, spell_metavar, spell_name, warn
 from embedlab.run.naming import run_name
 
 CONFIG_FILE = "config.json"
@@ -181,9 +181,11 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
-        raise InputError(f"run {run_dir} was created with {spell('--preset', stored.preset)}; "
-                         f"drop {spell('--preset', preset)} to resume, or use "
-                         f"{spell('--restart', True)} / another {spell('--run')}")
+        made = f"with {spell('--preset', stored.preset)}" if stored.preset else \
+            f"without {spell_name('--preset')}"
+        raise InputError(f"run {run_dir} was created {made}; drop {spell('--preset', preset)} "
+                         f"to resume, or use {spell('--restart', True)} / another "
+                         f"{spell('--run')}")
     overlay(base, explicit)
     stored = dataclasses.replace(stored, engine=recorded_engine(stored))
     requested = TrainConfig.from_dict(base)

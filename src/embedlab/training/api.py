@@ -395,13 +395,18 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
     path = Path(from_ckpt)
     if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
         path = run / "checkpoints" / from_ckpt
+    if not path.exists() and from_ckpt.isdigit():  # a step, as 'embedlab ckpt' lists them
+        from embedlab.checkpoint import ckpt_name
+
+        path = run / "checkpoints" / ckpt_name(int(from_ckpt))
     if not path.exists():
         # the generic "pass a run folder" of find_checkpoint does not fit --from
         have = [info.path.name for info in CheckpointManager(run).list(check=False)]
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
                   if have else f"{run} has no checkpoints")
         raise InputError(f"{_from(from_ckpt)}: no such checkpoint ({listed}); pass one of "
-                         f"them, 'best' or a checkpoint folder (list them: embedlab ckpt {run})")
+                         "them (or its step), 'best' or a checkpoint folder (list them: embedlab "
+                         f"ckpt {run})")
     ckpt = find_checkpoint(path)
     # Another run's checkpoint would continue that run's weights under this run's name, config
     # and history; starting from other vectors is what --init-from is for.
