@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from embedlab.engines import CUDA_LOSSES, REQUESTS
+from embedlab.engines import CPU_REQUEST, CUDA_LOSSES, REQUESTS
 from embedlab.errors import InputError, spell, spell_metavar, spell_name
 
 ModelKind = Literal["skipgram", "cbow"]
@@ -318,7 +318,7 @@ class TrainConfig:
         NCE, with the summed loss (the lecture's batch mean has no one rate for several
         batches)."""
         m = _flag("micro_batches", self.optim.micro_batches)
-        if self.engine not in ("torch", "cuda", "auto"):
+        if self.engine not in ("torch", "cuda", "auto", CPU_REQUEST):  # cpu: the torch engine
             raise InputError(f"{m} trains on the torch and cuda engines; pass "
                              f"{_flag('engine', 'torch')} or {_flag('engine', 'cuda')}")
         if self.model.loss == "hs":

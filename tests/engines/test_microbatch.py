@@ -329,3 +329,19 @@ def test_micro_batches_refuse_what_they_cannot_train(tmp_path: Path, flags: list
                             "--micro-batches", "2", *flags], capsys)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r").exists()
+
+
+def test_device_cpu_with_micro_batches_is_the_torch_engine(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    # --device cpu means "the CPU's engine": with micro-batches that is torch, but it was
+    # refused with "pass --engine torch or --engine cuda"
+    from embedlab.testing import run_cli, write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=20)
+    code, _, err = run_cli(["train", "--run", str(tmp_path / "r"), "--corpus", str(corpus),
+                            "--micro-batches", "2", "--device", "cpu", "--batch-size", "16",
+                            "--dim", "8", "--max-steps", "1", "--no-tensorboard",
+                            "--no-progress"], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["engine"] == "torch"

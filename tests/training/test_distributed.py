@@ -580,3 +580,29 @@ def test_nproc_returns_when_a_process_hangs(corpus: Path, tmp_path: Path,
     assert "embedlab: error: another process of the run stopped or cannot be reached" in out
     assert "embedlab: process 1 did not end within 33 s of the run's end; stopping them" in out
     assert _gone(hung)
+
+
+@pytest.mark.parametrize(("size", "settings", "resumed", "message"), [
+    # the fixes went round: --micro-batches 2, then "pass --loss neg or --micro-batches 1"
+    (2, {"model": {"loss": "hs"}, "engine": "torch"}, False,
+     "2 processes train negative sampling or NCE, not hierarchical softmax, which trains in one "
+     "process; pass --loss neg, or start one process"),
+    # a resumed run's --micro-batches is its own: "pass --micro-batches 4" was refused next
+    (4, {"optim": {"micro_batches": 2}, "engine": "torch"}, True,
+     "this run trains steps of 2 micro-batches, which 4 processes cannot share; resume it with "
+     "a number of processes that divides 2 (1, 2)"),
+    (2, {"optim": {"micro_batches": 1}, "engine": "torch"}, True,
+     "this run trains steps of 1 micro-batch, which 2 processes cannot share; resume it with a "
+     "number of processes that divides 1 (1)"),
+    (2, {"optim": {"micro_batches": 3}, "engine": "torch"}, False, INDIVISIBLE.removeprefix(
+        "embedlab: error: ")),
+])
+def test_a_refusal_names_a_fix_the_run_accepts(size: int, settings: dict[str, Any],
+                                               resumed: bool, message: str) -> None:
+    from embedlab.config import TrainConfig
+    from embedlab.errors import InputError
+    from embedlab.training.handshake import check_config
+
+    with pytest.raises(InputError) as refused:
+        check_config(size, TrainConfig.from_dict(settings), resumed=resumed)
+    assert str(refused.value) == message

@@ -217,7 +217,7 @@ def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = 
         if say:
             _note(f"{spell('--loss', loss)} trains on the CPU (the cuda engine trains negative "
                   "sampling and NCE)")
-    if requested == "auto" and micro:
+    if requested in ("auto", CPU_REQUEST) and micro:
         return "torch"  # of the CPU engines, the one that trains micro-batches
     if requested in ("auto", CPU_REQUEST, "native"):
         reason = unavailable_reason("native")  # cached: asking again is free

@@ -51,9 +51,20 @@ def agree_on_arguments(group: Group, arguments: Mapping[str, Any]) -> None:
             raise InputError(f"process {rank} of {group.size}: {got['problem']}")
 
 
-def check_config(size: int, cfg: TrainConfig) -> None:
-    """Refuse a run ``size`` processes cannot share: one step must split evenly among them."""
+def check_config(size: int, cfg: TrainConfig, *, resumed: bool = False) -> None:
+    """Refuse a run ``size`` processes cannot share: one step must split evenly among them.
+    ``resumed``: the run has a config already, whose ``--micro-batches`` is its own (the fix
+    is then another number of processes)."""
     m = cfg.optim.micro_batches
+    if cfg.model.loss == "hs":  # before the micro-batches: those are refused for hs
+        raise InputError(f"{size} processes train negative sampling or NCE, not hierarchical "
+                         f"softmax, which trains in one process; pass "
+                         f"{spell('--loss', 'neg')}, or start one process")
+    if resumed and (m == 1 or m % size):
+        fits = [n for n in range(1, m + 1) if m % n == 0]
+        raise InputError(f"this run trains steps of {m} micro-batch{'es' if m > 1 else ''}, "
+                         f"which {size} processes cannot share; resume it with a number of "
+                         f"processes that divides {m} ({', '.join(map(str, fits))})")
     if m == 1:
         raise InputError(f"{size} processes share each step's micro-batches; pass "
                          f"{spell('--micro-batches', size)} (or a multiple of {size}) and keep "

@@ -94,7 +94,9 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     check_best_metric(cfg)
     group = distributed.current()
     if group is not None:
-        handshake.check_config(group.size, cfg)
+        handshake.check_config(group.size, cfg,
+                               resumed=(run_dir / "config.json").is_file() and
+                               any((run_dir / "checkpoints").glob("ckpt-*")))
     progress = cfg.track.progress and out.isatty()
     manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
     initial = _start_initial_vectors(cfg) if ckpt is None else None
