@@ -415,13 +415,27 @@ def test_sigterm_to_every_process_saves_once_and_the_lock_refuses_a_second_job(
 
 
 def test_processes_started_with_other_flags_are_refused(corpus: Path, tmp_path: Path) -> None:
+    # by the flags' names, not the config's (it said "options.model.window: 3 vs 4")
     base = ["--run", str(tmp_path / "run"), "--corpus", str(corpus), *FLAGS]
-    got = _by_hand([[*base, "--window", "3"], [*base, "--window", "4"]], [tmp_path, tmp_path])
+    got = _by_hand([[*base, "--window", "3", "--seed", "1"], [*base, "--window", "4"]],
+                   [tmp_path, tmp_path])
     assert [code for code, _ in got] == [2, 2]
     assert [out.strip().splitlines() for _, out in got] == [[
         "embedlab: error: process 1 of 2 was started with other arguments than process 0 "
-        "(options.model.window: 3 vs 4); start every process with the same command"], []]
+        "(--window: 3 vs 4); start every process with the same command"], []]
     assert not (tmp_path / "run").exists()
+
+
+def test_flags_that_say_the_defaults_agree_with_none(corpus: Path, tmp_path: Path,
+                                                     reference: Outcome) -> None:
+    # --seed 1 (the default) on one process and no --seed on the other were refused as
+    # "options.seed: None vs 1"; so were --engine torch and none (which picks torch)
+    run = tmp_path / "run"
+    base = ["--run", str(run), "--corpus", str(corpus), *FLAGS, *_evaluation(corpus)]
+    got = _by_hand([[*base, "--seed", "1"], [*base, "--engine", "auto"]],
+                   [tmp_path, tmp_path])
+    assert [code for code, _ in got] == [0, 0], got
+    assert _final(run) == reference
 
 
 def test_a_corpus_missing_on_one_machine_is_refused(corpus: Path, tmp_path: Path) -> None:

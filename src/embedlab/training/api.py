@@ -158,8 +158,17 @@ def _arguments(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
                runs_dir: str | os.PathLike[str], preset: str | None, restart: bool,
                from_checkpoint: str | os.PathLike[str] | None) -> dict[str, Any]:
     """A call's arguments as JSON values, which every process of a run must share (threads
-    apart: each machine may have its own cores)."""
-    options = {k: v for k, v in explicit.items() if k != "threads"}
+    apart: each machine may have its own cores). The options are compared by their effect —
+    the settings they give with the defaults and the preset, under the names of their flags —
+    so that ``--seed 1`` and no ``--seed`` (whose default is 1) agree."""
+    from embedlab.config import TrainConfig, apply_preset, flatten
+
+    cfg = TrainConfig.from_dict(apply_preset(preset, explicit))
+    settings = {**flatten(cfg.to_dict()), "engine": cfg.engine_for()}
+    names = {f"{section}.{key}" if section else key: name
+             for name, (section, key) in OPTIONS.items()}
+    options = {spell(f"--{names[k].replace('_', '-')}") if k in names else k: v
+               for k, v in settings.items() if k != "threads"}
     return {"options": options, "run": None if run is None else os.fspath(run),
             "runs_dir": os.fspath(runs_dir), "preset": preset, "restart": restart,
             "from": None if from_checkpoint is None else os.fspath(from_checkpoint),

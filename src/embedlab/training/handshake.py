@@ -148,13 +148,14 @@ def corpus_fingerprint(prepared: PreparedCorpus) -> str:
     return h.hexdigest()
 
 
-def _differing(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """The keys (dotted) whose values differ between ``a`` and ``b``."""
+def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """What differs between two processes' arguments: the options by their flags
+    (``--dim: 32 vs 64``), the others by name (``run: 'a' vs 'b'``)."""
     out = []
     for key in sorted(set(a) | set(b)):
         va, vb = a.get(key), b.get(key)
-        if isinstance(va, dict) and isinstance(vb, dict):
-            out += _differing(va, vb, f"{prefix}{key}.")
+        if key == "options" and isinstance(va, dict) and isinstance(vb, dict):
+            out += _differing(va, vb)
         elif va != vb:
-            out.append(f"{prefix}{key}: {va!r} vs {vb!r}")
+            out.append(f"{key}: {va!r} vs {vb!r}")
     return out
