@@ -620,3 +620,41 @@ def test_a_refusal_names_a_fix_the_run_accepts(size: int, settings: dict[str, An
     with pytest.raises(InputError) as refused:
         check_config(size, TrainConfig.from_dict(settings), resumed=resumed)
     assert str(refused.value) == message
+
+
+def _alone(rank: int, port: int, run: Path, corpus: Path) -> subprocess.Popen[str]:
+    """One process of a run of two, the other never started."""
+    env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+           "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    return subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--run", str(run),
+                             "--corpus", str(corpus), *FLAGS], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_a_port_in_use_is_named(corpus: Path, tmp_path: Path) -> None:
+    # "cannot join ... (The server socket has failed to listen ...); check torchrun's
+    # --rdzv-endpoint": the port taken by another program was not said
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out = _finish(_alone(0, port, tmp_path / "run", corpus), 120)
+    assert code == 2
+    assert out.strip().splitlines() == [
+        f"embedlab: error: cannot open the run's rendezvous at 127.0.0.1:{port}: the port is in "
+        "use by another program (The server socket has failed to listen on any local network "
+        "address); pass a free port (torchrun's --master-port, or --rdzv-endpoint HOST:PORT)"]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_a_process_whose_partners_never_come_says_it_waits(corpus: Path, tmp_path: Path) -> None:
+    # it waited in silence (for up to 4 hours)
+    proc = _alone(1, _free_port(), tmp_path / "run", corpus)
+    try:
+        time.sleep(20)
+    finally:
+        proc.kill()
+    out, _ = proc.communicate()
+    assert "embedlab: process 1 of 2 is waiting for the run's other processes at 127.0.0.1:" \
+        in out, out

@@ -39,6 +39,7 @@ import hashlib
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -94,6 +95,17 @@ def launched_rank() -> int:
         return int(os.environ.get("RANK", "0")) if launched_size() > 1 else 0
     except ValueError:
         return 0
+
+
+#: seconds a process waits for the others to join before it says so
+JOIN_NOTICE_SECONDS = 15.0
+
+
+def _say_waiting(where: str) -> None:
+    with contextlib.suppress(OSError):
+        print(f"embedlab: process {launched_rank()} of {launched_size()} is waiting for the "
+              f"run's other processes at {where} (started with the same command on every "
+              "machine?)", file=sys.stderr, flush=True)
 
 
 def step_timeout() -> float:
@@ -162,14 +174,25 @@ class Group:
         import_torch("training with torchrun")
         import torch.distributed as dist
 
+        where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+        # a process whose partners never come waits up to PATIENT_TIMEOUT: say so, once
+        notice = threading.Timer(JOIN_NOTICE_SECONDS, _say_waiting, (where,))
+        notice.daemon = True
+        notice.start()
         try:
             dist.init_process_group("gloo", timeout=timedelta(seconds=PATIENT_TIMEOUT))
             steps = dist.new_group(backend="gloo", timeout=timedelta(seconds=step_timeout()))
         except (RuntimeError, ValueError) as exc:
-            raise InputError(f"cannot join the other processes of the run at "
-                             f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} "
-                             f"({_first_line(exc)}); check torchrun's --rdzv-endpoint and that "
-                             "every machine can reach it") from None
+            why = _first_line(exc)
+            if "listen" in why or "EADDRINUSE" in why or "ddress already in use" in why:
+                raise InputError(f"cannot open the run's rendezvous at {where}: the port is in "
+                                 f"use by another program ({why}); pass a free port (torchrun's "
+                                 "--master-port, or --rdzv-endpoint HOST:PORT)") from None
+            raise InputError(f"cannot join the other processes of the run at {where} ({why}); "
+                             "check torchrun's --rdzv-endpoint and that every machine can "
+                             "reach it") from None
+        finally:
+            notice.cancel()
         group = cls(dist.get_rank(), dist.get_world_size(), steps)
         # decided here, where every process is, as creating a group takes all of them: a
         # process whose machine has fewer GPUs than processes makes every process do without
