@@ -658,3 +658,20 @@ def test_a_process_whose_partners_never_come_says_it_waits(corpus: Path, tmp_pat
     out, _ = proc.communicate()
     assert "embedlab: process 1 of 2 is waiting for the run's other processes at 127.0.0.1:" \
         in out, out
+
+
+@pytest.mark.slow
+def test_a_launcher_killed_outright_leaves_one_line_per_process(corpus: Path,
+                                                                 tmp_path: Path) -> None:
+    # torchrun killed with SIGKILL takes the rendezvous store with it: each heartbeat and
+    # exchange then printed a C++ warning of ~20 stack frames before the run's own line
+    run = tmp_path / "run"
+    proc = _torchrun(2, run, corpus)
+    _wait_for_step(run, 120, proc)
+    workers = [_worker(proc.pid, rank) for rank in (0, 1)]
+    proc.kill()
+    out, _ = proc.communicate(timeout=120)  # the workers hold the pipe until they end
+    assert all(_gone(pid) for pid in workers)
+    assert "frame #" not in out and "Exception raised from" not in out, out
+    assert out.count("embedlab: error: another process of the run stopped or cannot be "
+                     "reached") == 2, out

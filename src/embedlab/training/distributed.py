@@ -131,6 +131,11 @@ def joined() -> Iterator[Group | None]:
     if launched_size() == 1:
         yield None
         return
+    # torch's C++ warnings print a stack trace each: a launcher that dies takes the
+    # rendezvous store with it, and every heartbeat and exchange then printed ~20 lines before
+    # the run's own one-line error. Errors still show; a value the user set is kept. Read when
+    # torch loads, so set before the first import.
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     global _sigterm_before
     group = Group.join()
     _current = group
