@@ -1410,3 +1410,25 @@ def test_a_run_missing_its_config_or_checkpoints_is_refused_not_restarted(
                                   f"({run / 'checkpoint'}) lists ")
         assert "the checkpoints/ folder was moved or deleted; restore it, or pass --restart" in err
     assert (run / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_checkpoints_that_cannot_be_written_are_refused_before_training(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a read-only checkpoints/ was found at the first save, after minutes of training
+    import errno
+
+    real = Path.touch
+
+    def read_only(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.name.startswith(".write-test-"):
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "touch", read_only)
+    metrics = (copy / "metrics.jsonl").read_bytes()
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert_refused(code, err, f"cannot write checkpoints into {copy / 'checkpoints'} (Read-only "
+                              "file system); make it writable (or pass another --run), then "
+                              "re-run the same command")
+    assert (copy / "metrics.jsonl").read_bytes() == metrics

@@ -473,7 +473,7 @@ def test_resuming_names_arguments(corpus: Path, tmp_path: Path,
     same = {"corpus": corpus, "run": run, **FAST}
     assert refused(**{**same, "dim": 16}).endswith(
         "Drop those arguments to resume, pass restart=True to start over, or use another run=")
-    assert refused(**same, preset="cs20") == (f"run {run} was created with preset=None; drop "
+    assert refused(**same, preset="cs20") == (f"run {run} was created without preset; drop "
                                               "preset='cs20' to resume, or use restart=True / "
                                               "another run=")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import math
+import os
 import secrets
 import shutil
 import threading
@@ -189,6 +190,22 @@ class CheckpointManager:
             out.append(CheckpointInfo(step, path, saved, size, index.roles(step),
                                       check and problem is None, problem))
         return out
+
+    def check_writable(self) -> None:
+        """Refuse, before training, a checkpoints folder that a save could not write into (read
+        only, on a read-only file system): found only at the first save, it cost the steps
+        trained until then. A file is made and removed there, as a save would; the folder
+        itself is not created (a new run makes it at its first save)."""
+        folder = self.root if self.root.is_dir() else self.root.parent
+        probe = folder / f".write-test-{os.getpid()}"
+        try:
+            probe.touch()
+            probe.unlink()
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise InputError(f"cannot write checkpoints into {folder} ({why}); make it "
+                             "writable (or pass another --run), then re-run the same command"
+                             ) from None
 
     def remove_stale_tmp(self) -> tuple[Path, ...]:
         """Delete ``ckpt-N.tmp-*`` folders left by a killed save, and ``.ckpt-N.old-*`` ones

@@ -166,6 +166,7 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
     manager = CheckpointManager(run_dir, keep=c.keep, keep_every=c.keep_every,
                                 best_metric=c.best_name, best_mode=c.best_mode)
     manager.check_index()  # a damaged index is refused before anything of the run is written
+    manager.check_writable()
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     if resume_from:
         return manager, find_checkpoint(resume_from)
