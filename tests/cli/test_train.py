@@ -629,13 +629,14 @@ def test_from_best(copy: Path, trained: Path, corpus: Path,
     assert final_bytes(copy) == final_bytes(trained)
 
 
+@pytest.mark.parametrize("given", ["ckpt-00000007", "²"])  # "²" is a digit, not a step
 def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+                                              capsys: pytest.CaptureFixture[str],
+                                              given: str) -> None:
     before = snapshot(copy)
-    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from",
-                      "ckpt-00000007")
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", given)
     newest = ", ".join(sorted(p.name for p in (copy / "checkpoints").iterdir())[-3:])
-    assert_refused(code, err, f"--from ckpt-00000007: no such checkpoint ({copy} has {newest} "
+    assert_refused(code, err, f"--from {given}: no such checkpoint ({copy} has {newest} "
                               "and older); pass one of them (or its step), 'best' or a "
                               f"checkpoint folder (list them: embedlab ckpt {copy})")
     assert snapshot(copy) == before
@@ -1432,3 +1433,28 @@ def test_checkpoints_that_cannot_be_written_are_refused_before_training(
                               "file system); make it writable (or pass another --run), then "
                               "re-run the same command")
     assert (copy / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_the_same_command_resumes_the_same_named_run_again_and_again(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a resume wrote the corpus's absolute path into config.json, and the next run of the same
+    # command (no --run: the run found by its name and settings) started a new run "-2"
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(corpus, tmp_path / "c.txt")
+    for steps in (2, 4, 6):
+        code, err = train(capsys, "--runs-dir", "runs", "--corpus", "c.txt", *FAST,
+                          "--max-steps", str(steps))
+        assert code == 0, err
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["c-sg-d8-b32-e2"]
+    run = tmp_path / "runs" / "c-sg-d8-b32-e2"
+    assert json.loads((run / "config.json").read_text())["data"]["corpus"] == "c.txt"
+    # a copy of the project, its own corpus beside it, resumes with the same command too
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copytree(tmp_path / "runs", copy / "runs")
+    shutil.copy(tmp_path / "c.txt", copy / "c.txt")
+    monkeypatch.chdir(copy)
+    code, err = train(capsys, "--runs-dir", "runs", "--corpus", "c.txt", *FAST,
+                      "--max-steps", "8")
+    assert code == 0 and "resuming" in err and "step 8," in err, err

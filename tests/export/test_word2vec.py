@@ -339,12 +339,17 @@ def test_gensims_gzip_is_read_whatever_its_name(tmp_path: Path) -> None:
     assert words == ["x", "y"] and np.array_equal(m, np.eye(2))
 
 
-def test_a_damaged_compressed_file_is_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["cut", "flipped"])
+def test_a_damaged_compressed_file_is_one_line(tmp_path: Path, damage: str) -> None:
     import gzip
 
     path = tmp_path / "v.txt.gz"
-    path.write_bytes(gzip.compress(b"2 1\na 1\nb 2\n")[:15])
-    message = _read_error(path, path.read_bytes())
+    good = gzip.compress(b"2 1\na 1\nb 2\n" * 50)
+    # a cut stream ends early (EOFError); flipped bytes break the deflate stream (zlib.error,
+    # which was a traceback)
+    bad = good[:15] if damage == "cut" else good[:12] + bytes(b ^ 0xFF for b in good[12:40]) + \
+        good[40:]
+    message = _read_error(path, bad)
     assert message.startswith(f"{path} is a damaged gzip file (") and message.endswith(
         "); download or export it again")
 

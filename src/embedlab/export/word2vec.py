@@ -22,6 +22,7 @@ import lzma
 import mmap
 import os
 import sys
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -225,7 +226,7 @@ def _decompressed(path: Path, data: bytes) -> bytes:
         if data.startswith(magic):
             try:
                 return decompress(data)
-            except (OSError, EOFError, ValueError, lzma.LZMAError) as exc:
+            except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
                 raise InputError(f"{path} is a damaged {name} file ({exc}); download or export "
                                  "it again") from None
     return data

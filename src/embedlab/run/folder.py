@@ -227,19 +227,20 @@ def _creation_folder(run_dir: Path) -> Path | None:
 
 
 def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
-    """``stored`` with its relative paths (corpus, evaluation files) made absolute from the
-    folder they were typed in, where they still are: a resume from another working folder
-    reads the same files (a relative path named nothing there, or another folder of that
-    name). The config written by the resume then holds the absolute paths. A path no longer
-    found there stays relative, as typed (a project moved with its runs and corpora)."""
+    """``stored`` with the relative paths (corpus, evaluation files) that name nothing from
+    here made absolute from the folder they were typed in, where they still are: a resume from
+    another working folder then reads the run's files (it stopped at "corpus not found"); the
+    config written by that resume holds the absolute paths. A path found from here stays as
+    typed, so that a resume from the run's own folder, or from a copy of the project, changes
+    nothing of the run's records (a corpus there that differs from the run's is refused by
+    its fingerprint, :mod:`embedlab.training.setup`)."""
     if folder is None:
         return stored
 
     def anchor(path: str) -> str:
-        if os.path.isabs(path):
-            return path
+        if os.path.isabs(path) or os.path.exists(path):
+            return path  # as typed: config.json and the run's records keep their words
         there = os.path.normpath(folder / path)
-        # gone from there (the project moved, with the run and its corpus): from here, as typed
         return there if os.path.exists(there) else path
 
     data, ev = stored.data, stored.eval

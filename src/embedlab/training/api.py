@@ -12,6 +12,7 @@ import contextlib
 import difflib
 import gc
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -404,7 +405,7 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
     path = Path(from_ckpt)
     if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
         path = run / "checkpoints" / from_ckpt
-    if not path.exists() and from_ckpt.isdigit():  # a step, as 'embedlab ckpt' lists them
+    if not path.exists() and re.fullmatch(r"[0-9]+", from_ckpt):  # a step, as 'ckpt' lists
         from embedlab.checkpoint import ckpt_name
 
         path = run / "checkpoints" / ckpt_name(int(from_ckpt))
