@@ -18,7 +18,7 @@ def test_exit_codes() -> None:
     assert exit_code_for(signal.SIGTERM) == 143
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_flag_set_not_raised_and_restored(sig: int, capsys: pytest.CaptureFixture[str]) -> None:
     before = signal.getsignal(sig)
     with SignalFlag() as flag:
@@ -69,3 +69,26 @@ def test_deferred_interrupt_leaves_an_ignored_sigint_ignored() -> None:
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("theirs", [signal.SIG_IGN, lambda signum, frame: None],
+                         ids=["nohup", "a program's own"])
+def test_a_sighup_handler_that_is_not_the_default_is_left_alone(theirs: object) -> None:
+    # a program's own SIGHUP handler (a log reopened on logrotate's signal) was taken over, and
+    # its next SIGHUP stopped training with exit status 129
+    before = signal.signal(signal.SIGHUP, theirs)  # type: ignore[arg-type]
+    try:
+        with SignalFlag():
+            assert signal.getsignal(signal.SIGHUP) is theirs
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def test_set_up_signals_raise_and_leave_their_handlers_as_found() -> None:
+    from embedlab.run.signals import Terminated, terminate_as_interrupt
+
+    with pytest.raises(Terminated) as stopped, terminate_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises first
+    assert stopped.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

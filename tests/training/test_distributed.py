@@ -675,3 +675,19 @@ def test_a_launcher_killed_outright_leaves_one_line_per_process(corpus: Path,
     assert "frame #" not in out and "Exception raised from" not in out, out
     assert out.count("embedlab: error: another process of the run stopped or cannot be "
                      "reached") == 2, out
+
+
+def test_after_a_lost_process_sigterm_stays_ignored_until_the_group_is_left() -> None:
+    # the set-up's raising handler, put back as its block ended, cut the ignore short (a
+    # scheduler's SIGTERM then killed process 0 before its one line), and leaving the group
+    # put it back for good
+    from embedlab.run.signals import terminate_as_interrupt
+    from embedlab.training import distributed
+
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    with terminate_as_interrupt():
+        distributed.finish_exit()  # the run lost a process: this one ends its exit
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # until the group is left
+    distributed._restore_sigterm()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

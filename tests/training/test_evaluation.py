@@ -205,3 +205,33 @@ def test_a_checkpoint_between_evaluations_records_its_own_value(files: Path,
     assert read_index(run).best_value == pytest.approx(1.0, abs=1e-12)
     last = max(checkpoints)  # the log keeps --eval-every's steps (and the end), nothing more
     assert sorted(logged(run, "eval/similarity/peak")) == [*range(7, last, 7), last]
+
+
+def test_a_signals_save_does_not_wait_for_an_evaluation(files: Path, peaked: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a SIGTERM's save evaluated first (seconds on a big vocabulary, while a scheduler's
+    # SIGKILL may follow); it now records no evaluation rather than a stale one
+    import os
+    import signal
+
+    from embedlab.training.reporting import Reporter
+
+    real = Reporter.close_window
+
+    def signal_at_step_10(self: Reporter, lr: float) -> None:
+        real(self, lr)
+        if self.run.state.step == 10:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Reporter, "close_window", signal_at_step_10)
+    run = files / "stopped"
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+              "--no-tensorboard", "--eval-similarity", str(files / "peak.tsv"),
+              "--eval-every", "7", "--checkpoint-every", "100", "--best-metric",
+              "similarity/peak"])
+    assert stopped.value.code == 143
+    checkpoints = saved(run)
+    assert sorted(checkpoints) == [10]
+    assert "similarity/peak" not in checkpoints[10][2] and "loss" in checkpoints[10][2]
+    assert read_index(run).best is None  # nothing evaluated at a saved step yet

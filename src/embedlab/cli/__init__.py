@@ -186,12 +186,9 @@ def main(argv: list[str] | None = None) -> Any:
         _fail(exc.format_message().replace("\n", " "), exc.exit_code if exc.exit_code else 2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.Abort as exc:
-        from embedlab.run.signals import Terminated
-
+    except click.Abort:
         click.echo("embedlab: interrupted", err=True)
-        cause = exc.__cause__ or exc.__context__
-        sys.exit(128 + cause.signum if isinstance(cause, Terminated) else 130)
+        sys.exit(130)
     except TrainingInterrupted as exc:
         if exc.printed_by_another:
             sys.exit(exc.exit_code)

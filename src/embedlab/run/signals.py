@@ -75,8 +75,11 @@ class SignalFlag:
     def __enter__(self) -> SignalFlag:
         if threading.current_thread() is threading.main_thread():
             for sig in self.signals:
-                if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
-                    continue  # nohup: the run goes on when the terminal hangs up
+                if sig == signal.SIGHUP and not (signal.getsignal(sig) == signal.SIG_DFL or
+                                                 set_up_handler(signal.getsignal(sig))):
+                    # nohup ignores it (the run goes on when the terminal hangs up), or a
+                    # program calling embedlab.train has its own use for it
+                    continue
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
@@ -145,4 +148,11 @@ def terminate_as_interrupt() -> Iterator[None]:
         yield
     finally:
         for sig, handler in before.items():
-            signal.signal(sig, handler)
+            if signal.getsignal(sig) is _raise_terminated:  # else another took it over since
+                signal.signal(sig, handler)
+
+
+def set_up_handler(handler: object) -> bool:
+    """Whether ``handler`` is :func:`terminate_as_interrupt`'s, which belongs to its block
+    only: code that saves a handler to put back later puts back the default instead."""
+    return handler is _raise_terminated

@@ -13,13 +13,20 @@ import difflib
 import gc
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embedlab.engines import limit_openmp_spinning, requested_engine
-from embedlab.errors import InputError, python_caller, python_entry, spell
+from embedlab.errors import (
+    InputError,
+    TrainingInterrupted,
+    python_caller,
+    python_entry,
+    spell,
+)
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
 from embedlab.run.folder import (
     check_run_dir,
@@ -129,6 +136,23 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     if on_progress is not None and not callable(on_progress):
         raise InputError(f"on_progress= must be a function taking a Progress, got "
                          f"{clip(repr(on_progress))}")
+    from embedlab.run.signals import Terminated
+
+    try:
+        return _train_call(explicit, sentences, run, runs_dir, preset, restart,
+                           from_checkpoint, on_progress)
+    except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)
+        raise TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
+                                  "training began or after it ended; the run's checkpoints are "
+                                  "as they were — re-run the same command",
+                                  128 + exc.signum) from None
+
+
+def _train_call(explicit: dict[str, Any], sentences: Iterable[Sequence[str]] | None,
+                run: str | os.PathLike[str] | None, runs_dir: str | os.PathLike[str],
+                preset: str | None, restart: bool,
+                from_checkpoint: str | os.PathLike[str] | None,
+                on_progress: Callable[[Progress], object] | None) -> TrainResult:
     with contextlib.ExitStack() as stack:
         group = stack.enter_context(distributed.joined())  # under torchrun: its processes
         if group is not None:

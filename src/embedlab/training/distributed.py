@@ -136,7 +136,6 @@ def joined() -> Iterator[Group | None]:
     # the run's own one-line error. Errors still show; a value the user set is kept. Read when
     # torch loads, so set before the first import.
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-    global _sigterm_before
     group = Group.join()
     _current = group
     lost = False
@@ -148,9 +147,7 @@ def joined() -> Iterator[Group | None]:
     finally:
         _current = None
         group.leave(lost=lost)
-        if _sigterm_before is not None:
-            signal.signal(signal.SIGTERM, _sigterm_before)
-            _sigterm_before = None
+        _restore_sigterm()
 
 
 class Group:
@@ -431,13 +428,25 @@ def _first_line(exc: BaseException) -> str:
     return text.split(". ")[0][:200]
 
 
+def _restore_sigterm() -> None:
+    """Put back the SIGTERM handler :func:`finish_exit` replaced (as the group is left)."""
+    global _sigterm_before
+    if _sigterm_before is not None:
+        signal.signal(signal.SIGTERM, _sigterm_before)
+        _sigterm_before = None
+
+
 def finish_exit() -> None:
     """Let this process end its exit (status, its one line) after the run lost a process:
     torchrun sends the survivors SIGTERM once one of them has died. :func:`joined` puts the
     handler back as it leaves the group."""
     global _sigterm_before
     if threading.current_thread() is threading.main_thread() and _sigterm_before is None:
-        _sigterm_before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        from embedlab.run.signals import set_up_handler
+
+        before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # the set-up's raising handler ends with its block, inside this group's
+        _sigterm_before = signal.SIG_DFL if set_up_handler(before) else before
 
 
 @contextlib.contextmanager

@@ -241,7 +241,7 @@ def evaluation_due(cfg: TrainConfig, step: int, *, evaluates: bool) -> bool:
 def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> None:
     """A signal came, or a callback raised: save the step just trained, and stop."""
     reporter.time.lap()
-    saved_wall = saver.save(reporter.tracker)  # the status says what the checkpoint holds
+    saved_wall = saver.save(reporter.tracker, stopping=True)  # the status: what it holds
     status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
                         wall_time=saved_wall)
     raise stop.error(run.state.step)

@@ -224,14 +224,16 @@ class Reporter:
         state.metrics.update(results)
         self.tracker.log_scalars(state.step, {f"eval/{k}": v for k, v in results.items()})
 
-    def checkpoint_metrics(self) -> dict[str, float]:
+    def checkpoint_metrics(self, *, evaluate: bool = True) -> dict[str, float]:
         """The metrics the checkpoint of this step records, from which the best checkpoint is
         chosen. Where that choice is by an evaluation (``--best-metric analogy``,
         ``similarity/NAME``), a checkpoint whose step was not just evaluated is evaluated for
         itself, so that its value is its own vectors', not the last evaluation's; such an
         evaluation goes into the checkpoint only (metrics.jsonl and TensorBoard keep the
         ``--eval-every`` cadence, which a resume reproduces whatever the saves were). The loss
-        is the last closed logging window's mean."""
+        is the last closed logging window's mean. ``evaluate=False`` (the save a signal asks
+        for, which must not wait for an evaluation): the evaluations' values are left out
+        instead, so that no stale value competes for the best checkpoint."""
         from embedlab.training import distributed
 
         run, state = self.run, self.run.state
@@ -242,4 +244,6 @@ class Reporter:
             return metrics
         if self._evaluated is not None and self._evaluated[0] == state.step:
             return {**metrics, **self._evaluated[1]}
+        if not evaluate:
+            return {k: v for k, v in metrics.items() if k == "loss"}
         return {**metrics, **run.evaluator(run.vocab.words, run.engine.input_vectors)}

@@ -26,11 +26,12 @@ class Saver:
     """Saves the run's checkpoints and says when the next one is due."""
 
     def __init__(self, run: TrainingRun, wall: WallClock,
-                 metrics: Callable[[], dict[str, float]] | None = None) -> None:
+                 metrics: Callable[..., dict[str, float]] | None = None) -> None:
         self.run = run
         self.wall = wall
         # the metrics a checkpoint records (Reporter.checkpoint_metrics); the state's otherwise
-        self.metrics = metrics or (lambda: dict(run.state.metrics))
+        self.metrics: Callable[..., dict[str, float]] = \
+            metrics or (lambda evaluate=True: dict(run.state.metrics))
         self.last_save = time.perf_counter()
         self.saved_step = run.state.step if run.resumed else -1
 
@@ -42,13 +43,15 @@ class Saver:
         return bool((c.every_steps and step % c.every_steps == 0)
                     or time.perf_counter() - self.last_save >= interval)
 
-    def save(self, tracker: Tracker, *, final: bool = False) -> float:
+    def save(self, tracker: Tracker, *, final: bool = False, stopping: bool = False) -> float:
         """Save the current step; return the wall time recorded with it.
 
         Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
         resume from S keeps the events up to S and drops later ones, so with this order a kill
         at any moment leaves neither gaps nor duplicates. They are computed while the
         checkpoint's files are written (not yet visible), which overlaps the two.
+
+        ``stopping``: the save a signal (or a callback's stop) asks for.
 
         With several processes, every process's parameters are checked against these first,
         and the others wait until the checkpoint is committed
@@ -60,9 +63,10 @@ class Saver:
             group.check_replicas(engine.state_dict(), state.step)
         state.wall_seconds = self.wall.seconds()
         state.finished = final
-        metrics = self.metrics()
+        began = time.perf_counter()  # an evaluation for the checkpoint is not training time
+        # a signal's save does not wait for one (a scheduler's SIGKILL may follow)
+        metrics = self.metrics(evaluate=not stopping)
         saved = {**state.state_dict(), "metrics": metrics}
-        began = time.perf_counter()
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
 
         def summaries() -> None:  # while the checkpoint's files are written; before its commit
