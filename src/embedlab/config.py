@@ -347,13 +347,13 @@ class TrainConfig:
 
     def engine_for(self) -> str:
         """The engine :meth:`resolve` would choose, without its note or its refusal."""
-        from embedlab.engines import CPU_REQUEST, auto_choice, cpu_choice
+        from embedlab.engines import CPU_REQUEST, auto_choice, cpu_choice, cuda_device_found
 
+        micro = self.optim.micro_batches > 1  # the cuda engine or, on the CPU, torch
         if self.engine == CPU_REQUEST:
-            return cpu_choice()
-        if self.engine == "auto" and self.optim.micro_batches > 1:
-            # micro-batches train on the cuda engine or, on the CPU, the torch engine
-            return "cuda" if auto_choice(loss=self.model.loss) == "cuda" else "torch"
+            return "torch" if micro else cpu_choice()
+        if self.engine == "auto" and micro:  # without building the native kernel to ask
+            return "cuda" if self.model.loss in CUDA_LOSSES and cuda_device_found() else "torch"
         if self.engine != "auto":
             return self.engine
         return auto_choice(loss=self.model.loss)

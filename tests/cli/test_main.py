@@ -236,3 +236,16 @@ def test_train_names_are_not_hinted_elsewhere(argv: list[str], tmp_path: Path,
         main(argv)
     err = capsys.readouterr().err
     assert "did you mean --threads" not in err and "word2vec.c's flag" not in err, err
+
+
+def test_commands_other_than_train_speak_inside_a_torchrun_job(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a train process that is not its machine's first leaves shared lines to that one; an
+    # 'embedlab eval' run inside someone's distributed job exited 2 without a word
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", str(tmp_path / "missing.txt"), "--analogies", "q.txt"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.startswith("embedlab: error: ")

@@ -1382,10 +1382,10 @@ def test_a_corpus_prepared_again_from_other_text_is_refused_on_resume(
     main(["prepare", "shuffled.txt", "--out", "prep"])
     saved = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     code, err = train(capsys, "--run", "run", "--corpus", "prep", "--max-steps", "6")
-    assert_refused(code, err, f"the corpus {tmp_path / 'prep'} is not the one ckpt-00000004 "
-                              "was trained on (its vocabulary, sentences or token ids differ: "
-                              "prepared again from other text?); pass the corpus the run was "
-                              "trained on, or --restart to start over on this one")
+    assert_refused(code, err, "the corpus prep is not the one ckpt-00000004 was trained on (its "
+                              "vocabulary, sentences or token ids differ: prepared again from "
+                              "other text?); pass the corpus the run was trained on, or "
+                              "--restart to start over on this one")
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == saved
 
 

@@ -117,6 +117,11 @@ def test_auto_trains_micro_batches_on_a_gpu_and_else_with_torch(
     monkeypatch.setattr(cuda_module, "gpu_present", lambda: False)  # no GPU: the CPU's torch
     assert cfg.engine_for() == "torch" and cfg.resolve().engine == "torch"
     assert capsys.readouterr().err == ""
+    # --device cpu: the torch engine too, whether or not the native kernel builds here (the
+    # processes of a run compare the engine, and one machine may have no compiler)
+    cpu = TrainConfig(threads=1, engine="cpu", model=ModelConfig(loss=loss),
+                      optim=OptimConfig(micro_batches=4))
+    assert cpu.engine_for() == "torch" == cpu.resolve(say=False).engine
 
 
 @pytest.mark.usefixtures("gpu")

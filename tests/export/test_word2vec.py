@@ -383,3 +383,30 @@ def test_a_bin_file_of_text_with_a_wrong_header_names_the_row(tmp_path: Path) ->
     path = tmp_path / "v.bin"
     assert "(line 2: word 'the' has 5 values, expected 3)" in _read_error(
         path, b"2 3\nthe 1 2 3 4 5\nof 1 2 3 4 5\n")
+
+
+def test_whitespace_other_than_spaces_and_tabs_stays_in_a_word(tmp_path: Path) -> None:
+    # word2vec.c splits rows at spaces, tabs and newlines only; \x0b and \x0c are word bytes
+    path = tmp_path / "v.txt"
+    path.write_bytes(b"2 1\na\x0bb 1\nc\x0cd 2\n")
+    words, m = read_word2vec(path)
+    assert words == ["a\x0bb", "c\x0cd"] and m.tolist() == [[1.0], [2.0]]
+
+
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import mmap
+
+    class Unmappable(mmap.mmap):
+        def __new__(cls, *args: object, **kwargs: object) -> Unmappable:
+            raise OSError(errno.ENODEV, "No such device")  # a FUSE file system with direct_io
+
+    monkeypatch.setattr(mmap, "mmap", Unmappable)
+    words = ["a", "b"]
+    m = np.arange(4, dtype=np.float32).reshape(2, 2)
+    for binary in (False, True):
+        path = tmp_path / ("v.bin" if binary else "v.txt")
+        write_word2vec(path, words, m, binary=binary)
+        got_words, got = read_word2vec(path)
+        assert got_words == words and np.array_equal(got, m)

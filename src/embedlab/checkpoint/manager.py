@@ -197,6 +197,8 @@ class CheckpointManager:
         trained until then. A file is made and removed there, as a save would; the folder
         itself is not created (a new run makes it at its first save)."""
         folder = self.root if self.root.is_dir() else self.root.parent
+        for left in folder.glob(".write-test-*"):  # a process killed between the two steps
+            left.unlink(missing_ok=True)
         probe = folder / f".write-test-{os.getpid()}"
         try:
             probe.touch()

@@ -161,7 +161,17 @@ def _one_dash_flags(args: list[str]) -> str | None:
            f"dashes; {see})"
 
 
+def _said_by_another() -> bool:
+    """Whether this ``train`` is a process of a torchrun run whose line another process of
+    this machine prints (:func:`embedlab.errors.said_by_another_process`); other commands
+    run in such an environment (an ``eval`` inside someone's job) speak for themselves."""
+    return [a for a in _invoked if a != "--"][:1] == ["train"] and said_by_another_process()
+
+
 def main(argv: list[str] | None = None) -> Any:
+    from embedlab.training.launch import end_with_launcher
+
+    end_with_launcher()  # a process of 'train --nproc': it ends with its launcher
     _invoked[:] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     limit_openmp_spinning()
     foreign = _one_dash_flags(_invoked)
@@ -172,7 +182,7 @@ def main(argv: list[str] | None = None) -> Any:
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
     except InputError as exc:
         # a process of the same torchrun run says it (the first of this machine's processes)
-        if exc.printed_by_another or said_by_another_process():
+        if exc.printed_by_another or _said_by_another():
             sys.exit(exc.exit_code)
         _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -187,7 +197,8 @@ def main(argv: list[str] | None = None) -> Any:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.Abort:
-        click.echo("embedlab: interrupted", err=True)
+        if not _said_by_another():  # every process of a run gets the Ctrl-C
+            click.echo("embedlab: interrupted", err=True)
         sys.exit(130)
     except TrainingInterrupted as exc:
         if exc.printed_by_another:

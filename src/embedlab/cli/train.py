@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import tempfile
 from pathlib import Path
@@ -140,7 +141,8 @@ def _launch(nproc: int) -> None:
     if distributed.launched_size() > 1:
         raise InputError("--nproc starts the processes of a run, and this command already runs "
                          "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)")
-    import_torch("--nproc")
+    if importlib.util.find_spec("torch") is None:  # said as the processes would say it; not
+        import_torch("--nproc")  # imported here: the launcher stays light, its signals prompt
     sys.stdout.flush()
     sys.stderr.flush()
     sys.exit(run_processes(nproc, _without_nproc(invoked_args())))

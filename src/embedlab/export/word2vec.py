@@ -206,7 +206,13 @@ def _contents(path: Path) -> Iterator[bytes | mmap.mmap]:
             fh.seek(0)
             yield _decompressed(path, fh.read())
             return
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        try:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # a file system that cannot map (FUSE direct_io): read it
+            fh.seek(0)
+            yield fh.read()
+            return
+        with mapped as data:
             yield data
 
 
@@ -233,8 +239,9 @@ def _decompressed(path: Path, data: bytes) -> bytes:
 
 
 def _fields(line: bytes) -> list[bytes]:
-    """A text row's fields: split at runs of spaces and tabs; a ``\\r`` before the newline goes."""
-    return line.replace(b"\t", b" ").rstrip(b"\r ").split()
+    """A text row's fields: split at runs of spaces and tabs (other whitespace, such as
+    ``\\x0b``, stays inside words, as word2vec.c keeps it); a ``\\r`` before the newline goes."""
+    return [f for f in line.replace(b"\t", b" ").rstrip(b"\r ").split(b" ") if f]
 
 
 def _read_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,

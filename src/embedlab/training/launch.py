@@ -30,12 +30,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 #: seconds beyond the step's time limit that the launcher waits for a process to end by itself,
 #: and then between its SIGTERM and its SIGKILL
 GRACE = 30.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: the launcher's pid, in the environment of the processes it starts (end_with_launcher)
+LAUNCHER_PID = "EMBEDLAB_LAUNCHER_PID"
 
 
 def run_processes(nproc: int, args: Sequence[str]) -> int:
@@ -58,10 +60,10 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
             env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
                    "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores))}
+                   "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores)),
+                   LAUNCHER_PID: str(os.getpid())}
             procs.append(subprocess.Popen([sys.executable, "-m", "embedlab", *args], env=env,
-                                          process_group=0,
-                                          preexec_fn=_ends_with(os.getpid())))
+                                          process_group=0))
         stopped = _wait(procs, step_timeout() + GRACE)
     finally:
         for sig, handler in before.items():
@@ -102,17 +104,17 @@ def _wait(procs: Sequence[subprocess.Popen[bytes]], patience: float) -> set[int]
         time.sleep(0.1)
 
 
-def _ends_with(parent: int) -> Callable[[], None]:
-    """In the child before it runs: SIGTERM when the launcher dies, and at once if it already
-    has (it may have died before this ran)."""
-
-    def arrange() -> None:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
-        if os.getppid() != parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return arrange
+def end_with_launcher() -> None:
+    """In a process ``--nproc`` started (``LAUNCHER_PID`` set), first thing: ask the kernel for
+    SIGTERM when the launcher dies, and stop at once if it already has. Done here rather than
+    between fork and exec, where Python code is unsafe in a process with threads."""
+    launcher = os.environ.get(LAUNCHER_PID, "")
+    if not launcher.isdigit():
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != int(launcher):
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _status(returncode: int) -> int:

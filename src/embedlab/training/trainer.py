@@ -45,7 +45,7 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     """
     out = out or sys.stderr  # looked up per call: tests and tools swap sys.stderr
     cfg = cfg.resolve()  # idempotent; library callers may pass threads=0 or engine="auto"
-    _warn_about_threads(cfg.threads)
+    _warn_about_threads(cfg.threads, cfg.engine)
     made = missing_folders(run_dir)  # made[0] is the (absolute) run folder when it is new
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -79,15 +79,16 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
             raise
 
 
-def _warn_about_threads(threads: int) -> None:
+def _warn_about_threads(threads: int, engine: str) -> None:
     """One warning (from process 0) for more threads than this process may run on: they wait
-    for each other's turn on a core, and the vectors are the same with fewer."""
+    for each other's turn on a core (the native engine's vectors are the same with fewer)."""
     import os
 
     from embedlab.training.distributed import launched_rank
 
     cores = len(os.sched_getaffinity(0))
     if threads > cores and launched_rank() == 0:
+        same = f"; the vectors are the same with {spell('--threads', cores)}" \
+            if engine == "native" else ""
         warn(f"{spell('--threads', threads)} is more than the {cores} cores this process may "
-             f"use: the threads take turns on them, which is slower; the vectors are the same "
-             f"with {spell('--threads', cores)}")
+             f"use: the threads take turns on them, which is slower{same}")
