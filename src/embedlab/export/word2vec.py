@@ -21,7 +21,9 @@ import gzip
 import lzma
 import mmap
 import os
+import shutil
 import sys
+import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -191,29 +193,54 @@ def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
                              f"{len(data)} bytes")
 
 
-_COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.decompress), (b"BZh", "bzip2", bz2.decompress),
-                 (b"\xfd7zXZ\x00", "xz", lzma.decompress))
+_COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.open), (b"BZh", "bzip2", bz2.open),
+                 (b"\xfd7zXZ\x00", "xz", lzma.open))
 
 
 @contextlib.contextmanager
 def _contents(path: Path) -> Iterator[bytes | mmap.mmap]:
-    """The file's bytes: a plain file mapped (the readers hand back the pages they are done
-    with, see :func:`_done_with`, so memory holds the matrix and a block, not the file), a
-    compressed one decompressed into memory."""
+    """The file's bytes, mapped: the readers hand back the pages they are done with (see
+    :func:`_done_with`), so memory holds the matrix and a block, not the file. A compressed
+    file is decompressed into a temporary file first (a GoogleNews .bin.gz held in memory
+    would be its 3.6 GB more). A file system that cannot map is read into memory."""
     with path.open("rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0 or fh.read(6).startswith(
-                tuple(magic for magic, _, _ in _COMPRESSIONS)):
-            fh.seek(0)
-            yield _decompressed(path, fh.read())
-            return
-        try:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # a file system that cannot map (FUSE direct_io): read it
-            fh.seek(0)
-            yield fh.read()
-            return
-        with mapped as data:
+        head = fh.read(6)
+        fh.seek(0)
+        for magic, name, opener in _COMPRESSIONS:
+            if head.startswith(magic):
+                with tempfile.TemporaryFile() as plain:
+                    try:
+                        with opener(fh, "rb") as stream:
+                            shutil.copyfileobj(stream, plain, 1 << 20)
+                    except (EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
+                        raise InputError(f"{path} is a damaged {name} file ({exc}); download "
+                                         "or export it again") from None
+                    except OSError as exc:  # gzip's "Not a gzipped file", bz2's "Invalid data"
+                        if exc.errno is not None:
+                            raise  # a full temporary folder: the command's own line names it
+                        raise InputError(f"{path} is a damaged {name} file ({exc}); download "
+                                         "or export it again") from None
+                    plain.flush()
+                    with _mapped(plain) as data:
+                        yield data
+                return
+        with _mapped(fh) as data:
             yield data
+
+
+@contextlib.contextmanager
+def _mapped(fh: IO[bytes]) -> Iterator[bytes | mmap.mmap]:
+    if os.fstat(fh.fileno()).st_size == 0:
+        yield b""
+        return
+    try:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system that cannot map (FUSE direct_io): read it
+        fh.seek(0)
+        yield fh.read()
+        return
+    with mapped as data:
+        yield data
 
 
 def _done_with(data: bytes | mmap.mmap, stop: int) -> None:
@@ -223,19 +250,6 @@ def _done_with(data: bytes | mmap.mmap, stop: int) -> None:
         upto = stop - stop % mmap.PAGESIZE
         if upto > 0:
             data.madvise(mmap.MADV_DONTNEED, 0, upto)
-
-
-def _decompressed(path: Path, data: bytes) -> bytes:
-    """``data``, or what it decompresses to when it starts with a compressor's magic bytes (a
-    word2vec file starts with a digit, so it never does)."""
-    for magic, name, decompress in _COMPRESSIONS:
-        if data.startswith(magic):
-            try:
-                return decompress(data)
-            except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
-                raise InputError(f"{path} is a damaged {name} file ({exc}); download or export "
-                                 "it again") from None
-    return data
 
 
 def _fields(line: bytes) -> list[bytes]:
