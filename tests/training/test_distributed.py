@@ -535,11 +535,7 @@ def _nproc(run: Path, corpus: Path, *extra: str, **kw: Any) -> subprocess.Popen[
 
 
 def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"  # ended, not yet reaped
+    return _state(pid) in ("", "Z")  # ended (perhaps not yet reaped)
 
 
 @pytest.mark.slow

@@ -48,7 +48,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, import_torch
+from embedlab.errors import (
+    InputError,
+    ProcessLost,
+    TrainingInterrupted,
+    import_torch,
+    said_by_another_process,
+)
 
 if TYPE_CHECKING:
     pass
@@ -458,6 +464,6 @@ def echoed_once(group: Group) -> Iterator[None]:
     try:
         yield
     except (InputError, TrainingInterrupted) as exc:
-        if not isinstance(exc, ProcessLost) and os.environ.get("LOCAL_RANK", "0") != "0":
+        if not isinstance(exc, ProcessLost) and said_by_another_process():
             exc.printed_by_another = True
         raise

@@ -15,13 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from embedlab.checkpoint import (
-    CheckpointManager,
-    find_checkpoint,
-    load_checkpoint,
-    read_index,
-    tensor_specs,
-)
+from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
 from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.batchspec import SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
@@ -93,12 +87,10 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     """
     check_best_metric(cfg)
     group = distributed.current()
-    if group is not None:
-        handshake.check_config(group.size, cfg,
-                               resumed=(run_dir / "config.json").is_file() and
-                               any((run_dir / "checkpoints").glob("ckpt-*")))
     progress = cfg.track.progress and out.isatty()
     manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
+    if group is not None:  # a resumed run keeps its --micro-batches: the fix differs
+        handshake.check_config(group.size, cfg, resumed=ckpt is not None)
     initial = _start_initial_vectors(cfg) if ckpt is None else None
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
     vocab = prepared.vocab
@@ -179,7 +171,7 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
                          "warnings above); restore them from a backup, or pass "
                          f"{spell('--restart', True)} to start over (the old folder is moved "
                          "aside)")
-    listed = read_index(run_dir).ours()
+    listed = manager.index().ours()
     if latest is None and listed:
         # checkpoints/ deleted (or replaced by a file): starting over in place would overwrite
         # the run's metrics and events, which go on to the steps the index names
