@@ -14,16 +14,16 @@ imports), with the file's size and the matrix's for scale. A GoogleNews-sized fi
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from big_corpus import run_child  # a fresh interpreter on this source tree; its last JSON line
 
 #: the child: load the file, print seconds and peak RSS (KiB) as JSON
 CHILD = """
@@ -47,13 +47,8 @@ print(json.dumps({"seconds": seconds, "rss_kib": hwm, "words": n}))
 """
 
 
-def load_in_child(system: str, path: Path, binary: bool) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", CHILD, system, str(path), "1" if binary else "0"],
-                          capture_output=True, text=True, cwd=REPO, check=False)
-    if proc.returncode:
-        sys.exit(f"{system} failed on {path}:\n{proc.stderr}")
-    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return result
+def load_in_child(system: str, path: Path, binary: bool) -> dict[str, Any]:
+    return run_child(CHILD, system, str(path), "1" if binary else "0")
 
 
 def main() -> None:
@@ -74,7 +69,7 @@ def main() -> None:
         for _, path, binary in files:
             vectors.save_word2vec_format(path, binary=binary)
         for kind, path, binary in files:
-            got: dict[str, list[dict[str, float]]] = {"embedlab": [], "gensim": []}
+            got: dict[str, list[dict[str, Any]]] = {"embedlab": [], "gensim": []}
             for _ in range(args.reps):
                 for system in got:
                     got[system].append(load_in_child(system, path, binary))
