@@ -284,7 +284,9 @@ def test_resume_refuses_every_result_changing_key(key: str) -> None:
     old = flatten(stored.to_dict())[key]
     new = _other_value(key, old)
     requested = _changed(stored, key, new)
-    assert diff_for_resume(stored, requested) == [f"{key} (stored {old!r}, requested {new!r})"]
+    lowered = ": it may be raised to train on, not lowered" if key == "optim.epochs" else ""
+    assert diff_for_resume(stored, requested) == [
+        f"{key} (stored {old!r}, requested {new!r}{lowered})"]
     if key != "optim.epochs":  # the other direction too (optim.epochs may be raised)
         assert diff_for_resume(requested, stored) == [
             f"{key} (stored {new!r}, requested {old!r})"]
@@ -294,7 +296,7 @@ def test_resume_refuses_lowering_epochs_only() -> None:
     stored = TrainConfig(optim=OptimConfig(epochs=3))
     assert diff_for_resume(stored, _changed(stored, "optim.epochs", 4)) == []
     assert diff_for_resume(stored, _changed(stored, "optim.epochs", 2)) == [
-        "optim.epochs (stored 3, requested 2)"]
+        "optim.epochs (stored 3, requested 2: it may be raised to train on, not lowered)"]
 
 
 def test_hierarchical_softmax_on_the_cuda_engine_is_refused() -> None:
@@ -365,7 +367,9 @@ def test_resume_diff_names_exactly_the_changed_result_keys(cfg: TrainConfig,
     except InputError:  # a changed value that makes the config invalid across fields
         assume(False)
         raise
-    expected = [f"{k} (stored {old[k]!r}, requested {v!r})" for k, v in sorted(new.items())
+    lowered = ": it may be raised to train on, not lowered"
+    expected = [f"{k} (stored {old[k]!r}, requested {v!r}{lowered if k == 'optim.epochs' else ''})"
+                for k, v in sorted(new.items())
                 if not k.startswith(MUTABLE) and not (k == "optim.epochs" and v > old[k])]
     assert diff_for_resume(stored, requested) == expected
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -50,6 +51,88 @@ def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> Non
                          f"{_flag(name, _EXAMPLES.get(name, 1))}")
 
 
+#: a field's option name where it is not the field's own (``checkpoint.every_steps`` is
+#: ``--checkpoint-every``)
+_OPTION_NAMES: dict[tuple[str, str], str] = {
+    ("CheckpointConfig", "every_steps"): "checkpoint_every",
+    ("CheckpointConfig", "every_secs"): "checkpoint_secs",
+    ("TrackConfig", "probe_words"): "probe",
+    ("EvalConfig", "every_steps"): "eval_every", ("EvalConfig", "analogies"): "eval_analogies",
+    ("EvalConfig", "similarity"): "eval_similarity",
+    ("EvalConfig", "restrict_vocab"): "eval_restrict_vocab",
+}
+
+
+def _kind(annotation: Any) -> str:
+    """A field's value kind from its annotation (a string under ``from __future__ import
+    annotations``): int, float, bool or str, each possibly None; other types are ``other``."""
+    base = str(annotation).removesuffix(" | None")
+    if base in ("ModelKind", "LossKind", "InitKind"):
+        return "str"
+    return base if base in ("int", "float", "bool", "str") else "other"
+
+
+def _check_types(obj: Any) -> None:
+    """Each field of a config section holds a value of its type, or the refusal names the
+    option: ``epochs=2.0``, ``restart``-like strings for a bool (``tensorboard="no"`` is
+    truthy) and bools for a number (``window=True``) would otherwise train something else or
+    fail deep inside. Values of NumPy's scalar types become Python's."""
+    cls = type(obj).__name__
+    for f in fields(obj):
+        value, kind = getattr(obj, f.name), _kind(f.type)
+        if (value is None and f.type.endswith("| None")) or kind == "other":
+            continue
+        name = _OPTION_NAMES.get((cls, f.name), f.name)
+        got = (f"the {type(value).__name__} {value!r}" if isinstance(value, (str, bool))
+               else repr(value))
+        example = _flag(name, _EXAMPLES.get(name, 1))
+        if kind == "bool":
+            if type(value).__name__ == "bool_":  # numpy.bool_
+                object.__setattr__(obj, f.name, bool(value))
+            elif not isinstance(value, bool):
+                raise InputError(f"{_flag(name)} must be True or False, got {got}; pass e.g. "
+                                 f"{_flag(name, True)}")
+        elif kind == "int":
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                object.__setattr__(obj, f.name, int(value))
+            else:
+                raise InputError(f"{_flag(name)} must be an integer, got {got}; pass e.g. "
+                                 f"{example}")
+        elif kind == "float":
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise InputError(f"{_flag(name)} must be a number, got {got}; pass e.g. "
+                                 f"{example}")
+            if not isinstance(value, (int, float)):  # numpy.float32(0.5): a float
+                object.__setattr__(obj, f.name, float(value))
+        elif isinstance(value, os.PathLike):
+            object.__setattr__(obj, f.name, os.fspath(value))
+        elif not isinstance(value, str):
+            raise InputError(f"{_flag(name)} must be a str, got {got}")
+
+
+def coerce_stored(raw: Any) -> Any:
+    """A stored config's values as today's checks take them, in place, so that the run keeps
+    resuming: an integer option held as a bool or a whole float (``"window": true``, ``"keep":
+    2.0``, which Python calls once passed unchecked) becomes the integer it trained as, and a
+    bool option held as another value (``"tensorboard": "no"``) the truth value it had."""
+    if not isinstance(raw, dict):
+        return raw
+    for name, cls in [(None, TrainConfig), *_SECTIONS.items()]:
+        part = raw if name is None else raw.get(name)
+        if not isinstance(part, dict):
+            continue
+        for f in fields(cls):
+            value, kind = part.get(f.name), _kind(f.type)
+            if value is None:
+                continue
+            if kind == "int" and (isinstance(value, bool) or
+                                  (isinstance(value, float) and value.is_integer())):
+                part[f.name] = int(value)
+            elif kind == "bool" and not isinstance(value, bool):
+                part[f.name] = bool(value)  # "tensorboard": "no" was truthy: it wrote events
+    return raw
+
+
 _EXAMPLES: dict[str, Any] = {
     "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
     "epochs": 5, "batch_size": 2048, "noise_exponent": 0.75, "threads": 2, "max_vocab": 50000,
@@ -72,6 +155,7 @@ class DataConfig:
     max_distinct: int = 10_000_000  # prune rare words while counting beyond this many types
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not self.corpus:
             raise InputError(f"{_flag('corpus')} is empty; pass a file, a folder, 'text8' or "
                              "'demo'")
@@ -108,6 +192,7 @@ class ModelConfig:
     init_scale: float = 0.0
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.model not in ("skipgram", "cbow"):
             raise InputError(f"{_flag('model')} must be skipgram or cbow, got {self.model!r}")
         if self.loss not in ("neg", "nce", "hs"):
@@ -152,6 +237,7 @@ class OptimConfig:
     micro_order: str = "chunks"
 
     def __post_init__(self) -> None:
+        _check_types(self)
         _positive("lr", self.lr)
         _positive("min_lr_ratio", self.min_lr_ratio)
         if self.min_lr_ratio > 1:
@@ -183,6 +269,7 @@ class CheckpointConfig:
     best_metric: str = "loss:min"  # --best-metric NAME[:min|max]
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.every_steps is not None:
             _positive("checkpoint_every", self.every_steps)
         _positive("checkpoint_secs", self.every_secs)
@@ -219,6 +306,7 @@ class TrackConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        _check_types(self)
         _positive("log_every", self.log_every)
         _positive("projector_words", self.projector_words)
 
@@ -233,6 +321,7 @@ class EvalConfig:
     restrict_vocab: int = 30_000
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if self.every_steps is not None:
             _positive("eval_every", self.every_steps)
         _positive("eval_restrict_vocab", self.restrict_vocab)
@@ -294,6 +383,7 @@ class TrainConfig:
     preset: str | None = None
 
     def __post_init__(self) -> None:
+        _check_types(self)
         if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
             raise InputError(f"{_flag('seed')} must be an integer from 0 to {MAX_INT}, got "
                              f"{self.seed!r}; pass e.g. {_flag('seed', 1)}")
@@ -459,10 +549,12 @@ LEGACY_VALUES: dict[str, Any] = {
 
 
 def fill_legacy_keys(raw: Any) -> set[str]:
-    """Add the keys of :data:`LEGACY_VALUES` a stored config lacks, in place; return them."""
+    """Add the keys of :data:`LEGACY_VALUES` a stored config lacks, in place, and read its
+    values as :func:`coerce_stored` does; return the keys added."""
     filled: set[str] = set()
     if not isinstance(raw, dict):
         return filled
+    coerce_stored(raw)
     for key, value in LEGACY_VALUES.items():
         section, name = key.split(".")
         part = raw.get(section)
@@ -480,6 +572,20 @@ def fill_legacy_keys(raw: Any) -> set[str]:
 MUTABLE_ON_RESUME = (
     "max_steps", "threads", "checkpoint.", "track.", "eval.", "preset",
 )
+
+
+#: the keys of the noise words, which hierarchical softmax does not draw
+NOISE_KEYS = ("model.negative", "model.shared_negatives", "model.negative_group",
+              "model.noise_exponent")
+
+
+def without_unused(flat: dict[str, Any]) -> dict[str, Any]:
+    """A flattened config without the keys its training does not read (the noise words' for
+    ``--loss hs``): shown beside other runs, their values would look like differences that
+    changed nothing."""
+    if flat.get("model.loss") != "hs":
+        return flat
+    return {k: v for k, v in flat.items() if k not in NOISE_KEYS}
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -501,6 +607,10 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
         if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME):
             continue
         if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
+            continue
+        if key == "optim.epochs":  # lowered: say which way it may change
+            bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r}: it may be "
+                       "raised to train on, not lowered)")
             continue
         if key == "engine" and "cuda" in (a.get(key), b.get(key)):
             continue  # a GPU run may go on on the CPU and back, with a warning (run.folder)

@@ -63,6 +63,20 @@ class TrainingInterrupted(Exception):
         self.exit_code = exit_code
 
 
+class TrainingKeyboardInterrupt(TrainingInterrupted, KeyboardInterrupt):
+    """:class:`TrainingInterrupted` of a Ctrl-C (SIGINT, or ``KeyboardInterrupt`` raised by an
+    ``on_progress`` callback) in a Python call: ``except KeyboardInterrupt`` catches it too, as
+    it catches gensim's. Not raised to the command, whose framework would read a
+    ``KeyboardInterrupt`` as its own abort and lose the saved step's message."""
+
+
+def rerun() -> str:
+    """How the caller runs a command again: ``re-run the same command`` in a shell,
+    ``call embedlab.train again with the same arguments`` in Python."""
+    return ("call embedlab.train again with the same arguments" if python_caller()
+            else "re-run the same command")
+
+
 class ProcessLost(TrainingInterrupted):
     """A run trained by several processes stopped because one of them did (it died, its link
     broke) or disagrees; the checkpoints saved before are intact."""
@@ -160,3 +174,27 @@ def spell_metavar(flag: str, metavar: str, *, python: str | None = None) -> str:
 def _argument(flag: str, python: str | None) -> str:
     """The Python argument that flag ``--init-from`` is: ``init_from``, unless named."""
     return python or flag.lstrip("-").replace("-", "_")
+
+
+def checked_bool(name: str, value: Any) -> bool:
+    """A Python call's bool argument ``name`` (``restart``), refused unless it is one: a str
+    such as ``"no"`` is truthy and would do the opposite of what it says."""
+    if type(value).__name__ == "bool_":  # numpy.bool_
+        return bool(value)
+    if not isinstance(value, bool):
+        got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)
+        raise InputError(f"{name}= must be True or False, got {got}; pass e.g. {name}=True")
+    return value
+
+
+def checked_step(name: str, value: Any) -> int | None:
+    """A Python call's step argument ``name`` (a checkpoint's step): an integer >= 0 or None."""
+    import numbers
+
+    if value is None:
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
+        return int(value)
+    got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)
+    raise InputError(f"{name}= must be a checkpoint's step, an integer >= 0, got {got}; pass "
+                     f"e.g. {name}=1000 (list them: embedlab.checkpoints(run))")

@@ -282,3 +282,36 @@ def test_a_failure_alongside_a_save_commits_nothing(tmp_path: Path,
         m.save(3, sample_tensors(3), {"step": 3}, {}, alongside=lambda: ran.append(True))
     assert ran == [True]  # the work alongside finished before the error was raised
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
+
+
+def test_a_changed_best_metric_ranks_the_kept_checkpoints_by_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume with another --best-metric: the best is the kept checkpoint best by the new
+    metric (as a rebuilt index would choose), said in one line, not the next save alone."""
+    first = CheckpointManager(tmp_path, keep=10, best_metric="loss", best_mode="min")
+    first.save(1, sample_tensors(1), {}, {"loss": 3.0, "analogy": 0.30})
+    first.save(2, sample_tensors(2), {}, {"loss": 2.0, "analogy": 0.10})
+    assert read_index(tmp_path).best == 2
+    capsys.readouterr()
+    again = CheckpointManager(tmp_path, keep=10, best_metric="analogy", best_mode="max")
+    again.save(3, sample_tensors(3), {}, {"loss": 1.5, "analogy": 0.20})
+    index = read_index(tmp_path)
+    assert (index.best, index.best_metric, index.best_value) == (1, "analogy", 0.30)
+    assert capsys.readouterr().err == (
+        "embedlab: warning: --best-metric is now analogy:max (was loss:min): the best checkpoint "
+        "is ckpt-00000001 (analogy 0.3); ckpt-00000002, the best by loss, stays only while --keep "
+        "or --keep-every keeps it\n")
+    again.save(4, sample_tensors(4), {}, {"loss": 1.0, "analogy": 0.25})
+    assert read_index(tmp_path).best == 1 and capsys.readouterr().err == ""  # said once
+
+
+def test_a_changed_best_metric_says_which_old_best_may_go(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = CheckpointManager(tmp_path, keep=1, best_metric="analogy", best_mode="max")
+    first.save(1, sample_tensors(1), {}, {"loss": 3.0, "analogy": 0.30})
+    first.save(2, sample_tensors(2), {}, {"loss": 2.0, "analogy": 0.10})
+    again = CheckpointManager(tmp_path, keep=1, best_metric="loss", best_mode="min")
+    capsys.readouterr()
+    again.save(3, sample_tensors(3), {}, {"loss": 1.5})
+    assert read_index(tmp_path).best == 3
+    assert "ckpt-00000001, the best by analogy, stays only while --keep" in capsys.readouterr().err

@@ -192,6 +192,9 @@ BAD = [
     (["--corpus", "{corpus}", "--probe", "zzzz"],
      "--probe word(s) not in the vocabulary: zzzz; pick words the corpus has (the most "
      "frequent: w0, w1, w2)"),
+    (["--corpus", "{corpus}", "--probe", "W1"],
+     "--probe word(s) not in the vocabulary: W1; did you mean w1, w10, w11? pick words"),
+
     (["--corpus", "{corpus}", "--eval-every", "5"],
      "--eval-every needs --eval-analogies FILE and/or --eval-similarity FILE"),
     (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"],
@@ -329,7 +332,8 @@ def test_lowered_epochs_is_refused(copy: Path, corpus: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "1")
-    assert_refused(code, err, f"optim.epochs (stored 2, requested 1). {RESUME_FIX}")
+    assert_refused(code, err, f"optim.epochs (stored 2, requested 1: it may be raised to train "
+                              f"on, not lowered). {RESUME_FIX}")
     assert snapshot(copy) == before
 
 
@@ -354,6 +358,9 @@ def test_raised_epochs_continue_training(copy: Path, corpus: Path,
     status = json.loads((copy / "status.json").read_text())
     assert status["status"] == "finished" and status["step"] > old
     assert json.loads((copy / "config.json").read_text())["optim"]["epochs"] == 3
+    # the rate jumps from the floor of 2 epochs' decay to a third of --lr: said, with numbers
+    assert (f"embedlab: --epochs 3 (was 2): the learning rate decays to the end of epoch 3 "
+            f"from here, 0.00833333 at step {old} (2.5e-06 with 2 epochs)\n") in err
 
 
 def test_a_finished_run_names_the_command_that_trains_it_further(
@@ -1359,6 +1366,19 @@ def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,
     stored = json.loads((run / "config.json").read_text())
     assert stored["data"]["corpus"] == str(here / "prep")
     assert stored["eval"]["analogies"] == str(here / "q.txt")
+    # beside a run made in `here` with the corpus as typed there, the corpus is no difference
+    from embedlab.track.runs import differing_keys, run_info
+    from embedlab.track.tensorboard import table_hparams
+
+    monkeypatch.chdir(here)
+    code, err = train(capsys, "--run", tmp_path / "other", "--corpus", "prep", *FAST,
+                      "--max-steps", "2", "--lr", "0.05")
+    assert code == 0, err
+    infos = [run_info(r, tmp_path) for r in (run, tmp_path / "other")]
+    assert differing_keys(infos) == ["optim.lr"] and infos[0].hparams["data.corpus"] == "prep"
+    assert {table_hparams(json.loads((r / "config.json").read_text()), r)["data.corpus"]
+            for r in (run, tmp_path / "other")} == {f"here/prep in {tmp_path}"}
+    monkeypatch.chdir(there)
     (there / "prep").mkdir()  # another folder of that name: not the run's corpus
     code, err = train(capsys, "--run", run, "--corpus", "prep", "--max-steps", "10")
     assert_refused(code, err, f"data.corpus (stored '{here / 'prep'}', requested 'prep')")
@@ -1461,3 +1481,12 @@ def test_the_same_command_resumes_the_same_named_run_again_and_again(
     code, err = train(capsys, "--runs-dir", "runs", "--corpus", "c.txt", *FAST,
                       "--max-steps", "8")
     assert code == 0 and "resuming" in err and "step 8," in err, err
+
+
+def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = train(capsys, "--run", tmp_path / "new", "--corpus", corpus, *FAST, "--from", "500")
+    assert_refused(code, err, f"--from 500: run {tmp_path / 'new'} does not exist; --from resumes "
+                              "an existing run from one of its checkpoints (leave it out to "
+                              "start the run)")
+    assert not (tmp_path / "new").exists()

@@ -30,6 +30,8 @@ def test_flag_set_not_raised_and_restored(sig: int, capsys: pytest.CaptureFixtur
     assert signal.getsignal(sig) is before
     err = capsys.readouterr().err
     assert "finishing the current step and saving" in err and "still saving" in err
+    # not a terminal: no progress bar to end, so no empty line before the message
+    assert err.startswith(f"embedlab: {signal.Signals(sig).name} received; ")
 
 
 def test_interrupted_message() -> None:
@@ -37,6 +39,18 @@ def test_interrupted_message() -> None:
     assert isinstance(exc, TrainingInterrupted)
     assert str(exc) == "saved step 1200 — re-run the same command to resume"
     assert exc.exit_code == 143
+    assert not isinstance(interrupted(signal.SIGINT, 5), KeyboardInterrupt)  # the command's
+
+
+def test_ctrl_c_in_a_python_call_is_a_keyboard_interrupt_too() -> None:
+    from embedlab.errors import messages_for
+
+    with messages_for("python"):
+        exc = interrupted(signal.SIGINT, 1200)
+        assert isinstance(exc, KeyboardInterrupt) and isinstance(exc, TrainingInterrupted)
+        assert str(exc) == ("saved step 1200 — call embedlab.train again with the same "
+                            "arguments to resume")
+        assert not isinstance(interrupted(signal.SIGTERM, 5), KeyboardInterrupt)
 
 
 def test_deferred_interrupt_holds_ctrl_c_until_the_block_ends() -> None:

@@ -66,7 +66,7 @@ def test_one_step_smoke(corpus: Path, tmp_path: Path,
     np.testing.assert_array_equal(result.vectors.matrix, tensors["input_embeddings"])
     err = capsys.readouterr().err
     assert err.startswith(f"embedlab: new run {tmp_path / 'run'}\n")
-    assert "embedlab: stopped at --max-steps 1: step 1, " in err
+    assert "embedlab: stopped at max_steps=1: step 1, " in err
 
 
 def test_the_call_and_the_command_give_the_same_vectors(
@@ -85,7 +85,9 @@ def test_the_call_and_the_command_give_the_same_vectors(
 def test_the_call_prints_what_the_command_prints(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     def normal(err: str, run: Path) -> str:
-        return re.sub(r"\d+\.\d s training", "T s training", err.replace(str(run), "RUN"))
+        # the same lines, but for how an option is named: max_steps=3 where --max-steps 3
+        err = re.sub(r"\d+\.\d s training", "T s training", err.replace(str(run), "RUN"))
+        return err.replace("max_steps=3", "--max-steps 3")
 
     capsys.readouterr()
     embedlab.train(corpus=corpus, run=tmp_path / "py", **FAST, max_steps=3)
@@ -160,8 +162,7 @@ def test_a_bad_value_is_the_commands_message_naming_the_argument(
     assert not (tmp_path / "run").exists()
     with pytest.raises(InputError) as e:  # a number in quotes: the str is the mistake
         embedlab.train(corpus=corpus, run=tmp_path / "run", epochs="5")
-    assert str(e.value) == ("epochs= must be a finite number > 0, got the str '5'; pass e.g. "
-                            "epochs=5")
+    assert str(e.value) == "epochs= must be an integer, got the str '5'; pass e.g. epochs=5"
     with pytest.raises(SystemExit):
         main(["train", "--corpus", str(corpus), "--run", str(tmp_path / "run"), "--dim", "-3"])
     assert capsys.readouterr().err == ("embedlab: error: --dim must be a finite number > 0, "
@@ -312,7 +313,8 @@ def test_a_callback_that_raises_stops_training_as_ctrl_c_does(
     with pytest.raises(TrainingInterrupted) as e:
         embedlab.train(corpus=corpus, run=run, **EVERY_3, on_progress=stop_at_6)
     assert str(e.value) == ("on_progress raised ValueError: enough; saved step 6 — call "
-                            "embedlab.train again with the same run to resume")
+                            "embedlab.train again with the same arguments to resume")
+    assert e.value.exit_code == 1 and not isinstance(e.value, KeyboardInterrupt)
     assert isinstance(e.value.__cause__, ValueError)
     assert load_checkpoint(find_checkpoint(run))[1]["step"] == 6
     assert json.loads((run / "status.json").read_text())["status"] == "interrupted"
@@ -354,7 +356,7 @@ def test_a_callback_that_raises_in_the_last_window_leaves_the_run_finished(
         if progress.step == steps and not progress.final:
             raise KeyboardInterrupt
 
-    with pytest.raises(TrainingInterrupted, match=f"on_progress raised KeyboardInterrupt: ; "
+    with pytest.raises(TrainingInterrupted, match=f"on_progress raised KeyboardInterrupt; "
                                                   f"saved step {steps} "):
         embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, on_progress=stop_at_the_end)
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "finished"
@@ -609,3 +611,143 @@ def test_numpy_numbers_are_options_like_any_number(corpus: Path, tmp_path: Path)
     result = embedlab.train(corpus=corpus, run=tmp_path / "run", **{**FAST, "epochs": np.int64(1)},
                             max_steps=np.int64(2))
     assert result.step == 2 and result.config.optim.epochs == 1
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"epochs": 2.0}, "epochs= must be an integer, got 2.0; pass e.g. epochs=5"),
+    ({"min_count": 2.0}, "min_count= must be an integer, got 2.0; pass e.g. min_count=5"),
+    ({"batch_size": 512.0}, "batch_size= must be an integer, got 512.0; pass e.g. "
+                            "batch_size=2048"),
+    ({"keep": 2.0}, "keep= must be an integer, got 2.0; pass e.g. keep=5"),
+    ({"checkpoint_every": 10.0}, "checkpoint_every= must be an integer, got 10.0"),
+    ({"threads": "2"}, "threads= must be an integer, got the str '2'; pass e.g. threads=2"),
+    ({"dim": True}, "dim= must be an integer, got the bool True; pass e.g. dim=100"),
+    ({"window": True}, "window= must be an integer, got the bool True"),
+    ({"seed": False}, "seed= must be an integer, got the bool False; pass e.g. seed=1"),
+    ({"lr": True}, "lr= must be a number, got the bool True; pass e.g. lr=0.025"),
+    ({"lowercase": "false"}, "lowercase= must be True or False, got the str 'false'; pass e.g. "
+                             "lowercase=True"),
+    ({"tensorboard": "no"}, "tensorboard= must be True or False, got the str 'no'"),
+    ({"restart": "no"}, "restart= must be True or False, got the str 'no'; pass e.g. "
+                        "restart=True"),
+    ({"from_checkpoint": 2.5}, "from_checkpoint= must be a checkpoint of the run (its step, its "
+                               "folder or 'best'), got float 2.5"),
+    ({"model": 1}, "model= must be a str, got 1"),
+])
+def test_options_of_another_type_are_refused_before_anything_is_made(
+        corpus: Path, tmp_path: Path, options: dict[str, Any], message: str) -> None:
+    """A whole float, a bool, a number in quotes or a truthy string would train something
+    else, or fail deep inside after the run folder was made."""
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "run", **options)
+    assert message in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(("corpus_arg", "message"), [
+    (5, "corpus= must be a path (a str or os.PathLike), 'demo', 'text8' or an iterable of "
+        "sentences (lists of words), got int 5"),
+    (b"small.txt", "corpus= is bytes (b'small.txt'); pass a path as a str "
+                   "(corpus='small.txt') or an iterable of sentences"),
+])
+def test_a_corpus_that_is_no_path_nor_sentences_is_one_line(
+        tmp_path: Path, corpus_arg: object, message: str) -> None:
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus_arg, run=tmp_path / "run")  # type: ignore[arg-type]
+    assert str(e.value).startswith(message)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoints_step_is_an_integer_in_python(corpus: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **FAST, checkpoint_every=4, keep=10, max_steps=9)
+    assert np.array_equal(embedlab.load(run, step=np.int64(4)).matrix,
+                          embedlab.load(run, step=4).matrix)
+    with pytest.raises(InputError, match=r"^step= must be a checkpoint's step, an integer >= 0, "
+                                         r"got the str '4'; pass e.g. step=1000"):
+        embedlab.load(run, step="4")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"^best= must be True or False, got the str 'no'"):
+        embedlab.load(run, best="no")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"^run= must be the path of a run folder"):
+        embedlab.checkpoints(5)  # type: ignore[arg-type]
+    capsys.readouterr()
+    again = embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=4, max_steps=6)
+    err = capsys.readouterr().err
+    assert again.step == 6 and "from ckpt-00000004 (step 4)" in err
+    assert "embedlab: from_checkpoint: moved 2 newer checkpoint(s) to " in err
+    assert "embedlab: stopped at max_steps=6: step 6" in err
+
+
+def test_nproc_is_the_command_lines_alone(corpus: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^embedlab.train\(\) has no nproc=: --nproc starts "):
+        embedlab.train(corpus=corpus, run=tmp_path / "run", nproc=2)
+
+
+def test_on_progress_hears_the_end_of_a_call_on_a_finished_run(corpus: Path,
+                                                               tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = embedlab.train(corpus=corpus, run=run, **EVERY_3)
+    calls: list[Progress] = []
+    embedlab.train(corpus=corpus, run=run, **EVERY_3, on_progress=calls.append)
+    assert [(c.step, c.final) for c in calls] == [(done.step, True)]
+
+
+def test_ctrl_c_in_a_callback_is_a_keyboard_interrupt_too(corpus: Path, tmp_path: Path) -> None:
+    """gensim users catch KeyboardInterrupt; the exception is also TrainingInterrupted, with
+    Ctrl-C's exit status, and a SystemExit keeps its status."""
+    def ctrl_c(progress: Progress) -> None:
+        if progress.step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "a", **EVERY_3, on_progress=ctrl_c)
+    assert isinstance(e.value, TrainingInterrupted) and e.value.exit_code == 130
+    assert str(e.value) == ("on_progress raised KeyboardInterrupt; saved step 3 — call "
+                            "embedlab.train again with the same arguments to resume")
+
+    def leave(progress: Progress) -> None:
+        sys.exit(3)
+
+    with pytest.raises(TrainingInterrupted) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "b", **EVERY_3, on_progress=leave)
+    assert e.value.exit_code == 3 and not isinstance(e.value, KeyboardInterrupt)
+
+
+def test_restart_names_the_run_as_it_was_given(corpus: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    embedlab.train(corpus=corpus, run="runs/a", **FAST, max_steps=2)
+    capsys.readouterr()
+    again = embedlab.train(corpus=corpus, run="runs/a", **FAST, max_steps=2, restart=True)
+    assert again.run_dir == Path("runs/a")
+    err = capsys.readouterr().err
+    assert "moved the old run to runs/a.old-" in err and "vectors in runs/a\n" in err
+
+
+def test_a_run_whose_config_holds_values_python_once_passed_unchecked_resumes(
+        corpus: Path, tmp_path: Path) -> None:
+    """``window=True``, ``keep=2.0`` and ``tensorboard="yes"`` trained as 1, 2 and True before
+    they were refused: such a run's config.json still resumes, to the same bits."""
+    options = {**FAST, "window": 1, "keep": 2, "tensorboard": True}
+    embedlab.train(corpus=corpus, run=tmp_path / "whole", **options)
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **options, max_steps=5)
+    config = json.loads((run / "config.json").read_text())
+    config["model"]["window"], config["checkpoint"]["keep"] = True, 2.0
+    config["track"]["tensorboard"] = "yes"
+    (run / "config.json").write_text(json.dumps(config))
+    embedlab.train(corpus=corpus, run=run)
+    assert final_bytes(run) == final_bytes(tmp_path / "whole")
+
+
+def test_the_last_partial_window_logs_its_rate_too(corpus: Path, tmp_path: Path) -> None:
+    """The lr curve ends at the step where the loss curve does, at the rate of that step."""
+    result = embedlab.train(corpus=corpus, run=tmp_path / "run", **{**FAST, "log_every": 7})
+    assert result.step % 7  # the last window is a partial one
+    loss, lr = logged(tmp_path / "run"), logged(tmp_path / "run", "train/lr")
+    assert max(loss) == max(lr) == result.step
+    progress = logged(tmp_path / "run", "train/progress")
+    assert lr[result.step] < lr[max(s for s in lr if s < result.step)]
+    assert progress[result.step] == 1.0

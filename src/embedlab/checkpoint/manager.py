@@ -37,7 +37,7 @@ from embedlab.checkpoint.format import (
     write_tensors,
 )
 from embedlab.checkpoint.index import INDEX_FILE, Index, Role, read_index
-from embedlab.errors import InputError, warn
+from embedlab.errors import InputError, rerun, spell, spell_name, warn
 from embedlab.fsutil import atomic_write_text, commit_folder
 
 
@@ -206,7 +206,7 @@ class CheckpointManager:
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise InputError(f"cannot write checkpoints into {folder} ({why}); make it "
-                             "writable (or pass another --run), then re-run the same command"
+                             f"writable (or pass another {spell('--run')}), then {rerun()}"
                              ) from None
 
     def remove_stale_tmp(self) -> tuple[Path, ...]:
@@ -287,7 +287,7 @@ class CheckpointManager:
         else:
             fix = f"check {self.root}"
         error = CheckpointError(f"could not save checkpoint at step {step} in {self.root}: "
-                                f"{why}; {fix}, then re-run the same command to resume from the "
+                                f"{why}; {fix}, then {rerun()} to resume from the "
                                 "last saved checkpoint (earlier checkpoints are intact)")
         error.os_error = exc
         return error
@@ -334,14 +334,23 @@ class CheckpointManager:
         same_metric = old.best_metric == self.best_metric and old.best_mode == self.best_mode
         best = old.best if same_metric and old.best in ours else None
         value = old.best_value if best is not None else None
-        if not old.ours():
-            # No index (a new run, or one deleted because it was damaged): the best of the
-            # folders adopted above, by the metrics their state.json recorded, so that deleting
-            # a damaged index does not cost the run its best checkpoint at the next save.
+        changed = old.best_metric is not None and not same_metric  # --best-metric on resume
+        if not old.ours() or changed:
+            # No index (a new run, or one deleted because it was damaged), or one whose best was
+            # chosen by another metric: the best of the checkpoints kept, by the metrics their
+            # state.json recorded, so that neither a deleted index nor a changed --best-metric
+            # costs the run its best checkpoint by the metric it now names.
             best, value = self._best_on_disk(sorted(ours - {step}))
         new_value = metrics.get(self.best_metric)
         if new_value is not None and _better(float(new_value), value, self.best_mode):
-            return step, float(new_value)
+            best, value = step, float(new_value)
+        if changed and old.best is not None and old.best != best:
+            now = (f"{ckpt_name(best)} ({self.best_metric} {value:.6g})" if best is not None
+                   else f"none yet (no checkpoint kept has recorded {self.best_metric})")
+            warn(f"{spell('--best-metric')} is now {self.best_metric}:{self.best_mode} (was "
+                 f"{old.best_metric}:{old.best_mode}): the best checkpoint is {now}; "
+                 f"{ckpt_name(old.best)}, the best by {old.best_metric}, stays only while "
+                 f"{spell_name('--keep')} or {spell_name('--keep-every')} keeps it")
         return best, value
 
     def _best_on_disk(self, steps: Iterable[int]) -> tuple[int | None, float | None]:

@@ -18,7 +18,13 @@ from collections.abc import Callable, Iterator
 from types import FrameType, TracebackType
 from typing import Any
 
-from embedlab.errors import TrainingInterrupted, said_by_another_process
+from embedlab.errors import (
+    TrainingInterrupted,
+    TrainingKeyboardInterrupt,
+    python_caller,
+    rerun,
+    said_by_another_process,
+)
 
 _Handler = Callable[[int, FrameType | None], Any] | int | None
 
@@ -36,8 +42,9 @@ def interrupted(signum: int, step: int, *, saved: bool = True) -> TrainingInterr
     if not saved:
         return TrainingInterrupted("stopped before training began; no checkpoint was saved",
                                    exit_code_for(signum))
-    return TrainingInterrupted(f"saved step {step} — re-run the same command to resume",
-                               exit_code_for(signum))
+    kind = TrainingKeyboardInterrupt if signum == signal.SIGINT and python_caller() else \
+        TrainingInterrupted
+    return kind(f"saved step {step} — {rerun()} to resume", exit_code_for(signum))
 
 
 class SignalFlag:
@@ -63,7 +70,9 @@ class SignalFlag:
             return
         with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more
             if first:
-                print(f"\nembedlab: {signal.Signals(signum).name} received; finishing the "
+                # a new line ends a terminal's progress bar (and its ^C); a log file has neither
+                lead = "\n" if sys.stderr.isatty() else ""
+                print(f"{lead}embedlab: {signal.Signals(signum).name} received; finishing the "
                       "current step and saving", file=sys.stderr, flush=True)
             else:
                 print("embedlab: still saving; the checkpoint is written atomically, please "

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_caller, rerun
 from embedlab.track.jsonl import FINAL_PREFIX
 
 if TYPE_CHECKING:
@@ -168,10 +168,10 @@ class EventWriter:
         try:
             yield
         except OSError as exc:
+            off = "tensorboard=False" if python_caller() else "--no-tensorboard"
             raise InputError(f"could not write TensorBoard events to {self._path} "
-                             f"({exc.strerror or exc}); free space on the disk (or pass "
-                             "--no-tensorboard), then re-run the same command: the run resumes "
-                             "from its last checkpoint") from None
+                             f"({exc.strerror or exc}); free space on the disk (or pass {off}), "
+                             f"then {rerun()}: the run resumes from its last checkpoint") from None
 
 
 def _quiet_writer_thread() -> None:

@@ -23,8 +23,10 @@ from embedlab.engines import limit_openmp_spinning, requested_engine
 from embedlab.errors import (
     InputError,
     TrainingInterrupted,
+    checked_bool,
     python_caller,
     python_entry,
+    rerun,
     spell,
 )
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
@@ -130,7 +132,11 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     SIGINT/SIGTERM save a checkpoint and raise :class:`~embedlab.errors.TrainingInterrupted`.
     """
     limit_openmp_spinning()  # before the native kernel (or torch) loads libgomp
+    restart = checked_bool("restart", restart)
+    from_checkpoint = _checked_from(from_checkpoint)
     sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
+    if sentences is not None:
+        _check_iterable(sentences)
     options = {**options, "engine": requested_engine(options.get("engine"), device)}
     explicit = explicit_options({**options, "corpus": None if sentences is not None else corpus})
     if on_progress is not None and not callable(on_progress):
@@ -144,8 +150,33 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)
         raise TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
                                   "training began or after it ended; the run's checkpoints are "
-                                  "as they were — re-run the same command",
+                                  f"as they were — {rerun()}",
                                   128 + exc.signum) from None
+
+
+def _check_iterable(corpus: object) -> None:
+    """``corpus=`` that is neither a path nor sentences, refused before anything is read."""
+    if isinstance(corpus, (bytes, bytearray)):
+        raise InputError(f"corpus= is bytes ({clip(repr(corpus))}); pass a path as a str "
+                         f"(corpus={os.fsdecode(bytes(corpus))!r}) or an iterable of sentences, "
+                         "each a list of words")
+    if not isinstance(corpus, Iterable):
+        raise InputError(f"corpus= must be a path (a str or os.PathLike), 'demo', 'text8' or an "
+                         f"iterable of sentences (lists of words), got {type(corpus).__name__} "
+                         f"{clip(repr(corpus))}")
+
+
+def _checked_from(value: object) -> str | os.PathLike[str] | None:
+    """``from_checkpoint=``: a checkpoint folder, its name, ``"best"`` or its step (an int)."""
+    import numbers
+
+    if value is None or isinstance(value, (str, os.PathLike)):
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
+        return str(int(value))  # the step, as --from STEP takes it
+    raise InputError(f"from_checkpoint= must be a checkpoint of the run (its step, its folder "
+                     f"or 'best'), got {type(value).__name__} {clip(repr(value))}; pass e.g. "
+                     "from_checkpoint=1000 (list them: embedlab.checkpoints(run))")
 
 
 def _train_call(explicit: dict[str, Any], sentences: Iterable[Sequence[str]] | None,
@@ -245,8 +276,10 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         raise InputError(f"{spell('--restart', True)} and {_from()} exclude each other; pass one")
     same_settings = False
     if restart:
-        # absolute: "--run . --restart" must name a sibling folder, not fail in with_name
-        run_dir = Path(os.path.abspath(run_dir))
+        # "--run . --restart" must name a sibling folder, not fail in with_name; other paths
+        # stay as given, so that the lines printed and the result name the run as the user did
+        if run_dir.name in ("", ".", ".."):
+            run_dir = Path(os.path.abspath(run_dir))
         if run_dir.is_dir():
             given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
@@ -334,6 +367,11 @@ def _unknown_option(name: str) -> InputError:
              "on_progress"]
     from embedlab.training.spellings import hint as foreign
 
+    if name == "nproc":
+        return InputError("embedlab.train() has no nproc=: --nproc starts the processes of "
+                          "'embedlab train --nproc N' from a shell; a Python call trains in its "
+                          "own process (start N of them with torchrun, each making the same "
+                          "call, as docs/training.md shows)")
     close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
         difflib.get_close_matches(name, names, n=1)
     known = foreign(name, python=True)  # gensim's or word2vec.c's name for an option of ours
@@ -405,9 +443,9 @@ def _summary(result: TrainResult, cfg: TrainConfig) -> str:
     if result.finished:
         state = "finished"
     elif cfg.max_steps is not None and result.step > cfg.max_steps:  # nothing was trained
-        state = f"already past --max-steps {cfg.max_steps}"
+        state = f"already past {spell('--max-steps', cfg.max_steps)}"
     else:
-        state = f"stopped at --max-steps {cfg.max_steps}"
+        state = f"stopped at {spell('--max-steps', cfg.max_steps)}"
     return (f"embedlab: {state}: step {result.step}, {result.words_seen:,} words, loss "
             f"{loss}, {result.train_seconds:.1f} s training; vectors in {result.run_dir}")
 
@@ -426,6 +464,10 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
                              f"{_from(ckpt_name(index.latest))}, or leave {_from()} out to "
                              "resume from the latest")
         return str(find_checkpoint(run, best=True))
+    if not run.exists():
+        raise InputError(f"{_from(from_ckpt)}: run {run} does not exist; {_from()} resumes an "
+                         f"existing run from one of its checkpoints (leave it out to start "
+                         "the run)")
     path = Path(from_ckpt)
     if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
         path = run / "checkpoints" / from_ckpt

@@ -24,6 +24,7 @@ from embedlab.errors import (
     TrainingInterrupted,
     diverged,
     python_caller,
+    rerun,
     spell,
 )
 from embedlab.run import status
@@ -95,7 +96,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         status.write_status(run.run_dir, status="interrupted", step=state.step,
                             error=str(exc)[:500])
         raise ProcessLost(f"{exc}; stopped at step {state.step}, "
-                          f"{_saved(saver.saved_step)} — re-run the same command to resume",
+                          f"{_saved(saver.saved_step)} — {rerun()} to resume",
                           exc.exit_code) from None
     except TrainingInterrupted:
         raise
@@ -139,7 +140,7 @@ class _Stop:
         signum = self.flag.signum or self.agreed
         if signum == distributed.CALLBACK_STOP:
             return TrainingInterrupted(f"process 0 stopped the run at step {step} (saved) — "
-                                       "re-run the same command to resume", 1)
+                                       f"{rerun()} to resume", 1)
         return interrupted(signum, step)
 
 
@@ -207,6 +208,7 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
     if group is not None:  # every process stops, or saves, at the same step: a signal (or a
         # callback's stop) that comes after the agreement waits for the next step's
         stop.agreed, due = group.agree(stop.code(), not last and saver.due(state.step))
+    reporter.lr = lr
     if log_due(cfg, state.step):
         reporter.close_window(lr)
         if group is not None:  # the others wait while this process logs alone
@@ -283,6 +285,7 @@ def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
     epochs = run.cfg.optim.epochs
     print(f"embedlab: {run.run_dir} already finished at step {state.step} ({epochs} "
           f"epoch{'s' if epochs != 1 else ''}); {_train_further(run.run_dir, epochs)}", file=out)
+    progress_sink().end(final_progress(run))  # on_progress hears every call end, this one too
     return _result(run, True)
 
 

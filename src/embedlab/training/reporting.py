@@ -10,13 +10,14 @@ The progress bar is shown only on a terminal (and with ``--progress``); elsewher
 from __future__ import annotations
 
 import contextlib
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from embedlab.errors import TrainingInterrupted
+from embedlab.errors import TrainingInterrupted, TrainingKeyboardInterrupt
 from embedlab.run import status
 from embedlab.training.clocks import TrainingTime, WallClock
 from embedlab.training.schedule import linear_lr
@@ -118,9 +119,17 @@ class ProgressCallback:
 def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
     """The exception of a loop that saved step ``step`` because ``on_progress`` raised
     ``failure`` (its cause)."""
-    stop = TrainingInterrupted(f"on_progress raised {type(failure).__name__}: {failure}; saved "
-                               f"step {step} — call embedlab.train again with the same run to "
-                               "resume", 1)
+    said = f"{type(failure).__name__}: {failure}" if str(failure) else type(failure).__name__
+    kind: type[TrainingInterrupted]
+    if isinstance(failure, KeyboardInterrupt):
+        kind, code = TrainingKeyboardInterrupt, 128 + signal.SIGINT  # as Ctrl-C's
+    elif isinstance(failure, SystemExit):
+        # sys.exit(3) in the callback: its status, as the process would have ended with
+        kind, code = TrainingInterrupted, failure.code if isinstance(failure.code, int) else 1
+    else:
+        kind, code = TrainingInterrupted, 1
+    stop = kind(f"on_progress raised {said}; saved step {step} — call embedlab.train again "
+                "with the same arguments to resume", code)
     stop.__cause__ = failure
     return stop
 
@@ -173,6 +182,7 @@ class Reporter:
         self.time = TrainingTime(run.state)
         self._status_at: float | None = None  # when a window last wrote the status
         self._evaluated: tuple[int, dict[str, float]] | None = None  # the last evaluation
+        self.lr: float | None = None  # the rate of the last step trained
 
     def close_window(self, lr: float) -> None:
         """Log the logging window that ends with this step, and open the next."""
@@ -206,9 +216,11 @@ class Reporter:
         if state.window.pairs:
             state.last_loss = state.window.mean_loss()
             state.metrics["loss"] = state.last_loss
-            self.tracker.log_scalars(state.step, {"train/loss": state.last_loss,
-                                                  "train/progress": state.words_seen /
-                                                  run.total_words})
+            scalars = {"train/loss": state.last_loss,
+                       "train/progress": state.words_seen / run.total_words}
+            if self.lr is not None:  # the lr curve ends where the loss curve does
+                scalars["train/lr"] = self.lr
+            self.tracker.log_scalars(state.step, scalars)
             state.window = LogWindow.opening_now()
         if state.last_loss is not None:
             optim = run.cfg.optim

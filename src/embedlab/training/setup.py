@@ -119,6 +119,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     state.corpus = fingerprint
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
+    if ckpt is not None and started:  # resuming, with epochs left to train
+        started += _more_epochs(run_dir, cfg, state, n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
     _warn_short_of_chunks(cfg, stream)
     if group is not None:  # the other processes set up their part, or refuse with this one
@@ -131,8 +133,9 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if ckpt is not None and abandon_newer:
         moved = abandon_after(run_dir, state.step)
         if moved:  # said at once: a write below may still fail, and the user must know
-            print(f"embedlab: --from: moved {len(moved)} newer checkpoint(s) to "
-                  f"{moved[0].parent}", file=out, flush=True)
+            name = spell_name("--from", python="from_checkpoint")
+            print(f"embedlab: {name}: moved {len(moved)} newer checkpoint(s) to {moved[0].parent}",
+                  file=out, flush=True)
     # A resume already at or past --max-steps trains nothing: its flags (a larger --epochs, say)
     # must not become the run's config, or the command that made the run would be refused
     # as "a different config" next time.
@@ -149,6 +152,24 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     return TrainingRun(cfg, run_dir, vocab, stream, steps, engine, evaluator, manager, state,
                        resumed=ckpt is not None, n_tokens=n_tokens,
                        raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress)
+
+
+def _more_epochs(run_dir: Path, cfg: TrainConfig, state: TrainState, n_tokens: int) -> list[str]:
+    """The line of a resume that raised --epochs: the learning rate's decay is stretched over
+    the new total from here, so the rate jumps up; said with the numbers, once (the config the
+    run trained under until now is still the stored one)."""
+    from embedlab.run.folder import stored_config
+    from embedlab.training.schedule import linear_lr
+
+    before = stored_config(run_dir)
+    if before is None or before.optim.epochs >= cfg.optim.epochs:
+        return []
+    o, was = cfg.optim, before.optim.epochs
+    old = linear_lr(o.lr, o.min_lr_ratio, state.words_seen, was * n_tokens)
+    new = linear_lr(o.lr, o.min_lr_ratio, state.words_seen, o.epochs * n_tokens)
+    return [f"embedlab: {spell('--epochs', o.epochs)} (was {was}): the learning rate decays "
+            f"to the end of epoch {o.epochs} from here, {new:.6g} at step {state.step} "
+            f"({old:.6g} with {was} epoch{'s' if was != 1 else ''})"]
 
 
 def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
@@ -187,9 +208,13 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
 def _check_probe_words(cfg: TrainConfig, vocab: Vocab) -> None:
     unknown = [w for w in cfg.track.probe_words if w not in vocab.index]
     if unknown:
+        from embedlab.eval.neighbors import suggest
+
+        close = suggest(unknown[0], vocab.words, n=3)
+        hint = (f"did you mean {', '.join(close)}? " if close and len(unknown) == 1 else "")
         raise InputError(f"{spell_name('--probe')} word(s) not in the vocabulary: "
-                         f"{', '.join(unknown)}; pick words the corpus has (the most frequent: "
-                         f"{', '.join(vocab.words[:3])})")
+                         f"{', '.join(unknown)}; {hint}pick words the corpus has (the most "
+                         f"frequent: {', '.join(vocab.words[:3])})")
 
 
 def make_evaluator(cfg: TrainConfig) -> Any:
