@@ -100,6 +100,59 @@ def test_rows_by_number_as_gensim(pair: tuple[Vectors, KeyedVectors]) -> None:
         vec[len(WORDS)]
 
 
+def test_row_numbers_are_keys_in_every_query_as_in_gensim(
+        pair: tuple[Vectors, KeyedVectors]) -> None:
+    """A row number is a key wherever gensim's queries take one (its cosmul aside, which
+    multiplies the matrix by the number)."""
+    vec, kv = pair
+    king, woman, man = (WORDS.index(w) for w in ("king", "woman", "man"))
+    same(vec.most_similar(king, topn=5), kv.most_similar(king, topn=5))
+    same(vec.most_similar(positive=[king, np.int64(woman)], negative=[man], topn=5),
+         kv.most_similar(positive=[king, np.int64(woman)], negative=[man], topn=5))
+    assert vec.similarity(king, woman) == pytest.approx(float(kv.similarity(king, woman)), abs=1e-6)
+    assert vec.distance(king, woman) == pytest.approx(float(kv.distance(king, woman)), abs=1e-6)
+    same(vec.distances(king, [woman, man]), kv.distances(king, [woman, man]))
+    assert vec.n_similarity([king], [woman]) == pytest.approx(
+        float(kv.n_similarity([king], [woman])), abs=1e-6)
+    assert vec.most_similar_to_given(king, [woman, man]) == kv.most_similar_to_given(
+        king, [woman, man])
+    assert vec.rank(king, woman) == kv.rank(king, woman)
+    assert vec.closer_than(king, woman) == kv.closer_than(king, woman)
+    assert vec.doesnt_match([king, woman, man]) == kv.doesnt_match([king, woman, man])
+    same(vec.similar_by_key(king, topn=3), kv.similar_by_key(king, topn=3))
+    same(vec.most_similar_cosmul(positive=["king"], topn=3),
+         vec.most_similar_cosmul(positive=[king], topn=3))
+    with pytest.raises(KeyError, match="row 200 is not in the vocabulary"):
+        vec.most_similar(len(WORDS))
+
+
+def test_queries_are_checked_as_gensim_users_pass_them(
+        pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, kv = pair
+    assert vec.most_similar_cosmul("king", topn=None).dtype == \
+        kv.most_similar_cosmul("king", topn=None).dtype == np.float64
+    with pytest.raises(InputError, match=r"^topn must be an integer or None, got 2.5"):
+        vec.most_similar_cosmul("king", topn=2.5)  # type: ignore[call-overload]
+    with pytest.raises(InputError, match=r"takes words and vectors, not \(word, weight\) pairs"):
+        vec.most_similar_cosmul(positive=[("king", 2.0)])
+    with pytest.raises(TypeError, match=r"pass k or topn, not both \(got k=3, topn=4\)"):
+        vec.most_similar("king", k=3, topn=4)
+    with pytest.raises(InputError) as info:
+        vec.most_similar(positive=[np.ones(5)])
+    assert str(info.value) == (f"a query vector must have {DIM} values (the vectors' "
+                               "dimension), got one of shape (5,)")
+    with pytest.raises(InputError, match=f"must have {DIM} values"):
+        vec.distances(np.ones(DIM + 1))
+
+
+def test_the_norms_the_queries_use_are_read_only(pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, _ = pair
+    before = vec.most_similar("king", topn=3)
+    with pytest.raises(ValueError, match="read-only"):
+        vec.norms[:] = 1000.0
+    assert vec.most_similar("king", topn=3) == before
+
+
 def test_arguments_of_the_wrong_type_are_one_line(pair: tuple[Vectors, KeyedVectors]) -> None:
     import embedlab
 

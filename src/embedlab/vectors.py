@@ -32,7 +32,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from embedlab.errors import InputError, python_entry, spell
+from embedlab.errors import InputError, checked_bool, checked_step, python_entry, spell
 from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, parse_questions
 from embedlab.eval.neighbors import Metric, nearest, suggest
 from embedlab.eval.scoring import Method, analogy_scores, cosine_to_all, row_norms, top_k, unit_rows
@@ -48,6 +48,7 @@ from embedlab.vectors_gensim import (
     KeyedVectorsDialect,
     Keys,
     as_list,
+    check_topn,
     one_of,
     read_analogy_text,
     restricted,
@@ -109,13 +110,25 @@ class Vectors(KeyedVectorsDialect):
 
     @cached_property
     def norms(self) -> np.ndarray:
-        """Row norms (float32, V), computed once."""
-        return row_norms(self.matrix)
+        """Row norms (float32, V, read-only: the queries use them), computed once."""
+        norms = row_norms(self.matrix)
+        norms.flags.writeable = False
+        return norms
 
-    def index(self, word: str) -> int:
-        """Row of ``word``; unknown words raise :class:`UnknownWordError` with suggestions."""
-        i = self._index.get(word)
+    def index(self, word: str | int | np.integer) -> int:
+        """Row of ``word``; a row number (an int, as gensim takes one) is itself; unknown
+        words raise :class:`UnknownWordError` with suggestions."""
+        if isinstance(word, int | np.integer) and not isinstance(word, bool):
+            if 0 <= word < len(self.words):
+                return int(word)
+            raise UnknownWordError(f"row {word} is not in the vocabulary (rows 0 to "
+                                   f"{len(self.words) - 1}); pass a word or a row number in "
+                                   "that range")
+        i = self._index.get(word) if isinstance(word, str) else None
         if i is None:
+            if not isinstance(word, str):
+                raise UnknownWordError(f"{clip(repr(word))} is not a word or a row number; pass "
+                                       "a str (or an int row)")
             raise UnknownWordError(self._unknown_message(word))
         return i
 
@@ -156,11 +169,11 @@ class Vectors(KeyedVectorsDialect):
         if isinstance(negative, int | np.integer):  # embedlab's most_similar(word, 10)
             k = one_of("k", k, "a second positional argument", int(negative))
             negative = None
-        if topn is not None and (not isinstance(topn, int | np.integer)
-                                 or isinstance(topn, bool)):
-            raise InputError(f"topn must be an integer or None, got {topn!r}; e.g. topn=10")
+        check_topn(topn)
         positive = one_of("positive", positive, "word", word)
         if k is not None:
+            if topn != 10:  # topn's default: one of the two counts was meant, not both
+                raise TypeError(f"pass k or topn, not both (got k={k!r}, topn={topn!r})")
             _check_k(k)
             topn = k
         elif isinstance(topn, int) and topn < 1:
@@ -181,7 +194,7 @@ class Vectors(KeyedVectorsDialect):
         """The query vector of :meth:`most_similar` and the rows of its words."""
         if not positive and not negative:
             raise InputError("no query word given; pass at least one word")
-        if not negative and all(isinstance(w, str) for w in positive):
+        if not negative and all(isinstance(w, str | int | np.integer) for w in positive):
             ids = [self.index(w) for w in positive]
             if len(ids) == 1 or metric == "euclidean":
                 return self.matrix[ids].mean(axis=0), ids
@@ -292,6 +305,7 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
         raise InputError(f"path= must be the path of a run folder, a checkpoint folder or a "
                          f"vectors file (a str or os.PathLike), got {type(path).__name__} "
                          f"{clip(repr(path))}")
+    step, best = checked_step("step", step), checked_bool("best", best)
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p} does not exist; pass a run folder, a checkpoint folder or a "

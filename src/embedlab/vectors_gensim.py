@@ -38,7 +38,7 @@ from embedlab.export.atomic import path_argument
 from embedlab.fsutil import read_utf8
 
 PathLike = str | os.PathLike[str]
-Key: TypeAlias = "str | np.ndarray"
+Key: TypeAlias = "str | int | np.integer | np.ndarray"
 Keys: TypeAlias = "Key | tuple[Key, float] | Sequence[Key | tuple[Key, float]] | None"
 
 GENSIM_RESTRICT = 300_000  # the restrict_vocab default of gensim's evaluate_word_* methods
@@ -138,19 +138,22 @@ class KeyedVectorsDialect:
         return (vectors_all @ vector_1) / safe(norm * all_norms)
 
     def _key_row(self, key: object) -> int:
-        """Row of ``key``; an unknown key raises gensim's ``KeyError("Key 'w' not present")``."""
-        row = self._index.get(key) if isinstance(key, str) else None
-        if row is None:
+        """Row of ``key`` (a word, or a row number as gensim takes one); an unknown key raises
+        gensim's ``KeyError("Key 'w' not present")``."""
+        if isinstance(key, bool):
             raise KeyError(f"Key '{key}' not present")
-        return row
+        return self.get_index(key)
 
     def _query_term(self, key: Key, lookup: Callable[[str], int] | None = None
                     ) -> tuple[np.ndarray, int | None]:
         """A query item as gensim uses it: a word's unit vector and its row, or a vector as
         given (and no row). ``lookup`` maps a word to its row (default :meth:`_key_row`)."""
         if isinstance(key, np.ndarray):
+            if key.size != self.dim:
+                raise InputError(f"a query vector must have {self.dim} values (the vectors' "
+                                 f"dimension), got one of shape {key.shape}")
             return np.asarray(key, dtype=np.float32).reshape(self.dim), None
-        row = (lookup or self._key_row)(key)
+        row = (lookup or self._key_row)(key)  # type: ignore[arg-type]
         return self.matrix[row] / safe(self.norms[row : row + 1])[0], row
 
     def _weighted_query(self, positive: list[Any], negative: list[Any],
@@ -185,9 +188,16 @@ class KeyedVectorsDialect:
         """Levy & Goldberg's 3CosMul generalised (gensim's ``most_similar_cosmul``): rank by
         the product of the shifted cosines (1 + cos) / 2 with the ``positive`` words over
         that with the ``negative`` ones (+ 1e-6). Words of the query are never answers;
-        ``topn=None`` returns the scores of every word (of the first ``restrict_vocab``)."""
-        if isinstance(topn, int) and topn < 1:
+        ``topn=None`` returns the scores of every word (of the first ``restrict_vocab``), as
+        float64 as gensim's. Words and vectors only: a ``(word, weight)`` pair has no meaning
+        in a product of cosines (gensim's takes none either)."""
+        check_topn(topn)
+        if isinstance(topn, int | np.integer) and topn < 1:
             return []
+        items = as_list(positive) + as_list(negative)
+        if any(isinstance(item, tuple) for item in items):
+            raise InputError("most_similar_cosmul takes words and vectors, not (word, weight) "
+                             "pairs; pass the words alone, or use most_similar for weights")
         pos = [self._query_term(k) for k in as_list(positive)]
         neg = [self._query_term(k) for k in as_list(negative)]
         if not pos:
@@ -199,9 +209,9 @@ class KeyedVectorsDialect:
         scores = np.prod(shifted[: len(pos)], axis=0) / (
             np.prod(shifted[len(pos) :], axis=0) + np.float32(COSMUL_EPS))
         if topn is None:
-            return scores
+            return scores.astype(np.float64)
         rows = [r for _, r in pos + neg if r is not None]
-        return self._best_of(scores, topn, rows)
+        return self._best_of(scores, int(topn), rows)
 
     def _best_of(self, scores: np.ndarray, topn: int, exclude: Sequence[int]
                 ) -> list[tuple[str, float]]:
@@ -269,8 +279,9 @@ class KeyedVectorsDialect:
     def distances(self, word_or_vector: Key, other_words: Sequence[str] = ()) -> np.ndarray:
         """Cosine distances (float32) from a word or vector to ``other_words``, or to every
         word (itself included) when ``other_words`` is empty."""
-        query = (self.get_vector(word_or_vector) if isinstance(word_or_vector, str)
-                 else np.asarray(word_or_vector, dtype=np.float32))
+        query = (self.get_vector(word_or_vector)
+                 if isinstance(word_or_vector, str | int | np.integer)
+                 else self._query_term(np.asarray(word_or_vector))[0])
         if other_words:
             rows = [self._key_row(w) for w in other_words]
             cos = cosine_to_all(self.matrix[rows], self.norms[rows], query[None])[0]
@@ -363,12 +374,20 @@ class KeyedVectorsDialect:
 # ---- helpers ----------------------------------------------------------------------------------
 
 def as_list(value: Keys) -> list[Any]:
-    """gensim's reading of ``positive``/``negative``: nothing, one word or vector, or several."""
+    """gensim's reading of ``positive``/``negative``: nothing, one word, row number or vector,
+    or several."""
     if value is None:
         return []
-    if isinstance(value, str) or (isinstance(value, np.ndarray) and value.ndim == 1):
+    if isinstance(value, str | int | np.integer) or (isinstance(value, np.ndarray) and
+                                                     value.ndim == 1):
         return [value]
     return list(value)
+
+
+def check_topn(topn: object) -> None:
+    """``topn``: an integer or None (gensim's ``topn=0`` and below return nothing)."""
+    if topn is not None and (not isinstance(topn, int | np.integer) or isinstance(topn, bool)):
+        raise InputError(f"topn must be an integer or None, got {topn!r}; e.g. topn=10")
 
 
 def one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:

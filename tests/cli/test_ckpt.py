@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -72,10 +73,9 @@ def test_export_subset_keeps_bfloat16(tmp_path: Path) -> None:
 # each message names the problem and the fix
 @pytest.mark.parametrize(("args", "message"), [
     (["{missing}"], "missing does not exist; pass a run folder (see 'embedlab runs')"),
-    (["{empty}"], "has no checkpoints; train it first ('embedlab train --run RUN') or pass "
-                  "another run folder"),
-    (["{run}", "--step", "4"], "no checkpoint at step 4 (available: 1, 2, 3, 5); run "
-                               "'embedlab ckpt RUN' to list them"),
+    (["{empty}"], "empty has no checkpoints yet; train it first (embedlab train --run "),
+    (["{run}", "--step", "4"], "no checkpoint at step 4 (available: 1, 2, 3, 5); pass one of "
+                               "them\n"),
     (["{run}", "--step", "2", "--best"], "--step and --best are mutually exclusive; pass one"),
     (["{run}", "--export-subset", "{tmp}/x", "--names", "nce_w"],
      "no tensor named nce_w; it has: input_embeddings, output_embeddings"),
@@ -244,7 +244,7 @@ def test_tensors_of_an_unparsable_resigned_file_is_one_line(run: Path,
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"embedlab: error: cannot read checkpoint {path} (")
-    assert err.endswith("use another checkpoint ('embedlab ckpt RUN' lists them)\n")
+    assert err.endswith(f"use another checkpoint ('embedlab ckpt {run}' lists them)\n")
 
 
 @pytest.mark.parametrize(("out", "message"), [
@@ -297,3 +297,18 @@ def test_export_subset_refuses_empty_names(run: Path, tmp_path: Path, names: str
     assert f"--names expects comma-separated tensor names, got {names!r} (an empty name); " \
            "e.g. --names input_embeddings,output_embeddings, or leave --names out" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_run_whose_checkpoints_are_gone_is_told_so_by_every_command(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """checkpoints/ emptied while the index still lists them: not "train it first" (train
+    refuses that run) nor "corrupted" (nothing is there), the same line from ckpt and export."""
+    for folder in (run / "checkpoints").iterdir():
+        shutil.rmtree(folder)
+    for command in (["ckpt", str(run)], ["export", str(run), "--out", str(run / "v.txt")]):
+        with pytest.raises(SystemExit) as e:
+            main(command)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1, err
+        assert f"{run} has no checkpoints, but its index ({run / 'checkpoint'}) lists " in err
+        assert "the checkpoints/ folder was emptied or moved; restore it" in err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
         target = root / ckpt_name(step)
         if not target.is_dir():
             have = ", ".join(str(s) for s in sorted(committed_folders(root))) or "none"
-            raise InputError(f"{p} has no checkpoint at step {step} (available: {have}); "
-                             f"{_list_them()}")
+            pick = "pass one of them as step=" if python_caller() else "pass one of them"
+            raise InputError(f"{p} has no checkpoint at step {step} (available: {have}); {pick}")
         return _verified_or_fail(target)
     if best:
         index = read_index(p)
@@ -78,15 +79,35 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
         return _verified_or_fail(root / ckpt_name(index.best))
     found = CheckpointManager(p).latest()
     if found is None:
-        raise InputError(f"no verified checkpoint in {p}; every checkpoint folder is incomplete "
-                         "or corrupted - start a new run or restore the folder from a backup")
+        raise no_checkpoint(p)
     return found
+
+
+def no_checkpoint(run: Path) -> InputError:
+    """The error for a run folder without a verified checkpoint, by what it holds: none yet,
+    none left of those its index lists (checkpoints/ emptied or moved), or only damaged ones."""
+    listed = CheckpointManager(run).index().ours()
+    if committed_folders(run / CKPT_DIR):
+        return InputError(f"no verified checkpoint in {run}; every checkpoint folder is "
+                          "incomplete or corrupted - start a new run or restore the folder from "
+                          "a backup")
+    if listed:
+        return InputError(f"{run} has no checkpoints, but its index ({run / INDEX_FILE}) lists "
+                          f"{len(listed)} up to step {max(listed)}: the {CKPT_DIR}/ folder was "
+                          "emptied or moved; restore it")
+    train = (f"embedlab.train(run={str(run)!r})" if python_caller() else
+             f"embedlab train --run {shlex.quote(str(run))}")
+    return InputError(f"{run} has no checkpoints yet; train it first ({train}) or pass another "
+                      "run folder")
 
 
 @python_entry
 def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
     """:func:`embedlab.checkpoints`: the committed checkpoints of run folder ``run``, oldest
     first, verified; :class:`InputError` for a path that is no run folder."""
+    if not isinstance(run, str | os.PathLike):
+        raise InputError(f"run= must be the path of a run folder (a str or os.PathLike), got "
+                         f"{type(run).__name__} {run!r}")
     p = Path(run)
     if not p.is_dir():
         what = "is not a folder" if p.exists() else "does not exist"
@@ -103,21 +124,23 @@ def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
 
 def _verified_or_fail(ckpt_dir: Path) -> Path:
     if not ckpt_dir.is_dir():
-        raise InputError(f"checkpoint {ckpt_dir} is missing; {_list_them()}")
+        raise InputError(f"checkpoint {ckpt_dir} is missing; {_list_them(ckpt_dir)}")
     problem = verify(ckpt_dir)
     if problem is not None:
         raise InputError(f"checkpoint {ckpt_dir} failed verification: {problem}; use another "
-                         f"checkpoint ({_list_them(lists=True)})")
+                         f"checkpoint ({_list_them(ckpt_dir, lists=True)})")
     return ckpt_dir
 
 
-def _list_them(*, lists: bool = False) -> str:
-    """How the caller finds the checkpoints there are: the ``ckpt`` command, or from Python
-    the run folder's own listing (``embedlab.checkpoints``)."""
+def _list_them(ckpt_dir: Path, *, lists: bool = False) -> str:
+    """How the caller finds the checkpoints of the run ``ckpt_dir`` belongs to: the ``ckpt``
+    command, or from Python the run folder's own listing (``embedlab.checkpoints``)."""
+    run = ckpt_dir.parent.parent if ckpt_dir.parent.name == CKPT_DIR else None
     if python_caller():
-        return ("embedlab.checkpoints(RUN) lists them" if lists else
-                "embedlab.checkpoints(RUN) lists them; pass one as step=")
-    return "'embedlab ckpt RUN' lists them" if lists else "run 'embedlab ckpt RUN' to list them"
+        listing = f"embedlab.checkpoints({str(run)!r})" if run else "embedlab.checkpoints(run)"
+        return f"{listing} lists them" if lists else f"{listing} lists them; pass one as step="
+    listing = f"embedlab ckpt {shlex.quote(str(run))}" if run else "embedlab ckpt RUN"
+    return f"'{listing}' lists them" if lists else f"run '{listing}' to list them"
 
 
 def _unreadable(ckpt_dir: Path, exc: BaseException) -> InputError:
@@ -125,7 +148,7 @@ def _unreadable(ckpt_dir: Path, exc: BaseException) -> InputError:
     what = str(exc) if isinstance(exc, (OSError, ValueError)) else \
         f"{type(exc).__name__}: {exc}"  # SafetensorError is not a ValueError in every version
     return InputError(f"cannot read checkpoint {ckpt_dir} ({what}); use another checkpoint "
-                      "('embedlab ckpt RUN' lists them)")
+                      f"({_list_them(ckpt_dir, lists=True)})")
 
 
 # ---- the state's shape -----------------------------------------------------------------------
@@ -171,26 +194,26 @@ def check_state(ckpt_dir: Path | str, state: Mapping[str, Any],
             if problem is not None:
                 raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has "
                                  f"{key!r} = {clip(json.dumps(state[key]))}, not {problem}; use "
-                                 "another checkpoint ('embedlab ckpt RUN' lists them)")
+                                 f"another checkpoint ({_list_them(Path(ckpt_dir), lists=True)})")
 
 
 def _check_own_fields(ckpt_dir: Path, state: dict[str, Any]) -> None:
     """``step`` and ``metrics``, which :meth:`CheckpointManager.save` always writes."""
     if "step" not in state:
         raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has no 'step'; use "
-                         "another checkpoint ('embedlab ckpt RUN' lists them)")
+                         f"another checkpoint ({_list_them(Path(ckpt_dir), lists=True)})")
     check_state(ckpt_dir, state, {"step": int})
     metrics = state.get("metrics", {})
     if not isinstance(metrics, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()):
         raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} has 'metrics' = "
                          f"{clip(json.dumps(metrics))}, not an object of numbers; use another "
-                         "checkpoint ('embedlab ckpt RUN' lists them)")
+                         f"checkpoint ({_list_them(Path(ckpt_dir), lists=True)})")
     named = parse_step(ckpt_dir.name)
     if named is not None and named != state["step"]:
         raise InputError(f"checkpoint {ckpt_dir} is damaged: {STATE_FILE} says step "
                          f"{state['step']}, its folder name step {named}; use another "
-                         "checkpoint ('embedlab ckpt RUN' lists them)")
+                         f"checkpoint ({_list_them(Path(ckpt_dir), lists=True)})")
 
 
 # ---- loading ---------------------------------------------------------------------------------

@@ -213,8 +213,9 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
         raise InputError(f"{run} {what}; pass a run folder (see 'embedlab runs')")
     infos = CheckpointManager(run).list()
     if not infos:
-        raise InputError(f"{run} has no checkpoints; train it first "
-                         "('embedlab train --run RUN') or pass another run folder")
+        from embedlab.checkpoint.load import no_checkpoint
+
+        raise no_checkpoint(run)
     table = Table(title=f"checkpoints of {run}")
     for col, justify in (("step", "right"), ("time", "left"), ("size", "right"),
                          ("roles", "left"), ("verified", "left")):

@@ -31,8 +31,8 @@ from typing import IO
 
 import numpy as np
 
-from embedlab.errors import InputError
-from embedlab.export.atomic import atomic_export, check_writable
+from embedlab.errors import InputError, python_caller
+from embedlab.export.atomic import _out, atomic_export, check_writable
 
 _ROWS_PER_WRITE = 4096  # rows formatted per write call: bounded memory for big vocabularies
 _TEXT_BLOCK = 8 << 20  # bytes of text rows parsed at a time
@@ -62,9 +62,14 @@ def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
     """
     if format_suffix(path) == ".npy":
         fmt = "word2vec-binary" if binary else "word2vec"
+        suffix = ".bin" if binary else ".txt"
+        if python_caller():
+            raise InputError(f"{_out(str(path))} ends in .npy, but a word2vec file is written "
+                             "there, which would then be read as a .npy matrix; call to_npy for "
+                             f"that format, or pass a name ending in {suffix}")
         raise InputError(f"--out {path} ends in .npy, but --format {fmt} writes a word2vec file "
                          "that would then be read as a .npy matrix; pass --format npy, or an "
-                         f"--out name ending in {'.bin' if binary else '.txt'}")
+                         f"--out name ending in {suffix}")
     _check_shapes(words, matrix)
     validate_words(words)
     check_writable(path, force=force, example="vectors.bin" if binary else "vectors.txt")
