@@ -138,3 +138,10 @@ def test_atomic_write_refuses_a_dangling_symlink(tmp_path: Path) -> None:
     assert str(e.value) == (f"{link} is a symbolic link to {tmp_path}/gone.txt, which does not "
                             "exist; remove it or choose another file path")
     assert link.is_symlink() and [p.name for p in tmp_path.iterdir()] == ["link.txt"]
+
+
+def test_a_device_is_refused_without_telling_the_user_to_move_it() -> None:
+    with pytest.raises(InputError) as e:
+        fsutil.output_target(Path("/dev/null"), "move it away or pick another --out")
+    assert str(e.value) == ("/dev/null is not a regular file (it is a character device); pick "
+                            "another --out")

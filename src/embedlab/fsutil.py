@@ -96,6 +96,8 @@ def output_target(path: Path, fix: str = "remove it or choose another file path"
         return path  # missing (the usual case), or a write error that the write itself reports
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # /dev/null is not the user's to move
+            fix = fix.replace("move it away or ", "").replace("remove it or ", "")
         raise InputError(f"{path} is not a regular file (it is {kind}); {fix}")
     return Path(os.path.realpath(path)) if os.path.islink(path) else path
 

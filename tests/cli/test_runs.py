@@ -88,17 +88,19 @@ def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
     assert "warning: skipped" in err and "broken" in err
 
 
-def test_runs_skips_a_run_with_a_bad_status_field(two_runs: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_runs_lists_a_run_with_a_bad_status_field_as_unknown(
+        two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
     status = two_runs / "demo-sg-lr0.5" / "status.json"
     before = status.read_text()
     status.write_text(json.dumps({**json.loads(before), "wall_time": "x"}))
     code, out, err = run_cli(["runs", str(two_runs)], capsys)
-    assert code == 0 and "demo-sg-lr1.0" in out and "demo-sg-lr0.5" not in out
-    assert err.startswith("embedlab: warning: skipped ") and err.count("\n") == 1, err
-    assert "wall_time is 'x'" in err and "Traceback" not in err
+    assert code == 0 and "demo-sg-lr1.0" in out
+    row = next(line for line in out.splitlines() if "demo-sg-lr0.5" in line)
+    assert "unknown" in row
+    assert err.startswith("embedlab: warning: ") and err.count("\n") == 1, err
+    assert "wall_time is 'x'" in err and "with status unknown" in err and "Traceback" not in err
 
 
 def test_runs_lists_linreg_runs_beside_word2vec_runs(two_runs: Path, tmp_path: Path,
@@ -130,6 +132,9 @@ def test_tensorboard_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, _, err = run_cli(["tensorboard", str(tmp_path / "nope")], capsys)
     assert_one_line_error(code, err, "no such folder", "; pass the folder that holds your runs "
                                                        "(e.g. embedlab tensorboard runs/)")
+    (tmp_path / "corpus.txt").write_text("a b c\n")
+    code, _, err = run_cli(["tensorboard", str(tmp_path / "corpus.txt")], capsys)
+    assert_one_line_error(code, err, f"{tmp_path / 'corpus.txt'} is not a folder; pass the folder")
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -248,8 +253,9 @@ def test_visualize_writes_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize(("args", "needles"), [
     (["--method", "umap"], ["'--method': 'umap' is not one of 'pca', 'tsne'"]),
     (["--words", "1"], ["--words must be >= 3, got 1; e.g. --words 300"]),
-    ([], ["vocab.tsv not found; pass a run folder made by 'embedlab train' (see 'embedlab "
-          "runs'), or restore the run's vocab.tsv\n"]),
+    ([], ["holds no checkpoints (no checkpoints/ folder); pass a run folder that has been "
+          "trained, or a checkpoint folder\n"]),
+    (["--step", "5", "--best"], ["--step and --best are mutually exclusive; pass one of them"]),
 ])
 def test_visualize_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                 args: list[str], needles: list[str]) -> None:
@@ -284,3 +290,13 @@ def test_tensorboard_removes_older_experiment_summaries_except_in_busy_runs(
     assert tag not in next((root / "old").glob("events.out.tfevents.*")).read_bytes()
     assert tag in next((root / "busy").glob("events.out.tfevents.*")).read_bytes()
     assert "from 1 run(s)" in capsys.readouterr().err
+
+
+def test_a_run_folder_without_its_config_is_named_not_called_empty(
+        two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = two_runs / "demo-sg-lr0.5"
+    (run / "config.json").unlink()
+    (run / "checkpoints" / "ckpt-00000010").mkdir(parents=True)  # what a trained run holds
+    code, _, err = run_cli(["runs", str(run)], capsys)
+    assert_one_line_error(code, err, f"run {run} has checkpoints but no config.json, which holds "
+                                     "its settings; restore config.json from a backup")

@@ -158,17 +158,36 @@ def test_run_info_unreadable_config(tmp_path: Path) -> None:
     ("loss", "low", "loss is 'low'"),
 ], ids=["wall-text", "wall-inf", "words-text", "words-huge", "step-bool", "pid-huge",
         "status-int", "host-list", "loss-text"])
-def test_run_info_refuses_a_status_field_of_the_wrong_type(tmp_path: Path, field: str,
-                                                           value: object, needle: str) -> None:
+def test_run_info_lists_a_status_field_of_the_wrong_type_as_unknown(
+        tmp_path: Path, field: str, value: object, needle: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
     _make_run(tmp_path / "r")
     status = {"status": "running", "pid": os.getpid(), "step": 5, "words_seen": 10,
               "wall_time": 1.0, field: value}
     (tmp_path / "r" / "status.json").write_text(json.dumps(status))
-    with pytest.raises(InputError) as exc:
-        run_info(tmp_path / "r", tmp_path)
-    msg = str(exc.value)
+    info = run_info(tmp_path / "r", tmp_path)
+    assert (info.status, info.step, info.words_seen, info.wall_time) == ("unknown", None, None,
+                                                                         None)
+    msg = capsys.readouterr().err
     assert "status.json is unreadable" in msg and needle in msg and "fix or remove" in msg
-    assert "\n" not in msg and len(msg) < 300
+    assert msg.endswith(f"; listing {tmp_path / 'r'} with status unknown\n")
+    assert msg.count("\n") == 1 and len(msg) < 400
+
+
+def test_a_cut_short_status_is_said_and_a_running_status_needs_its_lock(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _make_run(tmp_path / "r")
+    status = tmp_path / "r" / "status.json"
+    status.write_text('{"status": "fini')
+    assert run_info(tmp_path / "r", tmp_path).status == "unknown"
+    assert "status.json is unreadable (not a JSON object: cut short?)" in capsys.readouterr().err
+    # "running" with a live pid that is not the run's: nothing holds the run's lock
+    status.write_text(json.dumps({"status": "running", "pid": 1, "host": socket.gethostname()}))
+    assert run_info(tmp_path / "r", tmp_path).status == "failed"
+    (tmp_path / "r" / ".lock").write_text(json.dumps({"pid": os.getpid(),
+                                                      "host": socket.gethostname()}))
+    assert run_info(tmp_path / "r", tmp_path).status == "running"
+    assert capsys.readouterr().err == ""
 
 
 def test_run_info_refuses_a_text_config_field_of_another_type(tmp_path: Path) -> None:
@@ -212,6 +231,22 @@ def test_best_is_the_best_checkpoint_with_enough_digits(tmp_path: Path) -> None:
     assert run_info(run, tmp_path).best == "train/loss 1.9997 @6420"
     (run / "checkpoint").write_bytes(b"\xff\xfe")  # damaged: listed as if it had none
     assert run_info(run, tmp_path).best == "train/loss 1.9997 @6400"
+
+
+def test_a_best_evaluated_only_at_its_checkpoint_has_the_tag_of_a_logged_one(
+        tmp_path: Path) -> None:
+    """A checkpoint evaluated for --best-metric analogy before any window logged it: the same
+    label, eval/analogy, as when the value was logged."""
+    from embedlab.config import CheckpointConfig
+
+    run = tmp_path / "sg"
+    cfg = dataclasses.replace(TrainConfig(), checkpoint=CheckpointConfig(best_metric="analogy:max"))
+    write_run_files(run, cfg, fake_vocab())
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 100, "train/loss": 2.5}) + "\n")
+    index = Index(latest=600, kept=(600,), best=600, best_metric="analogy", best_value=0.036036,
+                  best_mode="max")
+    (run / "checkpoint").write_text(index.render())
+    assert run_info(run, tmp_path).best == "eval/analogy 0.036036 @600"
 
 
 def _linreg_run(run: Path, tmp_path: Path, *, max_steps: int | None = None) -> None:
@@ -271,6 +306,26 @@ def test_per_invocation_settings_are_not_differing_hyperparameters(tmp_path: Pat
     assert {"max_steps", "track.progress"} <= {k for k in infos[0].hparams
                                                 if infos[0].hparams[k] != infos[1].hparams[k]}
     assert differing_keys(infos) == ["optim.lr"]
+
+
+def test_the_noise_settings_of_hierarchical_softmax_runs_are_no_difference(
+        tmp_path: Path) -> None:
+    """An hs run draws no noise words: its --negative 0 (gensim's hs=1, negative=0) beside
+    negative-sampling runs is no differing hyperparameter, in the table or in TensorBoard's."""
+    from embedlab.config import ModelConfig
+    from embedlab.track.tensorboard import table_hparams
+
+    for name, loss, negative in (("hs", "hs", 0), ("neg", "neg", 5), ("nce", "nce", 5)):
+        model = dataclasses.replace(ModelConfig(), loss=loss, negative=negative)
+        write_run_files(tmp_path / name, dataclasses.replace(TrainConfig(), model=model),
+                        fake_vocab())
+    infos = [run_info(r, tmp_path) for r in find_runs(tmp_path)]
+    assert differing_keys(infos) == ["model.loss"]
+    assert "model.negative" not in infos[0].hparams and infos[1].hparams["model.negative"] == 5
+    config = json.loads((tmp_path / "hs" / "config.json").read_text())
+    assert "model.negative" not in table_hparams(config)
+    assert "model.noise_exponent" in table_hparams(
+        json.loads((tmp_path / "neg" / "config.json").read_text()))
 
 
 def test_a_run_from_before_an_option_shows_the_value_it_trained_with(tmp_path: Path) -> None:

@@ -34,6 +34,20 @@ def test_pca_plot_from_latest_checkpoint(tmp_path: Path) -> None:
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")]  # no temp files
 
 
+def test_a_checkpoint_picked_by_step_best_or_its_folder(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    make_trained_run(run)
+    assert visualize(run, words=30, step=10) == run / "exports" / "pca-step10.png"
+    folder = run / "checkpoints" / "ckpt-00000010"
+    out = visualize(folder, words=30, out=tmp_path / "ten.png")
+    assert imread(out).shape == imread(run / "exports" / "pca-step10.png").shape
+    assert visualize(folder, words=30, force=True) == run / "exports" / "pca-step10.png"
+    with pytest.raises(InputError, match="has no checkpoint at step 15"):
+        visualize(run, words=30, step=15)
+    with pytest.raises(InputError, match=r"--step/--best choose a checkpoint of a run folder"):
+        visualize(out, words=30, step=10, out=tmp_path / "x.png")
+
+
 @pytest.mark.slow  # t-SNE: seconds on an idle 2-core machine, much more under load
 def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -47,8 +61,8 @@ def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
     ("none", {}, "no such run folder or vectors file: {run}; pass a folder made by embedlab "
                  "train (see embedlab runs), or a word2vec/.npy file"),
     ("file", {}, "{run} is a vectors file: pass --out for the image, e.g. --out pca.png"),
-    ("empty", {}, "{run}/vocab.tsv not found; pass a run folder made by 'embedlab train' "
-                  "(see 'embedlab runs'), or restore the run's vocab.tsv"),
+    ("empty", {}, "{run} holds no checkpoints (no checkpoints/ folder); pass a run folder "
+                  "that has been trained, or a checkpoint folder"),
     ("vocab-only", {}, "holds no checkpoints (no checkpoints/ folder); pass a run folder that "
                        "has been trained, or a checkpoint folder"),
     ("trained", {"words": 2}, "--words must be >= 3, got 2; e.g. --words 300"),

@@ -23,7 +23,7 @@ def runs(directory: Path, all_hparams: bool) -> None:
     """Table of the runs under DIRECTORY (default: runs/).
 
     Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
-    (running / finished / interrupted / failed), step, words seen, latest loss, the best
+    (running / finished / interrupted / failed / unknown), step, words seen, latest loss, the best
     checkpoint (its value of the run's --best-metric @ its step), wall time, and the
     hyperparameters that differ between the listed runs (settings that do not change the
     result, such as --max-steps or --progress, are left out).
@@ -38,6 +38,10 @@ def runs(directory: Path, all_hparams: bool) -> None:
             infos.append(run_info(run, directory))
         except InputError as exc:  # one broken run must not hide the others
             click.echo(f"embedlab: warning: skipped {run}: {exc}", err=True)
+    if not infos and (directory / "checkpoints").is_dir() and \
+            not (directory / "config.json").exists():
+        raise InputError(f"run {directory} has checkpoints but no config.json, which holds its "
+                         "settings; restore config.json from a backup")
     if not infos:
         click.echo(f"no runs under {directory} (a run folder holds config.json); "
                    "start one with: embedlab train --corpus demo")
@@ -75,6 +79,9 @@ def tensorboard(directory: Path, port: int | None) -> None:
     """
     from embedlab.track.hparams_table import REFRESH_SECONDS, HParamsTable
 
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"{directory} is not a folder; pass the folder that holds your runs "
+                         "(e.g. embedlab tensorboard runs/)")
     if not directory.is_dir():
         raise InputError(f"no such folder: {directory}; pass the folder that holds your runs "
                          "(e.g. embedlab tensorboard runs/)")
@@ -202,13 +209,17 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Output image (.png, .svg or .pdf). Default: RUN/exports/<method>-step<N>.png")
 @click.option("--force", is_flag=True, help="Replace an existing output file.")
-def visualize(run: Path, method: str, words: int, out: Path | None, force: bool) -> None:
+@click.option("--step", type=int, default=None, metavar="N",
+              help="Plot the run's checkpoint at step N.")
+@click.option("--best", is_flag=True, help="Plot the run's best checkpoint (by its --best-metric).")
+def visualize(run: Path, method: str, words: int, out: Path | None, force: bool,
+              step: int | None, best: bool) -> None:
     """Plot RUN's latest input embeddings in 2-D, labelling the points whose labels fit.
 
-    RUN may also be a word2vec or .npy vectors file (its first words are plotted; --out is
-    then needed)."""
+    RUN may also be one of its checkpoint folders (or --step/--best pick one), or a word2vec or
+    .npy vectors file (its first words are plotted; --out is then needed)."""
     from embedlab.track.visualize import visualize as draw
 
     path = draw(run, method="tsne" if method == "tsne" else "pca", words=words, out=out,
-                force=force)
+                force=force, step=step, best=best)
     click.echo(f"wrote {path}")

@@ -226,6 +226,30 @@ def _creation_folder(run_dir: Path) -> Path | None:
     return Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else None
 
 
+#: the keys of a flattened config that name a file or folder
+PATH_KEYS = ("data.corpus", "init_from", "eval.analogies")
+
+
+def paths_from_creation(flat: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """A run's flattened config with its relative paths made absolute from the folder they
+    were typed in (its creation folder): a run created with ``--corpus corpus.txt`` and one
+    resumed from elsewhere, whose config holds the absolute path, then name the same corpus
+    alike when runs are compared. Names that are no path (``demo``, sentences given in memory)
+    and runs without a recorded folder are left as they are."""
+    from embedlab.data.sentences import is_label
+
+    folder = _creation_folder(run_dir)
+    if folder is None:
+        return flat
+    out = dict(flat)
+    for key in PATH_KEYS:
+        value = out.get(key)
+        if isinstance(value, str) and value and not os.path.isabs(value) and \
+                value not in _LABELS and not is_label(value):
+            out[key] = os.path.normpath(folder / value)
+    return out
+
+
 def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
     """``stored`` with the relative paths (corpus, evaluation files) that name nothing from
     here made absolute from the folder they were typed in, where they still are: a resume from

@@ -130,7 +130,7 @@ def finished_record(run: Path, tag_cache: dict[Path, tuple[Any, frozenset[str]]]
         if not isinstance(raw, dict) or raw.get("model") == LINREG_MODEL:
             return None
         fill_legacy_keys(raw)  # as the run's record holds them when a resume wrote it
-        values = table_hparams(raw)
+        values = table_hparams(raw, run)
     except (InputError, OSError, ValueError, TypeError, AttributeError, RecursionError):
         return None
     return Record(values, scalar_tags(run / METRICS_FILE, tag_cache))

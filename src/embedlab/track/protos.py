@@ -103,13 +103,20 @@ def text_summary(tag: str, text: str) -> Summary:
 
 
 def png_summary(tag: str, fig: Any) -> Summary:
-    """An image Summary holding ``fig`` as a PNG rendered by matplotlib; closes nothing."""
+    """An image Summary holding ``fig`` as a PNG rendered by matplotlib; closes nothing.
+
+    Words in scripts the font lacks (日本 with matplotlib's DejaVu Sans) are drawn as boxes;
+    matplotlib's warning for each missing glyph is not printed, since training has nothing to do
+    about it and would repeat it at every image."""
     import io
+    import warnings
 
     from tensorboard.compat.proto.summary_pb2 import Summary
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from", category=UserWarning)
+        fig.savefig(buf, format="png")
     width, height = fig.canvas.get_width_height()
     image = Summary.Image(height=height, width=width, colorspace=4,
                           encoded_image_string=buf.getvalue())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,8 +29,9 @@ from embedlab.config import (
     TrainConfig,
     fill_legacy_keys,
     flatten,
+    without_unused,
 )
-from embedlab.errors import InputError
+from embedlab.errors import InputError, warn
 from embedlab.linreg.config import LINREG_FIXED_ON_RESUME as LINREG_FIXED
 from embedlab.linreg.config import LINREG_MODEL as LINREG
 from embedlab.linreg.config import LinRegConfig
@@ -92,6 +94,9 @@ def checked_status(run_dir: Path) -> dict[str, Any]:
     """
     path = Path(run_dir) / STATUS_FILE
     status = read_status(run_dir)
+    if not status and path.exists():
+        raise InputError(f"{path} is unreadable (not a JSON object: cut short?); the run's next "
+                         "train command rewrites it")
     for key, (ok, must) in _STATUS_FIELDS.items():
         value = status.get(key)
         if value is not None and not ok(value):
@@ -163,7 +168,9 @@ def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> str:
     tags = [name, f"eval/{name}", f"train/{name}"]
     mode = mode or ("min" if "loss" in name else "max")
     logged = {tag: [(r[tag], r["step"]) for r in rows if _is_number(r.get(tag))] for tag in tags}
-    tag = next((t for t in tags if logged[t]), name)
+    # none logged (the checkpoint evaluated alone): the tag the run logs the metric under
+    tag = next((t for t in tags if logged[t]), "train/loss" if name == "loss" else
+               name if "/" in name and not name.startswith("similarity/") else f"eval/{name}")
     value = index.best_value
     if (index.best is not None and index.best_metric == name and index.best_mode == mode
             and value is not None and math.isfinite(value)):
@@ -211,7 +218,11 @@ def run_info(run: Path, root: Path) -> RunInfo:
     except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{run / 'config.json'} is unreadable ({exc}); "
                          "fix or remove that run folder") from exc
-    status = checked_status(run)
+    try:
+        status = checked_status(run)
+    except InputError as exc:  # the run is listed all the same, its state unknown
+        warn(f"{exc}; listing {run} with status unknown")
+        status = {}
     rows = read_metrics(run / METRICS_FILE)
     losses = [r for r in rows if _is_number(r.get("train/loss"))]
     loss = status.get("loss")
@@ -219,12 +230,40 @@ def run_info(run: Path, root: Path) -> RunInfo:
         loss = losses[-1]["train/loss"]
     name = str(run.relative_to(root)) if run != root else run.name
     return RunInfo(
-        name=name, path=run, status=effective_status(status),
+        name=name, path=run, status=_held(run, effective_status(status)),
         step=status.get("step"), words_seen=status.get("words_seen"),
         loss=loss if _is_number(loss) else None,
         best=_best(rows, cfg.checkpoint.best_metric, _index(run)),
-        wall_time=status.get("wall_time"), hparams=flatten(cfg.to_dict()),
+        wall_time=status.get("wall_time"), hparams=_hparams(cfg, run),
     )
+
+
+def _held(run: Path, state: str) -> str:
+    """``running`` only while a process holds the run's lock (the trainer holds it from before
+    it writes ``running`` until after its last status): a status whose process ended without
+    its last word, or whose pid now names another process, shows ``failed``."""
+    if state != "running":
+        return state
+    lock = read_lock(run)
+    if lock is None:
+        return "failed"
+    return effective_status({"status": "running", "pid": lock.get("pid"),
+                             "host": lock.get("host")})
+
+
+def _hparams(cfg: TrainConfig, run: Path) -> dict[str, Any]:
+    """The run's flattened settings as the table compares them: without those its loss does not
+    read, with its paths named from here as the same file or folder is for every run (a
+    resume from another folder writes the absolute path of a corpus typed as relative)."""
+    from embedlab.run.folder import PATH_KEYS, paths_from_creation
+
+    flat = paths_from_creation(without_unused(flatten(cfg.to_dict())), run)
+    for key in PATH_KEYS:
+        value = flat.get(key)
+        if isinstance(value, str) and os.path.isabs(value):
+            shown = os.path.relpath(value)
+            flat[key] = value if shown.startswith("..") else shown
+    return flat
 
 
 def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from embedlab.config import TrainConfig, flatten
+from embedlab.config import TrainConfig, flatten, without_unused
 from embedlab.eval.neighbors import nearest_to_rows
 from embedlab.eval.scoring import row_norms
 from embedlab.track.events import EventWriter
@@ -113,15 +113,23 @@ def pca_tag(start: int, stop: int) -> str:
     return f"{PCA_TAG}_words_{start + 1:0{width}d}-{stop:0{width}d}"
 
 
-def table_hparams(config: Mapping[str, Any]) -> dict[str, bool | int | float | str]:
+def table_hparams(config: Mapping[str, Any], run_dir: Path | None = None
+                  ) -> dict[str, bool | int | float | str]:
     """A run's values in TensorBoard's HParams table: its hyperparameters only.
 
     The flattened config keys that change the result (:func:`embedlab.track.runs.
     changes_result`, as ``embedlab runs`` compares runs): not the thread count, checkpoint,
-    logging and evaluation settings that a resume may change. Paths are written tail first
-    (:func:`tail_first`).
+    logging and evaluation settings that a resume may change, nor those its loss does not read
+    (:func:`~embedlab.config.without_unused`). Paths are made absolute from the run's creation
+    folder (with ``run_dir``: :func:`~embedlab.run.folder.paths_from_creation`) and written
+    tail first (:func:`tail_first`).
     """
-    values = {k: v for k, v in flatten(dict(config)).items() if changes_result(k)}
+    from embedlab.run.folder import paths_from_creation
+
+    flat = without_unused(flatten(dict(config)))
+    if run_dir is not None:
+        flat = paths_from_creation(flat, run_dir)
+    values = {k: v for k, v in flat.items() if changes_result(k)}
     for key in PATH_KEYS:
         if isinstance(values.get(key), str):
             values[key] = tail_first(values[key])
@@ -205,7 +213,7 @@ class TensorBoardSink:
         # differing hyperparameters would be missing from the table; without one it builds
         # the table from every run's summaries, its metrics being the runs' scalars.
         # `embedlab tensorboard` writes one for the whole logdir (track/hparams_table.py).
-        for summary in hparams_summaries(table_hparams(hparams)):
+        for summary in hparams_summaries(table_hparams(hparams, self._run_dir)):
             self._w.add_summary(step, summary)
         self._w.flush()
 

@@ -34,24 +34,31 @@ def read_vocab_words(path: Path) -> list[str]:
 
 def load_input_embeddings(run_dir: Path) -> tuple[np.ndarray, int | None]:
     """``(input_embeddings V×D float32, step)`` of the run's latest verified checkpoint."""
-    _ckpt, matrix, step = _latest_embeddings(run_dir)
+    _ckpt, matrix, step = _embeddings(run_dir, None, False)
     return matrix, step
 
 
-def _latest_embeddings(run_dir: Path) -> tuple[Path, np.ndarray, int | None]:
+def _embeddings(path: Path, step: int | None, best: bool
+                ) -> tuple[Path, np.ndarray, int | None]:
+    """The checkpoint that ``path`` (a run folder or a checkpoint folder), ``step`` and
+    ``best`` pick, as ``embedlab export`` picks it; its input embeddings and its step."""
     from embedlab.checkpoint import find_checkpoint
     from embedlab.vectors import load_input_embeddings as load_matrix
 
-    ckpt = find_checkpoint(run_dir)
+    ckpt = find_checkpoint(path, step=step, best=best)
     matrix, state = load_matrix(ckpt)
     step = state.get("step")
     return ckpt, matrix, step if isinstance(step, int) else None
 
 
 def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
-              out: Path | None = None, force: bool = False) -> Path:
+              out: Path | None = None, force: bool = False, step: int | None = None,
+              best: bool = False) -> Path:
     """Draw the ``words`` most frequent words of the run (or the first ``words`` of a word2vec
     or .npy file, which needs ``out``) and save the figure; returns the path.
+
+    The run's newest verified checkpoint, or the one ``step`` or ``best`` picks; ``run_dir``
+    may also be one of the run's checkpoint folders.
 
     The default output is ``RUN/exports/<method>-step<N>.png``. Like ``embedlab export``, an
     existing file is replaced only with ``force``; the file is written to a temporary name and
@@ -62,6 +69,9 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     if not run_dir.exists():
         raise InputError(f"no such run folder or vectors file: {run_dir}; pass a folder made "
                          "by embedlab train (see embedlab runs), or a word2vec/.npy file")
+    if not run_dir.is_dir() and (step is not None or best):
+        raise InputError(f"--step/--best choose a checkpoint of a run folder, but {run_dir} is a "
+                         "file; drop them or pass the run folder")
     if not run_dir.is_dir() and out is None:  # a file has no exports/ folder to write into
         raise InputError(f"{run_dir} is a vectors file: pass --out for the image, e.g. --out "
                          f"{method}.png")
@@ -79,8 +89,9 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     from embedlab.vectors import check_vocab_fits, load
 
     if run_dir.is_dir():
+        ckpt, emb, step = _embeddings(run_dir, step, best)
+        run_dir = ckpt.parent.parent  # RUN/checkpoints/ckpt-N: the run, when given the folder
         vocab = read_vocab_words(run_dir / "vocab.tsv")
-        ckpt, emb, step = _latest_embeddings(run_dir)
         check_vocab_fits(run_dir / "vocab.tsv", len(vocab), ckpt, emb)
         unk = _unk_of(run_dir)
     else:  # word2vec or .npy: words in file order, which is frequency order as written
