@@ -22,6 +22,13 @@ Definitions (this tree only; an earlier tree without the counters shows n/a):
   summaries, evaluation);
 - ``serial share`` = (C serial + Python) / train_seconds at ``--threads 1``, where no thread
   waits on another; the Amdahl bound for N threads is 1 / (s + (1 − s)/N).
+
+What the machine itself gives a second thread is measured in the same run: before each rep,
+``machine_probe.c`` (compiled with ``$CC``, default ``cc``) times a compute-bound load (float
+multiply-add chains) and a memory-bound one (random 400-byte row updates) with 1 and then N
+threads, the same work per thread; its speedups (N when perfect) are printed beside the
+thread ratios. On a virtual machine whose other cores are shared, a thread ratio below N with a
+probe ratio as low says the cores were not there; a probe near N says the loss is embedlab's.
 """
 
 from __future__ import annotations
@@ -102,6 +109,27 @@ def run_child(src: Path, corpus: Path, threads: int, epochs: int, work: Path) ->
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def build_probe(work: Path) -> Path | None:
+    """``machine_probe.c`` compiled into ``work``; None (and a warning) without a C compiler."""
+    exe = work / "machine_probe"
+    source = REPO / "benchmarks" / "machine_probe.c"
+    if exe.exists() and exe.stat().st_mtime >= source.stat().st_mtime:
+        return exe
+    cc = os.environ.get("CC", "cc")
+    proc = subprocess.run([cc, "-O2", "-march=native", "-fopenmp", str(source), "-o", str(exe)],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(f"warning: {cc} could not build machine_probe.c; no machine probe:\n"
+              f"{proc.stderr[-500:]}", file=sys.stderr)
+        return None
+    return exe
+
+
+def run_probe(exe: Path, threads: int) -> dict[str, float]:
+    out = subprocess.run([str(exe), str(threads)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, float]:
     med = {k: statistics.median(r[k] for r in runs) for k in ("train_s", "wall_s")}
     rates = [r["words"] / r["train_s"] for r in runs]
@@ -120,7 +148,8 @@ def amdahl(serial: float, n: int) -> float:
     return 1.0 / (serial + (1.0 - serial) / n)
 
 
-def table(rows: dict[str, dict[str, float]], threads: list[int], baseline: str | None) -> str:
+def table(rows: dict[str, dict[str, float]], threads: list[int], baseline: str | None,
+          probes: dict[int, list[dict[str, float]]]) -> str:
     lines = ["| tree | threads | words/s (median) | spread | train s | serial share | "
              "Python | C serial |", "|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
@@ -138,10 +167,18 @@ def table(rows: dict[str, dict[str, float]], threads: list[int], baseline: str |
         lines.append(f"serial share at 1 thread: {s:.2%} (target <= 3%); Amdahl bound: "
                      f"{amdahl(s, 16):.1f}x at 16 threads (target >= 12x), "
                      f"{amdahl(s, 2):.2f}x at 2")
-    for n in threads[1:]:
-        if one and f"this@{n}" in rows:
-            ratio = rows[f"this@{n}"]["words_per_s"] / one["words_per_s"]
-            lines.append(f"{n} threads / 1 thread: {ratio:.2f}x")
+    for k in threads[1:]:
+        if one and f"this@{k}" in rows:
+            ratio = rows[f"this@{k}"]["words_per_s"] / one["words_per_s"]
+            line = f"{k} threads / 1 thread: {ratio:.2f}x"
+            if probes.get(k):
+                comp = statistics.median(p["compute_speedup"] for p in probes[k])
+                mem = statistics.median(p["rows_speedup"] for p in probes[k])
+                each = ", ".join(f"{p['compute_speedup']:.2f}" for p in probes[k])
+                line += (f"; the machine in the same run (machine_probe, medians of "
+                         f"{len(probes[k])}): compute {comp:.2f}x (each {each}), random row "
+                         f"updates {mem:.2f}x")
+            lines.append(line)
     if baseline and one and f"{baseline}@{threads[0]}" in rows:
         ratio = one["words_per_s"] / rows[f"{baseline}@{threads[0]}"]["words_per_s"]
         lines.append(f"1 thread, this tree / {baseline}: {ratio:.2f}x (target >= 1.3x)")
@@ -157,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", default=None, metavar="COMMIT",
                    help="also measure this commit (e.g. f3cb018)")
     p.add_argument("--work", type=Path, default=WORK)
+    p.add_argument("--no-probe", action="store_true",
+                   help="skip the machine probe (machine_probe.c) between the reps")
     args = p.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     corpus = prepared_gcide8(args.shared, args.work)
@@ -165,7 +204,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline:
         trees[args.baseline] = baseline_tree(args.baseline, args.work) / "src"
     runs: dict[str, list[dict[str, Any]]] = {f"{t}@{n}": [] for t in trees for n in threads}
+    probe = None if args.no_probe else build_probe(args.work)
+    probes: dict[int, list[dict[str, float]]] = {n: [] for n in threads[1:]}
     for rep in range(args.reps):
+        for n, seen in probes.items():
+            if probe is None:
+                break
+            seen.append(run_probe(probe, n))
+            print(f"rep {rep + 1}: machine probe {n} threads: compute "
+                  f"{seen[-1]['compute_speedup']:.2f}x, rows {seen[-1]['rows_speedup']:.2f}x",
+                  file=sys.stderr, flush=True)
         for name, src in trees.items():
             for n in threads:
                 r = run_child(src, corpus, n, args.epochs, args.work)
@@ -178,9 +226,10 @@ def main(argv: list[str] | None = None) -> int:
     info = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "machine": platform.node(),
             "cpus": os.cpu_count(), "reps": args.reps, "epochs": args.epochs}
     (args.work / "scaling.json").write_text(json.dumps({"info": info, "rows": rows,
-                                                        "runs": runs}, indent=1))
+                                                        "runs": runs, "probes": probes},
+                                                       indent=1))
     print(f"scaling: {info}")
-    print(table(rows, threads, args.baseline))
+    print(table(rows, threads, args.baseline, probes))
     return 0
 
 
