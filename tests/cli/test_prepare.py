@@ -173,3 +173,32 @@ def test_a_failed_prepare_removes_the_parent_folders_it_made(
     (tmp_path / "kept").mkdir()
     run(["prepare", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "kept" / "o")], capsys)
     assert (tmp_path / "kept").is_dir()
+
+
+def test_ctrl_c_once_the_folder_is_complete_keeps_it_and_says_so(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C in the moment after the commit finds the folder complete: it is kept and said
+    so (exit 0), since a re-run would be refused as --out already prepared; before the commit
+    it leaves nothing (exit 130)."""
+    from embedlab.data import preparing
+
+    def late_ctrl_c(*args: object) -> None:  # runs after the folder is committed
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preparing, "_warn_about", late_ctrl_c)
+    code, out, _ = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "p")], capsys)
+    assert code == 0 and out.startswith(f"prepared {tmp_path / 'p'}: ")
+    assert out.rstrip().endswith("; Ctrl-C came once it was complete, and it is kept")
+    PreparedCorpus.open(tmp_path / "p")
+
+    def early_ctrl_c(tmp: Path, out: Path) -> None:  # before the commit: nothing is left
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(preparing, "commit_folder", early_ctrl_c)
+    code, _, err = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "q")], capsys)
+    assert code == 130 and "interrupted" in err and not (tmp_path / "q").exists()
+    # --force over a complete folder, stopped before its commit: the old folder is not "new"
+    code, _, err = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "p"), "--force"],
+                           capsys)
+    assert code == 130 and "interrupted" in err

@@ -191,11 +191,20 @@ def test_small_corpora_are_read_by_the_python_reader(tmp_path: Path,
     assert native_tokenise.usable([tmp_path / "a.txt", tmp_path / "b.txt"])
 
 
-def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_workers_follow_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(native_tokenise.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "3")
-    assert native_tokenise.default_workers() == 3
+    assert native_tokenise.default_workers() == 3 and capsys.readouterr().err == ""
     monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "")
-    assert native_tokenise.default_workers() >= 1  # unset or empty: every core
+    assert native_tokenise.default_workers() == 4  # unset or empty: every core
+    # more than the cores: said once, as train says it of --threads
+    monkeypatch.setenv("EMBEDLAB_PREPARE_WORKERS", "8")
+    assert native_tokenise.default_workers() == 8 == native_tokenise.default_workers()
+    assert capsys.readouterr().err == (
+        "embedlab: warning: EMBEDLAB_PREPARE_WORKERS=8 is more than the 4 cores this process "
+        "may use: the extra threads add no speed, and each holds its own pieces and word table; "
+        "set it to 4 or less, or unset it\n")
 
 
 @pytest.mark.parametrize("value", ["x", "0", "-1", "2.5", "²"])

@@ -332,6 +332,8 @@ def test_sigterm_during_prepare_force_leaves_no_hidden_folders(corpus_file: Path
                            where], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     assert "Traceback" not in proc.stderr
+    # said, as Ctrl-C's "interrupted" is: a log shows why the command ended
+    assert proc.stderr.endswith("embedlab: terminated (SIGTERM); the partial output is removed\n")
     assert leftovers(tmp_path) == []
     PreparedCorpus.open(out)  # the old folder or the new one, whole
     if where != "removing":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -41,14 +42,35 @@ def prepare(corpus: str, out: Path, lowercase: bool, min_count: int, max_vocab: 
       embedlab prepare text8 --out data/text8-prepared --min-count 5
       embedlab train --corpus data/text8-prepared
     """
-    from embedlab.data.preparing import prepare as run_prepare
+    from embedlab.data.preparing import prepare_into
 
-    start = time.perf_counter()
-    pc = run_prepare(corpus, out, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
-                     unk=unk, max_distinct=max_distinct, progress=progress, force=force)
+    start, before = time.perf_counter(), _identity(out)
+    late = ""
+    try:
+        # the summary comes from meta.json: opening the folder would read the whole vocabulary
+        prepare_into(corpus, out, lowercase=lowercase, min_count=min_count,
+                     max_vocab=max_vocab, unk=unk, max_distinct=max_distinct, progress=progress,
+                     force=force)
+    except KeyboardInterrupt:
+        # a Ctrl-C in the moment after the folder was committed: it is complete, and a re-run
+        # would be refused as --out already prepared; say so instead of "interrupted"
+        after = _identity(out)
+        if after is None or after == before:  # nothing committed: the old folder, or none
+            raise
+        late = "; Ctrl-C came once it was complete, and it is kept"
     seconds = time.perf_counter() - start
-    meta = pc.meta
+    meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     click.echo(f"prepared {out}: {meta['raw_tokens']:,} tokens read, {meta['tokens']:,} kept, "
                f"{meta['sentences']:,} sentence{'s' if meta['sentences'] != 1 else ''} "
-               f"(lines), {len(pc.vocab):,} words in the vocabulary "
-               f"({seconds:.1f} s)")
+               f"(lines), {meta['vocab_size']:,} words in the vocabulary "
+               f"({seconds:.1f} s){late}")
+
+
+def _identity(out: Path) -> tuple[int, int, int] | None:
+    """Which ``out/meta.json`` is there (device, inode, mtime in ns), None when none is: a folder
+    this command committed has a new one, whatever the file system's clock granularity."""
+    try:
+        st = (out / "meta.json").stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns

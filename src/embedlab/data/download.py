@@ -144,7 +144,7 @@ class _WriteError(Exception):
 
 
 def _copy(src: IO[bytes], dst: IO[bytes], total: int | None, progress: bool, desc: str) -> None:
-    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+    with tqdm(total=total, unit="iB", unit_scale=True, unit_divisor=1024, desc=desc,
               disable=None if progress else True, leave=False) as bar:
         while chunk := src.read(CHUNK_BYTES):
             try:

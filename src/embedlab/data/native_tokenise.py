@@ -54,13 +54,26 @@ def default_workers() -> int:
     """Threads for tokenising: ``$EMBEDLAB_PREPARE_WORKERS``, else the cores this process may
     use. A value that is not a whole number >= 1 is an :class:`InputError`."""
     value = os.environ.get("EMBEDLAB_PREPARE_WORKERS", "").strip()
+    cores = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1)
     if value:
         if value.isascii() and value.isdigit() and int(value) > 0:
+            if int(value) > cores:
+                _more_workers_than_cores(int(value), cores)
             return int(value)
         raise InputError(f"EMBEDLAB_PREPARE_WORKERS must be a number of threads >= 1, got "
                          f"{value!r}; set it to e.g. 2, or unset it for every core")
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count() or 1)
+    return cores
+
+
+@functools.cache
+def _more_workers_than_cores(workers: int, cores: int) -> None:
+    """Said once: threads beyond the cores add no speed, and each holds its own word table."""
+    from embedlab.errors import warn
+
+    warn(f"EMBEDLAB_PREPARE_WORKERS={workers} is more than the {cores} cores this process may "
+         "use: the extra threads add no speed, and each holds its own pieces and word table; "
+         f"set it to {cores} or less, or unset it")
 
 
 @functools.cache

@@ -221,7 +221,9 @@ def map_file(path: Path, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
 def _check_consistency(meta: dict[str, Any], ids: npt.NDArray[Any], ends: npt.NDArray[Any],
                        vocab: Vocab) -> str | None:
     if meta.get("tokens") != len(ids):
-        return f"{IDS_FILE} holds {len(ids):,} ids, {META_FILE} says {meta.get('tokens')!r}"
+        said = meta.get("tokens")
+        said = f"{said:,}" if isinstance(said, int) and not isinstance(said, bool) else repr(said)
+        return f"{IDS_FILE} holds {len(ids):,} ids, {META_FILE} says {said}"
     if meta.get("vocab_size") != len(vocab):
         return f"{VOCAB_FILE} has {len(vocab):,} words, {META_FILE} says {meta.get('vocab_size')!r}"
     if len(ends) != meta.get("sentences"):

@@ -14,6 +14,7 @@ import os
 import secrets
 import shutil
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -188,6 +189,9 @@ def _sigterm_cleans_up() -> Iterator[None]:
 
     def stop(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        with contextlib.suppress(OSError):  # said as Ctrl-C's "interrupted" is
+            print("embedlab: terminated (SIGTERM); the partial output is removed",
+                  file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
@@ -309,5 +313,6 @@ def _warn_about(label: str, stats: ReadStats, p: PruneInfo, max_distinct: int) -
     if p.times:
         warn(f"more than --max-distinct {max_distinct:,} distinct words: pruned rare "
              f"words {p.times} time(s) while counting (up to count {p.threshold}; "
-             f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate; raise "
-             "--max-distinct for exact counts")
+             f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate and words "
+             "near --min-count may be missing from the vocabulary; raise --max-distinct for "
+             "exact counts")

@@ -36,7 +36,8 @@ _FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
 @contextlib.contextmanager
 def _bar(source: Path, desc: str, progress: bool) -> Iterator[tqdm[Any]]:
     total = sum(p.stat().st_size for p in list_files(source))
-    with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+    # "iB": tqdm's prefixes over 1024 then read MiB/s, as they are
+    with tqdm(total=total, unit="iB", unit_scale=True, unit_divisor=1024, desc=desc,
               disable=None if progress else True, leave=False, file=sys.stderr) as bar:
         yield bar
 
