@@ -489,3 +489,14 @@ def test_unknown_words_in_most_similar_and_similarity(pair: tuple[Vectors, Keyed
         assert isinstance(e.value, InputError)
         assert str(e.value).startswith("'kinq' is not in the vocabulary (200 words); did you "
                                        "mean king")
+
+
+def test_a_name_for_another_compressor_is_refused_from_python_too(
+        pair: tuple[Vectors, KeyedVectors], tmp_path: Path) -> None:
+    vec, _ = pair
+    with pytest.raises(InputError) as info:
+        vec.save_word2vec_format(tmp_path / "v.zip")
+    assert str(info.value).startswith(f"fname='{tmp_path / 'v.zip'}': embedlab does not write "
+                                      ".zip files; it compresses for a name ending in .gz, .bz2 "
+                                      "or .xz")
+    assert not (tmp_path / "v.zip").exists()

@@ -202,6 +202,10 @@ def test_export_without_format_follows_the_out_suffix(vecfile: Path, tmp_path: P
     (["--format", "npy", "--out", "o.gz"], "--out o.gz: npy exports are not written compressed"),
     (["--format", "word2vec", "--out", "o.bin.gz"], "pass --format word2vec-binary, or --out "
                                                     "o.txt.gz"),
+    # plain text under an archive's name: refused, not written
+    (["--out", "v.zip"], "--out v.zip: embedlab does not write .zip files; it compresses for a "
+                         "name ending in .gz, .bz2 or .xz (e.g. --out v.gz), or writes plain "
+                         ".txt/.bin"),
 ])
 def test_export_compressed_names_that_contradict_the_format(
         vecfile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: list[str],
@@ -456,3 +460,23 @@ def test_export_force_never_replaces_a_fifo(vecfile: Path, tmp_path: Path,
     assert_one_line_error(code, err, f"{fifo} is not a regular file (it is a FIFO); move it "
                                      "away or pick another --out file path")
     assert out == "" and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_export_refuses_its_out_before_loading_the_vectors(
+        vecfile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """An existing file or a missing folder is refused before the vectors are read, which can
+    take seconds and GiBs for a big vocabulary."""
+    from embedlab.cli import query
+
+    def no_load(*args: object) -> None:
+        raise AssertionError("the vectors were loaded before --out was checked")
+
+    (tmp_path / "exists.txt").write_text("precious")
+    monkeypatch.setattr(query, "_load", no_load)
+    code, _, err = run(["export", str(vecfile), "--out", str(tmp_path / "exists.txt")], capsys)
+    assert_one_line_error(code, err, "exists.txt already exists; pass --force")
+    code, _, err = run(["export", str(vecfile), "--out", str(tmp_path / "nodir" / "v.txt")],
+                       capsys)
+    assert_one_line_error(code, err, f"folder {tmp_path / 'nodir'} does not exist")
+    assert (tmp_path / "exists.txt").read_text() == "precious"

@@ -93,23 +93,32 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
             raise InputError(f"--out is required when exporting from {source}; "
                              f"e.g. --out vectors{SUFFIX[fmt]}")  # type: ignore[index]
         out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
+    if out != source / "exports" / out.name:  # a path given: refused before the vectors load
+        from embedlab.export.atomic import check_writable
+
+        check_writable(out, force=force, example=f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     vectors = _load(source, step, best)  # first: a bad source must not leave an exports/ behind
     if out == source / "exports" / out.name:
         make_exports_folder(out, f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
     for path in written:  # npy: the matrix, then its vocabulary file (words only)
-        shape = f"{len(vectors)} words" if path.suffix == ".tsv" else \
-            f"{len(vectors)} words × {vectors.dim} dims"
+        shape = f"{len(vectors):,} words" if path.suffix == ".tsv" else \
+            f"{len(vectors):,} words × {vectors.dim} dims"
         click.echo(f"wrote {path} ({shape})")
 
 
 def _export_format(fmt: str | None, out: Path | None) -> str:
     """``--format``, or the one ``--out``'s suffix names (.bin, .npy; else word2vec text); a
     word2vec format whose text/binary kind contradicts the suffix is refused."""
-    from embedlab.export.word2vec import COMPRESSED_SUFFIXES, format_suffix
+    from embedlab.export.word2vec import (
+        COMPRESSED_SUFFIXES,
+        format_suffix,
+        refuse_other_compression,
+    )
 
     if out is None:
         return fmt or "word2vec"
+    refuse_other_compression(out, ".npy" if fmt == "npy" else ".txt/.bin")
     suffix = format_suffix(out)  # .bin for vectors.bin.gz: written compressed
     if out.suffix.lower() in COMPRESSED_SUFFIXES and (fmt == "npy" or (
             fmt is None and suffix == ".npy")):
@@ -244,7 +253,7 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
                                "analogies": [r.to_dict() for r in ana],
                                "similarity": [s.to_dict() for s in sims]}))
         return
-    _console().print(f"{vectors.source}: {len(vectors)} words × {vectors.dim} dims")
+    _console().print(f"{vectors.source}: {len(vectors):,} words × {vectors.dim} dims")
     for result in ana:
         _show(_analogy_title(result), _analogy_table(result))
     if sims:
