@@ -277,15 +277,17 @@ def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatc
         memory.check_memory(2_300_000, 100, loss="neg", window=5)
     message = str(info.value)
     assert message.startswith("this run needs about 1.9 GiB of memory (2,300,000 words x 100 "
-                              "dimensions: vectors 1.7 GiB, vocabulary tables 0.2 GiB")
+                              "dimensions: vectors 1.7 GiB, vocabulary tables 0.2 GiB, batches "
+                              "0.03 GiB)")
     assert "more than the 1.0 GiB available (the cgroup's memory limit)" in message
-    assert "(--max-vocab 1100000 would fit)" in message
-    memory.check_memory(1_000_000, 100, loss="neg", window=5)  # that one does
+    assert "(--max-vocab 1000000 would fit)" in message
+    memory.check_memory(1_000_000, 100, loss="neg", window=5)  # that one does, with a margin
+    assert memory.memory_need(1_000_000, 100, loss="neg", window=5).total < 0.91 * (1 << 30)
     with pytest.raises(InputError) as info:  # a prepared folder: the size is prepare's flag
         memory.check_memory(2_300_000, 100, loss="neg", window=5, shape="prepared")
     assert str(info.value).endswith(
         "; pass a smaller --dim, or run 'embedlab prepare' again with a smaller --max-vocab "
-        "(--max-vocab 1100000 would fit) or a larger --min-count")
+        "(--max-vocab 1000000 would fit) or a larger --min-count")
 
 
 @pytest.mark.parametrize("shape", ["raw", "prepared"])
@@ -302,3 +304,55 @@ def test_a_window_too_wide_is_named_as_the_cause(monkeypatch: pytest.MonkeyPatch
     assert str(info.value).endswith("; pass a smaller --window (batches hold 200001 bytes of "
                                     "context mask per token; --window 10 would fit)")
     memory.check_memory(40_000, 100, loss="neg", window=10, shape=shape)  # type: ignore[arg-type]
+
+
+def test_a_checkpoint_that_cannot_fit_on_the_disk_is_refused_and_keep_warned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint that cannot fit is refused before any training (its save would fail after
+    it), and --keep checkpoints that cannot all fit are said."""
+    import shutil
+    from collections import namedtuple
+
+    from embedlab.errors import InputError
+    from embedlab.training import memory
+
+    usage = namedtuple("usage", "total used free")
+    free = [10 << 30]
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(0, 0, free[0]))
+    run = tmp_path / "runs" / "new"  # not made yet: its nearest folder's disk
+    memory.check_disk(run, 1 << 30, keep=5)
+    assert capsys.readouterr().err == ""
+    memory.check_disk(run, 2 << 30, keep=5)
+    assert capsys.readouterr().err == (
+        f"embedlab: warning: --keep 5 keeps up to 6 checkpoints of about 2.0 GiB while one is "
+        f"saved (12.0 GiB), more than the 10.0 GiB free on the disk of {tmp_path}: a save will "
+        "fail once it fills; pass a smaller --keep, or free space\n")
+    with pytest.raises(InputError) as info:
+        memory.check_disk(run, 12 << 30, keep=5)
+    assert str(info.value) == (
+        f"a checkpoint of this run takes about 12.0 GiB, more than the 10.0 GiB free on the disk "
+        f"of {tmp_path}; free space there, pass another --run, or a smaller --dim or vocabulary")
+    # a resumed run's kept checkpoints are on the disk already: one more is what it needs
+    memory.check_disk(run, 2 << 30, keep=5, kept=5)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(InputError, match=r"; free space there: the run's dimensions and "
+                                         r"vocabulary are its own$"):
+        memory.check_disk(run, 12 << 30, keep=5, kept=5)
+
+
+def test_a_call_that_trains_nothing_checks_no_disk(corpus: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab
+    from embedlab.training import memory
+
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, dim=8, epochs=1, threads=1, tensorboard=False,
+                   progress=False)
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the disk was checked for a call that trains nothing")
+
+    monkeypatch.setattr(memory, "check_disk", full)
+    monkeypatch.setattr("embedlab.training.setup.check_disk", full)
+    assert embedlab.train(corpus=corpus, run=run).finished

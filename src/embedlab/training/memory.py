@@ -5,7 +5,10 @@ keeps, free but resident, back to the operating system.
 rows for hierarchical softmax; NCE adds a bias per word), the vocabulary's tables (keep
 probabilities, the noise distribution and its alias table, the Huffman tree for ``--loss hs``),
 the batches of the chunks in flight and the pages of the memory-mapped corpus those chunks read
-(handed back once a chunk is copied). None of it grows with the corpus's length. Before the
+(handed back once a chunk is copied). None of it grows with the corpus's length. What the
+process holds already when the check runs (the interpreter and its libraries, the vocabulary's
+words as Python strings) is not counted: ``MemAvailable`` and the cgroup's room already leave it
+out. The ``--max-vocab`` a refusal suggests fits in 90 % of the memory available. Before the
 engine is built, :func:`check_memory` refuses a run whose estimate exceeds the memory available
 (``MemAvailable``, and the cgroup's limit where one is set), in one line naming the numbers and
 the flags that shrink the model.
@@ -156,6 +159,36 @@ def _cgroup_folders(controller: str) -> list[Path]:
     return [*folders, root]
 
 
+def check_disk(run_dir: Path, checkpoint_bytes: int, keep: int, *, kept: int = 0) -> None:
+    """Refuse a run whose next checkpoint (about ``checkpoint_bytes``) cannot fit on the disk of
+    ``run_dir``: the first save would fail after the training before it. Warn when the ``keep``
+    + 1 of them that retention holds while one is saved do not fit, less the ``kept`` ones a
+    resumed run has on the disk already."""
+    import shutil
+
+    from embedlab.errors import warn
+
+    folder = run_dir
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return
+    size = f"about {checkpoint_bytes / GIB:.1f} GiB"
+    if checkpoint_bytes + (64 << 20) > free:
+        fix = (f"free space there, pass another {spell('--run')}, or a smaller "
+               f"{spell('--dim')} or vocabulary" if not kept else
+               "free space there: the run's dimensions and vocabulary are its own")
+        raise InputError(f"a checkpoint of this run takes {size}, more than the "
+                         f"{free / GIB:.1f} GiB free on the disk of {folder}; {fix}")
+    if max(1, keep + 1 - kept) * checkpoint_bytes > free:
+        warn(f"{spell('--keep', keep)} keeps up to {keep + 1} checkpoints of {size} while one is "
+             f"saved ({(keep + 1) * checkpoint_bytes / GIB:.1f} GiB), more than the "
+             f"{free / GIB:.1f} GiB free on the disk of {folder}: a save will fail once it "
+             f"fills; pass a smaller {spell('--keep')}, or free space")
+
+
 #: what a run that does not fit may still change (:func:`check_memory`): ``raw``: a corpus the
 #: run prepares itself (every flag); ``prepared``: a prepared folder, whose vocabulary its
 #: ``embedlab prepare`` fixed; ``resumed``: a run's own checkpoint (vocabulary and dimensions)
@@ -171,8 +204,10 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
     if have is None or need.total <= have[0]:
         return
     room, source = have
-    per_word = need.matrices / max(1, vocab_size) + need.tables / max(1, vocab_size)
-    fits = _round_down((room - need.batches) / per_word) if room > need.batches else 0
+    per_word = (need.matrices + need.tables) / max(1, vocab_size)
+    fixed = need.batches
+    usable = room * 0.9  # a suggestion leaves a margin: the estimate is not to the byte
+    fits = _round_down((usable - fixed) / per_word) if usable > fixed else 0
     def fits_with(flag: str) -> str:
         return f" ({flag} would fit)" if fits >= 2 else ""
 

@@ -36,14 +36,27 @@ from embedlab.engines import (
 )
 from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
-from embedlab.errors import InputError, spell, spell_metavar, spell_name, warn
+from embedlab.errors import (
+    InputError,
+    said_by_another_process,
+    spell,
+    spell_metavar,
+    spell_name,
+    warn,
+)
 from embedlab.run.folder import abandon_after
 from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
 from embedlab.training import distributed, handshake
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
-from embedlab.training.memory import Shape, check_memory, chunks_in_flight
+from embedlab.training.memory import (
+    Shape,
+    check_disk,
+    check_memory,
+    chunks_in_flight,
+    memory_need,
+)
 from embedlab.training.state import TRAIN_STATE, TrainState
 from embedlab.training.warm_start import VOCAB_FILE, warm_start
 
@@ -71,6 +84,7 @@ class TrainingRun:
     n_tokens: int  # in-vocabulary tokens per epoch
     raw_per_token: float  # corpus words (out-of-vocabulary ones too) per in-vocabulary token
     progress: bool  # show a progress bar
+    progress_lines: bool = False  # no terminal: a progress line a minute instead
 
     @property
     def total_words(self) -> int:
@@ -110,6 +124,12 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
     engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows,
                                                initial)
+    trains = state.cursor.epoch < cfg.optim.epochs and (cfg.max_steps is None or
+                                                        state.step < cfg.max_steps)
+    if trains and (group is None or group.leader):  # process 0 writes the checkpoints
+        check_disk(run_dir, memory_need(len(vocab), cfg.model.dim, loss=cfg.model.loss,
+                                        window=cfg.model.window).matrices, cfg.checkpoint.keep,
+                   kept=len(manager.index().ours()) if ckpt is not None else 0)
     fingerprint = handshake.corpus_fingerprint(prepared)
     if ckpt is not None and state.corpus not in (None, fingerprint):
         raise InputError(f"the corpus {cfg.data.corpus} is not the one {ckpt.name} was trained "
@@ -151,7 +171,9 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         print(line, file=out)
     return TrainingRun(cfg, run_dir, vocab, stream, steps, engine, evaluator, manager, state,
                        resumed=ckpt is not None, n_tokens=n_tokens,
-                       raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress)
+                       raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress,
+                       progress_lines=cfg.track.progress and not progress and
+                       not said_by_another_process())
 
 
 def _more_epochs(run_dir: Path, cfg: TrainConfig, state: TrainState, n_tokens: int) -> list[str]:
