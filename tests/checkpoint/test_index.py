@@ -28,6 +28,19 @@ def test_the_index_text_round_trips_and_tolerates_hand_edits() -> None:
     assert index.roles(20) == ("kept", "best") and index.roles(5) == ()
 
 
+@pytest.mark.parametrize("metric", ["similarity/a=b", "similarity/word sim", "analogy"])
+def test_a_best_metric_named_with_equals_signs_or_spaces_round_trips(metric: str) -> None:
+    """The name of a similarity file's stem may hold "=" and spaces: read back as another
+    metric, the index's best would be chosen anew (every kept checkpoint verified) at every
+    save."""
+    index = Index(latest=30, kept=(30,), best=30, best_metric=metric, best_value=0.5,
+                  best_mode="max")
+    assert Index.parse(index.render()) == index
+    # an index written without the mode (by hand) still names its metric and value
+    bare = index.render().replace(" (max)", "")
+    assert Index.parse(bare) == Index(30, (30,), (), 30, metric, 0.5, None)
+
+
 def test_a_garbled_index_is_refused_up_front_and_deleting_it_is_the_fix(tmp_path: Path) -> None:
     m = CheckpointManager(tmp_path, keep=2)
     save_sample(m, 1, loss=0.5)  # the best, outside the two kept

@@ -75,7 +75,7 @@ def test_export_subset_keeps_bfloat16(tmp_path: Path) -> None:
     (["{missing}"], "missing does not exist; pass a run folder (see 'embedlab runs')"),
     (["{empty}"], "empty has no checkpoints yet; train it first (embedlab train --run "),
     (["{run}", "--step", "4"], "no checkpoint at step 4 (available: 1, 2, 3, 5); pass one of "
-                               "them\n"),
+                               "them to --step\n"),
     (["{run}", "--step", "2", "--best"], "--step and --best are mutually exclusive; pass one"),
     (["{run}", "--export-subset", "{tmp}/x", "--names", "nce_w"],
      "no tensor named nce_w; it has: input_embeddings, output_embeddings"),
@@ -312,3 +312,18 @@ def test_a_run_whose_checkpoints_are_gone_is_told_so_by_every_command(
         assert e.value.code == 2 and err.count("\n") == 1, err
         assert f"{run} has no checkpoints, but its index ({run / 'checkpoint'}) lists " in err
         assert "the checkpoints/ folder was emptied or moved; restore it" in err
+
+
+def test_a_folder_of_runs_is_named_as_such(run: Path, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder of runs is named as one, with its runs: not a run to 'train first', which train
+    would refuse."""
+    runs = tmp_path / "runs"
+    shutil.copytree(run, runs / "a")
+    (runs / "a" / "config.json").write_text("{}")
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(runs)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert err == (f"embedlab: error: {runs} is not a run folder but holds runs (a); pass one "
+                   "of them\n")

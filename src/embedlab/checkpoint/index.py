@@ -91,12 +91,17 @@ class Index:
                 archive.append(step)
             elif role == "best":
                 best = step
-                if len(fields) > 1 and "=" in fields[1]:
-                    metric, _, v = fields[1].partition("=")
+                # "NAME=VALUE (MODE)": NAME may hold "=" and spaces (similarity/a=b, the stem of
+                # "word sim.tsv"); the value and the mode never do
+                described = rest.split(maxsplit=1)[1] if len(fields) > 1 else ""
+                pair, _, tail = described.rpartition(" (") if described.endswith(")") else \
+                    (described, "", "")
+                if "=" in pair:
+                    metric, _, v = pair.rpartition("=")
                     with contextlib.suppress(ValueError):
                         value = float(v)
-                if len(fields) > 2:
-                    mode = fields[2].strip("()")
+                if tail:
+                    mode = tail.strip("()")
         return cls(latest, tuple(kept), tuple(archive), best, metric, value, mode)
 
 

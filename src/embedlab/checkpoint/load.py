@@ -67,7 +67,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
         target = root / ckpt_name(step)
         if not target.is_dir():
             have = ", ".join(str(s) for s in sorted(committed_folders(root))) or "none"
-            pick = "pass one of them as step=" if python_caller() else "pass one of them"
+            pick = "pass one of them as step=" if python_caller() else \
+                "pass one of them to --step"
             raise InputError(f"{p} has no checkpoint at step {step} (available: {have}); {pick}")
         return _verified_or_fail(target)
     if best:
@@ -86,6 +87,12 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
 def no_checkpoint(run: Path) -> InputError:
     """The error for a run folder without a verified checkpoint, by what it holds: none yet,
     none left of those its index lists (checkpoints/ emptied or moved), or only damaged ones."""
+    runs = sorted(c.name for c in run.iterdir() if (c / "config.json").is_file()) \
+        if run.is_dir() and not (run / "config.json").exists() else []
+    if runs:  # a folder of runs
+        shown = ", ".join(runs[:3]) + (" and more" if len(runs) > 3 else "")
+        return InputError(f"{run} is not a run folder but holds runs ({shown}); pass one of "
+                          "them")
     listed = CheckpointManager(run).index().ours()
     if committed_folders(run / CKPT_DIR):
         return InputError(f"no verified checkpoint in {run}; every checkpoint folder is "

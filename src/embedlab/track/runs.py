@@ -239,9 +239,11 @@ def run_info(run: Path, root: Path) -> RunInfo:
 
 
 def _held(run: Path, state: str) -> str:
-    """``running`` only while a process holds the run's lock (the trainer holds it from before
-    it writes ``running`` until after its last status): a status whose process ended without
-    its last word, or whose pid now names another process, shows ``failed``."""
+    """``running`` only while the run's lock file names a live process (the trainer writes it
+    before its ``running`` status and removes it after its last status): a status whose
+    process ended without its last word and without its lock file (or whose lock names a dead
+    process) shows ``failed``. A killed trainer's pid taken by a new process is not told apart
+    here: ``embedlab train`` tells it by the lock's ``flock``, which only a live holder keeps."""
     if state != "running":
         return state
     lock = read_lock(run)
