@@ -11,6 +11,7 @@ message that names the flag and the fix, so the CLI can print it as one line.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
 import os
@@ -72,6 +73,13 @@ def _kind(annotation: Any) -> str:
     return base if base in ("int", "float", "bool", "str") else "other"
 
 
+def _numpy_bool(value: Any) -> bool:
+    """NumPy's bool scalar (``numpy.bool_``; its type is named ``bool`` from NumPy 2), told
+    apart without importing NumPy."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")
+
+
 def _check_types(obj: Any) -> None:
     """Each field of a config section holds a value of its type, or the refusal names the
     option: ``epochs=2.0``, ``restart``-like strings for a bool (``tensorboard="no"`` is
@@ -87,7 +95,7 @@ def _check_types(obj: Any) -> None:
                else repr(value))
         example = _flag(name, _EXAMPLES.get(name, 1))
         if kind == "bool":
-            if type(value).__name__ == "bool_":  # numpy.bool_
+            if _numpy_bool(value):
                 object.__setattr__(obj, f.name, bool(value))
             elif not isinstance(value, bool):
                 raise InputError(f"{_flag(name)} must be True or False, got {got}; pass e.g. "
@@ -107,14 +115,18 @@ def _check_types(obj: Any) -> None:
         elif isinstance(value, os.PathLike):
             object.__setattr__(obj, f.name, os.fspath(value))
         elif not isinstance(value, str):
-            raise InputError(f"{_flag(name)} must be a str, got {got}")
+            if name in _NO_FLAG:  # set in config.json alone
+                raise InputError(f"{_NO_FLAG[name]} must be a str, got {got}; set e.g. "
+                                 f"\"{name}\": {json.dumps(_EXAMPLES[name])} in the run's "
+                                 "config.json")
+            raise InputError(f"{_flag(name)} must be a str, got {got}; pass e.g. {example}")
 
 
 def coerce_stored(raw: Any) -> Any:
     """A stored config's values as today's checks take them, in place, so that the run keeps
     resuming: an integer option held as a bool or a whole float (``"window": true``, ``"keep":
-    2.0``, which Python calls once passed unchecked) becomes the integer it trained as, and a
-    bool option held as another value (``"tensorboard": "no"``) the truth value it had."""
+    2.0``, values a Python call refuses) becomes the integer such a run trains with, and a bool
+    option held as another value (``"tensorboard": "no"``) its truth value."""
     if not isinstance(raw, dict):
         return raw
     for name, cls in [(None, TrainConfig), *_SECTIONS.items()]:
@@ -129,9 +141,12 @@ def coerce_stored(raw: Any) -> Any:
                                   (isinstance(value, float) and value.is_integer())):
                 part[f.name] = int(value)
             elif kind == "bool" and not isinstance(value, bool):
-                part[f.name] = bool(value)  # "tensorboard": "no" was truthy: it wrote events
+                part[f.name] = bool(value)  # "tensorboard": "no" is truthy: it writes events
     return raw
 
+
+#: fields without a flag: their key in config.json
+_NO_FLAG = {"micro_order": "optim.micro_order"}
 
 _EXAMPLES: dict[str, Any] = {
     "lr": 0.025, "dim": 100, "window": 5, "negative": 5, "sample": 0.001, "min_count": 5,
@@ -140,6 +155,9 @@ _EXAMPLES: dict[str, Any] = {
     "log_every": 100, "init_scale": 8, "min_lr_ratio": 0.0001, "max_distinct": 10_000_000,
     "shared_negatives": 40, "keep_every": 10000, "projector_words": 2000, "eval_every": 1000,
     "eval_restrict_vocab": 30000, "max_steps": 1000, "interleave": 2, "micro_batches": 4,
+    "corpus": "demo", "model": "skipgram", "loss": "neg", "init": "centered", "unk": "UNK",
+    "engine": "native", "init_from": "runs/other", "preset": "cs20", "best_metric": "loss:min",
+    "eval_analogies": "questions-words.txt", "micro_order": "chunks",
 }
 
 

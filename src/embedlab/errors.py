@@ -179,7 +179,8 @@ def _argument(flag: str, python: str | None) -> str:
 def checked_bool(name: str, value: Any) -> bool:
     """A Python call's bool argument ``name`` (``restart``), refused unless it is one: a str
     such as ``"no"`` is truthy and would do the opposite of what it says."""
-    if type(value).__name__ == "bool_":  # numpy.bool_
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"):  # NumPy 1's and 2's
         return bool(value)
     if not isinstance(value, bool):
         got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)

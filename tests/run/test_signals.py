@@ -51,6 +51,8 @@ def test_ctrl_c_in_a_python_call_is_a_keyboard_interrupt_too() -> None:
         assert str(exc) == ("saved step 1200 — call embedlab.train again with the same "
                             "arguments to resume")
         assert not isinstance(interrupted(signal.SIGTERM, 5), KeyboardInterrupt)
+        early = interrupted(signal.SIGINT, 0, saved=False)  # before the first step, too
+        assert isinstance(early, KeyboardInterrupt) and early.exit_code == 130
 
 
 def test_deferred_interrupt_holds_ctrl_c_until_the_block_ends() -> None:

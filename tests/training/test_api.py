@@ -632,12 +632,16 @@ def test_numpy_numbers_are_options_like_any_number(corpus: Path, tmp_path: Path)
                         "restart=True"),
     ({"from_checkpoint": 2.5}, "from_checkpoint= must be a checkpoint of the run (its step, its "
                                "folder or 'best'), got float 2.5"),
-    ({"model": 1}, "model= must be a str, got 1"),
+    ({"model": 1}, "model= must be a str, got 1; pass e.g. model='skipgram'"),
+    ({"probe": 5}, "probe= takes words (a str or a list of them), got int 5; pass e.g. "
+                   "probe=['king', 'queen']"),
+    ({"probe": ["king", 5]}, "probe= takes words as str, got int 5 among them"),
+    ({"eval_similarity": [5]}, "eval_similarity= takes files as str, got int 5 among them"),
 ])
 def test_options_of_another_type_are_refused_before_anything_is_made(
         corpus: Path, tmp_path: Path, options: dict[str, Any], message: str) -> None:
     """A whole float, a bool, a number in quotes or a truthy string would train something
-    else, or fail deep inside after the run folder was made."""
+    else, or fail deep inside once the run folder is made: each is one line, and no folder."""
     with pytest.raises(InputError) as e:
         embedlab.train(corpus=corpus, run=tmp_path / "run", **options)
     assert message in str(e.value) and "\n" not in str(e.value)
@@ -726,10 +730,11 @@ def test_restart_names_the_run_as_it_was_given(corpus: Path, tmp_path: Path,
     assert "moved the old run to runs/a.old-" in err and "vectors in runs/a\n" in err
 
 
-def test_a_run_whose_config_holds_values_python_once_passed_unchecked_resumes(
+def test_a_config_holding_a_bool_or_whole_float_for_an_integer_resumes_as_it_trained(
         corpus: Path, tmp_path: Path) -> None:
-    """``window=True``, ``keep=2.0`` and ``tensorboard="yes"`` trained as 1, 2 and True before
-    they were refused: such a run's config.json still resumes, to the same bits."""
+    """A config.json with ``window: true``, ``keep: 2.0`` or ``tensorboard: "yes"`` (values a
+    Python call refuses) is read as 1, 2 and True, what such a run trains with, to the same
+    bits."""
     options = {**FAST, "window": 1, "keep": 2, "tensorboard": True}
     embedlab.train(corpus=corpus, run=tmp_path / "whole", **options)
     run = tmp_path / "run"
@@ -751,3 +756,50 @@ def test_the_last_partial_window_logs_its_rate_too(corpus: Path, tmp_path: Path)
     progress = logged(tmp_path / "run", "train/progress")
     assert lr[result.step] < lr[max(s for s in lr if s < result.step)]
     assert progress[result.step] == 1.0
+
+
+def test_the_bar_closes_at_the_last_step_before_the_save(corpus: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its last line gives the rate of the training alone, without the final save's time
+    (which would show a rate far below the training's, and an ETA past the end)."""
+    from embedlab.training import loop, saving
+
+    events: list[str] = []
+
+    class Bar:
+        def update(self, n: int) -> None: ...
+        def set_postfix(self, **kw: Any) -> None: ...
+        def close(self) -> None:
+            events.append("close")
+
+    real_save = saving.Saver.save
+
+    def save(self: Any, *args: Any, **kwargs: Any) -> Any:
+        events.append("save")
+        return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "progress_bar", lambda *a, **k: Bar())
+    monkeypatch.setattr(saving.Saver, "save", save)
+    embedlab.train(corpus=corpus, run=tmp_path / "a", **FAST, max_steps=3)
+    assert events[:2] == ["close", "save"]
+    events.clear()
+    embedlab.train(corpus=corpus, run=tmp_path / "b", **FAST)
+    assert events[:2] == ["close", "save"]
+
+
+def test_a_stored_value_of_the_wrong_type_names_the_file(corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **FAST, max_steps=2)
+    config = json.loads((run / "config.json").read_text())
+    config["optim"]["epochs"] = 2.5
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, run=run)
+    assert str(e.value) == (f"{run / 'config.json'} holds a value embedlab cannot use (epochs= "
+                            "must be an integer, got 2.5; pass e.g. epochs=5); fix that key in "
+                            "the file, or pass restart=True to start over")
+    config["optim"]["epochs"], config["optim"]["micro_order"] = 2, 5
+    (run / "config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError, match=r'\(optim.micro_order must be a str, got 5; set e.g. '
+                                         r'"micro_order": "chunks" in the run\'s config.json\)'):
+        embedlab.train(corpus=corpus, run=run)

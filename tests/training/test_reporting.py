@@ -76,3 +76,25 @@ def test_the_running_status_is_rewritten_at_most_as_often_as_allowed(
     assert windows == (list(range(1, 13)) if expect_all else [1])
     final = json.loads((tmp_path / "run" / "status.json").read_text())
     assert final["step"] == 12  # the stop writes it whatever the windows did
+
+
+def test_a_log_without_a_terminal_gets_a_progress_line_a_minute(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job under nohup or a scheduler shows in its log, once a minute, that it trains."""
+    import io
+
+    from embedlab.training import reporting
+
+    clock = [100.0]
+    monkeypatch.setattr(reporting.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    bar = reporting.progress_bar(False, 1_000_000, 100_000, out, lines=True)
+    bar.set_postfix(loss="4.1234", lr="2.25e-02", refresh=False)
+    clock[0] += 30
+    bar.update(300_000)
+    assert out.getvalue() == ""  # not a minute yet
+    clock[0] += 30
+    bar.update(300_000)
+    assert out.getvalue() == ("embedlab: 70.0% of 1,000,000 words, 10.0k words/s, loss 4.1234, "
+                              "lr 2.25e-02, 0:00:30 left\n")
+    assert isinstance(reporting.progress_bar(False, 10, 0, out), reporting.NoBar)

@@ -89,6 +89,9 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
         return None, set()
     try:
         cfg, filled = _read_config(path)
+    except InputError as exc:  # a value of the wrong type or range, written by hand
+        raise InputError(f"{path} holds a value embedlab cannot use ({exc}); fix that key in "
+                         f"the file, or pass {spell('--restart', True)} to start over") from None
     except (ValueError, TypeError) as exc:
         raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another "
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None

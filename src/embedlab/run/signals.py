@@ -39,11 +39,11 @@ def interrupted(signum: int, step: int, *, saved: bool = True) -> TrainingInterr
 
     ``saved=False``: stopped before anything was trained or saved (a new run's first moments).
     """
-    if not saved:
-        return TrainingInterrupted("stopped before training began; no checkpoint was saved",
-                                   exit_code_for(signum))
     kind = TrainingKeyboardInterrupt if signum == signal.SIGINT and python_caller() else \
         TrainingInterrupted
+    if not saved:
+        return kind("stopped before training began; no checkpoint was saved",
+                    exit_code_for(signum))
     return kind(f"saved step {step} — {rerun()} to resume", exit_code_for(signum))
 
 

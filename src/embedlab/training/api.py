@@ -352,13 +352,30 @@ def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if name in LISTS:
-            value = [value] if isinstance(value, (str, os.PathLike)) else list(value)
-            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+            value = _listed(name, value)
         section, key = OPTIONS[name]
         if section is None:
             out[key] = value
         else:
             out.setdefault(section, {})[key] = value
+    return out
+
+
+def _listed(name: str, value: object) -> list[str]:
+    """A repeatable option's values: one str (or path), or an iterable of them."""
+    what = "words" if name == "probe" else "files"
+    example = "probe=['king', 'queen']" if name == "probe" else f"{name}=['ws353.tsv']"
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Iterable):
+        raise InputError(f"{name}= takes {what} (a str or a list of them), got "
+                         f"{type(value).__name__} {clip(repr(value))}; pass e.g. {example}")
+    out = []
+    for item in value:
+        if not isinstance(item, (str, os.PathLike)):
+            raise InputError(f"{name}= takes {what} as str, got {type(item).__name__} "
+                             f"{clip(repr(item))} among them; pass e.g. {example}")
+        out.append(os.fspath(item))
     return out
 
 
@@ -371,7 +388,7 @@ def _unknown_option(name: str) -> InputError:
         return InputError("embedlab.train() has no nproc=: --nproc starts the processes of "
                           "'embedlab train --nproc N' from a shell; a Python call trains in its "
                           "own process (start N of them with torchrun, each making the same "
-                          "call, as docs/training.md shows)")
+                          "call)")
     close = [o for o in names if name.startswith(o) or o.startswith(name)][:1] or \
         difflib.get_close_matches(name, names, n=1)
     known = foreign(name, python=True)  # gensim's or word2vec.c's name for an option of ours

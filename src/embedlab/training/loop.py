@@ -75,7 +75,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
                                 words_seen=state.words_seen, started=wall.started,
                                 train_seconds=state.train_seconds, wall_time=wall.seconds(),
                                 clear=("error",))
-            bar = progress_bar(run.progress, run.total_words, state.words_seen, out)
+            bar = progress_bar(run.progress, run.total_words, state.words_seen, out,
+                               lines=run.progress_lines)
             tracker = open_tracker(run.run_dir, run.cfg, vocab=run.vocab,
                                    resume_step=state.step if run.resumed else None)
             signum = flag.signum or 0
@@ -255,8 +256,10 @@ def _finish(run: TrainingRun, reporter: Reporter, saver: Saver, finished: bool) 
     state = run.state
     if finished:
         reporter.close_last_window()
-        if run.evaluator:
-            reporter.evaluate()
+    # the bar's last line: the training's rate and time, not the save's that follows
+    reporter.bar.close()
+    if finished and run.evaluator:
+        reporter.evaluate()
     saved = saver.saved_step == state.step
     end_wall = saver.wall.seconds() if saved else saver.save(reporter.tracker, final=finished)
     status.write_status(run.run_dir, status="finished" if finished else "interrupted",

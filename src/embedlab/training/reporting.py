@@ -36,10 +36,55 @@ class NoBar:
     def close(self) -> None: ...
 
 
-def progress_bar(enabled: bool, total: int, initial: int, out: TextIO) -> Any:
-    """A bar over the run's ``total`` words, at ``initial`` already trained."""
+class ProgressLines:
+    """The progress of a run whose stderr is no terminal (a log file, a batch scheduler's): one
+    line every ``every`` seconds, the bar's numbers in words, so that a long job's log shows it
+    alive. Steps run for milliseconds; the clock is read once per call of the step runner."""
+
+    def __init__(self, total: int, initial: int, out: TextIO, every: float) -> None:
+        self.total, self.n, self.out, self.every = max(1, total), initial, out, every
+        self._first, self._began = initial, time.monotonic()
+        self._last = self._began
+        self._postfix: dict[str, Any] = {}
+
+    def update(self, n: int) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self._last >= self.every:
+            self._last = now
+            self._say(now)
+
+    def set_postfix(self, refresh: bool = True, **kw: Any) -> None:
+        self._postfix.update(kw)
+
+    def close(self) -> None: ...
+
+    def _say(self, now: float) -> None:
+        rate = (self.n - self._first) / max(1e-9, now - self._began)
+        left = (self.total - self.n) / rate if rate > 0 else None
+        eta = "" if left is None else f", {_clock(left)} left"
+        extra = "".join(f", {k} {v}" for k, v in self._postfix.items())
+        speed = f"{rate / 1e6:.2f}M" if rate >= 1e6 else f"{rate / 1e3:.1f}k"
+        with contextlib.suppress(OSError):  # a log on a full disk: training goes on
+            print(f"embedlab: {self.n / self.total:.1%} of {self.total:,} words, "
+                  f"{speed} words/s{extra}{eta}", file=self.out, flush=True)
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+#: seconds between two lines of :class:`ProgressLines`
+PROGRESS_LINE_SECONDS = 60.0
+
+
+def progress_bar(enabled: bool, total: int, initial: int, out: TextIO, *,
+                 lines: bool = False) -> Any:
+    """A bar over the run's ``total`` words, at ``initial`` already trained; ``lines``: where no
+    bar is shown (stderr is no terminal), a line a minute (:class:`ProgressLines`)."""
     if not enabled:
-        return NoBar()
+        return ProgressLines(total, initial, out, PROGRESS_LINE_SECONDS) if lines else NoBar()
     from tqdm import tqdm
 
     return tqdm(total=total, initial=initial, unit="w", unit_scale=True, file=out,
