@@ -7,7 +7,8 @@
  *   rows    — read-modify-write of random 400-byte rows (100 float32, a dim-100 embedding row)
  *             in a table of its own per thread, 128 MiB each: the scattered row updates of a
  *             training step, bound by memory latency.
- * Prints one JSON object: seconds per load and thread count, and the speedups. */
+ * Each load runs about a second per thread count (a short one would catch the machine's
+ * bursts). Prints one JSON object: seconds per load and thread count, and the speedups. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,8 +56,8 @@ static double rows(int threads, float **tables, size_t n_rows, long updates) {
 
 int main(int argc, char **argv) {
     const int n = argc > 1 ? atoi(argv[1]) : 2;
-    const long iters = argc > 2 ? atol(argv[2]) : 20000000L;
-    const long updates = argc > 3 ? atol(argv[3]) : 4000000L;
+    const long iters = argc > 2 ? atol(argv[2]) : 60000000L;
+    const long updates = argc > 3 ? atol(argv[3]) : 6000000L;
     const size_t bytes = (size_t)128 << 20, n_rows = bytes / (ROW * sizeof(float));
     float **tables = malloc(sizeof(float *) * (size_t)n);
     for (int t = 0; t < n; t++) {
