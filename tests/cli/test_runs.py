@@ -300,3 +300,47 @@ def test_a_run_folder_without_its_config_is_named_not_called_empty(
     code, _, err = run_cli(["runs", str(run)], capsys)
     assert_one_line_error(code, err, f"run {run} has checkpoints but no config.json, which holds "
                                      "its settings; restore config.json from a backup")
+
+
+def test_runs_sorted_and_filtered(two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def order(out: str) -> list[str]:
+        return [n for line in out.splitlines() for n in ("demo-sg-lr0.5", "demo-sg-lr1.0")
+                if n in line]
+
+    code, out, _ = run_cli(["runs", str(two_runs), "--sort", "optim.lr", "--reverse"], capsys)
+    assert code == 0 and order(out) == ["demo-sg-lr1.0", "demo-sg-lr0.5"]
+    code, out, _ = run_cli(["runs", str(two_runs), "--sort", "optim.lr"], capsys)
+    assert code == 0 and order(out) == ["demo-sg-lr0.5", "demo-sg-lr1.0"]
+    code, out, _ = run_cli(["runs", str(two_runs), "--sort", "loss"], capsys)
+    assert code == 0 and len(order(out)) == 2
+    code, out, _ = run_cli(["runs", str(two_runs), "--status", "failed"], capsys)
+    assert code == 0 and out == f"no failed runs under {two_runs}\n"
+    code, _, err = run_cli(["runs", str(two_runs), "--sort", "lr"], capsys)
+    assert_one_line_error(code, err, "--sort lr: no such column or hyperparameter; pass one of "
+                                     "run, status, step, words, loss, best, wall, or a key such "
+                                     "as optim.lr")
+    code, _, err = run_cli(["runs", str(two_runs), "--reverse"], capsys)
+    assert_one_line_error(code, err, "--reverse orders by --sort; pass e.g. --sort best --reverse")
+
+
+def test_many_runs_split_the_hyperparameters_over_tables(tmp_path: Path) -> None:
+    """Many runs side by side would cut every cell at a terminal's width: 6 runs a table."""
+    import dataclasses
+
+    from rich.console import Console
+
+    from embedlab.config import OptimConfig
+    from embedlab.track.runs import find_runs, run_info, runs_tables
+
+    root = tmp_path / "runs"
+    for k in range(8):
+        cfg = dataclasses.replace(fakerun.make_config(tensorboard=False),
+                                  optim=dataclasses.replace(OptimConfig(), lr=0.01 * (k + 1)))
+        fakerun.write_run_files(root / f"r{k}", cfg, fakerun.fake_vocab())
+    infos = [run_info(r, root) for r in find_runs(root)]
+    tables = runs_tables(infos, all_hparams=True)
+    assert [t.title for t in tables[1:]] == ["hyperparameters (runs 1–6 of 8)",
+                                             "hyperparameters (runs 7–8 of 8)"]
+    console = Console(width=120, record=True)
+    console.print(*tables)
+    assert "0.08" in console.export_text() and "…" not in console.export_text()

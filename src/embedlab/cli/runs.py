@@ -19,7 +19,15 @@ from embedlab.errors import InputError
 @click.option("--all", "all_hparams", is_flag=True,
               help="Show every stored config key (per-invocation settings such as --max-steps "
                    "too), not only the hyperparameters that differ between runs.")
-def runs(directory: Path, all_hparams: bool) -> None:
+@click.option("--sort", "sort_key", default=None, metavar="COLUMN",
+              help="Order the runs by a column (run, status, step, words, loss, best, wall) or "
+                   "a hyperparameter (optim.lr); runs without a value last.")
+@click.option("--reverse", is_flag=True, help="With --sort: largest first.")
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice(["running", "finished", "interrupted", "failed", "unknown"]),
+              help="List only the runs with this status (repeatable).")
+def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool,
+         statuses: tuple[str, ...]) -> None:
     """Table of the runs under DIRECTORY (default: runs/).
 
     Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
@@ -30,7 +38,7 @@ def runs(directory: Path, all_hparams: bool) -> None:
     """
     from rich.console import Console
 
-    from embedlab.track.runs import find_runs, run_info, runs_tables
+    from embedlab.track.runs import find_runs, run_info, runs_tables, sort_runs
 
     infos = []
     for run in find_runs(directory):
@@ -46,6 +54,15 @@ def runs(directory: Path, all_hparams: bool) -> None:
         click.echo(f"no runs under {directory} (a run folder holds config.json); "
                    "start one with: embedlab train --corpus demo")
         return
+    if statuses:
+        infos = [i for i in infos if i.status in statuses]
+        if not infos:
+            click.echo(f"no {' or '.join(statuses)} runs under {directory}")
+            return
+    if reverse and sort_key is None:
+        raise InputError("--reverse orders by --sort; pass e.g. --sort best --reverse")
+    if sort_key is not None:
+        infos = sort_runs(infos, sort_key, reverse=reverse)
     # Piped output (grep, files) must not be wrapped at rich's default 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 1000)
     console.print(*runs_tables(infos, all_hparams=all_hparams))

@@ -336,12 +336,50 @@ def _hparam_cell(v: Any) -> str:
     return "" if v is None else str(v)
 
 
+#: the columns ``embedlab runs --sort`` takes besides the hyperparameters' keys
+SORT_COLUMNS = ("run", "status", "step", "words", "loss", "best", "wall")
+#: runs side by side in one hyperparameters table: more are split over several tables
+RUNS_PER_TABLE = 6
+
+
+def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> list[RunInfo]:
+    """``infos`` ordered by a column of the table (:data:`SORT_COLUMNS`; ``best`` by its value)
+    or a hyperparameter's key (``optim.lr``); runs without a value come last, in any order."""
+    if key not in SORT_COLUMNS and not any(key in i.hparams for i in infos):
+        keys = sorted({k for i in infos for k in i.hparams})
+        example = next((k for k in differing_keys(infos)), keys[0] if keys else "optim.lr")
+        raise InputError(f"--sort {key}: no such column or hyperparameter; pass one of "
+                         f"{', '.join(SORT_COLUMNS)}, or a key such as {example}")
+
+    def value(i: RunInfo) -> Any:
+        columns = {"run": i.name, "status": i.status, "step": i.step, "words": i.words_seen,
+                   "loss": i.loss, "best": _best_value(i.best), "wall": i.wall_time}
+        v = columns[key] if key in SORT_COLUMNS else i.hparams.get(key)
+        return v if v is None or isinstance(v, (int, float, str)) else json.dumps(v)
+
+    present = [i for i in infos if value(i) is not None]
+    # numbers before text, each in its own order (a key may hold both across kinds of run)
+    ordered = sorted(present, key=lambda i: (isinstance(value(i), str), value(i)),
+                     reverse=reverse)
+    return ordered + [i for i in infos if value(i) is None]
+
+
+def _best_value(best: str) -> float | None:
+    """The number of a "best" cell (``train/loss 1.9997 @6420``), None for an empty one."""
+    parts = best.split()
+    try:
+        return float(parts[-2]) if len(parts) >= 3 else None
+    except ValueError:
+        return None
+
+
 def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[Any]:
     """:class:`rich.table.Table` objects to print: the runs, then (if needed) hyperparameters.
 
     Differing hyperparameters become extra columns of the runs table while they fit
-    (:data:`MAX_INLINE_HPARAMS`); with ``all_hparams`` or more keys they go to a second table with
-    one row per key and one column per run, which stays readable for ~45 keys.
+    (:data:`MAX_INLINE_HPARAMS`); with ``all_hparams`` or more keys they go to further tables
+    with one row per key and one column per run, :data:`RUNS_PER_TABLE` runs a table so that
+    the cells stay readable, each table readable for ~45 keys.
     """
     from rich.table import Table
 
@@ -363,11 +401,16 @@ def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[
         runs.add_row(*cells, *(_hparam_cell(i.hparams.get(k)) for k in inline))
     tables = [runs]
     if keys and not inline:
-        hp = Table(title="hyperparameters" if all_hparams else "differing hyperparameters")
-        hp.add_column("key")
-        for i in infos:
-            hp.add_column(i.name)
-        for k in keys:
-            hp.add_row(k, *(_hparam_cell(i.hparams.get(k)) for i in infos))
-        tables.append(hp)
+        title = "hyperparameters" if all_hparams else "differing hyperparameters"
+        for start in range(0, len(infos), RUNS_PER_TABLE):
+            group = infos[start:start + RUNS_PER_TABLE]
+            part = (f" (runs {start + 1}–{start + len(group)} of {len(infos)})"
+                    if len(infos) > RUNS_PER_TABLE else "")
+            hp = Table(title=title + part)
+            hp.add_column("key")
+            for i in group:
+                hp.add_column(i.name)
+            for k in keys:
+                hp.add_row(k, *(_hparam_cell(i.hparams.get(k)) for i in group))
+            tables.append(hp)
     return tables
