@@ -508,6 +508,39 @@ def _from_plain(cls: type, d: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+#: option (a flag of ``embedlab train`` with underscores) -> (config section, or None for the
+#: top level, and key)
+OPTIONS: dict[str, tuple[str | None, str]] = {
+    "corpus": ("data", "corpus"), "lowercase": ("data", "lowercase"),
+    "min_count": ("data", "min_count"), "max_vocab": ("data", "max_vocab"), "unk": ("data", "unk"),
+    "max_distinct": ("data", "max_distinct"),
+    "model": ("model", "model"), "loss": ("model", "loss"), "dim": ("model", "dim"),
+    "window": ("model", "window"), "negative": ("model", "negative"),
+    "shared_negatives": ("model", "shared_negatives"),
+    "negative_group": ("model", "negative_group"),
+    "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
+    "init": ("model", "init"), "init_scale": ("model", "init_scale"),
+    "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
+    "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
+    "interleave": ("optim", "interleave"),
+    "micro_batches": ("optim", "micro_batches"),
+    "checkpoint_every": ("checkpoint", "every_steps"),
+    "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
+    "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
+    "log_every": ("track", "log_every"), "tensorboard": ("track", "tensorboard"),
+    "probe": ("track", "probe_words"), "projector_words": ("track", "projector_words"),
+    "projector_each_checkpoint": ("track", "projector_each_checkpoint"),
+    "progress": ("track", "progress"),
+    "eval_every": ("eval", "every_steps"), "eval_analogies": ("eval", "analogies"),
+    "eval_similarity": ("eval", "similarity"), "eval_restrict_vocab": ("eval", "restrict_vocab"),
+    "seed": (None, "seed"), "threads": (None, "threads"), "engine": (None, "engine"),
+    "max_steps": (None, "max_steps"),
+    "init_from": (None, "init_from"),
+}
+#: options that take several values (flags given more than once)
+LISTS = ("probe", "eval_similarity")
+
+
 # ---- presets ------------------------------------------------------------------------------
 
 # The CS20 lecture's word2vec (../shared/seeds): VOCAB_SIZE 50,000 (incl. UNK), EMBED_SIZE 128,

@@ -193,7 +193,7 @@ def test_the_build_is_cached_and_reused(fresh_build: Path) -> None:
 def _built_not_loaded() -> Path:
     """The kernel built into the cache but not loaded: dlopen would hand this process its loaded
     copy again for the same path, whatever the file holds now."""
-    path, temporary = native._build(native.kernel_sources(), native.compiler_command())
+    path, temporary, _ = native._build(native.kernel_sources(), native.compiler_command())
     assert not temporary
     return path
 
@@ -326,9 +326,9 @@ def test_the_compiler_arguments_are_part_of_the_cache_key(fresh_build: Path,
     fake.write_text(f"#!/bin/sh\necho \"$@\" >> {log}\nprev=\nfor a in \"$@\"; do "
                     "[ \"$prev\" = -o ] && : > \"$a\"; prev=$a; done\nexit 0\n")
     fake.chmod(0o755)
-    first, _ = native._build({"_kernel.c": b"int x;"}, [str(fake), "-DA"])
-    second, _ = native._build({"_kernel.c": b"int x;"}, [str(fake), "-DB"])
-    again, _ = native._build({"_kernel.c": b"int x;"}, [str(fake), "-DA"])
+    first, _, _ = native._build({"_kernel.c": b"int x;"}, [str(fake), "-DA"])
+    second, _, _ = native._build({"_kernel.c": b"int x;"}, [str(fake), "-DB"])
+    again, _, _ = native._build({"_kernel.c": b"int x;"}, [str(fake), "-DA"])
     assert first != second and again == first and first.parent == fresh_build
     calls = log.read_text().splitlines()
     assert calls[0] == "-DA --version"  # the arguments come first, as make passes $(CC)

@@ -141,8 +141,9 @@ def kernel_sources() -> dict[str, bytes]:
     return {name: folder.joinpath(name).read_bytes() for name in SOURCES}
 
 
-def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool]:
-    """The built kernel and whether it lies in a temporary folder (to remove once loaded)."""
+def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool, dict[str, str]]:
+    """The built kernel, whether it lies in a temporary folder (to remove once loaded), and
+    what it was built from (:meth:`_Library.identity`)."""
     program, *args = command
     cc = shutil.which(program)
     if cc is None:
@@ -152,12 +153,16 @@ def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool]:
                                      " ".join(FLAGS).encode(), version.encode(),
                                      _cpu_flags().encode(), platform.machine().encode()]))
     stem = f"w2v-{key.hexdigest()[:20]}"
+    # the build's name hashes the sources, the compiler and its flags, and the CPU's features:
+    # two runs whose kernels share it compute the same bits
+    identity = {"build": stem, "compiler": version.splitlines()[0] if version else "",
+                "command": shlex.join([program, *args, *FLAGS])}
     folder = cache_dir()
     found = _cached(folder, stem)
     if found is not None:
-        return found, False
+        return found, False, identity
     try:
-        return _compile(cc, args, sources, folder, stem), False
+        return _compile(cc, args, sources, folder, stem), False, identity
     except OSError as exc:
         # not the compiler's fault: say which folder and how to fix it, and still build
         why = "it is not a folder" if folder.exists() and not folder.is_dir() else \
@@ -171,7 +176,7 @@ def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool]:
                                 "set EMBEDLAB_CACHE to a writable folder") from exc
     warn(f"{problem}; built the native kernel in a temporary folder instead (again in each new "
          "process); set EMBEDLAB_CACHE to a writable folder")
-    return path, True
+    return path, True, identity
 
 
 class _Library:
@@ -182,14 +187,23 @@ class _Library:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._lib: ctypes.CDLL | None = None
+        self._identity: dict[str, str] | None = None
 
     def __call__(self) -> ctypes.CDLL:
         """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
         with self._lock:
             if self._lib is None:
-                path, temporary = _build(kernel_sources(), compiler_command())
+                path, temporary, identity = _build(kernel_sources(), compiler_command())
                 self._lib = _load(path, temporary)
+                self._identity = identity
             return self._lib
+
+    def identity(self) -> dict[str, str] | None:
+        """What the loaded kernel was built from — ``build`` (a hash of the sources, the
+        compiler's version and flags and the CPU's features), ``compiler`` (its version line),
+        ``command`` — for a run's ``env.json``; None before it is loaded."""
+        with self._lock:
+            return None if self._identity is None else dict(self._identity)
 
     def loaded(self) -> ctypes.CDLL | None:
         """The kernel if this process has loaded it already, else None (nothing is built)."""
@@ -200,6 +214,7 @@ class _Library:
         """Forget the loaded kernel: the next call builds or finds it again."""
         with self._lock:
             self._lib = None
+            self._identity = None
 
 
 library = _Library()

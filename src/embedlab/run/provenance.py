@@ -76,9 +76,14 @@ def git_commit(path: Path | None = None, *, timeout: float = 2.0) -> dict[str, A
 
 
 def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequence[str],
-                device: str = "cpu", processes: int = 1) -> dict[str, Any]:
+                device: str = "cpu", processes: int = 1, step: int = 0,
+                command: str | None = None,
+                kernel: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The provenance record (plain JSON values); ``device``: what the run trains on;
-    ``processes``: how many train it together (torchrun's world size)."""
+    ``processes``: how many train it together (torchrun's world size); ``step``: where this
+    start takes the run up (0 for a new run); ``command``: an ``embedlab train`` line that
+    trains the same run from scratch; ``kernel``: what the native kernel was built from
+    (:meth:`embedlab.engines.native._Library.identity`)."""
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -103,7 +108,24 @@ def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequen
         "seed": seed,
         "streams": list(streams),
         "step_revision": STEP_REVISION,
+        "step": step,
+        "executable": sys.executable,
+        **({"command": command} if command is not None else {}),
+        **({"kernel": dict(kernel)} if kernel is not None else {}),
     }
+
+
+def last_kernel(run_dir: Path | str) -> dict[str, Any] | None:
+    """The native kernel of the run's latest start that recorded one (``env.json``), or None."""
+    try:
+        env = json.loads((Path(run_dir) / ENV_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(env, dict):
+        return None
+    records = [env, *(r for r in env.get("resumes", []) if isinstance(r, dict))]
+    kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), dict)]
+    return kernels[-1] if kernels else None
 
 
 def started_step_revision(run_dir: Path | str) -> int | None:
@@ -139,14 +161,17 @@ def _config_device(run_dir: Path) -> str:
 
 
 def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, seed: int,
-                   streams: Sequence[str], processes: int = 1) -> Path:
+                   streams: Sequence[str], processes: int = 1, step: int = 0,
+                   command: str | None = None,
+                   kernel: Mapping[str, str] | None = None) -> Path:
     """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list.
 
     The record's ``device`` is taken from the engine of the run's ``config.json``, which is
     written first."""
     path = Path(run_dir) / ENV_FILE
     record = environment(argv=argv, threads=threads, seed=seed, streams=streams,
-                         device=_config_device(Path(run_dir)), processes=processes)
+                         device=_config_device(Path(run_dir)), processes=processes, step=step,
+                         command=command, kernel=kernel)
     try:
         existing = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

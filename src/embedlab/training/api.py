@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embedlab.config import LISTS, OPTIONS  # the call's options: the command's flags
 from embedlab.engines import limit_openmp_spinning, requested_engine
 from embedlab.errors import (
     InputError,
@@ -37,6 +38,7 @@ from embedlab.run.folder import (
     resolve_config,
     restart_options,
     stored_config,
+    stored_config_from_here,
 )
 from embedlab.training import distributed, handshake
 
@@ -48,38 +50,6 @@ if TYPE_CHECKING:
 
 #: a corpus: a path (or "demo", "text8"), or sentences given in memory
 Corpus = str | os.PathLike[str] | Iterable[Sequence[str]]
-
-#: option (a flag of ``embedlab train`` with underscores) -> (config section, or None for the
-#: top level, and key)
-OPTIONS: dict[str, tuple[str | None, str]] = {
-    "corpus": ("data", "corpus"), "lowercase": ("data", "lowercase"),
-    "min_count": ("data", "min_count"), "max_vocab": ("data", "max_vocab"), "unk": ("data", "unk"),
-    "max_distinct": ("data", "max_distinct"),
-    "model": ("model", "model"), "loss": ("model", "loss"), "dim": ("model", "dim"),
-    "window": ("model", "window"), "negative": ("model", "negative"),
-    "shared_negatives": ("model", "shared_negatives"),
-    "negative_group": ("model", "negative_group"),
-    "noise_exponent": ("model", "noise_exponent"), "sample": ("model", "sample"),
-    "init": ("model", "init"), "init_scale": ("model", "init_scale"),
-    "lr": ("optim", "lr"), "min_lr_ratio": ("optim", "min_lr_ratio"),
-    "epochs": ("optim", "epochs"), "batch_size": ("optim", "batch_size"),
-    "interleave": ("optim", "interleave"),
-    "micro_batches": ("optim", "micro_batches"),
-    "checkpoint_every": ("checkpoint", "every_steps"),
-    "checkpoint_secs": ("checkpoint", "every_secs"), "keep": ("checkpoint", "keep"),
-    "keep_every": ("checkpoint", "keep_every"), "best_metric": ("checkpoint", "best_metric"),
-    "log_every": ("track", "log_every"), "tensorboard": ("track", "tensorboard"),
-    "probe": ("track", "probe_words"), "projector_words": ("track", "projector_words"),
-    "projector_each_checkpoint": ("track", "projector_each_checkpoint"),
-    "progress": ("track", "progress"),
-    "eval_every": ("eval", "every_steps"), "eval_analogies": ("eval", "analogies"),
-    "eval_similarity": ("eval", "similarity"), "eval_restrict_vocab": ("eval", "restrict_vocab"),
-    "seed": (None, "seed"), "threads": (None, "threads"), "engine": (None, "engine"),
-    "max_steps": (None, "max_steps"),
-    "init_from": (None, "init_from"),
-}
-#: options that take several values (flags given more than once)
-LISTS = ("probe", "eval_similarity")
 
 
 @python_entry
@@ -315,7 +285,7 @@ def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
     from embedlab.data.sentences import is_label
 
     try:
-        stored = stored_config(run_dir)
+        stored = stored_config_from_here(run_dir)
     except InputError:  # a damaged config.json: what --restart is for
         return explicit, preset
     if stored is None or (preset is not None and preset != stored.preset):
@@ -329,8 +299,9 @@ def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
                              f"sentences given in memory; {again}")
         if corpus not in SPECIAL_CORPORA and not Path(corpus).exists():
             raise InputError(f"{spell('--restart', True)}: run {run_dir}'s corpus {corpus} "
-                             f"(as its config.json names it) is not found from {Path.cwd()}; "
-                             f"pass {spell('--corpus')} with its path")
+                             f"(as its config.json names it) is not found from {Path.cwd()}, "
+                             "nor from the folder the run was made in; pass "
+                             f"{spell('--corpus')} with its path")
     options = restart_options(run_dir, explicit)
     return (explicit, preset) if options is None else (options, stored.preset)
 

@@ -8,6 +8,7 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
+import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ import numpy as np
 
 from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
 from embedlab.config import TrainConfig, check_best_metric
-from embedlab.data.batchspec import SpecBatchStream
+from embedlab.data.batchspec import SPEC_STREAM, SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
 from embedlab.data.prepared import (
@@ -45,7 +46,12 @@ from embedlab.errors import (
     warn,
 )
 from embedlab.run.folder import abandon_after
-from embedlab.run.provenance import started_step_revision, write_config_json, write_env_json
+from embedlab.run.provenance import (
+    last_kernel,
+    started_step_revision,
+    write_config_json,
+    write_env_json,
+)
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import STREAMS
 from embedlab.training import distributed, handshake
@@ -161,11 +167,17 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     # as "a different config" next time.
     if ckpt is None or cfg.max_steps is None or state.step < cfg.max_steps:
         write_config_json(run_dir, cfg)
+    kernel = _kernel_identity(cfg.engine)
     if ckpt is not None:
         manager.protect(state.step)
         _warn_if_other_step_revision(run_dir, cfg.engine, out)
-    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=STREAMS,
-                   processes=1 if group is None else group.size)
+        _warn_if_other_kernel(run_dir, kernel, out)
+    # the streams the batches draw from: the batch specification's one key, or, for a run
+    # started before it, the separate streams of that generator
+    streams = STREAMS if legacy else ("init", SPEC_STREAM)
+    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
+                   processes=1 if group is None else group.size, step=state.step,
+                   command=reproducing_command(cfg, run_dir), kernel=kernel)
     vocab.save_tsv(run_dir / VOCAB_FILE)
     for line in started:
         print(line, file=out)
@@ -283,11 +295,12 @@ def _warn_short_of_chunks(cfg: TrainConfig, stream: BatchStream) -> None:
     if m == 1 or cfg.optim.micro_order != "chunks" or chunks >= m:
         return
     b = cfg.optim.batch_size
-    warn(f"the corpus holds {chunks} chunk{'s' if chunks > 1 else ''} of "
-         f"{stream.chunk_tokens:,} tokens, fewer than {spell('--micro-batches', m)}: a step "
-         f"trains {chunks} micro-batch{'es' if chunks > 1 else ''} ({chunks * b:,} centres, not "
-         f"{m * b:,}) and processes without a chunk wait; a corpus of "
-         f"{(m - 1) * stream.chunk_tokens + 1:,} tokens or more gives every step all {m}")
+    # a micro-batch j of a step reads chunk j (of up to chunk_tokens tokens) of its group
+    warn(f"the corpus fills {chunks} chunk{'s' if chunks > 1 else ''} (of up to "
+         f"{stream.chunk_tokens:,} tokens each), fewer than {spell('--micro-batches', m)}: a "
+         f"step trains {chunks} micro-batch{'es' if chunks > 1 else ''} ({chunks * b:,} centres, "
+         f"not {m * b:,}), and processes of a run whose chunks are missing idle; a corpus "
+         f"of {(m - 1) * stream.chunk_tokens + 1:,} tokens or more gives every step all {m}")
 
 
 def batches_for(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
@@ -408,6 +421,55 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
                              f"{wanted[name]} F32; resume from another checkpoint ('embedlab "
                              "ckpt RUN' lists them) or pass "
                              f"{spell('--restart', True)} to start over")
+
+
+def reproducing_command(cfg: TrainConfig, run_dir: Path) -> str:
+    """An ``embedlab train`` line that trains this run from scratch, to the same bits where the
+    machine and its kernel are the same (env.json's ``command``): every setting that changes the
+    result and differs from its default, the seed and the engine; sentences given in memory are
+    read from the run's own tokens (``RUN/prepared``)."""
+    from embedlab.config import MUTABLE_ON_RESUME, OPTIONS, flatten
+    from embedlab.data.sentences import is_label
+
+    flat, default = flatten(cfg.to_dict()), flatten(TrainConfig().to_dict())
+    corpus = str(run_dir / "prepared") if is_label(cfg.data.corpus) else cfg.data.corpus
+    args = ["embedlab", "train", "--run", str(run_dir), "--corpus", corpus]
+    for name, (section, key) in OPTIONS.items():
+        full = f"{section}.{key}" if section else key
+        value = flat.get(full)
+        if name == "corpus" or full.startswith(MUTABLE_ON_RESUME) or value is None or (
+                value == default.get(full) and name not in ("seed", "engine")):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else f"--no-{flag[2:]}")
+        elif isinstance(value, list):
+            for item in value:
+                args += [flag, str(item)]
+        else:
+            args += [flag, str(value)]
+    return shlex.join(args)
+
+
+def _kernel_identity(engine: str) -> dict[str, str] | None:
+    """What the native kernel this run trains with was built from; None on other engines."""
+    if engine != "native":
+        return None
+    from embedlab.engines import native
+
+    return native.library.identity()
+
+
+def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None, out: TextIO) -> None:
+    """A resume whose native kernel was built otherwise (another compiler, its flags, another
+    CPU) than the one the run last trained with: the same step may round otherwise."""
+    before = last_kernel(run_dir)
+    if kernel is None or before is None or before.get("build") == kernel.get("build"):
+        return
+    print(f"embedlab: warning: the native kernel is built otherwise than the one {run_dir} last "
+          f"trained with ({before.get('compiler') or '?'}, {before.get('command') or '?'}; now "
+          f"{kernel.get('compiler') or '?'}, {kernel.get('command') or '?'}, or another CPU): "
+          "its result may differ in the last bits from an uninterrupted run's", file=out)
 
 
 def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO) -> None:
