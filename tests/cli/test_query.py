@@ -165,9 +165,9 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
     code, out, _ = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path)], capsys)
     src, got = load(vecfile), load(out_path)
     shape = f"({len(src.words)} words × {src.dim} dims)"
-    expected = [f"wrote {out_path} {shape}"]
-    if fmt == "npy":  # the vocabulary file has no dims (it read "× 8 dims" too)
-        expected.append(f"wrote {tmp_path / 'o.vocab.tsv'} ({len(src.words)} words)")
+    expected = [f"wrote {out_path} {shape} from {vecfile}"]
+    if fmt == "npy":  # the vocabulary file has no dims
+        expected.append(f"wrote {tmp_path / 'o.vocab.tsv'} ({len(src.words)} words) from {vecfile}")
     assert code == 0 and out.splitlines() == expected
     assert got.words == src.words and np.array_equal(got.matrix, src.matrix)
     before = out_path.read_bytes()

@@ -581,11 +581,15 @@ def test_restart_refusals_and_fallbacks(tmp_path: Path, corpus: Path,
     code, err = train(capsys, "--run", run, "--restart", "--max-steps", "2")
     assert code == 0, err
     assert json.loads((run / "config.json").read_text())["optim"]["interleave"] == 1
-    monkeypatch.chdir(tmp_path)  # corpus.name is not found from here
+    monkeypatch.chdir(tmp_path)  # corpus.name is not found from here, but from the run's folder
     code, err = train(capsys, "--run", run, "--restart", "--max-steps", "2")
-    assert code == 2 and err == (f"embedlab: error: --restart: run {run}'s corpus {corpus.name} "
-                                 f"(as its config.json names it) is not found from {tmp_path}; "
-                                 "pass --corpus with its path\n")
+    assert code == 0, err
+    (run / "config.json").write_text((run / "config.json").read_text().replace(
+        str(corpus), "gone.txt"))  # named where it is found from neither
+    code, err = train(capsys, "--run", run, "--restart", "--max-steps", "2")
+    assert code == 2 and err == (f"embedlab: error: --restart: run {run}'s corpus gone.txt (as its "
+                                 f"config.json names it) is not found from {tmp_path}, nor from "
+                                 "the folder the run was made in; pass --corpus with its path\n")
     (run / "config.json").write_text("{damaged")
     code, err = train(capsys, "--run", run, "--restart", "--corpus", corpus, "--dim", "5",
                       "--batch-size", "32", "--threads", "1", "--no-tensorboard", "--max-steps",
@@ -1490,3 +1494,91 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
                               "an existing run from one of its checkpoints (leave it out to "
                               "start the run)")
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("flags", [
+    ["--model", "cbow", "--loss", "nce", "--window", "3", "--lr", "0.05", "--interleave", "1"],
+    ["--loss", "hs", "--negative", "0", "--lowercase", "--min-count", "2", "--seed", "7"],
+])
+def test_env_json_records_a_command_that_trains_the_same_run(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """What made a run, as one command: run from scratch, it gives the same bits."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(corpus, tmp_path / "c.txt")
+    code, err = train(capsys, "--run", "a", "--corpus", "c.txt", *FAST, *flags)
+    assert code == 0, err
+    env = json.loads((tmp_path / "a" / "env.json").read_text())
+    assert env["streams"] == ["init", "batches"] and env["step"] == 0
+    assert env["kernel"]["build"].startswith("w2v-") and env["executable"]
+    argv = shlex.split(env["command"])
+    assert argv[:4] == ["embedlab", "train", "--run", "a"]
+    code, err = train(capsys, "--run", "b", *argv[4:])  # the same line, another --run
+    assert code == 0, err
+    assert final_bytes(tmp_path / "b") == final_bytes(tmp_path / "a")
+
+
+def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "3")
+    assert code == 0, err
+    env = json.loads((run / "env.json").read_text())
+    env["kernel"] = {**env["kernel"], "build": "w2v-0000", "compiler": "cc 1.0"}
+    (run / "env.json").write_text(json.dumps(env))
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "5")
+    assert code == 0, err
+    assert (f"embedlab: warning: the native kernel is built otherwise than the one {run} last "
+            "trained with (cc 1.0, ") in err
+    assert "its result may differ in the last bits from an uninterrupted run's" in err
+    resumed = json.loads((run / "env.json").read_text())["resumes"][-1]
+    assert resumed["step"] == 3 and resumed["kernel"]["build"] != "w2v-0000"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "7")
+    assert code == 0 and "native kernel" not in err  # the last start's kernel is this one
+
+
+def test_restart_from_another_working_folder_finds_the_runs_corpus(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As a resume does: the corpus typed as relative is read from the run's creation folder."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    shutil.copy(corpus, here / "c.txt")
+    monkeypatch.chdir(here)
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", *FAST)
+    assert code == 0, err
+    before = final_bytes(here / "run")
+    monkeypatch.chdir(there)
+    code, err = train(capsys, "--run", "../here/run", "--restart")
+    assert code == 0, err
+    assert final_bytes(here / "run") == before  # the same settings, the same corpus: same bits
+    assert json.loads((here / "run" / "config.json").read_text())["data"]["corpus"] == \
+        str(here / "c.txt")
+
+
+def test_a_closed_pipe_ends_the_command_quietly_with_status_0(trained: Path, tmp_path: Path
+                                                              ) -> None:
+    """``embedlab train --run RUN 2>&1 | head -1``: the reader is gone after one line; click
+    would exit 1 for the write that follows."""
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # gone before the first line: every write meets the closed pipe
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--run", str(trained)],
+                            stdout=write, stderr=write)
+    os.close(write)
+    assert proc.wait(timeout=60) == 0
+
+
+def test_the_finished_runs_hint_names_the_command_as_it_was_run(trained: Path) -> None:
+    """From 'python -m embedlab' (or .venv/bin/embedlab off the PATH), a hint that says
+    'embedlab train' names a command the shell does not find."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--run", str(trained)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert f"to train more: python -m embedlab train --run {trained} --epochs N" in proc.stderr

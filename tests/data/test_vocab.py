@@ -135,7 +135,7 @@ def test_the_unk_token_is_not_named_as_the_most_frequent_word() -> None:
     with pytest.raises(InputError) as info:
         build({"UNK": 5, "a": 1, "b": 1}, min_count=2, unk="UNK")
     assert str(info.value) == ("no word besides the --unk token 'UNK' occurs at least "
-                               "--min-count 2 times (the most frequent, 'b', occurs 1 times); "
+                               "--min-count 2 times (the most frequent, 'b', occurs 1 time); "
                                "lower --min-count, e.g. --min-count 1")
     with pytest.raises(InputError, match=r"^the corpus has no words besides the --unk token "
                                          r"'UNK'; pass a non-empty corpus$"):

@@ -803,3 +803,10 @@ def test_a_stored_value_of_the_wrong_type_names_the_file(corpus: Path, tmp_path:
     with pytest.raises(InputError, match=r'\(optim.micro_order must be a str, got 5; set e.g. '
                                          r'"micro_order": "chunks" in the run\'s config.json\)'):
         embedlab.train(corpus=corpus, run=run)
+
+
+def test_a_vocabulary_left_empty_is_said_in_pythons_words(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=[["the", "cat", "sat"], ["a", "dog", "ran"]], run=tmp_path / "r")
+    assert str(e.value) == ("no word occurs at least min_count=5 times (the most frequent, "
+                            "'the', occurs 1 time); lower min_count, e.g. min_count=1")

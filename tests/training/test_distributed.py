@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+import embedlab
+
 pytest.importorskip("torch")
 
 #: a small run: 528k tokens (chunks 0 and 1 of 2^18 tokens, read by process 0 and 1, and a
@@ -29,8 +31,10 @@ FLAGS = ["--engine", "torch", "--micro-batches", "2", "--batch-size", "512", "--
          "--threads", "1"]
 
 
-#: a traceback line in a module of embedlab's, from a source tree or an installed package
-_OUR_TRACEBACK = re.compile(r'File "[^"]*[/\\]embedlab[/\\]')
+#: a traceback line in a module of embedlab's: in the package these processes import (a
+#: clone's folder may itself be named embedlab, and torchrun's own frames lie in it then)
+_OUR_TRACEBACK = re.compile(r'File "' + re.escape(str(Path(embedlab.__file__).parent)) +
+                            r'[/\\]')
 
 #: a run's final tensors file and its metrics.jsonl rows without the speeds
 Outcome = tuple[bytes, list[dict[str, float]]]

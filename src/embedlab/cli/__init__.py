@@ -46,6 +46,14 @@ ALIASES: dict[str, str] = {"neighbours": "neighbors"}
 
 
 class LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        """click's, with a closed pipe (``embedlab train ... | head -1``) let through to
+        :func:`main`, which ends quietly with status 0 (click would exit 1 for it)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as exc:
+            raise _PipeClosed from exc
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(n for n in COMMANDS if self._load(n) is not None)
 
@@ -161,6 +169,11 @@ def _one_dash_flags(args: list[str]) -> str | None:
            f"dashes; {see})"
 
 
+class _PipeClosed(Exception):
+    """A write hit a closed pipe inside a command; not an OSError, which click would turn into
+    exit status 1 itself."""
+
+
 def _said_by_another() -> bool:
     """Whether this ``train`` is a process of a torchrun run whose line another process of
     this machine prints (:func:`embedlab.errors.said_by_another_process`); other commands
@@ -206,7 +219,7 @@ def main(argv: list[str] | None = None) -> Any:
         prefix = "embedlab: error: " if isinstance(exc, ProcessLost) else ""
         click.echo(f"{prefix}{exc}", err=True)
         sys.exit(exc.exit_code)
-    except BrokenPipeError:
+    except (BrokenPipeError, _PipeClosed):  # run() flushes what is left without failing
         sys.exit(0)
     except OSError as exc:
         # The net under the specific messages: a path the user chose that cannot be used

@@ -104,7 +104,8 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
     for path in written:  # npy: the matrix, then its vocabulary file (words only)
         shape = f"{len(vectors):,} words" if path.suffix == ".tsv" else \
             f"{len(vectors):,} words × {vectors.dim} dims"
-        click.echo(f"wrote {path} ({shape})")
+        # from which checkpoint (or file): what the export holds, said where it is made
+        click.echo(f"wrote {path} ({shape}) from {vectors.source}")
 
 
 def _export_format(fmt: str | None, out: Path | None) -> str:

@@ -40,7 +40,7 @@ from embedlab.data.prepared import (
     write_meta,
 )
 from embedlab.data.vocab import PruneInfo
-from embedlab.errors import InputError, warn
+from embedlab.errors import InputError, spell, spell_name, warn
 from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
 from embedlab.training.memory import release_free_memory
 
@@ -223,10 +223,10 @@ def _pruned_away(p: PruneInfo, limit: int, total: int, min_count: int) -> str:
     """The error for a vocabulary emptied by pruning: the counts left are too low to show
     (build's "the most frequent occurs N times; lower --min-count" would blame --min-count)."""
     bigger = DataConfig().max_distinct if limit < DataConfig().max_distinct else limit * 10
-    return (f"no word occurs at least --min-count {min_count} times in the counts left after "
-            f"pruning to --max-distinct {limit:,} (pruning dropped {p.dropped_tokens:,} of "
-            f"{total:,} occurrences, so the counts are lower bounds); raise "
-            f"--max-distinct, e.g. --max-distinct {bigger}")
+    return (f"no word occurs at least {spell('--min-count', min_count)} times in the counts left "
+            f"after pruning to {spell('--max-distinct', limit)} (pruning dropped "
+            f"{p.dropped_tokens:,} of {total:,} occurrences, so the counts are lower bounds); "
+            f"raise {spell_name('--max-distinct')}, e.g. {spell('--max-distinct', bigger)}")
 
 
 def _check_out(out: Path, force: bool) -> None:

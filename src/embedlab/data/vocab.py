@@ -32,7 +32,7 @@ from embedlab.data.vocab_tsv import (
 )
 from embedlab.data.vocab_tsv import check_count_fits as check_count_fits  # re-exported
 from embedlab.data.vocab_tsv import count_fits_int64 as count_fits_int64  # re-exported
-from embedlab.errors import InputError
+from embedlab.errors import InputError, spell, spell_name
 
 
 @dataclass(frozen=True)
@@ -303,11 +303,13 @@ def _check_options(min_count: int, max_vocab: int | None, unk: str | None) -> No
 def _empty_message(counts: Mapping[str, int], min_count: int, unk: str | None) -> str:
     # the --unk token is never a vocabulary word of its own: naming it as "the most frequent"
     # would contradict "no word occurs at least --min-count times"
-    besides = f" besides the --unk token {unk!r}" if unk is not None and unk in counts else ""
+    besides = (f" besides the {spell_name('--unk')} token {unk!r}"
+               if unk is not None and unk in counts else "")
     others = [(w, c) for w, c in counts.items() if w != unk]
     if not others:
         return f"the corpus has no words{besides}; pass a non-empty corpus"
     top, top_count = max(others, key=lambda wc: (wc[1], wc[0]))
-    return (f"no word{besides} occurs at least --min-count {min_count} times (the most "
-            f"frequent, {top!r}, occurs {top_count:,} times); lower --min-count, e.g. "
-            f"--min-count {max(1, min(top_count, math.ceil(min_count / 2)))}")
+    lower = max(1, min(top_count, math.ceil(min_count / 2)))
+    return (f"no word{besides} occurs at least {spell('--min-count', min_count)} times (the "
+            f"most frequent, {top!r}, occurs {top_count:,} time{'s' if top_count != 1 else ''}); "
+            f"lower {spell_name('--min-count')}, e.g. {spell('--min-count', lower)}")

@@ -78,6 +78,13 @@ def stored_config(run_dir: Path) -> TrainConfig | None:
     return _stored(run_dir)[0]
 
 
+def stored_config_from_here(run_dir: Path) -> TrainConfig | None:
+    """:func:`stored_config` with the relative paths that name nothing from here read from the
+    folder the run was created in, where they still are (as a resume reads them)."""
+    stored = stored_config(run_dir)
+    return None if stored is None else _anchored(stored, _creation_folder(run_dir))
+
+
 def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
     """The stored config, and the keys that hold a value of a version before them
     (:data:`embedlab.config.LEGACY_VALUES`): those it lacked (written before they existed, read
@@ -122,9 +129,10 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
     """
     try:
         stored, filled = _read_config(run_dir / CONFIG_FILE)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, InputError):
         return None
-    base = stored.to_dict()
+    # its relative paths from the folder they were typed in, as a resume reads them
+    base = _anchored(stored, _creation_folder(run_dir)).to_dict()
     for key in ("max_steps", "preset", "engine", "threads"):
         base.pop(key, None)
     for dotted in filled:

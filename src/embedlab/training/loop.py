@@ -296,10 +296,29 @@ def _train_further(run_dir: Path, epochs: int) -> str:
     """How to train a finished run further, or start it over, as the caller passes arguments
     (:func:`embedlab.errors.spell`): a command for the command line, a call for Python."""
     if not python_caller():
-        return (f"to train more: embedlab train --run {shlex.quote(str(run_dir))} --epochs N "
-                f"(N > {epochs}); to start over: add --restart")
+        return (f"to train more: {_program()} train --run {shlex.quote(str(run_dir))} --epochs "
+                f"N (N > {epochs}); to start over: add --restart")
     return (f"to train more: embedlab.train({spell('--run', str(run_dir))}, epochs=N) "
             f"(N > {epochs}); to start over: add {spell('--restart', True)}")
+
+
+def _program() -> str:
+    """The command as it can be typed again: ``embedlab`` where the shell finds this one by
+    that name, else the path that was run (``.venv/bin/embedlab`` of a make checkout), or
+    ``python -m embedlab``."""
+    import os
+    import shutil
+    import sys
+    from pathlib import PurePath
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if PurePath(argv0).parts[-2:] == ("embedlab", "__main__.py"):
+        return "python -m embedlab"
+    if os.path.basename(argv0) != "embedlab":
+        return "embedlab"  # called in process (a test, a notebook): the command's usual name
+    found = shutil.which("embedlab")
+    same = found is not None and os.path.realpath(found) == os.path.realpath(argv0)
+    return "embedlab" if same else shlex.quote(argv0)
 
 
 def _result(run: TrainingRun, finished: bool) -> TrainResult:
