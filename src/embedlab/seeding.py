@@ -21,6 +21,9 @@ import numpy as np
 from embedlab.errors import import_torch
 
 STREAMS = ("init", "subsample", "window", "negatives", "shuffle", "eval", "demo")
+#: the streams a run started before the batch specification draws from (its generator's); a
+#: run of the specification draws from ``init`` and the specification's one key
+LEGACY_STREAMS = ("init", "subsample", "window", "negatives")
 
 
 def derive_key(seed: int, stream: str, *counters: int) -> int:

@@ -587,9 +587,14 @@ def test_restart_refusals_and_fallbacks(tmp_path: Path, corpus: Path,
     (run / "config.json").write_text((run / "config.json").read_text().replace(
         str(corpus), "gone.txt"))  # named where it is found from neither
     code, err = train(capsys, "--run", run, "--restart", "--max-steps", "2")
+    # (the run was made again from here by the restart above: here is its folder too)
     assert code == 2 and err == (f"embedlab: error: --restart: run {run}'s corpus gone.txt (as its "
-                                 f"config.json names it) is not found from {tmp_path}, nor from "
-                                 "the folder the run was made in; pass --corpus with its path\n")
+                                 f"config.json names it) is not found from {tmp_path}; pass "
+                                 "--corpus with its path\n")
+    monkeypatch.chdir(corpus.parent)  # from elsewhere, both folders are named
+    code, err = train(capsys, "--run", run, "--restart", "--max-steps", "2")
+    assert code == 2 and err.endswith(f"is not found from {corpus.parent}, nor from {tmp_path}, "
+                                      "where the run was made; pass --corpus with its path\n")
     (run / "config.json").write_text("{damaged")
     code, err = train(capsys, "--run", run, "--restart", "--corpus", corpus, "--dim", "5",
                       "--batch-size", "32", "--threads", "1", "--no-tensorboard", "--max-steps",
@@ -1499,6 +1504,8 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
 @pytest.mark.parametrize("flags", [
     ["--model", "cbow", "--loss", "nce", "--window", "3", "--lr", "0.05", "--interleave", "1"],
     ["--loss", "hs", "--negative", "0", "--lowercase", "--min-count", "2", "--seed", "7"],
+    ["--preset", "cs20", "--max-steps", "5"],  # the batch's mean loss, and the preset's stop
+    ["--engine", "torch", "--threads", "2"],  # its sums depend on the threads
 ])
 def test_env_json_records_a_command_that_trains_the_same_run(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str],
@@ -1510,7 +1517,10 @@ def test_env_json_records_a_command_that_trains_the_same_run(
     assert code == 0, err
     env = json.loads((tmp_path / "a" / "env.json").read_text())
     assert env["streams"] == ["init", "batches"] and env["step"] == 0
-    assert env["kernel"]["build"].startswith("w2v-") and env["executable"]
+    if "torch" in flags:  # no native kernel; the threads are part of the command
+        assert "kernel" not in env and "--threads 2" in env["command"]
+    else:
+        assert env["kernel"]["build"].startswith("w2v-") and env["executable"]
     argv = shlex.split(env["command"])
     assert argv[:4] == ["embedlab", "train", "--run", "a"]
     code, err = train(capsys, "--run", "b", *argv[4:])  # the same line, another --run
@@ -1528,11 +1538,20 @@ def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(
     (run / "env.json").write_text(json.dumps(env))
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "5")
     assert code == 0, err
+    compiler = json.loads((run / "env.json").read_text())["resumes"][-1]["kernel"]["compiler"]
     assert (f"embedlab: warning: the native kernel is built otherwise than the one {run} last "
-            "trained with (cc 1.0, ") in err
-    assert "its result may differ in the last bits from an uninterrupted run's" in err
-    resumed = json.loads((run / "env.json").read_text())["resumes"][-1]
-    assert resumed["step"] == 3 and resumed["kernel"]["build"] != "w2v-0000"
+            f"trained with (compiler cc 1.0 -> {compiler}): its result may differ in the last "
+            "bits from an uninterrupted run's") in err
+    # the same compiler and command: what else differs is named
+    env = json.loads((run / "env.json").read_text())
+    env["resumes"][-1]["kernel"]["build"] = "w2v-1111"
+    (run / "env.json").write_text(json.dumps(env))
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "6")
+    assert code == 0 and "(the same compiler and command: another CPU, or another embedlab's " \
+        "kernel sources)" in err
+    resumed = json.loads((run / "env.json").read_text())["resumes"]
+    assert resumed[0]["step"] == 3 and resumed[0]["kernel"]["build"] != "w2v-0000"
+    assert "command" not in resumed[0]  # how the run started is the first record's
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "7")
     assert code == 0 and "native kernel" not in err  # the last start's kernel is this one
 
@@ -1546,21 +1565,25 @@ def test_restart_from_another_working_folder_finds_the_runs_corpus(
     there.mkdir()
     shutil.copy(corpus, here / "c.txt")
     monkeypatch.chdir(here)
-    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", *FAST)
+    code, err = train(capsys, "--run", "source", "--corpus", "c.txt", *FAST)
+    assert code == 0, err
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--init-from",
+                      "source")
     assert code == 0, err
     before = final_bytes(here / "run")
     monkeypatch.chdir(there)
     code, err = train(capsys, "--run", "../here/run", "--restart")
     assert code == 0, err
     assert final_bytes(here / "run") == before  # the same settings, the same corpus: same bits
-    assert json.loads((here / "run" / "config.json").read_text())["data"]["corpus"] == \
-        str(here / "c.txt")
+    config = json.loads((here / "run" / "config.json").read_text())
+    assert (config["data"]["corpus"], config["init_from"]) == (str(here / "c.txt"),
+                                                               str(here / "source"))
 
 
-def test_a_closed_pipe_ends_the_command_quietly_with_status_0(trained: Path, tmp_path: Path
-                                                              ) -> None:
-    """``embedlab train --run RUN 2>&1 | head -1``: the reader is gone after one line; click
-    would exit 1 for the write that follows."""
+def test_a_closed_pipe_ends_the_command_as_sigpipe_would(trained: Path, tmp_path: Path
+                                                          ) -> None:
+    """``embedlab train --run RUN 2>&1 | head -1``: the reader is gone after one line. The
+    command ends quietly, with the status of a program SIGPIPE stops (141), not click's 1."""
     import subprocess
     import sys
 
@@ -1569,16 +1592,19 @@ def test_a_closed_pipe_ends_the_command_quietly_with_status_0(trained: Path, tmp
     proc = subprocess.Popen([sys.executable, "-m", "embedlab", "train", "--run", str(trained)],
                             stdout=write, stderr=write)
     os.close(write)
-    assert proc.wait(timeout=60) == 0
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE
 
 
 def test_the_finished_runs_hint_names_the_command_as_it_was_run(trained: Path) -> None:
-    """From 'python -m embedlab' (or .venv/bin/embedlab off the PATH), a hint that says
-    'embedlab train' names a command the shell does not find."""
+    """From 'python -m embedlab' (or .venv/bin/embedlab off the PATH), 'embedlab train' would
+    name a command the shell does not find: the hint names the interpreter that ran it."""
     import subprocess
     import sys
 
     proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--run", str(trained)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert f"to train more: python -m embedlab train --run {trained} --epochs N" in proc.stderr
+    on_path = shutil.which("python")  # the shell's python, when it is this interpreter
+    python = "python" if on_path and os.path.abspath(on_path) == os.path.abspath(sys.executable) \
+        else shlex.quote(sys.executable)
+    assert f"to train more: {python} -m embedlab train --run {trained} --epochs N" in proc.stderr

@@ -227,6 +227,11 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     return requested, stored
 
 
+def creation_folder(run_dir: Path) -> Path | None:
+    """The working folder the run was created in (see :func:`_creation_folder`)."""
+    return _creation_folder(run_dir)
+
+
 def _creation_folder(run_dir: Path) -> Path | None:
     """The working folder the run was created in (``cwd`` of ``env.json``'s first record),
     from which the relative paths of its config were typed; None where it is not recorded."""
@@ -283,7 +288,8 @@ def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
     return dataclasses.replace(
         stored, data=dataclasses.replace(data, corpus=corpus),
         eval=dataclasses.replace(ev, analogies=ev.analogies and anchor(ev.analogies),
-                                 similarity=tuple(anchor(p) for p in ev.similarity)))
+                                 similarity=tuple(anchor(p) for p in ev.similarity)),
+        init_from=stored.init_from and anchor(stored.init_from))
 
 
 def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from embedlab.run.provenance import (
     write_env_json,
 )
 from embedlab.run.signals import deferred_interrupt
-from embedlab.seeding import STREAMS
+from embedlab.seeding import LEGACY_STREAMS
 from embedlab.training import distributed, handshake
 from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
 from embedlab.training.memory import (
@@ -128,8 +128,9 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
     legacy = _legacy_batches(run_dir, ckpt)
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
+    warm_from: list[Path] = []
     engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows,
-                                               initial)
+                                               initial, warm_from)
     trains = state.cursor.epoch < cfg.optim.epochs and (cfg.max_steps is None or
                                                         state.step < cfg.max_steps)
     if trains and (group is None or group.leader):  # process 0 writes the checkpoints
@@ -174,10 +175,13 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         _warn_if_other_kernel(run_dir, kernel, out)
     # the streams the batches draw from: the batch specification's one key, or, for a run
     # started before it, the separate streams of that generator
-    streams = STREAMS if legacy else ("init", SPEC_STREAM)
+    streams = LEGACY_STREAMS if legacy else ("init", SPEC_STREAM)
+    # how the run started, as one command: written by the start that creates the run
+    command = None if ckpt is not None else reproducing_command(
+        cfg, run_dir, init_from=warm_from[0] if warm_from else None)
     write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
                    processes=1 if group is None else group.size, step=state.step,
-                   command=reproducing_command(cfg, run_dir), kernel=kernel)
+                   command=command, kernel=kernel)
     vocab.save_tsv(run_dir / VOCAB_FILE)
     for line in started:
         print(line, file=out)
@@ -373,17 +377,18 @@ def _check_memory(cfg: TrainConfig, vocab_size: int, *, shape: Shape) -> None:
 
 
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
-                      noise: NoiseDistribution, rows: int, initial: InitialVectors | None
-                      ) -> tuple[Engine, TrainState, list[str]]:
+                      noise: NoiseDistribution, rows: int, initial: InitialVectors | None,
+                      warm_from: list[Path]) -> tuple[Engine, TrainState, list[str]]:
     """The engine with its parameters — resumed, fresh or warm-started — the loop's state, and
-    the lines that say which. ``initial``: a new run's parameters, being drawn."""
+    the lines that say which. ``initial``: a new run's parameters, being drawn; ``warm_from``
+    gets the checkpoint a warm start copied from."""
     if ckpt is None:
         tensors = initial.tensors(len(vocab)) if initial is not None else None
         with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
             engine = engine_for_config(cfg, noise, rows, tensors=tensors, counts=vocab.counts)
         started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
-            started.append(warm_start(engine, vocab, cfg.init_from))
+            started.append(warm_start(engine, vocab, cfg.init_from, used=warm_from))
         return engine, TrainState(), started
     tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
     _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, loss=cfg.model.loss)
@@ -423,31 +428,40 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
                              f"{spell('--restart', True)} to start over")
 
 
-def reproducing_command(cfg: TrainConfig, run_dir: Path) -> str:
-    """An ``embedlab train`` line that trains this run from scratch, to the same bits where the
-    machine and its kernel are the same (env.json's ``command``): every setting that changes the
-    result and differs from its default, the seed and the engine; sentences given in memory are
-    read from the run's own tokens (``RUN/prepared``)."""
+def reproducing_command(cfg: TrainConfig, run_dir: Path, *, init_from: Path | None = None
+                        ) -> str:
+    """The ``embedlab train`` line that starts this run again (env.json's ``command``): every
+    setting that changes the result spelled out, defaults too (a later version may change a
+    default), with the preset, the seed, the engine, ``--threads`` for the torch engine (its
+    sums depend on it), a stop point (``--max-steps``) if the run has one, and the checkpoint a
+    warm start copied from (``init_from``: a run's latest changes as it trains on). Sentences
+    given in memory are read from the run's own tokens (``RUN/prepared``). Run with another
+    ``--run`` on the same machine and kernel, it trains the same bits for the steps it trains;
+    a resume that raises ``--epochs`` changes the run's schedule from its step on (each resume
+    is recorded with its step)."""
     from embedlab.config import MUTABLE_ON_RESUME, OPTIONS, flatten
     from embedlab.data.sentences import is_label
 
-    flat, default = flatten(cfg.to_dict()), flatten(TrainConfig().to_dict())
+    flat = flatten(cfg.to_dict())
     corpus = str(run_dir / "prepared") if is_label(cfg.data.corpus) else cfg.data.corpus
     args = ["embedlab", "train", "--run", str(run_dir), "--corpus", corpus]
+    if cfg.preset:  # a preset is more than its values (cs20 trains the batch's mean loss)
+        args += ["--preset", cfg.preset]
     for name, (section, key) in OPTIONS.items():
         full = f"{section}.{key}" if section else key
         value = flat.get(full)
-        if name == "corpus" or full.startswith(MUTABLE_ON_RESUME) or value is None or (
-                value == default.get(full) and name not in ("seed", "engine")):
+        if name in ("corpus", "init_from") or value is None or (
+                full.startswith(MUTABLE_ON_RESUME) and name not in ("max_steps", "threads")):
             continue
+        if name == "threads" and cfg.engine != "torch":
+            continue  # the native engine's bits do not depend on it, nor the cuda engine's
         flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
+        if isinstance(value, bool):  # --lowercase/--no-lowercase, the one such setting
             args.append(flag if value else f"--no-{flag[2:]}")
-        elif isinstance(value, list):
-            for item in value:
-                args += [flag, str(item)]
         else:
             args += [flag, str(value)]
+    if init_from is not None:
+        args += ["--init-from", str(init_from)]
     return shlex.join(args)
 
 
@@ -466,10 +480,14 @@ def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None, out: Tex
     before = last_kernel(run_dir)
     if kernel is None or before is None or before.get("build") == kernel.get("build"):
         return
+    differ = [f"{what} {before.get(key) or '?'} -> {kernel.get(key) or '?'}"
+              for key, what in (("compiler", "compiler"), ("command", "build command"))
+              if before.get(key) != kernel.get(key)]
+    why = "; ".join(differ) if differ else \
+        "the same compiler and command: another CPU, or another embedlab's kernel sources"
     print(f"embedlab: warning: the native kernel is built otherwise than the one {run_dir} last "
-          f"trained with ({before.get('compiler') or '?'}, {before.get('command') or '?'}; now "
-          f"{kernel.get('compiler') or '?'}, {kernel.get('command') or '?'}, or another CPU): "
-          "its result may differ in the last bits from an uninterrupted run's", file=out)
+          f"trained with ({why}): its result may differ in the last bits from an uninterrupted "
+          "run's", file=out)
 
 
 def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO) -> None:

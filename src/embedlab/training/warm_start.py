@@ -17,13 +17,17 @@ if TYPE_CHECKING:
 VOCAB_FILE = "vocab.tsv"
 
 
-def warm_start(engine: Engine, vocab: Vocab, source: str) -> str:
+def warm_start(engine: Engine, vocab: Vocab, source: str, *,
+               used: list[Path] | None = None) -> str:
     """Copy into ``engine`` the rows of the words ``vocab`` shares with the run or checkpoint
     ``source`` (input vectors, and output vectors and biases where this run has them). Other words
-    keep their fresh start. Returns the line that says what was copied."""
+    keep their fresh start. Returns the line that says what was copied; ``used`` gets the
+    checkpoint folder the rows came from (a run's latest, which changes as it trains on)."""
     from embedlab.vectors import check_vocab_fits
 
     ckpt = find_checkpoint(source)
+    if used is not None:
+        used.append(ckpt)
     tensors, _ = load_checkpoint(ckpt)
     params = engine.state_dict()
     # Word rows: input vectors always, output vectors where this run has them. hs_nodes are
