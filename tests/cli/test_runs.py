@@ -311,16 +311,33 @@ def test_runs_sorted_and_filtered(two_runs: Path, capsys: pytest.CaptureFixture[
     assert code == 0 and order(out) == ["demo-sg-lr1.0", "demo-sg-lr0.5"]
     code, out, _ = run_cli(["runs", str(two_runs), "--sort", "optim.lr"], capsys)
     assert code == 0 and order(out) == ["demo-sg-lr0.5", "demo-sg-lr1.0"]
+    import json
+
+    from embedlab.track.runs import find_runs, run_info
+
+    with (two_runs / "demo-sg-lr1.0" / "metrics.jsonl").open("a") as f:  # a lower last loss
+        f.write(json.dumps({"step": 21, "train/loss": 0.1}) + "\n")
+    infos = [run_info(r, two_runs) for r in find_runs(two_runs)]
+    assert len({i.loss for i in infos}) == 2
+    by_loss = [i.name for i in sorted(infos, key=lambda i: i.loss)]
     code, out, _ = run_cli(["runs", str(two_runs), "--sort", "loss"], capsys)
-    assert code == 0 and len(order(out)) == 2
+    assert code == 0 and order(out) == by_loss
+    code, out, _ = run_cli(["runs", str(two_runs), "--sort", "loss", "--reverse"], capsys)
+    assert code == 0 and order(out) == by_loss[::-1]
+    statuses = {i.status for i in infos}
+    code, out, _ = run_cli(["runs", str(two_runs), *(a for s in statuses for a in ("--status", s))],
+                           capsys)
+    assert code == 0 and len(order(out)) == 2  # the runs of those statuses are kept
     code, out, _ = run_cli(["runs", str(two_runs), "--status", "failed"], capsys)
     assert code == 0 and out == f"no failed runs under {two_runs}\n"
     code, _, err = run_cli(["runs", str(two_runs), "--sort", "lr"], capsys)
     assert_one_line_error(code, err, "--sort lr: no such column or hyperparameter; pass one of "
                                      "run, status, step, words, loss, best, wall, or a key such "
                                      "as optim.lr")
-    code, _, err = run_cli(["runs", str(two_runs), "--reverse"], capsys)
-    assert_one_line_error(code, err, "--reverse orders by --sort; pass e.g. --sort best --reverse")
+    code, _, err = run_cli(["runs", str(two_runs), "--status", "failed", "--reverse"], capsys)
+    assert_one_line_error(code, err, "--reverse orders by --sort; pass e.g. --sort loss --reverse")
+    code, _, err = run_cli(["runs", str(two_runs), "--status", "failed", "--sort", "lr"], capsys)
+    assert_one_line_error(code, err, "--sort lr: no such column or hyperparameter")
 
 
 def test_many_runs_split_the_hyperparameters_over_tables(tmp_path: Path) -> None:

@@ -341,3 +341,22 @@ def test_a_run_from_before_an_option_shows_the_value_it_trained_with(tmp_path: P
     assert (new.name, old.name) == ("new", "old")
     assert (old.hparams["optim.interleave"], new.hparams["optim.interleave"]) == (1, 2)
     assert differing_keys([old, new]) == ["model.init_scale", "optim.interleave"]
+
+
+def test_sorting_puts_the_best_first_and_what_has_no_number_last() -> None:
+    from embedlab.track.runs import RunInfo, sort_runs
+
+    def info(name: str, loss: float | None, best: str, mode: str = "min",
+             lr: object = 0.1) -> RunInfo:
+        return RunInfo(name, Path(name), "finished", 1, 1, loss, best, 1.0,
+                       {"optim.lr": lr}, best_mode=mode)
+
+    runs = [info("a", 3.0, "train/loss 3.0 @1"), info("b", float("nan"), ""),
+            info("c", 1.0, "train/loss 1.0 @1"), info("d", None, "eval/analogy 0.2 @1", "max"),
+            info("e", 0.5, "eval/analogy 0.6 @1", "max", lr="x")]
+    assert [i.name for i in sort_runs(runs, "loss")] == ["e", "c", "a", "b", "d"]
+    assert [i.name for i in sort_runs(runs, "loss", reverse=True)] == ["a", "c", "e", "b", "d"]
+    # best: a loss low, an accuracy high, both best first; no best cell last
+    assert [i.name for i in sort_runs(runs, "best")] == ["e", "d", "c", "a", "b"]
+    # numbers before text, whatever the kinds of run mix
+    assert [i.name for i in sort_runs(runs, "optim.lr")] == ["a", "b", "c", "d", "e"]

@@ -13,6 +13,7 @@ import errno
 import importlib
 import itertools
 import re
+import signal
 import sys
 from typing import Any
 
@@ -47,8 +48,8 @@ ALIASES: dict[str, str] = {"neighbours": "neighbors"}
 
 class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
-        """click's, with a closed pipe (``embedlab train ... | head -1``) let through to
-        :func:`main`, which ends quietly with status 0 (click would exit 1 for it)."""
+        """click's, with a closed pipe let through to :func:`main` (click would exit 1 for it
+        whatever the pipe: stdout's, stderr's, or a FIFO the user named)."""
         try:
             return super().invoke(ctx)
         except BrokenPipeError as exc:
@@ -169,6 +170,26 @@ def _one_dash_flags(args: list[str]) -> str | None:
            f"dashes; {see})"
 
 
+def _reader_gone() -> bool:
+    """Whether stdout's or stderr's reader has closed its end (``| head -1``): a pipe whose
+    reader is gone polls as an error."""
+    import os
+    import select
+    import stat
+
+    for fd in (1, 2):
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            if any(events & select.POLLERR for _, events in poller.poll(0)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 class _PipeClosed(Exception):
     """A write hit a closed pipe inside a command; not an OSError, which click would turn into
     exit status 1 itself."""
@@ -219,8 +240,11 @@ def main(argv: list[str] | None = None) -> Any:
         prefix = "embedlab: error: " if isinstance(exc, ProcessLost) else ""
         click.echo(f"{prefix}{exc}", err=True)
         sys.exit(exc.exit_code)
-    except (BrokenPipeError, _PipeClosed):  # run() flushes what is left without failing
-        sys.exit(0)
+    except (BrokenPipeError, _PipeClosed):
+        if _reader_gone():  # embedlab ... | head -1: ends as a program killed by SIGPIPE would
+            sys.exit(128 + signal.SIGPIPE)  # run() flushes what is left without failing
+        _fail("a write to a pipe failed: its reader is gone (Broken pipe); what was written "
+              "there is incomplete — keep the reader open until the command ends, and re-run")
     except OSError as exc:
         # The net under the specific messages: a path the user chose that cannot be used
         # (permissions, a file where a folder is needed, a full disk) is theirs to fix, so it

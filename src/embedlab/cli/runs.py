@@ -20,9 +20,9 @@ from embedlab.errors import InputError
               help="Show every stored config key (per-invocation settings such as --max-steps "
                    "too), not only the hyperparameters that differ between runs.")
 @click.option("--sort", "sort_key", default=None, metavar="COLUMN",
-              help="Order the runs by a column (run, status, step, words, loss, best, wall) or "
-                   "a hyperparameter (optim.lr); runs without a value last.")
-@click.option("--reverse", is_flag=True, help="With --sort: largest first.")
+              help="Order the runs by a column (run, status, step, words, loss, wall; best: "
+                   "the best first) or a hyperparameter (optim.lr); runs without a value last.")
+@click.option("--reverse", is_flag=True, help="With --sort: the other way round.")
 @click.option("--status", "statuses", multiple=True,
               type=click.Choice(["running", "finished", "interrupted", "failed", "unknown"]),
               help="List only the runs with this status (repeatable).")
@@ -38,7 +38,10 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     """
     from rich.console import Console
 
-    from embedlab.track.runs import find_runs, run_info, runs_tables, sort_runs
+    from embedlab.track.runs import check_sort_key, find_runs, run_info, runs_tables, sort_runs
+
+    if reverse and sort_key is None:
+        raise InputError("--reverse orders by --sort; pass e.g. --sort loss --reverse")
 
     infos = []
     for run in find_runs(directory):
@@ -54,13 +57,13 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
         click.echo(f"no runs under {directory} (a run folder holds config.json); "
                    "start one with: embedlab train --corpus demo")
         return
+    if sort_key is not None:
+        check_sort_key(infos, sort_key)  # before the filter: a bad key is said whatever is left
     if statuses:
         infos = [i for i in infos if i.status in statuses]
         if not infos:
             click.echo(f"no {' or '.join(statuses)} runs under {directory}")
             return
-    if reverse and sort_key is None:
-        raise InputError("--reverse orders by --sort; pass e.g. --sort best --reverse")
     if sort_key is not None:
         infos = sort_runs(infos, sort_key, reverse=reverse)
     # Piped output (grep, files) must not be wrapped at rich's default 80 columns.

@@ -133,6 +133,7 @@ class RunInfo:
     wall_time: float | None
     hparams: dict[str, Any] = field(default_factory=dict)
     kind: str = WORD2VEC  # "word2vec" or "linreg"
+    best_mode: str = "min"  # which way the best value is better: "min" or "max"
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -235,6 +236,7 @@ def run_info(run: Path, root: Path) -> RunInfo:
         loss=loss if _is_number(loss) else None,
         best=_best(rows, cfg.checkpoint.best_metric, _index(run)),
         wall_time=status.get("wall_time"), hparams=_hparams(cfg, run),
+        best_mode=cfg.checkpoint.best_mode,
     )
 
 
@@ -291,7 +293,8 @@ def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
     return RunInfo(
         name=str(run.relative_to(root)) if run != root else run.name, path=run, status=status,
         step=step, words_seen=None, loss=losses[-1] if losses else None,
-        best=_best(rows, metric, index), wall_time=None, hparams=hparams, kind=LINREG)
+        best=_best(rows, metric, index), wall_time=None, hparams=hparams, kind=LINREG,
+        best_mode="max" if metric.endswith(":max") else "min")
 
 
 def changes_result(key: str) -> bool:
@@ -342,19 +345,31 @@ SORT_COLUMNS = ("run", "status", "step", "words", "loss", "best", "wall")
 RUNS_PER_TABLE = 6
 
 
-def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> list[RunInfo]:
-    """``infos`` ordered by a column of the table (:data:`SORT_COLUMNS`; ``best`` by its value)
-    or a hyperparameter's key (``optim.lr``); runs without a value come last, in any order."""
+def check_sort_key(infos: Sequence[RunInfo], key: str) -> None:
+    """Refuse a ``--sort`` key that is no column and no hyperparameter of ``infos``."""
     if key not in SORT_COLUMNS and not any(key in i.hparams for i in infos):
         keys = sorted({k for i in infos for k in i.hparams})
         example = next((k for k in differing_keys(infos)), keys[0] if keys else "optim.lr")
         raise InputError(f"--sort {key}: no such column or hyperparameter; pass one of "
                          f"{', '.join(SORT_COLUMNS)}, or a key such as {example}")
 
+
+def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> list[RunInfo]:
+    """``infos`` ordered by a column of the table (:data:`SORT_COLUMNS`) or a hyperparameter's
+    key (``optim.lr``); ``best`` puts the best first, each run's value in its metric's own
+    direction (a loss low, an accuracy high). Runs without a value, or with one that is not a
+    finite number (a diverged loss), come last, in their order."""
+    check_sort_key(infos, key)
+
     def value(i: RunInfo) -> Any:
+        best = _best_value(i.best)
+        if best is not None and i.best_mode == "max":
+            best = -best  # the best first either way
         columns = {"run": i.name, "status": i.status, "step": i.step, "words": i.words_seen,
-                   "loss": i.loss, "best": _best_value(i.best), "wall": i.wall_time}
+                   "loss": i.loss, "best": best, "wall": i.wall_time}
         v = columns[key] if key in SORT_COLUMNS else i.hparams.get(key)
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
         return v if v is None or isinstance(v, (int, float, str)) else json.dumps(v)
 
     present = [i for i in infos if value(i) is not None]

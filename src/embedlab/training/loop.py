@@ -313,7 +313,10 @@ def _program() -> str:
 
     argv0 = sys.argv[0] if sys.argv else ""
     if PurePath(argv0).parts[-2:] == ("embedlab", "__main__.py"):
-        return "python -m embedlab"
+        # the interpreter that ran it: the shell's python may be none, or one without embedlab
+        on_path = shutil.which("python")
+        same = on_path is not None and os.path.abspath(on_path) == os.path.abspath(sys.executable)
+        return f"{'python' if same else shlex.quote(sys.executable)} -m embedlab"
     if os.path.basename(argv0) != "embedlab":
         return "embedlab"  # called in process (a test, a notebook): the command's usual name
     found = shutil.which("embedlab")
