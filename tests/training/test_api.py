@@ -810,3 +810,16 @@ def test_a_vocabulary_left_empty_is_said_in_pythons_words(tmp_path: Path) -> Non
         embedlab.train(corpus=[["the", "cat", "sat"], ["a", "dog", "ran"]], run=tmp_path / "r")
     assert str(e.value) == ("no word occurs at least min_count=5 times (the most frequent, "
                             "'the', occurs 1 time); lower min_count, e.g. min_count=1")
+
+
+def test_from_a_missing_step_of_a_run_being_trained_names_the_trainer(
+        corpus: Path, tmp_path: Path) -> None:
+    from embedlab.run.lock import RunLock
+
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **FAST, max_steps=2)
+    busy = rf"^run {re.escape(str(run))} is in use by pid "
+    with RunLock(run), pytest.raises(InputError, match=busy):  # held as a trainer holds it
+        embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=999)
+    with pytest.raises(InputError, match=r"from_checkpoint='999': no such checkpoint"):
+        embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=999)

@@ -86,6 +86,27 @@ class RunLock:
         self._write_record()
         return self
 
+    @staticmethod
+    def refuse_if_held(run_dir: Path | str) -> None:
+        """Raise the "in use" :class:`InputError` when a live process holds the run's lock, so
+        that a command refused for another reason first (a ``--from`` step that is not there)
+        names the real obstacle; nothing is taken. A shared lock asked for and given back at
+        once: only a trainer's exclusive one refuses it."""
+        try:
+            fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise RunLock(run_dir)._busy() from None
+                return
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
     def _busy(self) -> InputError:
         holder = read_lock(self.run_dir) or {}
         pid = holder.get("pid", "?")

@@ -467,6 +467,9 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
 
         path = run / "checkpoints" / ckpt_name(int(from_ckpt))
     if not path.exists():
+        from embedlab.run.lock import RunLock
+
+        RunLock.refuse_if_held(run)  # a run being trained: that, not the step, is the obstacle
         # the generic "pass a run folder" of find_checkpoint does not fit --from
         have = [info.path.name for info in CheckpointManager(run).list(check=False)]
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
