@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from embedlab.engines import CPU_REQUEST, CUDA_LOSSES, REQUESTS
-from embedlab.errors import InputError, spell, spell_metavar, spell_name
+from embedlab.errors import InputError, numpy_bool, spell, spell_metavar, spell_name
 
 ModelKind = Literal["skipgram", "cbow"]
 LossKind = Literal["neg", "nce", "hs"]
@@ -52,16 +52,12 @@ def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> Non
                          f"{_flag(name, _EXAMPLES.get(name, 1))}")
 
 
-#: a field's option name where it is not the field's own (``checkpoint.every_steps`` is
-#: ``--checkpoint-every``)
-_OPTION_NAMES: dict[tuple[str, str], str] = {
-    ("CheckpointConfig", "every_steps"): "checkpoint_every",
-    ("CheckpointConfig", "every_secs"): "checkpoint_secs",
-    ("TrackConfig", "probe_words"): "probe",
-    ("EvalConfig", "every_steps"): "eval_every", ("EvalConfig", "analogies"): "eval_analogies",
-    ("EvalConfig", "similarity"): "eval_similarity",
-    ("EvalConfig", "restrict_vocab"): "eval_restrict_vocab",
-}
+def _option_name(obj: Any, field_name: str) -> str:
+    """The option (flag with underscores) a config field is set by, from :data:`OPTIONS`
+    (``checkpoint.every_steps`` is ``checkpoint_every``); the field's own name where none is."""
+    section = next((s for s, c in _SECTIONS.items() if isinstance(obj, c)), None)
+    return next((name for name, place in OPTIONS.items() if place == (section, field_name)),
+                field_name)
 
 
 def _kind(annotation: Any) -> str:
@@ -73,29 +69,21 @@ def _kind(annotation: Any) -> str:
     return base if base in ("int", "float", "bool", "str") else "other"
 
 
-def _numpy_bool(value: Any) -> bool:
-    """NumPy's bool scalar (``numpy.bool_``; its type is named ``bool`` from NumPy 2), told
-    apart without importing NumPy."""
-    kind = type(value)
-    return kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")
-
-
 def _check_types(obj: Any) -> None:
     """Each field of a config section holds a value of its type, or the refusal names the
     option: ``epochs=2.0``, ``restart``-like strings for a bool (``tensorboard="no"`` is
     truthy) and bools for a number (``window=True``) would otherwise train something else or
     fail deep inside. Values of NumPy's scalar types become Python's."""
-    cls = type(obj).__name__
     for f in fields(obj):
         value, kind = getattr(obj, f.name), _kind(f.type)
         if (value is None and f.type.endswith("| None")) or kind == "other":
             continue
-        name = _OPTION_NAMES.get((cls, f.name), f.name)
+        name = _option_name(obj, f.name)
         got = (f"the {type(value).__name__} {value!r}" if isinstance(value, (str, bool))
                else repr(value))
         example = _flag(name, _EXAMPLES.get(name, 1))
         if kind == "bool":
-            if _numpy_bool(value):
+            if numpy_bool(value):
                 object.__setattr__(obj, f.name, bool(value))
             elif not isinstance(value, bool):
                 raise InputError(f"{_flag(name)} must be True or False, got {got}; pass e.g. "
@@ -222,9 +210,6 @@ class ModelConfig:
             # hs draws no noise words: --negative 0 is gensim's hs=1, negative=0
             _positive(name, getattr(self, name), allow_zero=name == "negative" and
                       self.loss == "hs")
-            if not isinstance(getattr(self, name), int):
-                raise InputError(f"{_flag(name)} must be an integer, got "
-                                 f"{getattr(self, name)!r}")
         _positive("shared_negatives", self.shared_negatives, allow_zero=True)
         _positive("negative_group", self.negative_group)
         _positive("noise_exponent", self.noise_exponent, allow_zero=True)
@@ -266,9 +251,6 @@ class OptimConfig:
         _positive("epochs", self.epochs)
         _positive("batch_size", self.batch_size)
         _positive("interleave", self.interleave)
-        if not isinstance(self.interleave, int) or isinstance(self.interleave, bool):
-            raise InputError(f"{_flag('interleave')} must be an integer, got "
-                             f"{self.interleave!r}; pass e.g. {_flag('interleave', 2)}")
         _positive("micro_batches", self.micro_batches)
         if self.micro_order not in MICRO_ORDERS:
             raise InputError(f"optim.micro_order must be one of {', '.join(MICRO_ORDERS)}, got "
@@ -402,7 +384,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_types(self)
-        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
+        if not 0 <= self.seed <= MAX_INT:  # an integer: _check_types
             raise InputError(f"{_flag('seed')} must be an integer from 0 to {MAX_INT}, got "
                              f"{self.seed!r}; pass e.g. {_flag('seed', 1)}")
         if self.threads < 0:

@@ -176,11 +176,26 @@ def _argument(flag: str, python: str | None) -> str:
     return python or flag.lstrip("-").replace("-", "_")
 
 
+def numpy_bool(value: Any) -> bool:
+    """NumPy's bool scalar (``numpy.bool_``; its type is named ``bool`` from NumPy 2), told
+    apart without importing NumPy."""
+    kind = type(value)
+    return kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")
+
+
+def step_number(value: Any) -> int | None:
+    """``value`` as a checkpoint's step (an integer >= 0, NumPy's too, not a bool), else None."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
+        return int(value)
+    return None
+
+
 def checked_bool(name: str, value: Any) -> bool:
     """A Python call's bool argument ``name`` (``restart``), refused unless it is one: a str
     such as ``"no"`` is truthy and would do the opposite of what it says."""
-    kind = type(value)
-    if kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"):  # NumPy 1's and 2's
+    if numpy_bool(value):
         return bool(value)
     if not isinstance(value, bool):
         got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)
@@ -190,12 +205,11 @@ def checked_bool(name: str, value: Any) -> bool:
 
 def checked_step(name: str, value: Any) -> int | None:
     """A Python call's step argument ``name`` (a checkpoint's step): an integer >= 0 or None."""
-    import numbers
-
     if value is None:
         return None
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
-        return int(value)
+    step = step_number(value)
+    if step is not None:
+        return step
     got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)
     raise InputError(f"{name}= must be a checkpoint's step, an integer >= 0, got {got}; pass "
                      f"e.g. {name}=1000 (list them: embedlab.checkpoints(run))")

@@ -346,14 +346,15 @@ def test_a_run_from_before_an_option_shows_the_value_it_trained_with(tmp_path: P
 def test_sorting_puts_the_best_first_and_what_has_no_number_last() -> None:
     from embedlab.track.runs import RunInfo, sort_runs
 
-    def info(name: str, loss: float | None, best: str, mode: str = "min",
+    def info(name: str, loss: float | None, best: str, rank: float | None,
              lr: object = 0.1) -> RunInfo:
         return RunInfo(name, Path(name), "finished", 1, 1, loss, best, 1.0,
-                       {"optim.lr": lr}, best_mode=mode)
+                       {"optim.lr": lr}, best_rank=rank)
 
-    runs = [info("a", 3.0, "train/loss 3.0 @1"), info("b", float("nan"), ""),
-            info("c", 1.0, "train/loss 1.0 @1"), info("d", None, "eval/analogy 0.2 @1", "max"),
-            info("e", 0.5, "eval/analogy 0.6 @1", "max", lr="x")]
+    runs = [info("a", 3.0, "train/loss 3.0 @1", 3.0), info("b", float("nan"), "", None),
+            info("c", 1.0, "train/loss 1.0 @1", 1.0),
+            info("d", None, "eval/analogy 0.2 @1", -0.2),  # an accuracy: negated, lower better
+            info("e", 0.5, "eval/analogy 0.6 @1", -0.6, lr="x")]
     assert [i.name for i in sort_runs(runs, "loss")] == ["e", "c", "a", "b", "d"]
     assert [i.name for i in sort_runs(runs, "loss", reverse=True)] == ["a", "c", "e", "b", "d"]
     # best: a loss low, an accuracy high, both best first; no best cell last

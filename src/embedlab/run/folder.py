@@ -82,7 +82,7 @@ def stored_config_from_here(run_dir: Path) -> TrainConfig | None:
     """:func:`stored_config` with the relative paths that name nothing from here read from the
     folder the run was created in, where they still are (as a resume reads them)."""
     stored = stored_config(run_dir)
-    return None if stored is None else _anchored(stored, _creation_folder(run_dir))
+    return None if stored is None else _anchored(stored, creation_folder(run_dir))
 
 
 def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
@@ -132,7 +132,7 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
     except (OSError, ValueError, TypeError, InputError):
         return None
     # its relative paths from the folder they were typed in, as a resume reads them
-    base = _anchored(stored, _creation_folder(run_dir)).to_dict()
+    base = _anchored(stored, creation_folder(run_dir)).to_dict()
     for key in ("max_steps", "preset", "engine", "threads"):
         base.pop(key, None)
     for dotted in filled:
@@ -187,7 +187,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
         check_new_run(cfg)
         return cfg.resolve(), None
-    stored = _anchored(stored, _creation_folder(run_dir) if run_dir is not None else None)
+    stored = _anchored(stored, creation_folder(run_dir) if run_dir is not None else None)
     explicit = _same_paths_as(explicit, stored)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
@@ -228,11 +228,6 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
 
 
 def creation_folder(run_dir: Path) -> Path | None:
-    """The working folder the run was created in (see :func:`_creation_folder`)."""
-    return _creation_folder(run_dir)
-
-
-def _creation_folder(run_dir: Path) -> Path | None:
     """The working folder the run was created in (``cwd`` of ``env.json``'s first record),
     from which the relative paths of its config were typed; None where it is not recorded."""
     try:
@@ -254,7 +249,7 @@ def paths_from_creation(flat: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     and runs without a recorded folder are left as they are."""
     from embedlab.data.sentences import is_label
 
-    folder = _creation_folder(run_dir)
+    folder = creation_folder(run_dir)
     if folder is None:
         return flat
     out = dict(flat)

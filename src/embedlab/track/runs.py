@@ -133,7 +133,8 @@ class RunInfo:
     wall_time: float | None
     hparams: dict[str, Any] = field(default_factory=dict)
     kind: str = WORD2VEC  # "word2vec" or "linreg"
-    best_mode: str = "min"  # which way the best value is better: "min" or "max"
+    # the best value, lower is better (an accuracy negated): the order of --sort best
+    best_rank: float | None = None
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -155,9 +156,10 @@ def find_runs(root: Path) -> list[Path]:
     return found
 
 
-def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> str:
+def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, float | None]:
     """The "best" cell: the run's best value of ``metric`` (``NAME[:min|max]``) and the step of
-    its best checkpoint, e.g. ``train/loss 1.9997 @6420``.
+    its best checkpoint, e.g. ``train/loss 1.9997 @6420``; and that value as a rank, lower is
+    better (negated for a metric to maximise), None without one.
 
     Both come from the checkpoint index: the best checkpoint is what ``--from best`` and
     ``export --best`` take, and the step of the best logged window may have no checkpoint. A
@@ -173,13 +175,14 @@ def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> str:
     tag = next((t for t in tags if logged[t]), "train/loss" if name == "loss" else
                name if "/" in name and not name.startswith("similarity/") else f"eval/{name}")
     value = index.best_value
+    sign = 1.0 if mode == "min" else -1.0
     if (index.best is not None and index.best_metric == name and index.best_mode == mode
             and value is not None and math.isfinite(value)):
-        return f"{tag} {value:#.5g} @{index.best}"
+        return f"{tag} {value:#.5g} @{index.best}", sign * value
     if not logged[tag]:
-        return ""
+        return "", None
     value, step = (min if mode == "min" else max)(logged[tag], key=lambda p: p[0])
-    return f"{tag} {value:#.5g} @{step}"
+    return f"{tag} {value:#.5g} @{step}", sign * value
 
 
 def _index(run: Path) -> Index:
@@ -230,13 +233,13 @@ def run_info(run: Path, root: Path) -> RunInfo:
     if losses:
         loss = losses[-1]["train/loss"]
     name = str(run.relative_to(root)) if run != root else run.name
+    best, rank = _best(rows, cfg.checkpoint.best_metric, _index(run))
     return RunInfo(
         name=name, path=run, status=_held(run, effective_status(status)),
         step=status.get("step"), words_seen=status.get("words_seen"),
         loss=loss if _is_number(loss) else None,
-        best=_best(rows, cfg.checkpoint.best_metric, _index(run)),
+        best=best, best_rank=rank,
         wall_time=status.get("wall_time"), hparams=_hparams(cfg, run),
-        best_mode=cfg.checkpoint.best_mode,
     )
 
 
@@ -248,9 +251,15 @@ def _held(run: Path, state: str) -> str:
     here: ``embedlab train`` tells it by the lock's ``flock``, which only a live holder keeps."""
     if state != "running":
         return state
-    lock = read_lock(run)
+    return _lock_status(run) or "failed"
+
+
+def _lock_status(run: Path) -> str | None:
+    """``running`` while the run's lock names a live process (or one on another host),
+    ``failed`` when it names a dead one, None without a lock."""
+    lock = read_lock(run)  # held while a process trains; left behind only by a killed one
     if lock is None:
-        return "failed"
+        return None
     return effective_status({"status": "running", "pid": lock.get("pid"),
                              "host": lock.get("host")})
 
@@ -277,24 +286,20 @@ def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
     if step is None and rows:
         step = rows[-1]["step"]
     losses = [r["loss"] for r in rows if r["step"] == step and _is_number(r.get("loss"))]
-    lock = read_lock(run)  # held while it trains; left behind only by a killed process
-    if lock is not None:
-        status = effective_status({"status": "running", "pid": lock.get("pid"),
-                                   "host": lock.get("host")})
-    elif step is None:
-        status = "unknown"
-    else:
+    status = _lock_status(run)
+    if status is None:
         steps = raw.get("steps")
-        status = "finished" if isinstance(steps, int) and step >= steps else "interrupted"
+        status = "unknown" if step is None else \
+            "finished" if isinstance(steps, int) and step >= steps else "interrupted"
     hparams = {f"{LINREG}.{k}": v for k, v in raw.items() if k not in ("model", "table_sha256")}
     if isinstance(raw.get("table_sha256"), str):  # which table: a prefix tells tables apart
         hparams[f"{LINREG}.table_sha256"] = raw["table_sha256"][:12]
     metric = f"{index.best_metric}:{index.best_mode}" if index.best_metric else "loss:min"
+    best, rank = _best(rows, metric, index)
     return RunInfo(
         name=str(run.relative_to(root)) if run != root else run.name, path=run, status=status,
         step=step, words_seen=None, loss=losses[-1] if losses else None,
-        best=_best(rows, metric, index), wall_time=None, hparams=hparams, kind=LINREG,
-        best_mode="max" if metric.endswith(":max") else "min")
+        best=best, best_rank=rank, wall_time=None, hparams=hparams, kind=LINREG)
 
 
 def changes_result(key: str) -> bool:
@@ -362,11 +367,8 @@ def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> l
     check_sort_key(infos, key)
 
     def value(i: RunInfo) -> Any:
-        best = _best_value(i.best)
-        if best is not None and i.best_mode == "max":
-            best = -best  # the best first either way
         columns = {"run": i.name, "status": i.status, "step": i.step, "words": i.words_seen,
-                   "loss": i.loss, "best": best, "wall": i.wall_time}
+                   "loss": i.loss, "best": i.best_rank, "wall": i.wall_time}
         v = columns[key] if key in SORT_COLUMNS else i.hparams.get(key)
         if isinstance(v, float) and not math.isfinite(v):
             return None
@@ -377,15 +379,6 @@ def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> l
     ordered = sorted(present, key=lambda i: (isinstance(value(i), str), value(i)),
                      reverse=reverse)
     return ordered + [i for i in infos if value(i) is None]
-
-
-def _best_value(best: str) -> float | None:
-    """The number of a "best" cell (``train/loss 1.9997 @6420``), None for an empty one."""
-    parts = best.split()
-    try:
-        return float(parts[-2]) if len(parts) >= 3 else None
-    except ValueError:
-        return None
 
 
 def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[Any]:

@@ -29,6 +29,7 @@ from embedlab.errors import (
     python_entry,
     rerun,
     spell,
+    step_number,
 )
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
 from embedlab.run.folder import (
@@ -139,12 +140,11 @@ def _check_iterable(corpus: object) -> None:
 
 def _checked_from(value: object) -> str | os.PathLike[str] | None:
     """``from_checkpoint=``: a checkpoint folder, its name, ``"best"`` or its step (an int)."""
-    import numbers
-
     if value is None or isinstance(value, (str, os.PathLike)):
         return value
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
-        return str(int(value))  # the step, as --from STEP takes it
+    step = step_number(value)
+    if step is not None:
+        return str(step)  # the step, as --from STEP takes it
     raise InputError(f"from_checkpoint= must be a checkpoint of the run (its step, its folder "
                      f"or 'best'), got {type(value).__name__} {clip(repr(value))}; pass e.g. "
                      "from_checkpoint=1000 (list them: embedlab.checkpoints(run))")

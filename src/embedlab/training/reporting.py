@@ -60,19 +60,16 @@ class ProgressLines:
     def close(self) -> None: ...
 
     def _say(self, now: float) -> None:
+        from embedlab.track.runs import format_duration  # the runs table's H:MM:SS
+
         rate = (self.n - self._first) / max(1e-9, now - self._began)
         left = (self.total - self.n) / rate if rate > 0 else None
-        eta = "" if left is None else f", {_clock(left)} left"
+        eta = "" if left is None else f", {format_duration(left)} left"
         extra = "".join(f", {k} {v}" for k, v in self._postfix.items())
         speed = f"{rate / 1e6:.2f}M" if rate >= 1e6 else f"{rate / 1e3:.1f}k"
         with contextlib.suppress(OSError):  # a log on a full disk: training goes on
             print(f"embedlab: {self.n / self.total:.1%} of {self.total:,} words, "
                   f"{speed} words/s{extra}{eta}", file=self.out, flush=True)
-
-
-def _clock(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 #: seconds between two lines of :class:`ProgressLines`
