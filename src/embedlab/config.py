@@ -632,8 +632,11 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
-    """Keys whose requested value would change the result; empty list = resume is allowed."""
+def diff_for_resume(stored: TrainConfig, requested: TrainConfig, *,
+                    spelled: bool = False) -> list[str]:
+    """Keys whose requested value would change the result; empty list = resume is allowed.
+    ``spelled``: each named as the caller passes it (``--dim``, ``dim``), not as config.json
+    holds it (``model.dim``)."""
     a, b = flatten(stored.to_dict()), flatten(requested.to_dict())
     bad = []
     for key in sorted(set(a) | set(b)):
@@ -641,14 +644,25 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig) -> list[str]:
             continue
         if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
             continue
+        name = option_spelled(key) if spelled else key
         if key == "optim.epochs":  # lowered: say which way it may change
-            bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r}: it may be "
+            bad.append(f"{name} (stored {a.get(key)!r}, requested {b.get(key)!r}: it may be "
                        "raised to train on, not lowered)")
             continue
         if key == "engine" and "cuda" in (a.get(key), b.get(key)):
             continue  # a GPU run may go on on the CPU and back, with a warning (run.folder)
-        bad.append(f"{key} (stored {a.get(key)!r}, requested {b.get(key)!r})")
+        bad.append(f"{name} (stored {a.get(key)!r}, requested {b.get(key)!r})")
     return bad
+
+
+def option_spelled(key: str) -> str:
+    """A flattened config key (``model.dim``) as the option that sets it, in the caller's
+    spelling (``--dim``, or ``dim`` in Python); the key itself where no option sets it."""
+    section, _, name = key.rpartition(".")
+    for option, where in OPTIONS.items():
+        if where == ((section or None), name):
+            return spell_name(f"--{option.replace('_', '-')}")
+    return key
 
 
 def _local_processes() -> int:

@@ -225,26 +225,26 @@ BAD = [
 # named for (test_bad_input_new_run covers each of those on a new run).
 CHANGED_ON_RESUME = {
     # a new run's --sample check: an existing run is refused for the change of config instead
-    "--corpus {corpus} --sample 5": "model.sample (stored 0.001, requested 5.0)",
-    "--corpus {corpus} --sample 1": "model.sample (stored 0.001, requested 1.0)",
-    "--corpus {tmp}/missing.txt": "data.corpus (stored '{corpus}', requested '{tmp}/missing.txt')",
-    "--corpus {tmp}/empty.txt": "data.corpus (stored '{corpus}', requested '{tmp}/empty.txt')",
-    "--corpus {tmp}/blanks.txt": "data.corpus (stored '{corpus}', requested '{tmp}/blanks.txt')",
-    "--corpus {tmp}/binary.dat": "data.corpus (stored '{corpus}', requested '{tmp}/binary.dat')",
-    "--corpus {corpus} --min-count 100000": "data.min_count (stored 5, requested 100000)",
+    "--corpus {corpus} --sample 5": "--sample (stored 0.001, requested 5.0)",
+    "--corpus {corpus} --sample 1": "--sample (stored 0.001, requested 1.0)",
+    "--corpus {tmp}/missing.txt": "--corpus (stored '{corpus}', requested '{tmp}/missing.txt')",
+    "--corpus {tmp}/empty.txt": "--corpus (stored '{corpus}', requested '{tmp}/empty.txt')",
+    "--corpus {tmp}/blanks.txt": "--corpus (stored '{corpus}', requested '{tmp}/blanks.txt')",
+    "--corpus {tmp}/binary.dat": "--corpus (stored '{corpus}', requested '{tmp}/binary.dat')",
+    "--corpus {corpus} --min-count 100000": "--min-count (stored 5, requested 100000)",
     "--corpus {tmp}/one.txt --min-count 1":
-        "data.corpus (stored '{corpus}', requested '{tmp}/one.txt'); "
-        "data.min_count (stored 5, requested 1)",
+        "--corpus (stored '{corpus}', requested '{tmp}/one.txt'); "
+        "--min-count (stored 5, requested 1)",
     "--corpus {tmp}/abc.txt --min-count 1":
-        "data.corpus (stored '{corpus}', requested '{tmp}/abc.txt'); "
-        "data.min_count (stored 5, requested 1)",
+        "--corpus (stored '{corpus}', requested '{tmp}/abc.txt'); "
+        "--min-count (stored 5, requested 1)",
     "--corpus {tmp}/lines.txt --min-count 1":
-        "data.corpus (stored '{corpus}', requested '{tmp}/lines.txt'); "
-        "data.min_count (stored 5, requested 1)",
-    "--corpus {corpus} --init-from {tmp}/nowhere": "init_from (stored None, requested "
+        "--corpus (stored '{corpus}', requested '{tmp}/lines.txt'); "
+        "--min-count (stored 5, requested 1)",
+    "--corpus {corpus} --init-from {tmp}/nowhere": "--init-from (stored None, requested "
                                                    "'{tmp}/nowhere')",
     "--corpus {corpus} --init-from {trained} --dim 4":
-        "init_from (stored None, requested '{trained}'); model.dim (stored 8, requested 4)",
+        "--init-from (stored None, requested '{trained}'); --dim (stored 8, requested 4)",
 }
 RESUME_FIX = "Drop those flags to resume, pass --restart to start over, or use another --run"
 
@@ -323,8 +323,8 @@ def test_changed_dim_is_refused_naming_the_key(copy: Path, corpus: Path,
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--dim", "9",
                       "--window", "3")
-    line = assert_refused(code, err, "model.dim (stored 8, requested 9)")
-    assert f"model.window (stored 5, requested 3). {RESUME_FIX}" in line
+    line = assert_refused(code, err, "--dim (stored 8, requested 9)")
+    assert f"--window (stored 5, requested 3). {RESUME_FIX}" in line
     assert snapshot(copy) == before
 
 
@@ -332,7 +332,7 @@ def test_lowered_epochs_is_refused(copy: Path, corpus: Path,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "1")
-    assert_refused(code, err, f"optim.epochs (stored 2, requested 1: it may be raised to train "
+    assert_refused(code, err, f"--epochs (stored 2, requested 1: it may be raised to train "
                               f"on, not lowered). {RESUME_FIX}")
     assert snapshot(copy) == before
 
@@ -1390,7 +1390,7 @@ def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,
     monkeypatch.chdir(there)
     (there / "prep").mkdir()  # another folder of that name: not the run's corpus
     code, err = train(capsys, "--run", run, "--corpus", "prep", "--max-steps", "10")
-    assert_refused(code, err, f"data.corpus (stored '{here / 'prep'}', requested 'prep')")
+    assert_refused(code, err, f"--corpus (stored '{here / 'prep'}', requested 'prep')")
 
 
 def test_a_corpus_prepared_again_from_other_text_is_refused_on_resume(

@@ -95,10 +95,11 @@ def _items(*items: Any) -> Iterator[Any]:
         "each a list of words: [['the', 'cat', 'sat'], ...]"),
     (["a", 3], "corpus= item 1 is not a list of str: its token 1 is 3 (int); pass words as str"),
     (["a", b"b"], "corpus= item 1 is not a list of str: its token 1 is b'b' (bytes)"),
-    (["new york"], "corpus= item 1 has token 0 'new york', which is empty or holds whitespace; "
-                   "a token is one word: split it, or join its parts (new_york)"),
-    (["a", ""], "corpus= item 1 has token 1 '', which is empty or holds whitespace"),
-    (["a", "b\n"], "corpus= item 1 has token 1 'b\\n', which is empty or holds whitespace"),
+    (["new york"], "corpus= item 1 has token 0 'new york', which holds whitespace; a token is "
+                   "one word: split it (str.split() with no argument), or join its parts "
+                   "(new_york)"),
+    (["a", ""], "corpus= item 1 has token 1 '', which is empty; leave empty strings out"),
+    (["a", "b\n"], "corpus= item 1 has token 1 'b\\n', which holds whitespace"),
     (["a\0b"], "corpus= item 1 holds a NUL character; pass text"),
     (["a\udc80"], "corpus= item 1 holds '\\udc80', which is not UTF-8 text (a lone surrogate)"),
     (["x" * (MAX_TOKEN_CHARS + 1)], f"corpus= item 1 has a token longer than "
@@ -114,6 +115,33 @@ def test_what_a_file_cannot_hold_is_one_line_naming_the_item(
 
 
 def test_no_tokens_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"^corpus= holds no tokens \(0 sentences\); pass an "
-                                         "iterable of sentences"):
+    with pytest.raises(InputError, match=r"^corpus= holds no tokens \(2 sentences, all empty\); "
+                                         "pass an iterable of sentences"):
         write_sentences([[], []], tmp_path / "s.txt")
+    with pytest.raises(InputError, match=r"^corpus= gave no sentences; pass an iterable"):
+        write_sentences([], tmp_path / "s.txt")
+
+
+def test_an_iterator_used_up_is_named_as_such(tmp_path: Path) -> None:
+    """A generator read by an earlier call gives nothing the second time: the refusal says so
+    rather than that the corpus is empty."""
+    sentences = (s for s in [["a", "b"], ["c"]])
+    assert write_sentences(sentences, tmp_path / "s.txt").tokens == 3
+    with pytest.raises(InputError, match=r"^corpus= gave no sentences — an iterator \(a "
+                                         r"generator, a file's lines\) gives its items once, and "
+                                         "this one was used up before; pass a new one, or a "
+                                         "list$"):
+        write_sentences(sentences, tmp_path / "s.txt")
+
+
+def test_numpy_rows_of_words_are_sentences(tmp_path: Path) -> None:
+    """A 2-D array of words (``np.str_`` rows) is read as gensim reads it: row by row."""
+    import numpy as np
+
+    rows = np.array([["the", "cat", "sat"], ["a", "dog", "ran"]])
+    got = write_sentences(rows, tmp_path / "a.txt")
+    want = write_sentences([["the", "cat", "sat"], ["a", "dog", "ran"]], tmp_path / "b.txt")
+    assert (got.label, got.tokens) == (want.label, 6)
+    assert (tmp_path / "a.txt").read_bytes() == b"the cat sat\na dog ran\n"
+    with pytest.raises(InputError, match="item 0 is not a list of str"):
+        write_sentences(np.array([[1, 2]]), tmp_path / "c.txt")

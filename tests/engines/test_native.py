@@ -356,7 +356,7 @@ def test_cli_records_the_engine_and_a_resume_keeps_it(
     assert code == 0, err
     assert '"engine": "native"' in (run / "config.json").read_text()
     code, _, err = run_cli([*flags, "--engine", "torch"], capsys)
-    assert code == 2 and "engine (stored 'native', requested 'torch')" in err
+    assert code == 2 and "--engine (stored 'native', requested 'torch')" in err
     assert len(err.strip().splitlines()) == 1
     code, _, err = run_cli(flags, capsys)
     assert code == 0 and "(step 3)" in err

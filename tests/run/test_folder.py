@@ -118,8 +118,8 @@ def test_resume_refuses_and_names_each_key(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         resolve_config(run, {"model": {"dim": 9, "window": 2}, "optim": {"epochs": 1}}, None)
     msg = str(e.value)
-    assert "model.dim (stored 8, requested 9)" in msg and "model.window" in msg
-    assert "optim.epochs (stored 5, requested 1: it may be raised" in msg and "--restart" in msg
+    assert "--dim (stored 8, requested 9)" in msg and "--window" in msg
+    assert "--epochs (stored 5, requested 1: it may be raised" in msg and "--restart" in msg
     assert "\n" not in msg
     assert (run / "config.json").read_bytes() == before
 
@@ -560,3 +560,27 @@ def test_a_stored_run_outside_todays_new_run_checks_still_resumes(tmp_path: Path
     assert stored is not None and cfg.model.sample == 5.0
     with pytest.raises(InputError, match=r"--sample must be below 1, got 5\.0"):
         resolve_config(tmp_path / "new", {"model": {"sample": 5.0}}, None)
+
+
+def test_another_spelling_of_the_corpus_resumes_the_named_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``corpus.txt``, ``./corpus.txt`` and its absolute path are one corpus: a re-run with any
+    of them finds the run the first made, from another working folder too, and another file
+    of the same name is another run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus.txt").write_text("a b c\n", encoding="utf-8")
+    runs = tmp_path / "runs"
+    run = _store(runs / "corpus-sg-d8", resolve_config(
+        None, {"data": {"corpus": "corpus.txt"}, "model": {"dim": 8}}, None)[0])
+    (run / "env.json").write_text(json.dumps({"cwd": str(tmp_path)}), encoding="utf-8")
+    for spelled in ("./corpus.txt", str(tmp_path / "corpus.txt")):
+        explicit = {"data": {"corpus": spelled}, "model": {"dim": 8}}
+        assert choose_run_dir(runs, explicit, None) == run
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    explicit = {"data": {"corpus": "../corpus.txt"}, "model": {"dim": 8}}
+    assert choose_run_dir(Path("../runs"), explicit, None) == Path("../runs/corpus-sg-d8")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "corpus.txt").write_text("a b c\n", encoding="utf-8")
+    explicit = {"data": {"corpus": "../data/corpus.txt"}, "model": {"dim": 8}}
+    assert choose_run_dir(Path("../runs"), explicit, None) == Path("../runs/corpus-sg-d8-2")

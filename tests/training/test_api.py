@@ -282,6 +282,27 @@ def test_sentences_are_read_after_the_options_are_checked(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []  # neither the runs folder nor the sentences' file
 
 
+def test_a_resume_refused_for_its_options_leaves_the_generator_unread(
+        corpus: Path, tmp_path: Path) -> None:
+    """Another dim= than the run's is refused, naming the argument, before the sentences are
+    read: the same generator then resumes the run. A generator used up is named as such, with
+    the resume that needs no sentences."""
+    run = tmp_path / "run"
+    embedlab.train(corpus=_lines(corpus), run=run, **FAST, max_steps=2)
+    sentences = (s for s in _lines(corpus))
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=sentences, run=run, **{**FAST, "dim": 9})
+    assert str(e.value) == (f"run {run} was trained with a different config: dim (stored 8, "
+                            "requested 9). Drop those arguments to resume, pass restart=True to "
+                            "start over, or use another run=")
+    assert embedlab.train(corpus=sentences, run=run, **FAST).finished
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=sentences, run=run, **FAST)
+    assert str(e.value).endswith(f"was used up before; pass a new one, or a list; or "
+                                 f"corpus=None to resume run {run} from the copy of its "
+                                 f"sentences in {run / 'prepared'}")
+
+
 def test_on_progress_gets_what_metrics_jsonl_gets(corpus: Path, tmp_path: Path) -> None:
     seen: list[Progress] = []
     result = embedlab.train(corpus=corpus, run=tmp_path / "run", **EVERY_3,

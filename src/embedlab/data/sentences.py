@@ -47,6 +47,10 @@ _FILE_PREFIX = ".embedlab-sentences-"
 Sentences = Iterable[Sequence[str]]
 
 
+class NoSentences(InputError):
+    """``corpus=`` gave no token: nothing, or only empty sentences."""
+
+
 def is_label(corpus: str) -> bool:
     """True for a corpus name that stands for sentences given in memory."""
     return corpus.startswith(LABEL_START) and corpus.endswith(">")
@@ -71,9 +75,11 @@ def write_sentences(sentences: Sentences, path: Path) -> WrittenSentences:
     """
     digest = hashlib.sha256()
     lines: list[bytes] = []
-    size = count = tokens = 0
+    size = count = tokens = items = 0
     with open(path, "wb") as f:
         for index, sentence in enumerate(sentences):
+            items += 1
+            sentence = _sentence(index, sentence)
             line = _line(index, sentence)
             if not line:
                 continue
@@ -86,10 +92,33 @@ def write_sentences(sentences: Sentences, path: Path) -> WrittenSentences:
                 lines, size = [], 0
         _write(f, digest, lines)
     if not tokens:
-        raise InputError(f"corpus= holds no tokens ({count} sentences); pass an iterable of "
-                         "sentences, each a list of words: [['the', 'cat', 'sat'], ...]")
+        raise _no_tokens(sentences, items)
     label = f"{LABEL_START}{digest.hexdigest()[:_HEX_DIGITS]}>"
     return WrittenSentences(path, label, count, tokens)
+
+
+def _no_tokens(sentences: Sentences, items: int) -> NoSentences:
+    if items:
+        return NoSentences(f"corpus= holds no tokens ({items:,} sentences, all empty); pass an "
+                           "iterable of sentences, each a list of words: "
+                           "[['the', 'cat', 'sat'], ...]")
+    if iter(sentences) is sentences:  # a generator or another iterator: it gives its items once
+        return NoSentences("corpus= gave no sentences — an iterator (a generator, a file's "
+                           "lines) gives its items once, and this one was used up before; pass "
+                           "a new one, or a list")
+    return NoSentences("corpus= gave no sentences; pass an iterable of sentences, each a list "
+                       "of words: [['the', 'cat', 'sat'], ...]")
+
+
+def _sentence(index: int, sentence: object) -> Sequence[str]:
+    """``sentence`` as a list or tuple of tokens: a NumPy row of str (``np.str_`` tokens, as a
+    2-D array of words gives them) is one, as gensim takes it."""
+    if type(sentence).__module__ == "numpy" and getattr(sentence, "ndim", None) == 1 and \
+            getattr(getattr(sentence, "dtype", None), "kind", None) in ("U", "O"):
+        sentence = sentence.tolist()  # type: ignore[attr-defined]
+    if not isinstance(sentence, (list, tuple)):
+        raise _not_a_sentence(index, sentence)
+    return sentence
 
 
 def _write(f: IO[bytes], digest: hashlib._Hash, lines: list[bytes]) -> None:
@@ -98,10 +127,8 @@ def _write(f: IO[bytes], digest: hashlib._Hash, lines: list[bytes]) -> None:
     f.write(data)
 
 
-def _line(index: int, sentence: object) -> bytes:
+def _line(index: int, sentence: Sequence[str]) -> bytes:
     """``sentence`` as a line of the file (b"" for an empty one), or the error naming it."""
-    if not isinstance(sentence, (list, tuple)):
-        raise _not_a_sentence(index, sentence)
     try:
         line = " ".join(sentence)
     except TypeError:
@@ -112,9 +139,12 @@ def _line(index: int, sentence: object) -> bytes:
     # the tokens a file's reader would find in the line: the same ones, or a token is refused
     if line.split() != (sentence if isinstance(sentence, list) else list(sentence)):
         position, token = next((i, t) for i, t in enumerate(sentence) if t.split() != [t])
+        if not token:
+            raise InputError(f"corpus= item {index} has token {position} '', which is empty; "
+                             "leave empty strings out (str.split() with no argument gives none)")
         raise InputError(f"corpus= item {index} has token {position} {clip(repr(token))}, "
-                         "which is empty or holds whitespace; a token is one word: split it, or "
-                         "join its parts (new_york)")
+                         "which holds whitespace; a token is one word: split it (str.split() "
+                         "with no argument), or join its parts (new_york)")
     if "\0" in line:
         raise InputError(f"corpus= item {index} holds a NUL character; pass text")
     if len(line) > MAX_TOKEN_CHARS and max(map(len, sentence)) > MAX_TOKEN_CHARS:

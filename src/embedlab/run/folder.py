@@ -172,9 +172,10 @@ def keeps_engine(request: str | None, engine: str) -> bool:
     return request is None or (request == CPU_REQUEST and engine in CPU_ENGINES)
 
 
-def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None
-                   ) -> tuple[TrainConfig, TrainConfig | None]:
-    """(config to use, stored config or None). ``explicit`` holds only the flags the user gave."""
+def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None, *,
+                   say: bool = True) -> tuple[TrainConfig, TrainConfig | None]:
+    """(config to use, stored config or None). ``explicit`` holds only the flags the user gave.
+    ``say``: print the warnings of a resume (False: only the refusals, for a check made early)."""
     stored = stored_config(run_dir) if run_dir is not None else None
     if stored is None and _has_checkpoint(run_dir):
         # the flags given would otherwise be taken for the run's own: another --lr or
@@ -205,8 +206,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if keeps_engine(explicit.get("engine"), stored.engine):
         requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
         _check_available(run_dir, stored.engine)
-    requested = requested.resolve()  # --threads 0 means all cores, here as for a new run
-    bad = diff_for_resume(stored, requested)
+    requested = requested.resolve(say=say)  # --threads 0 means all cores, here as for a new run
+    bad = diff_for_resume(stored, requested, spelled=True)
     if bad and not _has_checkpoint(run_dir):
         # Stopped before its first checkpoint (Ctrl-C while it was set up, in a folder that
         # already existed): nothing was trained, so the stored config only fills in the flags
@@ -218,6 +219,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
                          f"Drop those {given} to resume, pass {spell('--restart', True)} to start "
                          f"over, or use another {spell('--run')}")
+    if not say:
+        return requested, stored
     if requested.threads != stored.threads and requested.engine == "torch":
         print(f"embedlab: warning: resuming with {spell('--threads', requested.threads)} (the run "
               f"used {stored.threads}); results may differ in the last bits from an "
@@ -424,6 +427,14 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
             old = getattr(stored, section)
             cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(
                 getattr(cfg, section), **{name: getattr(old, name)})})
+    # the corpus by its file, as resolve_config compares it: "./corpus.txt" or its absolute
+    # path resume the run made with "corpus.txt" instead of starting "-2", "-3"...
+    stored = _anchored(stored, creation_folder(candidate))
+    corpus = cfg.data.corpus
+    if corpus not in _LABELS and stored.data.corpus not in _LABELS and \
+            _same_file(corpus, stored.data.corpus):
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data,
+                                                                corpus=stored.data.corpus))
     corpus = cfg.data.corpus
     if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA
             and says_prepared(Path(corpus) / "meta.json")):

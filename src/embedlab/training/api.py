@@ -177,7 +177,8 @@ def _train_call(explicit: dict[str, Any], sentences: Iterable[Sequence[str]] | N
 
             stack.enter_context(progress_to(on_progress))
         if sentences is not None:
-            explicit = _with_sentences(stack, sentences, explicit, preset, run, runs_dir)
+            explicit = _with_sentences(stack, sentences, explicit, preset, run, runs_dir,
+                                       restart)
         return _run(explicit, run, runs_dir, preset, restart, from_checkpoint)
 
 
@@ -204,24 +205,30 @@ def _arguments(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
 
 def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[str]],
                     explicit: dict[str, Any], preset: str | None,
-                    run: str | os.PathLike[str] | None, runs_dir: str | os.PathLike[str]
-                    ) -> dict[str, Any]:
+                    run: str | os.PathLike[str] | None, runs_dir: str | os.PathLike[str],
+                    restart: bool) -> dict[str, Any]:
     """``explicit`` with the corpus named by the label of ``sentences``, written for the length
     of the call beside the run folder (:func:`embedlab.data.sentences.written`).
 
-    Read before the run folder is chosen, since a new run's name holds the label; the options and
-    the folder paths are checked first, so that a mistake there does not use the sentences up.
+    Read before the run folder is chosen, since a new run's name holds the label; the options,
+    the folder paths and, for a run that exists, its stored config are checked first, so that
+    a mistake there does not use the sentences (a generator) up.
     """
     from embedlab.config import TrainConfig, apply_preset
-    from embedlab.data.sentences import written
+    from embedlab.data.sentences import NoSentences, written
 
     TrainConfig.from_dict(apply_preset(preset, explicit))  # a bad option, refused now
+    resumes = False
     if run is None:
         check_runs_dir(Path(runs_dir))
         folder = Path(runs_dir)
     else:
         check_run_dir(Path(run))
         folder = Path(os.path.abspath(run)).parent
+        resumes = not restart and Path(run).is_dir() and \
+            any((Path(run) / "checkpoints").glob("ckpt-*"))
+        if resumes:  # another dim= than the run's, refused before the sentences are read
+            resolve_config(Path(run), explicit, preset, say=False)
     made = missing_folders(folder)
     stack.callback(remove_empty_folders, made)  # runs after the file is deleted
     where = spell("--run") if run is not None else spell("--runs-dir")
@@ -230,6 +237,11 @@ def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[st
         label = stack.enter_context(written(sentences, folder)).label
     except OSError as exc:  # a read-only folder, a full disk
         raise write_error(folder, exc, where) from None
+    except NoSentences as exc:
+        if not resumes or run is None:
+            raise
+        raise NoSentences(f"{exc}; or corpus=None to resume run {run} from the copy of its "
+                          f"sentences in {Path(run) / 'prepared'}") from None
     return {**explicit, "data": {**explicit.get("data", {}), "corpus": label}}
 
 
