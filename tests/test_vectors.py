@@ -290,8 +290,34 @@ def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:
     path = vec.to_word2vec(tmp_path / "v.txt")
     before = path.read_bytes()
     with pytest.raises(InputError, match="already exists"):
-        vec.to_word2vec(path, binary=True)
+        vec.to_word2vec(path)
     assert path.read_bytes() == before
+
+
+def test_to_word2vec_writes_the_format_its_name_says(vec: Vectors, tmp_path: Path) -> None:
+    """As ``embedlab export``: ``.bin`` (also compressed) is binary, other names text; a name
+    and a ``binary=`` that contradict each other are refused, and nothing is written."""
+    from gensim.models import KeyedVectors
+
+    for name, binary in [("a.bin", True), ("a.bin.gz", True), ("a.txt", False), ("a.vec", False)]:
+        path = vec.to_word2vec(tmp_path / name)
+        got = KeyedVectors.load_word2vec_format(path, binary=binary)
+        assert list(got.index_to_key) == list(vec.words)
+    for name, binary, message in [
+            ("b.bin", False, "names a binary file, but binary=False writes text (gensim would "
+                             "read it with binary=True and fail); pass binary=True, or a name "
+                             "ending in .txt"),
+            ("b.txt", True, "names a text file, but binary=True writes binary; pass "
+                            "binary=False, or a name ending in .bin")]:
+        with pytest.raises(InputError) as e:
+            vec.to_word2vec(tmp_path / name, binary=binary)
+        assert str(e.value) == f"path={str(tmp_path / name)!r} {message}"
+        assert not (tmp_path / name).exists()
+    with pytest.raises(InputError, match=r"^binary= must be True or False"):
+        vec.to_word2vec(tmp_path / "c.bin", binary="yes")  # type: ignore[arg-type]
+    # gensim's spelling writes what it is told, as gensim does
+    vec.save_word2vec_format(tmp_path / "d.bin", binary=False)
+    assert (tmp_path / "d.bin").read_bytes().split(b"\n")[0] == f"{len(vec)} {vec.dim}".encode()
 
 
 def test_to_npy_names_its_own_argument(vec: Vectors, tmp_path: Path) -> None:

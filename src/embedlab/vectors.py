@@ -258,9 +258,31 @@ class Vectors(KeyedVectorsDialect):
 
     # ---- export ----------------------------------------------------------------------------
     @python_entry
-    def to_word2vec(self, path: PathLike, binary: bool = False, *, force: bool = False) -> Path:
+    def to_word2vec(self, path: PathLike, binary: bool | None = None, *,
+                    force: bool = False) -> Path:
         """Write the word2vec text (or binary) format atomically; refuses to overwrite unless
-        ``force``. Text values are written with 9 significant digits, so they round-trip exactly."""
+        ``force``. Text values are written with 9 significant digits, so they round-trip exactly.
+
+        ``binary``: None (the default) chooses by the name, as ``embedlab export`` does: binary
+        for ``.bin`` (``.bin.gz``...), text otherwise; a ``.bin`` name with ``binary=False`` or a
+        ``.txt`` name with ``binary=True`` is refused, since a reader goes by the name.
+        (:meth:`save_word2vec_format` writes what it is told, as gensim's does.)"""
+        from embedlab.export.word2vec import format_suffix
+
+        suffix = format_suffix(Path(path))
+        if binary is None:
+            binary = suffix == ".bin"
+        binary = checked_bool("binary", binary)
+        if suffix == ".bin" and not binary:
+            raise InputError(f"path={os.fspath(path)!r} names a binary file, but binary=False "
+                             "writes text (gensim would read it with binary=True and fail); "
+                             "pass binary=True, or a name ending in .txt")
+        if suffix == ".txt" and binary:
+            raise InputError(f"path={os.fspath(path)!r} names a text file, but binary=True "
+                             "writes binary; pass binary=False, or a name ending in .bin")
+        return self._write_word2vec(path, binary, force)
+
+    def _write_word2vec(self, path: PathLike, binary: bool, force: bool) -> Path:
         from embedlab.export.word2vec import write_word2vec
 
         return write_word2vec(Path(path), self.words, self.matrix, binary=binary, force=force)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 import numpy as np
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, checked_bool, python_entry
 from embedlab.eval.analogy import case_groups
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
@@ -65,7 +65,7 @@ class KeyedVectorsDialect:
 
         most_similar: Callable[..., Any]
         similarity: Callable[..., float]
-        to_word2vec: Callable[..., Path]
+        _write_word2vec: Callable[..., Path]
 
     # ---- attributes ----------------------------------------------------------------------
     @property
@@ -290,6 +290,7 @@ class KeyedVectorsDialect:
         return 1 - cos
 
     # ---- files ---------------------------------------------------------------------------
+    @python_entry
     def save_word2vec_format(self, fname: PathLike, fvocab: PathLike | None = None,
                              binary: bool = False, total_vec: int | None = None,
                              write_header: bool = True, prefix: str = "",
@@ -307,7 +308,7 @@ class KeyedVectorsDialect:
                              f"{', '.join(f'{n}=' for n in other)} (to_npy writes the "
                              "vocabulary with its counts)")
         with path_argument("fname"):
-            self.to_word2vec(fname, binary=binary, force=True)
+            self._write_word2vec(fname, checked_bool("binary", binary), True)
 
     # ---- evaluation ----------------------------------------------------------------------
     def evaluate_word_analogies(self, analogies: PathLike,

@@ -282,6 +282,22 @@ def test_sentences_are_read_after_the_options_are_checked(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []  # neither the runs folder nor the sentences' file
 
 
+def test_the_result_is_read_only_short_to_print_and_its_vectors_made_once(
+        corpus: Path, tmp_path: Path) -> None:
+    """Writing into ``w_in`` would change the answers of ``vectors`` behind their stored
+    norms; a notebook that shows the result gets one line, not the vocabulary."""
+    result = embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, max_steps=2)
+    with pytest.raises(ValueError, match="read-only"):
+        result.w_in[0] *= 10
+    assert result.vectors is result.vectors
+    assert np.shares_memory(result.w_in, result.vectors.matrix)
+    words = len(result.vocab)
+    assert repr(result) == (f"TrainResult(stopped at step 2, {result.words_seen:,} words, loss "
+                            f"{result.loss:.4f}; {words} words × 8 dims in {tmp_path / 'run'})")
+    assert repr(result.vocab) == (f"Vocab({words} words: {result.vocab.words[0]!r}, "
+                                  f"{result.vocab.words[1]!r}, {result.vocab.words[2]!r}, ...)")
+
+
 def test_a_resume_refused_for_its_options_leaves_the_generator_unread(
         corpus: Path, tmp_path: Path) -> None:
     """Another dim= than the run's is refused, naming the argument, before the sentences are

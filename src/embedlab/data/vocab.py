@@ -145,6 +145,11 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.words)
 
+    def __repr__(self) -> str:  # not the dataclass's: it would print every word and count
+        head = ", ".join(map(repr, self.words[:3])) + (", ..." if len(self.words) > 3 else "")
+        unk = f", unk={self.unk!r}" if self.unk is not None else ""
+        return f"Vocab({len(self.words):,} words: {head}{unk})"
+
     def __contains__(self, word: object) -> bool:
         return word in self.index
 

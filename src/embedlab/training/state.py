@@ -10,6 +10,7 @@ same machine and thread count.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -159,10 +160,14 @@ class TrainState:
         return out
 
 
-@dataclass
+@dataclass(repr=False)
 class TrainResult:
     """Where a call to train left the run: its folder, position, last logged loss, the input
-    vectors (the engine's array, not a copy) with their vocabulary, and the run's config."""
+    vectors with their vocabulary, and the run's config.
+
+    ``w_in`` is the engine's array, not a copy, and read-only: :attr:`vectors` answers queries
+    from the same memory and keeps each row's norm, which a change in place would leave stale.
+    ``w_in.copy()`` gives an array to change."""
 
     run_dir: Path
     step: int
@@ -174,10 +179,23 @@ class TrainResult:
     w_in: np.ndarray
     config: TrainConfig
 
-    @property
+    def __post_init__(self) -> None:
+        if self.w_in.flags.writeable:
+            view = self.w_in.view()
+            view.flags.writeable = False
+            self.w_in = view
+
+    def __repr__(self) -> str:  # not the dataclass's: it would print every word and vector
+        state = "finished" if self.finished else "stopped"
+        loss = "n/a" if self.loss is None else f"{self.loss:.4f}"
+        return (f"TrainResult({state} at step {self.step:,}, {self.words_seen:,} words, loss "
+                f"{loss}; {len(self.vocab):,} words × {self.w_in.shape[1]} dims in "
+                f"{self.run_dir})")
+
+    @functools.cached_property
     def vectors(self) -> Vectors:
         """The trained vectors as a query object (:class:`embedlab.vectors.Vectors`, a
-        read-only view of :attr:`w_in`)."""
+        read-only view of :attr:`w_in`), made once."""
         from embedlab.vectors import Vectors
 
         return Vectors(self.vocab.words, self.w_in, self.vocab.counts)
