@@ -89,6 +89,15 @@ def warn(message: str) -> None:
     print(f"embedlab: warning: {message}", file=sys.stderr, flush=True)
 
 
+def note(message: str) -> None:
+    """One line on stderr that informs (the choice made for the user), once per machine under
+    torchrun."""
+    import sys
+
+    if not said_by_another_process():
+        print(f"embedlab: note: {message}", file=sys.stderr, flush=True)
+
+
 def import_torch(purpose: str) -> Any:
     """``import torch`` for ``purpose`` (e.g. "--engine torch"), or one line naming the extra.
 

@@ -1608,3 +1608,19 @@ def test_the_finished_runs_hint_names_the_command_as_it_was_run(trained: Path) -
     python = "python" if on_path and os.path.abspath(on_path) == os.path.abspath(sys.executable) \
         else shlex.quote(sys.executable)
     assert f"to train more: {python} -m embedlab train --run {trained} --epochs N" in proc.stderr
+
+
+def test_a_run_folder_that_is_no_run_without_a_corpus_says_it_trains_the_demo(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train --run DIR`` is how a run resumes; with a mistyped DIR it starts a new run on the
+    built-in demo, and says so first. An existing run, or a --corpus given, needs no such line."""
+    code, err = train(capsys, "--run", tmp_path / "typo", *FAST, "--max-steps", "1")
+    assert code == 0 and err.splitlines()[:2] == [
+        f"embedlab: note: {tmp_path / 'typo'} is no run yet and no --corpus was given: a new run "
+        "on the built-in demo corpus (pass --corpus to train on yours, or check the path of the "
+        "run you meant to resume)", f"embedlab: new run {tmp_path / 'typo'}"]
+    code, err = train(capsys, "--run", tmp_path / "typo", *FAST, "--max-steps", "2")
+    assert code == 0 and "note:" not in err
+    code, err = train(capsys, "--run", tmp_path / "mine", "--corpus", corpus, *FAST,
+                      "--max-steps", "1")
+    assert code == 0 and "note:" not in err

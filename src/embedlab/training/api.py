@@ -25,10 +25,12 @@ from embedlab.errors import (
     InputError,
     TrainingInterrupted,
     checked_bool,
+    note,
     python_caller,
     python_entry,
     rerun,
     spell,
+    spell_name,
     step_number,
 )
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
@@ -267,6 +269,12 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
             given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
+    if run is not None and not run_dir.exists() and "corpus" not in explicit.get("data", {}) \
+            and preset is None:
+        # a resume's command with a mistyped folder would otherwise train the demo unannounced
+        note(f"{run_dir} is no run yet and no {spell_name('--corpus')} was given: a new run on "
+             f"the built-in demo corpus (pass {spell('--corpus')} to train on yours, or check "
+             "the path of the run you meant to resume)")
     made = missing_folders(run_dir.parent)  # the child's folder beside the run creates them
     from embedlab.run.signals import terminate_as_interrupt
 
