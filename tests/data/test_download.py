@@ -242,3 +242,24 @@ def test_published_constants() -> None:
     assert download.TEXT8_URL == "http://mattmahoney.net/dc/text8.zip"
     assert download.TEXT8_ZIP_SIZE == 31_344_016
     assert len(download.TEXT8_ZIP_SHA1) == 40
+
+
+def test_a_file_named_text8_here_is_named_in_a_note(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+        ) -> None:
+    """word2vec.c's demo leaves ./text8 behind: the name 'text8' still means the cached data
+    set, and one line says how to use the file instead; the cached copy itself is no note."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "text8").write_bytes(TEXT)
+    monkeypatch.chdir(tmp_path)
+    assert fetch_text8(cache, progress=False) == cache / "text8"
+    assert capsys.readouterr().err == ""
+    (tmp_path / "text8").write_bytes(b"other words\n")
+    assert fetch_text8(cache, progress=False) == cache / "text8"
+    assert capsys.readouterr().err == (
+        f"embedlab: note: 'text8' names the data set, read from the cache ({cache / 'text8'}), "
+        "not the file text8 in this folder; pass ./text8 to use that file\n")
+    monkeypatch.chdir(cache)  # the cached file itself
+    assert fetch_text8(cache, progress=False) == cache / "text8"
+    assert capsys.readouterr().err == ""

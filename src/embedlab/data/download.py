@@ -58,6 +58,7 @@ def fetch_text8(
     url = url or os.environ.get("EMBEDLAB_TEXT8_URL") or TEXT8_URL
     folder = resolve_cache_dir(cache_dir)
     target = folder / TEXT8_MEMBER
+    _note_local_copy(target)
     if target.is_file():
         return target
     try:
@@ -73,6 +74,21 @@ def fetch_text8(
     _extract(archive, target, url)
     archive.unlink()  # the extracted file is all we need; keep the cache at 100 MB
     return target
+
+
+def _note_local_copy(target: Path) -> None:
+    """word2vec.c's demo script leaves a ``text8`` in the working folder: the name means the
+    data set, not that file, so a file of that name here gets one line saying how to use it."""
+    here = Path(TEXT8_MEMBER)
+    try:
+        if not here.is_file() or (target.is_file() and here.samefile(target)):
+            return
+    except OSError:
+        return
+    from embedlab.errors import note
+
+    note(f"'text8' names the data set, read from the cache ({target}), not the file text8 in "
+         "this folder; pass ./text8 to use that file")
 
 
 def _fail(url: str, reason: str) -> InputError:
