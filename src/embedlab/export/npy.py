@@ -41,7 +41,7 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
         raise InputError(f"--out {path} must end in .npy for --format npy; e.g. --out vectors.npy")
     if matrix.ndim != 2 or matrix.shape[0] != len(words):
         raise ValueError(f"matrix shape {matrix.shape} does not match {len(words)} words")
-    validate_words(words)
+    validate_words(words, vocab_tsv=True)
     vocab_path = vocab_path_for(path)
     check_writable(path, force=force, example="vectors.npy")
     check_writable(vocab_path, force=force, example="vectors.npy", beside=path)

@@ -39,13 +39,26 @@ _TEXT_BLOCK = 8 << 20  # bytes of text rows parsed at a time
 _GATHER_BYTES = 1 << 20  # bytes of binary records gathered at a time (8 per byte of index)
 
 
-def validate_words(words: Sequence[str]) -> None:
-    """Raise :class:`InputError` unless every word can be stored in the word2vec formats."""
+#: what ends a word in word2vec.c's reader (space, tab, newline; a carriage return is dropped)
+#: and in gensim's and embedlab's; other whitespace (a no-break space) is part of a word there
+WORD2VEC_SEPARATORS = frozenset(" \t\n\r\v\f")
+
+
+def validate_words(words: Sequence[str], *, vocab_tsv: bool = False) -> None:
+    """Raise :class:`InputError` unless every word can be stored in the word2vec formats, or with
+    ``vocab_tsv`` in a ``vocab.tsv``, whose words hold no whitespace at all (a corpus's tokens
+    never do)."""
     for i, word in enumerate(words):
-        if not word or any(ch.isspace() for ch in word):
-            raise InputError(f"word #{i} {word!r} is empty or contains whitespace, which the "
-                             "word2vec and vocab.tsv formats cannot store; "
-                             "rename it in the vocabulary")
+        if not word or any(ch.isspace() if vocab_tsv else ch in WORD2VEC_SEPARATORS
+                           for ch in word):
+            if vocab_tsv:
+                raise InputError(f"word #{i} {word!r} is empty or contains whitespace, which "
+                                 "a vocab.tsv cannot store; export it as a word2vec file (.txt "
+                                 "or .bin), which keeps words with a no-break space, or rename "
+                                 "it in the vocabulary")
+            raise InputError(f"word #{i} {word!r} is empty or contains a space, tab or line "
+                             "end, which the word2vec formats cannot store; rename it in the "
+                             "vocabulary")
         try:
             word.encode("utf-8")
         except UnicodeEncodeError:
