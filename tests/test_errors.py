@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embedlab.errors import (
+    InputError,
     messages_for,
     python_caller,
     python_entry,
@@ -51,3 +52,20 @@ def test_a_bare_name_and_a_placeholder_follow_the_caller_too() -> None:
     with messages_for("cli"):
         assert (spell_name("--probe"), spell_metavar("--run", "DIR"), python_caller()) == \
             ("--probe", "--run DIR", False)
+
+
+def test_refusals_are_value_errors_reachable_from_the_package() -> None:
+    """gensim's and Python's refusals of a bad argument are ValueErrors: ``except ValueError``
+    catches embedlab's too, and ``embedlab.InputError`` names them without a submodule."""
+    import inspect
+
+    import embedlab
+    from embedlab.vectors import UnknownWordError
+
+    assert embedlab.InputError is InputError and issubclass(InputError, ValueError)
+    assert issubclass(UnknownWordError, KeyError) and issubclass(UnknownWordError, ValueError)
+    assert issubclass(embedlab.TrainingInterrupted, Exception)
+    # help() shows the arguments, not **kwargs
+    assert list(inspect.signature(embedlab.load).parameters) == ["path", "step", "best"]
+    assert {"device", "on_progress", "from_checkpoint"} <= set(
+        inspect.signature(embedlab.train).parameters)

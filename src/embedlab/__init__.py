@@ -3,13 +3,17 @@
 The public Python API is deliberately small: :func:`load` returns a vectors object (see
 :mod:`embedlab.vectors`), ``embedlab.train(...)`` trains a run as ``embedlab train`` does
 (see :func:`embedlab.training.api.train`), and :func:`checkpoints` lists a run's checkpoints as
-``embedlab ckpt RUN`` does. Everything else is reached through the ``embedlab`` CLI.
+``embedlab ckpt RUN`` does. Refusals raise :class:`InputError` (a ``ValueError``), a saved stop
+:class:`TrainingInterrupted`. Everything else is reached through the ``embedlab`` CLI.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from embedlab.errors import InputError, TrainingInterrupted
 
 # Bitwise reproducibility of MKL, which PyTorch's CPU GEMMs call: without these MKL may choose a
 # kernel by memory alignment, or fewer threads under load, per call — and so sum in another
@@ -22,18 +26,25 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:  # pragma: no cover
     from embedlab.checkpoint.manager import CheckpointInfo
     from embedlab.training.api import Corpus
+    from embedlab.training.reporting import Progress
     from embedlab.training.state import TrainResult
     from embedlab.vectors import Vectors
 
 
-def load(path: Any, **kwargs: Any) -> Vectors:
-    """Load word vectors from a run folder, a checkpoint folder or a word2vec text/binary file.
+def load(path: str | os.PathLike[str], *, step: int | None = None,
+         best: bool = False) -> Vectors:
+    """Load word vectors from a run folder, a checkpoint folder, a word2vec text or binary file
+    (also ``.gz``, ``.bz2``, ``.xz``; text or binary is told from the content) or a ``.npy``
+    export with its ``.vocab.tsv``: a :class:`~embedlab.vectors.Vectors`, which answers
+    gensim's ``KeyedVectors`` calls. For a run folder, ``step`` picks the checkpoint of that
+    step and ``best=True`` the best one (default: the newest verified); see
+    :func:`embedlab.vectors.load`.
 
     Imported lazily so that ``import embedlab`` stays cheap (no torch import).
     """
     from embedlab.vectors import load as _load
 
-    return _load(path, **kwargs)
+    return _load(path, step=step, best=best)
 
 
 def checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
@@ -48,19 +59,24 @@ def checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
 
 def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
-          restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None,
+          restart: bool = False, from_checkpoint: str | os.PathLike[str] | int | None = None,
+          *, device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
           **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there: ``embedlab train`` in Python.
 
     ``corpus``: a file or folder of text, a prepared folder, ``"demo"``, ``"text8"``, or an
-    iterable of token lists (gensim's ``sentences``). Options are the command's flags with
-    underscores (``dim=100``, ``epochs=5``...), plus ``on_progress=`` (a callback at each
-    logging window); see :func:`embedlab.training.api.train`. Imported lazily, so that
-    ``import embedlab`` stays cheap.
+    iterable of token lists (gensim's ``sentences``). ``from_checkpoint``: a checkpoint of the
+    run to resume from (its step, its folder or ``"best"``). ``device``: ``"auto"``, ``"cpu"``
+    or ``"cuda"``. ``on_progress``: called with a ``Progress`` at each logging window and once
+    at the end. Options are the command's flags with underscores (``dim=100``, ``epochs=5``,
+    ``threads=2``...). Refusals raise :class:`InputError`; Ctrl-C saves and raises
+    :class:`TrainingInterrupted`. See :func:`embedlab.training.api.train`. Imported lazily, so
+    that ``import embedlab`` stays cheap.
     """
     from embedlab.training.api import train as _train
 
-    return _train(corpus, run, runs_dir, preset, restart, from_checkpoint, **options)
+    return _train(corpus, run, runs_dir, preset, restart, from_checkpoint,
+                  device=device, on_progress=on_progress, **options)
 
 
-__all__ = ["__version__", "checkpoints", "load", "train"]
+__all__ = ["InputError", "TrainingInterrupted", "__version__", "checkpoints", "load", "train"]

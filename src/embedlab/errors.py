@@ -1,8 +1,9 @@
 """User-facing errors.
 
 Anything the user can fix (bad path, bad flag value, empty corpus...) is raised as
-:class:`InputError`. The CLI prints it as one line ``embedlab: error: <message>`` and exits 2,
-never with a traceback. The message names the problem *and* the fix.
+:class:`InputError` (a ``ValueError``). The CLI prints it as one line
+``embedlab: error: <message>`` and exits 2, never with a traceback. The message names the
+problem *and* the fix.
 
 A message names what the user passed as the user passed it: ``--dim`` to the command,
 ``dim=`` to ``embedlab.train``. The two callers reach the same functions (the command calls
@@ -27,8 +28,12 @@ from contextvars import ContextVar
 from typing import Any, Literal, ParamSpec, TypeVar
 
 
-class InputError(Exception):
-    """A problem with the user's input; the message says what is wrong and what to do."""
+class InputError(ValueError):
+    """A problem with the user's input; the message says what is wrong and what to do.
+
+    A ``ValueError``, as Python's and gensim's refusals of a bad argument are: ``except
+    ValueError`` around a call catches it (an unknown word is also a ``KeyError``:
+    :class:`embedlab.vectors.UnknownWordError`)."""
 
     exit_code = 2
     #: another process of the same torchrun run prints the same line on this machine

@@ -217,6 +217,8 @@ def run_info(run: Path, root: Path) -> RunInfo:
         _check_text_fields(raw)
         fill_legacy_keys(raw)  # an older run shows what it trained with, as a resume reads it
         cfg = TrainConfig.from_dict(raw)
+    except InputError:  # a value from_dict refuses: its own words name the key and the fix
+        raise
     # AttributeError: a field of the wrong type (best_metric 5) met a str method in the config's
     # checks; RecursionError: absurdly nested JSON
     except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:

@@ -59,7 +59,7 @@ Corpus = str | os.PathLike[str] | Iterable[Sequence[str]]
 @python_entry
 def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
-          restart: bool = False, from_checkpoint: str | os.PathLike[str] | None = None, *,
+          restart: bool = False, from_checkpoint: str | os.PathLike[str] | int | None = None, *,
           device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
           **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there; ``embedlab train`` in Python.
