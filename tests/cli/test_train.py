@@ -363,6 +363,18 @@ def test_raised_epochs_continue_training(copy: Path, corpus: Path,
             f"from here, 0.00833333 at step {old} (2.5e-06 with 2 epochs)\n") in err
 
 
+def test_raised_epochs_with_no_step_to_train_are_not_announced(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume already at --max-steps trains nothing and keeps the run's --epochs: the line
+    that says the rate now decays to the new end would announce what does not happen."""
+    step = json.loads((copy / "status.json").read_text())["step"]
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST[:4], "--epochs", "3",
+                      *FAST[6:], "--max-steps", str(step))
+    assert code == 0, err
+    assert "(was 2)" not in err and f"stopped at --max-steps {step}: step {step}," in err
+    assert json.loads((copy / "config.json").read_text())["optim"]["epochs"] == 2
+
+
 def test_a_finished_run_names_the_command_that_trains_it_further(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = tmp_path / "runs"
@@ -936,6 +948,35 @@ def test_a_resigned_state_of_another_shape_is_one_line(
     assert_refused(code, err, f"checkpoint {ckpt} is damaged: state.json has 'cursor' = 5, not "
                               "an object with epoch, chunk, batch; use another checkpoint")
     assert snapshot(copy) == before
+
+
+@pytest.mark.parametrize("engine", ["native", "torch"])
+@pytest.mark.parametrize("cursor", [{"epoch": 0, "chunk": 0, "batch": 20000},
+                                    {"epoch": 0, "chunk": 7, "batch": 0},
+                                    {"epoch": 9, "chunk": 0, "batch": 0}])
+def test_a_resigned_data_position_outside_the_batches_is_one_line(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str,
+        cursor: dict[str, int]) -> None:
+    """A cursor past the chunk's batches made the native kernel read past its arrays (a
+    segmentation fault), one past the last chunk ended the run as finished: refused, naming
+    the checkpoint, and nothing of the run changes."""
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--engine", engine,
+                      "--max-steps", "3")
+    assert code == 0, err
+    ckpt = find_checkpoint(run)
+    state = json.loads((ckpt / "state.json").read_text())
+    state["cursor"] = cursor
+    (ckpt / "state.json").write_text(json.dumps(state))
+    resign(ckpt, "state.json")
+    before = snapshot(run)
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--engine", engine)
+    line = assert_refused(code, err, f"checkpoint {ckpt} records a data position (epoch "
+                                     f"{cursor['epoch']}, chunk {cursor['chunk']}, batch "
+                                     f"{cursor['batch']}) outside this run's batches (")
+    assert line.endswith(f"its state.json was altered; resume from another checkpoint (--from "
+                         f"STEP; list them: embedlab ckpt {run})")
+    assert snapshot(run) == before
 
 
 @pytest.mark.parametrize(("edit", "needle"), [

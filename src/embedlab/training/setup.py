@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
 
-from embedlab.checkpoint import CheckpointManager, find_checkpoint, load_checkpoint, tensor_specs
+from embedlab.checkpoint import (
+    STATE_FILE,
+    CheckpointManager,
+    find_checkpoint,
+    load_checkpoint,
+    tensor_specs,
+)
 from embedlab.config import TrainConfig, check_best_metric
 from embedlab.data.batchspec import SPEC_STREAM, SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
@@ -146,9 +152,11 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     state.corpus = fingerprint
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
-    if ckpt is not None and started:  # resuming, with epochs left to train
+    if ckpt is not None and started and trains:  # resuming, with epochs left to train
         started += _more_epochs(run_dir, cfg, state, n_tokens)
     steps = engine.runner(stream, schedule, cfg.model.model)
+    if ckpt is not None:
+        _check_cursor(cfg, ckpt, state, stream, steps)
     _warn_short_of_chunks(cfg, stream)
     if group is not None:  # the other processes set up their part, or refuse with this one
         handshake.release(group, shared_run(cfg, run_dir, prepared, state,
@@ -190,6 +198,29 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
                        raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress,
                        progress_lines=cfg.track.progress and not progress and
                        not said_by_another_process())
+
+
+def _check_cursor(cfg: TrainConfig, ckpt: Path, state: TrainState, stream: BatchStream,
+                  steps: object) -> None:
+    """Refuse a checkpoint whose data position lies outside this corpus's batches: its
+    state.json altered behind a re-signed manifest, say. The native kernel reads a chunk's
+    batches without bounds checks, so a batch past the chunk's last would read past its
+    arrays."""
+    c, epochs = state.cursor, cfg.optim.epochs
+    bad = c.epoch > epochs or (c.epoch == epochs and (c.chunk, c.batch) != (0, 0)) or \
+        not 0 <= c.chunk < stream.n_chunks
+    where = f"{stream.n_chunks:,} chunk(s) an epoch"
+    if not bad and c.batch > 0 and c.epoch < epochs and cfg.optim.micro_batches == 1:
+        build = getattr(steps, "build", None)  # the native engine's, kept for its first step
+        n = build(c.epoch, c.chunk).n_batches if build is not None else \
+            len(stream.chunk_batches(c.epoch, c.chunk))
+        bad, where = c.batch >= n, f"chunk {c.chunk} has {n:,} batch(es)"
+    if bad:
+        raise InputError(f"checkpoint {ckpt} records a data position (epoch {c.epoch}, chunk "
+                         f"{c.chunk}, batch {c.batch}) outside this run's batches ({where}; "
+                         f"{epochs} epoch(s)): its {STATE_FILE} was altered; resume from "
+                         f"another checkpoint ({spell_metavar('--from', 'STEP')}; list them: "
+                         f"embedlab ckpt {ckpt.parent.parent})")
 
 
 def _more_epochs(run_dir: Path, cfg: TrainConfig, state: TrainState, n_tokens: int) -> list[str]:
