@@ -135,3 +135,19 @@ def test_an_env_json_from_before_devices_reads_as_the_cpu(tmp_path: Path) -> Non
     assert provenance.recorded_device(tmp_path) == "cpu"
     (tmp_path / "env.json").write_text("[1]")
     assert provenance.recorded_device(tmp_path) is None
+
+
+@pytest.mark.parametrize("resumes", [None, 5, "x", {"a": 1}, [3, None]])
+def test_an_edited_resumes_entry_is_read_and_written_past(tmp_path: Path, resumes: object
+                                                          ) -> None:
+    """``"resumes": null`` (or any other non-list) in env.json raised mid-resume, after
+    config.json was written; it reads as no resumes, and the next start writes a list."""
+    (tmp_path / "env.json").write_text(json.dumps(
+        {"step_revision": 7, "kernel": {"id": "a"}, "device": "cpu", "resumes": resumes}))
+    assert provenance.last_kernel(tmp_path) == {"id": "a"}
+    assert provenance.recorded_device(tmp_path) == "cpu"
+    provenance.write_env_json(tmp_path, argv=["x"], threads=1, seed=1, streams=["init"],
+                              kernel={"id": "b"})
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert isinstance(env["resumes"], list) and env["resumes"][-1]["kernel"] == {"id": "b"}
+    assert provenance.last_kernel(tmp_path) == {"id": "b"}

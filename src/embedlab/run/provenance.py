@@ -123,9 +123,16 @@ def last_kernel(run_dir: Path | str) -> dict[str, Any] | None:
         return None
     if not isinstance(env, dict):
         return None
-    records = [env, *(r for r in env.get("resumes", []) if isinstance(r, dict))]
+    records = [env, *_resumes(env)]
     kernels = [r["kernel"] for r in records if isinstance(r.get("kernel"), dict)]
     return kernels[-1] if kernels else None
+
+
+def _resumes(env: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records of ``env``'s resumes; none where ``"resumes"`` was edited into something
+    other than a list of them."""
+    resumes = env.get("resumes")
+    return [r for r in resumes if isinstance(r, dict)] if isinstance(resumes, list) else []
 
 
 def started_step_revision(run_dir: Path | str) -> int | None:
@@ -144,7 +151,7 @@ def recorded_device(run_dir: Path | str) -> str | None:
     trained on the CPU); None without a readable ``env.json``."""
     try:
         env = json.loads((Path(run_dir) / ENV_FILE).read_text(encoding="utf-8"))
-        latest = (env.get("resumes") or [env])[-1]
+        latest = (_resumes(env) or [env])[-1]
         return str(latest.get("device", "cpu"))
     except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError):
         return None
@@ -177,7 +184,11 @@ def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, se
     except (OSError, ValueError):
         existing = None
     if isinstance(existing, dict):
-        existing.setdefault("resumes", []).append(record)
+        # a "resumes" that is no list (edited by hand) is replaced: appending to it failed
+        # after config.json was written
+        if not isinstance(existing.get("resumes"), list):
+            existing["resumes"] = []
+        existing["resumes"].append(record)
         record = existing
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(record, indent=2) + "\n")
