@@ -268,6 +268,36 @@ def test_a_resumed_run_that_does_not_fit_is_told_where_to_resume(
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == saved
 
 
+def test_a_step_of_millions_of_centres_is_counted_and_its_batch_size_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A step's arrays grow with --batch-size (about 1.8 KB a centre at dim 100 on the native
+    kernel): 10M centres took 18 GB on a 145k-word corpus. Refused before the run is made,
+    naming the batch size that fits."""
+    from embedlab.cli import main
+    from embedlab.errors import InputError
+    from embedlab.testing import write_zipf_corpus
+    from embedlab.training import memory
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    assert memory.step_bytes(2048, 100, 5, "native") < 8 << 20  # the default: a few MiB
+    need = memory.memory_need(1000, 100, loss="neg", window=5, batch_size=10_000_000)
+    assert need.batches >= 10_000_000 * 1800
+    monkeypatch.setattr(memory, "available_memory", lambda: (8 << 30, "MemAvailable"))
+    with pytest.raises(InputError) as info:
+        memory.check_memory(1000, 100, loss="neg", window=5, batch_size=10_000_000)
+    assert str(info.value) == (
+        "this run needs about 19.6 GiB of memory, 19.6 GiB of it for a step of 10,000,000 "
+        "centres, more than the 8.0 GiB available (MemAvailable); pass a smaller --batch-size "
+        "(--batch-size 3600000 would fit)")
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--run", str(run), "--corpus", str(corpus), "--batch-size", "10000000",
+              "--threads", "1", "--no-tensorboard"])
+    assert exit_info.value.code == 2 and not run.exists()
+    assert "for a step of 10,000,000 centres" in capsys.readouterr().err
+
+
 def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     from embedlab.errors import InputError
     from embedlab.training import memory
@@ -331,14 +361,22 @@ def test_a_checkpoint_that_cannot_fit_on_the_disk_is_refused_and_keep_warned(
     with pytest.raises(InputError) as info:
         memory.check_disk(run, 12 << 30, keep=5)
     assert str(info.value) == (
-        f"a checkpoint of this run takes about 12.0 GiB, more than the 10.0 GiB free on the disk "
-        f"of {tmp_path}; free space there, pass another --run, or a smaller --dim or vocabulary")
+        f"a checkpoint of this run takes about 12.0 GiB and its logs up to 64.0 MiB, more than "
+        f"the 10.0 GiB free on the disk of {tmp_path}; free space there, pass another --run, or "
+        "a smaller --dim or vocabulary")
     # a resumed run's kept checkpoints are on the disk already: one more is what it needs
     memory.check_disk(run, 2 << 30, keep=5, kept=5)
     assert capsys.readouterr().err == ""
     with pytest.raises(InputError, match=r"; free space there: the run's dimensions and "
                                          r"vocabulary are its own$"):
         memory.check_disk(run, 12 << 30, keep=5, kept=5)
+    # a small model on a small disk: a 2 MiB checkpoint fits in 44 MiB; sizes in MiB
+    free[0] = 44 << 20
+    memory.check_disk(run, 2 << 20, keep=5)
+    free[0] = 5 << 20
+    with pytest.raises(InputError, match=r"^a checkpoint of this run takes about 2.0 MiB and its "
+                                         r"logs up to 4.0 MiB, more than the 5.0 MiB free"):
+        memory.check_disk(run, 2 << 20, keep=1)
 
 
 def test_a_call_that_trains_nothing_checks_no_disk(corpus: Path, tmp_path: Path,

@@ -96,10 +96,22 @@ def chunks_in_flight(micro_batches: int, micro_order: str, processes: int) -> in
     return CHUNKS_IN_FLIGHT
 
 
+def step_bytes(batch_size: int, dim: int, window: int, engine: str) -> int:
+    """A step's working arrays for ``batch_size`` centres: rows gathered, their gradients,
+    scores and masks. Per centre, from the peak RSS of one step at batch sizes of 1M and 2M
+    (dim 20–200, window 5 and 10; 2026-11-27), rounded up: the native kernel about
+    12.5·dim + 170·window bytes, the torch engine's tensors 17.5·dim + 560·window. At the
+    default 2,048 centres a few MiB; at millions of centres the largest part of a run."""
+    per_centre = 17.5 * dim + 560 * window if engine == "torch" else 12.5 * dim + 170 * window
+    return int(batch_size * per_centre)
+
+
 def memory_need(vocab_size: int, dim: int, *, loss: str, window: int,
-                chunks: int = CHUNKS_IN_FLIGHT) -> MemoryNeed:
+                chunks: int = CHUNKS_IN_FLIGHT, batch_size: int = 0,
+                engine: str = "native") -> MemoryNeed:
     """The estimate for a run of ``vocab_size`` words and ``dim`` dimensions, holding
-    ``chunks`` chunks of batches at once: the same for any corpus length."""
+    ``chunks`` chunks of batches at once and a step of ``batch_size`` centres on ``engine``
+    (:func:`step_bytes`): the same for any corpus length."""
     output_rows = max(0, vocab_size - 1) if loss == "hs" else vocab_size
     matrices = 4 * dim * (vocab_size + output_rows) + (4 * vocab_size if loss == "nce" else 0)
     per_word = TABLE_BYTES_PER_WORD + (4 if loss == "nce" else 0)
@@ -107,7 +119,8 @@ def memory_need(vocab_size: int, dim: int, *, loss: str, window: int,
         per_word += 8 + 5 * max(1, math.ceil(math.log2(max(2, vocab_size))))
     # per token of a chunk: centre and span ids (int64), the context mask (2W+1 bytes), the
     # context counts (float32), and the corpus page it was read from (uint32 id)
-    batches = chunks * CHUNK_TOKENS * (8 + 8 + 2 * window + 1 + 4 + 4)
+    batches = chunks * CHUNK_TOKENS * (8 + 8 + 2 * window + 1 + 4 + 4) + \
+        step_bytes(batch_size, dim, window, engine)
     return MemoryNeed(matrices, per_word * vocab_size, batches)
 
 
@@ -175,18 +188,27 @@ def check_disk(run_dir: Path, checkpoint_bytes: int, keep: int, *, kept: int = 0
         free = shutil.disk_usage(folder).free
     except OSError:
         return
-    size = f"about {checkpoint_bytes / GIB:.1f} GiB"
-    if checkpoint_bytes + (64 << 20) > free:
+    size = f"about {_size(checkpoint_bytes)}"
+    # room for what a run writes beside its checkpoints (metrics, TensorBoard's events, the
+    # status file): a small model needs a few MiB of it, not a fixed 64 MiB
+    margin = min(64 << 20, max(4 << 20, checkpoint_bytes // 2))
+    if checkpoint_bytes + margin > free:
         fix = (f"free space there, pass another {spell('--run')}, or a smaller "
                f"{spell('--dim')} or vocabulary" if not kept else
                "free space there: the run's dimensions and vocabulary are its own")
-        raise InputError(f"a checkpoint of this run takes {size}, more than the "
-                         f"{free / GIB:.1f} GiB free on the disk of {folder}; {fix}")
+        raise InputError(f"a checkpoint of this run takes {size} and its logs up to "
+                         f"{_size(margin)}, more than the {_size(free)} free on the disk of "
+                         f"{folder}; {fix}")
     if max(1, keep + 1 - kept) * checkpoint_bytes > free:
         warn(f"{spell('--keep', keep)} keeps up to {keep + 1} checkpoints of {size} while one is "
-             f"saved ({(keep + 1) * checkpoint_bytes / GIB:.1f} GiB), more than the "
-             f"{free / GIB:.1f} GiB free on the disk of {folder}: a save will fail once it "
+             f"saved ({_size((keep + 1) * checkpoint_bytes)}), more than the "
+             f"{_size(free)} free on the disk of {folder}: a save will fail once it "
              f"fills; pass a smaller {spell('--keep')}, or free space")
+
+
+def _size(n: int) -> str:
+    """Bytes for a message: GiB from 1 GiB on, else MiB (a small model's 2 MiB is no 0.0 GiB)."""
+    return f"{n / GIB:.1f} GiB" if n >= GIB else f"{n / (1 << 20):.1f} MiB"
 
 
 #: what a run that does not fit may still change (:func:`check_memory`): ``raw``: a corpus the
@@ -196,14 +218,25 @@ Shape = Literal["raw", "prepared", "resumed"]
 
 
 def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
-                 chunks: int = CHUNKS_IN_FLIGHT, shape: Shape = "raw") -> None:
+                 chunks: int = CHUNKS_IN_FLIGHT, shape: Shape = "raw", batch_size: int = 0,
+                 engine: str = "native") -> None:
     """Refuse, in one line, a run whose :func:`memory_need` exceeds :func:`available_memory`,
     naming both and a fix that the run accepts (``shape``: what it may still change)."""
     have = available_memory()
-    need = memory_need(vocab_size, dim, loss=loss, window=window, chunks=chunks)
+    need = memory_need(vocab_size, dim, loss=loss, window=window, chunks=chunks,
+                       batch_size=batch_size, engine=engine)
     if have is None or need.total <= have[0]:
         return
     room, source = have
+    step = step_bytes(batch_size, dim, window, engine)
+    if step > need.total / 2 and shape != "resumed":  # --batch-size, not the model, is the size
+        per_centre = step / max(1, batch_size)
+        fits = _round_down((room * 0.9 - (need.total - step)) / per_centre)
+        example = f" ({spell('--batch-size', fits)} would fit)" if fits >= 1 else ""
+        raise InputError(
+            f"this run needs about {need.total / GIB:.1f} GiB of memory, {step / GIB:.1f} GiB "
+            f"of it for a step of {batch_size:,} centres, more than the {room / GIB:.1f} GiB "
+            f"available ({source}); pass a smaller {spell('--batch-size')}{example}")
     per_word = (need.matrices + need.tables) / max(1, vocab_size)
     fixed = need.batches
     usable = room * 0.9  # a suggestion leaves a margin: the estimate is not to the byte

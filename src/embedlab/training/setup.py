@@ -404,7 +404,8 @@ def _check_memory(cfg: TrainConfig, vocab_size: int, *, shape: Shape) -> None:
     chunks = chunks_in_flight(cfg.optim.micro_batches, cfg.optim.micro_order,
                               1 if group is None else group.size)
     check_memory(vocab_size, cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window,
-                 chunks=chunks, shape=shape)
+                 chunks=chunks, shape=shape, batch_size=cfg.optim.batch_size,
+                 engine=cfg.engine)
 
 
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
