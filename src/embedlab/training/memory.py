@@ -229,7 +229,9 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
         return
     room, source = have
     step = step_bytes(batch_size, dim, window, engine)
-    if step > need.total / 2 and shape != "resumed":  # --batch-size, not the model, is the size
+    # --batch-size, not the model, is what to shrink: where a step holds most of it and the
+    # batch is far above the default 2,048 (a huge --dim makes a default step large too)
+    if step > need.total / 2 and batch_size > 8192 and shape != "resumed":
         per_centre = step / max(1, batch_size)
         fits = _round_down((room * 0.9 - (need.total - step)) / per_centre)
         example = f" ({spell('--batch-size', fits)} would fit)" if fits >= 1 else ""
