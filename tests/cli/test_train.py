@@ -1665,3 +1665,19 @@ def test_a_run_folder_that_is_no_run_without_a_corpus_says_it_trains_the_demo(
     code, err = train(capsys, "--run", tmp_path / "mine", "--corpus", corpus, *FAST,
                       "--max-steps", "1")
     assert code == 0 and "note:" not in err
+
+
+def test_a_deleted_latest_checkpoint_is_said_before_the_older_one_resumes(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The index lists the newest checkpoint, its folder is gone: the resume from the one
+    before says how many steps are trained again (a damaged one is warned about as it is
+    skipped; a deleted one was passed over in silence)."""
+    steps = sorted(int(p.name.split("-")[1]) for p in (copy / "checkpoints").iterdir())
+    shutil.rmtree(copy / "checkpoints" / f"ckpt-{steps[-1]:08d}")
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3",
+                      "--max-steps", str(steps[-1]))
+    assert code == 0, err
+    assert err.splitlines()[0] == (
+        f"embedlab: warning: the index of {copy} lists ckpt-{steps[-1]:08d}, which is not in "
+        f"{copy / 'checkpoints'} (deleted?): resuming from ckpt-{steps[-2]:08d}, the "
+        f"{steps[-1] - steps[-2]} step(s) after it are trained again")

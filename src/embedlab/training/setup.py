@@ -271,7 +271,24 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
                          "restore it, or pass "
                          f"{spell('--restart', True)} to start over (the old folder is moved "
                          "aside)")
+    if latest is not None:
+        _warn_missing_newer(run_dir, latest, listed)
     return manager, latest
+
+
+def _warn_missing_newer(run_dir: Path, latest: Path, listed: set[int]) -> None:
+    """A checkpoint the index lists beyond the one resumed whose folder is gone (deleted by
+    hand; a damaged one is warned about as it is skipped): its steps are trained again."""
+    from embedlab.checkpoint.format import ckpt_name, parse_step
+
+    step = parse_step(latest.name)
+    if step is None:
+        return
+    gone = [s for s in listed if s > step and not (run_dir / "checkpoints" / ckpt_name(s)).exists()]
+    if gone:
+        warn(f"the index of {run_dir} lists {ckpt_name(max(gone))}, which is not in "
+             f"{run_dir / 'checkpoints'} (deleted?): resuming from {latest.name}, the "
+             f"{max(gone) - step:,} step(s) after it are trained again")
 
 
 def _check_probe_words(cfg: TrainConfig, vocab: Vocab) -> None:
