@@ -80,3 +80,29 @@ def test_garbage_lock_file_is_stale(tmp_path: Path) -> None:
     with RunLock(tmp_path), pytest.raises(InputError, match="in use by pid"):
         RunLock(tmp_path).acquire()  # second acquire in the same process is refused too
     assert time.monotonic() - t0 < 5
+
+
+def test_a_record_that_cannot_be_written_leaves_no_lock_nor_new_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A full disk (or a signal) while the lock's record is written: a failed ``__enter__`` has
+    no ``__exit__``, so the lock file stayed, and with it the new run's folder."""
+    import errno
+
+    from embedlab.cli import main
+    from embedlab.testing import write_zipf_corpus
+
+    def full(self: RunLock) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(RunLock, "_write_record", full)
+    with pytest.raises(OSError):
+        RunLock(tmp_path / "a").acquire()
+    assert list((tmp_path / "a").iterdir()) == []
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--corpus", str(corpus), "--run", str(tmp_path / "runs" / "new"),
+              "--threads", "1", "--no-tensorboard"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "No space left" in err
+    assert not (tmp_path / "runs").exists()

@@ -82,8 +82,14 @@ class RunLock:
                 break
             os.close(fd)
         self._fd = fd
-        self._take_over_if_stale()
-        self._write_record()
+        try:
+            self._take_over_if_stale()
+            self._write_record()
+        except BaseException:
+            # a full disk, or a signal, while the record is written: __exit__ never runs for
+            # a failed __enter__, so the lock (and a new run's folder with it) would stay
+            self.release()
+            raise
         return self
 
     @staticmethod

@@ -9,6 +9,7 @@ checkpoint stores).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from pathlib import Path
@@ -61,7 +62,15 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     # pick the best checkpoint) must not change with --threads, which a resume may change; its
     # threads would also take the cores from the kernel's (see
     # embedlab.track.tensorboard.one_blas_thread).
-    with RunLock(run_dir, argv=argv), threadpool_limits(1, user_api="blas"):
+    lock = RunLock(run_dir, argv=argv)
+    try:
+        lock.acquire()
+    except BaseException:  # held by another process, or its record not written (a full disk)
+        remove_empty_folders(made)  # only what this call made and is still empty
+        raise
+    with contextlib.ExitStack() as held:
+        held.callback(lock.release)
+        held.enter_context(threadpool_limits(1, user_api="blas"))
         try:
             run = set_up(cfg, run_dir, argv=argv, resume_from=resume_from, out=out, ahead=ahead,
                          abandon_newer=abandon_newer)
