@@ -275,6 +275,23 @@ def test_vocab_checkpoint_mismatch_names_the_vocabulary_to_copy(tmp_path: Path) 
     assert load(sub).words == ("a", "b", "c")
 
 
+def test_a_reordered_vocabulary_is_refused_against_the_run_s_prepared_copy(
+        tmp_path: Path) -> None:
+    """Two lines of RUN/vocab.tsv swapped by hand kept the row count, and every vector went out
+    under another word's name; RUN/prepared/vocab.tsv lists the words the run trained with."""
+    run = make_run(tmp_path / "run", ("a", "b", "c"), {5: np.eye(3, dtype=np.float32)})
+    (run / "prepared").mkdir()
+    (run / "prepared" / "vocab.tsv").write_bytes((run / "vocab.tsv").read_bytes())
+    assert load(run).words == ("a", "b", "c")
+    lines = (run / "vocab.tsv").read_text().splitlines(keepends=True)
+    (run / "vocab.tsv").write_text(lines[1] + lines[0] + lines[2])
+    with pytest.raises(InputError) as e:
+        load(run)
+    assert str(e.value) == (f"{run}/vocab.tsv does not list the words the run was trained with, "
+                            f"in their order (line 1: 'b', where {run}/prepared/vocab.tsv has "
+                            f"'a'); copy {run}/prepared/vocab.tsv to {run}/vocab.tsv")
+
+
 def test_input_embeddings_that_are_not_a_matrix(tmp_path: Path) -> None:
     # e.g. a subset exported with --map input_embeddings=<a 1-D tensor>: no vocabulary fixes it
     run = make_run(tmp_path / "run", ("a", "b"), {})

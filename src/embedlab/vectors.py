@@ -364,7 +364,31 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     vocab = Vocab.load_tsv(vocab_file)
     matrix, _state = load_input_embeddings(ckpt)
     check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
+    _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")
     return Vectors(vocab.words, matrix, vocab.counts, str(ckpt))
+
+
+def _check_same_words(vocab_file: Path, words: tuple[str, ...], trained: Path) -> None:
+    """Refuse a ``vocab.tsv`` whose words are not, in order, those of the prepared copy the run
+    was trained on (``RUN/prepared``, where the run has one): reordered or replaced by hand,
+    it would put every vector under another word's name. The files are compared as bytes first
+    (the run's copy is written in the same form); words only where the bytes differ."""
+    import filecmp
+
+    from embedlab.data.vocab import Vocab
+
+    try:
+        if not trained.is_file() or filecmp.cmp(vocab_file, trained, shallow=False):
+            return
+        other = Vocab.load_tsv(trained).words
+    except (OSError, InputError):  # an unreadable copy: nothing to compare with
+        return
+    # a copy of another length is no copy of this run's vocabulary (the rows fit vocab_file)
+    if len(other) == len(words) and other != words:
+        at = next(i for i, (a, b) in enumerate(zip(words, other, strict=True)) if a != b)
+        raise InputError(f"{vocab_file} does not list the words the run was trained with, in "
+                         f"their order (line {at + 1}: {words[at]!r}, where {trained} has "
+                         f"{other[at]!r}); copy {trained} to {vocab_file}")
 
 
 def check_vocab_fits(vocab_file: Path, words: int, ckpt: Path, matrix: np.ndarray) -> None:
