@@ -41,3 +41,18 @@ def test_bad_input_still_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("embedlab: error: corpus")
 
+
+
+def test_ctrl_c_while_the_command_imports_is_one_line() -> None:
+    """SIGINT in the first tenth of a second, while Python imports click: exit 130 and one
+    line, as later, not a traceback through the imports."""
+    code = ("import importlib.abc, sys\n"
+            "class Interrupt(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'click':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, Interrupt())\n"
+            "from embedlab.cli import run\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert (out.returncode, out.stderr) == (130, "embedlab: interrupted\n")

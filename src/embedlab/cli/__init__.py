@@ -8,25 +8,30 @@ printed as one line and exits with status 2.
 
 from __future__ import annotations
 
-import difflib
-import errno
-import importlib
-import itertools
-import re
-import signal
 import sys
-from typing import Any
 
-import click
+try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl-C too
+    import difflib
+    import errno
+    import importlib
+    import itertools
+    import re
+    import signal
+    from typing import Any
 
-from embedlab.engines import limit_openmp_spinning
-from embedlab.errors import (
-    InputError,
-    ProcessLost,
-    TrainingInterrupted,
-    messages_for,
-    said_by_another_process,
-)
+    import click
+
+    from embedlab.engines import limit_openmp_spinning
+    from embedlab.errors import (
+        InputError,
+        ProcessLost,
+        TrainingInterrupted,
+        messages_for,
+        said_by_another_process,
+    )
+except KeyboardInterrupt:
+    sys.stderr.write("embedlab: interrupted\n")
+    raise SystemExit(130) from None
 
 # command name -> "module:attribute" (a click.Command)
 COMMANDS: dict[str, str] = {
