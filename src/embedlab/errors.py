@@ -190,6 +190,12 @@ def _argument(flag: str, python: str | None) -> str:
     return python or flag.lstrip("-").replace("-", "_")
 
 
+def make_folder(folder: os.PathLike[str] | str) -> str:
+    """How the caller creates a missing folder: ``mkdir -p DIR`` in a shell,
+    ``os.makedirs('DIR')`` in Python."""
+    return f"os.makedirs({os.fspath(folder)!r})" if python_caller() else f"mkdir -p {folder}"
+
+
 def numpy_bool(value: Any) -> bool:
     """NumPy's bool scalar (``numpy.bool_``; its type is named ``bool`` from NumPy 2), told
     apart without importing NumPy."""

@@ -180,6 +180,12 @@ def test_a_bad_value_is_the_commands_message_naming_the_argument(
      ["--best-metric", "loss:up"],
      "--best-metric must be NAME[:min|max], got 'loss:up'; e.g. --best-metric loss:min or "
      "--best-metric analogy:max"),
+    ({"init_from": "nosuch"},
+     "init_from='nosuch': nosuch does not exist; pass a run folder or a checkpoint folder to "
+     "copy vectors from",
+     ["--init-from", "nosuch"],
+     "--init-from nosuch: nosuch does not exist; pass a run folder or a checkpoint folder to "
+     "copy vectors from"),
     ({"restart": True, "from_checkpoint": "best"},
      "restart=True and from_checkpoint= exclude each other; pass one",
      ["--restart", "--from", "best"],
@@ -197,6 +203,21 @@ def test_errors_name_arguments_in_python_and_flags_on_the_command_line(
         main(["train", "--corpus", str(corpus), "--run", str(run), *flags])
     assert capsys.readouterr().err == f"embedlab: error: {command}\n"
     assert not run.exists()
+
+
+def test_python_messages_list_checkpoints_and_make_folders_in_python(
+        corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = embedlab.train(corpus=corpus, run=run, **FAST, max_steps=2)
+    with pytest.raises(InputError) as e:
+        embedlab.train(run=run, from_checkpoint=999, **FAST)
+    assert str(e.value) == (f"from_checkpoint=999: no such checkpoint ({run} has "
+                            f"ckpt-00000002); pass one of them (or its step), 'best' or a "
+                            f"checkpoint folder (list them: embedlab.checkpoints({str(run)!r}))")
+    with pytest.raises(InputError) as e:
+        result.vectors.save_word2vec_format(tmp_path / "nodir" / "v.txt")
+    assert str(e.value) == (f"folder {tmp_path / 'nodir'} does not exist; create it first "
+                            f"(os.makedirs({str(tmp_path / 'nodir')!r}))")
 
 
 def test_lists_take_one_value_too(corpus: Path, tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.data.demo_lexicon import lexicon
-from embedlab.errors import InputError
+from embedlab.errors import InputError, make_folder
 from embedlab.fsutil import atomic_write_text
 from embedlab.seeding import numpy_rng
 
@@ -104,7 +104,7 @@ def write_demo_corpus(path: str | os.PathLike[str], seed: int = 0, *,
     into place, so an existing file at ``path`` is either fully replaced or left untouched.
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise InputError(f"demo seed must be an integer >= 0, got {seed!r}; pass e.g. --seed 1")
+        raise InputError(f"demo seed must be an integer >= 0, got {seed!r}; pass e.g. seed=1")
     if not isinstance(tokens, int) or tokens < 10 * _SENTENCE_LEN:
         raise InputError(f"demo corpus size must be at least {10 * _SENTENCE_LEN} tokens, "
                          f"got {tokens!r}; use the default ({DEFAULT_TOKENS:,})")
@@ -204,7 +204,7 @@ def _check_target(path: Path) -> None:
         raise InputError(f"{path} is a folder; pass a file path such as {path / 'demo.txt'}")
     if not path.parent.is_dir():
         raise InputError(f"folder {path.parent} does not exist; create it first "
-                         f"(mkdir -p {path.parent})")
+                         f"({make_folder(path.parent)})")
 
 
 def _write_atomic(path: Path, text: str) -> Path:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from embedlab.errors import InputError, python_caller, spell, spell_name
+from embedlab.errors import InputError, make_folder, python_caller, spell, spell_name
 from embedlab.fsutil import atomic_open, output_target, write_error
 
 #: the Python argument ``--out`` is: ``path`` for the export methods of Vectors, ``fname`` for
@@ -75,7 +75,8 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
         raise InputError(f"cannot write {path} ({parent} is a file, not a folder); "
                          f"pass {_out()} in a folder")
     if not parent.is_dir():
-        raise InputError(f"folder {parent} does not exist; create it first (mkdir -p {parent})")
+        raise InputError(f"folder {parent} does not exist; create it first "
+                         f"({make_folder(parent)})")
 
 
 def make_exports_folder(out: Path, example: str) -> None:

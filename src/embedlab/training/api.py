@@ -495,22 +495,31 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
                   if have else f"{run} has no checkpoints")
         raise InputError(f"{_from(from_ckpt)}: no such checkpoint ({listed}); pass one of "
-                         "them (or its step), 'best' or a checkpoint folder (list them: embedlab "
-                         f"ckpt {run})")
+                         f"them (or its step), 'best' or a checkpoint folder (list them: "
+                         f"{_list_them(run)})")
     ckpt = find_checkpoint(path)
     # Another run's checkpoint would continue that run's weights under this run's name, config
     # and history; starting from other vectors is what --init-from is for.
     if not ckpt.resolve().is_relative_to(run.resolve()):
         raise InputError(f"{_from(from_ckpt)}: {ckpt} is not a checkpoint of run {run}; "
-                         f"{_from()} takes the run's own checkpoints (list them: embedlab ckpt "
-                         f"{run}). To start a new run from its vectors, pass "
+                         f"{_from()} takes the run's own checkpoints (list them: "
+                         f"{_list_them(run)}). To start a new run from its vectors, pass "
                          f"{spell('--init-from', from_ckpt)} with a new {spell('--run')}")
     return str(ckpt)
 
 
 def _from(*value: object) -> str:
-    """``--from`` as the caller spells it: ``from_checkpoint=`` in Python."""
+    """``--from`` as the caller spells it: ``from_checkpoint=`` in Python, where a step is shown
+    as the int it was passed as (``from_checkpoint=999``)."""
+    if python_caller() and value and isinstance(value[0], str) and value[0].isdigit():
+        value = (int(value[0]),)
     return spell("--from", *value, python="from_checkpoint")
+
+
+def _list_them(run: Path) -> str:
+    """How the caller lists a run's checkpoints."""
+    return f"embedlab.checkpoints({os.fspath(run)!r})" if python_caller() else \
+        f"embedlab ckpt {run}"
 
 
 def _check_same_sentences(run: Path, explicit: dict[str, Any]) -> None:

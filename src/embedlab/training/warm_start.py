@@ -25,6 +25,9 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     checkpoint folder the rows came from (a run's latest, which changes as it trains on)."""
     from embedlab.vectors import check_vocab_fits
 
+    if not Path(source).exists():  # find_checkpoint's words would not name the option
+        raise InputError(f"{spell('--init-from', source)}: {source} does not exist; pass a run "
+                         "folder or a checkpoint folder to copy vectors from")
     ckpt = find_checkpoint(source)
     if used is not None:
         used.append(ckpt)
