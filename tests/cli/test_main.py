@@ -163,14 +163,15 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
                         "--help')"),
     (["--workers", "4"], "No such option '--workers'; did you mean --threads? "),
     (["--hs", "1"], "No such option '--hs'; did you mean --loss (hs 1 is --loss hs, hs 0 the "
-                    "default --loss neg)? "),
+                    "default --loss neg; a run trains one loss, not word2vec.c's -hs 1 with "
+                    "-negative 5 together)? "),
     (["--corpus", "c.txt", "-size", "100"],
      "-size is word2vec.c's flag; did you mean --dim? (embedlab's flags start with two dashes"),
     (["-train", "c.txt", "-cbow", "1"],
      "word2vec.c's flags, with embedlab's meanings: -train is --corpus; -cbow is --model "),
     (["-cbow", "0"], "did you mean --model (-cbow 1 is --model cbow, -cbow 0 --model "
-                     "skipgram, and word2vec.c's CBOW starts at -alpha 0.05, embedlab's --lr "
-                     "at 0.025 for both)? "),
+                     "skipgram, embedlab's default where word2vec.c's is -cbow 1; word2vec.c's "
+                     "CBOW starts at -alpha 0.05, embedlab's --lr at 0.025 for both)? "),
     (["-threads", "4"], "-threads is word2vec.c's flag; did you mean --threads? "),
     (["--no-progress", "-size", "100"], "-size is word2vec.c's flag; did you mean --dim? "),
     (["-output", "vec.bin"], "-output is word2vec.c's flag: the vectors stay in the run folder "
@@ -182,7 +183,16 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     (["--save-vocab", "v.txt"], "every run writes its vocabulary to RUN/vocab.tsv"),
     (["-read-vocab", "v.txt"], "pass --corpus DIR: its vocabulary is reused"),
     (["-classes", "500"], "word classes (k-means) are not offered"),
-    (["-hs", "0"], "did you mean --loss (hs 1 is --loss hs, hs 0 the default --loss neg)? "),
+    (["-hs", "0"], "did you mean --loss (hs 1 is --loss hs, hs 0 the default --loss neg; a "
+                   "run trains one loss, not word2vec.c's -hs 1 with -negative 5 together)? "),
+    # the CS20 lecture's constants, as a student types them
+    (["--embed-size", "128"], "did you mean --dim? "),
+    (["--num-sampled", "64"], "did you mean --negative (noise words per (centre, context) "
+                              "pair)? "),
+    (["--skip-step", "5000"], "did you mean --log-every (the steps between loss reports)? "),
+    (["--learning-rate", "1.0"], "did you mean --lr? "),
+    (["--vocab-size", "50000"], "did you mean --max-vocab (with --unk UNK the other words "
+                                "become UNK, as in the lecture; --preset cs20 sets both)? "),
     # a pasted word2vec.c command line is told all its flags at once, in one line
     (["-train", "t.txt", "-output", "v.bin", "-size", "200", "-iter", "15"],
      "word2vec.c's flags, with embedlab's meanings: -train is --corpus; -output: the vectors "

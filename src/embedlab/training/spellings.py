@@ -1,4 +1,5 @@
-"""What gensim's ``Word2Vec(...)`` arguments and word2vec.c's flags are called here.
+"""What gensim's ``Word2Vec(...)`` arguments, word2vec.c's flags and the CS20 lecture's
+constants are called here.
 
 A gensim or word2vec.c user types the names they know: ``vector_size=100``, ``sg=1``,
 ``workers=4``, ``-size 100 -cbow 1 -hs 1``. Those names are not embedlab's options; an unknown
@@ -19,8 +20,10 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
     "size": ("dim", "", ""),
     "sg": ("model", "sg=1 is model='skipgram', sg=0 model='cbow'",
            "sg 1 is --model skipgram, sg 0 --model cbow"),
-    "hs": ("loss", "hs=1 is loss='hs', hs=0 the default loss='neg'",
-           "hs 1 is --loss hs, hs 0 the default --loss neg"),
+    "hs": ("loss", "hs=1 is loss='hs', hs=0 the default loss='neg'; a run trains one loss, "
+           "not word2vec.c's hs and negative sampling together",
+           "hs 1 is --loss hs, hs 0 the default --loss neg; a run trains one loss, not "
+           "word2vec.c's -hs 1 with -negative 5 together"),
     "workers": ("threads", "", ""),
     "alpha": ("lr", "", ""),
     "min_alpha": ("min_lr_ratio", "min_lr_ratio = min_alpha / alpha",
@@ -31,10 +34,12 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
     "max_vocab_size": ("max_distinct", "the distinct words kept while counting", ""),
     # word2vec.c's flags (-train FILE -size N -cbow 0|1 -hs 0|1 ...)
     "train": ("corpus", "", ""),
-    "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram', and word2vec.c's "
-             "CBOW starts at alpha 0.05, embedlab's lr at 0.025 for both",
-             "-cbow 1 is --model cbow, -cbow 0 --model skipgram, and word2vec.c's CBOW starts "
-             "at -alpha 0.05, embedlab's --lr at 0.025 for both"),
+    "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram', embedlab's default "
+             "where word2vec.c's is CBOW; word2vec.c's CBOW starts at alpha 0.05, embedlab's lr "
+             "at 0.025 for both",
+             "-cbow 1 is --model cbow, -cbow 0 --model skipgram, embedlab's default where "
+             "word2vec.c's is -cbow 1; word2vec.c's CBOW starts at -alpha 0.05, embedlab's --lr "
+             "at 0.025 for both"),
     # word2vec.c's flags for which embedlab has a way, not an option of train
     "output": (None, "the vectors stay in the run folder run=, and "
                "embedlab.load(run).save_word2vec_format(path, binary=True) writes a file",
@@ -47,12 +52,27 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
     "save_vocab": (None, "every run writes its vocabulary to RUN/vocab.tsv (word, tab, count)",
                    "every run writes its vocabulary to RUN/vocab.tsv (word, tab, count)"),
     "read_vocab": (None, "prepare the corpus once (embedlab prepare CORPUS --out DIR) and pass "
-                   "corpus=DIR: its vocabulary is reused", "prepare the corpus once ('embedlab "
-                   "prepare CORPUS --out DIR') and pass --corpus DIR: its vocabulary is reused"),
+                   "corpus=DIR: its vocabulary is reused for that corpus (one corpus's "
+                   "vocabulary applied to another is not offered)", "prepare the corpus once "
+                   "('embedlab prepare CORPUS --out DIR') and pass --corpus DIR: its vocabulary "
+                   "is reused for that corpus (one corpus's vocabulary applied to another is not "
+                   "offered)"),
     "debug": (None, "progress is shown by default, and progress=False hides it",
               "progress is shown by default, and --no-progress hides it"),
     "classes": (None, "word classes (k-means) are not offered: cluster the exported vectors",
                 "word classes (k-means) are not offered: cluster the exported vectors"),
+    # the Stanford CS20 lecture's constants (word2vec.py: VOCAB_SIZE, EMBED_SIZE, ...)
+    "vocab_size": ("max_vocab", "with unk='UNK' the other words become UNK, as in the "
+                   "lecture; preset='cs20' sets both", "with --unk UNK the other words become "
+                   "UNK, as in the lecture; --preset cs20 sets both"),
+    "embed_size": ("dim", "", ""),
+    "num_sampled": ("negative", "noise words per (centre, context) pair", "noise words per "
+                    "(centre, context) pair"),
+    "skip_window": ("window", "", ""),
+    "learning_rate": ("lr", "", ""),
+    "num_train_steps": ("max_steps", "", ""),
+    "skip_step": ("log_every", "the steps between loss reports", "the steps between loss "
+                  "reports"),
     # word2vec.c's flags with our names, typed with one dash
     **{name: (name, "", "") for name in ("window", "negative", "sample", "threads", "min_count",
                                          "seed")},
