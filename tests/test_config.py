@@ -109,7 +109,7 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: OptimConfig(min_lr_ratio=2), "--min-lr-ratio must be <= 1"),
     (lambda: OptimConfig(batch_size=0), "--batch-size must be"),
     (lambda: OptimConfig(epochs=0), "--epochs must be"),
-    (lambda: OptimConfig(interleave=0), "--interleave must be a finite number > 0"),
+    (lambda: OptimConfig(interleave=0), "--interleave must be an integer > 0"),
     (lambda: OptimConfig(interleave=1.5), "--interleave must be an integer"),  # type: ignore[arg-type]
     (lambda: OptimConfig(interleave=True), "--interleave must be an integer"),
     (lambda: OptimConfig(micro_order="random"),

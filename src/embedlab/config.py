@@ -44,12 +44,26 @@ def _positive(name: str, value: float | int, *, allow_zero: bool = False) -> Non
         raise InputError(f"{_flag(name, value)} is too large (at most {MAX_INT}); "
                          f"pass e.g. {_flag(name, _EXAMPLES.get(name, 1))}")
     if bad:
-        need = "a finite number >= 0" if allow_zero else "a finite number > 0"
+        kind = "a finite number" if name in _FLOAT_OPTIONS else "an integer"
+        need = f"{kind} >= 0" if allow_zero else f"{kind} > 0"
         # a number in quotes ('5'): say it is a str, which is the mistake
         got = (f"the {type(value).__name__} {value!r}"
                if not isinstance(value, (int, float)) else repr(value))
         raise InputError(f"{_flag(name)} must be {need}, got {got}; pass e.g. "
-                         f"{_flag(name, _EXAMPLES.get(name, 1))}")
+                         f"{_flag(name, _EXAMPLES.get(name, 1))}{_zero_hints().get(name, '')}")
+
+
+#: the options _positive checks that take fractions; the others take integers
+_FLOAT_OPTIONS = frozenset({"lr", "min_lr_ratio", "noise_exponent", "sample", "init_scale",
+                            "checkpoint_secs"})
+
+
+def _zero_hints() -> dict[str, str]:
+    """What a gensim or word2vec.c user means by 0 where embedlab takes no 0."""
+    return {"min_count": f" ({_flag('min_count', 1)} keeps every word, as gensim's "
+                         "min_count=0 does)",
+            "negative": f" (word2vec.c's -hs 1 -negative 0 is {_flag('loss', 'hs')}, which "
+                        f"takes {_flag('negative', 0)})"}
 
 
 def _option_name(obj: Any, field_name: str) -> str:

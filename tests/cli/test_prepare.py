@@ -117,8 +117,9 @@ def test_out_is_a_foreign_folder(corpus: Path, tmp_path: Path,
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (["--min-count", "0"], "--min-count must be a finite number > 0, got 0; "
-                           "pass e.g. --min-count 5"),
+    (["--min-count", "0"], "--min-count must be an integer > 0, got 0; "
+                           "pass e.g. --min-count 5 (--min-count 1 keeps every word, as "
+                           "gensim's min_count=0 does)"),
     (["--min-count", "x"], "'--min-count': 'x' is not a valid integer. "
                            "(see 'embedlab prepare --help')"),
     # no fix clause in this message (config.py): only the problem is checked

@@ -165,20 +165,20 @@ BAD = [
                                               "pass e.g. --lr 0.025"),
     (["--corpus", "{corpus}", "--lr", "inf"], "--lr must be a finite number > 0, got inf; "
                                               "pass e.g. --lr 0.025"),
-    (["--corpus", "{corpus}", "--dim", "0"], "--dim must be a finite number > 0, got 0; "
+    (["--corpus", "{corpus}", "--dim", "0"], "--dim must be an integer > 0, got 0; "
                                              "pass e.g. --dim 100"),
-    (["--corpus", "{corpus}", "--window", "0"], "--window must be a finite number > 0, got 0; "
+    (["--corpus", "{corpus}", "--window", "0"], "--window must be an integer > 0, got 0; "
                                                 "pass e.g. --window 5"),
     (["--corpus", "{corpus}", "--batch-size", "0"],
-     "--batch-size must be a finite number > 0, got 0; pass e.g. --batch-size 2048"),
-    (["--corpus", "{corpus}", "--epochs", "-1"], "--epochs must be a finite number > 0, got -1; "
+     "--batch-size must be an integer > 0, got 0; pass e.g. --batch-size 2048"),
+    (["--corpus", "{corpus}", "--epochs", "-1"], "--epochs must be an integer > 0, got -1; "
                                                  "pass e.g. --epochs 5"),
     (["--corpus", "{corpus}", "--sample", "nan"],
      "--sample must be a finite number >= 0, got nan; pass e.g. --sample 0.001"),
     (["--corpus", "{corpus}", "--init-scale", "-1"],
      "--init-scale must be a finite number >= 0, got -1.0; pass e.g. --init-scale 8"),
     (["--corpus", "{corpus}", "--max-steps", "0"],
-     "--max-steps must be a finite number > 0, got 0; pass e.g. --max-steps 1000"),
+     "--max-steps must be an integer > 0, got 0; pass e.g. --max-steps 1000"),
     (["--corpus", "{corpus}", "--dim", "abc"],
      "'abc' is not a valid integer. (see 'embedlab train --help')"),
     (["--corpus", "{corpus}", "--restart", "--from", "best"],
@@ -206,7 +206,7 @@ BAD = [
     (["--corpus", "{corpus}", "--best-metric", "similarity/ws"], "--eval-similarity ws.tsv"),
     # messages name the flag the user typed and end in a fix
     (["--corpus", "{corpus}", "--eval-restrict-vocab", "0"],
-     "--eval-restrict-vocab must be a finite number > 0, got 0; pass e.g. "
+     "--eval-restrict-vocab must be an integer > 0, got 0; pass e.g. "
      "--eval-restrict-vocab 30000"),
     (["--corpus", "{corpus}", "--min-lr-ratio", "0"], "pass e.g. --min-lr-ratio 0.0001"),
     # a threshold on a word's share of the corpus: from 1 on it subsamples nothing
@@ -217,7 +217,7 @@ BAD = [
     (["--corpus", "{corpus}", "--min-lr-ratio", "2"], "pass e.g. --min-lr-ratio 0.0001"),
     (["--corpus", "{corpus}", "--threads", "-1"], "pass e.g. --threads 2"),
     (["--corpus", "{corpus}", "--interleave", "0"],
-     "--interleave must be a finite number > 0, got 0; pass e.g. --interleave 2"),
+     "--interleave must be an integer > 0, got 0; pass e.g. --interleave 2"),
 ]
 
 # On an existing run the resume config check comes first: these rows change a stored key, so

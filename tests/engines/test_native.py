@@ -421,4 +421,6 @@ def test_negative_zero_is_hierarchical_softmax_only(tmp_path: Path,
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
     code, _, err = run_cli(["train", "--corpus", str(corpus), "--run", str(tmp_path / "r"),
                             "--negative", "0", "--max-steps", "1", "--no-progress"], capsys)
-    assert code == 2 and "--negative must be a finite number > 0, got 0" in err
+    assert code == 2 and ("--negative must be an integer > 0, got 0; pass e.g. --negative 5 "
+                          "(word2vec.c's -hs 1 -negative 0 is --loss hs, which takes "
+                          "--negative 0)") in err
