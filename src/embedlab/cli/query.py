@@ -192,7 +192,7 @@ def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...]
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def analogy(source: Path, step: int | None, best: bool, a: str, b: str, c: str, k: int,
             method: str, as_json: bool) -> None:
-    """A is to B as C is to ?  -- e.g. ``embedlab analogy RUN man king woman``.
+    """A is to B as C is to ?  -- e.g. 'embedlab analogy RUN man king woman'.
 
     The K best answers (A, B and C excluded) by 3CosAdd (cos with B - A + C) or 3CosMul.
     """

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 @click.option("--min-count", type=int, help="Drop words rarer than this.  [default: 5]")
 @click.option("--max-vocab", type=int, help="Keep the N most frequent words (incl. --unk).")
 @click.option("--unk", help="Map out-of-vocabulary words to this token (id 0).")
-@click.option("--lowercase/--no-lowercase", default=None, help="Lowercase tokens.")
+@click.option("--lowercase/--no-lowercase", default=None, help="Lowercase tokens.  [default: off]")
 @click.option("--max-distinct", type=int, help="Prune rare words while counting beyond this "
               "many distinct words.  [default: 10000000]")
 @click.option("--epochs", type=int, help="[default: 5]")
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 @click.option("--batch-size", type=int, help="Centre words per step.  [default: 2048]")
 @click.option("--interleave", type=int, help="Read the corpus as N interleaved parts, 4,096 "
               "tokens from each in turn, as word2vec's threads read it (1 = in order; a run "
-              "started before this option keeps 1).  [default: 2]")
+              "whose config.json has no interleave keeps 1).  [default: 2]")
 @click.option("--micro-batches", type=int, help="Train M batches as one step, each from its "
               "own chunk of the corpus (one rate, one synchronous update), as processes "
               "training one run share a step; "
@@ -95,8 +95,9 @@ if TYPE_CHECKING:
 @click.option("--projector-words", type=int, help="Words in the TensorBoard projector.  "
               "[default: 2000]")
 @click.option("--projector-each-checkpoint/--no-projector-each-checkpoint", default=None,
-              help="Also export the projector at every checkpoint.")
-@click.option("--progress/--no-progress", default=None, help="Show a progress bar on a terminal.")
+              help="Also export the projector at every checkpoint.  [default: off]")
+@click.option("--progress/--no-progress", default=None, help="Show a progress bar on a terminal (elsewhere a line a minute).  "
+              "[default: on]")
 @click.option("--eval-every", type=int, help="Evaluate every N steps (needs --eval-analogies "
               "and/or --eval-similarity).")
 @click.option("--eval-analogies", type=click.Path(path_type=str),
@@ -109,8 +110,8 @@ if TYPE_CHECKING:
               "checkpoint.")
 @click.option("--restart", is_flag=True, help="Start the run over; the old folder is moved "
               "aside to RUN.old-<time>, never deleted.")
-@click.option("--from", "from_ckpt", help="Resume from this checkpoint (folder, or 'best'); "
-              "newer checkpoints are moved aside.")
+@click.option("--from", "from_ckpt", help="Resume from this checkpoint (its step, its name or folder, or 'best'); newer "
+              "checkpoints are moved aside.")
 @click.option("--nproc", type=int, help="Train with N processes on this machine, started as "
               "torchrun starts them; needs --micro-batches M with N dividing M. Across machines, "
               "start torchrun yourself: torchrun ... -m embedlab -- train ...")

@@ -77,7 +77,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     and a call with the same options resumes it. ``preset``: a named configuration
     (``"cs20"``); options override it. ``restart``: start the run over, moving the old folder
     aside to ``RUN.old-<time>``. ``from_checkpoint``: resume from this checkpoint of the run
-    (a folder, or ``"best"``), moving newer ones aside.
+    (its step as an int, its folder or name, or ``"best"``), moving newer ones aside.
 
     ``options``: the other flags of ``embedlab train``, named with underscores and taking the
     same values — ``dim=100``, ``window=5``, ``epochs=5``, ``model="cbow"``, ``loss="nce"``,
