@@ -245,9 +245,16 @@ def test_unwritable_run_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     code, err = _main(["linreg", str(table), "--run", str(tmp_path / "my.txt")], capsys)
     assert code == 2 and err.count("\n") == 1 and "--run" in err and "is a file" in err
     code, err = _main(["linreg", str(table), "--run", str(tmp_path / "my.txt" / "lr")], capsys)
-    assert code == 2 and err.count("\n") == 1 and err.startswith("embedlab: error: cannot write")
-    assert "Not a directory" in err and "pass --run in a writable folder" in err
+    assert code == 2 and err == (f"embedlab: error: --run {tmp_path / 'my.txt' / 'lr'} lies "
+                                 f"below {tmp_path / 'my.txt'}, which is a file; pass a path "
+                                 "whose parents are folders\n")
     assert (tmp_path / "my.txt").read_text() == "precious"
+    # a folder of someone else's files is refused as train refuses it, and left as it was
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "thesis.tex").write_text("x")
+    code, err = _main(["linreg", str(table), "--run", str(tmp_path / "home")], capsys)
+    assert code == 2 and "is a folder holding other files, not an embedlab run" in err
+    assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["thesis.tex"]
 
     def denied(*args: object, **kwargs: object) -> object:
         raise PermissionError(13, "Permission denied")  # as in a read-only folder (we are root)
@@ -263,8 +270,12 @@ def test_divergence_is_one_line_and_saves_nothing_non_finite(
     table = _table(tmp_path / "t.tsv")
     code, err = _main(["linreg", str(table), "--run", str(tmp_path / "a"), "--lr", "100"], capsys)
     assert code == 2 and err.count("\n") == 1 and err.startswith("embedlab: error: ")
-    assert "diverged" in err and "no checkpoint was written" in err and "--lr 10" in err
-    assert not (tmp_path / "a" / "checkpoints").exists()
+    assert "diverged" in err and "no checkpoint was written" in err and err.endswith(
+        "Start over with a lower learning rate (the same --run: nothing was kept), e.g. --lr 10 "
+        "or lower\n")
+    assert not (tmp_path / "a").exists()  # the new run's folder goes: the same --run starts over
+    main(["linreg", str(table), "--run", str(tmp_path / "a"), "--lr", "0.001", "--steps", "5"])
+    assert find_checkpoint(tmp_path / "a").name == "ckpt-00000005"
     # diverging after some saves: those checkpoints stay, all finite
     code, err = _main(["linreg", str(table), "--run", str(tmp_path / "b"), "--lr", "0.1",
                        "--checkpoint-every", "1", "--keep", "1000"], capsys)
@@ -305,7 +316,8 @@ def test_a_run_of_an_earlier_version_resumes_bit_identical(tmp_path: Path) -> No
                                       "--steps", "600", "--lr", "0.02", "--batch-size", "8",
                                       "--checkpoint-every", "50"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("resumed from step 237\nstep 600: w=-5.81266 b=83.2902 ")
+    assert result.stdout.startswith("step 600: w=-5.81266 b=83.2902 ")
+    assert result.stderr == f"embedlab: resuming {run} from ckpt-00000237 (step 237)\n"
     final = run / "checkpoints" / "ckpt-00000600" / "tensors.safetensors"
     assert hashlib.sha256(final.read_bytes()).hexdigest() == LEGACY_FINAL_SHA256
     expected = "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in LEGACY_METRICS)

@@ -38,7 +38,5 @@ def linreg(table: Path, run_dir: Path, steps: int, lr: float, batch_size: int, s
                        checkpoint_every=checkpoint_every, checkpoint_secs=checkpoint_secs,
                        keep=keep)
     result = train_linreg(table, run_dir, cfg, argv=sys.argv, max_steps=max_steps)
-    if result.resumed_from is not None:
-        click.echo(f"resumed from step {result.resumed_from}")
     click.echo(f"step {result.step}: w={result.w:.6g} b={result.b:.6g} mse={result.loss:.6g}")
     click.echo(f"checkpoint: {result.checkpoint}")

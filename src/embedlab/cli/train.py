@@ -96,8 +96,8 @@ if TYPE_CHECKING:
               "[default: 2000]")
 @click.option("--projector-each-checkpoint/--no-projector-each-checkpoint", default=None,
               help="Also export the projector at every checkpoint.  [default: off]")
-@click.option("--progress/--no-progress", default=None, help="Show a progress bar on a terminal (elsewhere a line a minute).  "
-              "[default: on]")
+@click.option("--progress/--no-progress", default=None, help="Show a progress bar on a "
+              "terminal (elsewhere a line a minute).  [default: on]")
 @click.option("--eval-every", type=int, help="Evaluate every N steps (needs --eval-analogies "
               "and/or --eval-similarity).")
 @click.option("--eval-analogies", type=click.Path(path_type=str),
@@ -110,8 +110,8 @@ if TYPE_CHECKING:
               "checkpoint.")
 @click.option("--restart", is_flag=True, help="Start the run over; the old folder is moved "
               "aside to RUN.old-<time>, never deleted.")
-@click.option("--from", "from_ckpt", help="Resume from this checkpoint (its step, its name or folder, or 'best'); newer "
-              "checkpoints are moved aside.")
+@click.option("--from", "from_ckpt", help="Resume from this checkpoint (its step, its name "
+              "or folder, or 'best'); newer checkpoints are moved aside.")
 @click.option("--nproc", type=int, help="Train with N processes on this machine, started as "
               "torchrun starts them; needs --micro-batches M with N dividing M. Across machines, "
               "start torchrun yourself: torchrun ... -m embedlab -- train ...")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
+import sys
 import time
 from collections.abc import Sequence
 from contextlib import closing
@@ -32,9 +34,10 @@ import numpy as np
 
 from embedlab.checkpoint import CheckpointManager, ckpt_name, load_checkpoint
 from embedlab.errors import InputError, diverged, import_torch
-from embedlab.fsutil import write_error
+from embedlab.fsutil import missing_folders, remove_empty_folders, write_error
 from embedlab.linreg.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
 from embedlab.run import provenance
+from embedlab.run.folder import check_run_dir
 from embedlab.run.lock import RunLock
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.seeding import numpy_rng, torch_generator
@@ -147,20 +150,29 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
         raise InputError(f"--max-steps must be >= 1, got {max_steps}")
     run = Path(run_dir)
     table = read_table(table_path)
-    if run.exists() and not run.is_dir():
-        raise InputError(f"--run {run} is a file, not a folder; pass a folder path "
-                         "(it is created if missing)")
+    check_run_dir(run)  # a file, or a folder of someone else's files, as train refuses them
+    made = missing_folders(run)  # made[0] is the run folder when this call creates it
     try:
         with RunLock(run, argv=list(argv)), SignalFlag() as flag:
             manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss", best_mode="min")
             params, step, resumed = _start(run, cfg, table, manager, argv)
             stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
+            if step >= stop:
+                print(f"embedlab: {run} is at step {step} already, not before step {stop}; "
+                      "nothing to train", file=sys.stderr)
             params, step, path = _train_steps(manager, flag, params, step, stop, table, cfg)
-    except OSError as exc:
-        # The run lock, config.json/env.json and metrics.jsonl are plain files in the run folder
-        # (checkpoint saves report their own CheckpointError): a folder that cannot be created
-        # or written (read-only, under a regular file, disk full) is the user's to fix.
-        raise write_error(run, exc, "--run") from None
+    except BaseException as exc:
+        # a new run refused or stopped before its first checkpoint (diverged, say) leaves no
+        # folder: the corrected command starts it afresh
+        if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
+            shutil.rmtree(made[0], ignore_errors=True)
+            remove_empty_folders(made[1:])
+        if isinstance(exc, OSError):
+            # The run lock, config.json/env.json and metrics.jsonl are plain files in the run
+            # folder (checkpoint saves report their own CheckpointError): a folder that cannot
+            # be created or written (read-only, under a regular file, disk full) is the user's.
+            raise write_error(run, exc, "--run") from None
+        raise
     return LinRegResult(float(params["w"]), float(params["b"]), mse(params, table), step,
                         resumed, path)
 
@@ -197,7 +209,8 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     """Fresh parameters, or the newest verified checkpoint's (after checking the config)."""
     stored = provenance.read_config_json(run)
     requested = {"model": MODEL, **asdict(cfg), "table_sha256": table.sha256}
-    if stored is not None:
+    # a folder with a config but no checkpoint trained nothing: other settings start it afresh
+    if stored is not None and manager.list(check=False):
         _check_resume(run, stored, requested)
     latest = _resume_point(run, manager)
     manager.check_index()  # a damaged index is refused before anything of the run is written
@@ -213,6 +226,7 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
         return init_params(cfg.seed), 0, None
     tensors, state = loaded
     step = int(state["step"])
+    print(f"embedlab: resuming {run} from {ckpt_name(step)} (step {step})", file=sys.stderr)
     manager.protect(step)
     # metric lines past the resumed step are work lost with the interrupted process
     truncate_metrics(run / METRICS_FILE, step)
@@ -251,9 +265,11 @@ def _finite(params: dict[str, torch.Tensor]) -> bool:
 
 
 def _diverged(step: int, loss: float, cfg: LinRegConfig, saved_step: int) -> InputError:
-    # the learning rate is fixed for the run's lifetime (FIXED_ON_RESUME), hence a new --run
-    return diverged(step, loss, saved_step, "Start over with a lower learning rate in a new "
-                    f"--run folder, e.g. --lr {cfg.lr / 10:g}")
+    # the learning rate is fixed for the run's lifetime (FIXED_ON_RESUME): a run with a
+    # checkpoint starts over in a new --run; a new one is removed, so the same --run will do
+    where = "in a new --run folder" if saved_step else "(the same --run: nothing was kept)"
+    return diverged(step, loss, saved_step, f"Start over with a lower learning rate {where}, "
+                    f"e.g. --lr {cfg.lr / 10:g} or lower")
 
 
 def _save(manager: CheckpointManager, params: dict[str, torch.Tensor], step: int, table: Table,
