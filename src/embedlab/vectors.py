@@ -358,6 +358,11 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     ckpt = find_checkpoint(path, step=step, best=best)
     run_dir = ckpt.parent.parent  # RUN/checkpoints/ckpt-N
     vocab_file = run_dir / "vocab.tsv"
+    from embedlab.run.folder import is_linreg_run
+
+    if not vocab_file.is_file() and is_linreg_run(run_dir):
+        raise InputError(f"{run_dir} is a run of 'embedlab linreg' (a line's w and b), not "
+                         "word vectors; pass a run of 'embedlab train'")
     if not vocab_file.is_file():
         raise InputError(f"no vocabulary {vocab_file} for checkpoint {ckpt}; the run folder is "
                          "incomplete - restore vocab.tsv or export vectors from another run")

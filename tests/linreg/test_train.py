@@ -322,3 +322,19 @@ def test_a_run_of_an_earlier_version_resumes_bit_identical(tmp_path: Path) -> No
     assert hashlib.sha256(final.read_bytes()).hexdigest() == LEGACY_FINAL_SHA256
     expected = "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in LEGACY_METRICS)
     assert (run / "metrics.jsonl").read_text() == expected
+
+
+def test_word2vec_commands_name_a_linreg_run_as_such(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "lr"
+    main(["linreg", str(table), "--run", str(run), "--steps", "5"])
+    code, err = _main(["train", "--run", str(run)], capsys)
+    assert code == 2 and err == (f"embedlab: error: {run} is a run of 'embedlab linreg', not of "
+                                 "word2vec; pass another --run\n")
+    for command in (["neighbors", str(run), "water"], ["export", str(run), "--out",
+                                                         str(tmp_path / "v.txt")]):
+        code, err = _main(command, capsys)
+        assert code == 2 and err == (f"embedlab: error: {run} is a run of 'embedlab linreg' (a "
+                                     "line's w and b), not word vectors; pass a run of "
+                                     "'embedlab train'\n")

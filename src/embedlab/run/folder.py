@@ -94,6 +94,9 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
     path = run_dir / CONFIG_FILE
     if not path.is_file():
         return None, set()
+    if is_linreg_run(run_dir):
+        raise InputError(f"{run_dir} is a run of 'embedlab linreg', not of word2vec; pass "
+                         f"another {spell('--run')}")
     try:
         cfg, filled = _read_config(path)
     except InputError as exc:  # a value of the wrong type or range, written by hand
@@ -104,6 +107,17 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None
     flat = flatten(cfg.to_dict())
     return cfg, filled | {key for key, value in LEGACY_VALUES.items() if flat.get(key) == value}
+
+
+def is_linreg_run(run_dir: Path) -> bool:
+    """Whether ``run_dir``'s config.json is that of an ``embedlab linreg`` run."""
+    from embedlab.linreg.config import LINREG_MODEL
+
+    try:
+        raw = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and raw.get("model") == LINREG_MODEL
 
 
 def _read_config(path: Path) -> tuple[TrainConfig, set[str]]:
