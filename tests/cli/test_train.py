@@ -1233,7 +1233,9 @@ def test_ctrl_c_before_training_leaves_no_new_run_behind(
 
     monkeypatch.setattr(setup, "NoiseDistribution", interrupted_setup)  # mid-way through setup
     code, err = train(capsys, "--run", tmp_path / "runs" / "r", "--corpus", corpus, *FAST)
-    assert code == 130 and err.strip() == "embedlab: interrupted"
+    assert code == 130 and err == ("stopped by SIGINT before training began or after it ended; "
+                                   "the run's checkpoints are as they were — re-run the same "
+                                   "command\n")  # as SIGTERM's, not click's bare "interrupted"
     assert not (tmp_path / "runs").exists()
 
 

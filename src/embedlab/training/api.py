@@ -24,6 +24,7 @@ from embedlab.engines import limit_openmp_spinning, requested_engine
 from embedlab.errors import (
     InputError,
     TrainingInterrupted,
+    TrainingKeyboardInterrupt,
     checked_bool,
     note,
     python_caller,
@@ -126,6 +127,13 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
                                   "training began or after it ended; the run's checkpoints are "
                                   f"as they were — {rerun()}",
                                   128 + exc.signum) from None
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, TrainingInterrupted):  # saved, and said so
+            raise
+        # Ctrl-C while the corpus was prepared or the run set up: the same words as SIGTERM's
+        kind = TrainingKeyboardInterrupt if python_caller() else TrainingInterrupted
+        raise kind("stopped by SIGINT before training began or after it ended; the run's "
+                   f"checkpoints are as they were — {rerun()}", 128 + signal.SIGINT) from None
 
 
 def _check_iterable(corpus: object) -> None:
