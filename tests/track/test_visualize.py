@@ -103,6 +103,25 @@ def test_a_word2vec_file_is_plotted_by_its_first_words(tmp_path: Path) -> None:
     assert out == tmp_path / "v.png" and imread(out).ndim == 3
 
 
+def test_labels_the_font_lacks_are_one_warning_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """matplotlib warns per missing glyph, with a source line each; the plot says it once."""
+    import numpy as np
+
+    from embedlab.vectors import Vectors
+
+    words = ("東京", "大阪", "日本", "cat", "dog")
+    matrix = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+    source = Vectors(words, matrix).to_word2vec(tmp_path / "v.txt")
+    capsys.readouterr()
+    out = visualize(source, words=5, out=tmp_path / "v.png")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Glyph" not in err and "UserWarning" not in err
+    assert err.startswith("embedlab: warning: 6 character(s) of the labels are not in "
+                          "matplotlib's font (京, 大, 日 and 3 more): they are drawn as boxes "
+                          f"in {out}")
+
+
 def test_existing_plot_survives_a_failed_run(tmp_path: Path) -> None:
     run = tmp_path / "run"
     make_trained_run(run)

@@ -136,8 +136,26 @@ def _unk_of(run_dir: Path) -> str | None:
 def _save_atomic(fig: object, out: Path) -> None:
     # through fsutil's atomic_open: readers never see half a plot, and the file gets the umask's
     # mode like any other export (mkstemp alone leaves it private, 0600)
+    import re
+    import warnings
+
     try:
-        with atomic_open(out) as fh:
+        with atomic_open(out) as fh, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             fig.savefig(fh, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
     except OSError as exc:
         raise write_error(out, exc, "--out") from None
+    # matplotlib warns once per missing glyph, with a line of source each: said once here
+    missing = sorted({chr(int(m.group(1))) for w in caught
+                      if (m := re.search(r"Glyph (\d+) .*missing from", str(w.message)))})
+    for w in caught:
+        if not re.search(r"Glyph \d+ .*missing from", str(w.message)):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        from embedlab.errors import warn
+
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3
+                                          else "")
+        warn(f"{len(missing)} character(s) of the labels are not in matplotlib's font ({shown}): "
+             f"they are drawn as boxes in {out}; a font that has them (matplotlibrc's "
+             "font.family) draws them")
