@@ -78,6 +78,20 @@ def test_tensor_specs_of_an_unparsable_resigned_file_is_one_line(tmp_path: Path)
         tensor_specs(path)
 
 
+def test_a_tensor_asked_for_is_named_with_what_the_file_holds(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    with pytest.raises(InputError, match=r"has no tensor named nope; it has: "):
+        load_checkpoint(path, names=["nope"])
+    save_file({}, str(path / "tensors.safetensors"))  # re-signed with no tensor in it
+    resign(path)
+    with pytest.raises(InputError) as e:
+        load_checkpoint(path, names=["input_embeddings"])
+    assert str(e.value) == (f"checkpoint {path} has no tensor named input_embeddings; it holds "
+                            "no tensor at all; use another checkpoint")
+
+
 def _edit_state(path: Path, edit: dict[str, object], drop: tuple[str, ...] = ()) -> None:
     state = json.loads((path / "state.json").read_text())
     state.update(edit)

@@ -255,8 +255,10 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
             wanted += [old for old in rename.values() if old not in wanted]
             missing = [n for n in wanted if n not in stored]
             if missing:
+                held = f"it has: {', '.join(sorted(stored))}" if stored else \
+                    "it holds no tensor at all; use another checkpoint"
                 raise InputError(f"checkpoint {ckpt_dir} has no tensor named "
-                                 f"{', '.join(missing)}; it has: {', '.join(sorted(stored))}")
+                                 f"{', '.join(missing)}; {held}")
             out_names = _output_names(wanted, rename)
             widen = framework == "numpy" and any(
                 f.get_slice(n).get_dtype() in NOT_NUMPY_DTYPES for n in wanted)
