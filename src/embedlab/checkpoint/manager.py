@@ -293,6 +293,20 @@ class CheckpointManager:
         return error
 
     # -- retention --
+    @staticmethod
+    def _remove(folder: Path) -> None:
+        """Delete a checkpoint retention no longer keeps; one that cannot be deleted (its
+        folder made read-only) is said, since the index stops listing it and it would take
+        disk space unseen."""
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            shutil.rmtree(folder, ignore_errors=True)  # what can go, goes
+            warn(f"could not delete {folder}, which --keep no longer keeps "
+                 f"({exc.strerror or exc}); delete it by hand to free its space")
+
     def _retain(self, step: int, old: Index, metrics: Mapping[str, float]) -> None:
         present = committed_folders(self.root)
         ours = {s for s in (old.ours() | self._committed) if s in present}
@@ -316,7 +330,7 @@ class CheckpointManager:
         # Delete before rewriting the index: a crash in between leaves an index that names a
         # missing folder (harmless, verification skips it), never an unlisted orphan of ours.
         for s in sorted(ours - keep_set):
-            shutil.rmtree(present[s], ignore_errors=True)
+            self._remove(present[s])
             self._committed.discard(s)
         new = Index(step, tuple(kept), tuple(sorted(archive)), best,
                     self.best_metric if best is not None else None, value,
