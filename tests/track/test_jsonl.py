@@ -45,3 +45,23 @@ def test_jsonl_keeps_non_finite_values_as_strings_and_skips_torn_lines(tmp_path:
         {"step": 1, "train/loss": "nan", "train/lr": "inf"}]
     lines = (tmp_path / METRICS_FILE).read_text().splitlines()
     json.loads(lines[0])  # still strict JSON
+
+
+def test_damaged_lines_dropped_at_a_resume_are_said_and_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torn last line is a kill mid-write, dropped without a word; other lines that are no
+    metrics rows (edited by hand, bytes of another file) are said, and the file as it was is
+    kept beside the rewrite."""
+    path = tmp_path / METRICS_FILE
+    path.write_text('{"step": 1, "train/loss": 2.0}\n{"step": 2, "train/lo')
+    truncate_metrics(path, 5)
+    assert capsys.readouterr().err == "" and not (tmp_path / "metrics.jsonl.damaged").exists()
+    before = '{"step": 1, "train/loss": 2.0}\ngarbage\n[3]\n{"step": 2, "train/loss": 1.0}\n'
+    path.write_text(before)
+    truncate_metrics(path, 5)
+    assert read_metrics(path) == [{"step": 1, "train/loss": 2.0}, {"step": 2, "train/loss": 1.0}]
+    assert (tmp_path / "metrics.jsonl.damaged").read_text() == before
+    assert capsys.readouterr().err == (
+        f"embedlab: warning: {path} has 2 line(s) that are not metrics rows (the first is line "
+        f"2); the rewrite at this resume drops them, and the file as it was is kept in "
+        f"{tmp_path / 'metrics.jsonl.damaged'}\n")

@@ -50,9 +50,37 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
     """
     if not path.exists():
         return
+    bad = _bad_line_numbers(path)
+    if bad:  # the rewrite drops them: the file as it was is kept beside it, and said
+        from embedlab.errors import warn
+
+        copy = path.with_name(path.name + ".damaged")
+        atomic_write_text(copy, path.read_text(encoding="utf-8", errors="replace"))
+        warn(f"{path} has {len(bad)} line(s) that are not metrics rows (the first is line "
+             f"{bad[0]}); the rewrite at this resume drops them, and the file as it was is "
+             f"kept in {copy}")
     kept = [r for r in read_metrics(path)
             if r["step"] < resume_step or (r["step"] == resume_step and not _is_final_row(r))]
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+
+
+def _bad_line_numbers(path: Path) -> list[int]:
+    """The lines of ``path`` that are no metrics row, a last line without its newline apart
+    (torn by a kill mid-write: dropped without a word)."""
+    bad = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        lines = f.readlines()
+    for number, line in enumerate(lines, 1):
+        if number == len(lines) and not line.endswith("\n"):
+            break
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            bad.append(number)
+            continue
+        if not (isinstance(row, dict) and isinstance(row.get("step"), int)):
+            bad.append(number)
+    return bad
 
 
 def _is_final_row(row: Mapping[str, Any]) -> bool:
