@@ -285,6 +285,24 @@ def test_full_disk_is_one_line_and_leaves_nothing(corpus_file: Path, tmp_path: P
     assert not (tmp_path / "new").exists()
 
 
+def test_a_full_disk_while_train_prepares_names_the_run_not_out(
+        corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """train prepares into RUN/prepared and has no --out: the fix names --run."""
+    from embedlab.cli import main
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Vocab, "save_tsv", fail)
+    with pytest.raises(SystemExit):
+        main(["train", "--corpus", str(corpus_file), "--run", str(tmp_path / "run"),
+              "--threads", "1", "--no-tensorboard", "--min-count", "1"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "free disk space or pass --run on another disk" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_unwritable_out_is_one_line(corpus_file: Path, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     def fail(*args: object, **kwargs: object) -> None:

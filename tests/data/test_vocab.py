@@ -325,3 +325,22 @@ def test_save_of_a_loaded_vocab_copies_the_file_while_it_is_unchanged(tmp_path: 
 def test_index_is_built_on_first_use() -> None:
     v = Vocab(("the", "of"), np.array([10, 7]))
     assert v.index == {"the": 0, "of": 1} and "of" in v and v.id("the") == 0 and v.id("x") is None
+
+
+def test_an_unreadable_vocabulary_names_its_permissions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vocab.tsv made unreadable needs its permissions back, not another 'embedlab prepare'."""
+    path = tmp_path / "vocab.tsv"
+    Vocab(("a", "b"), np.array([2, 1])).save_tsv(path)
+    real = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    with pytest.raises(InputError) as e:
+        Vocab.load_tsv(path)
+    assert str(e.value) == (f"cannot read vocabulary {path} (Permission denied); make it "
+                            f"readable (chmod u+r {path})")

@@ -544,6 +544,15 @@ def test_resuming_names_arguments(corpus: Path, tmp_path: Path,
     assert refused(**same, restart=True) == (f"restart=True: cannot move {run} aside "
                                              "(Permission denied); check the permissions of "
                                              "its parent folder")
+
+    def too_long(path: Path) -> Path:
+        raise OSError(errno.ENAMETOOLONG, "File name too long")
+
+    monkeypatch.setattr("embedlab.training.restart.move_aside", too_long)
+    assert refused(**same, restart=True) == (f"restart=True: cannot move {run} aside (File "
+                                             "name too long); its name with '.old-<time>' "
+                                             f"added is too long: rename {run} shorter, and "
+                                             "pass the new name as run=")
     monkeypatch.setattr("embedlab.engines.native.unavailable_reason", lambda: "no compiler")
     assert refused(**same).endswith("unavailable here (no compiler); install a C compiler with "
                                     "OpenMP (e.g. apt install gcc) to resume it, or pass "

@@ -144,7 +144,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         shutil.rmtree(tmp, ignore_errors=True)
         remove_empty_folders(made)
         if isinstance(exc, OSError) and (exc.errno is None or exc.errno in _WRITE_PROBLEMS):
-            raise _write_failed(out, exc) from None
+            raise _write_failed(out, exc, run_dir) from None
         raise
     _warn_about(label, stats, prune, max_distinct)
 
@@ -155,13 +155,15 @@ _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 _WRITE_PROBLEMS = _DISK_FULL | {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
-def _write_failed(out: Path, exc: OSError) -> InputError:
+def _write_failed(out: Path, exc: OSError, run_dir: Path | None = None) -> InputError:
     # numpy and some libraries report a short write with no errno: nearly always a full disk
     why = exc.strerror or f"{exc}: the disk is probably full"
+    # train prepares into RUN/prepared: where it goes is --run's (or --runs-dir's) choice
+    where = spell_name("--run") if run_dir is not None else "--out"
     if exc.errno is None or exc.errno in _DISK_FULL:
-        fix = "free disk space or pass --out on another disk"
+        fix = f"free disk space or pass {where} on another disk"
     else:
-        fix = "pass --out in a writable folder"
+        fix = f"pass {where} in a writable folder"
     kept = "the prepared corpus already there is unchanged" if _has_files(out) else \
         "nothing was left behind"
     return InputError(f"cannot write the prepared corpus {out} ({why}); {fix} ({kept})")

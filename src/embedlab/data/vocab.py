@@ -205,6 +205,9 @@ class Vocab:
             identity = file_identity(Path(path))
             data = Path(path).read_bytes()
             data.decode("utf-8")  # refuses a file that is not UTF-8 before anything else
+        except PermissionError as exc:
+            raise InputError(f"cannot read vocabulary {path} ({exc.strerror}); make it readable "
+                             f"(chmod u+r {path})") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None

@@ -30,9 +30,12 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False) -> Iterator[P
         try:
             moved = move_aside(run)
         except OSError as exc:
+            fix = "check the permissions of its parent folder"
+            if exc.errno == errno.ENAMETOOLONG:
+                fix = (f"its name with '.old-<time>' added is too long: rename {run} shorter, "
+                       f"and pass the new name as {spell('--run')}")
             raise InputError(f"{spell('--restart', True)}: cannot move {run} aside "
-                             f"({exc.strerror or exc}); check the permissions of its parent "
-                             "folder") from None
+                             f"({exc.strerror or exc}); {fix}") from None
         if old_lock is not None:
             old_lock.moved_to(moved)
         settings = "; starting over with its settings and the ones given" if same_settings \
