@@ -2,6 +2,7 @@
 mode a plain open() gives (umask), not mkstemp's 0600."""
 
 import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -145,3 +146,17 @@ def test_a_device_is_refused_without_telling_the_user_to_move_it() -> None:
         fsutil.output_target(Path("/dev/null"), "move it away or pick another --out")
     assert str(e.value) == ("/dev/null is not a regular file (it is a character device); pick "
                             "another --out")
+
+
+@pytest.mark.parametrize(("code", "fix"), [
+    (errno.ENOSPC, "free disk space or pass --out on another disk"),
+    (errno.EDQUOT, "free disk space or pass --out on another disk"),
+    (errno.EFBIG, "raise the file size limit (ulimit -f unlimited) or pass --out on a file "
+                  "system that takes larger files"),
+    (errno.EACCES, "pass --out in a writable folder"),
+])
+def test_a_write_error_names_the_fix_of_its_cause(code: int, fix: str) -> None:
+    from embedlab.fsutil import write_error
+
+    message = str(write_error("v.txt", OSError(code, os.strerror(code)), "--out"))
+    assert message == f"cannot write v.txt ({os.strerror(code)}); {fix}"

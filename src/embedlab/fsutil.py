@@ -67,8 +67,11 @@ def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
     message whatever the cause (e.g. " (OUT is left as it was)").
     """
     why = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = f"free disk space or pass {flag} on another disk{retry}"
+    elif exc.errno == errno.EFBIG:  # the shell's file size limit, or the file system's
+        fix = (f"raise the file size limit (ulimit -f unlimited) or pass {flag} on a file "
+               f"system that takes larger files{retry}")
     else:
         fix = f"pass {flag} in a writable folder"
     return InputError(f"cannot write {path} ({why}); {fix}{note}")

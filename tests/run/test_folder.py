@@ -51,6 +51,14 @@ def test_run_pointing_at_a_file_is_refused(tmp_path: Path) -> None:
     check_run_dir(tmp_path / "new")  # missing is fine: it is created
     (tmp_path / "empty").mkdir()
     check_run_dir(tmp_path / "empty")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")  # dangling: mkdir says "File exists"
+    with pytest.raises(InputError) as e:
+        check_run_dir(tmp_path / "link")
+    assert str(e.value) == (f"--run {tmp_path / 'link'} is a symbolic link to "
+                            f"{tmp_path / 'nowhere'}, which does not exist; create that folder, "
+                            "or pass another --run")
+    (tmp_path / "nowhere").mkdir()
+    check_run_dir(tmp_path / "link")  # a link to a folder is a folder
     (tmp_path / "empty" / ".DS_Store").write_text("")  # hidden entries do not count
     (tmp_path / "empty" / ".prepared.tmp-abc").mkdir()
     check_run_dir(tmp_path / "empty")

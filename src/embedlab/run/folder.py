@@ -48,6 +48,10 @@ def check_run_dir(run_dir: Path) -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise InputError(f"{spell('--run', run_dir)} is a file, not a folder; pass a folder "
                          "path (it is created if missing)")
+    if run_dir.is_symlink() and not run_dir.exists():  # mkdir would say "File exists"
+        raise InputError(f"{spell('--run', run_dir)} is a symbolic link to "
+                         f"{os.readlink(run_dir)}, which does not exist; create that folder, "
+                         f"or pass another {spell_name('--run')}")
     _check_parents(run_dir, "--run")
     # hidden entries do not count: a .DS_Store, or a temporary folder of embedlab's own that a
     # killed attempt left (they start with a dot), do not make a folder someone else's
