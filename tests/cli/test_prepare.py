@@ -87,7 +87,7 @@ def test_binary_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 40)
     code, _, err = run(["prepare", str(tmp_path / "garbage.bin"), "--out", str(tmp_path / "o")],
                        capsys)
-    assert_one_line_error(code, err, "garbage.bin looks binary", "UTF-8 text")
+    assert_one_line_error(code, err, "garbage.bin looks binary", "UTF-8 text")  # NUL bytes
     assert not (tmp_path / "o").exists()
 
 

@@ -198,10 +198,34 @@ def test_nul_bytes_mean_binary(tmp_path: Path) -> None:
         list(iter_blocks(path))
 
 
-def test_mostly_invalid_utf8_means_binary(tmp_path: Path) -> None:
+def test_mostly_invalid_utf8_is_named_another_encoding(tmp_path: Path) -> None:
     path = write(tmp_path, "latin1.txt", bytes(range(0x80, 0x100)) * 20)
-    with pytest.raises(InputError, match=r"latin1\.txt looks binary .*invalid UTF-8"):
+    with pytest.raises(InputError) as e:
         list(iter_blocks(path))
+    assert str(e.value) == (f"corpus file {path} is not UTF-8 text (2,560 invalid UTF-8 "
+                            "sequences in its first 2,560 bytes: another encoding, such as "
+                            f"Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {path} > "
+                            "latin1.txt.utf8, and pass that")
+
+
+@pytest.mark.parametrize(("head", "message"), [
+    (b"PK\x03\x04", "is a zip archive; unzip it (unzip {path}) and pass the file or folder it "
+                     "holds (.gz, .bz2 and .xz are read as they are)"),
+    (b"7z\xbc\xaf\x27\x1c", "is an archive or compressed file embedlab does not read (it reads "
+                            ".gz, .bz2 and .xz); extract it and pass the text"),
+])
+def test_an_archive_is_named_with_how_to_open_it(tmp_path: Path, head: bytes, message: str
+                                                 ) -> None:
+    """text8.zip is what word2vec's demo downloads: a corpus of it is an archive, not text."""
+    path = write(tmp_path, "text8.zip", head + bytes(range(256)) * 8)
+    with pytest.raises(InputError) as e:
+        list(iter_blocks(path))
+    assert str(e.value) == f"corpus file {path} " + message.format(path=path)
+
+
+def test_standard_input_is_named_as_such(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^corpus '-': embedlab reads a corpus from files"):
+        list(iter_blocks(Path("-")))
 
 
 def test_a_short_file_with_a_few_latin1_bytes_is_text(tmp_path: Path) -> None:

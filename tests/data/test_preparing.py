@@ -67,8 +67,9 @@ def test_invalid_utf8_gives_one_warning_line(tmp_path: Path,
     src.write_bytes(b"good \xff word " * 3 + b"good " * 100)
     pc = prepare(src, tmp_path / "out", min_count=1, progress=False)
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"embedlab: warning: replaced 3 invalid UTF-8 sequences in {src} with U+FFFD; "
-                   "re-encode the corpus as UTF-8 if that is wrong"]
+    assert err == [f"embedlab: warning: replaced 3 invalid UTF-8 sequences in {src} with U+FFFD "
+                   "(words that differ only there became one word); re-encode the corpus as "
+                   "UTF-8 if that is wrong"]
     assert pc.meta["invalid_utf8"] == 3
 
 

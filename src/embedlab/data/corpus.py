@@ -93,6 +93,10 @@ def _decode(decoder: codecs.IncrementalDecoder, data: bytes, final: bool) -> tup
 # ---- files ------------------------------------------------------------------------------------
 def list_files(path: Path) -> list[Path]:
     """The files a corpus path stands for (a file, or a folder's files sorted by path)."""
+    if str(path) == "-":
+        raise InputError("corpus '-': embedlab reads a corpus from files (twice: to count the "
+                         "words, then to map them), not from standard input; save the text to "
+                         "a file and pass its path")
     if not path.exists():
         raise InputError(f"corpus not found: {path}; pass an existing file or folder, "
                          "'text8' (downloads it) or 'demo'")
@@ -161,7 +165,20 @@ def _read(stream: io.BufferedIOBase, path: Path) -> bytes:
                          ) from None
 
 
-def _binary_error(path: Path, why: str) -> InputError:
+def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
+    """A corpus file that is not UTF-8 text, in the words that fit what it is: an archive
+    (text8.zip), text in another encoding (Latin-1: invalid sequences, no NUL), or binary."""
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return InputError(f"corpus file {path} is a zip archive; unzip it (unzip {path}) and "
+                          "pass the file or folder it holds (.gz, .bz2 and .xz are read as "
+                          "they are)")
+    if head.startswith((b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf", b"Rar!")):
+        return InputError(f"corpus file {path} is an archive or compressed file embedlab does "
+                          "not read (it reads .gz, .bz2 and .xz); extract it and pass the text")
+    if head and b"\x00" not in head:
+        return InputError(f"corpus file {path} is not UTF-8 text ({why}: another encoding, "
+                          f"such as Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {path} "
+                          f"> {path.name}.utf8, and pass that")
     return InputError(f"corpus file {path} looks binary ({why}); pass UTF-8 text with "
                       "whitespace-separated tokens")
 
@@ -234,11 +251,11 @@ def _file_blocks(
             data = _read(stream, path)
             final = not data
             if first and b"\x00" in data:
-                raise _binary_error(path, "it contains NUL bytes")
+                raise _binary_error(path, "it contains NUL bytes", data[:8])
             text, bad = _decode(decoder, data, final)
             if first and bad >= BINARY_MIN_INVALID and bad > len(text) * BINARY_REPLACEMENT_SHARE:
                 raise _binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "
-                                          f"{len(data):,} bytes")
+                                          f"{len(data):,} bytes", data[:8])
             first = False
             stats.invalid_utf8 += bad
             pos = raw.tell()

@@ -148,12 +148,12 @@ class Piece:
 def _check_binary(path: Path, head: bytes) -> None:
     """The Python reader's test on a file's first piece (:func:`embedlab.data.corpus`)."""
     if b"\x00" in head:
-        raise corpus._binary_error(path, "it contains NUL bytes")
+        raise corpus._binary_error(path, "it contains NUL bytes", head[:8])
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=corpus._ERRORS)
     text, bad = corpus._decode(decoder, head, not head)
     if bad >= corpus.BINARY_MIN_INVALID and bad > len(text) * corpus.BINARY_REPLACEMENT_SHARE:
         raise corpus._binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "
-                                         f"{len(head):,} bytes")
+                                         f"{len(head):,} bytes", head[:8])
 
 
 def _cut(data: bytes) -> int:

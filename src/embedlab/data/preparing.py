@@ -310,8 +310,9 @@ def _fsync_files(folder: Path) -> None:
 
 def _warn_about(label: str, stats: ReadStats, p: PruneInfo, max_distinct: int) -> None:
     if stats.invalid_utf8:
-        warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label} with U+FFFD; "
-             "re-encode the corpus as UTF-8 if that is wrong")
+        warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label} with U+FFFD "
+             "(words that differ only there became one word); re-encode the corpus as UTF-8 "
+             "if that is wrong")
     if p.times:
         warn(f"more than --max-distinct {max_distinct:,} distinct words: pruned rare "
              f"words {p.times} time(s) while counting (up to count {p.threshold}; "
