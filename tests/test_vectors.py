@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -277,7 +278,7 @@ def test_vocab_checkpoint_mismatch_names_the_vocabulary_to_copy(tmp_path: Path) 
 
 def test_a_reordered_vocabulary_is_refused_against_the_run_s_prepared_copy(
         tmp_path: Path) -> None:
-    """Two lines of RUN/vocab.tsv swapped by hand kept the row count, and every vector went out
+    """Two lines of RUN/vocab.tsv swapped by hand keep the row count and would put every vector
     under another word's name; RUN/prepared/vocab.tsv lists the words the run trained with."""
     run = make_run(tmp_path / "run", ("a", "b", "c"), {5: np.eye(3, dtype=np.float32)})
     (run / "prepared").mkdir()
@@ -290,6 +291,16 @@ def test_a_reordered_vocabulary_is_refused_against_the_run_s_prepared_copy(
     assert str(e.value) == (f"{run}/vocab.tsv does not list the words the run was trained with, "
                             f"in their order (line 1: 'b', where {run}/prepared/vocab.tsv has "
                             f"'a'); copy {run}/prepared/vocab.tsv to {run}/vocab.tsv")
+    # a run trained on a prepared folder reads that folder: a RUN/prepared beside it (left by
+    # an attempt on raw text in the same folder) is no copy of its vocabulary
+    prep = tmp_path / "prep"
+    prep.mkdir()
+    (prep / "meta.json").write_text(json.dumps({"format": "embedlab-prepared"}))
+    from embedlab.data.corpus import says_prepared
+
+    assert says_prepared(prep / "meta.json")
+    (run / "config.json").write_text(json.dumps({"data": {"corpus": str(prep)}}))
+    assert load(run).words == ("b", "a", "c")
 
 
 def test_input_embeddings_that_are_not_a_matrix(tmp_path: Path) -> None:

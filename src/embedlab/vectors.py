@@ -369,8 +369,27 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     vocab = Vocab.load_tsv(vocab_file)
     matrix, _state = load_input_embeddings(ckpt)
     check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
-    _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")
+    if not _trained_on_a_prepared_folder(run_dir):  # else RUN/prepared is not its source
+        _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")
     return Vectors(vocab.words, matrix, vocab.counts, str(ckpt))
+
+
+def _trained_on_a_prepared_folder(run_dir: Path) -> bool:
+    """Whether the run's config names a prepared folder as its corpus, which the trainer reads
+    directly (a RUN/prepared left by an earlier attempt in the folder is then stale)."""
+    from embedlab.data.corpus import says_prepared
+
+    data = _json_object(run_dir / "config.json").get("data")
+    corpus = data.get("corpus") if isinstance(data, dict) else None
+    if not isinstance(corpus, str):
+        return False
+    from embedlab.run.folder import creation_folder
+
+    folder = creation_folder(run_dir)
+    for base in (Path.cwd(), folder):
+        if base is not None and says_prepared(base / corpus / "meta.json"):
+            return True
+    return False
 
 
 def _check_same_words(vocab_file: Path, words: tuple[str, ...], trained: Path) -> None:
@@ -383,6 +402,7 @@ def _check_same_words(vocab_file: Path, words: tuple[str, ...], trained: Path) -
     from embedlab.data.vocab import Vocab
 
     try:
+        filecmp.clear_cache()  # its cache goes by (size, mtime): a same-size edit within a tick
         if not trained.is_file() or filecmp.cmp(vocab_file, trained, shallow=False):
             return
         other = Vocab.load_tsv(trained).words

@@ -1,7 +1,7 @@
 """Headless Chromium looks at real tiny runs' dashboards as a person would: scalars, projector,
 the PCA images at card size and the HParams table.
 
-Trains three tiny runs through the CLI in-process (the same helper as the server test), on
+Trains three tiny runs through the CLI in-process (the same function as the server test), on
 corpora in two folders, at two learning rates and two dimensions, serves them with ``embedlab
 tensorboard`` and drives Chromium to the dashboards. Needs Debian ``chromium`` +
 ``chromium-driver`` (skipped, saying so, when either is missing) and selenium (a test extra).

@@ -320,22 +320,23 @@ def test_a_changed_best_metric_says_which_old_best_may_go(
 def test_a_checkpoint_retention_cannot_delete_is_said(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A folder made read-only (or otherwise undeletable) drops out of the index: without a word
-    it would stay on the disk, listed nowhere."""
-    import shutil
-
+    """A folder that cannot be deleted (made read-only) drops out of the index, and stays on
+    the disk listed nowhere: said, with the reason."""
     m = CheckpointManager(tmp_path, keep=1)
-    save_sample(m, 1)
+    old = save_sample(m, 1)
     real = shutil.rmtree
 
     def refusing(path: object, *args: object, **kwargs: object) -> None:
-        if str(path).endswith("ckpt-00000001") and not kwargs.get("ignore_errors"):
+        if str(path).endswith("ckpt-00000001"):  # as a read-only folder: nothing goes
+            if kwargs.get("ignore_errors"):
+                return
             raise PermissionError(13, "Permission denied")
         real(path, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(shutil, "rmtree", refusing)
     capsys.readouterr()
     save_sample(m, 2)
+    assert old.is_dir() and m.index().ours() == {2}
     assert capsys.readouterr().err == (
         f"embedlab: warning: could not delete {tmp_path / 'checkpoints' / 'ckpt-00000001'}, "
         "which --keep no longer keeps (Permission denied); delete it by hand to free its space\n")

@@ -957,9 +957,9 @@ def test_a_resigned_state_of_another_shape_is_one_line(
 def test_a_resigned_data_position_outside_the_batches_is_one_line(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str,
         cursor: dict[str, int]) -> None:
-    """A cursor past the chunk's batches made the native kernel read past its arrays (a
-    segmentation fault), one past the last chunk ended the run as finished: refused, naming
-    the checkpoint, and nothing of the run changes."""
+    """A cursor past the chunk's batches would have the native kernel read past its arrays, one
+    past the last chunk would end the run as finished: refused, naming the checkpoint, and
+    nothing of the run changes."""
     run = tmp_path / "run"
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--engine", engine,
                       "--max-steps", "3")
@@ -1672,8 +1672,7 @@ def test_a_run_folder_that_is_no_run_without_a_corpus_says_it_trains_the_demo(
 def test_a_deleted_latest_checkpoint_is_said_before_the_older_one_resumes(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The index lists the newest checkpoint, its folder is gone: the resume from the one
-    before says how many steps are trained again (a damaged one is warned about as it is
-    skipped; a deleted one was passed over in silence)."""
+    before says how many steps are trained again, as it says of a damaged one it skips."""
     steps = sorted(int(p.name.split("-")[1]) for p in (copy / "checkpoints").iterdir())
     shutil.rmtree(copy / "checkpoints" / f"ckpt-{steps[-1]:08d}")
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3",
@@ -1683,3 +1682,16 @@ def test_a_deleted_latest_checkpoint_is_said_before_the_older_one_resumes(
         f"embedlab: warning: the index of {copy} lists ckpt-{steps[-1]:08d}, which is not in "
         f"{copy / 'checkpoints'} (deleted?): resuming from ckpt-{steps[-2]:08d}, the "
         f"{steps[-1] - steps[-2]} step(s) after it are trained again")
+
+
+def test_checkpoints_moved_aside_by_from_are_not_called_deleted(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--from moves newer checkpoints into checkpoints-abandoned-<time>/ and the index still
+    names them until the next save: a resume in between warns of no deletion."""
+    run = tmp_path / "run"
+    args = ["--run", run, "--corpus", corpus, *FAST, "--checkpoint-every", "2"]
+    assert train(capsys, *args, "--max-steps", "6")[0] == 0
+    code, err = train(capsys, *args, "--from", "2", "--max-steps", "2")
+    assert code == 0 and "moved 2 newer checkpoint(s)" in err
+    code, err = train(capsys, *args, "--max-steps", "3")
+    assert code == 0 and "deleted?" not in err and "warning" not in err

@@ -330,3 +330,12 @@ def test_progress_reports_source_bytes(tmp_path: Path) -> None:
     stats = ReadStats()
     list(iter_blocks(path, progress=seen.append, stats=stats))
     assert sum(seen) == len(data) == stats.source_bytes
+
+
+def test_a_binary_file_with_text_up_front_is_called_binary(tmp_path: Path) -> None:
+    """A word2vec .bin starts with a text header ("71291 100\\n"), its NUL bytes come later:
+    binary, not text in another encoding."""
+    path = write(tmp_path, "vectors.bin", b"71291 100\nthe " + bytes(range(256)) * 8)
+    with pytest.raises(InputError, match=r"vectors\.bin looks binary \(it contains NUL "
+                                         r"bytes\); pass UTF-8 text"):
+        list(iter_blocks(path))

@@ -342,5 +342,5 @@ def test_an_unreadable_vocabulary_names_its_permissions(
     monkeypatch.setattr(Path, "read_bytes", denied)
     with pytest.raises(InputError) as e:
         Vocab.load_tsv(path)
-    assert str(e.value) == (f"cannot read vocabulary {path} (Permission denied); make it "
-                            f"readable (chmod u+r {path})")
+    assert str(e.value) == (f"cannot read vocabulary {path} (Permission denied); give your "
+                            "user read permission on it")

@@ -214,9 +214,9 @@ def _other_library(tmp_path: Path) -> bytes:
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "another library"])
 def test_a_damaged_cached_kernel_is_built_again(fresh_build: Path, tmp_path: Path,
                                                 damage: str) -> None:
-    # A truncated .so (full disk, crash) used to fail every run with "cannot load" until
-    # someone found and deleted it; loading one can even kill the process with SIGBUS, so the
-    # file is checked against the hash in its name before dlopen ever sees it.
+    # A truncated .so (full disk, crash) would fail every run with "cannot load" until someone
+    # found and deleted it; loading one can even kill the process with SIGBUS, so the file is
+    # checked against the hash in its name before dlopen ever sees it.
     built = _built_not_loaded()
     if damage == "another library":
         data = _other_library(tmp_path)
@@ -275,8 +275,8 @@ def test_a_failing_compiler_is_reported_in_one_line(fresh_build: Path, tmp_path:
 def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
         fresh_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    # a file as EMBEDLAB_CACHE (like /dev/full, or HOME set to a file) used to be reported as
-    # a build failure, with "install a C compiler" as the fix
+    # a file as EMBEDLAB_CACHE (like /dev/full, or HOME set to a file) is the cache's problem,
+    # not a build failure with "install a C compiler" as the fix
     import tempfile
 
     blocker = tmp_path / "a-file"

@@ -338,3 +338,35 @@ def test_word2vec_commands_name_a_linreg_run_as_such(
         assert code == 2 and err == (f"embedlab: error: {run} is a run of 'embedlab linreg' (a "
                                      "line's w and b), not word vectors; pass a run of "
                                      "'embedlab train'\n")
+
+
+def test_a_run_another_process_holds_is_left_whole(tmp_path: Path) -> None:
+    """Two commands making the same new run: the one refused for the lock removes nothing of
+    the other's folder."""
+    from embedlab.run.lock import RunLock
+
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "new"
+    with RunLock(run):
+        (run / "config.json").write_text("{}")
+        with pytest.raises(InputError, match="is in use by pid"):
+            train_linreg(table, run, LinRegConfig(steps=3), argv=["x"])
+        assert (run / "config.json").is_file()
+
+
+def test_a_word2vec_folder_without_checkpoints_is_not_taken_over(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "w2v"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"model": {"dim": 8}}))
+    code, err = _main(["linreg", str(table), "--run", str(run), "--steps", "3"], capsys)
+    assert code == 2 and "is not a linreg run" in err
+    assert json.loads((run / "config.json").read_text()) == {"model": {"dim": 8}}
+    # a linreg folder with a config and no checkpoint starts afresh, without its old rows
+    lr = tmp_path / "lr"
+    lr.mkdir()
+    (lr / "config.json").write_text(json.dumps({"model": "linreg", "lr": 5.0}))
+    (lr / "metrics.jsonl").write_text('{"step": 9, "loss": 1.0}\n')
+    main(["linreg", str(table), "--run", str(lr), "--steps", "2"])
+    assert [json.loads(x)["step"] for x in (lr / "metrics.jsonl").read_text().splitlines()] == [2]

@@ -86,7 +86,7 @@ def test_a_record_that_cannot_be_written_leaves_no_lock_nor_new_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A full disk (or a signal) while the lock's record is written: a failed ``__enter__`` has
-    no ``__exit__``, so the lock file stayed, and with it the new run's folder."""
+    no ``__exit__``, so the lock must release itself, and the new run's folder goes."""
     import errno
 
     from embedlab.cli import main

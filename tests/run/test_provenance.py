@@ -140,8 +140,8 @@ def test_an_env_json_from_before_devices_reads_as_the_cpu(tmp_path: Path) -> Non
 @pytest.mark.parametrize("resumes", [None, 5, "x", {"a": 1}, [3, None]])
 def test_an_edited_resumes_entry_is_read_and_written_past(tmp_path: Path, resumes: object
                                                           ) -> None:
-    """``"resumes": null`` (or any other non-list) in env.json raised mid-resume, after
-    config.json was written; it reads as no resumes, and the next start writes a list."""
+    """``"resumes": null`` (or any other non-list) in env.json reads as no resumes, and the next
+    start writes a list in its place."""
     (tmp_path / "env.json").write_text(json.dumps(
         {"step_revision": 7, "kernel": {"id": "a"}, "device": "cpu", "resumes": resumes}))
     assert provenance.last_kernel(tmp_path) == {"id": "a"}

@@ -1,6 +1,6 @@
 """Train a tiny real run, start and stop ``embedlab tensorboard``, read its HTTP data API.
 
-Test helper shared by the server test and the browser test. Import-free of test packages: the
+Test code shared by the server test and the browser test. Import-free of test packages: the
 browser tests load this file by path.
 """
 

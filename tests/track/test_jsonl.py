@@ -56,12 +56,16 @@ def test_damaged_lines_dropped_at_a_resume_are_said_and_kept(
     path.write_text('{"step": 1, "train/loss": 2.0}\n{"step": 2, "train/lo')
     truncate_metrics(path, 5)
     assert capsys.readouterr().err == "" and not (tmp_path / "metrics.jsonl.damaged").exists()
-    before = '{"step": 1, "train/loss": 2.0}\ngarbage\n[3]\n{"step": 2, "train/loss": 1.0}\n'
-    path.write_text(before)
+    path.write_text('{"step": 1, "train/loss": 2.0}\n\n')  # a blank line: nothing to lose
+    truncate_metrics(path, 5)
+    assert capsys.readouterr().err == ""
+    before = b'{"step": 1, "train/loss": 2.0}\ngarb\xffage\n[3]\n{"step": 2, "train/loss": 1.0}\n'
+    path.write_bytes(before)
     truncate_metrics(path, 5)
     assert read_metrics(path) == [{"step": 1, "train/loss": 2.0}, {"step": 2, "train/loss": 1.0}]
-    assert (tmp_path / "metrics.jsonl.damaged").read_text() == before
+    (copy,) = tmp_path.glob("metrics.jsonl.damaged-*")
+    assert copy.read_bytes() == before  # byte for byte
     assert capsys.readouterr().err == (
         f"embedlab: warning: {path} has 2 line(s) that are not metrics rows (the first is line "
         f"2); the rewrite at this resume drops them, and the file as it was is kept in "
-        f"{tmp_path / 'metrics.jsonl.damaged'}\n")
+        f"{copy}\n")

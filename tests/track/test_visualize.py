@@ -114,7 +114,10 @@ def test_labels_the_font_lacks_are_one_warning_line(
     matrix = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
     source = Vectors(words, matrix).to_word2vec(tmp_path / "v.txt")
     capsys.readouterr()
-    out = visualize(source, words=5, out=tmp_path / "v.png")
+    import matplotlib
+
+    with matplotlib.rc_context({"font.family": "sans-serif", "font.sans-serif": ["DejaVu Sans"]}):
+        out = visualize(source, words=5, out=tmp_path / "v.png")  # matplotlib's own font
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Glyph" not in err and "UserWarning" not in err
     assert err.startswith("embedlab: warning: 6 character(s) of the labels are not in "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -272,8 +273,8 @@ def test_a_step_of_millions_of_centres_is_counted_and_its_batch_size_named(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A step's arrays grow with --batch-size (about 1.8 KB a centre at dim 100 on the native
-    kernel): 10M centres took 18 GB on a 145k-word corpus. Refused before the run is made,
-    naming the batch size that fits."""
+    kernel: 10M centres take 18 GB on any corpus). Refused before the run is made, naming the
+    batch size that fits."""
     from embedlab.cli import main
     from embedlab.errors import InputError
     from embedlab.testing import write_zipf_corpus
@@ -290,6 +291,17 @@ def test_a_step_of_millions_of_centres_is_counted_and_its_batch_size_named(
         "this run needs about 19.6 GiB of memory, 19.6 GiB of it for a step of 10,000,000 "
         "centres, more than the 8.0 GiB available (MemAvailable); pass a smaller --batch-size "
         "(--batch-size 3600000 would fit)")
+    # the cuda engine's step is in the GPU's memory; a suggested --window counts the step too
+    assert memory.step_bytes(10_000_000, 100, 5, "cuda") == 0
+    room = memory.memory_need(2_000_000, 100, loss="neg", window=5,
+                              batch_size=200_000).total + (1 << 20)
+    monkeypatch.setattr(memory, "available_memory", lambda: (room, "MemAvailable"))
+    with pytest.raises(InputError) as info:  # 10 would fit without the step's arrays
+        memory.check_memory(2_000_000, 100, loss="neg", window=20, batch_size=200_000)
+    found = re.search(r"--window (\d+) would fit", str(info.value))
+    assert found is not None and found.group(1) == "5"
+    memory.check_memory(2_000_000, 100, loss="neg", window=5, batch_size=200_000)
+    monkeypatch.setattr(memory, "available_memory", lambda: (8 << 30, "MemAvailable"))
     run = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "--run", str(run), "--corpus", str(corpus), "--batch-size", "10000000",

@@ -304,7 +304,7 @@ class CheckpointManager:
             pass
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)  # what can go, goes
-            warn(f"could not delete {folder}, which --keep no longer keeps "
+            warn(f"could not delete {folder}, which {spell_name('--keep')} no longer keeps "
                  f"({exc.strerror or exc}); delete it by hand to free its space")
 
     def _retain(self, step: int, old: Index, metrics: Mapping[str, float]) -> None:

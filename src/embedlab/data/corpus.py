@@ -20,6 +20,7 @@ import io
 import json
 import lzma
 import os
+import shlex
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -93,7 +94,7 @@ def _decode(decoder: codecs.IncrementalDecoder, data: bytes, final: bool) -> tup
 # ---- files ------------------------------------------------------------------------------------
 def list_files(path: Path) -> list[Path]:
     """The files a corpus path stands for (a file, or a folder's files sorted by path)."""
-    if str(path) == "-":
+    if str(path) == "-" and not path.exists():
         raise InputError("corpus '-': embedlab reads a corpus from files (twice: to count the "
                          "words, then to map them), not from standard input; save the text to "
                          "a file and pass its path")
@@ -175,10 +176,11 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     if head.startswith((b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf", b"Rar!")):
         return InputError(f"corpus file {path} is an archive or compressed file embedlab does "
                           "not read (it reads .gz, .bz2 and .xz); extract it and pass the text")
-    if head and b"\x00" not in head:
+    if "NUL" not in why:  # invalid sequences, no NUL byte: text in another encoding
+        quoted = shlex.quote(str(path))
         return InputError(f"corpus file {path} is not UTF-8 text ({why}: another encoding, "
-                          f"such as Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {path} "
-                          f"> {path.name}.utf8, and pass that")
+                          f"such as Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {quoted} "
+                          f"> {shlex.quote(str(path) + '.utf8')}, and pass that")
     return InputError(f"corpus file {path} looks binary ({why}); pass UTF-8 text with "
                       "whitespace-separated tokens")
 

@@ -206,8 +206,8 @@ class Vocab:
             data = Path(path).read_bytes()
             data.decode("utf-8")  # refuses a file that is not UTF-8 before anything else
         except PermissionError as exc:
-            raise InputError(f"cannot read vocabulary {path} ({exc.strerror}); make it readable "
-                             f"(chmod u+r {path})") from None
+            raise InputError(f"cannot read vocabulary {path} ({exc.strerror}); give your user "
+                             "read permission on it") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read vocabulary {path} ({exc}); "
                              "re-run 'embedlab prepare' to recreate it") from None

@@ -153,26 +153,37 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
     check_run_dir(run)  # a file, or a folder of someone else's files, as train refuses them
     made = missing_folders(run)  # made[0] is the run folder when this call creates it
     try:
-        with RunLock(run, argv=list(argv)), SignalFlag() as flag:
-            manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss", best_mode="min")
-            params, step, resumed = _start(run, cfg, table, manager, argv)
-            stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
-            if step >= stop:
-                print(f"embedlab: {run} is at step {step} already, not before step {stop}; "
-                      "nothing to train", file=sys.stderr)
-            params, step, path = _train_steps(manager, flag, params, step, stop, table, cfg)
-    except BaseException as exc:
-        # a new run refused or stopped before its first checkpoint (diverged, say) leaves no
-        # folder: the corrected command starts it afresh
-        if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
-            shutil.rmtree(made[0], ignore_errors=True)
-            remove_empty_folders(made[1:])
-        if isinstance(exc, OSError):
-            # The run lock, config.json/env.json and metrics.jsonl are plain files in the run
-            # folder (checkpoint saves report their own CheckpointError): a folder that cannot
-            # be created or written (read-only, under a regular file, disk full) is the user's.
-            raise write_error(run, exc, "--run") from None
-        raise
+        lock = RunLock(run, argv=list(argv))
+        try:
+            lock.acquire()
+        except BaseException:  # another process's run, or none made: only empty folders go
+            remove_empty_folders(made)
+            raise
+        try:
+            with SignalFlag() as flag:
+                manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss",
+                                            best_mode="min")
+                params, step, resumed = _start(run, cfg, table, manager, argv)
+                stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
+                if step >= stop:
+                    print(f"embedlab: {run} is at step {step} already, not before step {stop}; "
+                          "nothing to train", file=sys.stderr)
+                params, step, path = _train_steps(manager, flag, params, step, stop, table, cfg)
+        except BaseException:
+            # a new run refused or stopped before its first checkpoint (diverged, say) leaves
+            # no folder, so the corrected command starts it afresh; removed while the lock is
+            # held, so no other process can have started in it
+            if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
+                shutil.rmtree(made[0], ignore_errors=True)
+                remove_empty_folders(made[1:])
+            raise
+        finally:
+            lock.release()
+    except OSError as exc:
+        # The run lock, config.json/env.json and metrics.jsonl are plain files in the run
+        # folder (checkpoint saves report their own CheckpointError): a folder that cannot be
+        # created or written (read-only, under a regular file, disk full) is the user's.
+        raise write_error(run, exc, "--run") from None
     return LinRegResult(float(params["w"]), float(params["b"]), mse(params, table), step,
                         resumed, path)
 
@@ -209,9 +220,16 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     """Fresh parameters, or the newest verified checkpoint's (after checking the config)."""
     stored = provenance.read_config_json(run)
     requested = {"model": MODEL, **asdict(cfg), "table_sha256": table.sha256}
-    # a folder with a config but no checkpoint trained nothing: other settings start it afresh
-    if stored is not None and manager.list(check=False):
+    if stored is not None and stored.get("model") != MODEL:
+        raise InputError(f"{run} is not a linreg run (model {stored.get('model')!r}); "
+                         "use another --run folder")
+    # a folder with a config but no checkpoint trained nothing: other settings start it afresh,
+    # without the rows an earlier attempt logged
+    fresh = not manager.list(check=False)
+    if stored is not None and not fresh:
         _check_resume(run, stored, requested)
+    if fresh:
+        (run / METRICS_FILE).unlink(missing_ok=True)
     latest = _resume_point(run, manager)
     manager.check_index()  # a damaged index is refused before anything of the run is written
     # loaded (and its state checked) before config.json and env.json are rewritten: a damaged

@@ -446,7 +446,7 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
             cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(
                 getattr(cfg, section), **{name: getattr(old, name)})})
     # the corpus by its file, as resolve_config compares it: "./corpus.txt" or its absolute
-    # path resume the run made with "corpus.txt" instead of starting "-2", "-3"...
+    # path resume the run made with "corpus.txt" rather than name a new "-2"
     stored = _anchored(stored, creation_folder(candidate))
     corpus = cfg.data.corpus
     if corpus not in _LABELS and stored.data.corpus not in _LABELS and \

@@ -184,8 +184,8 @@ def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, se
     except (OSError, ValueError):
         existing = None
     if isinstance(existing, dict):
-        # a "resumes" that is no list (edited by hand) is replaced: appending to it failed
-        # after config.json was written
+        # a "resumes" that is no list (edited by hand) is replaced: it cannot be appended to,
+        # and this runs after config.json is written
         if not isinstance(existing.get("resumes"), list):
             existing["resumes"] = []
         existing["resumes"].append(record)

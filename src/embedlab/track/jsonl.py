@@ -52,10 +52,13 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
         return
     bad = _bad_line_numbers(path)
     if bad:  # the rewrite drops them: the file as it was is kept beside it, and said
+        import shutil
+        import time
+
         from embedlab.errors import warn
 
-        copy = path.with_name(path.name + ".damaged")
-        atomic_write_text(copy, path.read_text(encoding="utf-8", errors="replace"))
+        copy = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copyfile(path, copy)  # byte for byte, and one per resume that found damage
         warn(f"{path} has {len(bad)} line(s) that are not metrics rows (the first is line "
              f"{bad[0]}); the rewrite at this resume drops them, and the file as it was is "
              f"kept in {copy}")
@@ -73,6 +76,8 @@ def _bad_line_numbers(path: Path) -> list[int]:
     for number, line in enumerate(lines, 1):
         if number == len(lines) and not line.endswith("\n"):
             break
+        if not line.strip():  # a blank line holds nothing to lose
+            continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

@@ -148,9 +148,9 @@ def _save_atomic(fig: object, out: Path) -> None:
     # matplotlib warns once per missing glyph, with a line of source each: said once here
     missing = sorted({chr(int(m.group(1))) for w in caught
                       if (m := re.search(r"Glyph (\d+) .*missing from", str(w.message)))})
-    for w in caught:
+    for w in caught:  # the others, through the caller's filters as if never caught
         if not re.search(r"Glyph \d+ .*missing from", str(w.message)):
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if missing:
         from embedlab.errors import warn
 

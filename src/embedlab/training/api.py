@@ -30,6 +30,7 @@ from embedlab.errors import (
     python_caller,
     python_entry,
     rerun,
+    said_by_another_process,
     spell,
     spell_name,
     step_number,
@@ -132,8 +133,10 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
             raise
         # Ctrl-C while the corpus was prepared or the run set up: the same words as SIGTERM's
         kind = TrainingKeyboardInterrupt if python_caller() else TrainingInterrupted
-        raise kind("stopped by SIGINT before training began or after it ended; the run's "
-                   f"checkpoints are as they were — {rerun()}", 128 + signal.SIGINT) from None
+        stop = kind("stopped by SIGINT before training began or after it ended; the run's "
+                    f"checkpoints are as they were — {rerun()}", 128 + signal.SIGINT)
+        stop.printed_by_another = said_by_another_process()  # every process got the Ctrl-C
+        raise stop from None
 
 
 def _check_iterable(corpus: object) -> None:
@@ -277,7 +280,7 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
             given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
-    if run is not None and not run_dir.exists() and "corpus" not in explicit.get("data", {}) \
+    if run is not None and _no_run_yet(run_dir) and "corpus" not in explicit.get("data", {}) \
             and preset is None:
         # a resume's command with a mistyped folder would otherwise train the demo unannounced
         note(f"{run_dir} is no run yet and no {spell_name('--corpus')} was given: a new run on "
@@ -303,6 +306,15 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         # e.g. an offline corpus="text8" with a new runs_dir: leave no empty one
         remove_empty_folders(made)
         raise
+
+
+def _no_run_yet(run_dir: Path) -> bool:
+    """A folder that does not exist, or an empty one (hidden entries apart)."""
+    try:
+        return not run_dir.exists() or (run_dir.is_dir() and all(
+            p.name.startswith(".") for p in run_dir.iterdir()))
+    except OSError:
+        return False
 
 
 def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None

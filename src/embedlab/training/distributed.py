@@ -187,9 +187,10 @@ class Group:
         notice = threading.Timer(JOIN_NOTICE_SECONDS, _say_waiting, (where,))
         notice.daemon = True
         notice.start()
+        limit = step_timeout()  # a bad EMBEDLAB_STEP_TIMEOUT is its own error, not the network's
         try:
             dist.init_process_group("gloo", timeout=timedelta(seconds=PATIENT_TIMEOUT))
-            steps = dist.new_group(backend="gloo", timeout=timedelta(seconds=step_timeout()))
+            steps = dist.new_group(backend="gloo", timeout=timedelta(seconds=limit))
         except (RuntimeError, ValueError) as exc:
             why = _first_line(exc)
             if "listen" in why or "EADDRINUSE" in why or "ddress already in use" in why:
@@ -399,9 +400,10 @@ def _heartbeat_store() -> Any:
     None where it cannot be made."""
     import torch.distributed as dist
 
+    limit = step_timeout()  # refused in its own words, not read as "no heartbeat"
     try:
         return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
-                             is_master=False, timeout=timedelta(seconds=step_timeout()),
+                             is_master=False, timeout=timedelta(seconds=limit),
                              wait_for_workers=False)
     except (KeyError, ValueError, RuntimeError):
         return None

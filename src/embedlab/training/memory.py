@@ -102,6 +102,8 @@ def step_bytes(batch_size: int, dim: int, window: int, engine: str) -> int:
     (dim 20–200, window 5 and 10; 2026-11-27), rounded up: the native kernel about
     12.5·dim + 170·window bytes, the torch engine's tensors 17.5·dim + 560·window. At the
     default 2,048 centres a few MiB; at millions of centres the largest part of a run."""
+    if engine == "cuda":  # its step's arrays are in the GPU's memory, checked by the engine
+        return 0
     per_centre = 17.5 * dim + 560 * window if engine == "torch" else 12.5 * dim + 170 * window
     return int(batch_size * per_centre)
 
@@ -249,7 +251,8 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
     if shape == "resumed":  # a flag that changed either would be refused as another run
         advice = ("resume it where more memory is free: its vocabulary and dimensions are "
                   "those it was started with")
-    elif (usual := _usual_window_that_fits(vocab_size, dim, loss, window, chunks, room)):
+    elif (usual := _usual_window_that_fits(vocab_size, dim, loss, window, chunks, room,
+                                           batch_size, engine)):
         # the window, not the vocabulary: its context mask takes 2W+1 bytes per token in flight
         advice = (f"pass a smaller {spell('--window')} (batches hold {2 * window + 1} bytes of "
                   f"context mask per token; {spell('--window', usual)} would fit)")
@@ -269,12 +272,14 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
 
 
 def _usual_window_that_fits(vocab_size: int, dim: int, loss: str, window: int, chunks: int,
-                            room: int) -> int | None:
+                            room: int, batch_size: int = 0, engine: str = "native"
+                            ) -> int | None:
     """The wider of word2vec's usual windows, 10 and 5, narrower than ``window`` with which
     the run fits in ``room``; None where neither does."""
     for usual in (10, 5):
         if usual < window and memory_need(vocab_size, dim, loss=loss, window=usual,
-                                          chunks=chunks).total <= room:
+                                          chunks=chunks, batch_size=batch_size,
+                                          engine=engine).total <= room:
             return usual
     return None
 

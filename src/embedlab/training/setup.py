@@ -289,7 +289,10 @@ def _warn_missing_newer(run_dir: Path, latest: Path, listed: set[int]) -> None:
     step = parse_step(latest.name)
     if step is None:
         return
-    gone = [s for s in listed if s > step and not (run_dir / "checkpoints" / ckpt_name(s)).exists()]
+    # --from moved newer ones into checkpoints-abandoned-<time>/, leaving the index as it was
+    moved = {p.name for p in run_dir.glob("checkpoints-abandoned-*/ckpt-*")}
+    gone = [s for s in listed if s > step and ckpt_name(s) not in moved
+            and not (run_dir / "checkpoints" / ckpt_name(s)).exists()]
     if gone:
         warn(f"the index of {run_dir} lists {ckpt_name(max(gone))}, which is not in "
              f"{run_dir / 'checkpoints'} (deleted?): resuming from {latest.name}, the "
