@@ -363,6 +363,17 @@ def test_raised_epochs_continue_training(copy: Path, corpus: Path,
             f"from here, 0.00833333 at step {old} (2.5e-06 with 2 epochs)\n") in err
 
 
+def test_raised_epochs_under_a_constant_rate_say_nothing_decays(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    args = ["--run", run, "--corpus", corpus, *FAST[:4], *FAST[6:], "--min-lr-ratio", "1",
+            "--lr", "0.05"]
+    assert train(capsys, *args, "--epochs", "1")[0] == 0
+    code, err = train(capsys, *args, "--epochs", "2")
+    assert code == 0 and ("embedlab: --epochs 2 (was 1): training goes on to the end of epoch 2 "
+                          "at the constant rate 0.05\n") in err
+
+
 def test_raised_epochs_with_no_step_to_train_are_not_announced(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A resume already at --max-steps trains nothing and keeps the run's --epochs: the line

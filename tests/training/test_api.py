@@ -371,7 +371,8 @@ def test_a_callback_that_raises_stops_training_as_ctrl_c_does(
     with pytest.raises(TrainingInterrupted) as e:
         embedlab.train(corpus=corpus, run=run, **EVERY_3, on_progress=stop_at_6)
     assert str(e.value) == ("on_progress raised ValueError: enough; saved step 6 — call "
-                            "embedlab.train again with the same arguments to resume")
+                            "embedlab.train again with an on_progress that lets training go on "
+                            "to resume")
     assert e.value.exit_code == 1 and not isinstance(e.value, KeyboardInterrupt)
     assert isinstance(e.value.__cause__, ValueError)
     assert load_checkpoint(find_checkpoint(run))[1]["step"] == 6
@@ -469,7 +470,7 @@ def test_the_corpus_checks_name_arguments(tmp_path: Path) -> None:
     for text, message in [
         ("hello\n", "fewer than a window needs; use a bigger corpus or lower min_count"),
         ("a\nb\nc\n" * 20, "put more than one word per line, or lower min_count"),
-        ("a b c\n", "subsampling (sample=0.001) keeps about 0.2 of the corpus's 3 tokens per "
+        ("a b c\n", "subsampling (sample=0.001) keeps about 0.2 tokens of the corpus's 3 per "
                     "epoch, too few to form a pair; pass sample=0 (off) or use a bigger corpus"),
     ]:
         (tmp_path / "c.txt").write_text(text)

@@ -90,8 +90,8 @@ def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
             # the command shows the value as %g, a call as the user wrote it (repr)
             given = spell("--sample", cfg.model.sample) if python_caller() else \
                 f"--sample {cfg.model.sample:g}"
-            raise InputError(f"subsampling ({given}) keeps about {kept:.1f} of the corpus's "
-                             f"{len(prepared.ids):,} tokens per epoch, too few to form a pair; "
+            raise InputError(f"subsampling ({given}) keeps about {kept:.1f} tokens of the "
+                             f"corpus's {len(prepared.ids):,} per epoch, too few to form a pair; "
                              f"pass {spell('--sample', 0)} (off) or use a bigger corpus")
 
 

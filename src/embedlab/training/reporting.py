@@ -170,8 +170,11 @@ def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
         kind, code = TrainingInterrupted, failure.code if isinstance(failure.code, int) else 1
     else:
         kind, code = TrainingInterrupted, 1
+    # the same callback would stop the resumed call at once, where it stopped this one
+    fix = "with an on_progress that lets training go on" if kind is TrainingInterrupted and \
+        code == 1 else "with the same arguments"
     stop = kind(f"on_progress raised {said}; saved step {step} — call embedlab.train again "
-                "with the same arguments to resume", code)
+                f"{fix} to resume", code)
     stop.__cause__ = failure
     return stop
 

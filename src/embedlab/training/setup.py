@@ -239,6 +239,9 @@ def _more_epochs(run_dir: Path, cfg: TrainConfig, state: TrainState, n_tokens: i
     if before is None or before.optim.epochs >= cfg.optim.epochs:
         return []
     o, was = cfg.optim, before.optim.epochs
+    if o.min_lr_ratio == 1:  # a constant rate (the cs20 preset's): nothing decays
+        return [f"embedlab: {spell('--epochs', o.epochs)} (was {was}): training goes on to the "
+                f"end of epoch {o.epochs} at the constant rate {o.lr:g}"]
     old = linear_lr(o.lr, o.min_lr_ratio, state.words_seen, was * n_tokens)
     new = linear_lr(o.lr, o.min_lr_ratio, state.words_seen, o.epochs * n_tokens)
     return [f"embedlab: {spell('--epochs', o.epochs)} (was {was}): the learning rate decays "
