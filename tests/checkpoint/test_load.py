@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -145,3 +146,23 @@ def test_state_spec_checks_the_callers_fields(tmp_path: Path, edit: dict[str, ob
     load_checkpoint(path)  # without a spec only step and metrics are checked
     with pytest.raises(InputError, match=re.escape(message)):
         load_checkpoint(path, state_spec=_SPEC)
+
+
+def test_a_run_being_trained_before_its_first_checkpoint_names_the_trainer(
+        tmp_path: Path) -> None:
+    """A query on a run whose first checkpoint is still to come: not "train it first", since a
+    process is training it."""
+    from embedlab.run.lock import RunLock
+
+    run = tmp_path / "run"
+    with RunLock(run):
+        with pytest.raises(InputError) as e:
+            find_checkpoint(run)
+        assert str(e.value).startswith(f"{run} has no checkpoints yet: pid {os.getpid()} is "
+                                       "training it now and saves its first after "
+                                       "--checkpoint-every steps or --checkpoint-secs seconds")
+        (run / "checkpoints").mkdir()  # the trainer made its checkpoints/ folder
+        with pytest.raises(InputError, match=r"has no checkpoints yet: pid \d+ is training"):
+            find_checkpoint(run)
+    with pytest.raises(InputError, match="has no checkpoints yet; train it first"):
+        find_checkpoint(run)  # the trainer gone: train it

@@ -37,6 +37,7 @@ from embedlab.errors import (
     python_caller,
     python_entry,
     spell,
+    spell_name,
 )
 from embedlab.fsutil import clip
 
@@ -61,6 +62,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
                 any(parse_step(c.name) is not None for c in p.iterdir()):
             raise InputError(f"{p} is a run's {CKPT_DIR}/ folder; pass the run folder "
                              f"{p.parent}, or one of the checkpoint folders in it")
+        if (being_trained := _being_trained(p)) is not None:
+            raise being_trained
         raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
                          "that has been trained, or a checkpoint folder")
     if step is not None:
@@ -84,6 +87,20 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     return found
 
 
+def _being_trained(run: Path) -> InputError | None:
+    """The error for a run a process is training before its first checkpoint; None for a run
+    no process holds."""
+    from embedlab.run.lock import RunLock
+
+    holder = RunLock.held_by(run)
+    if holder is None:
+        return None
+    return InputError(f"{run} has no checkpoints yet: pid {holder.get('pid', '?')} is training "
+                      f"it now and saves its first after {spell_name('--checkpoint-every')} "
+                      f"steps or {spell_name('--checkpoint-secs')} seconds (or when stopped); "
+                      "wait for it, or pass another run folder")
+
+
 def no_checkpoint(run: Path) -> InputError:
     """The error for a run folder without a verified checkpoint, by what it holds: none yet,
     none left of those its index lists (checkpoints/ emptied or moved), or only damaged ones."""
@@ -102,6 +119,8 @@ def no_checkpoint(run: Path) -> InputError:
         return InputError(f"{run} has no checkpoints, but its index ({run / INDEX_FILE}) lists "
                           f"{len(listed)} up to step {max(listed)}: the {CKPT_DIR}/ folder was "
                           "emptied or moved; restore it")
+    if (being_trained := _being_trained(run)) is not None:
+        return being_trained
     train = (f"embedlab.train(run={str(run)!r})" if python_caller() else
              f"embedlab train --run {shlex.quote(str(run))}")
     return InputError(f"{run} has no checkpoints yet; train it first ({train}) or pass another "

@@ -93,6 +93,26 @@ class RunLock:
         return self
 
     @staticmethod
+    def held_by(run_dir: Path | str) -> dict[str, Any] | None:
+        """The record of the process that holds the run's lock now (a trainer), or None; takes
+        nothing (the shared lock of :meth:`refuse_if_held`, asked for and given back)."""
+        try:
+            fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                return read_lock(run_dir) or {}
+            return None
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+    @staticmethod
     def refuse_if_held(run_dir: Path | str) -> None:
         """Raise the "in use" :class:`InputError` when a live process holds the run's lock, so
         that a command refused for another reason first (a ``--from`` step that is not there)
