@@ -292,6 +292,17 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     (["export", "{tmp}/nosuch"], ["nosuch does not exist; pass a run folder"]),
     (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.npy"],
      ["ends in .npy", "; pass --format npy, or an --out name ending in .bin"]),
+    # word2vec.c's and compute-accuracy's habits
+    (["export", "{v}", "--out", "-"],
+     ["--out -: export writes a file (whole, then renamed into place), not standard output; "
+      "pass a file name, e.g. --out vectors.txt\n"]),
+    (["export", "{v}", "--out", "{tmp}/x.txt", "-binary", "1"],
+     ["-binary is word2vec.c's flag: the --out name picks it (vectors.bin: binary, "
+      "vectors.txt: text), or --format word2vec-binary (see 'embedlab export --help')\n"]),
+    (["eval", "{v}", "30000"],
+     ["Got unexpected extra argument (30000): compute-accuracy's threshold is "
+      "--restrict-vocab 30000, and the questions come with --analogies FILE (- reads standard "
+      "input) (see 'embedlab eval --help')\n"]),
 ])
 def test_bad_input_is_one_line_exit_2(vecfile: Path, tmp_path: Path, argv: list[str],
                                       needles: list[str],
@@ -480,3 +491,19 @@ def test_export_refuses_its_out_before_loading_the_vectors(
                        capsys)
     assert_one_line_error(code, err, f"folder {tmp_path / 'nodir'} does not exist")
     assert (tmp_path / "exists.txt").read_text() == "precious"
+
+
+def test_eval_reads_questions_from_standard_input_for_a_dash(vecfile: Path, questions: Path
+                                                             ) -> None:
+    """compute-accuracy's habit: ``eval VECTORS --analogies - < questions-words.txt``."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "embedlab", "eval", str(vecfile), "--json"]
+    piped = subprocess.run([*args, "--analogies", "-"], input=questions.read_text(),
+                           capture_output=True, text=True, timeout=120)
+    named = subprocess.run([*args, "--analogies", str(questions)], capture_output=True,
+                           text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads(piped.stdout)["analogies"][0]["total"] == \
+        json.loads(named.stdout)["analogies"][0]["total"]

@@ -125,7 +125,19 @@ def _usage_message(exc: click.UsageError) -> str:
             return f"No such option '{exc.option_name}': {known.removeprefix('no option: ')}"
         if known is not None:
             return f"No such option '{exc.option_name}'; did you mean {known}?"
-    return exc.format_message().replace("\n", " ")
+    message = exc.format_message().replace("\n", " ")
+    extra = re.fullmatch(r"Got unexpected extra arguments? \((\d+)\)", message)
+    if extra and exc.ctx is not None and exc.ctx.info_name == "eval":
+        # word2vec.c's compute-accuracy VECTORS 30000 < questions-words.txt
+        return (f"{message}: compute-accuracy's threshold is --restrict-vocab "
+                f"{extra.group(1)}, and the questions come with --analogies FILE (- reads "
+                "standard input)")
+    return message
+
+
+#: word2vec.c's flags typed to export, and what does their work there
+_EXPORT_FLAGS = {"-binary": "no option: the --out name picks it (vectors.bin: binary, "
+                            "vectors.txt: text), or --format word2vec-binary"}
 
 
 def _one_dash_flags(args: list[str]) -> str | None:
@@ -151,7 +163,8 @@ def _one_dash_flags(args: list[str]) -> str | None:
             continue  # the option's value
         if not re.fullmatch(r"-[a-z][a-z-]{1,}", arg) or arg in options:
             continue
-        known = hint(arg, python=False) if words[0] == "train" else None
+        known = hint(arg, python=False) if words[0] == "train" else \
+            _EXPORT_FLAGS.get(arg) if words[0] == "export" else None
         if known is None and "-" + arg in options:
             known = "-" + arg
         if known is not None and arg not in (a for a, _ in told):
@@ -159,7 +172,8 @@ def _one_dash_flags(args: list[str]) -> str | None:
     if not told:
         return None
     see = f"see 'embedlab {words[0]} --help'"
-    foreign = words[0] == "train" and any(hint(a, python=False) for a, _ in told)
+    foreign = (words[0] == "train" and any(hint(a, python=False) for a, _ in told)) or \
+        (words[0] == "export" and any(a in _EXPORT_FLAGS for a, _ in told))
     if len(told) == 1:
         arg, known = told[0]
         whose = "word2vec.c's flag" if foreign else "a flag with one dash"

@@ -87,6 +87,9 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
 
     if not source.exists():  # before naming --out: the source is what is wrong
         _load(source, step, best)
+    if out is not None and str(out) == "-":
+        raise InputError("--out -: export writes a file (whole, then renamed into place), not "
+                         "standard output; pass a file name, e.g. --out vectors.txt")
     fmt = _export_format(fmt, out)
     if out is None:
         if not (source / "checkpoints").is_dir():
@@ -242,8 +245,12 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
         raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
                          "pass e.g. --restrict-vocab 30000")
     # Read (and validate) the evaluation files before the possibly slow vector load.
-    questions = read_questions(analogies) if analogies is not None else None
-    pair_sets = [read_pairs(p) for p in similarity]
+    # "-": standard input, as compute-accuracy reads its questions (< questions-words.txt)
+    def stdin_for_dash(path: Path) -> Path:
+        return Path("/dev/stdin") if str(path) == "-" and not path.exists() else path
+
+    questions = read_questions(stdin_for_dash(analogies)) if analogies is not None else None
+    pair_sets = [read_pairs(stdin_for_dash(p)) for p in similarity]
     vectors = _load(source, step, best)
     methods = ["3cosadd", "3cosmul"] if method == "both" else [method]
     ana = ([vectors.evaluate_analogies(questions, restrict_vocab, m) for m in methods]
