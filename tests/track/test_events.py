@@ -141,3 +141,21 @@ def test_a_run_folder_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is not valid UTF-8, which TensorBoard's writer needs; "
                                          "rename it, or pass --no-tensorboard"):
         EventWriter(folder, None)
+
+
+def test_a_run_folder_that_is_not_utf8_is_refused_before_the_run_starts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused before the "new run" line and any training, leaving no folder."""
+    import os
+
+    from embedlab.cli import main
+    from embedlab.testing import write_zipf_corpus
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    run = os.fsdecode(os.fsencode(tmp_path) + b"/bad\xffname")
+    with pytest.raises(SystemExit) as info:
+        main(["train", "--corpus", str(corpus), "--run", run, "--threads", "1"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "new run" not in err
+    assert "is not valid UTF-8, which TensorBoard's writer needs" in err
+    assert not Path(run).exists()

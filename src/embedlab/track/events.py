@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedlab.errors import InputError, python_caller, rerun
+from embedlab.errors import InputError, python_caller, rerun, spell
 from embedlab.track.jsonl import FINAL_PREFIX
 
 if TYPE_CHECKING:
@@ -114,6 +114,17 @@ def _rewrite_events(path: Path, keep: Callable[[Any], bool]) -> bool:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return True
+
+
+def check_writable_name(run_dir: Path) -> None:
+    """Refuse a run folder whose name TensorBoard's writer cannot encode (not valid UTF-8)."""
+    try:
+        str(run_dir).encode("utf-8")
+    except UnicodeEncodeError:  # the writer encodes its path as UTF-8
+        off = spell("--tensorboard", False) if python_caller() else "--no-tensorboard"
+        raise InputError(f"the run folder {os.fsdecode(os.fsencode(run_dir))!r} is not valid "
+                         f"UTF-8, which TensorBoard's writer needs; rename it, or pass {off}"
+                         ) from None
 
 
 class EventWriter:

@@ -114,6 +114,10 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     (``--from``): move the checkpoints newer than it aside once every check has passed.
     """
     check_best_metric(cfg)
+    if cfg.track.tensorboard:  # refused before the run is set up, not by the tracker after it
+        from embedlab.track.events import check_writable_name
+
+        check_writable_name(run_dir)
     group = distributed.current()
     progress = cfg.track.progress and out.isatty()
     manager, ckpt = _checkpoints(cfg, run_dir, resume_from)
