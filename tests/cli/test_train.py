@@ -194,6 +194,10 @@ BAD = [
      "frequent: w0, w1, w2)"),
     (["--corpus", "{corpus}", "--probe", "W1"],
      "--probe word(s) not in the vocabulary: W1; did you mean w1, w10, w11? pick words"),
+    # the UNK token (word 0) is no word to probe
+    (["--corpus", "{corpus}", "--unk", "UNK", "--max-vocab", "6", "--probe", "zzzz"],
+     "--probe word(s) not in the vocabulary: zzzz; pick words the corpus has (the most "
+     "frequent: w0, w1, w2)"),
 
     (["--corpus", "{corpus}", "--eval-every", "5"],
      "--eval-every needs --eval-analogies FILE and/or --eval-similarity FILE"),

@@ -311,11 +311,12 @@ def _check_probe_words(cfg: TrainConfig, vocab: Vocab) -> None:
     if unknown:
         from embedlab.eval.neighbors import suggest
 
-        close = suggest(unknown[0], vocab.words, n=3)
+        close = [w for w in suggest(unknown[0], vocab.words, n=4) if w != vocab.unk][:3]
         hint = (f"did you mean {', '.join(close)}? " if close and len(unknown) == 1 else "")
+        frequent = [w for w in vocab.words[:4] if w != vocab.unk][:3]  # UNK is no word to probe
         raise InputError(f"{spell_name('--probe')} word(s) not in the vocabulary: "
                          f"{', '.join(unknown)}; {hint}pick words the corpus has (the most "
-                         f"frequent: {', '.join(vocab.words[:3])})")
+                         f"frequent: {', '.join(frequent)})")
 
 
 def make_evaluator(cfg: TrainConfig) -> Any:
