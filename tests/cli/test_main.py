@@ -23,8 +23,18 @@ def test_an_unusable_path_anywhere_is_one_line(monkeypatch: pytest.MonkeyPatch,
         main(["neighbors", "runs/x", "king"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(
-        "embedlab: error: cannot use /some/where (Permission denied); check that the path")
+    assert err == ("embedlab: error: cannot use /some/where (Permission denied); give your "
+                   "user permission to read it (and to write there, for a command that "
+                   "writes)\n")  # permissions alone: no full disk or missing parent to check
+
+    def missing(*args: object, **kwargs: object) -> None:
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", "/some/file/x")
+
+    monkeypatch.setattr(query, "_load", missing)
+    with pytest.raises(SystemExit):
+        main(["neighbors", "runs/x", "king"])
+    assert capsys.readouterr().err.startswith(
+        "embedlab: error: cannot use /some/file/x (Not a directory); check that the path")
 
 
 def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> Any:
                   "and a training run resumes from its last checkpoint")
         if exc.filename is None or exc.errno not in _USER_FIXABLE:
             raise
+        if exc.errno in (errno.EACCES, errno.EPERM):  # read or write: the permissions, alone
+            _fail(f"cannot use {exc.filename} ({exc.strerror}); give your user permission to "
+                  "read it (and to write there, for a command that writes)")
         _fail(f"cannot use {exc.filename} ({exc.strerror}); check that the path exists, that "
               "its parents are folders, that you may write there, and that the disk has room")
     except MemoryError:
