@@ -1329,7 +1329,8 @@ def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--engine", "cuda"], "--engine cuda is unavailable: no CUDA device was found; "),
-    (["--device", "cuda"], "--engine cuda is unavailable: no CUDA device was found; "),
+    (["--device", "cuda"], "--device cuda is unavailable: no CUDA device was found; train on a "
+                           "machine with an NVIDIA GPU, or pass --device cpu"),
     (["--device", "cuda", "--engine", "native"],
      "--device cuda and --engine native contradict each other; pass one of them"),
     (["--device", "cpu", "--engine", "cuda"],

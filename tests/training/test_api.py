@@ -600,10 +600,12 @@ def test_device_and_the_cuda_engine_name_arguments(corpus: Path, tmp_path: Path,
     assert refused(**new, device="cuda", loss="hs") == (
         "loss='hs' does not train on the cuda engine, which trains negative sampling and NCE "
         "only; pass engine='native' or engine='torch' for it")
-    for call in ({"engine": "cuda"}, {"device": "cuda"}):
+    for call, asked, fix in (({"engine": "cuda"}, "engine='cuda'", "engine='native'"),
+                             ({"device": "cuda"}, "device='cuda'", "device='cpu'")):
         with pytest.raises(InputError) as e:
-            embedlab.train(**new, **call)
-        assert str(e.value).startswith("engine='cuda' is unavailable: no CUDA device was found; ")
+            embedlab.train(**new, **call)  # answered in the words it was asked in
+        assert str(e.value) == (f"{asked} is unavailable: no CUDA device was found; train on a "
+                                f"machine with an NVIDIA GPU, or pass {fix}")
     assert not (tmp_path / "new").exists()
 
 

@@ -16,8 +16,11 @@ missing torch is one line naming the extra. ``--device`` is a second spelling of
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import os
+from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -196,6 +199,21 @@ def requested_engine(engine: str | None, device: str | None) -> str | None:
     return engine if engine in CPU_ENGINES else CPU_REQUEST
 
 
+#: whether the engine was asked for as a device (``--device cuda`` without ``--engine``)
+_AS_DEVICE: contextvars.ContextVar[bool] = contextvars.ContextVar("embedlab_as_device",
+                                                                 default=False)
+
+
+@contextlib.contextmanager
+def asked_as_device(yes: bool) -> Iterator[None]:
+    """Within the block, a refusal of the cuda engine names ``--device cuda``, as asked."""
+    token = _AS_DEVICE.set(yes)
+    try:
+        yield
+    finally:
+        _AS_DEVICE.reset(token)
+
+
 def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = False) -> str:
     """The engine that trains for ``requested`` (an engine, ``auto`` or :data:`CPU_REQUEST`), or
     an :class:`~embedlab.errors.InputError` naming why it cannot train here and the fix.
@@ -236,8 +254,13 @@ def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = 
         reason = unavailable_reason("cuda")
         if reason is not None:
             # the native engine does not train micro-batches
-            hint = install_hint("cuda", reason, cpu_engine="torch" if micro else "native")
-            raise InputError(f"{spell('--engine', 'cuda')} is unavailable: {reason}; {hint}")
+            cpu_engine = "torch" if micro else "native"
+            hint = install_hint("cuda", reason, cpu_engine=cpu_engine)
+            asked = spell("--engine", "cuda")
+            if _AS_DEVICE.get():  # the caller asked for the GPU with --device cuda: answered so
+                asked = spell("--device", "cuda")
+                hint = hint.replace(spell("--engine", cpu_engine), spell("--device", "cpu"))
+            raise InputError(f"{asked} is unavailable: {reason}; {hint}")
     return requested
 
 

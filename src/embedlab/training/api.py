@@ -113,16 +113,20 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
     if sentences is not None:
         _check_iterable(sentences)
+    # a cuda engine refused for a call that asked for device='cuda' says device=, as asked
+    as_device = device not in (None, "auto") and options.get("engine") in (None, "auto")
     options = {**options, "engine": requested_engine(options.get("engine"), device)}
     explicit = explicit_options({**options, "corpus": None if sentences is not None else corpus})
     if on_progress is not None and not callable(on_progress):
         raise InputError(f"on_progress= must be a function taking a Progress, got "
                          f"{clip(repr(on_progress))}")
+    from embedlab.engines import asked_as_device
     from embedlab.run.signals import Terminated
 
     try:
-        return _train_call(explicit, sentences, run, runs_dir, preset, restart,
-                           from_checkpoint, on_progress)
+        with asked_as_device(as_device):
+            return _train_call(explicit, sentences, run, runs_dir, preset, restart,
+                               from_checkpoint, on_progress)
     except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)
         raise TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
                                   "training began or after it ended; the run's checkpoints are "
