@@ -194,10 +194,6 @@ BAD = [
      "frequent: w0, w1, w2)"),
     (["--corpus", "{corpus}", "--probe", "W1"],
      "--probe word(s) not in the vocabulary: W1; did you mean w1, w10, w11? pick words"),
-    # the UNK token (word 0) is no word to probe
-    (["--corpus", "{corpus}", "--unk", "UNK", "--max-vocab", "6", "--probe", "zzzz"],
-     "--probe word(s) not in the vocabulary: zzzz; pick words the corpus has (the most "
-     "frequent: w0, w1, w2)"),
 
     (["--corpus", "{corpus}", "--eval-every", "5"],
      "--eval-every needs --eval-analogies FILE and/or --eval-similarity FILE"),
@@ -1711,3 +1707,12 @@ def test_checkpoints_moved_aside_by_from_are_not_called_deleted(
     assert code == 0 and "moved 2 newer checkpoint(s)" in err
     code, err = train(capsys, *args, "--max-steps", "3")
     assert code == 0 and "deleted?" not in err and "warning" not in err
+
+
+def test_a_probe_refusal_never_suggests_the_unk_token(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """UNK is word 0 of a vocabulary with --unk: no word to probe."""
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST, "--unk",
+                      "UNK", "--max-vocab", "6", "--probe", "zzzz")
+    assert_refused(code, err, "--probe word(s) not in the vocabulary: zzzz; pick words the "
+                              "corpus has (the most frequent: w0, w1, w2)")

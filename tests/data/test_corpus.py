@@ -205,7 +205,7 @@ def test_mostly_invalid_utf8_is_named_another_encoding(tmp_path: Path) -> None:
     assert str(e.value) == (f"corpus file {path} is not UTF-8 text (2,560 invalid UTF-8 "
                             "sequences in its first 2,560 bytes: another encoding, such as "
                             f"Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {path} > "
-                            "latin1.txt.utf8, and pass that")
+                            f"{path}.utf8, and pass that")
 
 
 @pytest.mark.parametrize(("head", "message"), [
