@@ -180,6 +180,24 @@ def missing_folders(path: Path) -> list[Path]:
     return [p for p in (path, *path.parents) if not p.exists()]
 
 
+def remove_all_but(folder: Path, keep: str) -> None:
+    """Remove everything in ``folder`` except its entry ``keep`` (a held lock file: removing
+    it would let another process lock a new one in the folder before this one is done)."""
+    import shutil
+
+    try:
+        children = list(folder.iterdir())
+    except OSError:
+        return
+    for child in children:
+        if child.name == keep:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
 def remove_empty_folders(folders: list[Path]) -> None:
     """Remove ``folders`` (deepest first) while they are empty; stop at the first that is not."""
     for folder in folders:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -149,20 +148,43 @@ def test_state_spec_checks_the_callers_fields(tmp_path: Path, edit: dict[str, ob
 
 
 def test_a_run_being_trained_before_its_first_checkpoint_names_the_trainer(
-        tmp_path: Path) -> None:
-    """A query on a run whose first checkpoint is still to come: not "train it first", since a
-    process is training it."""
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A query on a run whose first checkpoint is still to come: not "train it first", since
+    another process is training it; this process's own lock (a query from on_progress, or
+    --init-from its own run) is nothing to wait for."""
+    import subprocess
+    import sys
+
+    from embedlab.cli import main
     from embedlab.run.lock import RunLock
 
     run = tmp_path / "run"
-    with RunLock(run):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from embedlab.run.lock import RunLock\n"
+         f"with RunLock({str(run)!r}):\n    print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(InputError) as e:
             find_checkpoint(run)
-        assert str(e.value).startswith(f"{run} has no checkpoints yet: pid {os.getpid()} is "
+        assert str(e.value).startswith(f"{run} has no checkpoints yet: pid {holder.pid} is "
                                        "training it now and saves its first after "
                                        "--checkpoint-every steps or --checkpoint-secs seconds")
         (run / "checkpoints").mkdir()  # the trainer made its checkpoints/ folder
         with pytest.raises(InputError, match=r"has no checkpoints yet: pid \d+ is training"):
             find_checkpoint(run)
+        (run / "checkpoints").rmdir()
+        (run / "config.json").write_text("{}")  # export without --out: the run, not --out
+        with pytest.raises(SystemExit):
+            main(["export", str(run)])
+        assert "is training it now" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    (run / "checkpoints").mkdir()
     with pytest.raises(InputError, match="has no checkpoints yet; train it first"):
         find_checkpoint(run)  # the trainer gone: train it
+    with RunLock(run), pytest.raises(InputError, match="train it first"):
+        find_checkpoint(run)  # this process's own lock

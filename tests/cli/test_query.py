@@ -303,6 +303,14 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
      ["Got unexpected extra argument (30000): compute-accuracy's threshold is "
       "--restrict-vocab 30000, and the questions come with --analogies FILE (- reads standard "
       "input) (see 'embedlab eval --help')\n"]),
+    (["eval", "{v}", "--analogies", "{tmp}/junk.txt", "30000"],
+     ["Got unexpected extra argument (30000): compute-accuracy's threshold is "
+      "--restrict-vocab 30000 (see 'embedlab eval --help')\n"]),
+    (["eval", "{v}", "--analogies", "-", "--similarity", "-"],
+     ["standard input (-) is given for more than one file; it holds one: pass the others as "
+      "files\n"]),
+    (["export", "{v}", "-output", "{tmp}/x.txt"],
+     ["-output is word2vec.c's flag; did you mean --out? "]),
 ])
 def test_bad_input_is_one_line_exit_2(vecfile: Path, tmp_path: Path, argv: list[str],
                                       needles: list[str],

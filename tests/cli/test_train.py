@@ -1716,3 +1716,24 @@ def test_a_probe_refusal_never_suggests_the_unk_token(
                       "UNK", "--max-vocab", "6", "--probe", "zzzz")
     assert_refused(code, err, "--probe word(s) not in the vocabulary: zzzz; pick words the "
                               "corpus has (the most frequent: w0, w1, w2)")
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST, "--unk",
+                      "UNK", "--max-vocab", "6", "--probe", "unk")
+    line = assert_refused(code, err, "--probe word(s) not in the vocabulary: unk; ")
+    assert "UNK" not in line
+
+
+def test_ctrl_c_while_set_up_under_torchrun_is_said_by_one_process(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process of a torchrun run gets the Ctrl-C; the first of the machine says it."""
+    from embedlab.errors import TrainingInterrupted
+    from embedlab.training import api, setup
+
+    def interrupted_setup(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(setup, "NoiseDistribution", interrupted_setup)
+    for another, printed in ((True, True), (False, False)):
+        monkeypatch.setattr(api, "said_by_another_process", lambda a=another: a)
+        with pytest.raises(TrainingInterrupted) as e:
+            python_train(corpus=corpus, run=tmp_path / "r", dim=8, threads=1)
+        assert e.value.printed_by_another is printed and e.value.exit_code == 130

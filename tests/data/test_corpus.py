@@ -204,8 +204,14 @@ def test_mostly_invalid_utf8_is_named_another_encoding(tmp_path: Path) -> None:
         list(iter_blocks(path))
     assert str(e.value) == (f"corpus file {path} is not UTF-8 text (2,560 invalid UTF-8 "
                             "sequences in its first 2,560 bytes: another encoding, such as "
-                            f"Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {path} > "
-                            f"{path}.utf8, and pass that")
+                            "Latin-1?); convert it to UTF-8 (e.g. iconv -f latin1 -t utf-8) into "
+                            "a new file outside the corpus's folder, and pass that")
+    import gzip
+
+    packed = tmp_path / "latin1.txt.gz"
+    packed.write_bytes(gzip.compress(bytes(range(0x80, 0x100)) * 20))
+    with pytest.raises(InputError, match=r"; decompress it, convert the text to UTF-8 "):
+        list(iter_blocks(packed))
 
 
 @pytest.mark.parametrize(("head", "message"), [

@@ -340,13 +340,16 @@ def test_word2vec_commands_name_a_linreg_run_as_such(
                                      "'embedlab train'\n")
 
 
-def test_a_run_another_process_holds_is_left_whole(tmp_path: Path) -> None:
-    """Two commands making the same new run: the one refused for the lock removes nothing of
-    the other's folder."""
+def test_a_run_another_process_holds_is_left_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two commands making the same new run: both find it missing, one takes the lock; the
+    other, refused, removes nothing of the folder the first trains in."""
+    import embedlab.linreg.train as lr
     from embedlab.run.lock import RunLock
 
     table = _table(tmp_path / "t.tsv")
     run = tmp_path / "new"
+    monkeypatch.setattr(lr, "missing_folders", lambda path: [path])  # it was missing
     with RunLock(run):
         (run / "config.json").write_text("{}")
         with pytest.raises(InputError, match="is in use by pid"):

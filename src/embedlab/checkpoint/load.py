@@ -93,7 +93,8 @@ def _being_trained(run: Path) -> InputError | None:
     from embedlab.run.lock import RunLock
 
     holder = RunLock.held_by(run)
-    if holder is None:
+    # this process (--init-from its own run, a query in on_progress): nothing to wait for
+    if holder is None or holder.get("pid") == os.getpid():
         return None
     return InputError(f"{run} has no checkpoints yet: pid {holder.get('pid', '?')} is training "
                       f"it now and saves its first after {spell_name('--checkpoint-every')} "

@@ -293,8 +293,7 @@ class CheckpointManager:
         return error
 
     # -- retention --
-    @staticmethod
-    def _remove(folder: Path) -> None:
+    def _remove(self, folder: Path) -> None:
         """Delete a checkpoint retention no longer keeps; one that cannot be deleted (its
         folder made read-only) is said, since the index stops listing it and it would take
         disk space unseen."""
@@ -304,7 +303,7 @@ class CheckpointManager:
             pass
         except OSError as exc:
             shutil.rmtree(folder, ignore_errors=True)  # what can go, goes
-            warn(f"could not delete {folder}, which {spell_name('--keep')} no longer keeps "
+            warn(f"could not delete {folder}, which {spell('--keep', self.keep)} no longer keeps "
                  f"({exc.strerror or exc}); delete it by hand to free its space")
 
     def _retain(self, step: int, old: Index, metrics: Mapping[str, float]) -> None:

@@ -129,15 +129,17 @@ def _usage_message(exc: click.UsageError) -> str:
     extra = re.fullmatch(r"Got unexpected extra arguments? \((\d+)\)", message)
     if extra and exc.ctx is not None and exc.ctx.info_name == "eval":
         # word2vec.c's compute-accuracy VECTORS 30000 < questions-words.txt
-        return (f"{message}: compute-accuracy's threshold is --restrict-vocab "
-                f"{extra.group(1)}, and the questions come with --analogies FILE (- reads "
-                "standard input)")
+        fixes = [f"compute-accuracy's threshold is --restrict-vocab {extra.group(1)}"]
+        if "--analogies" not in _invoked:
+            fixes.append("the questions come with --analogies FILE (- reads standard input)")
+        return f"{message}: {', and '.join(fixes)}"
     return message
 
 
 #: word2vec.c's flags typed to export, and what does their work there
 _EXPORT_FLAGS = {"-binary": "no option: the --out name picks it (vectors.bin: binary, "
-                            "vectors.txt: text), or --format word2vec-binary"}
+                            "vectors.txt: text), or --format word2vec-binary",
+                 "-output": "--out"}
 
 
 def _one_dash_flags(args: list[str]) -> str | None:
@@ -278,7 +280,7 @@ def main(argv: list[str] | None = None) -> Any:
             raise
         if exc.errno in (errno.EACCES, errno.EPERM):  # read or write: the permissions, alone
             _fail(f"cannot use {exc.filename} ({exc.strerror}); give your user permission to "
-                  "read it (and to write there, for a command that writes)")
+                  "read it, or, for a file being made, to write in its folder")
         _fail(f"cannot use {exc.filename} ({exc.strerror}); check that the path exists, that "
               "its parents are folders, that you may write there, and that the disk has room")
     except MemoryError:

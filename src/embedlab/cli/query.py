@@ -92,6 +92,9 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
                          "standard output; pass a file name, e.g. --out vectors.txt")
     fmt = _export_format(fmt, out)
     if out is None:
+        if not (source / "checkpoints").is_dir() and source.is_dir() and \
+                (source / "config.json").exists():
+            _load(source, step, best)  # a run with no checkpoint yet: that, not --out, is wrong
         if not (source / "checkpoints").is_dir():
             raise InputError(f"--out is required when exporting from {source}; "
                              f"e.g. --out vectors{SUFFIX[fmt]}")  # type: ignore[index]
@@ -217,9 +220,10 @@ def analogy(source: Path, step: int | None, best: bool, a: str, b: str, c: str, 
 @click.command(name="eval")
 @_source_options
 @click.option("--analogies", type=click.Path(path_type=Path), default=None, metavar="FILE",
-              help="Analogy questions in the questions-words format.")
+              help="Analogy questions in the questions-words format (- reads standard input).")
 @click.option("--similarity", type=click.Path(path_type=Path), multiple=True, metavar="FILE",
-              help="Word pairs with human scores (word<TAB>word<TAB>score); repeatable.")
+              help="Word pairs with human scores (word<TAB>word<TAB>score); repeatable; - reads "
+              "standard input.")
 @click.option("--restrict-vocab", type=int, default=30_000, show_default=True, metavar="N",
               help="Analogies consider only the N most frequent words (word2vec's convention; "
                    "300000 is gensim's default).")
@@ -246,6 +250,12 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
                          "pass e.g. --restrict-vocab 30000")
     # Read (and validate) the evaluation files before the possibly slow vector load.
     # "-": standard input, as compute-accuracy reads its questions (< questions-words.txt)
+    dashes = [p for p in (analogies, *similarity) if p is not None and str(p) == "-"
+              and not p.exists()]
+    if len(dashes) > 1:
+        raise InputError("standard input (-) is given for more than one file; it holds one: "
+                         "pass the others as files")
+
     def stdin_for_dash(path: Path) -> Path:
         return Path("/dev/stdin") if str(path) == "-" and not path.exists() else path
 

@@ -20,7 +20,6 @@ import io
 import json
 import lzma
 import os
-import shlex
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -177,10 +176,11 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
         return InputError(f"corpus file {path} is an archive or compressed file embedlab does "
                           "not read (it reads .gz, .bz2 and .xz); extract it and pass the text")
     if "NUL" not in why:  # invalid sequences, no NUL byte: text in another encoding
-        quoted = shlex.quote(str(path))
+        compressed = path.suffix.lower() in _DECOMPRESSORS
+        how = "decompress it, convert the text" if compressed else "convert it"
         return InputError(f"corpus file {path} is not UTF-8 text ({why}: another encoding, "
-                          f"such as Latin-1?); convert it, e.g. iconv -f latin1 -t utf-8 {quoted} "
-                          f"> {shlex.quote(str(path) + '.utf8')}, and pass that")
+                          f"such as Latin-1?); {how} to UTF-8 (e.g. iconv -f latin1 -t utf-8) "
+                          "into a new file outside the corpus's folder, and pass that")
     return InputError(f"corpus file {path} looks binary ({why}); pass UTF-8 text with "
                       "whitespace-separated tokens")
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -34,11 +33,11 @@ import numpy as np
 
 from embedlab.checkpoint import CheckpointManager, ckpt_name, load_checkpoint
 from embedlab.errors import InputError, diverged, import_torch
-from embedlab.fsutil import missing_folders, remove_empty_folders, write_error
+from embedlab.fsutil import missing_folders, remove_all_but, remove_empty_folders, write_error
 from embedlab.linreg.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
 from embedlab.run import provenance
 from embedlab.run.folder import check_run_dir
-from embedlab.run.lock import RunLock
+from embedlab.run.lock import LOCK_FILE, RunLock
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.seeding import numpy_rng, torch_generator
 from embedlab.track.jsonl import METRICS_FILE, JsonlSink, truncate_metrics
@@ -159,6 +158,7 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
         except BaseException:  # another process's run, or none made: only empty folders go
             remove_empty_folders(made)
             raise
+        discard: list[Path] = []  # the new run's folders, removed once the lock is released
         try:
             with SignalFlag() as flag:
                 manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss",
@@ -171,14 +171,16 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
                 params, step, path = _train_steps(manager, flag, params, step, stop, table, cfg)
         except BaseException:
             # a new run refused or stopped before its first checkpoint (diverged, say) leaves
-            # no folder, so the corrected command starts it afresh; removed while the lock is
-            # held, so no other process can have started in it
+            # no folder, so the corrected command starts it afresh; emptied while the lock is
+            # held, so no other process can have started in it, all but the lock file, and
+            # removed once the lock is released
             if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
-                shutil.rmtree(made[0], ignore_errors=True)
-                remove_empty_folders(made[1:])
+                remove_all_but(made[0], LOCK_FILE)
+                discard.extend(made)
             raise
         finally:
             lock.release()
+            remove_empty_folders(discard)
     except OSError as exc:
         # The run lock, config.json/env.json and metrics.jsonl are plain files in the run
         # folder (checkpoint saves report their own CheckpointError): a folder that cannot be

@@ -57,8 +57,12 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
 
         from embedlab.errors import warn
 
-        copy = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.copyfile(path, copy)  # byte for byte, and one per resume that found damage
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        copy, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
+        while copy.exists():  # one per resume that found damage, in the same second too
+            n += 1
+            copy = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+        shutil.copyfile(path, copy)  # byte for byte
         warn(f"{path} has {len(bad)} line(s) that are not metrics rows (the first is line "
              f"{bad[0]}); the rewrite at this resume drops them, and the file as it was is "
              f"kept in {copy}")

@@ -128,10 +128,11 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
             return _train_call(explicit, sentences, run, runs_dir, preset, restart,
                                from_checkpoint, on_progress)
     except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)
-        raise TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
-                                  "training began or after it ended; the run's checkpoints are "
-                                  f"as they were — {rerun()}",
-                                  128 + exc.signum) from None
+        stopped = TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
+                                      "training began or after it ended; the run's checkpoints "
+                                      f"are as they were — {rerun()}", 128 + exc.signum)
+        stopped.printed_by_another = said_by_another_process()  # torchrun signals them all
+        raise stopped from None
     except KeyboardInterrupt as exc:
         if isinstance(exc, TrainingInterrupted):  # saved, and said so
             raise

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import signal
@@ -114,14 +115,23 @@ def _say_waiting(where: str) -> None:
               "machine?)", file=sys.stderr, flush=True)
 
 
+#: the longest wait ``EMBEDLAB_STEP_TIMEOUT`` gives (a year: "never" in practice, and well
+#: inside what a ``timedelta`` and the store's millisecond timeouts hold)
+MAX_STEP_TIMEOUT = 365 * 24 * 3600.0
+
+
 def step_timeout() -> float:
-    """Seconds a step's exchange waits: :data:`STEP_TIMEOUT`, or ``EMBEDLAB_STEP_TIMEOUT``."""
+    """Seconds a step's exchange waits: :data:`STEP_TIMEOUT`, or ``EMBEDLAB_STEP_TIMEOUT``
+    (``inf`` or any larger value waits :data:`MAX_STEP_TIMEOUT`)."""
     given = os.environ.get("EMBEDLAB_STEP_TIMEOUT", "")
     try:
-        return float(given) if given and float(given) > 0 else STEP_TIMEOUT
+        value = float(given) if given else STEP_TIMEOUT
     except ValueError:
+        value = math.nan
+    if math.isnan(value):
         raise InputError(f"EMBEDLAB_STEP_TIMEOUT must be a number of seconds, got {given!r}; "
                          "unset it for 60") from None
+    return STEP_TIMEOUT if value <= 0 else min(value, MAX_STEP_TIMEOUT)
 
 
 def current() -> Group | None:
@@ -183,11 +193,11 @@ class Group:
         import torch.distributed as dist
 
         where = f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}"
+        limit = step_timeout()  # a bad EMBEDLAB_STEP_TIMEOUT is its own error, not the network's
         # a process whose partners never come waits up to PATIENT_TIMEOUT: say so, once
         notice = threading.Timer(JOIN_NOTICE_SECONDS, _say_waiting, (where,))
         notice.daemon = True
         notice.start()
-        limit = step_timeout()  # a bad EMBEDLAB_STEP_TIMEOUT is its own error, not the network's
         try:
             dist.init_process_group("gloo", timeout=timedelta(seconds=PATIENT_TIMEOUT))
             steps = dist.new_group(backend="gloo", timeout=timedelta(seconds=limit))

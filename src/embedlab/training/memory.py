@@ -102,7 +102,7 @@ def step_bytes(batch_size: int, dim: int, window: int, engine: str) -> int:
     (dim 20–200, window 5 and 10; 2026-11-27), rounded up: the native kernel about
     12.5·dim + 170·window bytes, the torch engine's tensors 17.5·dim + 560·window. At the
     default 2,048 centres a few MiB; at millions of centres the largest part of a run."""
-    if engine == "cuda":  # its step's arrays are in the GPU's memory, checked by the engine
+    if engine == "cuda":  # its step's arrays are in the GPU's memory, not the host's
         return 0
     per_centre = 17.5 * dim + 560 * window if engine == "torch" else 12.5 * dim + 170 * window
     return int(batch_size * per_centre)

@@ -171,8 +171,8 @@ def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
     else:
         kind, code = TrainingInterrupted, 1
     # the same callback would stop the resumed call at once, where it stopped this one
-    fix = "with an on_progress that lets training go on" if kind is TrainingInterrupted and \
-        code == 1 else "with the same arguments"
+    fix = "with the same arguments" if isinstance(failure, KeyboardInterrupt) else \
+        "with an on_progress that lets training go on"
     stop = kind(f"on_progress raised {said}; saved step {step} — call embedlab.train again "
                 f"{fix} to resume", code)
     stop.__cause__ = failure

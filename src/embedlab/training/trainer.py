@@ -10,7 +10,6 @@ checkpoint stores).
 from __future__ import annotations
 
 import contextlib
-import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -19,8 +18,8 @@ from threadpoolctl import threadpool_limits
 
 from embedlab.config import TrainConfig
 from embedlab.errors import InputError, spell, spell_name, warn
-from embedlab.fsutil import missing_folders, remove_empty_folders
-from embedlab.run.lock import RunLock
+from embedlab.fsutil import missing_folders, remove_all_but, remove_empty_folders
+from embedlab.run.lock import LOCK_FILE, RunLock
 from embedlab.training.loop import train_loop
 from embedlab.training.setup import set_up
 from embedlab.training.state import TrainResult
@@ -68,7 +67,9 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     except BaseException:  # held by another process, or its record not written (a full disk)
         remove_empty_folders(made)  # only what this call made and is still empty
         raise
+    discard: list[Path] = []  # the new run's folders, removed once the lock is released
     with contextlib.ExitStack() as held:
+        held.callback(lambda: remove_empty_folders(discard))  # runs after the release below
         held.callback(lock.release)
         held.enter_context(threadpool_limits(1, user_api="blas"))
         try:
@@ -80,11 +81,12 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
             # stop), or a failure (out of memory, a full disk, a bug) before the first
             # checkpoint: nothing of a new run is worth keeping, not even the --runs-dir it was
             # put in, and a half-made folder would make the corrected command a "resume" of
-            # different flags. Removed while the lock is held, so no other process can have
-            # started in it. (A signal after training began saved a checkpoint: kept.)
+            # different flags. Emptied while the lock is held, so no other process can have
+            # started in it, all but the lock file itself: the folder goes once it is released
+            # and empty. (A signal after training began saved a checkpoint: kept.)
             if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
-                shutil.rmtree(made[0], ignore_errors=True)
-                remove_empty_folders(made[1:])
+                remove_all_but(made[0], LOCK_FILE)
+                discard.extend(made)
             raise
 
 
