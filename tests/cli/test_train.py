@@ -1737,3 +1737,38 @@ def test_ctrl_c_while_set_up_under_torchrun_is_said_by_one_process(
         with pytest.raises(TrainingInterrupted) as e:
             python_train(corpus=corpus, run=tmp_path / "r", dim=8, threads=1)
         assert e.value.printed_by_another is printed and e.value.exit_code == 130
+
+
+def test_a_resume_without_env_json_is_refused_not_guessed(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """env.json records the batch generator a run started with; without it a resume would
+    guess, and a run started before the batch specification would finish otherwise."""
+    (copy / "env.json").unlink()
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert_refused(code, err, f"{copy / 'env.json'} is missing or unreadable; it records how "
+                              "the run started (its batch generator), which a resume must "
+                              "keep: restore it from a backup, or pass --restart to start over")
+    assert snapshot(copy) == before
+
+
+def test_a_checkpoint_without_a_fingerprint_checks_the_vocabulary(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint saved before corpus fingerprints, its RUN/prepared lost and the corpus at
+    the same path holding other text: its rows would belong to other words."""
+    text = write_corpus(tmp_path / "c.txt")
+    run = tmp_path / "run"
+    assert train(capsys, "--run", run, "--corpus", text, *FAST, "--max-steps", "3")[0] == 0
+    ckpt = find_checkpoint(run)
+    state = json.loads((ckpt / "state.json").read_text())
+    del state["corpus"]
+    (ckpt / "state.json").write_text(json.dumps(state))
+    resign(ckpt, "state.json")
+    shutil.rmtree(run / "prepared")
+    write_corpus(text, seed=7)  # the same name, other text: another order of counts
+    before = snapshot(run)
+    code, err = train(capsys, "--run", run, "--corpus", text, *FAST)
+    assert_refused(code, err, f"the corpus {text} gives another vocabulary than the one "
+                              "ckpt-00000003 was trained with")
+    assert {k: v for k, v in snapshot(run).items() if not k.startswith("prepared")} == \
+        {k: v for k, v in before.items() if not k.startswith("prepared")}

@@ -206,6 +206,23 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
                        not said_by_another_process())
 
 
+def _check_legacy_vocabulary(run_dir: Path, vocab: Vocab, cfg: TrainConfig, ckpt: Path) -> None:
+    """A checkpoint without the corpus's fingerprint: the corpus read now must at least give the
+    vocabulary the run recorded (its vocab.tsv), word for word, or the checkpoint's rows would
+    belong to other words (a RUN/prepared lost and the corpus prepared again from other
+    text)."""
+    recorded = run_dir / VOCAB_FILE
+    if not recorded.is_file():
+        return
+    words = Vocab.load_tsv(recorded).words
+    if words != vocab.words:
+        raise InputError(f"the corpus {cfg.data.corpus} gives another vocabulary than the one "
+                         f"{ckpt.name} was trained with ({recorded}: {len(words):,} words, this "
+                         f"corpus: {len(vocab):,}, or the same in another order); pass the "
+                         f"corpus the run was trained on, or {spell('--restart', True)} to "
+                         "start over on this one")
+
+
 def _check_cursor(cfg: TrainConfig, ckpt: Path, state: TrainState, stream: BatchStream,
                   steps: object) -> None:
     """Refuse a checkpoint whose data position lies outside this corpus's batches: its
@@ -339,7 +356,11 @@ def _legacy_batches(run_dir: Path, ckpt: Path | None) -> bool:
     if ckpt is None:
         return False
     started = started_step_revision(run_dir)
-    return started is not None and started < BATCH_SPEC_REVISION
+    if started is None:  # which generator to keep is not known: guessing changes the result
+        raise InputError(f"{run_dir / 'env.json'} is missing or unreadable; it records how the "
+                         "run started (its batch generator), which a resume must keep: restore "
+                         f"it from a backup, or pass {spell('--restart', True)} to start over")
+    return started < BATCH_SPEC_REVISION
 
 
 def shared_run(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus, state: TrainState,
@@ -456,6 +477,8 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
             started.append(warm_start(engine, vocab, cfg.init_from, used=warm_from))
         return engine, TrainState(), started
     tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
+    if stored.get("corpus") is None:  # a checkpoint from before fingerprints: its words, first
+        _check_legacy_vocabulary(run_dir, vocab, cfg, ckpt)
     _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, loss=cfg.model.loss)
     with deferred_interrupt():
         engine = engine_for_config(cfg, noise, rows, tensors=tensors, counts=vocab.counts)
