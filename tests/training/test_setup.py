@@ -103,3 +103,31 @@ def test_initial_vectors_of_another_size_are_not_taken(corpus: Path) -> None:
     assert initial.tensors(51) is None
     tensors = initial.tensors(50)
     assert tensors is not None and tensors["input_embeddings"].shape == (50, 8)
+
+
+def test_a_revision_warning_names_only_what_changed_for_the_run(tmp_path: Path) -> None:
+    """Hierarchical softmax draws no noise words: negative sampling's change is not its; a run
+    of a newer embedlab is said to be one; Python callers are told restart=True."""
+    import io
+
+    from embedlab.engines import STEP_CHANGES, STEP_REVISION
+    from embedlab.errors import messages_for
+    from embedlab.training.setup import _warn_if_other_step_revision
+
+    (tmp_path / "env.json").write_text(json.dumps({"step_revision": 4}))
+    out = io.StringIO()
+    _warn_if_other_step_revision(tmp_path, "native", out, loss="hs")
+    assert STEP_CHANGES[5] not in out.getvalue() and "negative sampling" not in out.getvalue()
+    out = io.StringIO()
+    _warn_if_other_step_revision(tmp_path, "native", out, loss="neg")
+    assert STEP_CHANGES[5] in out.getvalue()
+    (tmp_path / "env.json").write_text(json.dumps({"step_revision": STEP_REVISION + 1}))
+    out = io.StringIO()
+    with messages_for("python"):
+        _warn_if_other_step_revision(tmp_path, "native", out)
+    assert out.getvalue() == (
+        f"embedlab: warning: {tmp_path} was started by an embedlab with training-step revision "
+        f"{STEP_REVISION + 1}, newer than this one's {STEP_REVISION}; it resumes with this "
+        "revision's step, so its result will differ from an uninterrupted run of the newer "
+        "version — resume it with that version, or pass restart=True for a run of one "
+        "revision\n")

@@ -63,7 +63,11 @@ STEP_CHANGES = {2: "damping by |dL/ds| instead of Gauss-Newton, kappa 16, 40 sha
                 7: "the cuda engine's scores summed over slices of 16 dimensions (float32 "
                    "rounding differs)"}
 #: the revisions that changed the arithmetic of some engines only (the others: every engine)
-STEP_CHANGE_ENGINES = {7: frozenset({"cuda"})}
+STEP_CHANGE_ENGINES = {3: frozenset({"native"}), 7: frozenset({"cuda"})}
+#: the revisions that changed the arithmetic of some losses only (the others: every loss):
+#: hierarchical softmax draws no noise words
+STEP_CHANGE_LOSSES = {2: frozenset({"neg", "nce"}), 3: frozenset({"neg", "nce"}),
+                      5: frozenset({"neg"})}
 
 #: iterations a waiting OpenMP thread spins before it sleeps (see limit_openmp_spinning)
 OPENMP_SPINCOUNT = "2000"

@@ -38,6 +38,7 @@ from embedlab.data.vocab import Vocab
 from embedlab.engines import (
     BATCH_SPEC_REVISION,
     STEP_CHANGE_ENGINES,
+    STEP_CHANGE_LOSSES,
     STEP_CHANGES,
     STEP_REVISION,
     engine_for_config,
@@ -185,7 +186,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     kernel = _kernel_identity(cfg.engine)
     if ckpt is not None:
         manager.protect(state.step)
-        _warn_if_other_step_revision(run_dir, cfg.engine, out)
+        _warn_if_other_step_revision(run_dir, cfg.engine, out, loss=cfg.model.loss)
         _warn_if_other_kernel(run_dir, kernel, out)
     # the streams the batches draw from: the batch specification's one key, or, for a run
     # started before it, the separate streams of that generator
@@ -578,19 +579,28 @@ def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None, out: Tex
           "run's", file=out)
 
 
-def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO) -> None:
+def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO, *,
+                                 loss: str = "neg") -> None:
     """A run started by an embedlab whose step arithmetic differs (on ``engine``, which
-    resumes it) resumes with this one's."""
+    resumes it, for its ``loss``) resumes with this one's."""
     started = started_step_revision(run_dir)
     # a run started before the batch specification keeps its batches (see _legacy_batches)
     kept = {BATCH_SPEC_REVISION} if started is not None and started < BATCH_SPEC_REVISION \
         else set()
     differ = [r for r in sorted(STEP_CHANGES) if started is not None and
               started < r <= STEP_REVISION and r not in kept and
-              engine in STEP_CHANGE_ENGINES.get(r, (engine,))]
-    if started is not None and started != STEP_REVISION and (differ or started > STEP_REVISION):
-        changes = "; ".join(STEP_CHANGES[r] for r in differ) or "an older step"
+              engine in STEP_CHANGE_ENGINES.get(r, (engine,)) and
+              loss in STEP_CHANGE_LOSSES.get(r, (loss,))]
+    restart = spell("--restart", True)
+    if started is not None and started > STEP_REVISION:  # a newer embedlab started it
+        print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
+              f"revision {started}, newer than this one's {STEP_REVISION}; it resumes with "
+              "this revision's step, so its result will differ from an uninterrupted run of "
+              f"the newer version — resume it with that version, or pass {restart} for a run "
+              "of one revision", file=out)
+    elif started is not None and differ:
+        changes = "; ".join(STEP_CHANGES[r] for r in differ)
         print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
               f"revision {started}, this is revision {STEP_REVISION} ({changes}); it resumes "
               "with this revision's step, so its result will differ from an uninterrupted run "
-              "of the old version — pass --restart for a run of one revision", file=out)
+              f"of the old version — pass {restart} for a run of one revision", file=out)
