@@ -592,3 +592,28 @@ def test_another_spelling_of_the_corpus_resumes_the_named_run(
     (tmp_path / "data" / "corpus.txt").write_text("a b c\n", encoding="utf-8")
     explicit = {"data": {"corpus": "../data/corpus.txt"}, "model": {"dim": 8}}
     assert choose_run_dir(Path("../runs"), explicit, None) == Path("../runs/corpus-sg-d8-2")
+
+
+@pytest.mark.parametrize("key", ["optim.batch_size", "optim.epochs", "model.dim", "data"])
+def test_a_config_that_lost_a_setting_every_run_records_is_refused(
+        tmp_path: Path, key: str) -> None:
+    """A default in place of a lost optim.batch_size or optim.epochs resumed another run (or
+    crashed deep in the step); a lost interleave is a run from before the option, read as 1."""
+    run = _store(tmp_path / "run", TrainConfig())
+    raw = json.loads((run / "config.json").read_text())
+    section, _, name = key.partition(".")
+    if name:
+        del raw[section][name]
+    else:
+        del raw[section]
+    (run / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError) as e:
+        stored_config(run)
+    assert str(e.value).startswith(f"{run / 'config.json'} lacks {key}")
+    assert str(e.value).endswith("which every run records; restore it from a backup, or pass "
+                                 "--restart to start over")
+    raw = json.loads(json.dumps(TrainConfig().to_dict()))
+    del raw["optim"]["interleave"]
+    (run / "config.json").write_text(json.dumps(raw))
+    cfg = stored_config(run)
+    assert cfg is not None and cfg.optim.interleave == 1

@@ -101,6 +101,7 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
     if is_linreg_run(run_dir):
         raise InputError(f"{run_dir} is a run of 'embedlab linreg', not of word2vec; pass "
                          f"another {spell('--run')}")
+    _check_recorded_keys(path)
     try:
         cfg, filled = _read_config(path)
     except InputError as exc:  # a value of the wrong type or range, written by hand
@@ -111,6 +112,28 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
                          f"{spell('--run')} or {spell('--restart', True)} to start over") from None
     flat = flatten(cfg.to_dict())
     return cfg, filled | {key for key, value in LEGACY_VALUES.items() if flat.get(key) == value}
+
+
+#: settings every run's config.json has recorded: one missing was lost (a hand edit), and a
+#: default in its place would resume another run. (Keys that came later, LEGACY_VALUES, are
+#: filled with the value runs had before them.)
+RECORDED_KEYS = ("data.corpus", "model.dim", "model.window", "optim.lr", "optim.epochs",
+                 "optim.batch_size", "seed")
+
+
+def _check_recorded_keys(path: Path) -> None:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # read, and refused in its own words, by _read_config
+    if not isinstance(raw, dict):
+        return
+    flat = flatten(raw)
+    missing = [k for k in RECORDED_KEYS if k not in flat]
+    if missing:
+        raise InputError(f"{path} lacks {', '.join(missing)}, which every run records; "
+                         "restore it from a backup, or pass "
+                         f"{spell('--restart', True)} to start over")
 
 
 def is_linreg_run(run_dir: Path) -> bool:
