@@ -373,3 +373,20 @@ def test_a_word2vec_folder_without_checkpoints_is_not_taken_over(
     (lr / "metrics.jsonl").write_text('{"step": 9, "loss": 1.0}\n')
     main(["linreg", str(table), "--run", str(lr), "--steps", "2"])
     assert [json.loads(x)["step"] for x in (lr / "metrics.jsonl").read_text().splitlines()] == [2]
+
+
+def test_the_same_command_without_its_flags_resumes(tmp_path: Path) -> None:
+    """Re-running 'linreg TABLE --run RUN' resumes with the run's own settings, as 'train'
+    does: the run of an earlier version too, to the same bits."""
+    run = tmp_path / "legacy_run"
+    shutil.copytree(FIXTURES / "legacy_run", run)
+    result = CliRunner().invoke(cli, ["linreg", str(FIXTURES / "table.tsv"), "--run", str(run),
+                                      "--steps", "600"])
+    assert result.exit_code == 0, result.output
+    final = run / "checkpoints" / "ckpt-00000600" / "tensors.safetensors"
+    assert hashlib.sha256(final.read_bytes()).hexdigest() == LEGACY_FINAL_SHA256
+    # a flag given that differs is still refused
+    result = CliRunner().invoke(cli, ["linreg", str(FIXTURES / "table.tsv"), "--run", str(run),
+                                      "--lr", "0.5"])
+    assert isinstance(result.exception, InputError)
+    assert "--lr (stored 0.02, requested 0.5)" in str(result.exception)
