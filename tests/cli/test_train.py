@@ -1772,3 +1772,17 @@ def test_a_checkpoint_without_a_fingerprint_checks_the_vocabulary(
                               "ckpt-00000003 was trained with")
     assert {k: v for k, v in snapshot(run).items() if not k.startswith("prepared")} == \
         {k: v for k, v in before.items() if not k.startswith("prepared")}
+
+
+def test_a_damaged_prepared_copy_of_a_run_names_the_run_s_folder(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """RUN/prepared without its meta.json: train has no --out to name; removing the folder
+    prepares the corpus again."""
+    (copy / "prepared" / "meta.json").unlink()
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert_refused(code, err, f"the run's prepared corpus {copy / 'prepared'} is damaged (no "
+                              f"valid meta.json); remove {copy / 'prepared'} to prepare the "
+                              "corpus again, or restore it from a backup")
+    shutil.rmtree(copy / "prepared")
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
+    assert code == 0, err

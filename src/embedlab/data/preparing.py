@@ -91,7 +91,7 @@ def prepare_into(
     DataConfig(corpus=label, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)
-    _check_out(out, force)
+    _check_out(out, force, run_dir)
     workers = native_tokenise.default_workers() if workers is None else workers
     if workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}; pass e.g. workers=2, or leave "
@@ -231,7 +231,12 @@ def _pruned_away(p: PruneInfo, limit: int, total: int, min_count: int) -> str:
             f"raise {spell_name('--max-distinct')}, e.g. {spell('--max-distinct', bigger)}")
 
 
-def _check_out(out: Path, force: bool) -> None:
+def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
+    if run_dir is not None and out.is_dir() and any(out.iterdir()) and not is_prepared(out):
+        # train's own RUN/prepared, damaged (its meta.json lost, say): train has no --out
+        raise InputError(f"the run's prepared corpus {out} is damaged (no valid meta.json); "
+                         f"remove {out} to prepare the corpus again, or restore it from a "
+                         "backup")
     if out.is_file() or (out.exists() and not out.is_dir()):
         raise InputError(f"--out {out} is a file; pass a new folder name")
     if not out.is_dir() or not any(out.iterdir()):
