@@ -1786,3 +1786,23 @@ def test_a_damaged_prepared_copy_of_a_run_names_the_run_s_folder(
     shutil.rmtree(copy / "prepared")
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--epochs", "3")
     assert code == 0, err
+
+
+def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus not found from here and RUN/prepared gone: the fix is the corpus's path
+    (text8 or demo would be another corpus)."""
+    (tmp_path / "made").mkdir()
+    text = write_corpus(tmp_path / "made" / "c.txt")
+    monkeypatch.chdir(tmp_path / "made")
+    run = tmp_path / "run"
+    assert train(capsys, "--run", run, "--corpus", "c.txt", *FAST, "--max-steps", "2")[0] == 0
+    shutil.rmtree(run / "prepared")
+    monkeypatch.chdir(tmp_path)
+    text.rename(tmp_path / "moved.txt")
+    code, err = train(capsys, "--run", run, *FAST)
+    assert_refused(code, err, f"run {run}'s corpus c.txt (as its config.json names it) is not "
+                              f"found from {tmp_path}, nor from {tmp_path / 'made'}, where the "
+                              f"run was made, and the run's prepared copy {run / 'prepared'} "
+                              "is gone; pass --corpus with its path")

@@ -15,6 +15,7 @@ import numpy as np
 
 from embedlab.data.prepared import SPECIAL_CORPORA, VOCAB_OPTIONS, PreparedCorpus, is_prepared
 from embedlab.data.preparing import prepare
+from embedlab.data.sentences import is_label
 from embedlab.errors import InputError, python_caller, spell, spell_name
 
 if TYPE_CHECKING:
@@ -49,6 +50,18 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
         # config.json pinning them, and resolve_config refuses other flags): it is derived
         # data of this run folder, so it is rebuilt, never reused for the wrong corpus.
         shutil.rmtree(local)
+    if not fresh and corpus not in SPECIAL_CORPORA and not is_label(corpus) and \
+            not Path(corpus).exists():
+        # a trained run whose prepared copy is gone, its corpus not found from here: "pass an
+        # existing file, 'text8' or 'demo'" would be refused as another corpus
+        from embedlab.run.folder import creation_folder
+
+        made_in = creation_folder(run_dir)
+        nor = f", nor from {made_in}, where the run was made" if made_in is not None and \
+            made_in != Path.cwd() else ""
+        raise InputError(f"run {run_dir}'s corpus {corpus} (as its config.json names it) is "
+                         f"not found from {Path.cwd()}{nor}, and the run's prepared copy "
+                         f"{local} is gone; pass {spell('--corpus')} with its path")
     if ahead is not None and ahead.data == cfg.data:
         _warm_up(cfg)  # imports the final summaries need, while the child still works
         if ahead.take(local):
