@@ -651,7 +651,13 @@ def diff_for_resume(stored: TrainConfig, requested: TrainConfig, *,
     """Keys whose requested value would change the result; empty list = resume is allowed.
     ``spelled``: each named as the caller passes it (``--dim``, ``dim``), not as config.json
     holds it (``model.dim``)."""
-    a, b = flatten(stored.to_dict()), flatten(requested.to_dict())
+    return diff_settings(flatten(stored.to_dict()), flatten(requested.to_dict()),
+                         spelled=spelled)
+
+
+def diff_settings(a: dict[str, Any], b: dict[str, Any], *, spelled: bool = False) -> list[str]:
+    """:func:`diff_for_resume` of two flattened config dicts (``b`` need not be a valid
+    config: settings no engine trains together are still compared)."""
     bad = []
     for key in sorted(set(a) | set(b)):
         if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME):

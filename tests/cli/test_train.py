@@ -1806,3 +1806,14 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
                               f"found from {tmp_path}, nor from {tmp_path / 'made'}, where the "
                               f"run was made, and the run's prepared copy {run / 'prepared'} "
                               "is gone; pass --corpus with its path")
+
+
+def test_settings_no_engine_of_the_run_trains_are_refused_as_another_config(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--micro-batches on a native run: "pass --engine torch" would then be refused as another
+    config; the resume's refusal names the setting."""
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--micro-batches", "4")
+    assert_refused(code, err, "was trained with a different config: --micro-batches (stored 1, "
+                              "requested 4). Drop those flags to resume")
+    assert snapshot(copy) == before

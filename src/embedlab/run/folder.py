@@ -23,6 +23,7 @@ from embedlab.config import (
     apply_preset,
     check_new_run,
     diff_for_resume,
+    diff_settings,
     fill_legacy_keys,
     flatten,
     overlay,
@@ -126,8 +127,9 @@ def _check_recorded_keys(path: Path) -> None:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return  # read, and refused in its own words, by _read_config
-    if not isinstance(raw, dict):
-        return
+    if not isinstance(raw, dict) or any(
+            not isinstance(raw.get(s, {}), dict) for s in ("data", "model", "optim")):
+        return  # not a config's shape: _read_config says so
     flat = flatten(raw)
     missing = [k for k in RECORDED_KEYS if k not in flat]
     if missing:
@@ -241,13 +243,26 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
                          f"{spell('--run')}")
     overlay(base, explicit)
     stored = dataclasses.replace(stored, engine=recorded_engine(stored))
-    requested = TrainConfig.from_dict(base)
-    if explicit.get("threads") is None:
-        requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
-    if keeps_engine(explicit.get("engine"), stored.engine):
-        requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
-        _check_available(run_dir, stored.engine)
-    requested = requested.resolve(say=say)  # --threads 0 means all cores, here as for a new run
+    try:
+        requested = TrainConfig.from_dict(base)
+        if explicit.get("threads") is None:
+            requested = TrainConfig.from_dict({**requested.to_dict(), "threads": stored.threads})
+        if keeps_engine(explicit.get("engine"), stored.engine):
+            requested = TrainConfig.from_dict({**requested.to_dict(), "engine": stored.engine})
+            _check_available(run_dir, stored.engine)
+        requested = requested.resolve(say=say)  # --threads 0: all cores, as for a new run
+    except InputError:
+        # settings the run's engine cannot train (--micro-batches on native): where they are
+        # not the run's anyway, that is what to say, not a fix ("pass --engine torch") that
+        # the resume would then refuse as another config
+        flat = flatten(base)
+        if keeps_engine(explicit.get("engine"), stored.engine):
+            flat["engine"] = stored.engine
+        flat["threads"] = stored.threads if explicit.get("threads") is None else flat["threads"]
+        bad = diff_settings(flatten(stored.to_dict()), flat, spelled=True)
+        if bad and _has_checkpoint(run_dir):
+            raise _other_config(run_dir, bad) from None
+        raise
     bad = diff_for_resume(stored, requested, spelled=True)
     if bad and not _has_checkpoint(run_dir):
         # Stopped before its first checkpoint (Ctrl-C while it was set up, in a folder that
@@ -256,10 +271,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         check_new_run(requested)
         return requested, None
     if bad:
-        given = "arguments" if python_caller() else "flags"
-        raise InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
-                         f"Drop those {given} to resume, pass {spell('--restart', True)} to start "
-                         f"over, or use another {spell('--run')}")
+        raise _other_config(run_dir, bad)
     if not say:
         return requested, stored
     if requested.threads != stored.threads and requested.engine == "torch":
@@ -269,6 +281,13 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if "cuda" in (stored.engine, requested.engine) and run_dir is not None:
         _warn_if_other_device(run_dir, stored.engine, requested.engine)
     return requested, stored
+
+
+def _other_config(run_dir: Path | None, bad: list[str]) -> InputError:
+    given = "arguments" if python_caller() else "flags"
+    return InputError(f"run {run_dir} was trained with a different config: {'; '.join(bad)}. "
+                      f"Drop those {given} to resume, pass {spell('--restart', True)} to start "
+                      f"over, or use another {spell('--run')}")
 
 
 def creation_folder(run_dir: Path) -> Path | None:
