@@ -339,4 +339,4 @@ def test_a_checkpoint_retention_cannot_delete_is_said(
     assert old.is_dir() and m.index().ours() == {2}
     assert capsys.readouterr().err == (
         f"embedlab: warning: could not delete {tmp_path / 'checkpoints' / 'ckpt-00000001'}, "
-        "which --keep no longer keeps (Permission denied); delete it by hand to free its space\n")
+        "which --keep 1 no longer keeps (Permission denied); delete it by hand to free its space\n")

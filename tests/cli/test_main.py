@@ -24,8 +24,8 @@ def test_an_unusable_path_anywhere_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err == ("embedlab: error: cannot use /some/where (Permission denied); give your "
-                   "user permission to read it (and to write there, for a command that "
-                   "writes)\n")  # permissions alone: no full disk or missing parent to check
+                   "user permission to read it, or, for a file being made, to write in its "
+                   "folder\n")  # permissions alone: no full disk or missing parent to check
 
     def missing(*args: object, **kwargs: object) -> None:
         raise NotADirectoryError(errno.ENOTDIR, "Not a directory", "/some/file/x")
