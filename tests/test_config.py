@@ -379,3 +379,13 @@ def test_resume_diff_names_each_differing_key() -> None:
     bad = diff_for_resume(stored, _with(stored, model__dim=8, optim__lr=1.0, seed=4))
     assert [b.split(" ")[0] for b in bad] == ["model.dim", "optim.lr", "seed"]
     assert "model.dim (stored 100, requested 8)" in bad
+
+
+def test_noise_settings_are_no_difference_between_hierarchical_softmax_runs() -> None:
+    """--loss hs draws no noise words (the same bits for any --negative, measured): resuming an
+    hs run with gensim's negative=0 is that run; for negative sampling it is another."""
+    hs = TrainConfig.from_dict({"model": {"loss": "hs"}})
+    assert diff_for_resume(hs, _with(hs, model__negative=0, model__noise_exponent=0.5)) == []
+    neg = TrainConfig()
+    assert diff_for_resume(neg, _with(neg, model__negative=0 + 3)) == [
+        "model.negative (stored 5, requested 3)"]

@@ -659,8 +659,10 @@ def diff_settings(a: dict[str, Any], b: dict[str, Any], *, spelled: bool = False
     """:func:`diff_for_resume` of two flattened config dicts (``b`` need not be a valid
     config: settings no engine trains together are still compared)."""
     bad = []
+    # hierarchical softmax reads no noise setting: another --negative trains the same bits
+    unused = NOISE_KEYS if a.get("model.loss") == b.get("model.loss") == "hs" else ()
     for key in sorted(set(a) | set(b)):
-        if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME):
+        if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME) or key in unused:
             continue
         if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
             continue
