@@ -333,7 +333,8 @@ def test_word2vec_commands_name_a_linreg_run_as_such(
     assert code == 2 and err == (f"embedlab: error: {run} is a run of 'embedlab linreg', not of "
                                  "word2vec; pass another --run\n")
     for command in (["neighbors", str(run), "water"], ["export", str(run), "--out",
-                                                         str(tmp_path / "v.txt")]):
+                                                         str(tmp_path / "v.txt")],
+                    ["visualize", str(run), "--out", str(tmp_path / "p.png")]):
         code, err = _main(command, capsys)
         assert code == 2 and err == (f"embedlab: error: {run} is a run of 'embedlab linreg' (a "
                                      "line's w and b), not word vectors; pass a run of "
