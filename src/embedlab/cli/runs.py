@@ -88,8 +88,8 @@ def _check_port(port: int) -> None:
 
 @click.command()
 @click.argument("directory", default="runs", type=click.Path(path_type=Path))
-@click.option("--port", type=click.IntRange(1, 65535), default=None,
-              help="Port to listen on (default: a free one).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port to listen on (default, or 0: a free one).")
 def tensorboard(directory: Path, port: int | None) -> None:
     """Start TensorBoard on 127.0.0.1 for the runs under DIRECTORY and print its URL.
 
@@ -105,7 +105,7 @@ def tensorboard(directory: Path, port: int | None) -> None:
     if not directory.is_dir():
         raise InputError(f"no such folder: {directory}; pass the folder that holds your runs "
                          "(e.g. embedlab tensorboard runs/)")
-    if port is None:
+    if not port:  # none, or 0 as many servers read it: a free one
         port = free_port()
     else:
         _check_port(port)
