@@ -1663,6 +1663,11 @@ def test_the_finished_runs_hint_names_the_command_as_it_was_run(trained: Path) -
     python = "python" if on_path and os.path.abspath(on_path) == os.path.abspath(sys.executable) \
         else shlex.quote(sys.executable)
     assert f"to train more: {python} -m embedlab train --run {trained} --epochs N" in proc.stderr
+    # a process 'train --nproc' started runs as 'python -m embedlab': the name typed is handed
+    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--run", str(trained)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "EMBEDLAB_PROGRAM": "embedlab"})
+    assert f"to train more: embedlab train --run {trained} --epochs N" in proc.stderr
 
 
 def test_a_run_folder_that_is_no_run_without_a_corpus_says_it_trains_the_demo(

@@ -36,6 +36,17 @@ from collections.abc import Sequence
 #: and then between its SIGTERM and its SIGKILL
 GRACE = 30.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: the command's name as the user typed it (``embedlab``), for the processes it starts: they
+#: run as ``python -m embedlab``, which their hints would otherwise name
+PROGRAM_NAME = "EMBEDLAB_PROGRAM"
+
+
+def _typed_program() -> str:
+    from embedlab.training.loop import _program
+
+    return _program()
+
+
 #: the launcher's pid, in the environment of the processes it starts (end_with_launcher)
 LAUNCHER_PID = "EMBEDLAB_LAUNCHER_PID"
 
@@ -61,7 +72,9 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
                    "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores)),
-                   LAUNCHER_PID: str(os.getpid())}
+                   LAUNCHER_PID: str(os.getpid()),
+                   # the name the user typed, for the hints the processes print
+                   PROGRAM_NAME: _typed_program()}
             procs.append(subprocess.Popen([sys.executable, "-m", "embedlab", *args], env=env,
                                           process_group=0))
         stopped = _wait(procs, step_timeout() + GRACE)

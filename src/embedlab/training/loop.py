@@ -312,6 +312,9 @@ def _program() -> str:
     from pathlib import PurePath
 
     argv0 = sys.argv[0] if sys.argv else ""
+    typed = os.environ.get("EMBEDLAB_PROGRAM")  # a process 'train --nproc' started
+    if typed:
+        return typed
     if PurePath(argv0).parts[-2:] == ("embedlab", "__main__.py"):
         # the interpreter that ran it: the shell's python may be none, or one without embedlab
         on_path = shutil.which("python")
