@@ -558,6 +558,22 @@ def test_nproc_passes_a_sigint_sent_to_its_pid_on_once(corpus: Path, tmp_path: P
 
 
 @pytest.mark.slow
+def test_nproc_passes_a_sighup_on_and_waits_for_the_save(corpus: Path, tmp_path: Path) -> None:
+    """A closed terminal (SIGHUP) to the launcher: each process saves, as for SIGTERM, and the
+    command ends after them with 129, not at once with its processes left training."""
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus)
+    _wait_for_step(run, 120, proc)
+    proc.send_signal(signal.SIGHUP)
+    code, out = _finish(proc)
+    assert code == 129, out
+    step = int(_status(run)["step"])  # type: ignore[call-overload]
+    assert _status(run)["status"] == "interrupted"
+    assert (run / "checkpoints" / f"ckpt-{step:08d}").is_dir()
+    assert f"saved step {step}" in out, out
+
+
+@pytest.mark.slow
 def test_nproc_processes_end_with_their_launcher(corpus: Path, tmp_path: Path) -> None:
     # a launcher killed outright left its processes training to the end, holding the run
     run = tmp_path / "run"

@@ -65,7 +65,9 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
             if proc.poll() is None:
                 proc.send_signal(signum)
 
-    before = {sig: signal.signal(sig, pass_on) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # SIGHUP too (a closed terminal): each process saves as for SIGTERM, and this one waits
+    before = {sig: signal.signal(sig, pass_on)
+              for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         for rank in range(nproc):
             env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),

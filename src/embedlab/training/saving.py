@@ -76,6 +76,8 @@ class Saver:
                                   run.cfg.to_dict(), state.metrics)
 
         run.manager.save(state.step, engine.state_dict(), saved, metrics, alongside=summaries)
+        if group is None or group.leader:  # committed: a process lost in the wait below does
+            self.saved_step = state.step  # not make this checkpoint unsaved
         if group is not None:
             group.wait_for_leader()
         self.last_save = time.perf_counter()
