@@ -1822,3 +1822,19 @@ def test_settings_no_engine_of_the_run_trains_are_refused_as_another_config(
     assert_refused(code, err, "was trained with a different config: --micro-batches (stored 1, "
                               "requested 4). Drop those flags to resume")
     assert snapshot(copy) == before
+
+
+def test_another_programs_files_are_no_run_to_write_among(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A metrics.jsonl, vocab.tsv or config.json of another program's: the run would overwrite
+    them; refused, and nothing in the folder changes."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("notes\n")
+    (theirs / "metrics.jsonl").write_text('{"epoch": 1, "acc": 0.93}\n')
+    (theirs / "vocab.tsv").write_text("hello\t3\n")
+    (theirs / "config.json").write_text("{}")
+    before = snapshot(theirs)
+    code, err = train(capsys, "--run", theirs, "--corpus", corpus, *FAST, "--max-steps", "2")
+    assert_refused(code, err, "is a folder holding other files, not an embedlab run")
+    assert snapshot(theirs) == before

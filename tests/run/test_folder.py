@@ -64,8 +64,17 @@ def test_run_pointing_at_a_file_is_refused(tmp_path: Path) -> None:
     check_run_dir(tmp_path / "empty")
     with pytest.raises(InputError, match="holding other files, not an embedlab run"):
         check_run_dir(tmp_path)  # holds the user's "file"
+    # another program's config.json, metrics.jsonl or vocab.tsv makes no run: refused, so
+    # that a run never writes over them
     (tmp_path / "config.json").write_text("{}")
-    check_run_dir(tmp_path)  # a run (or a damaged one: resolve_config says what is wrong)
+    (tmp_path / "metrics.jsonl").write_text('{"epoch": 1}\n')
+    (tmp_path / "vocab.tsv").write_text("hello\t3\n")
+    with pytest.raises(InputError, match="holding other files, not an embedlab run"):
+        check_run_dir(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    check_run_dir(tmp_path)  # a damaged run's: resolve_config says what is wrong
+    (tmp_path / "config.json").write_text(json.dumps({"data": {}, "model": {}}))
+    check_run_dir(tmp_path)  # embedlab's form
 
 
 def test_stored_config_absent_is_none(tmp_path: Path) -> None:

@@ -35,10 +35,6 @@ from embedlab.run.naming import run_name
 CONFIG_FILE = "config.json"
 
 
-#: what a run folder holds; a folder with none of these but other files is the user's, not a run
-RUN_MARKERS = (CONFIG_FILE, "checkpoints", "prepared", "metrics.jsonl", "status.json", ".lock",
-               "vocab.tsv", "env.json")
-
 
 def check_run_dir(run_dir: Path) -> None:
     """Refuse a --run that is a file, lies below a file, or is a folder of someone else's files.
@@ -56,10 +52,34 @@ def check_run_dir(run_dir: Path) -> None:
     _check_parents(run_dir, "--run")
     # hidden entries do not count: a .DS_Store, or a temporary folder of embedlab's own that a
     # killed attempt left (they start with a dot), do not make a folder someone else's
-    if (run_dir.is_dir() and not any((run_dir / m).exists() for m in RUN_MARKERS)
+    if (run_dir.is_dir() and not _is_a_run(run_dir)
             and any(not p.name.startswith(".") for p in run_dir.iterdir())):
         raise InputError(f"{spell('--run', run_dir)} is a folder holding other files, not an "
                          "embedlab run; pass a new or empty folder (it is created if missing)")
+
+
+def _is_a_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run of embedlab's, by what only embedlab writes: its
+    checkpoints/ or prepared/ folder, or a config.json, status.json or env.json in embedlab's
+    form, or its lock file. A metrics.jsonl, vocab.tsv or config.json of another program's is
+    no sign: a run written among such files would overwrite them."""
+    if (run_dir / "checkpoints").is_dir() or (run_dir / "prepared" / "meta.json").is_file() \
+            or (run_dir / ".lock").exists():  # the lock: a run being made, maybe by another
+        return True
+    for name, keys in ((CONFIG_FILE, ("data", "model", "optim")), ("status.json", ("status",)),
+                       ("env.json", ("argv", "step_revision"))):
+        try:
+            record = json.loads((run_dir / name).read_text(encoding="utf-8"))
+        except OSError:
+            continue
+        except ValueError:  # a damaged config.json of a run: resolve_config says what is wrong
+            if name == CONFIG_FILE:
+                return True
+            continue
+        if isinstance(record, dict) and (any(k in record for k in keys) or
+                                         record.get("model") == "linreg"):
+            return True
+    return False
 
 
 def check_runs_dir(runs_dir: Path) -> None:
@@ -254,7 +274,9 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     except InputError:
         # settings the run's engine cannot train (--micro-batches on native): where they are
         # not the run's anyway, that is what to say, not a fix ("pass --engine torch") that
-        # the resume would then refuse as another config
+        # the resume would then refuse as another config. A value that is wrong by itself
+        # (--dim 0) is refused in its own words, by the config of the flags alone.
+        TrainConfig.from_dict(explicit)
         flat = flatten(base)
         if keeps_engine(explicit.get("engine"), stored.engine):
             flat["engine"] = stored.engine
