@@ -297,10 +297,11 @@ def test_a_run_of_micro_batch_steps_resumes_exactly(tmp_path: Path,
     code, _, err = run_cli(["train", "--run", str(tmp_path / "ref"), *flags], capsys)
     assert code == 0, err
     # a corpus of one chunk: steps of one micro-batch, said in one line
-    assert ("embedlab: warning: the corpus fills 1 chunk (of up to 262,144 tokens each), fewer "
-            "than --micro-batches 2: a step trains 1 micro-batch (32 centres, not 64), and "
-            "processes of a run whose chunks are missing idle; a corpus of 262,145 tokens or "
-            "more gives every step all 2") in err.splitlines()
+    assert ("embedlab: warning: the corpus fills 1 chunk (of up to 262,144 in-vocabulary tokens "
+            "each), fewer than --micro-batches 2: a step trains 1 micro-batch (32 centres, not "
+            "64), and processes of a run whose chunks are missing idle; a corpus of 262,145 "
+            "in-vocabulary tokens or more (those kept by --min-count) gives every step all 2"
+            ) in err.splitlines()
     config = json.loads((tmp_path / "ref" / "config.json").read_text())
     assert config["optim"]["micro_batches"] == 2 and config["engine"] == "torch"
     cut = str(tmp_path / "cut")

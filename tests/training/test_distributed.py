@@ -709,8 +709,8 @@ def test_after_a_lost_process_sigterm_stays_ignored_until_the_group_is_left() ->
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 
 
-@pytest.mark.parametrize(("given", "seconds"), [("", 60.0), ("3", 3.0), ("0", 60.0),
-                                                ("-5", 60.0), ("inf", 365 * 24 * 3600.0),
+@pytest.mark.parametrize(("given", "seconds"), [("", 60.0), ("3", 3.0),
+                                                ("inf", 365 * 24 * 3600.0),
                                                 ("1e300", 365 * 24 * 3600.0)])
 def test_the_step_timeout_from_the_environment(monkeypatch: pytest.MonkeyPatch, given: str,
                                                seconds: float) -> None:
@@ -724,13 +724,13 @@ def test_the_step_timeout_from_the_environment(monkeypatch: pytest.MonkeyPatch, 
     timedelta(seconds=2 * step_timeout())  # as the exchange's group asks for it
 
 
-@pytest.mark.parametrize("given", ["abc", "nan"])
+@pytest.mark.parametrize("given", ["abc", "nan", "0", "-5"])
 def test_a_step_timeout_that_is_no_number_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                                       given: str) -> None:
     from embedlab.errors import InputError
     from embedlab.training.distributed import step_timeout
 
     monkeypatch.setenv("EMBEDLAB_STEP_TIMEOUT", given)
-    with pytest.raises(InputError, match=rf"^EMBEDLAB_STEP_TIMEOUT must be a number of seconds, "
-                                         rf"got '{given}'; unset it for 60$"):
+    with pytest.raises(InputError, match=rf"^EMBEDLAB_STEP_TIMEOUT must be a number of seconds "
+                                         rf"> 0, got '{given}'; unset it for 60, or pass inf"):
         step_timeout()

@@ -128,10 +128,11 @@ def step_timeout() -> float:
         value = float(given) if given else STEP_TIMEOUT
     except ValueError:
         value = math.nan
-    if math.isnan(value):
-        raise InputError(f"EMBEDLAB_STEP_TIMEOUT must be a number of seconds, got {given!r}; "
-                         "unset it for 60") from None
-    return STEP_TIMEOUT if value <= 0 else min(value, MAX_STEP_TIMEOUT)
+    if math.isnan(value) or value <= 0:
+        raise InputError(f"EMBEDLAB_STEP_TIMEOUT must be a number of seconds > 0, got "
+                         f"{given!r}; unset it for 60, or pass inf to wait as long as it takes"
+                         ) from None
+    return min(value, MAX_STEP_TIMEOUT)
 
 
 def current() -> Group | None:

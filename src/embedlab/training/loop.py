@@ -96,8 +96,10 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         distributed.finish_exit()
         status.write_status(run.run_dir, status="interrupted", step=state.step,
                             error=str(exc)[:500])
+        # a new run with no checkpoint is removed (trainer.train): re-run, it starts again
+        again = "to resume" if saver.saved_step > 0 else "to start it again"
         raise ProcessLost(f"{exc}; stopped at step {state.step}, "
-                          f"{_saved(saver.saved_step)} — {rerun()} to resume",
+                          f"{_saved(saver.saved_step)} — {rerun()} {again}",
                           exc.exit_code) from None
     except TrainingInterrupted:
         raise

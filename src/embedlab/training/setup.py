@@ -387,10 +387,12 @@ def _warn_short_of_chunks(cfg: TrainConfig, stream: BatchStream) -> None:
     b = cfg.optim.batch_size
     # a micro-batch j of a step reads chunk j (of up to chunk_tokens tokens) of its group
     warn(f"the corpus fills {chunks} chunk{'s' if chunks > 1 else ''} (of up to "
-         f"{stream.chunk_tokens:,} tokens each), fewer than {spell('--micro-batches', m)}: a "
-         f"step trains {chunks} micro-batch{'es' if chunks > 1 else ''} ({chunks * b:,} centres, "
-         f"not {m * b:,}), and processes of a run whose chunks are missing idle; a corpus "
-         f"of {(m - 1) * stream.chunk_tokens + 1:,} tokens or more gives every step all {m}")
+         f"{stream.chunk_tokens:,} in-vocabulary tokens each), fewer than "
+         f"{spell('--micro-batches', m)}: a step trains {chunks} "
+         f"micro-batch{'es' if chunks > 1 else ''} ({chunks * b:,} centres, not {m * b:,}), "
+         f"and processes of a run whose chunks are missing idle; a corpus of "
+         f"{(m - 1) * stream.chunk_tokens + 1:,} in-vocabulary tokens or more (those kept by "
+         f"{spell_name('--min-count')}) gives every step all {m}")
 
 
 def batches_for(cfg: TrainConfig, prepared: PreparedCorpus, keep: np.ndarray | None,
