@@ -1407,6 +1407,22 @@ def test_more_threads_than_cores_is_one_warning(corpus: Path, tmp_path: Path,
     assert code == 0 and "warning" not in err, err
 
 
+def test_threads_of_every_process_on_the_machine_count_against_its_cores(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """'--nproc 2 --threads 2' on 2 cores runs 4 threads: said, as --threads 3 in one is."""
+    from embedlab.training.trainer import _warn_about_threads
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    _warn_about_threads(2, "native")
+    assert capsys.readouterr().err == (
+        "embedlab: warning: --threads 2 in each of the 2 processes on this machine is 4 "
+        "threads, more than its 2 cores: the threads take turns on them, which is slower; the "
+        "vectors are the same with --threads 1\n")
+    _warn_about_threads(1, "native")
+    assert capsys.readouterr().err == ""
+
+
 def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,8 +98,18 @@ def _warn_about_threads(threads: int, engine: str) -> None:
     from embedlab.training.distributed import launched_rank
 
     cores = len(os.sched_getaffinity(0))
-    if threads > cores and launched_rank() == 0:
-        same = f"; the vectors are the same with {spell('--threads', cores)}" \
+    try:  # the processes torchrun (or --nproc) started on this machine share its cores
+        local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
+        local = 1
+    if threads * local > cores and launched_rank() == 0:
+        fits = max(1, cores // local)
+        same = f"; the vectors are the same with {spell('--threads', fits)}" \
             if engine == "native" else ""
-        warn(f"{spell('--threads', threads)} is more than the {cores} cores this process may "
-             f"use: the threads take turns on them, which is slower{same}")
+        if local > 1:
+            warn(f"{spell('--threads', threads)} in each of the {local} processes on this "
+                 f"machine is {threads * local} threads, more than its {cores} cores: the "
+                 f"threads take turns on them, which is slower{same}")
+        else:
+            warn(f"{spell('--threads', threads)} is more than the {cores} cores this process "
+                 f"may use: the threads take turns on them, which is slower{same}")
