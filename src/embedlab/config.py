@@ -20,7 +20,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from embedlab.engines import CPU_REQUEST, CUDA_LOSSES, REQUESTS
-from embedlab.errors import InputError, numpy_bool, spell, spell_metavar, spell_name
+from embedlab.errors import (
+    InputError,
+    numpy_bool,
+    python_caller,
+    spell,
+    spell_metavar,
+    spell_name,
+)
 
 ModelKind = Literal["skipgram", "cbow"]
 LossKind = Literal["neg", "nce", "hs"]
@@ -426,8 +433,10 @@ class TrainConfig:
             raise InputError(f"{m} trains on the torch and cuda engines; pass "
                              f"{_flag('engine', 'torch')} or {_flag('engine', 'cuda')}")
         if self.model.loss == "hs":
+            alone = "not under torchrun" if python_caller() else "without --nproc or torchrun"
             raise InputError(f"{m} trains negative sampling and NCE; pass "
-                             f"{_flag('loss', 'neg')} or {_flag('micro_batches', 1)}")
+                             f"{_flag('loss', 'neg')} or {_flag('micro_batches', 1)} "
+                             f"(hierarchical softmax trains in one process: {alone})")
         if self.preset == "cs20":
             raise InputError(f"{m} trains the summed loss, and {_flag('preset', 'cs20')} the "
                              f"batch mean; drop one of them")
