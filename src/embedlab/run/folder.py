@@ -312,6 +312,16 @@ def _other_config(run_dir: Path | None, bad: list[str]) -> InputError:
                       f"over, or use another {spell('--run')}")
 
 
+def corpus_not_found(run_dir: Path, corpus: str) -> str:
+    """"run RUN's corpus C (as its config.json names it) is not found from HERE[, nor from the
+    folder the run was made in]": the start of a refusal that asks for the corpus's path."""
+    made_in = creation_folder(run_dir)
+    nor = f", nor from {made_in}, where the run was made" if made_in is not None and \
+        made_in != Path.cwd() else ""
+    return (f"run {run_dir}'s corpus {corpus} (as its config.json names it) is not found from "
+            f"{Path.cwd()}{nor}")
+
+
 def creation_folder(run_dir: Path) -> Path | None:
     """The working folder the run was created in (``cwd`` of ``env.json``'s first record),
     from which the relative paths of its config were typed; None where it is not recorded."""

@@ -40,7 +40,7 @@ from embedlab.run.folder import (
     check_run_dir,
     check_runs_dir,
     choose_run_dir,
-    creation_folder,
+    corpus_not_found,
     resolve_config,
     restart_options,
     stored_config,
@@ -344,12 +344,8 @@ def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
             raise InputError(f"{spell('--restart', True)}: run {run_dir} was trained on "
                              f"sentences given in memory; {again}")
         if corpus not in SPECIAL_CORPORA and not Path(corpus).exists():
-            made_in = creation_folder(run_dir)
-            nor = f", nor from {made_in}, where the run was made" if made_in is not None and \
-                made_in != Path.cwd() else ""
-            raise InputError(f"{spell('--restart', True)}: run {run_dir}'s corpus {corpus} "
-                             f"(as its config.json names it) is not found from {Path.cwd()}"
-                             f"{nor}; pass {spell('--corpus')} with its path")
+            raise InputError(f"{spell('--restart', True)}: {corpus_not_found(run_dir, corpus)}; "
+                             f"pass {spell('--corpus')} with its path")
     options = restart_options(run_dir, explicit)
     return (explicit, preset) if options is None else (options, stored.preset)
 

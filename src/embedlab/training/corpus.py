@@ -54,13 +54,9 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
             not Path(corpus).exists():
         # a trained run whose prepared copy is gone, its corpus not found from here: "pass an
         # existing file, 'text8' or 'demo'" would be refused as another corpus
-        from embedlab.run.folder import creation_folder
+        from embedlab.run.folder import corpus_not_found
 
-        made_in = creation_folder(run_dir)
-        nor = f", nor from {made_in}, where the run was made" if made_in is not None and \
-            made_in != Path.cwd() else ""
-        raise InputError(f"run {run_dir}'s corpus {corpus} (as its config.json names it) is "
-                         f"not found from {Path.cwd()}{nor}, and the run's prepared copy "
+        raise InputError(f"{corpus_not_found(run_dir, corpus)}, and the run's prepared copy "
                          f"{local} is gone; pass {spell('--corpus')} with its path")
     if ahead is not None and ahead.data == cfg.data:
         _warm_up(cfg)  # imports the final summaries need, while the child still works
