@@ -163,11 +163,18 @@ def _list_them(ckpt_dir: Path, *, lists: bool = False) -> str:
     """How the caller finds the checkpoints of the run ``ckpt_dir`` belongs to: the ``ckpt``
     command, or from Python the run folder's own listing (``embedlab.checkpoints``)."""
     run = ckpt_dir.parent.parent if ckpt_dir.parent.name == CKPT_DIR else None
+    listing = listing_command(run)
     if python_caller():
-        listing = f"embedlab.checkpoints({str(run)!r})" if run else "embedlab.checkpoints(run)"
         return f"{listing} lists them" if lists else f"{listing} lists them; pass one as step="
-    listing = f"embedlab ckpt {shlex.quote(str(run))}" if run else "embedlab ckpt RUN"
     return f"'{listing}' lists them" if lists else f"run '{listing}' to list them"
+
+
+def listing_command(run: Path | None) -> str:
+    """What lists the checkpoints of ``run`` for the caller: ``embedlab ckpt RUN`` in a shell,
+    ``embedlab.checkpoints('RUN')`` in Python (``RUN``/``run`` where none is known)."""
+    if python_caller():
+        return f"embedlab.checkpoints({os.fspath(run)!r})" if run else "embedlab.checkpoints(run)"
+    return f"embedlab ckpt {shlex.quote(str(run))}" if run else "embedlab ckpt RUN"
 
 
 def _unreadable(ckpt_dir: Path, exc: BaseException) -> InputError:

@@ -119,18 +119,21 @@ def _stored(run_dir: Path) -> tuple[TrainConfig | None, set[str]]:
     path = run_dir / CONFIG_FILE
     if not path.is_file():
         return None, set()
-    if is_linreg_run(run_dir):
+    try:  # read once: the checks below and the config are made from the same values
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise _invalid_config(path, exc) from None
+    if _is_linreg(raw):
         raise InputError(f"{run_dir} is a run of 'embedlab linreg', not of word2vec; pass "
                          f"another {spell('--run')}")
-    _check_recorded_keys(path)
+    _check_recorded_keys(raw, path)
     try:
-        cfg, filled = _read_config(path)
+        cfg, filled = _config_of(raw)
     except InputError as exc:  # a value of the wrong type or range, written by hand
         raise InputError(f"{path} holds a value embedlab cannot use ({exc}); fix that key in "
                          f"the file, or pass {spell('--restart', True)} to start over") from None
     except (ValueError, TypeError) as exc:
-        raise InputError(f"{path} is not a valid embedlab config ({exc}); pass another "
-                         f"{spell('--run')} or {spell('--restart', True)} to start over") from None
+        raise _invalid_config(path, exc) from None
     flat = flatten(cfg.to_dict())
     return cfg, filled | {key for key, value in LEGACY_VALUES.items() if flat.get(key) == value}
 
@@ -142,14 +145,15 @@ RECORDED_KEYS = ("data.corpus", "model.dim", "model.window", "optim.lr", "optim.
                  "optim.batch_size", "seed")
 
 
-def _check_recorded_keys(path: Path) -> None:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # read, and refused in its own words, by _read_config
+def _invalid_config(path: Path, exc: Exception) -> InputError:
+    return InputError(f"{path} is not a valid embedlab config ({exc}); pass another "
+                      f"{spell('--run')} or {spell('--restart', True)} to start over")
+
+
+def _check_recorded_keys(raw: Any, path: Path) -> None:
     if not isinstance(raw, dict) or any(
             not isinstance(raw.get(s, {}), dict) for s in ("data", "model", "optim")):
-        return  # not a config's shape: _read_config says so
+        return  # not a config's shape: _config_of says so
     flat = flatten(raw)
     missing = [k for k in RECORDED_KEYS if k not in flat]
     if missing:
@@ -160,18 +164,26 @@ def _check_recorded_keys(path: Path) -> None:
 
 def is_linreg_run(run_dir: Path) -> bool:
     """Whether ``run_dir``'s config.json is that of an ``embedlab linreg`` run."""
-    from embedlab.linreg.config import LINREG_MODEL
-
     try:
-        raw = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+        return _is_linreg(json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return False
+
+
+def _is_linreg(raw: Any) -> bool:
+    from embedlab.linreg.config import LINREG_MODEL
+
     return isinstance(raw, dict) and raw.get("model") == LINREG_MODEL
 
 
 def _read_config(path: Path) -> tuple[TrainConfig, set[str]]:
     """A stored config.json, and the keys it lacked (filled with their legacy values)."""
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    return _config_of(json.loads(path.read_text(encoding="utf-8")))
+
+
+def _config_of(raw: Any) -> tuple[TrainConfig, set[str]]:
+    """The config of config.json's values ``raw`` (filled in place with the legacy values of the
+    keys it lacks), and those keys."""
     filled = fill_legacy_keys(raw)
     return TrainConfig.from_dict(raw), filled
 

@@ -95,7 +95,8 @@ class RunLock:
     @staticmethod
     def held_by(run_dir: Path | str) -> dict[str, Any] | None:
         """The record of the process that holds the run's lock now (a trainer), or None; takes
-        nothing (the shared lock of :meth:`refuse_if_held`, asked for and given back)."""
+        nothing: a shared lock asked for and given back at once, which only a trainer's
+        exclusive one refuses."""
         try:
             fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
         except OSError:
@@ -116,22 +117,9 @@ class RunLock:
     def refuse_if_held(run_dir: Path | str) -> None:
         """Raise the "in use" :class:`InputError` when a live process holds the run's lock, so
         that a command refused for another reason first (a ``--from`` step that is not there)
-        names the real obstacle; nothing is taken. A shared lock asked for and given back at
-        once: only a trainer's exclusive one refuses it."""
-        try:
-            fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise RunLock(run_dir)._busy() from None
-                return
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        names the real obstacle; nothing is taken (see :meth:`held_by`)."""
+        if RunLock.held_by(run_dir) is not None:
+            raise RunLock(run_dir)._busy()
 
     def _busy(self) -> InputError:
         holder = read_lock(self.run_dir) or {}

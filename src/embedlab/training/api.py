@@ -484,6 +484,7 @@ def _summary(result: TrainResult, cfg: TrainConfig) -> str:
 
 def _resolve_from(run: Path, from_ckpt: str) -> str:
     from embedlab.checkpoint import CheckpointManager, find_checkpoint
+    from embedlab.checkpoint.load import listing_command
 
     if from_ckpt == "best":
         from embedlab.checkpoint import INDEX_FILE, ckpt_name, read_index
@@ -517,14 +518,14 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
                   if have else f"{run} has no checkpoints")
         raise InputError(f"{_from(from_ckpt)}: no such checkpoint ({listed}); pass one of "
                          f"them (or its step), 'best' or a checkpoint folder (list them: "
-                         f"{_list_them(run)})")
+                         f"{listing_command(run)})")
     ckpt = find_checkpoint(path)
     # Another run's checkpoint would continue that run's weights under this run's name, config
     # and history; starting from other vectors is what --init-from is for.
     if not ckpt.resolve().is_relative_to(run.resolve()):
         raise InputError(f"{_from(from_ckpt)}: {ckpt} is not a checkpoint of run {run}; "
                          f"{_from()} takes the run's own checkpoints (list them: "
-                         f"{_list_them(run)}). To start a new run from its vectors, pass "
+                         f"{listing_command(run)}). To start a new run from its vectors, pass "
                          f"{spell('--init-from', from_ckpt)} with a new {spell('--run')}")
     return str(ckpt)
 
@@ -536,11 +537,6 @@ def _from(*value: object) -> str:
         value = (int(value[0]),)
     return spell("--from", *value, python="from_checkpoint")
 
-
-def _list_them(run: Path) -> str:
-    """How the caller lists a run's checkpoints."""
-    return f"embedlab.checkpoints({os.fspath(run)!r})" if python_caller() else \
-        f"embedlab ckpt {run}"
 
 
 def _check_same_sentences(run: Path, explicit: dict[str, Any]) -> None:

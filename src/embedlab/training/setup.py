@@ -8,7 +8,6 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
-import os
 import shlex
 import threading
 from dataclasses import dataclass
@@ -47,7 +46,6 @@ from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
 from embedlab.errors import (
     InputError,
-    python_caller,
     said_by_another_process,
     spell,
     spell_metavar,
@@ -240,9 +238,9 @@ def _check_cursor(cfg: TrainConfig, ckpt: Path, state: TrainState, stream: Batch
             len(stream.chunk_batches(c.epoch, c.chunk))
         bad, where = c.batch >= n, f"chunk {c.chunk} has {n:,} batch(es)"
     if bad:
-        run = ckpt.parent.parent
-        listing = f"embedlab.checkpoints({os.fspath(run)!r})" if python_caller() else \
-            f"embedlab ckpt {run}"
+        from embedlab.checkpoint.load import listing_command
+
+        listing = listing_command(ckpt.parent.parent)
         raise InputError(f"checkpoint {ckpt} records a data position (epoch {c.epoch}, chunk "
                          f"{c.chunk}, batch {c.batch}) outside this run's batches ({where}; "
                          f"{epochs} epoch(s)): its {STATE_FILE} was altered; resume from "
