@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
+
+import pytest
 
 from embedlab.errors import (
     InputError,
@@ -57,8 +60,6 @@ def test_a_bare_name_and_a_placeholder_follow_the_caller_too() -> None:
 def test_refusals_are_value_errors_reachable_from_the_package() -> None:
     """gensim's and Python's refusals of a bad argument are ValueErrors: ``except ValueError``
     catches embedlab's too, and ``embedlab.InputError`` names them without a submodule."""
-    import inspect
-
     import embedlab
     from embedlab.vectors import UnknownWordError
 
@@ -71,3 +72,31 @@ def test_refusals_are_value_errors_reachable_from_the_package() -> None:
     assert list(inspect.signature(embedlab.load).parameters) == ["path", "step", "best"]
     assert {"device", "on_progress", "from_checkpoint"} <= set(
         inspect.signature(embedlab.train).parameters)
+
+
+def test_a_python_call_warns_through_warnings_at_the_callers_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What the command prints as ``embedlab: warning:`` is an EmbedlabWarning for a Python
+    caller, located at the caller's line (not inside embedlab), so it can be filtered."""
+    import warnings
+
+    import embedlab
+
+    path = tmp_path / "dup.txt"
+    path.write_text("3 1\nthe 1\nof 2\nthe 3\n")
+    with pytest.warns(embedlab.EmbedlabWarning, match="1 duplicate words") as caught:
+        line = inspect.currentframe().f_lineno + 1  # type: ignore[union-attr]
+        vec = embedlab.load(path)
+    assert list(vec.index_to_key) == ["the", "of"]
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, line)]
+    assert issubclass(embedlab.EmbedlabWarning, UserWarning)
+    assert capsys.readouterr().err == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", embedlab.EmbedlabWarning)
+        embedlab.load(path)
+    assert capsys.readouterr().err == ""
+    with messages_for("cli"):  # the command's one line, as before
+        embedlab.load(path)
+    assert capsys.readouterr().err == (
+        f"embedlab: warning: {path}: 1 duplicate words; keeping the first vector of each (as "
+        "gensim does)\n")

@@ -4,7 +4,9 @@ The public Python API is deliberately small: :func:`load` returns a vectors obje
 :mod:`embedlab.vectors`), ``embedlab.train(...)`` trains a run as ``embedlab train`` does
 (see :func:`embedlab.training.api.train`), and :func:`checkpoints` lists a run's checkpoints as
 ``embedlab ckpt RUN`` does. Refusals raise :class:`InputError` (a ``ValueError``), a saved stop
-:class:`TrainingInterrupted`. Everything else is reached through the ``embedlab`` CLI.
+:class:`TrainingInterrupted`; what the user should know but that does not stop the call is an
+:class:`EmbedlabWarning` (Python's ``warnings``). Everything else is reached through the
+``embedlab`` CLI.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from embedlab.errors import InputError, TrainingInterrupted
+from embedlab.errors import EmbedlabWarning, InputError, TrainingInterrupted
 
 # Bitwise reproducibility of MKL, which PyTorch's CPU GEMMs call: without these MKL may choose a
 # kernel by memory alignment, or fewer threads under load, per call — and so sum in another
@@ -79,4 +81,5 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
                   device=device, on_progress=on_progress, **options)
 
 
-__all__ = ["InputError", "TrainingInterrupted", "__version__", "checkpoints", "load", "train"]
+__all__ = ["EmbedlabWarning", "InputError", "TrainingInterrupted", "__version__", "checkpoints",
+           "load", "train"]

@@ -25,6 +25,7 @@ import functools
 import os
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
+from types import FrameType
 from typing import Any, Literal, ParamSpec, TypeVar
 
 
@@ -87,11 +88,42 @@ class ProcessLost(TrainingInterrupted):
     broke) or disagrees; the checkpoints saved before are intact."""
 
 
+class EmbedlabWarning(UserWarning):
+    """What :func:`warn` says to a Python caller (``embedlab.train``, ``embedlab.load``...), as
+    Python's ``warnings`` says it: shown on stderr by default, at the line of the caller's code
+    that called embedlab, and filtered as any warning is
+    (``warnings.simplefilter("ignore", embedlab.EmbedlabWarning)``, or ``"error"`` to stop)."""
+
+
 def warn(message: str) -> None:
-    """One line on stderr. Not warnings.warn, which tests turn into errors and users rarely see."""
+    """Something the user should know and may act on, that does not stop the work.
+
+    On the command line, one line on stderr, ``embedlab: warning: ...``. In a Python call (see
+    :func:`messages_for`), an :class:`EmbedlabWarning` through ``warnings.warn``, so that a
+    notebook or a program can filter it, record it, or make it an error, as it does the warnings
+    of NumPy or gensim."""
+    if python_caller():
+        import warnings
+
+        warnings.warn(message, EmbedlabWarning, stacklevel=_callers_level())
+        return
     import sys
 
     print(f"embedlab: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _callers_level() -> int:
+    """``warnings.warn``'s stacklevel, counted from :func:`warn`, of the first frame outside the
+    embedlab package: the warning names the line of the caller's code (Python 3.12's
+    ``skip_file_prefixes`` does this; 3.11 has no such argument)."""
+    import sys
+
+    package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame: FrameType | None = sys._getframe(2)  # warn()'s caller: level 2
+    level = 2
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def note(message: str) -> None:

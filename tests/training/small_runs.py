@@ -6,6 +6,7 @@ about a second. The fixtures built on these are in conftest.py.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import time
@@ -44,9 +45,10 @@ def make_cfg(corpus: Path, **over: Any) -> TrainConfig:
 
 
 def run_train(cfg: TrainConfig, run: Path) -> tuple[TrainResult, str]:
-    """Train in this process; (result, what it said)."""
+    """Train in this process; (result, what it said, its warnings on stderr too)."""
     out = io.StringIO()
-    result = train(cfg, run, argv=["test"], out=out)
+    with contextlib.redirect_stderr(out):
+        result = train(cfg, run, argv=["test"], out=out)
     return result, out.getvalue()
 
 

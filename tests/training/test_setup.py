@@ -33,21 +33,19 @@ def test_a_resume_by_another_step_revision_warns(tmp_path: Path) -> None:
     assert "--restart" in warnings[0]
 
 
-def test_a_change_of_one_engines_arithmetic_warns_only_its_runs(tmp_path: Path) -> None:
-    import io
-
+def test_a_change_of_one_engines_arithmetic_warns_only_its_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from embedlab.engines import STEP_CHANGE_ENGINES, STEP_REVISION
     from embedlab.training.setup import _warn_if_other_step_revision
 
     assert STEP_CHANGE_ENGINES[7] == {"cuda"}  # the slices of 16 of the cuda engine's scores
     (tmp_path / "env.json").write_text(json.dumps({"step_revision": 6}))
     for engine, warned in (("native", False), ("torch", False), ("cuda", True)):
-        out = io.StringIO()
-        _warn_if_other_step_revision(tmp_path, engine, out)
-        assert ("warning" in out.getvalue()) is warned, engine
-    out = io.StringIO()
-    _warn_if_other_step_revision(tmp_path, "cuda", out)
-    assert f"revision 6, this is revision {STEP_REVISION} (the cuda engine" in out.getvalue()
+        _warn_if_other_step_revision(tmp_path, engine)
+        assert ("warning" in capsys.readouterr().err) is warned, engine
+    _warn_if_other_step_revision(tmp_path, "cuda")
+    assert f"revision 6, this is revision {STEP_REVISION} (the cuda engine" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("model", "given", "used"), [
@@ -105,29 +103,29 @@ def test_initial_vectors_of_another_size_are_not_taken(corpus: Path) -> None:
     assert tensors is not None and tensors["input_embeddings"].shape == (50, 8)
 
 
-def test_a_revision_warning_names_only_what_changed_for_the_run(tmp_path: Path) -> None:
+def test_a_revision_warning_names_only_what_changed_for_the_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Hierarchical softmax draws no noise words: negative sampling's change is not its; a run
-    of a newer embedlab is said to be one; Python callers are told restart=True."""
-    import io
-
+    of a newer embedlab is said to be one; Python callers are told restart=True, by an
+    EmbedlabWarning at their own line."""
     from embedlab.engines import STEP_CHANGES, STEP_REVISION
-    from embedlab.errors import messages_for
+    from embedlab.errors import EmbedlabWarning, messages_for
     from embedlab.training.setup import _warn_if_other_step_revision
 
     (tmp_path / "env.json").write_text(json.dumps({"step_revision": 4}))
-    out = io.StringIO()
-    _warn_if_other_step_revision(tmp_path, "native", out, loss="hs")
-    assert STEP_CHANGES[5] not in out.getvalue() and "negative sampling" not in out.getvalue()
-    out = io.StringIO()
-    _warn_if_other_step_revision(tmp_path, "native", out, loss="neg")
-    assert STEP_CHANGES[5] in out.getvalue()
+    _warn_if_other_step_revision(tmp_path, "native", loss="hs")
+    err = capsys.readouterr().err
+    assert STEP_CHANGES[5] not in err and "negative sampling" not in err
+    _warn_if_other_step_revision(tmp_path, "native", loss="neg")
+    assert STEP_CHANGES[5] in capsys.readouterr().err
     (tmp_path / "env.json").write_text(json.dumps({"step_revision": STEP_REVISION + 1}))
-    out = io.StringIO()
-    with messages_for("python"):
-        _warn_if_other_step_revision(tmp_path, "native", out)
-    assert out.getvalue() == (
-        f"embedlab: warning: {tmp_path} was started by an embedlab with training-step revision "
+    with messages_for("python"), pytest.warns(EmbedlabWarning) as caught:
+        _warn_if_other_step_revision(tmp_path, "native")
+    assert capsys.readouterr().err == ""
+    assert [str(w.message) for w in caught] == [
+        f"{tmp_path} was started by an embedlab with training-step revision "
         f"{STEP_REVISION + 1}, newer than this one's {STEP_REVISION}; it resumes with this "
         "revision's step, so its result will differ from an uninterrupted run of the newer "
         "version — resume it with that version, or pass restart=True for a run of one "
-        "revision\n")
+        "revision"]
+    assert caught[0].filename == __file__

@@ -22,7 +22,6 @@ import lzma
 import mmap
 import os
 import shutil
-import sys
 import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
@@ -31,7 +30,7 @@ from typing import IO
 
 import numpy as np
 
-from embedlab.errors import InputError, python_caller
+from embedlab.errors import InputError, python_caller, warn
 from embedlab.export.atomic import _out, atomic_export, check_writable
 
 _ROWS_PER_WRITE = 4096  # rows formatted per write call: bounded memory for big vocabularies
@@ -173,8 +172,7 @@ def read_word2vec(path: Path) -> tuple[list[str], np.ndarray]:
         _check_size(path, data, pos, n, dim, 2 * dim + 1)
         words, mat, replaced = _read_records(path, data, pos, n, dim)
     if replaced:
-        print(f"embedlab: warning: {path}: {replaced} words are not valid UTF-8; their bad bytes "
-              "read as U+FFFD", file=sys.stderr, flush=True)
+        warn(f"{path}: {replaced} words are not valid UTF-8; their bad bytes read as U+FFFD")
     return _drop_duplicates(path, words, mat)
 
 
@@ -468,7 +466,6 @@ def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray) -> tuple[lis
         if w not in seen:
             seen.add(w)
             keep.append(i)
-    # one line on stderr like every embedlab warning (logging printed it without the prefix)
-    print(f"embedlab: warning: {path}: {len(words) - len(keep)} duplicate words; keeping the "
-          "first vector of each (as gensim does)", file=sys.stderr, flush=True)
+    warn(f"{path}: {len(words) - len(keep)} duplicate words; keeping the first vector of each "
+         "(as gensim does)")
     return [words[i] for i in keep], mat[keep]

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -309,9 +308,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     if not say:
         return requested, stored
     if requested.threads != stored.threads and requested.engine == "torch":
-        print(f"embedlab: warning: resuming with {spell('--threads', requested.threads)} (the run "
-              f"used {stored.threads}); results may differ in the last bits from an "
-              "uninterrupted run", file=sys.stderr)
+        warn(f"resuming with {spell('--threads', requested.threads)} (the run used "
+             f"{stored.threads}); results may differ in the last bits from an uninterrupted run")
     if "cuda" in (stored.engine, requested.engine) and run_dir is not None:
         _warn_if_other_device(run_dir, stored.engine, requested.engine)
     return requested, stored

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from embedlab.errors import InputError, spell_name
+from embedlab.errors import InputError, spell_name, warn
 
 LOCK_FILE = ".lock"
 
@@ -143,8 +143,8 @@ class RunLock:
                              f"process is gone, delete {self.path} and re-run")
         state = "is no longer running" if not (isinstance(pid, int) and pid_alive(pid)) else (
             "does not hold the lock (its pid was reused)")
-        print(f"embedlab: warning: taking over the stale lock of {self.run_dir} from pid {pid} "
-              f"(started {old.get('started', '?')}), which {state}", file=sys.stderr, flush=True)
+        warn(f"taking over the stale lock of {self.run_dir} from pid {pid} (started "
+             f"{old.get('started', '?')}), which {state}")
 
     def _write_record(self) -> None:
         assert self._fd is not None

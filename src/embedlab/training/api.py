@@ -100,7 +100,9 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     call ends. An exception it raises stops training as Ctrl-C does: the step is saved and
     ``TrainingInterrupted`` is raised from it.
 
-    Prints what ``embedlab train`` prints on stderr (a progress bar only on a terminal).
+    Prints what ``embedlab train`` prints on stderr (a progress bar only on a terminal), but for
+    its warnings, issued as :class:`~embedlab.errors.EmbedlabWarning` through Python's
+    ``warnings``.
     Returns a :class:`~embedlab.training.state.TrainResult`: ``vectors`` (the trained
     :class:`~embedlab.vectors.Vectors`), ``run_dir``, ``step``, ``loss``, ``words_seen``,
     ``finished`` and the resolved ``config``. Refused input raises ``InputError``, the one-line

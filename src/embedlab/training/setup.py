@@ -184,8 +184,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     kernel = _kernel_identity(cfg.engine)
     if ckpt is not None:
         manager.protect(state.step)
-        _warn_if_other_step_revision(run_dir, cfg.engine, out, loss=cfg.model.loss)
-        _warn_if_other_kernel(run_dir, kernel, out)
+        _warn_if_other_step_revision(run_dir, cfg.engine, loss=cfg.model.loss)
+        _warn_if_other_kernel(run_dir, kernel)
     # the streams the batches draw from: the batch specification's one key, or, for a run
     # started before it, the separate streams of that generator
     streams = LEGACY_STREAMS if legacy else ("init", SPEC_STREAM)
@@ -563,7 +563,7 @@ def _kernel_identity(engine: str) -> dict[str, str] | None:
     return native.library.identity()
 
 
-def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None, out: TextIO) -> None:
+def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None) -> None:
     """A resume whose native kernel was built otherwise (another compiler, its flags, another
     CPU) than the one the run last trained with: the same step may round otherwise."""
     before = last_kernel(run_dir)
@@ -574,13 +574,11 @@ def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None, out: Tex
               if before.get(key) != kernel.get(key)]
     why = "; ".join(differ) if differ else \
         "the same compiler and command: another CPU, or another embedlab's kernel sources"
-    print(f"embedlab: warning: the native kernel is built otherwise than the one {run_dir} last "
-          f"trained with ({why}): its result may differ in the last bits from an uninterrupted "
-          "run's", file=out)
+    warn(f"the native kernel is built otherwise than the one {run_dir} last trained with "
+         f"({why}): its result may differ in the last bits from an uninterrupted run's")
 
 
-def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO, *,
-                                 loss: str = "neg") -> None:
+def _warn_if_other_step_revision(run_dir: Path, engine: str, *, loss: str = "neg") -> None:
     """A run started by an embedlab whose step arithmetic differs (on ``engine``, which
     resumes it, for its ``loss``) resumes with this one's."""
     started = started_step_revision(run_dir)
@@ -593,14 +591,13 @@ def _warn_if_other_step_revision(run_dir: Path, engine: str, out: TextIO, *,
               loss in STEP_CHANGE_LOSSES.get(r, (loss,))]
     restart = spell("--restart", True)
     if started is not None and started > STEP_REVISION:  # a newer embedlab started it
-        print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
-              f"revision {started}, newer than this one's {STEP_REVISION}; it resumes with "
-              "this revision's step, so its result will differ from an uninterrupted run of "
-              f"the newer version — resume it with that version, or pass {restart} for a run "
-              "of one revision", file=out)
+        warn(f"{run_dir} was started by an embedlab with training-step revision {started}, "
+             f"newer than this one's {STEP_REVISION}; it resumes with this revision's step, so "
+             "its result will differ from an uninterrupted run of the newer version — resume "
+             f"it with that version, or pass {restart} for a run of one revision")
     elif started is not None and differ:
         changes = "; ".join(STEP_CHANGES[r] for r in differ)
-        print(f"embedlab: warning: {run_dir} was started by an embedlab with training-step "
-              f"revision {started}, this is revision {STEP_REVISION} ({changes}); it resumes "
-              "with this revision's step, so its result will differ from an uninterrupted run "
-              f"of the old version — pass {restart} for a run of one revision", file=out)
+        warn(f"{run_dir} was started by an embedlab with training-step revision {started}, this "
+             f"is revision {STEP_REVISION} ({changes}); it resumes with this revision's step, so "
+             "its result will differ from an uninterrupted run of the old version — pass "
+             f"{restart} for a run of one revision")
