@@ -332,6 +332,10 @@ def test_save_word2vec_format_writes_and_overwrites_as_gensim(
     assert str(info.value) == ("save_word2vec_format writes fname= and binary= only; drop "
                                "fvocab=, append= (to_npy writes the vocabulary with its counts)")
     assert not (tmp_path / "v.txt").exists()
+    with pytest.raises(InputError) as info:  # the counts are fvocab='s alone
+        vec.save_word2vec_format(tmp_path / "v.txt", write_header=False)
+    assert str(info.value) == ("save_word2vec_format writes fname= and binary= only; drop "
+                               "write_header=")
     (tmp_path / "folder").mkdir()
     with pytest.raises(InputError) as info:  # its own argument's name, not to_word2vec's
         vec.save_word2vec_format(tmp_path / "folder")

@@ -160,9 +160,11 @@ def file_digest(path: Path, algorithm: str) -> str:
 
 def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -> str:
     """A user-named input file's text; a missing or undecodable file is a one-line InputError
-    ``"<what> PATH does not exist; <missing_fix>"`` / ``"cannot read <what> PATH (why); <fix>"``."""
+    ``"<what> PATH does not exist; <missing_fix>"`` / ``"cannot read <what> PATH (why); <fix>"``.
+    A byte-order mark at the start (Notepad and spreadsheets save one) is not text: dropped, so
+    that the first line reads as typed."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{what} {path} does not exist; {missing_fix}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -484,8 +484,33 @@ def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
     from embedlab.checkpoint import load_checkpoint
 
     name = _stored_name(ckpt, INPUT_EMBEDDINGS)
-    tensors, state = load_checkpoint(ckpt, names=[name])
+    try:
+        tensors, state = load_checkpoint(ckpt, names=[name])
+    except InputError:
+        held = _tensor_names(ckpt)
+        if not held or name in held:
+            raise
+        # a subset of other tensors (the output embeddings, say): how to read one as vectors
+        other = held[0]
+        raise InputError(f"checkpoint {ckpt} holds no input embeddings, which are the word "
+                         f"vectors; it has: {', '.join(held)}. To read {other} as the vectors, "
+                         f"write a subset that names it so: embedlab ckpt {ckpt.parent.parent} "
+                         f"--export-subset OUT --names {other} --map {INPUT_EMBEDDINGS}={other}"
+                         ) from None
     return np.asarray(tensors[name], dtype=np.float32), state
+
+
+def _tensor_names(ckpt: Path) -> list[str] | None:
+    """The names of the tensors a checkpoint folder holds, sorted; None if it cannot be read."""
+    from safetensors import safe_open
+
+    from embedlab.checkpoint.format import TENSORS_FILE
+
+    try:
+        with safe_open(str(ckpt / TENSORS_FILE), framework="numpy") as f:
+            return sorted(f.keys())
+    except Exception:  # damage is load_checkpoint's to report
+        return None
 
 
 def _stored_name(ckpt: Path, original: str) -> str:

@@ -304,9 +304,10 @@ class KeyedVectorsDialect:
                  "append": (append, False), "sort_attr": (sort_attr, "count")}
         other = [name for name, (value, default) in given.items() if value != default]
         if other:
+            counts = " (to_npy writes the vocabulary with its counts)" if "fvocab" in other \
+                else ""
             raise InputError(f"save_word2vec_format writes fname= and binary= only; drop "
-                             f"{', '.join(f'{n}=' for n in other)} (to_npy writes the "
-                             "vocabulary with its counts)")
+                             f"{', '.join(f'{n}=' for n in other)}{counts}")
         with path_argument("fname"):
             self._write_word2vec(fname, checked_bool("binary", binary), True)
 

@@ -125,6 +125,27 @@ def test_export_subset_is_a_queryable_run(run: Path, tmp_path: Path,
     assert (out / "exports" / "vectors.txt").is_file()
 
 
+def test_a_subset_without_the_input_embeddings_says_how_to_read_another_tensor(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The output (context) vectors are read as vectors through a subset that names them so:
+    the refusal of a subset without input embeddings gives that command, and it works."""
+    from embedlab.vectors import load
+
+    _vocab(run)
+    out, fixed = tmp_path / "ctx", tmp_path / "ctx-as-vectors"
+    _invoke(str(run), "--export-subset", str(out), "--names", "output_embeddings")
+    code, _, err = run_cli(["export", str(out), "--out", str(tmp_path / "x.txt")], capsys)
+    ckpt = find_checkpoint(out)
+    command = (f"embedlab ckpt {out} --export-subset OUT --names output_embeddings --map "
+               "input_embeddings=output_embeddings")
+    assert (code, err) == (2, f"embedlab: error: checkpoint {ckpt} holds no input embeddings, "
+                              "which are the word vectors; it has: output_embeddings. To read "
+                              "output_embeddings as the vectors, write a subset that names it "
+                              f"so: {command}\n")
+    _invoke(*command.replace("OUT", str(fixed)).split()[2:])
+    assert (load(fixed).matrix == 0.0).all()
+
+
 @pytest.mark.parametrize("taken", ["file", "vocab", "unwritable"])
 def test_export_subset_refuses_and_damages_nothing(run: Path, tmp_path: Path, taken: str,
                                                    monkeypatch: pytest.MonkeyPatch,

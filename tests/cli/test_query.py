@@ -134,6 +134,16 @@ def test_eval_human_output(vecfile: Path, questions: Path, pairs: Path,
         assert needle in out
 
 
+def test_eval_says_the_similarity_lines_it_skipped(vecfile: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Lines that are no pair leave the score to the others, as OOV pairs do: the table says
+    how many, as the analogies' title does."""
+    f = tmp_path / "half.tsv"
+    f.write_text("king\tqueen\t8\tx\nman\twoman\t7\nparis\tthe\t1\nof\tthe\t2\tx\n")
+    code, out, _ = run(["eval", str(vecfile), "--similarity", str(f)], capsys)
+    assert code == 0 and "half.tsv (2 malformed lines skipped)" in out
+
+
 def test_eval_kinds_of_sections_and_unanswered_ones(vecfile: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # a section with no answerable question showed 0.0%; compute-accuracy's semantic and

@@ -206,3 +206,16 @@ def _spy_on_exact_path(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(mod, "_pick", spy)
     return exact_rows
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_line(tmp_path: Path) -> None:
+    """Notepad and spreadsheets start a UTF-8 file with U+FEFF: the section line stays one."""
+    f = tmp_path / "q.txt"
+    f.write_bytes(b"\xef\xbb\xbf: s\na b c d\n")
+    assert read_questions(f).sections == read_questions_text(": s\na b c d\n", tmp_path).sections
+
+
+def read_questions_text(text: str, folder: Path) -> object:
+    f = folder / "plain.txt"
+    f.write_text(text)
+    return read_questions(f)

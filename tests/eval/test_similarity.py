@@ -41,9 +41,22 @@ def test_perfect_correlation_when_gold_is_the_cosine(tmp_path: Path) -> None:
     assert r.pairs_used == 29 and r.oov_ratio == 0.0
 
 
-def test_constant_gold_gives_zero_not_nan() -> None:
+def test_scores_that_are_all_equal_have_no_correlation_and_are_refused() -> None:
+    """A correlation with a constant column is undefined (gensim gives NaN); a 0 would read as
+    "the vectors do not agree". Only the pairs that are scored count: the OOV pair's 5 does not
+    make the scores differ."""
     m = np.eye(3, dtype=np.float32) + 0.1
-    r = evaluate_similarity(["a", "b", "c"], m, row_norms(m), parse_pairs(["a b 1", "b c 1"]))
+    with pytest.raises(InputError) as e:
+        evaluate_similarity(["a", "b", "c"], m, row_norms(m),
+                            parse_pairs(["a b 1", "b c 1", "a zz 5"], "p.tsv"))
+    assert str(e.value) == ("the 2 pairs of p.tsv with both words in the vocabulary all have "
+                            "the score 1, and a correlation needs scores that differ; use a "
+                            "file with more pairs or other scores")
+
+
+def test_vectors_that_give_every_pair_one_cosine_agree_with_no_ranking() -> None:
+    m = np.zeros((3, 4), dtype=np.float32)
+    r = evaluate_similarity(["a", "b", "c"], m, row_norms(m), parse_pairs(["a b 1", "b c 2"]))
     assert r.spearman == 0.0 and r.pearson == 0.0
 
 
@@ -91,3 +104,22 @@ def test_non_finite_scores_are_refused_naming_file_and_line(tmp_path: Path, scor
         read_pairs(f)
     assert str(e.value) == (f"{f}:3: score {score!r} is not a finite number; "
                             "fix or remove that line")
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_word(tmp_path: Path) -> None:
+    f = tmp_path / "men.txt"
+    f.write_bytes("king queen 8\nman woman 7\n".encode("utf-8-sig"))
+    assert read_pairs(f).pairs == (("KING", "QUEEN"), ("MAN", "WOMAN"))
+
+
+def test_a_file_of_more_columns_says_which_to_keep(tmp_path: Path) -> None:
+    """SimLex-999 keeps ten columns (the score in the fourth): the refusal says so."""
+    f = tmp_path / "SimLex-999.txt"
+    f.write_text("word1\tword2\tPOS\tSimLex999\tconc(w1)\n"
+                 "old\tnew\tA\t1.58\t2.72\nsmart\tintelligent\tA\t9.2\t1.75\n")
+    with pytest.raises(InputError) as e:
+        read_pairs(f)
+    assert str(e.value) == (
+        f"{f} holds no word pairs: its lines have more than 3 columns (line 1 has 5), and a "
+        "pair is 'word1<TAB>word2<TAB>score'; keep the two words and the score, e.g. cut "
+        "-f1,2,4 for SimLex-999's")

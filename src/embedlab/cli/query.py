@@ -299,6 +299,9 @@ def _similarity_table(results: list[Any]) -> Any:
                                             ("pearson", "right"), ("pairs", "right"),
                                             ("OOV", "right")])
     for r in results:
-        table.add_row(Path(r.source).name, f"{r.spearman:.4f}", f"{r.pearson:.4f}",
+        # lines that are no pair change the score as much as OOV pairs do: said, as the
+        # analogies' title says its skipped lines
+        skipped = f" ({r.invalid_lines} malformed lines skipped)" if r.invalid_lines else ""
+        table.add_row(Path(r.source).name + skipped, f"{r.spearman:.4f}", f"{r.pearson:.4f}",
                       str(r.pairs_used), f"{r.oov_ratio:.1f}%")
     return table

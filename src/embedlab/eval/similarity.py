@@ -98,6 +98,7 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
     pairs: list[tuple[str, str]] = []
     gold: list[float] = []
     invalid = 0
+    first_invalid: tuple[int, int] | None = None  # (line number, columns)
     for n, line in enumerate(lines, start=1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -107,6 +108,7 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
             value = float(score)
         except ValueError:
             invalid += 1
+            first_invalid = first_invalid or (n, len(parts))
             continue
         if not math.isfinite(value):
             raise InputError(f"{source}:{n}: score {score!r} is not a finite number; "
@@ -114,6 +116,13 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
         pairs.append((a.upper(), b.upper()))
         gold.append(value)
     if not pairs:
+        if first_invalid is not None and first_invalid[1] > 3:
+            # SimLex-999 and others keep more columns than the pair and its score
+            n, columns = first_invalid
+            raise InputError(f"{source} holds no word pairs: its lines have more than 3 columns "
+                             f"(line {n} has {columns}), and a pair is 'word1<TAB>word2<TAB>"
+                             "score'; keep the two words and the score, e.g. cut -f1,2,4 for "
+                             "SimLex-999's")
         raise InputError(f"{source} holds no word pairs; "
                          "expected 'word1<TAB>word2<TAB>score' lines")
     return PairSet(tuple(pairs), np.asarray(gold, dtype=np.float64), invalid, source)
@@ -139,6 +148,11 @@ def pair_ids(words: Sequence[str], pairs: PairSet,
         raise InputError(f"only {used} of {len(ids)} pairs in {pairs.source} have both words among "
                          f"the first {min(restrict_vocab, len(words))} words of the vocabulary; "
                          "check the file's language/case or use vectors with a larger vocabulary")
+    gold = pairs.gold[known]
+    if np.ptp(gold) == 0:  # no correlation is defined: a 0 would read as "unrelated"
+        raise InputError(f"the {used} pairs of {pairs.source} with both words in the "
+                         f"vocabulary all have the score {gold[0]:g}, and a correlation needs "
+                         "scores that differ; use a file with more pairs or other scores")
     return ids, known
 
 
@@ -151,8 +165,10 @@ def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndar
     used = int(known.sum())
     model = np.array([_cosine(matrix[i], matrix[j]) for i, j in ids[known]], dtype=np.float64)
     gold = pairs.gold[known]
-    if np.ptp(gold) == 0 or np.ptp(model) == 0:
-        spearman = pearson = 0.0  # a constant column has no correlation (scipy would warn, NaN)
+    if np.ptp(model) == 0:
+        # vectors that give every pair the same cosine (all zero, say) rank no pair above
+        # another: no agreement with the scores (scipy would warn and give NaN)
+        spearman = pearson = 0.0
     else:
         from scipy import stats  # see _unit
 
