@@ -40,6 +40,37 @@ def test_list_shows_roles_and_verification(run: Path) -> None:
     assert "yes" in lines[5] and "NO:" in lines[3] and "truncated" in lines[3]
 
 
+def test_a_deleted_checkpoint_the_index_lists_is_shown_and_warned_about(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Vectors of an older step must not go out unnoticed: the listing shows the checkpoint the
+    index names and the folder lacks, readers say which they read instead, and --verify fails
+    for a script (a listing without it keeps status 0)."""
+    _vocab(run)
+    shutil.rmtree(run / "checkpoints" / "ckpt-00000005")
+    rows = {line.split("│")[1].strip(): line for line in _invoke(str(run)).splitlines()
+            if line.startswith("│")}
+    assert list(rows) == ["1", "2", "3", "5"]
+    assert "latest" in rows["5"] and "NO: missing (the index lists it; its folder is gone)" in \
+        rows["5"]
+    code, _, err = run_cli(["ckpt", str(run), "--verify"], capsys)
+    assert (code, err) == (1, f"embedlab: 1 of 4 checkpoint(s) of {run} failed the check (see "
+                              "the table)\n")
+    code, _, err = run_cli(["export", str(run), "--out", str(tmp_path / "v.txt")], capsys)
+    assert (code, err) == (0, f"embedlab: warning: the index of {run} lists ckpt-00000005, "
+                              f"which is not in {run / 'checkpoints'} (deleted?): reading "
+                              "ckpt-00000003, the newest checkpoint there\n")
+
+
+def test_verify_passes_an_intact_run_and_fails_a_damaged_one(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(["ckpt", str(run), "--verify"], capsys)[0] == 0
+    data = run / "checkpoints" / "ckpt-00000002" / "tensors.safetensors"
+    data.write_bytes(data.read_bytes()[:-4])
+    assert run_cli(["ckpt", str(run)], capsys)[0] == 0
+    code, out, _ = run_cli(["ckpt", str(run), "--verify"], capsys)
+    assert code == 1 and "NO:" in out
+
+
 def test_tensors_of_latest_step_and_best(run: Path) -> None:
     out = _invoke(str(run), "--tensors")
     assert "ckpt-00000005" in out and "input_embeddings" in out and "4 × 3" in out

@@ -84,7 +84,24 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     found = CheckpointManager(p).latest()
     if found is None:
         raise no_checkpoint(p)
+    gone = [s for s in missing_listed(p) if s > (parse_step(found.name) or 0)]
+    if gone:
+        from embedlab.errors import warn
+
+        # vectors of an older step must not go out (exported, published) unnoticed
+        warn(f"the index of {p} lists {ckpt_name(max(gone))}, which is not in {root} "
+             f"(deleted?): reading {found.name}, the newest checkpoint there")
     return found
+
+
+def missing_listed(run_dir: Path) -> list[int]:
+    """The steps ``RUN/checkpoint`` (the index) lists whose folders are gone from
+    ``RUN/checkpoints`` (deleted by hand), sorted; those ``--from`` moved into
+    ``checkpoints-abandoned-<time>/`` (the index keeps naming them) are not missing."""
+    listed = read_index(run_dir).ours()
+    moved = {c.name for c in run_dir.glob(f"{CKPT_DIR}-abandoned-*/ckpt-*")}
+    return sorted(s for s in listed if ckpt_name(s) not in moved
+                  and not (run_dir / CKPT_DIR / ckpt_name(s)).exists())
 
 
 def _being_trained(run: Path) -> InputError | None:

@@ -178,8 +178,11 @@ def _original_names(previous: object, rename: dict[str, str],
 @click.option("--names", default=None, help="Comma-separated stored tensor names to export.")
 @click.option("--map", "maps", multiple=True, metavar="NEW=STORED",
               help="Export STORED under the name NEW (repeatable).")
+@click.option("--verify", "strict", is_flag=True,
+              help="Exit with status 1 when a listed checkpoint fails its check or is missing "
+                   "(for scripts that receive a run).")
 def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Path | None,
-         names: str | None, maps: tuple[str, ...]) -> None:
+         names: str | None, maps: tuple[str, ...], strict: bool) -> None:
     """List the checkpoints of RUN: step, time, size, roles, verified.
 
     \b
@@ -211,20 +214,35 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     if not run.is_dir():
         what = "is not a folder" if run.exists() else "does not exist"
         raise InputError(f"{run} {what}; pass a run folder (see 'embedlab runs')")
-    infos = CheckpointManager(run).list()
-    if not infos:
-        from embedlab.checkpoint.load import no_checkpoint
+    from embedlab.checkpoint.index import read_index
+    from embedlab.checkpoint.load import missing_listed, no_checkpoint
 
+    infos = CheckpointManager(run).list()
+    if not infos:  # none left at all: what to restore, in the words every command uses
         raise no_checkpoint(run)
+    missing = missing_listed(run)
     table = Table(title=f"checkpoints of {run}")
     for col, justify in (("step", "right"), ("time", "left"), ("size", "right"),
                          ("roles", "left"), ("verified", "left")):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    rows: list[tuple[int, tuple[str, ...]]] = []
     for info in infos:
         try:
             when = dt.datetime.fromtimestamp(info.time).strftime("%Y-%m-%d %H:%M:%S")
         except (OverflowError, OSError, ValueError):  # a folder mtime set out of range
             when = "?"
         ok = "yes" if info.verified else f"NO: {info.problem}"
-        table.add_row(str(info.step), when, _size(info.size), ",".join(info.roles) or "-", ok)
+        rows.append((info.step, (str(info.step), when, _size(info.size),
+                                 ",".join(info.roles) or "-", ok)))
+    index = read_index(run)
+    for gone in missing:  # listed by the index, deleted by hand: not silently left out
+        rows.append((gone, (str(gone), "-", "-", ",".join(index.roles(gone)) or "-",
+                            "NO: missing (the index lists it; its folder is gone)")))
+    for _, row in sorted(rows):
+        table.add_row(*row)
     console.print(table)
+    if strict and (missing or not all(info.verified for info in infos)):
+        bad = len(missing) + sum(not info.verified for info in infos)
+        click.echo(f"embedlab: {bad} of {len(infos) + len(missing)} checkpoint(s) of {run} "
+                   "failed the check (see the table)", err=True)
+        raise SystemExit(1)

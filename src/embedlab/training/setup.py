@@ -300,22 +300,20 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
                          f"{spell('--restart', True)} to start over (the old folder is moved "
                          "aside)")
     if latest is not None:
-        _warn_missing_newer(run_dir, latest, listed)
+        _warn_missing_newer(run_dir, latest)
     return manager, latest
 
 
-def _warn_missing_newer(run_dir: Path, latest: Path, listed: set[int]) -> None:
+def _warn_missing_newer(run_dir: Path, latest: Path) -> None:
     """A checkpoint the index lists beyond the one resumed whose folder is gone (deleted by
     hand; a damaged one is warned about as it is skipped): its steps are trained again."""
     from embedlab.checkpoint.format import ckpt_name, parse_step
+    from embedlab.checkpoint.load import missing_listed
 
     step = parse_step(latest.name)
     if step is None:
         return
-    # --from moved newer ones into checkpoints-abandoned-<time>/, leaving the index as it was
-    moved = {p.name for p in run_dir.glob("checkpoints-abandoned-*/ckpt-*")}
-    gone = [s for s in listed if s > step and ckpt_name(s) not in moved
-            and not (run_dir / "checkpoints" / ckpt_name(s)).exists()]
+    gone = [s for s in missing_listed(run_dir) if s > step]
     if gone:
         warn(f"the index of {run_dir} lists {ckpt_name(max(gone))}, which is not in "
              f"{run_dir / 'checkpoints'} (deleted?): resuming from {latest.name}, the "
