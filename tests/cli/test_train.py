@@ -1489,6 +1489,70 @@ def test_a_corpus_prepared_again_from_other_text_is_refused_on_resume(
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == saved
 
 
+def test_a_corpus_prepared_again_with_more_words_is_named_not_the_checkpoints_shape(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Other text has another vocabulary size too: the corpus is what changed, not the
+    checkpoint ("resume from another checkpoint" cannot help: they all have that shape)."""
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "c.txt")
+    more = (tmp_path / "c.txt").read_text() + "zebra okapi " * 6 + "\n"
+    (tmp_path / "more.txt").write_text(more)
+    main(["prepare", "c.txt", "--out", "prep"])
+    code, err = train(capsys, "--run", "run", "--corpus", "prep", *FAST, "--max-steps", "2")
+    assert code == 0, err
+    main(["prepare", "more.txt", "--out", "prep", "--force"])
+    code, err = train(capsys, "--run", "run", "--corpus", "prep", "--max-steps", "4")
+    assert_refused(code, err, "the corpus prep is not the one ckpt-00000002 was trained on")
+
+
+def test_a_corpus_prepared_again_with_other_options_names_the_folder_not_the_flags(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A resume passes no vocabulary flag: "drop those flags" named flags nobody typed."""
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "c.txt")
+    main(["prepare", "c.txt", "--out", "prep"])
+    code, err = train(capsys, "--run", "run", "--corpus", "prep", *FAST, "--max-steps", "2")
+    assert code == 0, err
+    main(["prepare", "c.txt", "--out", "prep", "--force", "--min-count", "2"])  # the default: 5
+    code, err = train(capsys, "--run", "run", "--max-steps", "4")
+    assert_refused(code, err, "embedlab: error: prepared corpus prep was prepared again since "
+                              "this run trained on it, with other vocabulary options: the run's "
+                              "--min-count 5 (prepared with --min-count 2); re-run 'embedlab "
+                              "prepare' into it with the run's options and --force, or pass "
+                              "--restart to start over on it as it is")
+
+
+def test_a_damaged_prepared_copy_of_the_run_is_named_with_its_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """RUN/prepared is the run's own: "pass the corpus the run was trained on" cannot help
+    when the corpus is that one; deleting the copy makes it again, to the same bits."""
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "c.txt")
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--max-steps", "2")
+    assert code == 0, err
+    ids_file = tmp_path / "run" / "prepared" / "ids.u32"
+    good = ids_file.read_bytes()
+    ids = np.frombuffer(good, dtype=np.uint32).copy()
+    first_other = int(np.flatnonzero(ids != ids[0])[0])
+    ids[[0, first_other]] = ids[[first_other, 0]]
+    ids_file.write_bytes(ids.tobytes())
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "4")
+    assert_refused(code, err, "embedlab: error: the run's prepared copy "
+                              f"{Path('run') / 'prepared'} of its corpus is not what "
+                              "ckpt-00000002 was trained on (its vocabulary, sentences or token "
+                              "ids differ: damaged or replaced?); delete run/prepared to prepare "
+                              "it again from c.txt, or pass --restart to start over")
+    shutil.rmtree(tmp_path / "run" / "prepared")
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "4")
+    assert code == 0, err
+    assert ids_file.read_bytes() == good
+
+
 @pytest.mark.parametrize("damage", ["no config", "no checkpoints", "checkpoints is a file"])
 def test_a_run_missing_its_config_or_checkpoints_is_refused_not_restarted(
         trained: Path, corpus: Path, tmp_path: Path, damage: str,

@@ -154,6 +154,13 @@ def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus, *,
         wanted["max_distinct"] = cfg.data.max_distinct
     differ = [f"{_as_flag(k, v)} (prepared with {_as_flag(k, prepared.meta[k])})"
               for k, v in _differences(prepared, wanted).items()]
+    if differ and not fresh:
+        # the run's config holds the options it trained with; the folder changed under it
+        raise InputError(f"prepared corpus {prepared.root} was prepared again since this run "
+                         f"trained on it, with other vocabulary options: the run's "
+                         f"{', '.join(differ)}; re-run 'embedlab prepare' into it with the "
+                         f"run's options and --force, or pass {spell('--restart', True)} to "
+                         "start over on it as it is")
     if differ:
         source = f" ({spell('--preset', cfg.preset)} sets some of them)" if cfg.preset else ""
         given = "arguments" if python_caller() else "flags"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shlex
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -62,7 +63,12 @@ from embedlab.run.provenance import (
 from embedlab.run.signals import deferred_interrupt
 from embedlab.seeding import LEGACY_STREAMS
 from embedlab.training import distributed, handshake
-from embedlab.training.corpus import check_enough_tokens, check_pairs_possible, open_corpus
+from embedlab.training.corpus import (
+    PREPARED_DIR,
+    check_enough_tokens,
+    check_pairs_possible,
+    open_corpus,
+)
 from embedlab.training.memory import (
     Shape,
     check_disk,
@@ -140,20 +146,17 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     legacy = _legacy_batches(run_dir, ckpt)
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
     warm_from: list[Path] = []
-    engine, state, started = _engine_and_state(cfg, run_dir, ckpt, vocab, noise, stream.rows,
-                                               initial, warm_from)
+    fingerprint = handshake.corpus_fingerprint(prepared)
+    engine, state, started = _engine_and_state(
+        cfg, run_dir, ckpt, vocab, noise, stream.rows, initial, warm_from,
+        same_corpus=lambda trained_on: _check_same_corpus(cfg, run_dir, prepared, ckpt,
+                                                          trained_on, fingerprint))
     trains = state.cursor.epoch < cfg.optim.epochs and (cfg.max_steps is None or
                                                         state.step < cfg.max_steps)
     if trains and (group is None or group.leader):  # process 0 writes the checkpoints
         check_disk(run_dir, memory_need(len(vocab), cfg.model.dim, loss=cfg.model.loss,
                                         window=cfg.model.window).matrices, cfg.checkpoint.keep,
                    kept=len(manager.index().ours()) if ckpt is not None else 0)
-    fingerprint = handshake.corpus_fingerprint(prepared)
-    if ckpt is not None and state.corpus not in (None, fingerprint):
-        raise InputError(f"the corpus {cfg.data.corpus} is not the one {ckpt.name} was trained "
-                         f"on (its vocabulary, sentences or token ids differ: prepared again "
-                         f"from other text?); pass the corpus the run was trained on, or "
-                         f"{spell('--restart', True)} to start over on this one")
     state.corpus = fingerprint
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
@@ -463,10 +466,14 @@ def _check_memory(cfg: TrainConfig, vocab_size: int, *, shape: Shape) -> None:
 
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
                       noise: NoiseDistribution, rows: int, initial: InitialVectors | None,
-                      warm_from: list[Path]) -> tuple[Engine, TrainState, list[str]]:
+                      warm_from: list[Path], *, same_corpus: Callable[[Any], None]
+                      ) -> tuple[Engine, TrainState, list[str]]:
     """The engine with its parameters — resumed, fresh or warm-started — the loop's state, and
     the lines that say which. ``initial``: a new run's parameters, being drawn; ``warm_from``
-    gets the checkpoint a warm start copied from."""
+    gets the checkpoint a warm start copied from; ``same_corpus``: refuses a checkpoint's
+    corpus fingerprint that is not the corpus's, before its tensors' shapes are checked (a
+    corpus prepared again from other text has another vocabulary size too, and that is what
+    must be said)."""
     if ckpt is None:
         tensors = initial.tensors(len(vocab)) if initial is not None else None
         with deferred_interrupt():  # the torch engine imports torch here: see deferred_interrupt
@@ -476,6 +483,7 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
             started.append(warm_start(engine, vocab, cfg.init_from, used=warm_from))
         return engine, TrainState(), started
     tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
+    same_corpus(stored.get("corpus"))
     if stored.get("corpus") is None:  # a checkpoint from before fingerprints: its words, first
         _check_legacy_vocabulary(run_dir, vocab, cfg, ckpt)
     _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, loss=cfg.model.loss)
@@ -485,6 +493,25 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     if state.cursor.epoch >= cfg.optim.epochs:  # nothing to resume: the loop says it finished
         return engine, state, []
     return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
+
+
+def _check_same_corpus(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus,
+                       ckpt: Path | None, trained_on: Any, fingerprint: str) -> None:
+    """Refuse a corpus whose fingerprint is not the one ``ckpt`` recorded (None: a checkpoint
+    from before fingerprints, checked by its words instead)."""
+    if ckpt is None or trained_on in (None, fingerprint):
+        return
+    restart = spell("--restart", True)
+    if Path(prepared.root).resolve() == (run_dir / PREPARED_DIR).resolve():
+        # the run's own copy, which no --corpus replaces: damaged, or swapped by hand
+        raise InputError(f"the run's prepared copy {prepared.root} of its corpus is not what "
+                         f"{ckpt.name} was trained on (its vocabulary, sentences or token ids "
+                         f"differ: damaged or replaced?); delete {prepared.root} to prepare it "
+                         f"again from {cfg.data.corpus}, or pass {restart} to start over")
+    raise InputError(f"the corpus {cfg.data.corpus} is not the one {ckpt.name} was trained "
+                     f"on (its vocabulary, sentences or token ids differ: prepared again "
+                     f"from other text?); pass the corpus the run was trained on, or "
+                     f"{restart} to start over on this one")
 
 
 def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, dim: int, *,
