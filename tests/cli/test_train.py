@@ -1877,7 +1877,9 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The corpus not found from here and RUN/prepared gone: the fix is the corpus's path
-    (text8 or demo would be another corpus)."""
+    (text8 or demo would be another corpus), and following it resumes the run on the moved
+    file, recorded under its new path; another text at a new path is refused by the
+    checkpoint's fingerprint of the corpus."""
     (tmp_path / "made").mkdir()
     text = write_corpus(tmp_path / "made" / "c.txt")
     monkeypatch.chdir(tmp_path / "made")
@@ -1889,8 +1891,54 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
     code, err = train(capsys, "--run", run, *FAST)
     assert_refused(code, err, f"run {run}'s corpus c.txt (as its config.json names it) is not "
                               f"found from {tmp_path}, nor from {tmp_path / 'made'}, where the "
-                              f"run was made, and the run's prepared copy {run / 'prepared'} "
-                              "is gone; pass --corpus with its path")
+                              f"run was made, and the run keeps no prepared copy of it "
+                              f"({run / 'prepared'}); pass --corpus with its path")
+    other = tmp_path / "other.txt"
+    other.write_text("".join(reversed((tmp_path / "moved.txt").read_text().splitlines(True))))
+    code, err = train(capsys, "--run", run, "--corpus", other, *FAST)
+    assert_refused(code, err, f"the corpus {other} is not the one ckpt-00000002 was trained on")
+    assert not (run / "prepared").exists()  # made from other.txt, not left as the run's copy
+    code, err = train(capsys, "--run", run, "--corpus", "moved.txt", *FAST)
+    assert code == 0, err
+    assert f"embedlab: note: run {run}'s corpus c.txt is not found; reading moved.txt in its " \
+        "place" in err
+    assert json.loads((run / "config.json").read_text())["data"]["corpus"] == "moved.txt"
+    assert "resuming" in err and "ckpt-00000002" in err
+
+
+def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    text = write_corpus(tmp_path / "c.txt")
+    assert train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--max-steps", "2")[0] == 0
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "3")
+    assert code == 0 and "changed" not in err, err
+    copy = (tmp_path / "run" / "prepared" / "ids.u32").read_bytes()
+    text.write_text(text.read_text() + "new words here\n")
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "4")
+    assert code == 0, err
+    assert (f"embedlab: note: c.txt changed since the run prepared its copy of it "
+            f"({Path('run') / 'prepared'}); the run goes on training on that copy — pass "
+            "--restart to start over on the new text") in err
+    assert (tmp_path / "run" / "prepared" / "ids.u32").read_bytes() == copy
+
+
+def test_a_moved_prepared_corpus_is_passed_by_its_new_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "c.txt")
+    main(["prepare", "c.txt", "--out", "prep"])
+    assert train(capsys, "--run", "run", "--corpus", "prep", *FAST, "--max-steps", "2")[0] == 0
+    (tmp_path / "prep").rename(tmp_path / "prep_moved")
+    code, err = train(capsys, "--run", "run", "--max-steps", "4")
+    assert_refused(code, err, "pass --corpus with its path")
+    code, err = train(capsys, "--run", "run", "--corpus", "prep_moved", "--max-steps", "4")
+    assert code == 0, err
+    assert "resuming run from ckpt-00000002" in err
+    code, err = train(capsys, "--run", "run", "--max-steps", "6")  # recorded: found again
+    assert code == 0 and "resuming run from ckpt-00000004" in err, err
 
 
 def test_settings_no_engine_of_the_run_trains_are_refused_as_another_config(

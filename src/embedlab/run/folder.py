@@ -28,7 +28,15 @@ from embedlab.config import (
     overlay,
 )
 from embedlab.data.corpus import SPECIAL_CORPORA as _LABELS  # corpus names that are not paths
-from embedlab.errors import InputError, python_caller, spell, spell_metavar, spell_name, warn
+from embedlab.errors import (
+    InputError,
+    note,
+    python_caller,
+    spell,
+    spell_metavar,
+    spell_name,
+    warn,
+)
 from embedlab.run.naming import run_name
 
 CONFIG_FILE = "config.json"
@@ -264,6 +272,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         return cfg.resolve(), None
     stored = _anchored(stored, creation_folder(run_dir) if run_dir is not None else None)
     explicit = _same_paths_as(explicit, stored)
+    stored = _moved_corpus(run_dir, stored, explicit, say=say)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
@@ -409,6 +418,29 @@ def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, A
         ev["similarity"] = [os.path.abspath(p) if isinstance(p, str) else p
                             for p in ev["similarity"]]
     return out
+
+
+def _moved_corpus(run_dir: Path | None, stored: TrainConfig, explicit: dict[str, Any], *,
+                  say: bool) -> TrainConfig:
+    """``stored`` with the ``--corpus`` given in place of its own where that is found nowhere
+    and the run keeps no copy of it (``RUN/prepared``): the corpus was moved, and the refusal
+    that said so asked for its new path. The resume then reads the new path, and the
+    checkpoint's fingerprint of the corpus refuses other data (see ``training.setup``); a run
+    with a prepared copy reads that, and another --corpus stays another config."""
+    from embedlab.data.prepared import is_prepared
+    from embedlab.data.sentences import is_label
+
+    given = explicit.get("data", {}).get("corpus")
+    old = stored.data.corpus
+    if run_dir is None or not isinstance(given, str) or given == old or \
+            any(c in _LABELS or is_label(c) for c in (given, old)) or \
+            os.path.exists(old) or not os.path.exists(given) or \
+            is_prepared(run_dir / "prepared"):
+        return stored
+    if say:
+        note(f"run {run_dir}'s corpus {old} is not found; reading {given} in its place (the "
+             "checkpoint's fingerprint of the corpus checks that it is the same data)")
+    return dataclasses.replace(stored, data=dataclasses.replace(stored.data, corpus=given))
 
 
 def _same_file(a: str, b: str) -> bool:

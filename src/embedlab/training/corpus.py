@@ -44,6 +44,8 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     local = run_dir / PREPARED_DIR
     if is_prepared(local):
         prepared = PreparedCorpus.open(local, check_ids=check_ids)
+        if not fresh:
+            _note_if_changed(corpus, prepared)
         if not fresh or _made_for(prepared, cfg):
             return prepared
         # Left by an attempt with other data flags that never trained (a run that did has a
@@ -56,8 +58,9 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
         # existing file, 'text8' or 'demo'" would be refused as another corpus
         from embedlab.run.folder import corpus_not_found
 
-        raise InputError(f"{corpus_not_found(run_dir, corpus)}, and the run's prepared copy "
-                         f"{local} is gone; pass {spell('--corpus')} with its path")
+        raise InputError(f"{corpus_not_found(run_dir, corpus)}, and the run keeps no "
+                         f"prepared copy of it ({local}); pass {spell('--corpus')} with its "
+                         "path")
     if ahead is not None and ahead.data == cfg.data:
         _warm_up(cfg)  # imports the final summaries need, while the child still works
         if ahead.take(local):
@@ -66,6 +69,29 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
     return prepare(corpus, local, lowercase=d.lowercase, min_count=d.min_count,
                    max_vocab=d.max_vocab, unk=d.unk, max_distinct=d.max_distinct,
                    progress=progress, run_dir=run_dir)
+
+
+def _note_if_changed(corpus: str, prepared: PreparedCorpus) -> None:
+    """A trained run goes on with its copy of the corpus whatever became of the text; where the
+    text's files are there and differ from those the copy was made from (sizes, times, names),
+    that is said, with how to train on the new text."""
+    from embedlab.data.corpus import list_files
+    from embedlab.errors import note
+
+    recorded = prepared.meta.get("source_files")
+    if corpus in SPECIAL_CORPORA or is_label(corpus) or not isinstance(recorded, list) or \
+            not recorded or not Path(corpus).exists():
+        return
+    try:
+        now = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime)
+               for p in list_files(Path(corpus))]
+        then = [(r["path"], r["size"], r["mtime"]) for r in recorded]
+    except (InputError, OSError, KeyError, TypeError):
+        return  # unreadable now, or an odd record: nothing certain to say
+    if now != then:
+        note(f"{corpus} changed since the run prepared its copy of it ({prepared.root}); the run "
+             f"goes on training on that copy — pass {spell('--restart', True)} to start over on "
+             "the new text")
 
 
 def _ids_checked_while_training(cfg: TrainConfig, *, fresh: bool) -> bool:

@@ -9,6 +9,7 @@ say what it is doing: a new run, a resume, a warm start.
 from __future__ import annotations
 
 import shlex
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,6 +130,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if group is not None:  # a resumed run keeps its --micro-batches: the fix differs
         handshake.check_config(group.size, cfg, resumed=ckpt is not None)
     initial = _start_initial_vectors(cfg) if ckpt is None else None
+    had_copy = is_prepared(run_dir / PREPARED_DIR)
     prepared = open_corpus(cfg, run_dir, progress=progress, ahead=ahead, fresh=ckpt is None)
     vocab = prepared.vocab
     check_enough_tokens(prepared, cfg)
@@ -150,7 +152,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     engine, state, started = _engine_and_state(
         cfg, run_dir, ckpt, vocab, noise, stream.rows, initial, warm_from,
         same_corpus=lambda trained_on: _check_same_corpus(cfg, run_dir, prepared, ckpt,
-                                                          trained_on, fingerprint))
+                                                          trained_on, fingerprint,
+                                                          had_copy=had_copy))
     trains = state.cursor.epoch < cfg.optim.epochs and (cfg.max_steps is None or
                                                         state.step < cfg.max_steps)
     if trains and (group is None or group.leader):  # process 0 writes the checkpoints
@@ -496,13 +499,19 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
 
 
 def _check_same_corpus(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus,
-                       ckpt: Path | None, trained_on: Any, fingerprint: str) -> None:
+                       ckpt: Path | None, trained_on: Any, fingerprint: str, *,
+                       had_copy: bool) -> None:
     """Refuse a corpus whose fingerprint is not the one ``ckpt`` recorded (None: a checkpoint
-    from before fingerprints, checked by its words instead)."""
+    from before fingerprints, checked by its words instead). ``had_copy``: RUN/prepared was
+    there before this start (else this start made it, from the corpus given)."""
     if ckpt is None or trained_on in (None, fingerprint):
         return
     restart = spell("--restart", True)
-    if Path(prepared.root).resolve() == (run_dir / PREPARED_DIR).resolve():
+    own = Path(prepared.root).resolve() == (run_dir / PREPARED_DIR).resolve()
+    if own and not had_copy:
+        # made just now from the wrong text: not left to be taken for the run's copy
+        shutil.rmtree(prepared.root, ignore_errors=True)
+    elif own:
         # the run's own copy, which no --corpus replaces: damaged, or swapped by hand
         raise InputError(f"the run's prepared copy {prepared.root} of its corpus is not what "
                          f"{ckpt.name} was trained on (its vocabulary, sentences or token ids "
