@@ -340,3 +340,18 @@ def test_a_checkpoint_retention_cannot_delete_is_said(
     assert capsys.readouterr().err == (
         f"embedlab: warning: could not delete {tmp_path / 'checkpoints' / 'ckpt-00000001'}, "
         "which --keep 1 no longer keeps (Permission denied); delete it by hand to free its space\n")
+
+
+def test_skipping_the_oldest_bad_checkpoint_says_none_is_left(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = CheckpointManager(tmp_path)
+    for step in (1, 2):
+        save_sample(m, step)
+        data = tmp_path / "checkpoints" / f"ckpt-0000000{step}" / "tensors.safetensors"
+        data.write_bytes(data.read_bytes()[:-4])
+    ckpt_format._VERIFIED.clear()
+    assert m.latest() is None
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and "ckpt-00000002" in lines[0] and "ckpt-00000001" in lines[1]
+    assert lines[0].endswith("; falling back to the previous one")
+    assert lines[1].endswith("; no earlier checkpoint is left")

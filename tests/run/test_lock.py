@@ -64,6 +64,24 @@ def test_stale_lock_taken_over_with_warning(tmp_path: Path,
     assert "no longer running" in err
 
 
+def test_a_lock_recorded_by_a_live_pid_that_holds_no_lock_is_taken_over(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A killed trainer no parent has reaped yet (a zombie) keeps its pid, as does a process
+    that got a recycled pid: neither holds the lock, and the warning does not claim which."""
+    proc = subprocess.Popen(["sleep", "0"])
+    try:
+        time.sleep(0.2)  # exited, not reaped: a zombie with a live pid
+        (tmp_path / ".lock").write_text(json.dumps({"pid": proc.pid, "host": socket.gethostname(),
+                                                    "started": "2024-01-01T00:00:00"}))
+        with RunLock(tmp_path):
+            pass
+    finally:
+        proc.wait()
+    err = capsys.readouterr().err
+    assert f"from pid {proc.pid} (started 2024-01-01T00:00:00), which no longer holds the lock " \
+        "(it has exited, or its pid was reused)" in err
+
+
 def test_other_host_not_taken_over(tmp_path: Path) -> None:
     rec = {"pid": 1, "host": "elsewhere.example", "started": "x"}
     (tmp_path / ".lock").write_text(json.dumps(rec))

@@ -158,11 +158,14 @@ class CheckpointManager:
 
     def latest(self) -> Path | None:
         """The newest verified checkpoint; skips bad ones with a one-line warning each."""
-        for _step, path in sorted(committed_folders(self.root).items(), reverse=True):
+        folders = sorted(committed_folders(self.root).items(), reverse=True)
+        for n, (_step, path) in enumerate(folders):
             problem = verify(path)
             if problem is None:
                 return path
-            warn(f"skipping checkpoint {path}: {problem}; falling back to the previous one")
+            then = "falling back to the previous one" if n + 1 < len(folders) else \
+                "no earlier checkpoint is left"
+            warn(f"skipping checkpoint {path}: {problem}; {then}")
         return None
 
     def best(self) -> Path | None:

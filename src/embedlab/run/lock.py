@@ -141,8 +141,10 @@ class RunLock:
             self._fd = None
             raise InputError(f"run {self.run_dir} is locked by pid {pid} on host {host}; if that "
                              f"process is gone, delete {self.path} and re-run")
+        # a pid that is alive without the lock: reused by another process, or an exited
+        # trainer no parent has reaped yet (a zombie keeps its pid but no open files)
         state = "is no longer running" if not (isinstance(pid, int) and pid_alive(pid)) else (
-            "does not hold the lock (its pid was reused)")
+            "no longer holds the lock (it has exited, or its pid was reused)")
         warn(f"taking over the stale lock of {self.run_dir} from pid {pid} (started "
              f"{old.get('started', '?')}), which {state}")
 
