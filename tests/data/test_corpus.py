@@ -229,6 +229,54 @@ def test_an_archive_is_named_with_how_to_open_it(tmp_path: Path, head: bytes, me
     assert str(e.value) == f"corpus file {path} " + message.format(path=path)
 
 
+@pytest.mark.parametrize(("name", "head", "message"), [
+    ("notes.txt", "hello".encode("utf-16"), "is UTF-16 text, not UTF-8; convert it (e.g. iconv "
+     "-f utf-16 -t utf-8) into a new file outside the corpus's folder, and pass that"),
+    ("img.png", b"\x89PNG\r\n\x1a\n" + bytes(range(0x80, 0x100)) * 4,
+     "is a PNG image, not text; pass UTF-8 text with whitespace-separated tokens (move such "
+     "files out of a corpus folder)"),
+    ("data.txt", gzip.compress(b"hello world\n"), "is gzip-compressed but not named .gz; rename "
+     "it to data.txt.gz (or gunzip it) and pass that"),
+])
+def test_files_that_are_no_utf8_text_are_named_for_what_they_are(
+        tmp_path: Path, name: str, head: bytes, message: str) -> None:
+    """A Windows text file, an image in a corpus folder, a gzip without its suffix: "another
+    encoding, such as Latin-1?" or "looks binary" would send the user the wrong way."""
+    path = write(tmp_path, name, head)
+    with pytest.raises(InputError) as e:
+        list(iter_blocks(path))
+    assert str(e.value) == f"corpus file {path} {message}"
+
+
+def test_a_folder_of_hidden_files_only_says_they_are_skipped(tmp_path: Path) -> None:
+    write(tmp_path, ".notes", b"hello world\n")
+    with pytest.raises(InputError) as e:
+        list(iter_blocks(tmp_path))
+    assert str(e.value) == (f"corpus folder {tmp_path} holds no files but hidden ones (names "
+                            "starting with '.', which a corpus folder skips); put text files "
+                            "in it (plain, .gz, .bz2 or .xz)")
+
+
+def test_a_prepared_corpus_inside_a_corpus_folder_is_named(tmp_path: Path) -> None:
+    write(tmp_path, "a.txt", b"hello world\n")
+    (tmp_path / "prep").mkdir()
+    write(tmp_path / "prep", "meta.json", b'{"format": "embedlab-prepared"}')
+    write(tmp_path / "prep", "ids.u32", b"\x00" * 8)
+    with pytest.raises(InputError) as e:
+        list(iter_blocks(tmp_path))
+    assert str(e.value) == (f"corpus folder {tmp_path} holds a prepared corpus, "
+                            f"{tmp_path / 'prep'}; move it out of the folder (or pass it to "
+                            "'train --corpus' on its own)")
+
+
+def test_a_prepared_corpus_without_its_meta_json_is_named_damaged(tmp_path: Path) -> None:
+    write(tmp_path, "ids.u32", b"\x00" * 8)
+    write(tmp_path, "vocab.tsv", b"a\t3\n")
+    with pytest.raises(InputError, match=r"looks like a prepared corpus that lost its "
+                                         r"meta\.json \(damaged\); re-create it"):
+        list(iter_blocks(tmp_path))
+
+
 def test_standard_input_is_named_as_such(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"^corpus '-': embedlab reads a corpus from files"):
         list(iter_blocks(Path("-")))

@@ -95,6 +95,23 @@ def test_native_folders_equal_the_python_readers(files: list[bytes], compress: s
                 assert got == expect, workers
 
 
+def test_the_invalid_utf8_warning_names_the_same_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "corpus"
+    source.mkdir()
+    for name, bad in (("a.txt", 2), ("b.txt", 0), ("c.txt.gz", 1)):
+        data = b"good \xff word " * bad + b"good words\n" * 50
+        (source / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    said = []
+    for workers in (None, 2):
+        prepared_by(source, tmp_path / f"out{workers}", workers, min_count=1)
+        said.append(capsys.readouterr().err)
+    assert said[0] == said[1] == (
+        f"embedlab: warning: replaced 3 invalid UTF-8 sequences in {source} (in a.txt: 2, "
+        "c.txt.gz: 1) with U+FFFD (words that differ only there became one word); re-encode the "
+        "corpus as UTF-8 if that is wrong\n")
+
+
 @pytest.mark.parametrize("piece", [3, 1 << 20])
 def test_a_long_line_and_a_long_token(tmp_path: Path, piece: int) -> None:
     source = tmp_path / "c.txt"
@@ -221,6 +238,16 @@ def test_a_bad_worker_count_is_one_line_naming_the_fix(
     assert capsys.readouterr().err.strip() == (
         f"embedlab: error: EMBEDLAB_PREPARE_WORKERS must be a number of threads >= 1, got "
         f"{value!r}; set it to e.g. 2, or unset it for every core")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", [2.5, "2", True, 0])
+def test_prepare_refuses_a_worker_count_that_is_no_whole_number(value: object,
+                                                                 tmp_path: Path) -> None:
+    """2.5 trained on a small corpus and was a ctypes TypeError on a big one; "2" a TypeError."""
+    (tmp_path / "c.txt").write_text("a b c a b\n" * 20)
+    with pytest.raises(InputError, match=r"^workers must be (a whole number )?>= 1, got "):
+        prepare(tmp_path / "c.txt", tmp_path / "out", workers=value)  # type: ignore[arg-type]
     assert not (tmp_path / "out").exists()
 
 

@@ -61,6 +61,19 @@ def test_folder_and_compressed_corpus(tmp_path: Path) -> None:
     assert len(pc.meta["source_files"]) == 2
 
 
+def test_the_invalid_utf8_warning_of_a_folder_names_its_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "texts"
+    src.mkdir()
+    for name, bad in (("a.txt", 1), ("b.txt", 3), ("c.txt", 0), ("d.txt", 2), ("e.txt", 1)):
+        (src / name).write_bytes(b"good \xff word " * bad + b"good " * 100)
+    prepare(src, tmp_path / "out", min_count=1, progress=False)
+    assert capsys.readouterr().err.splitlines() == [
+        f"embedlab: warning: replaced 7 invalid UTF-8 sequences in {src} (in b.txt: 3, d.txt: "
+        "2, a.txt: 1 and 1 more file(s)) with U+FFFD (words that differ only there became one "
+        "word); re-encode the corpus as UTF-8 if that is wrong"]
+
+
 def test_invalid_utf8_gives_one_warning_line(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "c.txt"

@@ -62,7 +62,8 @@ def prepare(corpus: str, out: Path, lowercase: bool, min_count: int, max_vocab: 
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     click.echo(f"prepared {out}: {meta['raw_tokens']:,} tokens read, {meta['tokens']:,} kept, "
                f"{meta['sentences']:,} sentence{'s' if meta['sentences'] != 1 else ''} "
-               f"(lines), {meta['vocab_size']:,} words in the vocabulary "
+               f"(lines), {meta['vocab_size']:,} word{'s' if meta['vocab_size'] != 1 else ''} "
+               "in the vocabulary "
                f"({seconds:.1f} s){late}")
 
 

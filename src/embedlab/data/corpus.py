@@ -63,6 +63,13 @@ class ReadStats:
     sentences: int = 0
     source_bytes: int = 0
     paths: list[Path] = field(default_factory=list)
+    #: the files that had invalid sequences, with how many (the warning names them)
+    invalid_files: dict[Path, int] = field(default_factory=dict)
+
+    def add_invalid(self, path: Path, count: int) -> None:
+        if count:
+            self.invalid_utf8 += count
+            self.invalid_files[path] = self.invalid_files.get(path, 0) + count
 
 
 # ---- counting replacements -------------------------------------------------------------------
@@ -105,6 +112,11 @@ def list_files(path: Path) -> list[Path]:
     if not path.is_dir():
         raise InputError(f"corpus {path} is not a regular file or folder; pass a text file "
                          "or a folder of text files")
+    if not (path / "meta.json").exists() and (path / "ids.u32").is_file() and \
+            (path / "vocab.tsv").is_file():
+        raise InputError(f"{path} looks like a prepared corpus that lost its meta.json "
+                         "(damaged); re-create it with 'embedlab prepare CORPUS --out "
+                         f"{path} --force'")
     if (path / "meta.json").is_file() and (path / "ids.u32").is_file():
         if says_prepared(path / "meta.json"):
             raise InputError(f"{path} is a prepared corpus, not raw text; pass it to 'train "
@@ -124,8 +136,15 @@ def list_files(path: Path) -> list[Path]:
         if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
     )
     if not files:
-        raise InputError(f"corpus folder {path} holds no files; put text files in it "
+        hidden = any(p.is_file() for p in path.rglob(".*"))
+        skipped = " but hidden ones (names starting with '.', which a corpus folder skips)" \
+            if hidden else ""
+        raise InputError(f"corpus folder {path} holds no files{skipped}; put text files in it "
                          "(plain, .gz, .bz2 or .xz)")
+    for meta in (f for f in files if f.name == "meta.json" and says_prepared(f)):
+        # its ids.u32 would be read as text and refused as binary
+        raise InputError(f"corpus folder {path} holds a prepared corpus, {meta.parent}; move "
+                         "it out of the folder (or pass it to 'train --corpus' on its own)")
     return files
 
 
@@ -165,6 +184,12 @@ def _read(stream: io.BufferedIOBase, path: Path) -> bytes:
                          ) from None
 
 
+#: the first bytes of files that turn up in corpus folders and are not text
+_NOT_TEXT = ((b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+             (b"GIF8", "a GIF image"), (b"%PDF", "a PDF document"),
+             (b"\x7fELF", "a program (ELF)"), (b"\x93NUMPY", "a NumPy array (.npy)"))
+
+
 def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     """A corpus file that is not UTF-8 text, in the words that fit what it is: an archive
     (text8.zip), text in another encoding (Latin-1: invalid sequences, no NUL), or binary."""
@@ -175,6 +200,17 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     if head.startswith((b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf", b"Rar!")):
         return InputError(f"corpus file {path} is an archive or compressed file embedlab does "
                           "not read (it reads .gz, .bz2 and .xz); extract it and pass the text")
+    if head.startswith(b"\x1f\x8b") and path.suffix.lower() != ".gz":
+        return InputError(f"corpus file {path} is gzip-compressed but not named .gz; rename it "
+                          f"to {path.name}.gz (or gunzip it) and pass that")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # the byte-order mark Windows writes
+        return InputError(f"corpus file {path} is UTF-16 text, not UTF-8; convert it (e.g. "
+                          "iconv -f utf-16 -t utf-8) into a new file outside the corpus's "
+                          "folder, and pass that")
+    kind = next((name for magic, name in _NOT_TEXT if head.startswith(magic)), None)
+    if kind is not None:
+        return InputError(f"corpus file {path} is {kind}, not text; pass UTF-8 text with "
+                          "whitespace-separated tokens (move such files out of a corpus folder)")
     if "NUL" not in why:  # invalid sequences, no NUL byte: text in another encoding
         compressed = path.suffix.lower() in _DECOMPRESSORS
         how = "decompress it, convert the text" if compressed else "convert it"
@@ -182,7 +218,7 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
                           f"such as Latin-1?); {how} to UTF-8 (e.g. iconv -f latin1 -t utf-8) "
                           "into a new file outside the corpus's folder, and pass that")
     return InputError(f"corpus file {path} looks binary ({why}); pass UTF-8 text with "
-                      "whitespace-separated tokens")
+                      "whitespace-separated tokens (move such files out of a corpus folder)")
 
 
 # ---- tokenising -------------------------------------------------------------------------------
@@ -259,7 +295,7 @@ def _file_blocks(
                 raise _binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "
                                           f"{len(data):,} bytes", data[:8])
             first = False
-            stats.invalid_utf8 += bad
+            stats.add_invalid(path, bad)
             pos = raw.tell()
             stats.source_bytes += pos - done_bytes
             if progress is not None:

@@ -335,5 +335,5 @@ class Lines:
 
 def add_stats(stats: ReadStats, t: Tokenised, sentences: int) -> None:
     stats.tokens += len(t.ids)
-    stats.invalid_utf8 += t.invalid
+    stats.add_invalid(t.piece.file, t.invalid)
     stats.sentences += sentences

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import glob
+import numbers
 import os
 import secrets
 import shutil
@@ -93,6 +94,10 @@ def prepare_into(
     out = Path(out_dir)
     _check_out(out, force, run_dir)
     workers = native_tokenise.default_workers() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, numbers.Integral):
+        raise InputError(f"workers must be a whole number >= 1, got {workers!r}; pass e.g. "
+                         "workers=2, or leave it out for every core")
+    workers = int(workers)
     if workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}; pass e.g. workers=2, or leave "
                          "it out for every core")
@@ -313,14 +318,31 @@ def _fsync_files(folder: Path) -> None:
                 os.fsync(f.fileno())
 
 
+def _which_files(label: str, counts: dict[Path, int], shown: int = 3) -> str:
+    """`` (in a.txt: 3, b.txt: 2 and 4 more files)`` for a folder: which files to re-encode."""
+    if not counts or (len(counts) == 1 and str(next(iter(counts))) == label):
+        return ""
+    worst = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
+    named = ", ".join(f"{_relative(path, label)}: {n:,}" for path, n in worst[:shown])
+    more = f" and {len(worst) - shown:,} more file(s)" if len(worst) > shown else ""
+    return f" (in {named}{more})"
+
+
+def _relative(path: Path, label: str) -> str:
+    try:
+        return str(path.relative_to(label))
+    except ValueError:
+        return str(path)
+
+
 def _warn_about(label: str, stats: ReadStats, p: PruneInfo, max_distinct: int) -> None:
     if stats.invalid_utf8:
-        warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label} with U+FFFD "
-             "(words that differ only there became one word); re-encode the corpus as UTF-8 "
-             "if that is wrong")
+        warn(f"replaced {stats.invalid_utf8:,} invalid UTF-8 sequences in {label}"
+             f"{_which_files(label, stats.invalid_files)} with U+FFFD (words that differ only "
+             "there became one word); re-encode the corpus as UTF-8 if that is wrong")
     if p.times:
         warn(f"more than --max-distinct {max_distinct:,} distinct words: pruned rare "
-             f"words {p.times} time(s) while counting (up to count {p.threshold}; "
+             f"words {p.times:,} time(s) while counting (up to count {p.threshold}; "
              f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate and words "
              "near --min-count may be missing from the vocabulary; raise --max-distinct for "
              "exact counts")
