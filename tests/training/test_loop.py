@@ -125,12 +125,11 @@ def test_micro_batches_in_the_chunk_order_resume_exactly(
     assert len(big.read_text().split()) > 4 * 4096  # 5 chunks: groups {0, 1}, {2, 3}, {4}
     over: dict[str, Any] = {"engine": "torch", "optim": {"batch_size": 64, "micro_batches": 2}}
     assert_cut_run_resumes_exactly(big, tmp_path, 37, **over)
-    capsys.readouterr()
-    run_train(make_cfg(big, **over, max_steps=1), tmp_path / "one-step")
-    assert "warning" not in capsys.readouterr().err  # chunks enough for every step's 2
+    _, said = run_train(make_cfg(big, **over, max_steps=1), tmp_path / "one-step")
+    assert "warning" not in said  # chunks enough for every step's 2
     monkeypatch.setitem(BatchStream.__init__.__kwdefaults__, "chunk_tokens", 1 << 18)
-    run_train(make_cfg(big, **over, max_steps=1), tmp_path / "one-chunk")
-    assert "fewer than --micro-batches 2: a step trains 1 micro-batch" in capsys.readouterr().err
+    _, said = run_train(make_cfg(big, **over, max_steps=1), tmp_path / "one-chunk")
+    assert "fewer than --micro-batches 2: a step trains 1 micro-batch" in said
     state = json.loads(next((tmp_path / "cut" / "checkpoints").glob("ckpt-00000037"))
                        .joinpath("state.json").read_text())
     assert state["cursor"]["batch"] > 0, state  # the cut fell inside a group
