@@ -83,6 +83,44 @@ def rerun() -> str:
             else "re-run the same command")
 
 
+#: the flags of the call now training that act once (``--restart``, ``--from``): typed again,
+#: they would start over, or go back to that checkpoint, instead of resuming
+_ONE_SHOT: ContextVar[tuple[str, ...]] = ContextVar("embedlab_one_shot", default=())
+
+
+@contextlib.contextmanager
+def acting_once(*flags: str) -> Iterator[None]:
+    """Within the block, :func:`resume_how` leaves ``flags`` (``"--restart"``, ``"--from"``)
+    out of the command that resumes."""
+    token = _ONE_SHOT.set(tuple(flags))
+    try:
+        yield
+    finally:
+        _ONE_SHOT.reset(token)
+
+
+def resume_how() -> str:
+    """How to resume a run this call trained and saved: :func:`rerun`, less the flags that act
+    once (see :func:`acting_once`)."""
+    left_out = acting_once_left_out()
+    if not left_out:
+        return rerun()
+    if python_caller():
+        return f"call embedlab.train again with the same arguments but{left_out}"
+    return f"re-run the same command{left_out}"
+
+
+def acting_once_left_out() -> str:
+    """`` without --restart`` (``restart=True`` in Python) for the flags that act once in the
+    call now training; empty when it has none."""
+    flags = _ONE_SHOT.get()
+    if not flags:
+        return ""
+    names = [spell(f, True) if f == "--restart" else spell(f, python="from_checkpoint")
+             for f in flags]
+    return f" without {' and '.join(names)}"
+
+
 class ProcessLost(TrainingInterrupted):
     """A run trained by several processes stopped because one of them did (it died, its link
     broke) or disagrees; the checkpoints saved before are intact."""

@@ -42,6 +42,20 @@ def test_interrupted_message() -> None:
     assert not isinstance(interrupted(signal.SIGINT, 5), KeyboardInterrupt)  # the command's
 
 
+def test_the_saved_step_message_leaves_out_flags_that_act_once() -> None:
+    """--restart or --from typed again would start over, or go back, once more."""
+    from embedlab.errors import acting_once, messages_for
+
+    with acting_once("--restart"):
+        assert str(interrupted(signal.SIGTERM, 7)) == (
+            "saved step 7 — re-run the same command without --restart to resume")
+    with acting_once("--restart", "--from"), messages_for("python"):
+        assert str(interrupted(signal.SIGTERM, 7)) == (
+            "saved step 7 — call embedlab.train again with the same arguments but without "
+            "restart=True and from_checkpoint= to resume")
+    assert str(interrupted(signal.SIGTERM, 7)).endswith("re-run the same command to resume")
+
+
 def test_ctrl_c_in_a_python_call_is_a_keyboard_interrupt_too() -> None:
     from embedlab.errors import messages_for
 

@@ -360,6 +360,23 @@ def test_on_progress_gets_what_metrics_jsonl_gets(corpus: Path, tmp_path: Path) 
     assert logged(tmp_path / "run") == logged(tmp_path / "plain")
 
 
+def test_a_stop_after_a_restart_says_to_resume_without_it(corpus: Path, tmp_path: Path) -> None:
+    """restart=True typed again would start the run over a second time."""
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **EVERY_3, max_steps=3)
+
+    def ctrl_c_at_3(progress: Progress) -> None:
+        if progress.step == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(TrainingInterrupted) as e:
+        embedlab.train(corpus=corpus, run=run, **EVERY_3, restart=True, on_progress=ctrl_c_at_3)
+    assert str(e.value) == ("on_progress raised KeyboardInterrupt; saved step 3 — call "
+                            "embedlab.train again with the same arguments but without "
+                            "restart=True to resume")
+    assert embedlab.train(corpus=corpus, run=run, **EVERY_3, max_steps=6).step == 6
+
+
 def test_a_callback_that_raises_stops_training_as_ctrl_c_does(
         corpus: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"

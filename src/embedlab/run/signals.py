@@ -22,7 +22,7 @@ from embedlab.errors import (
     TrainingInterrupted,
     TrainingKeyboardInterrupt,
     python_caller,
-    rerun,
+    resume_how,
     said_by_another_process,
 )
 
@@ -44,7 +44,7 @@ def interrupted(signum: int, step: int, *, saved: bool = True) -> TrainingInterr
     if not saved:
         return kind("stopped before training began; no checkpoint was saved",
                     exit_code_for(signum))
-    return kind(f"saved step {step} — {rerun()} to resume", exit_code_for(signum))
+    return kind(f"saved step {step} — {resume_how()} to resume", exit_code_for(signum))
 
 
 class SignalFlag:

@@ -25,6 +25,7 @@ from embedlab.errors import (
     InputError,
     TrainingInterrupted,
     TrainingKeyboardInterrupt,
+    acting_once,
     checked_bool,
     note,
     python_caller,
@@ -126,7 +127,9 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     from embedlab.run.signals import Terminated
 
     try:
-        with asked_as_device(as_device):
+        once = (*(("--restart",) if restart else ()),
+                *(("--from",) if from_checkpoint is not None else ()))
+        with asked_as_device(as_device), acting_once(*once):
             return _train_call(explicit, sentences, run, runs_dir, preset, restart,
                                from_checkpoint, on_progress)
     except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)

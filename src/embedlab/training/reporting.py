@@ -17,7 +17,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from embedlab.errors import TrainingInterrupted, TrainingKeyboardInterrupt
+from embedlab.errors import (
+    TrainingInterrupted,
+    TrainingKeyboardInterrupt,
+    acting_once_left_out,
+)
 from embedlab.run import status
 from embedlab.training.clocks import TrainingTime, WallClock
 from embedlab.training.schedule import linear_lr
@@ -173,8 +177,9 @@ def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
     # the same callback would stop the resumed call at once, where it stopped this one
     fix = "with the same arguments" if isinstance(failure, KeyboardInterrupt) else \
         "with an on_progress that lets training go on"
+    but = acting_once_left_out()  # restart=True again would start over
     stop = kind(f"on_progress raised {said}; saved step {step} — call embedlab.train again "
-                f"{fix} to resume", code)
+                f"{fix}{' but' if but else ''}{but} to resume", code)
     stop.__cause__ = failure
     return stop
 
