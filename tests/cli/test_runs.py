@@ -79,6 +79,23 @@ def test_runs_lists_runs_with_differing_hyperparameters(two_runs: Path,
     assert code == 0 and "model.dim" in out
 
 
+def test_the_saved_column_is_where_a_resume_starts(two_runs: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A killed run's status names the step it reached; a resume starts at its newest checkpoint,
+    and a run whose checkpoints were deleted has none to start from."""
+    import torch
+
+    from embedlab.checkpoint import CheckpointManager
+
+    CheckpointManager(two_runs / "demo-sg-lr0.5").save(
+        10, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})  # and none for lr1.0
+    code, out, _ = run_cli(["runs", str(two_runs)], capsys)
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:]]
+            for line in out.splitlines() if "demo-sg-lr" in line}
+    assert rows["demo-sg-lr0.5"][:3] == ["finished", "20", "10"]
+    assert rows["demo-sg-lr1.0"][:3] == ["finished", "20", "-"]
+
+
 def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (two_runs / "broken").mkdir()

@@ -1553,6 +1553,31 @@ def test_a_damaged_prepared_copy_of_the_run_is_named_with_its_fix(
     assert ids_file.read_bytes() == good
 
 
+@pytest.mark.parametrize("written_by", ["today", "older"])
+def test_a_run_whose_checkpoints_and_index_are_both_gone_is_refused(
+        trained: Path, corpus: Path, tmp_path: Path, written_by: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """rm -rf RUN/checkpoint*: without the index to say so, it started over in place as a new
+    run, overwriting its metrics and events; status.json says a checkpoint was saved (a status
+    written before that field says so by "finished")."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    status = json.loads((run / "status.json").read_text())
+    assert status["checkpoint"] == status["step"] and status["status"] == "finished"
+    if written_by == "older":
+        del status["checkpoint"]
+        (run / "status.json").write_text(json.dumps(status))
+    shutil.rmtree(run / "checkpoints")
+    (run / "checkpoint").unlink()
+    metrics = (run / "metrics.jsonl").read_bytes()
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST)
+    assert_refused(code, err, f"embedlab: error: run {run} saved a checkpoint at step "
+                              f"{status['step']} (its status.json says so), but its checkpoints/ "
+                              "folder and index are gone: moved or deleted; restore them, or "
+                              "pass --restart to start over (the old folder is moved aside)")
+    assert (run / "metrics.jsonl").read_bytes() == metrics
+
+
 @pytest.mark.parametrize("damage", ["no config", "no checkpoints", "checkpoints is a file"])
 def test_a_run_missing_its_config_or_checkpoints_is_refused_not_restarted(
         trained: Path, corpus: Path, tmp_path: Path, damage: str,

@@ -31,7 +31,8 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     """Table of the runs under DIRECTORY (default: runs/).
 
     Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
-    (running / finished / interrupted / failed / unknown), step, words seen, latest loss, the best
+    (running / finished / interrupted / failed / unknown), step, saved (the newest checkpoint's
+    step, where a resume starts; - when there is none), words seen, latest loss, the best
     checkpoint (its value of the run's --best-metric @ its step), wall time, and the
     hyperparameters that differ between the listed runs (settings that do not change the
     result, such as --max-steps or --progress, are left out).

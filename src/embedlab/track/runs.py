@@ -135,6 +135,9 @@ class RunInfo:
     kind: str = WORD2VEC  # "word2vec" or "linreg"
     # the best value, lower is better (an accuracy negated): the order of --sort best
     best_rank: float | None = None
+    #: the newest checkpoint's step (by its folder's name, not verified): where a resume
+    #: starts; None when the run has none
+    saved: int | None = None
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -241,8 +244,20 @@ def run_info(run: Path, root: Path) -> RunInfo:
         step=status.get("step"), words_seen=status.get("words_seen"),
         loss=loss if _is_number(loss) else None,
         best=best, best_rank=rank,
-        wall_time=status.get("wall_time"), hparams=_hparams(cfg, run),
+        wall_time=status.get("wall_time"), hparams=_hparams(cfg, run), saved=_newest_saved(run),
     )
+
+
+def _newest_saved(run: Path) -> int | None:
+    """The step of the run's newest committed checkpoint folder (named, not hashed: the table
+    stays fast), None without one."""
+    from embedlab.checkpoint.format import CKPT_DIR, committed_folders
+
+    try:
+        steps = committed_folders(run / CKPT_DIR)
+    except OSError:
+        return None
+    return max(steps) if steps else None
 
 
 def _held(run: Path, state: str) -> str:
@@ -301,7 +316,8 @@ def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
     return RunInfo(
         name=str(run.relative_to(root)) if run != root else run.name, path=run, status=status,
         step=step, words_seen=None, loss=losses[-1] if losses else None,
-        best=best, best_rank=rank, wall_time=None, hparams=hparams, kind=LINREG)
+        best=best, best_rank=rank, wall_time=None, hparams=hparams, kind=LINREG,
+        saved=_newest_saved(run))
 
 
 def changes_result(key: str) -> bool:
@@ -397,15 +413,15 @@ def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[
     inline = keys if len(keys) <= MAX_INLINE_HPARAMS and not all_hparams else []
     kinds = any(i.kind != WORD2VEC for i in infos)  # a column only when not all are word2vec
     runs = Table(title=None)
-    for col in ("run", *(("kind",) if kinds else ()), "status", "step", "words", "loss", "best",
-                "wall"):
-        runs.add_column(col, justify="right" if col in ("step", "words", "loss", "wall")
+    for col in ("run", *(("kind",) if kinds else ()), "status", "step", "saved", "words", "loss",
+                "best", "wall"):
+        runs.add_column(col, justify="right" if col in ("step", "saved", "words", "loss", "wall")
                         else "left")
     for k in inline:
         runs.add_column(k)
     for i in infos:
         cells = [i.name, *((i.kind,) if kinds else ()), i.status,
-                 "" if i.step is None else str(i.step),
+                 "" if i.step is None else str(i.step), "-" if i.saved is None else str(i.saved),
                  format_count(i.words_seen), "" if i.loss is None else f"{i.loss:.4f}",
                  i.best, format_duration(i.wall_time)]
         runs.add_row(*cells, *(_hparam_cell(i.hparams.get(k)) for k in inline))

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from embedlab.run import status
 from embedlab.training import distributed
 from embedlab.training.memory import release_free_memory
 
@@ -78,6 +79,8 @@ class Saver:
         run.manager.save(state.step, engine.state_dict(), saved, metrics, alongside=summaries)
         if group is None or group.leader:  # committed: a process lost in the wait below does
             self.saved_step = state.step  # not make this checkpoint unsaved
+            # that the run has a checkpoint, where a resume that finds none can read it
+            status.write_status(run.run_dir, checkpoint=state.step, durable=False)
         if group is not None:
             group.wait_for_leader()
         self.last_save = time.perf_counter()

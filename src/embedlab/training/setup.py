@@ -305,9 +305,28 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
                          "restore it, or pass "
                          f"{spell('--restart', True)} to start over (the old folder is moved "
                          "aside)")
+    if latest is None and not listed:
+        _refuse_if_saved_before(run_dir)
     if latest is not None:
         _warn_missing_newer(run_dir, latest)
     return manager, latest
+
+
+def _refuse_if_saved_before(run_dir: Path) -> None:
+    """A run whose status.json says it saved a checkpoint, now without checkpoints/ and without
+    the index (both deleted): starting over in place would overwrite its metrics and events."""
+    from embedlab.errors import step_number
+    from embedlab.run.status import read_status
+
+    recorded = read_status(run_dir)
+    saved = step_number(recorded.get("checkpoint"))
+    if saved is None and recorded.get("status") == "finished":
+        saved = step_number(recorded.get("step"))  # a run that finished saved its last step
+    if saved:
+        raise InputError(f"run {run_dir} saved a checkpoint at step {saved} (its status.json "
+                         f"says so), but its checkpoints/ folder and index are gone: moved or "
+                         f"deleted; restore them, or pass {spell('--restart', True)} to start "
+                         "over (the old folder is moved aside)")
 
 
 def _warn_missing_newer(run_dir: Path, latest: Path) -> None:
