@@ -96,6 +96,20 @@ def test_the_saved_column_is_where_a_resume_starts(two_runs: Path,
     assert rows["demo-sg-lr1.0"][:3] == ["finished", "20", "-"]
 
 
+def test_the_loss_is_the_status_files_when_the_metrics_lag_behind(
+        two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """metrics.jsonl cut short: its last row is an older step's loss, not the run's latest."""
+    import json
+
+    run = two_runs / "demo-sg-lr0.5"
+    status = json.loads((run / "status.json").read_text())
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (run / "metrics.jsonl").write_text("".join(lines[:2]) + lines[2][:10])
+    code, out, _ = run_cli(["runs", str(two_runs)], capsys)
+    row = next(line for line in out.splitlines() if "demo-sg-lr0.5" in line)
+    assert f"{status['loss']:.4f}" in row
+
+
 def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (two_runs / "broken").mkdir()

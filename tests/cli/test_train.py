@@ -619,6 +619,11 @@ def test_restart_refusals_and_fallbacks(tmp_path: Path, corpus: Path,
     assert code == 2 and err.endswith(f"is not found from {corpus.parent}, nor from {tmp_path}, "
                                       "where the run was made; pass --corpus with its path\n")
     (run / "config.json").write_text("{damaged")
+    # without --corpus, the settings are nowhere: not the built-in demo at the defaults
+    code, err = train(capsys, "--run", run, "--restart", "--max-steps", "2")
+    assert code == 2 and err == (f"embedlab: error: --restart: run {run} has no readable "
+                                 "config.json to take its settings from; pass --corpus and the "
+                                 "other settings of the new run\n")
     code, err = train(capsys, "--run", run, "--restart", "--corpus", corpus, "--dim", "5",
                       "--batch-size", "32", "--threads", "1", "--no-tensorboard", "--max-steps",
                       "2", "--no-progress")

@@ -235,7 +235,11 @@ def run_info(run: Path, root: Path) -> RunInfo:
     rows = read_metrics(run / METRICS_FILE)
     losses = [r for r in rows if _is_number(r.get("train/loss"))]
     loss = status.get("loss")
-    if losses:
+    # metrics.jsonl's last row, unless status.json is ahead of it (a file cut short, rows
+    # lost): the table must not show an older step's loss beside a newer step
+    behind = losses and _is_count(status.get("step")) and _is_number(loss) and \
+        _is_count(losses[-1].get("step")) and losses[-1]["step"] < status["step"]
+    if losses and not behind:
         loss = losses[-1]["train/loss"]
     name = str(run.relative_to(root)) if run != root else run.name
     best, rank = _best(rows, cfg.checkpoint.best_metric, _index(run))

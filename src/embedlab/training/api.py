@@ -38,6 +38,7 @@ from embedlab.errors import (
 )
 from embedlab.fsutil import clip, missing_folders, remove_empty_folders, write_error
 from embedlab.run.folder import (
+    CONFIG_FILE,
     check_run_dir,
     check_runs_dir,
     choose_run_dir,
@@ -338,7 +339,13 @@ def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
     try:
         stored = stored_config_from_here(run_dir)
     except InputError:  # a damaged config.json: what --restart is for
-        return explicit, preset
+        stored = None
+    if stored is None and "corpus" not in explicit.get("data", {}) and preset is None:
+        # the run's settings are lost with its config: the built-in demo at the defaults is
+        # not what a restart of it means
+        raise InputError(f"{spell('--restart', True)}: run {run_dir} has no readable "
+                         f"{CONFIG_FILE} to take its settings from; pass "
+                         f"{spell('--corpus')} and the other settings of the new run")
     if stored is None or (preset is not None and preset != stored.preset):
         return explicit, preset
     if "corpus" not in explicit.get("data", {}):
