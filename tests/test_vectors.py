@@ -375,3 +375,31 @@ def test_npy_with_duplicate_words_is_an_input_error(tmp_path: Path) -> None:
     (tmp_path / "v.vocab.tsv").write_text("a\t2\na\t1\n")
     with pytest.raises(InputError, match=r"line 2: word 'a' is listed twice \(first on line 1\)"):
         load(path)
+
+
+def test_a_checkpoint_deleted_by_retention_while_it_is_read_gives_way_to_the_newer_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query of a run in training with --keep 1: the newest checkpoint may go between being
+    found and being read; the one that replaced it is read, not "checkpoint ... is missing"."""
+    import shutil
+
+    import embedlab.checkpoint as ckpt_module
+
+    run = tmp_path / "run"
+    manager = CheckpointManager(run, keep=1)
+    for step in (1, 2):
+        manager.save(step, {"input_embeddings": torch.full((2, 3), float(step))}, {}, {})
+    (run / "vocab.tsv").write_text("a\t5\nb\t3\n")
+    real = ckpt_module.load_checkpoint
+    calls = []
+
+    def trainer_saves_meanwhile(path: Path, *args: object, **kwargs: object) -> object:
+        if not calls:
+            manager.save(3, {"input_embeddings": torch.full((2, 3), 3.0)}, {}, {})
+            shutil.rmtree(path, ignore_errors=True)  # --keep 1 drops ckpt-2 for ckpt-3
+        calls.append(Path(path).name)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ckpt_module, "load_checkpoint", trainer_saves_meanwhile)
+    assert (load(run).matrix == 3.0).all()
+    assert calls == ["ckpt-00000002", "ckpt-00000003"]

@@ -358,6 +358,8 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     ckpt = find_checkpoint(path, step=step, best=best)
     run_dir = ckpt.parent.parent  # RUN/checkpoints/ckpt-N
     vocab_file = run_dir / "vocab.tsv"
+    latest = step is None and not best and ckpt.parent.name == "checkpoints" and \
+        Path(path).resolve() == run_dir.resolve()
     from embedlab.run.folder import is_linreg_run
 
     if not vocab_file.is_file() and is_linreg_run(run_dir):
@@ -367,7 +369,18 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
         raise InputError(f"no vocabulary {vocab_file} for checkpoint {ckpt}; the run folder is "
                          "incomplete - restore vocab.tsv or export vectors from another run")
     vocab = Vocab.load_tsv(vocab_file)
-    matrix, _state = load_input_embeddings(ckpt)
+    for _ in range(3):
+        try:
+            matrix, _state = load_input_embeddings(ckpt)
+            break
+        except InputError:
+            # a run in training: its retention may delete the newest checkpoint found between
+            # finding it and reading it, once a newer one is saved; that one is read instead
+            if not latest or ckpt.exists():
+                raise
+            ckpt = find_checkpoint(path)
+    else:
+        matrix, _state = load_input_embeddings(ckpt)
     check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
     if not _trained_on_a_prepared_folder(run_dir):  # else RUN/prepared is not its source
         _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")

@@ -90,6 +90,7 @@ def test_the_saved_column_is_where_a_resume_starts(two_runs: Path,
     CheckpointManager(two_runs / "demo-sg-lr0.5").save(
         10, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})  # and none for lr1.0
     code, out, _ = run_cli(["runs", str(two_runs)], capsys)
+    assert code == 0
     rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:]]
             for line in out.splitlines() if "demo-sg-lr" in line}
     assert rows["demo-sg-lr0.5"][:3] == ["finished", "20", "10"]
@@ -106,6 +107,7 @@ def test_the_loss_is_the_status_files_when_the_metrics_lag_behind(
     lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
     (run / "metrics.jsonl").write_text("".join(lines[:2]) + lines[2][:10])
     code, out, _ = run_cli(["runs", str(two_runs)], capsys)
+    assert code == 0
     row = next(line for line in out.splitlines() if "demo-sg-lr0.5" in line)
     assert f"{status['loss']:.4f}" in row
 
