@@ -403,3 +403,28 @@ def test_a_checkpoint_deleted_by_retention_while_it_is_read_gives_way_to_the_new
     monkeypatch.setattr(ckpt_module, "load_checkpoint", trainer_saves_meanwhile)
     assert (load(run).matrix == 3.0).all()
     assert calls == ["ckpt-00000002", "ckpt-00000003"]
+
+
+def test_a_vocabulary_reordered_with_its_copy_is_refused_by_the_checkpoints_record(
+        tmp_path: Path) -> None:
+    """Both vocab.tsv files of a run swapped alike: only the checkpoint's record of its words
+    tells the vectors would go out under other words' names."""
+    from embedlab.testing import write_zipf_corpus
+    from embedlab.training.state import vocabulary_sha256
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, dim=4, epochs=1, batch_size=32, threads=1,
+                   max_steps=2, tensorboard=False, progress=False)
+    words = load(run).words
+    state = json.loads(next((run / "checkpoints").iterdir()).joinpath("state.json").read_text())
+    assert state["vocabulary"] == vocabulary_sha256(words)
+    for vocab in (run / "vocab.tsv", run / "prepared" / "vocab.tsv"):
+        lines = vocab.read_text().splitlines(keepends=True)
+        vocab.write_text(lines[1] + lines[0] + "".join(lines[2:]))
+    with pytest.raises(InputError) as e:
+        load(run)
+    assert str(e.value) == (f"{run / 'vocab.tsv'} is not the vocabulary ckpt-00000002 was "
+                            "trained with (its words or their order differ: edited, or "
+                            "replaced?); restore it from the run's prepared corpus (its "
+                            "vocab.tsv) or a backup")

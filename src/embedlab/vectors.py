@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -382,9 +383,23 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     else:
         matrix, _state = load_input_embeddings(ckpt)
     check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
+    _check_recorded_words(vocab_file, vocab.words, ckpt, _state.get("vocabulary"))
     if not _trained_on_a_prepared_folder(run_dir):  # else RUN/prepared is not its source
         _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")
     return Vectors(vocab.words, matrix, vocab.counts, str(ckpt))
+
+
+def _check_recorded_words(vocab_file: Path, words: Sequence[str], ckpt: Path,
+                          recorded: Any) -> None:
+    """Refuse a vocab.tsv whose words, in row order, are not those the checkpoint recorded
+    (checkpoints of earlier versions record none): vectors must not go out under other words'
+    names, whatever became of the run's files."""
+    from embedlab.training.state import vocabulary_sha256
+
+    if isinstance(recorded, str) and recorded != vocabulary_sha256(words):
+        raise InputError(f"{vocab_file} is not the vocabulary {ckpt.name} was trained with (its "
+                         "words or their order differ: edited, or replaced?); restore it from "
+                         "the run's prepared corpus (its vocab.tsv) or a backup")
 
 
 def _trained_on_a_prepared_folder(run_dir: Path) -> bool:

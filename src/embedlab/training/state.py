@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +32,16 @@ if TYPE_CHECKING:
 TRAIN_STATE = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "words_seen": int,
                "epoch": int, "train_seconds": float, "last_loss": (float, None),
                "window": ({"loss": float, "pairs": int, "words": int}, None), "finished": bool,
-               "window_seconds": float, "wall_seconds": float, "corpus": (str, None)}
+               "window_seconds": float, "wall_seconds": float, "corpus": (str, None),
+               "vocabulary": (str, None)}
+
+
+def vocabulary_sha256(words: Sequence[str]) -> str:
+    """The SHA-256 of the words in row order (UTF-8, one per line): a checkpoint records it, so
+    that vectors are never read under a vocabulary.tsv reordered or replaced beside them."""
+    import hashlib
+
+    return hashlib.sha256("\n".join(words).encode("utf-8")).hexdigest()
 
 
 class LogWindow:
@@ -113,6 +122,9 @@ class TrainState:
     #: the fingerprint of the prepared corpus trained on (training.handshake.corpus_fingerprint;
     #: None in checkpoints of earlier versions)
     corpus: str | None = None
+    #: :func:`vocabulary_sha256` of the words the rows belong to (None in checkpoints of
+    #: earlier versions): what a reader of the checkpoint checks RUN/vocab.tsv against
+    vocabulary: str | None = None
 
     def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int, steps: int = 1) -> int:
         """Count ``steps`` steps of one epoch as trained, given where the last left the epoch
@@ -137,7 +149,8 @@ class TrainState:
                 "last_loss": self.last_loss, "train_seconds": self.train_seconds,
                 "finished": self.finished, "window_seconds": self.window.elapsed(),
                 "wall_seconds": self.wall_seconds, "step": self.step,
-                "metrics": dict(self.metrics), "corpus": self.corpus}
+                "metrics": dict(self.metrics), "corpus": self.corpus,
+                "vocabulary": self.vocabulary}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Take the values of a checkpoint's state (its shape checked against
@@ -152,6 +165,7 @@ class TrainState:
         self.window = LogWindow(state.get("window"), float(state.get("window_seconds", 0.0)))
         self.finished = bool(state.get("finished", False))
         self.corpus = state.get("corpus")
+        self.vocabulary = state.get("vocabulary")
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> TrainState:
