@@ -4,8 +4,9 @@ and ``--best-metric similarity/NAME``.
 Two small runs (a Zipf corpus of 400 lines, dim 8, about 80 steps; about a second each):
 
 * ``first`` stops at ``--max-steps 30`` with TensorBoard on, evaluating and saving every 10
-  steps, with two pairs files: random gold scores, and constant ones (Spearman 0 at every step,
-  so ``--best-metric similarity/flat`` sees nothing but ties);
+  steps, with two pairs files: random gold scores, and one pair given many scores (one cosine
+  for all: Spearman 0 at every step, so ``--best-metric similarity/flat`` sees nothing but
+  ties; gold scores that are all equal are refused, having no correlation);
 * ``peaked`` trains the same configuration to the end, saving and evaluating every 5 steps,
   against a pairs file whose gold scores are the cosines of ``first``'s vectors at step 30. Runs
   are deterministic and evaluation never perturbs training, so this run's Spearman is exactly 1 at
@@ -84,7 +85,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pairs = sorted({(f"w{a}", f"w{b}") for a, b in rng.integers(0, 50, (60, 2)) if a < b})[:40]
     (root / "pairs.json").write_text(json.dumps(pairs))
     write_pairs(root / "random.tsv", pairs, rng.uniform(0, 10, len(pairs)))
-    write_pairs(root / "flat.tsv", pairs, np.full(len(pairs), 5.0))
+    # one pair, scored 40 ways: the vectors give every line one cosine, no ranking
+    write_pairs(root / "flat.tsv", [pairs[0]] * len(pairs), np.arange(len(pairs), dtype=float))
     return root
 
 
