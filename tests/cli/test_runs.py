@@ -112,6 +112,24 @@ def test_the_loss_is_the_status_files_when_the_metrics_lag_behind(
     assert f"{status['loss']:.4f}" in row
 
 
+def test_a_run_that_lost_its_config_is_not_passed_over_in_silence(
+        two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No config.json: no row (its settings are gone), but a warning that it is there; a subset
+    of a checkpoint (which has none by design) is no lost run."""
+    import torch
+
+    from embedlab.checkpoint import CheckpointManager
+
+    lost = two_runs / "lost"
+    CheckpointManager(lost).save(5, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})
+    assert run_cli(["ckpt", str(lost), "--export-subset", str(two_runs / "subset")],
+                   capsys)[0] == 0
+    code, out, err = run_cli(["runs", str(two_runs)], capsys)
+    assert code == 0 and out.count("demo-sg-lr") == 2
+    assert err == (f"embedlab: warning: skipped {lost}: it has checkpoints but no config.json, "
+                   "which holds its settings; restore config.json from a backup\n")
+
+
 def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (two_runs / "broken").mkdir()

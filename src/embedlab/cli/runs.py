@@ -45,7 +45,11 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
         raise InputError("--reverse orders by --sort; pass e.g. --sort loss --reverse")
 
     infos = []
-    for run in find_runs(directory):
+    found = find_runs(directory)
+    for lost in _runs_without_config(directory, found):
+        click.echo(f"embedlab: warning: skipped {lost}: it has checkpoints but no config.json, "
+                   "which holds its settings; restore config.json from a backup", err=True)
+    for run in found:
         try:
             infos.append(run_info(run, directory))
         except InputError as exc:  # one broken run must not hide the others
@@ -70,6 +74,37 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     # Piped output (grep, files) must not be wrapped at rich's default 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 1000)
     console.print(*runs_tables(infos, all_hparams=all_hparams))
+
+
+def _runs_without_config(directory: Path, runs: list[Path]) -> list[Path]:
+    """Folders under ``directory`` (outside the runs found) that hold a run's checkpoints/ with
+    its index but no config.json: listed by none, and not to be passed over in silence."""
+    from embedlab.checkpoint.index import INDEX_FILE
+
+    if not directory.is_dir() or (directory / "config.json").is_file():
+        return []
+    lost = []
+    for index in sorted(directory.rglob(INDEX_FILE)):
+        folder = index.parent
+        if index.is_file() and (folder / "checkpoints").is_dir() and \
+                not (folder / "config.json").exists() and not _is_subset(folder) and \
+                not any(run == folder or run in folder.parents for run in runs):
+            lost.append(folder)
+    return lost
+
+
+def _is_subset(folder: Path) -> bool:
+    """A folder ``embedlab ckpt --export-subset`` wrote: checkpoints without a config, by
+    design (its checkpoint's state names the one it came from)."""
+    import json
+
+    for state in folder.glob("checkpoints/ckpt-*/state.json"):
+        try:
+            if "exported_from" in json.loads(state.read_text(encoding="utf-8")):
+                return True
+        except (OSError, ValueError, TypeError):
+            continue
+    return False
 
 
 def free_port() -> int:
