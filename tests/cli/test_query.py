@@ -525,3 +525,9 @@ def test_eval_reads_questions_from_standard_input_for_a_dash(vecfile: Path, ques
     assert piped.returncode == 0, piped.stderr
     assert json.loads(piped.stdout)["analogies"][0]["total"] == \
         json.loads(named.stdout)["analogies"][0]["total"]
+    assert json.loads(piped.stdout)["analogies"][0]["file"] == "standard input"  # not /dev/stdin
+    table = subprocess.run([*args[:-1], "--similarity", "-"],
+                           input="king queen 8\nof the 2\nman woman 6\n",
+                           capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    assert "standard input" in table.stdout and "stdin" not in table.stdout

@@ -240,8 +240,8 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
     pairs with an unknown word (among the 300,000 most frequent words, gensim's default).
     Matching is case-insensitive.
     """
-    from embedlab.eval.analogy import read_questions
-    from embedlab.eval.similarity import read_pairs
+    from embedlab.eval.analogy import parse_questions, read_questions
+    from embedlab.eval.similarity import parse_pairs, read_pairs
 
     if analogies is None and not similarity:
         raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE")
@@ -256,11 +256,23 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
         raise InputError("standard input (-) is given for more than one file; it holds one: "
                          "pass the others as files")
 
-    def stdin_for_dash(path: Path) -> Path:
-        return Path("/dev/stdin") if str(path) == "-" and not path.exists() else path
+    def dash(path: Path) -> bool:
+        return str(path) == "-" and not path.exists()
 
-    questions = read_questions(stdin_for_dash(analogies)) if analogies is not None else None
-    pair_sets = [read_pairs(stdin_for_dash(p)) for p in similarity]
+    def stdin_lines() -> list[str]:
+        import sys
+
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"cannot read standard input ({exc}); pass UTF-8 text") from None
+        return text.split("\n")
+
+    # standard input is named as such in the tables, not as /dev/stdin
+    questions = None if analogies is None else \
+        parse_questions(stdin_lines(), STDIN) if dash(analogies) else read_questions(analogies)
+    pair_sets = [parse_pairs(stdin_lines(), STDIN) if dash(p) else read_pairs(p)
+                 for p in similarity]
     vectors = _load(source, step, best)
     methods = ["3cosadd", "3cosmul"] if method == "both" else [method]
     ana = ([vectors.evaluate_analogies(questions, restrict_vocab, m) for m in methods]
@@ -276,6 +288,10 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
         _show(_analogy_title(result), _analogy_table(result))
     if sims:
         _show("word-pair similarity", _similarity_table(sims))
+
+
+#: how the tables name standard input (``-``)
+STDIN = "standard input"
 
 
 def _analogy_title(result: Any) -> str:
