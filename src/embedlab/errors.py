@@ -133,6 +133,22 @@ class EmbedlabWarning(UserWarning):
     (``warnings.simplefilter("ignore", embedlab.EmbedlabWarning)``, or ``"error"`` to stop)."""
 
 
+#: where :func:`warn` puts its messages instead of saying them: set in a helper process whose
+#: parent says them, to its own caller (see :mod:`embedlab.data.tokenise_child`)
+_COLLECTED: list[str] | None = None
+
+
+@contextlib.contextmanager
+def collecting_warnings() -> Iterator[list[str]]:
+    """Within the block, :func:`warn` collects its messages into the list it yields."""
+    global _COLLECTED
+    before, _COLLECTED = _COLLECTED, []
+    try:
+        yield _COLLECTED
+    finally:
+        _COLLECTED = before
+
+
 def warn(message: str) -> None:
     """Something the user should know and may act on, that does not stop the work.
 
@@ -140,6 +156,9 @@ def warn(message: str) -> None:
     :func:`messages_for`), an :class:`EmbedlabWarning` through ``warnings.warn``, so that a
     notebook or a program can filter it, record it, or make it an error, as it does the warnings
     of NumPy or gensim."""
+    if _COLLECTED is not None:
+        _COLLECTED.append(message)
+        return
     if python_caller():
         import warnings
 

@@ -85,6 +85,13 @@ def test_the_childs_warnings_reach_this_stderr(tmp_path: Path,
     err = capsys.readouterr().err
     assert "replaced 1 invalid UTF-8 sequences" in err
     assert err.count("\n") == 1
+    # to a Python caller, as any warning of a preparation in this process: an EmbedlabWarning
+    from embedlab.errors import EmbedlabWarning, messages_for
+
+    job = PrepareAhead.start(DataConfig(corpus=str(corpus)), run, progress=False)
+    with messages_for("python"), pytest.warns(EmbedlabWarning, match="replaced 1 invalid"):
+        assert job is not None and job.take(run / "again")
+    assert capsys.readouterr().err == ""
 
 
 def test_cancel_stops_the_child_and_removes_its_folder(tmp_path: Path) -> None:

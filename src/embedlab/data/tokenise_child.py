@@ -33,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from embedlab.config import DataConfig
-from embedlab.errors import InputError
+from embedlab.errors import InputError, warn
 from embedlab.fsutil import atomic_write_text, fsync_dir
 from embedlab.run.lock import pid_alive
 
@@ -115,6 +115,9 @@ class PrepareAhead:
             self._proc.wait()
             self._replay_stderr()
             result = _read_result(self.folder / RESULT_FILE)
+            said = result.get("warnings")
+            for message in said if isinstance(said, list) else ():
+                warn(str(message))
             if "error" in result:
                 raise InputError(str(result["error"]))
             if self._proc.returncode != 0 or not result.get("ok") or dest.exists():
@@ -182,19 +185,25 @@ def _child(folder: Path) -> int:
     spec = json.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
     data = DataConfig(**spec["data"])
     from embedlab.data.preparing import prepare_into
+    from embedlab.errors import collecting_warnings
 
-    try:
-        prepare_into(data.corpus, spec["out"], lowercase=data.lowercase, min_count=data.min_count,
-                max_vocab=data.max_vocab, unk=data.unk, max_distinct=data.max_distinct,
-                progress=spec["progress"],
-                run_dir=Path(spec["run_dir"]) if "run_dir" in spec else None)
-        result: dict[str, object] = {"ok": True}
-    except InputError as exc:
-        result = {"error": str(exc)}
-    except Exception as exc:  # reported once, by the parent's in-process retry
-        # A traceback here would be replayed by the parent before its own attempt fails (or
-        # succeeds): the user would read the same error twice, or an error that did not matter.
-        result = {"failed": f"{type(exc).__name__}: {exc}"}
+    # the parent says the warnings, to its caller: an EmbedlabWarning to a Python caller
+    with collecting_warnings() as said:
+        try:
+            prepare_into(data.corpus, spec["out"], lowercase=data.lowercase,
+                         min_count=data.min_count, max_vocab=data.max_vocab, unk=data.unk,
+                         max_distinct=data.max_distinct, progress=spec["progress"],
+                         run_dir=Path(spec["run_dir"]) if "run_dir" in spec else None)
+            result: dict[str, object] = {"ok": True}
+        except InputError as exc:
+            result = {"error": str(exc)}
+        except Exception as exc:  # reported once, by the parent's in-process retry
+            # A traceback here would be replayed by the parent before its own attempt fails (or
+            # succeeds): the user would read the same error twice, or an error that did not
+            # matter. Its warnings too: the retry says them.
+            result = {"failed": f"{type(exc).__name__}: {exc}"}
+    if "failed" not in result and said:
+        result["warnings"] = said
     if os.getppid() != spec["parent_pid"]:  # orphaned: nobody will adopt the folder
         shutil.rmtree(folder, ignore_errors=True)
         return 1
