@@ -116,7 +116,7 @@ def acting_once_left_out() -> str:
     flags = _ONE_SHOT.get()
     if not flags:
         return ""
-    names = [spell(f, True) if f == "--restart" else spell(f, python="from_checkpoint")
+    names = [spell(f, True) if f == "--restart" else spell_name(f, python="from_checkpoint")
              for f in flags]
     return f" without {' and '.join(names)}"
 

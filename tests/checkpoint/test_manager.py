@@ -68,6 +68,12 @@ def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
                             "device; free disk space, then re-run the same command to resume "
                             "from the last saved checkpoint (earlier checkpoints are intact)")
     assert isinstance(e.value.os_error, OSError) and e.value.os_error.errno == errno.ENOSPC
+    from embedlab.errors import acting_once
+
+    with acting_once("--restart"), pytest.raises(CheckpointError) as e:  # typed again: over
+        save_sample(m, 30)
+    assert "free disk space, then re-run the same command without --restart to resume" in \
+        str(e.value)
     assert (tmp_path / "checkpoint").read_bytes() == before_index
     after = {p.name: (p / "MANIFEST.json").read_bytes() for p in root.iterdir()}
     assert after == before  # no tmp folder left, nothing deleted or modified

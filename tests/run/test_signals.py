@@ -52,7 +52,7 @@ def test_the_saved_step_message_leaves_out_flags_that_act_once() -> None:
     with acting_once("--restart", "--from"), messages_for("python"):
         assert str(interrupted(signal.SIGTERM, 7)) == (
             "saved step 7 — call embedlab.train again with the same arguments but without "
-            "restart=True and from_checkpoint= to resume")
+            "restart=True and from_checkpoint to resume")
     assert str(interrupted(signal.SIGTERM, 7)).endswith("re-run the same command to resume")
 
 

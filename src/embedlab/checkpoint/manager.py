@@ -37,7 +37,7 @@ from embedlab.checkpoint.format import (
     write_tensors,
 )
 from embedlab.checkpoint.index import INDEX_FILE, Index, Role, read_index
-from embedlab.errors import InputError, rerun, spell, spell_name, warn
+from embedlab.errors import InputError, rerun, resume_how, spell, spell_name, warn
 from embedlab.fsutil import atomic_write_text, commit_folder
 
 
@@ -290,7 +290,7 @@ class CheckpointManager:
         else:
             fix = f"check {self.root}"
         error = CheckpointError(f"could not save checkpoint at step {step} in {self.root}: "
-                                f"{why}; {fix}, then {rerun()} to resume from the "
+                                f"{why}; {fix}, then {resume_how()} to resume from the "
                                 "last saved checkpoint (earlier checkpoints are intact)")
         error.os_error = exc
         return error

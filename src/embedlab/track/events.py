@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedlab.errors import InputError, python_caller, rerun, spell
+from embedlab.errors import InputError, python_caller, resume_how, spell
 from embedlab.track.jsonl import FINAL_PREFIX
 
 if TYPE_CHECKING:
@@ -182,7 +182,8 @@ class EventWriter:
             off = "tensorboard=False" if python_caller() else "--no-tensorboard"
             raise InputError(f"could not write TensorBoard events to {self._path} "
                              f"({exc.strerror or exc}); free space on the disk (or pass {off}), "
-                             f"then {rerun()}: the run resumes from its last checkpoint") from None
+                             f"then {resume_how()}: the run resumes from its last "
+                             "checkpoint") from None
 
 
 def _quiet_writer_thread() -> None:

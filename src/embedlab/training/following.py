@@ -24,7 +24,7 @@ from embedlab.data.pairs import keep_probabilities
 from embedlab.data.prepared import PreparedCorpus, is_prepared
 from embedlab.engines import engine_for_config
 from embedlab.engines.stepping import Schedule
-from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, rerun
+from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, resume_how
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.training import distributed, handshake
 from embedlab.training.loop import evaluation_due, log_due
@@ -68,7 +68,7 @@ def follow(group: Group, threads: int = 0, corpus: str | None = None) -> TrainRe
         return _train(part, group)
     except ProcessLost as exc:
         distributed.finish_exit()
-        raise ProcessLost(f"{exc}; stopped at step {part.state.step} — {rerun()} to resume",
+        raise ProcessLost(f"{exc}; stopped at step {part.state.step} — {resume_how()} to resume",
                           exc.exit_code) from None
 
 
@@ -167,5 +167,5 @@ def _save(part: _Part, group: Group) -> None:
 def _stopped(code: int, step: int) -> TrainingInterrupted:
     if code == distributed.CALLBACK_STOP:
         return TrainingInterrupted(f"process 0 stopped the run at step {step} (saved) — "
-                                   f"{rerun()} to resume", 1)
+                                   f"{resume_how()} to resume", 1)
     return interrupted(code, step)

@@ -25,6 +25,7 @@ from embedlab.errors import (
     diverged,
     python_caller,
     rerun,
+    resume_how,
     spell,
 )
 from embedlab.run import status
@@ -99,7 +100,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         # a new run with no checkpoint is removed (trainer.train): re-run, it starts again
         again = "to resume" if saver.saved_step > 0 else "to start it again"
         raise ProcessLost(f"{exc}; stopped at step {state.step}, "
-                          f"{_saved(saver.saved_step)} — {rerun()} {again}",
+                          f"{_saved(saver.saved_step)} — "
+                          f"{resume_how() if saver.saved_step > 0 else rerun()} {again}",
                           exc.exit_code) from None
     except TrainingInterrupted:
         raise
@@ -143,7 +145,7 @@ class _Stop:
         signum = self.flag.signum or self.agreed
         if signum == distributed.CALLBACK_STOP:
             return TrainingInterrupted(f"process 0 stopped the run at step {step} (saved) — "
-                                       f"{rerun()} to resume", 1)
+                                       f"{resume_how()} to resume", 1)
         return interrupted(signum, step)
 
 
