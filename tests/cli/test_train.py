@@ -1936,6 +1936,26 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
     assert "resuming" in err and "ckpt-00000002" in err
 
 
+def test_a_damaged_prepared_copy_names_deleting_it_as_the_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """'embedlab prepare CORPUS --out RUN/prepared --force' would make it with prepare's
+    defaults, not the run's options; the resume makes it again with them."""
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "c.txt")
+    assert train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--min-count", "2",
+                 "--max-steps", "2")[0] == 0
+    ids = tmp_path / "run" / "prepared" / "ids.u32"
+    good = ids.read_bytes()
+    ids.write_bytes(good[:-2])
+    code, err = train(capsys, "--run", "run", "--max-steps", "4")
+    assert_refused(code, err, f"; delete {Path('run') / 'prepared'}: resuming the run prepares "
+                              "it again from its corpus")
+    shutil.rmtree(tmp_path / "run" / "prepared")
+    assert train(capsys, "--run", "run", "--max-steps", "4")[0] == 0
+    assert ids.read_bytes() == good
+
+
 def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,6 +150,20 @@ def test_force_through_a_symbolic_link_replaces_the_link(corpus_file: Path,
     assert leftovers(tmp_path) == []
 
 
+def test_a_prepared_folder_that_lost_its_meta_json_is_replaced_as_its_message_says(
+        corpus_file: Path, tmp_path: Path) -> None:
+    from embedlab.data.corpus import iter_blocks
+
+    out = tmp_path / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    (out / "meta.json").unlink()
+    with pytest.raises(InputError) as e:
+        list(iter_blocks(out))
+    assert str(e.value).endswith(f"re-create it with 'embedlab prepare CORPUS --out {out} "
+                                 "--force'")
+    assert prepare(corpus_file, out, min_count=1, force=True, progress=False).meta["min_count"] == 1
+
+
 def test_force_replaces_a_damaged_prepared_folder(corpus_file: Path, tmp_path: Path) -> None:
     # Opening it says "re-create it with 'embedlab prepare CORPUS --out DIR --force'"; that
     # command must then work, while a folder of other files stays protected even with --force.

@@ -115,15 +115,13 @@ def list_files(path: Path) -> list[Path]:
     if not (path / "meta.json").exists() and (path / "ids.u32").is_file() and \
             (path / "vocab.tsv").is_file():
         raise InputError(f"{path} looks like a prepared corpus that lost its meta.json "
-                         "(damaged); re-create it with 'embedlab prepare CORPUS --out "
-                         f"{path} --force'")
+                         f"(damaged); {remake_fix(path)}")
     if (path / "meta.json").is_file() and (path / "ids.u32").is_file():
         if says_prepared(path / "meta.json"):
             raise InputError(f"{path} is a prepared corpus, not raw text; pass it to 'train "
                              "--corpus' or pass the original text file to 'prepare'")
         raise InputError(f"{path} looks like a damaged prepared corpus (its meta.json is not "
-                         "readable as one); re-create it with 'embedlab prepare CORPUS --out "
-                         f"{path} --force'")
+                         f"readable as one); {remake_fix(path)}")
     if (path / "config.json").is_file() and (path / "checkpoints").is_dir():
         # a run folder: its checkpoints' tensors would be read as text and refused as binary
         prepared = path / "prepared"
@@ -146,6 +144,39 @@ def list_files(path: Path) -> list[Path]:
         raise InputError(f"corpus folder {path} holds a prepared corpus, {meta.parent}; move "
                          "it out of the folder (or pass it to 'train --corpus' on its own)")
     return files
+
+
+def remake_fix(path: Path) -> str:
+    """How to make again the damaged prepared folder ``path`` (or the folder of its file): a
+    run's own copy is deleted, and the resume prepares it again from the run's corpus (with the
+    run's options); a folder ``prepare --force`` replaces (a prepared corpus, or nothing but a
+    prepared corpus's files) is made again in place; one that holds other files too is deleted
+    first (``--force`` never replaces a folder of other files)."""
+    folder = path if path.is_dir() or path.suffix == "" else path.parent
+    if folder.name == "prepared" and (folder.parent / "config.json").is_file():
+        return f"delete {folder}: resuming the run prepares it again from its corpus"
+    try:
+        names = {p.name for p in folder.iterdir()}
+    except OSError:
+        names = set()
+    ours = {"ids.u32", "sentences.i64", "vocab.tsv", "meta.json"}
+    if says_prepared(folder / "meta.json") or (names & {"meta.json", "ids.u32"} and
+                                               names <= ours):
+        return f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'"
+    return f"delete {folder}, then re-create it with 'embedlab prepare CORPUS --out {folder}'"
+
+
+def vocabulary_fix(path: str | os.PathLike[str]) -> str:
+    """How to make a damaged ``vocab.tsv`` good again: that of a prepared folder with the
+    folder (:func:`remake_fix`); a run's own copy from its prepared corpus."""
+    file = Path(path)
+    folder = file.parent
+    if says_prepared(folder / "meta.json") or (folder.name == "prepared" and
+                                               (folder.parent / "config.json").is_file()):
+        return remake_fix(folder)
+    if (folder / "config.json").is_file() and (folder / "prepared" / "vocab.tsv").is_file():
+        return f"copy {folder / 'prepared' / 'vocab.tsv'} to {file}"
+    return "re-run 'embedlab prepare' to recreate the vocabulary"
 
 
 def says_prepared(meta: Path) -> bool:

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedlab.config import MAX_INT
-from embedlab.data.corpus import PREPARED_FORMAT, says_prepared
+from embedlab.data.corpus import PREPARED_FORMAT, remake_fix, says_prepared
 from embedlab.data.corpus import SPECIAL_CORPORA as SPECIAL_CORPORA  # re-exported
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError, spell_name
@@ -128,8 +128,7 @@ def vocab_options(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _invalid(root: Path, problem: str) -> InputError:
-    return InputError(f"{root} is not a valid prepared corpus ({problem}); re-create it with "
-                      f"'embedlab prepare CORPUS --out {root} --force'")
+    return InputError(f"{root} is not a valid prepared corpus ({problem}); {remake_fix(root)}")
 
 
 def _read_meta(root: Path) -> dict[str, Any]:

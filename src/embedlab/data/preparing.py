@@ -261,9 +261,11 @@ def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
 
 def _damaged_prepared(out: Path) -> bool:
     """A folder holding nothing but a prepared corpus's files, with a meta.json that does not
-    say so (damaged): the error for it says to replace it with --force, so --force may."""
+    say so, or none (damaged): the error for it says to replace it with --force, so --force
+    may (see :func:`embedlab.data.corpus.remake_fix`)."""
     names = {p.name for p in out.iterdir()}
-    return META_FILE in names and names <= {IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE}
+    return bool(names & {META_FILE, IDS_FILE}) and \
+        names <= {IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE}
 
 
 def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from embedlab.data.corpus import vocabulary_fix
 from embedlab.data.vocab_tsv import (
     SLICE,
     all_words_valid,
@@ -223,7 +224,7 @@ class Vocab:
         del data  # as large as the file
         if unk is not None and (not words or words[0] != unk):
             raise InputError(f"{path}: the first word must be the UNK token {unk!r}; "
-                             "re-run 'embedlab prepare' to recreate the vocabulary")
+                             f"{vocabulary_fix(path)}")
         try:
             vocab = cls(tuple(words), np.asarray(counts, dtype=np.int64), unk)
         except ValueError as exc:

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedlab.config import MAX_INT
+from embedlab.data.corpus import vocabulary_fix
 from embedlab.errors import InputError
 
 
@@ -134,9 +135,8 @@ def parse_slowly(lines: list[str], path: str | os.PathLike[str]) -> tuple[list[s
         word, tab, count = line.partition("\t")
         if not tab or not count.isdigit() or not count.isascii():
             raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
-                             "re-run 'embedlab prepare' to recreate the vocabulary")
-        check_count_fits(count, f"{path}:{n}",
-                         "re-run 'embedlab prepare' to recreate the vocabulary")
+                             f"{vocabulary_fix(path)}")
+        check_count_fits(count, f"{path}:{n}", vocabulary_fix(path))
         check_word(word, f"{path}:{n}")
         words.append(word)
         counts.append(int(count))
