@@ -1932,7 +1932,9 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
     assert code == 0, err
     assert f"embedlab: note: run {run}'s corpus c.txt is not found; reading moved.txt in its " \
         "place" in err
-    assert json.loads((run / "config.json").read_text())["data"]["corpus"] == "moved.txt"
+    # recorded as the absolute path: a relative one is read from where the run was made
+    assert json.loads((run / "config.json").read_text())["data"]["corpus"] == \
+        str(tmp_path / "moved.txt")
     assert "resuming" in err and "ckpt-00000002" in err
 
 
@@ -1964,6 +1966,14 @@ def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
     assert train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--max-steps", "2")[0] == 0
     code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "3")
     assert code == 0 and "changed" not in err, err
+    elsewhere = tmp_path / "elsewhere"  # a copy of the project (cp -a): the same corpus
+    elsewhere.mkdir()
+    shutil.copy2(text, elsewhere / "c.txt")
+    shutil.copytree(tmp_path / "run", elsewhere / "run", copy_function=shutil.copy2)
+    monkeypatch.chdir(elsewhere)
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "3")
+    assert code == 0 and "changed" not in err, err
+    monkeypatch.chdir(tmp_path)
     copy = (tmp_path / "run" / "prepared" / "ids.u32").read_bytes()
     text.write_text(text.read_text() + "new words here\n")
     code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "4")
@@ -1972,6 +1982,22 @@ def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
             f"({Path('run') / 'prepared'}); the run goes on training on that copy — pass "
             "--restart to start over on the new text") in err
     assert (tmp_path / "run" / "prepared" / "ids.u32").read_bytes() == copy
+
+
+def test_a_run_of_an_earlier_version_is_not_pointed_at_another_corpus(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its checkpoints hold no fingerprint of the corpus, so nothing would tell the moved
+    corpus from other text with the same words: another --corpus stays another config."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_runs" / "skipgram-hs"
+    run = tmp_path / "hs"
+    shutil.copytree(fixture, run)
+    shutil.rmtree(run / "prepared")
+    monkeypatch.chdir(tmp_path)
+    write_corpus(tmp_path / "other.txt")
+    code, err = train(capsys, "--run", run, "--corpus", "other.txt", "--max-steps", "20")
+    assert_refused(code, err, f"run {run} was trained with a different config: --corpus")
+    assert "note:" not in err
 
 
 def test_a_moved_prepared_corpus_is_passed_by_its_new_path(

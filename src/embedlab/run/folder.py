@@ -272,7 +272,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         return cfg.resolve(), None
     stored = _anchored(stored, creation_folder(run_dir) if run_dir is not None else None)
     explicit = _same_paths_as(explicit, stored)
-    stored = _moved_corpus(run_dir, stored, explicit, say=say)
+    stored, explicit = _moved_corpus(run_dir, stored, explicit, say=say)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
     if preset is not None and preset != stored.preset:
@@ -421,12 +421,14 @@ def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, A
 
 
 def _moved_corpus(run_dir: Path | None, stored: TrainConfig, explicit: dict[str, Any], *,
-                  say: bool) -> TrainConfig:
+                  say: bool) -> tuple[TrainConfig, dict[str, Any]]:
     """``stored`` with the ``--corpus`` given in place of its own where that is found nowhere
     and the run keeps no copy of it (``RUN/prepared``): the corpus was moved, and the refusal
-    that said so asked for its new path. The resume then reads the new path, and the
+    that says so asks for its new path. The resume then reads the new path (recorded as an
+    absolute one: a relative path is read from the folder the run was made in), and the
     checkpoint's fingerprint of the corpus refuses other data (see ``training.setup``); a run
-    with a prepared copy reads that, and another --corpus stays another config."""
+    with a prepared copy reads that, and another --corpus stays another config, as it does for
+    a run whose checkpoints hold no fingerprint (made by an earlier version)."""
     from embedlab.data.prepared import is_prepared
     from embedlab.data.sentences import is_label
 
@@ -435,12 +437,29 @@ def _moved_corpus(run_dir: Path | None, stored: TrainConfig, explicit: dict[str,
     if run_dir is None or not isinstance(given, str) or given == old or \
             any(c in _LABELS or is_label(c) for c in (given, old)) or \
             os.path.exists(old) or not os.path.exists(given) or \
-            is_prepared(run_dir / "prepared"):
-        return stored
+            is_prepared(run_dir / "prepared") or not _fingerprinted(run_dir):
+        return stored, explicit
     if say:
         note(f"run {run_dir}'s corpus {old} is not found; reading {given} in its place (the "
              "checkpoint's fingerprint of the corpus checks that it is the same data)")
-    return dataclasses.replace(stored, data=dataclasses.replace(stored.data, corpus=given))
+    moved = os.path.abspath(given)
+    return (dataclasses.replace(stored, data=dataclasses.replace(stored.data, corpus=moved)),
+            {**explicit, "data": {**explicit["data"], "corpus": moved}})
+
+
+def _fingerprinted(run_dir: Path) -> bool:
+    """Whether every checkpoint of the run records its corpus's fingerprint."""
+    from embedlab.checkpoint.format import CKPT_DIR, STATE_FILE, committed_folders
+
+    folders = committed_folders(run_dir / CKPT_DIR).values()
+    for folder in folders:
+        try:
+            state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not isinstance(state, dict) or not isinstance(state.get("corpus"), str):
+            return False
+    return bool(folders)
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -78,15 +78,21 @@ def _note_if_changed(corpus: str, prepared: PreparedCorpus) -> None:
     from embedlab.data.corpus import list_files
     from embedlab.errors import note
 
-    recorded = prepared.meta.get("source_files")
+    recorded, source = prepared.meta.get("source_files"), prepared.meta.get("source")
     if corpus in SPECIAL_CORPORA or is_label(corpus) or not isinstance(recorded, list) or \
-            not recorded or not Path(corpus).exists():
+            not recorded or not isinstance(source, str) or not Path(corpus).exists():
         return
+    root = Path(corpus).resolve()
+    if root.is_file() and Path(source).name != root.name:
+        return  # the copy was made from another file: the corpus's fingerprint judges that
+    # the files by their names within the corpus: a copy of the project (cp -a) elsewhere
+    # holds the same corpus under other absolute paths
     try:
-        now = [(str(p.resolve()), p.stat().st_size, p.stat().st_mtime)
-               for p in list_files(Path(corpus))]
-        then = [(r["path"], r["size"], r["mtime"]) for r in recorded]
-    except (InputError, OSError, KeyError, TypeError):
+        now = [(p.resolve().relative_to(root).as_posix() if root.is_dir() else "",
+                p.stat().st_size, p.stat().st_mtime) for p in list_files(Path(corpus))]
+        then = [(Path(r["path"]).relative_to(source).as_posix() if root.is_dir() else "",
+                 r["size"], r["mtime"]) for r in recorded]
+    except (InputError, OSError, KeyError, TypeError, ValueError):
         return  # unreadable now, or an odd record: nothing certain to say
     if now != then:
         note(f"{corpus} changed since the run prepared its copy of it ({prepared.root}); the run "
