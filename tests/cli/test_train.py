@@ -624,6 +624,12 @@ def test_restart_refusals_and_fallbacks(tmp_path: Path, corpus: Path,
     assert code == 2 and err == (f"embedlab: error: --restart: run {run} has no readable "
                                  "config.json to take its settings from; pass --corpus and the "
                                  "other settings of the new run\n")
+    code, err = train(capsys, "--run", run, "--restart", "--preset", "cs20", "--max-steps", "2")
+    assert code == 2 and "has no readable config.json" in err  # cs20 names no corpus either
+    (tmp_path / "empty").mkdir()  # no run at all: a new one, as without --restart
+    code, err = train(capsys, "--run", tmp_path / "empty", "--restart", "--max-steps", "1",
+                      "--threads", "1", "--no-tensorboard", "--no-progress")
+    assert code == 0, err
     code, err = train(capsys, "--run", run, "--restart", "--corpus", corpus, "--dim", "5",
                       "--batch-size", "32", "--threads", "1", "--no-tensorboard", "--max-steps",
                       "2", "--no-progress")

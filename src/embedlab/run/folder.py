@@ -59,13 +59,13 @@ def check_run_dir(run_dir: Path) -> None:
     _check_parents(run_dir, "--run")
     # hidden entries do not count: a .DS_Store, or a temporary folder of embedlab's own that a
     # killed attempt left (they start with a dot), do not make a folder someone else's
-    if (run_dir.is_dir() and not _is_a_run(run_dir)
+    if (run_dir.is_dir() and not is_a_run(run_dir)
             and any(not p.name.startswith(".") for p in run_dir.iterdir())):
         raise InputError(f"{spell('--run', run_dir)} is a folder holding other files, not an "
                          "embedlab run; pass a new or empty folder (it is created if missing)")
 
 
-def _is_a_run(run_dir: Path) -> bool:
+def is_a_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a run of embedlab's, by what only embedlab writes: its
     checkpoints/ or prepared/ folder, or a config.json, status.json or env.json in embedlab's
     form, or its lock file. A metrics.jsonl, vocab.tsv or config.json of another program's is

@@ -43,6 +43,7 @@ from embedlab.run.folder import (
     check_runs_dir,
     choose_run_dir,
     corpus_not_found,
+    is_a_run,
     resolve_config,
     restart_options,
     stored_config,
@@ -340,9 +341,9 @@ def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
         stored = stored_config_from_here(run_dir)
     except InputError:  # a damaged config.json: what --restart is for
         stored = None
-    if stored is None and "corpus" not in explicit.get("data", {}) and preset is None:
-        # the run's settings are lost with its config: the built-in demo at the defaults is
-        # not what a restart of it means
+    if stored is None and "corpus" not in explicit.get("data", {}) and is_a_run(run_dir):
+        # the run's settings are lost with its config: the built-in demo (at the defaults or
+        # a preset's, which names no corpus) is not what a restart of it means
         raise InputError(f"{spell('--restart', True)}: run {run_dir} has no readable "
                          f"{CONFIG_FILE} to take its settings from; pass "
                          f"{spell('--corpus')} and the other settings of the new run")
