@@ -54,7 +54,10 @@ def test_a_deleted_checkpoint_the_index_lists_is_shown_and_warned_about(
         rows["5"]
     code, _, err = run_cli(["ckpt", str(run), "--verify"], capsys)
     assert (code, err) == (1, f"embedlab: 1 of 4 checkpoint(s) of {run} failed the check (see "
-                              "the table)\n")
+                              "the table); restore them from a backup or a new copy of the run\n")
+    code, _, err = run_cli(["ckpt", str(run), "--verify", "--tensors"], capsys)
+    assert code == 2 and err.startswith("embedlab: error: --verify checks the listing of every "
+                                        "checkpoint; drop it, or drop --tensors")
     code, _, err = run_cli(["export", str(run), "--out", str(tmp_path / "v.txt")], capsys)
     assert (code, err) == (0, f"embedlab: warning: the index of {run} lists ckpt-00000005, "
                               f"which is not in {run / 'checkpoints'} (deleted?): reading "

@@ -142,6 +142,9 @@ def test_eval_says_the_similarity_lines_it_skipped(vecfile: Path, tmp_path: Path
     f.write_text("king\tqueen\t8\tx\nman\twoman\t7\nparis\tthe\t1\nof\tthe\t2\tx\n")
     code, out, _ = run(["eval", str(vecfile), "--similarity", str(f)], capsys)
     assert code == 0 and "half.tsv (2 malformed lines skipped)" in out
+    f.write_text("king\tqueen\t8\nman\twoman\t7\nparis\tthe\t1\nof\tthe\t2\tx\n")
+    code, out, _ = run(["eval", str(vecfile), "--similarity", str(f)], capsys)
+    assert code == 0 and "half.tsv (1 malformed line skipped)" in out
 
 
 def test_eval_kinds_of_sections_and_unanswered_ones(vecfile: Path, tmp_path: Path,

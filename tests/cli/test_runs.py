@@ -95,6 +95,8 @@ def test_the_saved_column_is_where_a_resume_starts(two_runs: Path,
             for line in out.splitlines() if "demo-sg-lr" in line}
     assert rows["demo-sg-lr0.5"][:3] == ["finished", "20", "10"]
     assert rows["demo-sg-lr1.0"][:3] == ["finished", "20", "-"]
+    code, out, _ = run_cli(["runs", str(two_runs), "--sort", "saved"], capsys)
+    assert code == 0 and out.index("demo-sg-lr0.5") < out.index("demo-sg-lr1.0")  # none: last
 
 
 def test_the_loss_is_the_status_files_when_the_metrics_lag_behind(

@@ -74,6 +74,16 @@ def test_the_invalid_utf8_warning_of_a_folder_names_its_files(
         "word); re-encode the corpus as UTF-8 if that is wrong"]
 
 
+def test_the_invalid_utf8_warning_of_one_file_names_it_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "c.txt").write_bytes(b"good \xff word " + b"good " * 100)
+    monkeypatch.chdir(tmp_path)
+    prepare("./c.txt", tmp_path / "out", min_count=1, progress=False)
+    assert capsys.readouterr().err.startswith(
+        "embedlab: warning: replaced 1 invalid UTF-8 sequences in ./c.txt with U+FFFD")
+
+
 def test_invalid_utf8_gives_one_warning_line(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     src = tmp_path / "c.txt"

@@ -123,3 +123,10 @@ def test_a_file_of_more_columns_says_which_to_keep(tmp_path: Path) -> None:
         f"{f} holds no word pairs: its lines have more than 3 columns (line 1 has 5), and a "
         "pair is 'word1<TAB>word2<TAB>score'; keep the two words and the score, e.g. cut "
         "-f1,2,4 for SimLex-999's")
+
+
+def test_a_header_line_is_no_malformed_line() -> None:
+    """SimLex-999's first three columns (cut -f1,2,4) and MEN's files start with a header."""
+    pairs = parse_pairs(["word1\tword2\tSimLex999", "old\tnew\t1.58", "smart\tbright\t9.2",
+                         "bad line", "a\tb\tnot-a-number"], "sl.txt")
+    assert pairs.pairs == (("OLD", "NEW"), ("SMART", "BRIGHT")) and pairs.invalid_lines == 2

@@ -199,6 +199,10 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     from embedlab.errors import InputError
 
     console = Console(soft_wrap=True)
+    if strict and (export is not None or show_tensors or step is not None or best):
+        raise InputError("--verify checks the listing of every checkpoint; drop it, or drop "
+                         "--tensors, --step, --best and --export-subset (which verify the "
+                         "checkpoint they read and refuse a damaged one)")
     if export is not None:
         _export_subset(run, export, step, best, names, _parse_map(maps))
         return
@@ -244,5 +248,6 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     if strict and (missing or not all(info.verified for info in infos)):
         bad = len(missing) + sum(not info.verified for info in infos)
         click.echo(f"embedlab: {bad} of {len(infos) + len(missing)} checkpoint(s) of {run} "
-                   "failed the check (see the table)", err=True)
+                   "failed the check (see the table); restore them from a backup or a new copy "
+                   "of the run", err=True)
         raise SystemExit(1)

@@ -294,9 +294,13 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
 STDIN = "standard input"
 
 
+def _lines(n: int) -> str:
+    return f"{n:,} malformed line{'s' if n != 1 else ''}"
+
+
 def _analogy_title(result: Any) -> str:
     return (f"analogies {result.source} ({result.method}, top {result.restrict_vocab} words"
-            + (f", {result.invalid_lines} malformed lines skipped" if result.invalid_lines else "")
+            + (f", {_lines(result.invalid_lines)} skipped" if result.invalid_lines else "")
             + ")")
 
 
@@ -317,7 +321,7 @@ def _similarity_table(results: list[Any]) -> Any:
     for r in results:
         # lines that are no pair change the score as much as OOV pairs do: said, as the
         # analogies' title says its skipped lines
-        skipped = f" ({r.invalid_lines} malformed lines skipped)" if r.invalid_lines else ""
+        skipped = f" ({_lines(r.invalid_lines)} skipped)" if r.invalid_lines else ""
         table.add_row(Path(r.source).name + skipped, f"{r.spearman:.4f}", f"{r.pearson:.4f}",
                       str(r.pairs_used), f"{r.oov_ratio:.1f}%")
     return table

@@ -20,8 +20,9 @@ from embedlab.errors import InputError
               help="Show every stored config key (per-invocation settings such as --max-steps "
                    "too), not only the hyperparameters that differ between runs.")
 @click.option("--sort", "sort_key", default=None, metavar="COLUMN",
-              help="Order the runs by a column (run, status, step, words, loss, wall; best: "
-                   "the best first) or a hyperparameter (optim.lr); runs without a value last.")
+              help="Order the runs by a column (run, status, step, saved, words, loss, wall; "
+                   "best: the best first) or a hyperparameter (optim.lr); runs without a value "
+                   "last.")
 @click.option("--reverse", is_flag=True, help="With --sort: the other way round.")
 @click.option("--status", "statuses", multiple=True,
               type=click.Choice(["running", "finished", "interrupted", "failed", "unknown"]),

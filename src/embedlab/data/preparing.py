@@ -322,7 +322,7 @@ def _fsync_files(folder: Path) -> None:
 
 def _which_files(label: str, counts: dict[Path, int], shown: int = 3) -> str:
     """`` (in a.txt: 3, b.txt: 2 and 4 more files)`` for a folder: which files to re-encode."""
-    if not counts or (len(counts) == 1 and str(next(iter(counts))) == label):
+    if not counts or Path(label).is_file():  # one file: the label names it
         return ""
     worst = sorted(counts.items(), key=lambda item: (-item[1], str(item[0])))
     named = ", ".join(f"{_relative(path, label)}: {n:,}" for path, n in worst[:shown])

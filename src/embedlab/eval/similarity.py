@@ -107,6 +107,8 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
             a, b, score = (x.strip() for x in parts)
             value = float(score)
         except ValueError:
+            if not pairs and not invalid and len(parts) == 3:
+                continue  # a header line ("word1 word2 score"), as SimLex's and MEN's files have
             invalid += 1
             first_invalid = first_invalid or (n, len(parts))
             continue

@@ -367,7 +367,7 @@ def _hparam_cell(v: Any) -> str:
 
 
 #: the columns ``embedlab runs --sort`` takes besides the hyperparameters' keys
-SORT_COLUMNS = ("run", "status", "step", "words", "loss", "best", "wall")
+SORT_COLUMNS = ("run", "status", "step", "saved", "words", "loss", "best", "wall")
 #: runs side by side in one hyperparameters table: more are split over several tables
 RUNS_PER_TABLE = 6
 
@@ -389,7 +389,8 @@ def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> l
     check_sort_key(infos, key)
 
     def value(i: RunInfo) -> Any:
-        columns = {"run": i.name, "status": i.status, "step": i.step, "words": i.words_seen,
+        columns = {"run": i.name, "status": i.status, "step": i.step, "saved": i.saved,
+                   "words": i.words_seen,
                    "loss": i.loss, "best": i.best_rank, "wall": i.wall_time}
         v = columns[key] if key in SORT_COLUMNS else i.hparams.get(key)
         if isinstance(v, float) and not math.isfinite(v):
