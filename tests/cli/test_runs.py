@@ -385,8 +385,8 @@ def test_runs_sorted_and_filtered(two_runs: Path, capsys: pytest.CaptureFixture[
     assert code == 0 and out == f"no failed runs under {two_runs}\n"
     code, _, err = run_cli(["runs", str(two_runs), "--sort", "lr"], capsys)
     assert_one_line_error(code, err, "--sort lr: no such column or hyperparameter; pass one of "
-                                     "run, status, step, words, loss, best, wall, or a key such "
-                                     "as optim.lr")
+                                     "run, status, step, saved, words, loss, best, wall, or a key "
+                                     "such as optim.lr")
     code, _, err = run_cli(["runs", str(two_runs), "--status", "failed", "--reverse"], capsys)
     assert_one_line_error(code, err, "--reverse orders by --sort; pass e.g. --sort loss --reverse")
     code, _, err = run_cli(["runs", str(two_runs), "--status", "failed", "--sort", "lr"], capsys)
