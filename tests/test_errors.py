@@ -95,7 +95,7 @@ def test_a_python_call_warns_through_warnings_at_the_callers_line(
         warnings.simplefilter("ignore", embedlab.EmbedlabWarning)
         embedlab.load(path)
     assert capsys.readouterr().err == ""
-    with messages_for("cli"):  # the command's one line, as before
+    with messages_for("cli"):  # the command's one line
         embedlab.load(path)
     assert capsys.readouterr().err == (
         f"embedlab: warning: {path}: 1 duplicate words; keeping the first vector of each (as "

@@ -1520,7 +1520,7 @@ def test_a_corpus_prepared_again_with_more_words_is_named_not_the_checkpoints_sh
 def test_a_corpus_prepared_again_with_other_options_names_the_folder_not_the_flags(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A resume passes no vocabulary flag: "drop those flags" named flags nobody typed."""
+    """A resume passes no vocabulary flag: the refusal names the folder, not flags to drop."""
     monkeypatch.chdir(tmp_path)
     write_corpus(tmp_path / "c.txt")
     main(["prepare", "c.txt", "--out", "prep"])
@@ -1568,9 +1568,9 @@ def test_a_damaged_prepared_copy_of_the_run_is_named_with_its_fix(
 def test_a_run_whose_checkpoints_and_index_are_both_gone_is_refused(
         trained: Path, corpus: Path, tmp_path: Path, written_by: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """rm -rf RUN/checkpoint*: without the index to say so, it started over in place as a new
-    run, overwriting its metrics and events; status.json says a checkpoint was saved (a status
-    written before that field says so by "finished")."""
+    """rm -rf RUN/checkpoint*: a start over in place as a new run would overwrite the run's
+    metrics and events; status.json says a checkpoint was saved (a status written before that
+    field says so by "finished"), so the run is refused, as with its index alone."""
     run = tmp_path / "run"
     shutil.copytree(trained, run)
     status = json.loads((run / "status.json").read_text())
@@ -1593,8 +1593,8 @@ def test_a_run_whose_checkpoints_and_index_are_both_gone_is_refused(
 def test_a_run_missing_its_config_or_checkpoints_is_refused_not_restarted(
         trained: Path, corpus: Path, tmp_path: Path, damage: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    # without config.json the flags given became the run's (--lr 0.5 went on from its
-    # checkpoint); without checkpoints/ it started over in place, overwriting its metrics
+    # without config.json the flags given would become the run's (--lr 0.5 going on from its
+    # checkpoint); without checkpoints/ a start over in place would overwrite its metrics
     run = tmp_path / "run"
     shutil.copytree(trained, run)
     if damage == "no config":

@@ -244,7 +244,7 @@ def test_a_bad_worker_count_is_one_line_naming_the_fix(
 @pytest.mark.parametrize("value", [2.5, "2", True, 0])
 def test_prepare_refuses_a_worker_count_that_is_no_whole_number(value: object,
                                                                  tmp_path: Path) -> None:
-    """2.5 trained on a small corpus and was a ctypes TypeError on a big one; "2" a TypeError."""
+    """A whole number of threads, or one line saying so, whatever the corpus's size."""
     (tmp_path / "c.txt").write_text("a b c a b\n" * 20)
     with pytest.raises(InputError, match=r"^workers must be (a whole number )?>= 1, got "):
         prepare(tmp_path / "c.txt", tmp_path / "out", workers=value)  # type: ignore[arg-type]
