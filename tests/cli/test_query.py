@@ -91,6 +91,13 @@ def test_neighbours_is_neighbors_under_another_spelling(
     assert code == 0 and "neighbors" in listed and "neighbours" not in listed  # listed once
 
 
+def test_topn_is_k_under_gensims_name(vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["neighbors", str(vecfile), "king"], ["analogy", str(vecfile), "man",
+                                                           "king", "woman"]):
+        assert run([*command, "--topn", "3", "--json"], capsys)[1] == \
+            run([*command, "-k", "3", "--json"], capsys)[1]
+
+
 def test_analogy(vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["analogy", str(vecfile), "man", "king", "woman", "-k", "4", "--json"],
                        capsys)

@@ -157,7 +157,8 @@ def _renamed(out: Path, suffix: str) -> Path:
 @click.command()
 @_source_options
 @click.argument("words", nargs=-1, required=True, metavar="WORD...")
-@click.option("-k", "k", type=int, default=10, show_default=True, help="Number of neighbours.")
+@click.option("-k", "--topn", "k", type=int, default=10, show_default=True,
+              help="Number of neighbours (--topn: gensim's name).")
 @click.option("--metric", type=click.Choice(["cosine", "euclidean"]), default="cosine",
               show_default=True, help="cosine similarity or Euclidean distance.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
@@ -192,7 +193,8 @@ def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...]
 @click.argument("a")
 @click.argument("b")
 @click.argument("c")
-@click.option("-k", "k", type=int, default=10, show_default=True, help="Number of answers.")
+@click.option("-k", "--topn", "k", type=int, default=10, show_default=True,
+              help="Number of answers (--topn: gensim's name).")
 @click.option("--method", type=click.Choice(["3cosadd", "3cosmul"]), default="3cosadd",
               show_default=True, help="Analogy objective (Levy & Goldberg 2014).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
