@@ -112,6 +112,12 @@ def test_the_loss_is_the_status_files_when_the_metrics_lag_behind(
     assert code == 0
     row = next(line for line in out.splitlines() if "demo-sg-lr0.5" in line)
     assert f"{status['loss']:.4f}" in row
+    # ahead of it (status.json is written less often): the row of status.json's step
+    (run / "metrics.jsonl").write_text("".join(lines) + json.dumps(
+        {"step": status["step"] + 5, "train/loss": 9.25}) + "\n")
+    out = run_cli(["runs", str(two_runs)], capsys)[1]
+    row = next(line for line in out.splitlines() if "demo-sg-lr0.5" in line)
+    assert "9.2500" not in row and f"{status['loss']:.4f}" in row
 
 
 def test_a_run_that_lost_its_config_is_not_passed_over_in_silence(
@@ -268,6 +274,21 @@ sys.exit(serve([sys.executable, "-c", child], "started"))
 """
 
 
+def test_a_server_child_ends_when_embedlab_is_killed_outright() -> None:
+    """SIGKILL reaches no handler: the kernel ends the child (its parent-death signal)."""
+    with _server_group([sys.executable, "-c", SERVE_STUB]) as proc:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
+        port = int(next(x for x in lines if x.isdigit()))
+        _wait_listening(port)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=20) == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _group_alive(proc.pid), "the server child outlived embedlab"
+
+
 @pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
 def test_serve_stops_its_child_on_sighup_and_sigterm(signum: int) -> None:
     """The same for a hang-up, with a stand-in server that starts in a fraction of a second."""
@@ -370,6 +391,8 @@ def test_runs_sorted_and_filtered(two_runs: Path, capsys: pytest.CaptureFixture[
 
     with (two_runs / "demo-sg-lr1.0" / "metrics.jsonl").open("a") as f:  # a lower last loss
         f.write(json.dumps({"step": 21, "train/loss": 0.1}) + "\n")
+    status = two_runs / "demo-sg-lr1.0" / "status.json"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "step": 21}))
     infos = [run_info(r, two_runs) for r in find_runs(two_runs)]
     assert len({i.loss for i in infos}) == 2
     by_loss = [i.name for i in sorted(infos, key=lambda i: i.loss)]

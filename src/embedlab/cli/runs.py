@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -209,14 +210,16 @@ def _nothing() -> None:
 
 def serve(cmd: list[str], banner: str,
           every: tuple[float, Callable[[], None]] | None = None) -> int:
-    """Run the server ``cmd`` as a child process, print ``banner``, wait until it exits,
-    calling ``every = (seconds, task)``'s task every so many seconds meanwhile.
+    """Run the server ``cmd`` (``cmd[0]`` a path to a program) as a child process, print
+    ``banner``, wait until it exits, calling ``every = (seconds, task)``'s task every so many
+    seconds meanwhile.
 
     Returns the child's exit status, or 0 after Ctrl-C. SIGTERM and SIGHUP stop the child
-    too, then exit with 128 + the signal. Without this, ``kill PID`` (or a closed ssh connection,
-    when the hang-up reaches only us) ended this process at once — Python's default action —
-    and the child, re-parented to pid 1, kept serving and holding the port. Ctrl-C was fine: the
-    terminal sends SIGINT to the child as well, and Python turns it into KeyboardInterrupt.
+    too, then exit with 128 + the signal: ``kill PID`` (or a closed ssh connection, when the
+    hang-up reaches only this process) would otherwise end this process at once — Python's
+    default action — and leave the child, re-parented to pid 1, serving and holding the port.
+    Ctrl-C reaches the child from the terminal as well. A SIGKILL, which no handler sees, ends
+    the child through the kernel (``PR_SET_PDEATHSIG``, asked for by the child itself).
     """
     stop = (*STOP_SIGNALS, signal.SIGINT)
     previous = {sig: signal.getsignal(sig) for sig in stop}
@@ -225,7 +228,8 @@ def serve(cmd: list[str], banner: str,
     proc: subprocess.Popen[bytes] | None = None
     try:
         try:
-            proc = subprocess.Popen(cmd)
+            proc = subprocess.Popen([sys.executable, "-c", _ENDS_WITH_PARENT, str(os.getpid()),
+                                     *cmd])
             click.echo(banner)
             sys.stdout.flush()
             seconds, task = every or (None, _nothing)
@@ -246,6 +250,21 @@ def serve(cmd: list[str], banner: str,
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+# The server's process, first thing: asks the kernel for SIGTERM when this process dies, even
+# by SIGKILL (which no handler here sees), then becomes the server (the request survives exec).
+# Done in the child rather than between fork and exec, where Python code is unsafe.
+_ENDS_WITH_PARENT = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

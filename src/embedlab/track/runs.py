@@ -235,12 +235,15 @@ def run_info(run: Path, root: Path) -> RunInfo:
     rows = read_metrics(run / METRICS_FILE)
     losses = [r for r in rows if _is_number(r.get("train/loss"))]
     loss = status.get("loss")
-    # metrics.jsonl's last row, unless status.json is ahead of it (a file cut short, rows
-    # lost): the table must not show an older step's loss beside a newer step
-    behind = losses and _is_count(status.get("step")) and _is_number(loss) and \
-        _is_count(losses[-1].get("step")) and losses[-1]["step"] < status["step"]
-    if losses and not behind:
+    # the loss of the step the table shows: metrics.jsonl's row of status.json's step (the last
+    # row when status.json has none), else status.json's own, where metrics.jsonl is behind it
+    # (cut short) or ahead (status.json is written less often; a killed run's)
+    step = status.get("step")
+    if losses and (not _is_count(step) or not _is_number(loss)):
         loss = losses[-1]["train/loss"]
+    elif losses:
+        at = [r["train/loss"] for r in losses if r.get("step") == step]
+        loss = at[-1] if at else loss
     name = str(run.relative_to(root)) if run != root else run.name
     best, rank = _best(rows, cfg.checkpoint.best_metric, _index(run))
     return RunInfo(
