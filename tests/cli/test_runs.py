@@ -138,6 +138,18 @@ def test_a_run_that_lost_its_config_is_not_passed_over_in_silence(
                    "which holds its settings; restore config.json from a backup\n")
 
 
+def test_another_programs_config_is_named_so(two_runs: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    (two_runs / "other-tool").mkdir()
+    (two_runs / "other-tool" / "config.json").write_text('{"lr": 0.1, "model": "resnet"}')
+    code, out, err = run_cli(["runs", str(two_runs)], capsys)
+    assert code == 0 and out.count("demo-sg-lr") == 2
+    assert err == (f"embedlab: warning: skipped {two_runs / 'other-tool'}: "
+                   f"{two_runs / 'other-tool' / 'config.json'} is not an embedlab run's (no "
+                   "data, model and optim sections): another program's folder needs nothing; "
+                   "for a run of embedlab's, restore its config.json from a backup\n")
+
+
 def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     (two_runs / "broken").mkdir()

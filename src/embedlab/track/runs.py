@@ -217,6 +217,12 @@ def run_info(run: Path, root: Path) -> RunInfo:
         raw = json.loads((run / "config.json").read_text(encoding="utf-8"))
         if isinstance(raw, dict) and raw.get("model") == LINREG:
             return _linreg_info(run, root, raw)
+        if not isinstance(raw, dict) or not all(isinstance(raw.get(k), dict)
+                                                for k in ("data", "model", "optim")):
+            # another program's run (a config.json of its own) among embedlab's
+            raise InputError(f"{run / 'config.json'} is not an embedlab run's (no data, model "
+                             "and optim sections): another program's folder needs nothing; "
+                             "for a run of embedlab's, restore its config.json from a backup")
         _check_text_fields(raw)
         fill_legacy_keys(raw)  # an older run shows what it trained with, as a resume reads it
         cfg = TrainConfig.from_dict(raw)
