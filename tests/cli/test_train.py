@@ -1186,6 +1186,9 @@ def test_a_new_start_after_a_death_before_the_first_checkpoint_drops_the_old_his
     # re-run (a new run, from step 0) must not continue.
     shutil.rmtree(copy / "checkpoints")
     (copy / "checkpoint").unlink()
+    status = json.loads((copy / "status.json").read_text())  # as it stands before a first save
+    del status["checkpoint"]
+    (copy / "status.json").write_text(json.dumps({**status, "status": "running"}))
     assert max(json.loads(line)["step"] for line in
                (copy / "metrics.jsonl").read_text().splitlines()) > 3
     (copy / "events.out.tfevents.1.host.1.0").write_bytes(b"stale")

@@ -33,7 +33,9 @@ def saved_states(draw: st.DrawFn) -> dict[str, Any]:
             "wall_seconds": draw(seconds), "step": draw(counts),
             "metrics": draw(st.dictionaries(st.text(min_size=1), sums, max_size=4)),
             "corpus": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=64,
-                                               max_size=64))}
+                                               max_size=64)),
+            "vocabulary": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=64,
+                                                   max_size=64))}
 
 
 @settings(deadline=None)  # timing varies on a loaded machine; the property does not

@@ -80,7 +80,7 @@ class Saver:
         if group is None or group.leader:  # committed: a process lost in the wait below does
             self.saved_step = state.step  # not make this checkpoint unsaved
             # that the run has a checkpoint, where a resume that finds none can read it
-            status.write_status(run.run_dir, checkpoint=state.step, durable=False)
+            status.write_status(run.run_dir, checkpoint=state.step)
         if group is not None:
             group.wait_for_leader()
         self.last_save = time.perf_counter()
