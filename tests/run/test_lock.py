@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,3 +125,23 @@ def test_a_record_that_cannot_be_written_leaves_no_lock_nor_new_run(
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.count("\n") == 1 and "No space left" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_read_only_run_folder_is_one_line_naming_what_still_works(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    real = os.open
+
+    def read_only(path: Any, *args: Any, **kwargs: Any) -> int:
+        if str(path).endswith(".lock"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(InputError) as e:
+        RunLock(tmp_path).acquire()
+    assert str(e.value) == (f"run {tmp_path} is not writable (Read-only file system: "
+                            f"{tmp_path / '.lock'}), and a run is written while it trains; make "
+                            "it writable, or copy it somewhere writable (eval, export and "
+                            "neighbors read it as it is)")

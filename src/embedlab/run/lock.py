@@ -64,7 +64,16 @@ class RunLock:
     def acquire(self) -> RunLock:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                    raise
+                # a read-only run folder: training writes into it; reading it does not
+                raise InputError(f"run {self.run_dir} is not writable ({exc.strerror}: "
+                                 f"{self.path}), and a run is written while it trains; make "
+                                 "it writable, or copy it somewhere writable (eval, export and "
+                                 "neighbors read it as it is)") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
