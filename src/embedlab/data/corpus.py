@@ -155,15 +155,24 @@ def remake_fix(path: Path) -> str:
     folder = path if path.is_dir() or path.suffix == "" else path.parent
     if folder.name == "prepared" and (folder.parent / "config.json").is_file():
         return f"delete {folder}: resuming the run prepares it again from its corpus"
+    if says_prepared(folder / "meta.json") or holds_prepared_files_only(folder):
+        return f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'"
+    return f"delete {folder}, then re-create it with 'embedlab prepare CORPUS --out {folder}'"
+
+
+#: the files of a prepared folder (embedlab.data.prepared names each)
+PREPARED_FILES = frozenset({"ids.u32", "sentences.i64", "vocab.tsv", "meta.json"})
+
+
+def holds_prepared_files_only(folder: Path) -> bool:
+    """A folder holding nothing but a prepared corpus's files, its ids or its meta.json among
+    them: one that ``prepare --force`` may replace when its meta.json does not say prepared
+    (damaged, or lost)."""
     try:
         names = {p.name for p in folder.iterdir()}
     except OSError:
-        names = set()
-    ours = {"ids.u32", "sentences.i64", "vocab.tsv", "meta.json"}
-    if says_prepared(folder / "meta.json") or (names & {"meta.json", "ids.u32"} and
-                                               names <= ours):
-        return f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'"
-    return f"delete {folder}, then re-create it with 'embedlab prepare CORPUS --out {folder}'"
+        return False
+    return bool(names & {"meta.json", "ids.u32"}) and names <= PREPARED_FILES
 
 
 def vocabulary_fix(path: str | os.PathLike[str]) -> str:

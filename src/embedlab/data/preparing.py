@@ -26,15 +26,12 @@ from typing import Any
 from embedlab import __version__
 from embedlab.config import DataConfig
 from embedlab.data import native_tokenise, sentences, token_ids
-from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, list_files
+from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, holds_prepared_files_only, list_files
 from embedlab.data.native_words import Encoded
 from embedlab.data.prepared import (
-    ENDS_FILE,
     FORMAT,
     FORMAT_VERSION,
-    IDS_FILE,
     META_FILE,
-    VOCAB_FILE,
     PreparedCorpus,
     check_not_inside,
     is_prepared,
@@ -246,7 +243,7 @@ def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
         raise InputError(f"--out {out} is a file; pass a new folder name")
     if not out.is_dir() or not any(out.iterdir()):
         return
-    if not is_prepared(out) and _damaged_prepared(out):
+    if not is_prepared(out) and holds_prepared_files_only(out):
         if force:
             return
         raise InputError(f"--out {out} holds a damaged prepared corpus; pass --force to "
@@ -259,13 +256,7 @@ def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
                          "replace it, or choose another folder")
 
 
-def _damaged_prepared(out: Path) -> bool:
-    """A folder holding nothing but a prepared corpus's files, with a meta.json that does not
-    say so, or none (damaged): the error for it says to replace it with --force, so --force
-    may (see :func:`embedlab.data.corpus.remake_fix`)."""
-    names = {p.name for p in out.iterdir()}
-    return bool(names & {META_FILE, IDS_FILE}) and \
-        names <= {IDS_FILE, ENDS_FILE, VOCAB_FILE, META_FILE}
+
 
 
 def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
