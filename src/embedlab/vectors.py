@@ -370,18 +370,17 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
         raise InputError(f"no vocabulary {vocab_file} for checkpoint {ckpt}; the run folder is "
                          "incomplete - restore vocab.tsv or export vectors from another run")
     vocab = Vocab.load_tsv(vocab_file)
-    for _ in range(3):
+    attempts = 3 if latest else 1
+    for attempt in range(1, attempts + 1):
         try:
             matrix, _state = load_input_embeddings(ckpt)
             break
         except InputError:
             # a run in training: its retention may delete the newest checkpoint found between
             # finding it and reading it, once a newer one is saved; that one is read instead
-            if not latest or ckpt.exists():
+            if attempt == attempts or ckpt.exists():
                 raise
             ckpt = find_checkpoint(path)
-    else:
-        matrix, _state = load_input_embeddings(ckpt)
     check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
     _check_recorded_words(vocab_file, vocab.words, ckpt, _state.get("vocabulary"))
     if not _trained_on_a_prepared_folder(run_dir):  # else RUN/prepared is not its source
