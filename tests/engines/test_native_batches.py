@@ -123,7 +123,8 @@ def _engine(step: StepConfig, counts: np.ndarray, rows: int, threads: int) -> An
     return native.NativeEngine(step, params, log_kq, rows, threads, tree=tree)
 
 
-def _train(name: str, *, per_call: int, threads: int = 1, steps: int = 60) -> str:
+def _train(name: str, *, per_call: int, threads: int = 1, steps: int = 60,
+           close_between: bool = False) -> str:
     step = STEPS[name]
     ids, ends = zipf_ids(12000, 70, 200, 3)
     hs = step.loss == "hs"
@@ -141,6 +142,8 @@ def _train(name: str, *, per_call: int, threads: int = 1, steps: int = 60) -> st
         cursor = out.cursor_after(len(out) - 1)
         losses += out.losses.tolist()
         done += len(out)
+        if close_between:  # mid-chunk: the next call allocates and builds the chunk again
+            runner.close()
     runner.close()
     h = hashlib.sha256(np.asarray(losses).tobytes())
     for array in engine.state_dict().values():
@@ -153,6 +156,23 @@ def test_many_steps_per_call_train_as_one_step_per_call(name: str) -> None:
     # the C loop's learning rates, batch views and step calls are the Python loop's, bit for
     # bit (the per-batch path runs the same kernel on the NumPy reference's batches)
     assert _train(name, per_call=7) == _train(name, per_call=1)
+
+
+@pytest.mark.parametrize("name", ["skipgram-neg", "cbow-hs"])
+def test_a_closed_runner_hands_its_buffers_back_and_trains_on_as_if_never_closed(
+        name: str) -> None:
+    assert _train(name, per_call=7, close_between=True) == _train(name, per_call=7)
+
+
+def test_close_frees_the_chunk_buffers_and_the_kernel_scratch() -> None:
+    ids, ends = zipf_ids(6000, 50, 100, 5)
+    s = spec_batch_stream(ids, ends, window=3, chunk_tokens=4096, pad_to=16)
+    engine = _engine(STEPS["skipgram-neg"], np.bincount(ids, minlength=50) + 1, s.rows, 1)
+    runner = engine.runner(s, Schedule(0.05, 1e-4, s.epochs * s.n_tokens), "skipgram")
+    runner.run(Cursor(), 0, 3)
+    assert runner._tok_p.size > 0 and engine.native_step._kernel._scratch.size > 0
+    runner.close()
+    assert not hasattr(runner, "_tok_p") and engine.native_step._kernel._scratch.size == 0
 
 
 @pytest.mark.parametrize("threads", [2, 3])

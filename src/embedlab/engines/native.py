@@ -306,6 +306,10 @@ class NativeStep:
             self._shape = (groups, shared)
         return self._scratch
 
+    def release_scratch(self) -> None:
+        """Hand the scratch back; the next call allocates it again."""
+        self._scratch, self._shape = np.empty(0, dtype=np.float32), (0, 0)
+
     def __call__(self, w_in: np.ndarray, w_out: np.ndarray, bias: np.ndarray | None,
                  log_kq: np.ndarray | None, centers: np.ndarray, span: np.ndarray,
                  mask: np.ndarray, contexts: np.ndarray, negatives: np.ndarray,
@@ -355,6 +359,9 @@ class NativeWord2VecStep:
         """The kernel's scratch for batches of ``groups`` × ``shared`` noise words."""
         return self._kernel._scratch_for(groups, shared)
 
+    def release_scratch(self) -> None:
+        self._kernel.release_scratch()
+
     def __call__(self, batch: Batch, lr: float) -> float:
         lr = self.cfg.batch_lr(lr, batch)
         p = self.p
@@ -395,6 +402,10 @@ class NativeHierarchicalSoftmaxStep:
                                                self.threads)
             self._scratch = np.empty(int(n), dtype=np.float32)
         return self._scratch
+
+    def release_scratch(self) -> None:
+        """Hand the scratch back; the next call allocates it again."""
+        self._scratch, self._terms = np.empty(0, dtype=np.float32), -1
 
     def terms_capacity(self) -> int:
         """(centre, node) terms a batch can have at most: every centre on the longest path."""

@@ -87,6 +87,11 @@ class Chunk:
     words_done: np.ndarray
 
 
+# the arrays :meth:`NativeBatches._allocate` makes and :meth:`NativeBatches.close` hands back
+_BUFFERS = ("_tok_p", "_sent_p", "_mask", "_contexts", "_negs", "_n_pairs", "_active", "_done",
+            "_b_pos", "_b_kept", "_kept_at", "_counts", "_mask_tmp", "_ctx_tmp", "_losses", "_lrs")
+
+
 def _ptr(a: np.ndarray | None) -> int | None:
     return None if a is None else a.ctypes.data
 
@@ -104,6 +109,14 @@ class NativeBatches:
         self.s, self.step, self.schedule, self.threads = stream, step, schedule, max(1, threads)
         self.ids = stream.ids
         self.ends = np.ascontiguousarray(stream.sentence_ends, np.int64)
+        self.chunk: Chunk | None = None
+        self._allocated = False
+
+
+    def _allocate(self) -> None:
+        """The chunk's buffers (about 50 bytes a token of ``chunk_tokens``; zero pages until a
+        chunk is built)."""
+        stream = self.s
         W, R, C = stream.window, stream.rows, stream.chunk_tokens
         B, J = stream.batch_size, 2 * stream.window + 1
         total = C + R  # rows of the largest chunk: (batches − 1)·B + R with batches ≤ ⌈C/B⌉
@@ -120,13 +133,15 @@ class NativeBatches:
         self._mask_tmp = np.zeros((R, J), np.uint8)
         self._ctx_tmp = np.zeros(R, np.float32)
         self._losses, self._lrs = np.zeros(batches), np.zeros(batches)
-        self.chunk: Chunk | None = None
+        self._allocated = True
 
     # ---- building ----------------------------------------------------------------------------
     def build(self, epoch: int, chunk: int) -> Chunk:
         """Chunk ``chunk`` of ``epoch`` (kept while its steps run: one chunk at a time)."""
         if self.chunk is not None and (self.chunk.epoch, self.chunk.index) == (epoch, chunk):
             return self.chunk
+        if not self._allocated:
+            self._allocate()
         s = self.s
         lo = chunk * s.chunk_tokens
         hi = min(s.n_tokens, lo + s.chunk_tokens)
@@ -213,7 +228,15 @@ class NativeBatches:
                          lambda i: s.cursor_after(epoch, chunk, first + i, batches))
 
     def close(self) -> None:
+        """Hand back the chunk's buffers and the kernel's scratch: the final save's summaries
+        (matplotlib's PCA cards) allocate next. A later :meth:`run` allocates them again and
+        rebuilds its chunk, the same batches (a pure function of the counters)."""
         self.chunk = None
+        if self._allocated:
+            for name in _BUFFERS:
+                delattr(self, name)
+            self._allocated = False
+        self.step.release_scratch()
 
 
 def kernel_seconds(lib: ctypes.CDLL) -> tuple[float, float]:
