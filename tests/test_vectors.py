@@ -99,6 +99,8 @@ def test_analogy_equals_gensim(vec: Vectors) -> None:
 
 
 def test_similarity(vec: Vectors) -> None:
+    # in [-1, 1] as documented: the float64 rounding of a word with itself may exceed 1
+    assert all(-1.0 <= vec.similarity(w, v) <= 1.0 for w in vec.words[:40] for v in vec.words[:40])
     assert vec.similarity("king", "king") == pytest.approx(1.0)
     expected = float(_kv(vec).similarity("king", "queen"))
     assert vec.similarity("king", "queen") == pytest.approx(expected, abs=1e-6)
@@ -319,6 +321,9 @@ def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:
     before = path.read_bytes()
     with pytest.raises(InputError, match="already exists"):
         vec.to_word2vec(path)
+    for write in (vec.to_word2vec, vec.to_npy):  # "no" is a truthy str: refused, not obeyed
+        with pytest.raises(InputError, match=r"^force= must be True or False, got the str 'no'"):
+            write(path, force="no")  # type: ignore[operator]
     assert path.read_bytes() == before
 
 

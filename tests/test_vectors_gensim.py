@@ -160,6 +160,15 @@ def test_arguments_of_the_wrong_type_are_one_line(pair: tuple[Vectors, KeyedVect
     with pytest.raises(InputError) as info:
         vec.most_similar("king", topn="5")  # type: ignore[call-overload]
     assert str(info.value) == "topn must be an integer or None, got '5'; e.g. topn=10"
+    with pytest.raises(InputError, match=r"^k must be a positive integer, got True; e\.g\. k=10$"):
+        vec.most_similar("king", k=True)
+    with pytest.raises(InputError, match=r"^restrict_vocab must be None or an integer >= 1, got "
+                                         r"True; e\.g\. restrict_vocab="):
+        vec.most_similar("king", restrict_vocab=True)
+    with pytest.raises(InputError) as info:
+        vec.most_similar(positive=[("king", "queen")])
+    assert str(info.value) == ("a (word, weight) pair needs a number as its weight, got "
+                               "('king', 'queen'); e.g. ('king', 0.5)")
     with pytest.raises(InputError) as info:
         embedlab.load(3)
     assert str(info.value) == ("path= must be the path of a run folder, a checkpoint folder or a "

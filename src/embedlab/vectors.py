@@ -214,7 +214,8 @@ class Vectors(KeyedVectorsDialect):
             raise TypeError("similarity() needs two words")
         va, vb = self.vector(first).astype(np.float64), self.vector(second).astype(np.float64)
         den = float(np.linalg.norm(va) * np.linalg.norm(vb))
-        return float(va @ vb) / den if den > 0 else 0.0
+        # the rounding of a word with itself can give 1 + 2e-16
+        return min(1.0, max(-1.0, float(va @ vb) / den)) if den > 0 else 0.0
 
     def analogy(self, a: str, b: str, c: str, k: int = 10, *,
                 method: Method = "3cosadd") -> list[tuple[str, float]]:
@@ -281,7 +282,7 @@ class Vectors(KeyedVectorsDialect):
         if suffix == ".txt" and binary:
             raise InputError(f"path={os.fspath(path)!r} names a text file, but binary=True "
                              "writes binary; pass binary=False, or a name ending in .bin")
-        return self._write_word2vec(path, binary, force)
+        return self._write_word2vec(path, binary, checked_bool("force", force))
 
     def _write_word2vec(self, path: PathLike, binary: bool, force: bool) -> Path:
         from embedlab.export.word2vec import write_word2vec
@@ -293,11 +294,12 @@ class Vectors(KeyedVectorsDialect):
         """Write ``NAME.npy`` and ``NAME.vocab.tsv`` (with counts when known)."""
         from embedlab.export.npy import write_npy
 
-        return write_npy(Path(path), self.words, self.matrix, self.counts, force=force)
+        return write_npy(Path(path), self.words, self.matrix, self.counts,
+                         force=checked_bool("force", force))
 
 
 def _check_k(k: int) -> None:
-    if not isinstance(k, int) or k < 1:
+    if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
         raise InputError(f"k must be a positive integer, got {k!r}; e.g. k=10")
 
 

@@ -22,6 +22,7 @@ Where the dialect departs from gensim, on purpose:
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -165,6 +166,9 @@ class KeyedVectorsDialect:
         for sign, items in ((1.0, positive), (-1.0, negative)):
             for item in items:
                 key, weight = item if isinstance(item, tuple) else (item, sign)
+                if not isinstance(weight, numbers.Real) or isinstance(weight, bool):
+                    raise InputError(f"a (word, weight) pair needs a number as its weight, got "
+                                     f"{item!r}; e.g. ({key!r}, 0.5)")
                 term, row = self._query_term(key, lookup)
                 terms.append(term)
                 weights.append(weight)
@@ -403,7 +407,8 @@ def restricted(restrict_vocab: int | None, words: int) -> int:
     """How many words a ``restrict_vocab`` lets count (``None``: all of them)."""
     if restrict_vocab is None:
         return words
-    if not isinstance(restrict_vocab, int) or restrict_vocab < 1:
+    if not isinstance(restrict_vocab, int | np.integer) or isinstance(restrict_vocab, bool) \
+            or restrict_vocab < 1:
         raise InputError(f"restrict_vocab must be None or an integer >= 1, got {restrict_vocab!r}; "
                          f"e.g. restrict_vocab={GENSIM_RESTRICT}")
     return min(restrict_vocab, words)
