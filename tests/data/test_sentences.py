@@ -14,7 +14,13 @@ import pytest
 from embedlab.data import sentences as sentences_module
 from embedlab.data.corpus import MAX_TOKEN_CHARS
 from embedlab.data.preparing import prepare
-from embedlab.data.sentences import is_label, write_sentences, written, written_file
+from embedlab.data.sentences import (
+    SentencesRaised,
+    is_label,
+    write_sentences,
+    written,
+    written_file,
+)
 from embedlab.errors import InputError
 
 from .conftest import TEXT
@@ -127,11 +133,24 @@ def test_an_iterator_used_up_is_named_as_such(tmp_path: Path) -> None:
     rather than that the corpus is empty."""
     sentences = (s for s in [["a", "b"], ["c"]])
     assert write_sentences(sentences, tmp_path / "s.txt").tokens == 3
-    with pytest.raises(InputError, match=r"^corpus= gave no sentences — an iterator \(a "
-                                         r"generator, a file's lines\) gives its items once, and "
-                                         "this one was used up before; pass a new one, or a "
+    with pytest.raises(InputError, match=r"^corpus= gave no sentences: this iterator was "
+                                         r"empty, or used up before \(a generator, a file's "
+                                         r"lines, gives its items once\); pass a new one, or a "
                                          "list$"):
         write_sentences(sentences, tmp_path / "s.txt")
+    with pytest.raises(InputError, match="this iterator was empty, or used up before"):
+        write_sentences((s for s in []), tmp_path / "s.txt")  # a new one that is empty
+
+
+def test_an_oserror_of_the_sentences_is_theirs_not_a_failed_write(tmp_path: Path) -> None:
+    def sentences() -> Iterator[list[str]]:
+        yield ["a", "b"]
+        with open(tmp_path / "missing.txt") as f:
+            yield f.read().split()
+
+    with pytest.raises(SentencesRaised) as e:
+        write_sentences(sentences(), tmp_path / "s.txt")
+    assert isinstance(e.value.error, FileNotFoundError)
 
 
 def test_numpy_rows_of_words_are_sentences(tmp_path: Path) -> None:

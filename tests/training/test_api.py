@@ -303,6 +303,19 @@ def test_sentences_are_read_after_the_options_are_checked(tmp_path: Path) -> Non
     assert list(tmp_path.iterdir()) == []  # neither the runs folder nor the sentences' file
 
 
+def test_an_oserror_of_the_callers_generator_reaches_the_caller_as_itself(
+        tmp_path: Path) -> None:
+    """A generator that reads a missing file raises FileNotFoundError, as any other error of
+    the caller's iterator propagates; it is not a failed write of the runs folder."""
+    def sentences() -> Iterator[list[str]]:
+        with open(tmp_path / "missing.txt") as f:
+            yield from (line.split() for line in f)
+
+    with pytest.raises(FileNotFoundError, match=r"missing\.txt"):
+        embedlab.train(corpus=sentences(), runs_dir=tmp_path / "runs", **FAST)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_result_is_read_only_short_to_print_and_its_vectors_made_once(
         corpus: Path, tmp_path: Path) -> None:
     """Writing into ``w_in`` would change the answers of ``vectors`` behind their stored
@@ -335,7 +348,7 @@ def test_a_resume_refused_for_its_options_leaves_the_generator_unread(
     assert embedlab.train(corpus=sentences, run=run, **FAST).finished
     with pytest.raises(InputError) as e:
         embedlab.train(corpus=sentences, run=run, **FAST)
-    assert str(e.value).endswith(f"was used up before; pass a new one, or a list; or "
+    assert str(e.value).endswith(f"gives its items once); pass a new one, or a list; or "
                                  f"corpus=None to resume run {run} from the copy of its "
                                  f"sentences in {run / 'prepared'}")
 

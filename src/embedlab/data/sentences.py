@@ -66,18 +66,40 @@ class WrittenSentences:
     tokens: int
 
 
+class SentencesRaised(Exception):
+    """An OSError raised by the caller's sentences themselves (a generator reading a file that
+    is missing), carried past the handlers that name a failed write of ``path``."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _items(sentences: Sentences) -> Iterator[object]:
+    """The items of ``sentences``, an OSError of theirs raised as :class:`SentencesRaised`."""
+    items = iter(sentences)
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except OSError as exc:
+            raise SentencesRaised(exc) from exc
+        yield item
+
+
 def write_sentences(sentences: Sentences, path: Path) -> WrittenSentences:
     """Write ``sentences`` into the text file ``path``, one per line; read them once.
 
     Raises :class:`InputError` for an item that is not a list (or tuple) of tokens, a token that
-    a file could not hold, or no token at all; ``path`` is left behind then (the caller removes
-    it, see :func:`written`).
+    a file could not hold, or no token at all, and :class:`SentencesRaised` for an OSError the
+    sentences raise; ``path`` is left behind then (the caller removes it, see :func:`written`).
     """
     digest = hashlib.sha256()
     lines: list[bytes] = []
     size = count = tokens = items = 0
     with open(path, "wb") as f:
-        for index, sentence in enumerate(sentences):
+        for index, sentence in enumerate(_items(sentences)):
             items += 1
             sentence = _sentence(index, sentence)
             line = _line(index, sentence)
@@ -103,9 +125,9 @@ def _no_tokens(sentences: Sentences, items: int) -> NoSentences:
                            "iterable of sentences, each a list of words: "
                            "[['the', 'cat', 'sat'], ...]")
     if iter(sentences) is sentences:  # a generator or another iterator: it gives its items once
-        return NoSentences("corpus= gave no sentences — an iterator (a generator, a file's "
-                           "lines) gives its items once, and this one was used up before; pass "
-                           "a new one, or a list")
+        return NoSentences("corpus= gave no sentences: this iterator was empty, or used up "
+                           "before (a generator, a file's lines, gives its items once); pass a "
+                           "new one, or a list")
     return NoSentences("corpus= gave no sentences; pass an iterable of sentences, each a list "
                        "of words: [['the', 'cat', 'sat'], ...]")
 

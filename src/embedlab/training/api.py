@@ -240,7 +240,7 @@ def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[st
     a mistake there does not use the sentences (a generator) up.
     """
     from embedlab.config import TrainConfig, apply_preset
-    from embedlab.data.sentences import NoSentences, written
+    from embedlab.data.sentences import NoSentences, SentencesRaised, written
 
     TrainConfig.from_dict(apply_preset(preset, explicit))  # a bad option, refused now
     resumes = False
@@ -260,6 +260,8 @@ def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[st
     try:
         folder.mkdir(parents=True, exist_ok=True)
         label = stack.enter_context(written(sentences, folder)).label
+    except SentencesRaised as exc:  # the caller's own error, as any other their iterator raises
+        raise exc.error from None
     except OSError as exc:  # a read-only folder, a full disk
         raise write_error(folder, exc, where) from None
     except NoSentences as exc:
