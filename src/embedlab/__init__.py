@@ -74,6 +74,16 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     ``threads=2``...). Refusals raise :class:`InputError`; Ctrl-C saves and raises
     :class:`TrainingInterrupted`. See :func:`embedlab.training.api.train`. Imported lazily, so
     that ``import embedlab`` stays cheap.
+
+    The options, each a flag of ``embedlab train`` (``embedlab train --help`` says what it
+    does): ``lowercase``, ``min_count``, ``max_vocab``, ``unk``, ``max_distinct``, ``model``,
+    ``loss``, ``dim``, ``window``, ``negative``, ``shared_negatives``, ``negative_group``,
+    ``noise_exponent``, ``sample``, ``init``, ``init_scale``, ``lr``, ``min_lr_ratio``,
+    ``epochs``, ``batch_size``, ``interleave``, ``micro_batches``, ``checkpoint_every``,
+    ``checkpoint_secs``, ``keep``, ``keep_every``, ``best_metric``, ``log_every``,
+    ``tensorboard``, ``probe``, ``projector_words``, ``projector_each_checkpoint``,
+    ``progress``, ``eval_every``, ``eval_analogies``, ``eval_similarity``,
+    ``eval_restrict_vocab``, ``seed``, ``threads``, ``engine``, ``max_steps``, ``init_from``.
     """
     from embedlab.training.api import train as _train
 
@@ -81,5 +91,14 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
                   device=device, on_progress=on_progress, **options)
 
 
-__all__ = ["EmbedlabWarning", "InputError", "TrainingInterrupted", "__version__", "checkpoints",
-           "load", "train"]
+def __getattr__(name: str) -> Any:
+    """``embedlab.Vectors`` (what :func:`load` returns), imported when first asked for."""
+    if name == "Vectors":
+        from embedlab.vectors import Vectors
+
+        return Vectors
+    raise AttributeError(f"module 'embedlab' has no attribute {name!r}")
+
+
+__all__ = ["EmbedlabWarning", "InputError", "TrainingInterrupted", "Vectors", "__version__",
+           "checkpoints", "load", "train"]

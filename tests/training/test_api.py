@@ -143,6 +143,8 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
     ({"output": "v.bin"}, "embedlab.train() got an unknown option output=; the vectors stay in "
                           "the run folder run=, and embedlab.load(run).save_word2vec_format("
                           "path, binary=True) writes a file"),  # word2vec.c's, no counterpart
+    ({"callbacks": []}, "embedlab.train() got an unknown option callbacks=; on_progress="
+                        "FUNCTION is called with each log window's Progress"),  # gensim's
     ({"zzz": 1}, "unknown option zzz=; its options are the flags of 'embedlab train' with "
                  "underscores (dim=, window=, epochs=, ...): see help(embedlab.train)"),
 ])
@@ -152,6 +154,17 @@ def test_an_unknown_option_is_one_line_naming_it(corpus: Path, tmp_path: Path,
         embedlab.train(corpus=corpus, run=tmp_path / "run", **options)
     assert message in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_help_lists_every_option_and_vectors_is_importable_from_the_package() -> None:
+    from embedlab.config import OPTIONS
+    from embedlab.vectors import Vectors
+
+    doc = embedlab.train.__doc__ or ""
+    assert [o for o in OPTIONS if f"``{o}``" not in doc] == []  # the errors point to help()
+    assert embedlab.Vectors is Vectors  # the type load() returns, as the docs name it
+    with pytest.raises(AttributeError, match="no attribute 'Vector'"):
+        embedlab.Vector  # noqa: B018
 
 
 def test_a_bad_value_is_the_commands_message_naming_the_argument(

@@ -32,6 +32,10 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
     "ns_exponent": ("noise_exponent", "", ""),
     "max_final_vocab": ("max_vocab", "", ""),
     "max_vocab_size": ("max_distinct", "the distinct words kept while counting", ""),
+    "callbacks": (None, "on_progress=FUNCTION is called with each log window's Progress and "
+                  "once at the end (raise in it to stop, saved); see help(embedlab.train)",
+                  "the progress bar and RUN/metrics.jsonl report each log window; from Python, "
+                  "embedlab.train(on_progress=FUNCTION) is called at each"),
     # word2vec.c's flags (-train FILE -size N -cbow 0|1 -hs 0|1 ...)
     "train": ("corpus", "", ""),
     "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram', embedlab's default "
