@@ -131,6 +131,9 @@ def test_queries_are_checked_as_gensim_users_pass_them(
     vec, kv = pair
     assert vec.most_similar_cosmul("king", topn=None).dtype == \
         kv.most_similar_cosmul("king", topn=None).dtype == np.float64
+    query = {"positive": ["king", "woman"], "negative": ["man"], "topn": None}
+    assert vec.most_similar_cosmul(**query).dtype == \
+        kv.most_similar_cosmul(**query).dtype == np.float32
     with pytest.raises(InputError, match=r"^topn must be an integer or None, got 2.5"):
         vec.most_similar_cosmul("king", topn=2.5)  # type: ignore[call-overload]
     with pytest.raises(InputError, match=r"takes words and vectors, not \(word, weight\) pairs"):

@@ -192,9 +192,10 @@ class KeyedVectorsDialect:
         """Levy & Goldberg's 3CosMul generalised (gensim's ``most_similar_cosmul``): rank by
         the product of the shifted cosines (1 + cos) / 2 with the ``positive`` words over
         that with the ``negative`` ones (+ 1e-6). Words of the query are never answers;
-        ``topn=None`` returns the scores of every word (of the first ``restrict_vocab``), as
-        float64 as gensim's. Words and vectors only: a ``(word, weight)`` pair has no meaning
-        in a product of cosines (gensim's takes none either)."""
+        ``topn=None`` returns the scores of every word (of the first ``restrict_vocab``), of
+        gensim's dtype: float64, float32 with negative words. Words and vectors only: a
+        ``(word, weight)`` pair has no meaning in a product of cosines (gensim's takes none
+        either)."""
         check_topn(topn)
         if isinstance(topn, int | np.integer) and topn < 1:
             return []
@@ -212,8 +213,8 @@ class KeyedVectorsDialect:
         shifted = (1 + (terms @ self.matrix[:n].T) / safe(self.norms[:n])) / 2
         scores = np.prod(shifted[: len(pos)], axis=0) / (
             np.prod(shifted[len(pos) :], axis=0) + np.float32(COSMUL_EPS))
-        if topn is None:
-            return scores.astype(np.float64)
+        if topn is None:  # gensim's quotient is float64 where its empty product is 1.0
+            return scores.astype(np.float32 if neg else np.float64)
         rows = [r for _, r in pos + neg if r is not None]
         return self._best_of(scores, int(topn), rows)
 
