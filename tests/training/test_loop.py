@@ -19,6 +19,7 @@ from embedlab.data.pairs import PIECE_TOKENS
 from embedlab.testing import wrap_steps
 
 from .small_runs import (
+    checkpoint_steps,
     final_bytes,
     logged,
     make_cfg,
@@ -75,6 +76,26 @@ def test_max_steps_slices_are_bit_identical(corpus: Path, reference: Path, tmp_p
     assert final_bytes(run) == final_bytes(reference)
     assert logged(run) == logged(reference)
     assert logged(run, "train/lr") == logged(reference, "train/lr")  # schedule unchanged
+
+
+@pytest.mark.parametrize("every", [None, 10])  # a step a checkpoint falls on, or not
+def test_a_stop_at_max_steps_writes_the_projector_of_that_step(corpus: Path, tmp_path: Path,
+                                                               every: int | None) -> None:
+    """What --max-steps stops at is the end of what the run trains (the cs20 preset stops at
+    100,000): its embeddings are in the projector, as the end of the data's are."""
+    run = tmp_path / "run"
+    cfg = make_cfg(corpus, optim={"epochs": 2}, max_steps=20,
+                   checkpoint={"every_steps": every},
+                   track={"tensorboard": True, "projector_words": 10})
+    run_train(cfg, run)
+    config = (run / "projector_config.pbtxt").read_text()
+    assert 'tensor_path: "00020/input_embeddings/tensors.tsv"' in config
+    assert checkpoint_steps(run) == ([10, 20] if every else [20])
+    result, _ = run_train(make_cfg(corpus, optim={"epochs": 2},
+                                   track={"tensorboard": True, "projector_words": 10}), run)
+    assert result.finished
+    config = (run / "projector_config.pbtxt").read_text()
+    assert '"00020/' in config and f'"{result.step:05d}/' in config
 
 
 def test_max_steps_beyond_the_end_just_finishes(corpus: Path, reference: Path,

@@ -115,7 +115,8 @@ class JsonlSink:
         self._f.write(json.dumps(row) + "\n")
         self._f.flush()
 
-    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray, *,
+                       projector: bool = False) -> None:
         return None
 
     def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],

@@ -186,12 +186,14 @@ class TensorBoardSink:
         for tag, v in values.items():
             self._w.add_summary(step, scalar_summary(tag, v))
 
-    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray, *,
+                       projector: bool = False) -> None:
         with one_blas_thread():
-            self._checkpoint_summaries(step, w_in, w_out)
+            self._checkpoint_summaries(step, w_in, w_out, projector)
         self._w.flush()
 
-    def _checkpoint_summaries(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
+    def _checkpoint_summaries(self, step: int, w_in: np.ndarray, w_out: np.ndarray,
+                              projector: bool) -> None:
         for name, w in (("input", w_in), ("output", w_out)):
             self._w.add_summary(step, histogram_summary(f"embeddings/{name}", w))
             self._w.add_summary(step, histogram_summary(f"embeddings/{name}_norm",
@@ -200,7 +202,7 @@ class TensorBoardSink:
             text = neighbours_markdown(self._words, w_in, (), ids=self._probe_ids)
             self._w.add_summary(step, text_summary("neighbours", text))
         self._log_pca(step, w_in)
-        if self._cfg.track.projector_each_checkpoint:
+        if projector or self._cfg.track.projector_each_checkpoint:
             self._log_projector(step, w_in)
 
     def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],

@@ -35,7 +35,8 @@ class Sink(Protocol):
 
     def log_scalars(self, step: int, values: Mapping[str, float]) -> None: ...
 
-    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None: ...
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray, *,
+                       projector: bool = False) -> None: ...
 
     def log_final(self, step: int, w_in: np.ndarray, hparams: Mapping[str, Any],
                   metrics: Mapping[str, float]) -> None: ...
@@ -60,11 +61,14 @@ class Tracker:
             s.log_scalars(step, values)
         self.seconds += time.perf_counter() - t
 
-    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray) -> None:
-        """Histograms of values and row norms, probe neighbours, PCA image (and projector)."""
+    def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray, *,
+                       projector: bool = False) -> None:
+        """Histograms of values and row norms, probe neighbours, PCA image, and the projector
+        with ``projector`` (a stop at --max-steps: the end of what this run trains) or
+        ``--projector-each-checkpoint``."""
         t = time.perf_counter()
         for s in self._sinks:
-            s.log_checkpoint(step, w_in, w_out)
+            s.log_checkpoint(step, w_in, w_out, projector=projector)
         self.seconds += time.perf_counter() - t
 
     def log_final(self, step: int, w_in: np.ndarray, w_out: np.ndarray,

@@ -206,13 +206,15 @@ def _count_steps(run: TrainingRun, done: StepsDone, saver: Saver) -> int:
 def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop,
                  lr: float) -> None:
     """What falls due at the step just trained: a log window, an evaluation, a stop, a
-    checkpoint (the last step is saved after the loop, with the final summaries)."""
+    checkpoint (the last step, of the data or of --max-steps, is saved after the loop, with the
+    final summaries or the projector)."""
     cfg, state = run.cfg, run.state
     last = state.cursor.epoch >= cfg.optim.epochs
+    ends = last or (cfg.max_steps is not None and state.step >= cfg.max_steps)
     group = distributed.current()
     if group is not None:  # every process stops, or saves, at the same step: a signal (or a
         # callback's stop) that comes after the agreement waits for the next step's
-        stop.agreed, due = group.agree(stop.code(), not last and saver.due(state.step))
+        stop.agreed, due = group.agree(stop.code(), not ends and saver.due(state.step))
     reporter.lr = lr
     if log_due(cfg, state.step):
         reporter.close_window(lr)
@@ -223,7 +225,7 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
         if group is not None:
             group.wait_for_leader()
     if group is None:
-        stopping, due = bool(stop), not last and saver.due(state.step)
+        stopping, due = bool(stop), not ends and saver.due(state.step)
     else:
         stopping = bool(stop.agreed)
     if stopping and not last:
@@ -265,7 +267,8 @@ def _finish(run: TrainingRun, reporter: Reporter, saver: Saver, finished: bool) 
     if finished and run.evaluator:
         reporter.evaluate()
     saved = saver.saved_step == state.step
-    end_wall = saver.wall.seconds() if saved else saver.save(reporter.tracker, final=finished)
+    end_wall = saver.wall.seconds() if saved else \
+        saver.save(reporter.tracker, final=finished, at_max_steps=not finished)
     status.write_status(run.run_dir, status="finished" if finished else "interrupted",
                         **progress_fields(run), wall_time=end_wall)
 

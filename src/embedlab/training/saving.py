@@ -44,7 +44,8 @@ class Saver:
         return bool((c.every_steps and step % c.every_steps == 0)
                     or time.perf_counter() - self.last_save >= interval)
 
-    def save(self, tracker: Tracker, *, final: bool = False, stopping: bool = False) -> float:
+    def save(self, tracker: Tracker, *, final: bool = False, stopping: bool = False,
+             at_max_steps: bool = False) -> float:
         """Save the current step; return the wall time recorded with it.
 
         Summaries of step S are written (and flushed) *before* checkpoint S is committed: a
@@ -52,7 +53,9 @@ class Saver:
         at any moment leaves neither gaps nor duplicates. They are computed while the
         checkpoint's files are written (not yet visible), which overlaps the two.
 
-        ``stopping``: the save a signal (or a callback's stop) asks for.
+        ``stopping``: the save a signal (or a callback's stop) asks for. ``at_max_steps``: the
+        save of a stop at ``--max-steps``, which writes the projector as the end of the data
+        does (``final``): the embeddings this run trained to.
 
         With several processes, every process's parameters are checked against these first,
         and the others wait until the checkpoint is committed
@@ -71,7 +74,8 @@ class Saver:
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
 
         def summaries() -> None:  # while the checkpoint's files are written; before its commit
-            tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors)
+            tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors,
+                                   projector=at_max_steps)
             if final:
                 tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
                                   run.cfg.to_dict(), state.metrics)
