@@ -1680,6 +1680,7 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
     ["--loss", "hs", "--negative", "0", "--lowercase", "--min-count", "2", "--seed", "7"],
     ["--preset", "cs20", "--max-steps", "5"],  # the batch's mean loss, and the preset's stop
     ["--engine", "torch", "--threads", "2"],  # its sums depend on the threads
+    ["--log-every", "3"],  # the logged loss is its window's mean
 ])
 def test_env_json_records_a_command_that_trains_the_same_run(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: list[str],
@@ -1700,6 +1701,8 @@ def test_env_json_records_a_command_that_trains_the_same_run(
     code, err = train(capsys, "--run", "b", *argv[4:])  # the same line, another --run
     assert code == 0, err
     assert final_bytes(tmp_path / "b") == final_bytes(tmp_path / "a")
+    status = [json.loads((tmp_path / r / "status.json").read_text()) for r in ("a", "b")]
+    assert status[0]["loss"] == status[1]["loss"]  # the numbers it reports are the same too
 
 
 def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(

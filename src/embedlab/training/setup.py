@@ -576,12 +576,13 @@ def reproducing_command(cfg: TrainConfig, run_dir: Path, *, init_from: Path | No
     """The ``embedlab train`` line that starts this run again (env.json's ``command``): every
     setting that changes the result spelled out, defaults too (a later version may change a
     default), with the preset, the seed, the engine, ``--threads`` for the torch engine (its
-    sums depend on it), a stop point (``--max-steps``) if the run has one, and the checkpoint a
-    warm start copied from (``init_from``: a run's latest changes as it trains on). Sentences
-    given in memory are read from the run's own tokens (``RUN/prepared``). Run with another
-    ``--run`` on the same machine and kernel, it trains the same bits for the steps it trains;
-    a resume that raises ``--epochs`` changes the run's schedule from its step on (each resume
-    is recorded with its step)."""
+    sums depend on it), ``--log-every`` (the logged losses, and the best checkpoint by loss,
+    are its windows' means), a stop point (``--max-steps``) if the run has one, and the
+    checkpoint a warm start copied from (``init_from``: a run's latest changes as it trains
+    on). Sentences given in memory are read from the run's own tokens (``RUN/prepared``). Run
+    with another ``--run`` on the same machine and kernel, it trains the same bits for the
+    steps it trains and logs the same losses; a resume that raises ``--epochs`` changes the
+    run's schedule from its step on (each resume is recorded with its step)."""
     from embedlab.config import MUTABLE_ON_RESUME, OPTIONS, flatten
     from embedlab.data.sentences import is_label
 
@@ -594,7 +595,8 @@ def reproducing_command(cfg: TrainConfig, run_dir: Path, *, init_from: Path | No
         full = f"{section}.{key}" if section else key
         value = flat.get(full)
         if name in ("corpus", "init_from") or value is None or (
-                full.startswith(MUTABLE_ON_RESUME) and name not in ("max_steps", "threads")):
+                full.startswith(MUTABLE_ON_RESUME) and
+                name not in ("max_steps", "threads", "log_every")):
             continue
         if name == "threads" and cfg.engine != "torch":
             continue  # the native engine's bits do not depend on it, nor the cuda engine's
