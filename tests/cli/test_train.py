@@ -1673,6 +1673,9 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
                               "an existing run from one of its checkpoints (leave it out to "
                               "start the run)")
     assert not (tmp_path / "new").exists()
+    code, err = train(capsys, "--run", tmp_path / "new", *FAST, "--from", "500")  # no --corpus
+    assert_refused(code, err, f"--from 500: run {tmp_path / 'new'} does not exist")
+    assert "demo corpus" not in err  # no note of a new run that is then refused
 
 
 @pytest.mark.parametrize("flags", [

@@ -295,7 +295,7 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
     if run is not None and _no_run_yet(run_dir) and "corpus" not in explicit.get("data", {}) \
-            and preset is None:
+            and preset is None and from_checkpoint is None:  # --from: refused as no run, below
         # a resume's command with a mistyped folder would otherwise train the demo unannounced
         note(f"{run_dir} is no run yet and no {spell_name('--corpus')} was given: a new run on "
              f"the built-in demo corpus (pass {spell('--corpus')} to train on yours, or check "
