@@ -365,7 +365,8 @@ def test_a_word2vec_folder_without_checkpoints_is_not_taken_over(
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"model": {"dim": 8}}))
     code, err = _main(["linreg", str(table), "--run", str(run), "--steps", "3"], capsys)
-    assert code == 2 and "is not a linreg run" in err
+    assert code == 2 and f"embedlab: error: {run} is a word2vec run; pass another --run folder " \
+        "for linreg\n" in err
     assert json.loads((run / "config.json").read_text()) == {"model": {"dim": 8}}
     # a linreg folder with a config and no checkpoint starts afresh, without its old rows
     lr = tmp_path / "lr"

@@ -223,8 +223,7 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     stored = provenance.read_config_json(run)
     requested = {"model": MODEL, **asdict(cfg), "table_sha256": table.sha256}
     if stored is not None and stored.get("model") != MODEL:
-        raise InputError(f"{run} is not a linreg run (model {stored.get('model')!r}); "
-                         "use another --run folder")
+        raise _not_linreg(run, stored)
     # a folder with a config but no checkpoint trained nothing: other settings start it afresh,
     # without the rows an earlier attempt logged
     fresh = not manager.list(check=False)
@@ -266,10 +265,17 @@ def _resume_point(run: Path, manager: CheckpointManager) -> Path | None:
     return latest
 
 
+def _not_linreg(run: Path, stored: dict[str, Any]) -> InputError:
+    """The refusal of a run folder another model made (a word2vec run's model is a dict)."""
+    model = stored.get("model")
+    what = "a word2vec run" if isinstance(model, dict) else \
+        f"not a linreg run (its config.json names model {model!r})"
+    return InputError(f"{run} is {what}; pass another --run folder for linreg")
+
+
 def _check_resume(run: Path, stored: dict[str, Any], requested: dict[str, Any]) -> None:
     if stored.get("model") != MODEL:
-        raise InputError(f"{run} is not a linreg run (model {stored.get('model')!r}); "
-                         "use another --run folder")
+        raise _not_linreg(run, stored)
     if stored.get("table_sha256") != requested["table_sha256"]:
         raise InputError(f"the table differs from the one {run} was trained on; pass the "
                          "original table or use a new --run folder")
