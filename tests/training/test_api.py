@@ -329,6 +329,23 @@ def test_an_oserror_of_the_callers_generator_reaches_the_caller_as_itself(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_stop_that_falls_on_the_max_steps_step_writes_its_projector(
+        corpus: Path, tmp_path: Path) -> None:
+    """The step --max-steps ends at is the end of what the run trains, however it is saved: a
+    callback's stop there saves it with the projector, and the same call again has nothing
+    left to do."""
+    def stop(progress: Any) -> None:
+        if progress.step == 6 and not progress.final:
+            raise RuntimeError("enough")
+
+    run, options = tmp_path / "run", {**FAST, "tensorboard": True, "max_steps": 6}
+    with pytest.raises(TrainingInterrupted):
+        embedlab.train(corpus=corpus, run=run, **options, on_progress=stop)
+    assert '"00006/input_embeddings/tensors.tsv"' in (run / "projector_config.pbtxt").read_text()
+    result = embedlab.train(corpus=corpus, run=run, **options)
+    assert result.step == 6 and not result.finished
+
+
 def test_the_result_is_read_only_short_to_print_and_its_vectors_made_once(
         corpus: Path, tmp_path: Path) -> None:
     """Writing into ``w_in`` would change the answers of ``vectors`` behind their stored

@@ -93,9 +93,10 @@ def test_a_stop_at_max_steps_writes_the_projector_of_that_step(corpus: Path, tmp
     assert checkpoint_steps(run) == ([10, 20] if every else [20])
     result, _ = run_train(make_cfg(corpus, optim={"epochs": 2},
                                    track={"tensorboard": True, "projector_words": 10}), run)
-    assert result.finished
-    config = (run / "projector_config.pbtxt").read_text()
-    assert '"00020/' in config and f'"{result.step:05d}/' in config
+    assert result.finished  # the end's entry replaces the stop's: one folder of text, not one
+    config = (run / "projector_config.pbtxt").read_text()  # for each slice of a run
+    assert '"00020/' not in config and f'"{result.step:05d}/' in config
+    assert sorted(p.name for p in run.iterdir() if p.name.isdigit()) == [f"{result.step:05d}"]
 
 
 def test_max_steps_beyond_the_end_just_finishes(corpus: Path, reference: Path,

@@ -112,7 +112,6 @@ class NativeBatches:
         self.chunk: Chunk | None = None
         self._allocated = False
 
-
     def _allocate(self) -> None:
         """The chunk's buffers (about 50 bytes a token of ``chunk_tokens``; zero pages until a
         chunk is built)."""

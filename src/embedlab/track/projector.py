@@ -33,9 +33,11 @@ class Projector:
         self._steps = {projector_step(e.tensor_path) for e in self._config.embeddings}
 
     def add(self, step: int, words: Sequence[str], counts: np.ndarray,
-            vectors: np.ndarray) -> None:
+            vectors: np.ndarray, *, only: bool = False) -> None:
         """The entry of ``step``: ``vectors`` (one row per word) with word and count metadata;
-        a step already listed is left as it is."""
+        a step already listed is left as it is. ``only``: this entry replaces the others (the
+        end of a run, or of its ``--max-steps`` slice: a run trained in many slices keeps the
+        latest, not one folder of text per slice)."""
         if step in self._steps:
             return
         # torch's add_embedding wrote the config in place before it was done with the tensors
@@ -49,11 +51,17 @@ class Projector:
         with atomic_open(folder / "tensors.tsv") as f:
             # 9 significant digits: exact for float32
             np.savetxt(f, vectors, fmt="%.9g", delimiter="\t")
+        if only:
+            del self._config.embeddings[:]
         info = self._config.embeddings.add()
         info.tensor_name = f"{PROJECTOR_TAG}:{step:05d}"
         info.tensor_path = f"{subdir}/tensors.tsv"
         info.metadata_path = f"{subdir}/metadata.tsv"
         _write_config(self._run_dir, self._config)  # last: the files are complete
+        if only:  # once the config no longer names them
+            for old in self._steps:
+                shutil.rmtree(self._run_dir / f"{old:05d}", ignore_errors=True)
+            self._steps.clear()
         self._steps.add(step)
 
 

@@ -240,4 +240,5 @@ class TensorBoardSink:
 
     def _log_projector(self, step: int, w_in: np.ndarray) -> None:
         n = min(self._cfg.track.projector_words, w_in.shape[0])
-        self._projector.add(step, self._words[:n], self._counts[:n], w_in[:n])
+        self._projector.add(step, self._words[:n], self._counts[:n], w_in[:n],
+                            only=not self._cfg.track.projector_each_checkpoint)

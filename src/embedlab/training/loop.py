@@ -229,7 +229,7 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
     else:
         stopping = bool(stop.agreed)
     if stopping and not last:
-        _save_and_stop(run, reporter, saver, stop)
+        _save_and_stop(run, reporter, saver, stop, at_max_steps=ends)
     if due:
         reporter.time.lap()
         saver.save(reporter.tracker)
@@ -247,10 +247,12 @@ def evaluation_due(cfg: TrainConfig, step: int, *, evaluates: bool) -> bool:
     return bool(evaluates and every and step % every == 0)
 
 
-def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> None:
+def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop, *,
+                   at_max_steps: bool) -> None:
     """A signal came, or a callback raised: save the step just trained, and stop."""
     reporter.time.lap()
-    saved_wall = saver.save(reporter.tracker, stopping=True)  # the status: what it holds
+    # the status: what it holds
+    saved_wall = saver.save(reporter.tracker, stopping=True, at_max_steps=at_max_steps)
     status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
                         wall_time=saved_wall)
     raise stop.error(run.state.step)
