@@ -328,6 +328,25 @@ def test_an_oserror_of_the_callers_generator_reaches_the_caller_as_itself(
         embedlab.train(corpus=sentences(), runs_dir=tmp_path / "runs", **FAST)
     assert list(tmp_path.iterdir()) == []
 
+    class Lines:  # an iterable whose __iter__ opens its file at once
+        def __iter__(self) -> Iterator[list[str]]:
+            return (line.split() for line in open(tmp_path / "missing.txt"))
+
+    with pytest.raises(FileNotFoundError, match=r"missing\.txt"):
+        embedlab.train(corpus=Lines(), runs_dir=tmp_path / "runs", **FAST)
+
+    def shards() -> Iterator[list[str]]:
+        try:
+            yield ["a", "b"]
+            raise KeyError("shard 3")
+        except KeyError as exc:
+            raise OSError("could not read shard 3") from exc
+
+    with pytest.raises(OSError, match="could not read shard 3") as e:
+        embedlab.train(corpus=shards(), runs_dir=tmp_path / "runs", **FAST)
+    assert isinstance(e.value.__cause__, KeyError)  # the caller's exception as they raised it
+    assert list(tmp_path.iterdir()) == []
+
 
 def test_a_stop_that_falls_on_the_max_steps_step_writes_its_projector(
         corpus: Path, tmp_path: Path) -> None:

@@ -77,7 +77,10 @@ class SentencesRaised(Exception):
 
 def _items(sentences: Sentences) -> Iterator[object]:
     """The items of ``sentences``, an OSError of theirs raised as :class:`SentencesRaised`."""
-    items = iter(sentences)
+    try:
+        items = iter(sentences)  # an __iter__ may open its file here
+    except OSError as exc:
+        raise SentencesRaised(exc) from exc
     while True:
         try:
             item = next(items)

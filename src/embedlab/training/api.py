@@ -257,11 +257,12 @@ def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[st
     made = missing_folders(folder)
     stack.callback(remove_empty_folders, made)  # runs after the file is deleted
     where = spell("--run") if run is not None else spell("--runs-dir")
+    theirs: OSError | None = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
         label = stack.enter_context(written(sentences, folder)).label
     except SentencesRaised as exc:  # the caller's own error, as any other their iterator raises
-        raise exc.error from None
+        theirs = exc.error
     except OSError as exc:  # a read-only folder, a full disk
         raise write_error(folder, exc, where) from None
     except NoSentences as exc:
@@ -269,6 +270,8 @@ def _with_sentences(stack: contextlib.ExitStack, sentences: Iterable[Sequence[st
             raise
         raise NoSentences(f"{exc}; or corpus=None to resume run {run} from the copy of its "
                           f"sentences in {Path(run) / 'prepared'}") from None
+    if theirs is not None:  # raised outside the handler: its cause and context stay theirs
+        raise theirs
     return {**explicit, "data": {**explicit.get("data", {}), "corpus": label}}
 
 
