@@ -102,6 +102,8 @@ def test_similarity(vec: Vectors) -> None:
     # in [-1, 1] as documented: the float64 rounding of a word with itself may exceed 1
     assert all(-1.0 <= vec.similarity(w, v) <= 1.0 for w in vec.words[:40] for v in vec.words[:40])
     assert vec.similarity("king", "king") == pytest.approx(1.0)
+    broken = Vectors(("a", "b"), np.array([[np.inf, 1.0], [1.0, 1.0]], np.float32), None, "t")
+    assert np.isnan(broken.similarity("a", "b"))  # not a number: not clamped into one
     expected = float(_kv(vec).similarity("king", "queen"))
     assert vec.similarity("king", "queen") == pytest.approx(expected, abs=1e-6)
 

@@ -3,6 +3,7 @@ same vectors (same words in the same order, floats to 1e-5)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,9 @@ def test_queries_are_checked_as_gensim_users_pass_them(
     query = {"positive": ["king", "woman"], "negative": ["man"], "topn": None}
     assert vec.most_similar_cosmul(**query).dtype == \
         kv.most_similar_cosmul(**query).dtype == np.float32
+    query = {"positive": [VECTOR.astype(np.float64)], "negative": ["man"], "topn": None}
+    assert vec.most_similar_cosmul(**query).dtype == \
+        kv.most_similar_cosmul(**query).dtype == np.float64
     with pytest.raises(InputError, match=r"^topn must be an integer or None, got 2.5"):
         vec.most_similar_cosmul("king", topn=2.5)  # type: ignore[call-overload]
     with pytest.raises(InputError, match=r"takes words and vectors, not \(word, weight\) pairs"):
@@ -168,6 +172,9 @@ def test_arguments_of_the_wrong_type_are_one_line(pair: tuple[Vectors, KeyedVect
     with pytest.raises(InputError, match=r"^restrict_vocab must be None or an integer >= 1, got "
                                          r"True; e\.g\. restrict_vocab="):
         vec.most_similar("king", restrict_vocab=True)
+    for weight in (np.array(0.5), Decimal("0.5"), np.float16(0.5)):  # numbers gensim takes
+        assert vec.most_similar(positive=[("king", weight)], topn=3) == \
+            vec.most_similar(positive=[("king", 0.5)], topn=3)
     with pytest.raises(InputError) as info:
         vec.most_similar(positive=[("king", "queen")])
     assert str(info.value) == ("a (word, weight) pair needs a number as its weight, got "

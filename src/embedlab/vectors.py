@@ -214,8 +214,8 @@ class Vectors(KeyedVectorsDialect):
             raise TypeError("similarity() needs two words")
         va, vb = self.vector(first).astype(np.float64), self.vector(second).astype(np.float64)
         den = float(np.linalg.norm(va) * np.linalg.norm(vb))
-        # the rounding of a word with itself can give 1 + 2e-16
-        return min(1.0, max(-1.0, float(va @ vb) / den)) if den > 0 else 0.0
+        # the rounding of a word with itself can give 1 + 2e-16 (np.clip keeps a NaN)
+        return float(np.clip(float(va @ vb) / den, -1.0, 1.0)) if den > 0 else 0.0
 
     def analogy(self, a: str, b: str, c: str, k: int = 10, *,
                 method: Method = "3cosadd") -> list[tuple[str, float]]:

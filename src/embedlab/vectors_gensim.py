@@ -166,7 +166,7 @@ class KeyedVectorsDialect:
         for sign, items in ((1.0, positive), (-1.0, negative)):
             for item in items:
                 key, weight = item if isinstance(item, tuple) else (item, sign)
-                if not isinstance(weight, numbers.Real) or isinstance(weight, bool):
+                if not _is_weight(weight):
                     raise InputError(f"a (word, weight) pair needs a number as its weight, got "
                                      f"{item!r}; e.g. ({key!r}, 0.5)")
                 term, row = self._query_term(key, lookup)
@@ -193,7 +193,8 @@ class KeyedVectorsDialect:
         the product of the shifted cosines (1 + cos) / 2 with the ``positive`` words over
         that with the ``negative`` ones (+ 1e-6). Words of the query are never answers;
         ``topn=None`` returns the scores of every word (of the first ``restrict_vocab``), of
-        gensim's dtype: float64, float32 with negative words. Words and vectors only: a
+        gensim's dtype: float64, and with negative items float32 unless a float64 vector is
+        among the items. Words and vectors only: a
         ``(word, weight)`` pair has no meaning in a product of cosines (gensim's takes none
         either)."""
         check_topn(topn)
@@ -213,8 +214,10 @@ class KeyedVectorsDialect:
         shifted = (1 + (terms @ self.matrix[:n].T) / safe(self.norms[:n])) / 2
         scores = np.prod(shifted[: len(pos)], axis=0) / (
             np.prod(shifted[len(pos) :], axis=0) + np.float32(COSMUL_EPS))
-        if topn is None:  # gensim's quotient is float64 where its empty product is 1.0
-            return scores.astype(np.float32 if neg else np.float64)
+        if topn is None:  # gensim's dtype: its empty product (no negatives) is float64's 1.0,
+            # and a float64 vector given makes its cosines float64
+            given = [np.asarray(k).dtype for k in items if isinstance(k, np.ndarray)]
+            return scores.astype(np.result_type(np.float32, *given) if neg else np.float64)
         rows = [r for _, r in pos + neg if r is not None]
         return self._best_of(scores, int(topn), rows)
 
@@ -402,6 +405,22 @@ def one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
     if value is not None and alias_value is not None:
         raise TypeError(f"pass {name} or {alias}, not both")
     return alias_value if value is None else value
+
+
+def _is_weight(value: Any) -> bool:
+    """A number gensim can weight a query term by (a NumPy scalar or 0-d array, a Decimal...);
+    not a bool, whose True would be a weight of 1 by accident, nor text."""
+    if isinstance(value, bool | np.bool_ | str | bytes):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    if np.ndim(value) != 0:
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def restricted(restrict_vocab: int | None, words: int) -> int:
