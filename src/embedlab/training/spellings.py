@@ -35,7 +35,7 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
     "callbacks": (None, "on_progress=FUNCTION is called with each log window's Progress and "
                   "once at the end (raise in it to stop, saved); see help(embedlab.train)",
                   "the progress bar and RUN/metrics.jsonl report each log window; from Python, "
-                  "embedlab.train(on_progress=FUNCTION) is called at each"),
+                  "embedlab.train(on_progress=FUNCTION) calls FUNCTION at each"),
     # word2vec.c's flags (-train FILE -size N -cbow 0|1 -hs 0|1 ...)
     "train": ("corpus", "", ""),
     "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram', embedlab's default "
