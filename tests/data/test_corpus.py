@@ -163,6 +163,51 @@ def test_folder_is_read_in_sorted_order_recursively_skipping_hidden(tmp_path: Pa
     assert [p.name for p in stats.paths] == ["a.txt", "2.txt", "c.txt.gz"]
 
 
+def test_hidden_folders_and_links_to_folders_are_not_read(tmp_path: Path) -> None:
+    write(tmp_path, "a.txt", b"one")
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, ".git/x.txt", b"hidden")
+    (tmp_path / "other").mkdir()
+    write(tmp_path, "other/b.txt", b"two")
+    (tmp_path / "link").symlink_to(tmp_path / "other", target_is_directory=True)
+    assert corpus.list_files(tmp_path) == [tmp_path / "a.txt", tmp_path / "other" / "b.txt"]
+
+
+def test_a_folder_that_cannot_be_read_is_refused_not_skipped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its text would be left out of the corpus without a word (what an unreadable folder
+    does to a walk that ignores errors)."""
+    import os
+
+    write(tmp_path, "a.txt", b"one")
+    (tmp_path / "sub").mkdir()
+    write(tmp_path, "sub/b.txt", b"two")
+    scandir = os.scandir
+
+    def denied(path: object = ".") -> object:
+        if Path(str(path)) == tmp_path / "sub":
+            raise PermissionError(13, "Permission denied", str(path))
+        return scandir(path)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "scandir", denied)
+    with pytest.raises(InputError) as e:
+        corpus.list_files(tmp_path)
+    sub = tmp_path / "sub"
+    assert str(e.value) == (f"cannot read the folder {sub} (in the corpus folder {tmp_path}): "
+                            f"permission denied; give your user permission to read it (chmod "
+                            f"u+rx {sub}), or move it out of the corpus folder")
+    monkeypatch.setattr(corpus.os, "access", lambda path, mode: False)  # the corpus folder
+    with pytest.raises(InputError, match=f"^cannot read the folder {tmp_path}: permission "):
+        corpus.list_files(tmp_path)
+
+
+def test_a_link_to_nothing_is_named_as_such(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    with pytest.raises(InputError, match=r"is a symbolic link to nothing that exists \(a loop"):
+        corpus.list_files(loop)
+
+
 def test_file_end_ends_a_sentence_even_without_newline(tmp_path: Path) -> None:
     write(tmp_path, "a.txt", b"x y")
     write(tmp_path, "b.txt", b"z\n\n")

@@ -62,6 +62,17 @@ def test_open_a_non_prepared_folder(tmp_path: Path) -> None:
     assert not is_prepared(tmp_path)
 
 
+def test_a_folder_that_cannot_be_read_is_not_prepared(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The question is asked before the corpus is read, where the permission problem is
+    named: asking must not raise it as a file that cannot be used."""
+    def denied(self: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    assert not is_prepared(tmp_path)
+
+
 def test_longest_sentence(tmp_path: Path) -> None:
     text = tmp_path / "c.txt"
     text.write_text("a b\na b c d\n" + "a\n" * 5, encoding="utf-8")

@@ -105,6 +105,10 @@ def list_files(path: Path) -> list[Path]:
                          "words, then to map them), not from standard input; save the text to "
                          "a file and pass its path")
     if not path.exists():
+        if path.is_symlink():
+            raise InputError(f"corpus {path} is a symbolic link to nothing that exists (a "
+                             f"loop, or its target {os.readlink(path)} is gone); pass the file "
+                             "or folder itself")
         raise InputError(f"corpus not found: {path}; pass an existing file or folder, "
                          "'text8' (downloads it) or 'demo'")
     if path.is_file():
@@ -112,6 +116,8 @@ def list_files(path: Path) -> list[Path]:
     if not path.is_dir():
         raise InputError(f"corpus {path} is not a regular file or folder; pass a text file "
                          "or a folder of text files")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise _unreadable_folder(path, path)
     if not (path / "meta.json").exists() and (path / "ids.u32").is_file() and \
             (path / "vocab.tsv").is_file():
         raise InputError(f"{path} looks like a prepared corpus that lost its meta.json "
@@ -129,10 +135,7 @@ def list_files(path: Path) -> list[Path]:
                 else "")
         raise InputError(f"{path} is a training run's folder, not a corpus; pass the corpus it "
                          f"was trained on (data.corpus in {path / 'config.json'}){copy}")
-    files = sorted(
-        p for p in path.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
-    )
+    files = _folder_files(path)
     if not files:
         hidden = any(p.is_file() for p in path.rglob(".*"))
         skipped = " but hidden ones (names starting with '.', which a corpus folder skips)" \
@@ -144,6 +147,30 @@ def list_files(path: Path) -> list[Path]:
         raise InputError(f"corpus folder {path} holds a prepared corpus, {meta.parent}; move "
                          "it out of the folder (or pass it to 'train --corpus' on its own)")
     return files
+
+
+def _folder_files(path: Path) -> list[Path]:
+    """The files below the folder ``path``, sorted, without hidden ones (a name starting with
+    '.', or inside such a folder) and without following links to folders. A folder below that
+    cannot be read is refused: skipping it would leave its text out unsaid."""
+    def refuse(exc: OSError) -> None:
+        raise _unreadable_folder(Path(exc.filename or path), path)
+
+    files = []
+    for root, dirs, names in os.walk(path, onerror=refuse):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            p = Path(root) / name
+            if not name.startswith(".") and p.is_file():
+                files.append(p)
+    return sorted(files)
+
+
+def _unreadable_folder(folder: Path, corpus: Path) -> InputError:
+    inside = "" if folder == corpus else f" (in the corpus folder {corpus})"
+    return InputError(f"cannot read the folder {folder}{inside}: permission denied; give your "
+                      f"user permission to read it (chmod u+rx {folder})"
+                      + ("" if folder == corpus else ", or move it out of the corpus folder"))
 
 
 def remake_fix(path: Path) -> str:

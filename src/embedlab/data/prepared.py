@@ -100,7 +100,10 @@ class PreparedCorpus:
 def is_prepared(path: str | os.PathLike[str]) -> bool:
     """True when ``path`` is a folder whose meta.json says it is a prepared corpus."""
     meta = Path(path) / META_FILE
-    return meta.is_file() and says_prepared(meta)
+    try:
+        return meta.is_file() and says_prepared(meta)
+    except OSError:  # a folder this user cannot read: refused where the corpus is read
+        return False
 
 
 def declared_vocab_size(path: str | os.PathLike[str]) -> int | None:
