@@ -217,6 +217,37 @@ def test_crash_while_encoding_leaves_nothing(corpus_file: Path, tmp_path: Path,
         assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("change", ["write", "remove"])
+def test_a_file_changed_while_it_is_read_is_refused_naming_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str) -> None:
+    """The ids would be of the old text, and meta.json's size and time of the new one, which a
+    resume compares to say whether the corpus changed."""
+    folder = tmp_path / "c"
+    folder.mkdir()
+    (folder / "a.txt").write_text("one two three\n" * 50)
+    (folder / "b.txt").write_text("four five\n" * 50)
+    count = token_ids.count
+
+    def count_then_change(*args: object, **kwargs: object) -> object:
+        counted = count(*args, **kwargs)  # type: ignore[arg-type]
+        if change == "write":
+            (folder / "b.txt").write_text("four\n")
+        else:
+            (folder / "b.txt").unlink()
+        return counted
+
+    monkeypatch.setattr(token_ids, "count", count_then_change)
+    with pytest.raises(InputError) as e:
+        prepare(folder, tmp_path / "out", min_count=1, progress=False)
+    b = folder / "b.txt"
+    assert str(e.value) == (
+        f"{b} changed while the corpus was being prepared (500 bytes, then 5); run 'embedlab "
+        "prepare' again once nothing writes to it" if change == "write" else
+        f"{b} was removed while the corpus was being prepared; run 'embedlab prepare' again "
+        "once it is back")
+    assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+
+
 @pytest.mark.parametrize("data,problem", [
     (b"", "holds no tokens"),
     (b" \n\t\n", "holds no tokens"),

@@ -125,6 +125,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         source = _resolve_source(label, tmp / ".source", progress)
         check_not_inside(out, source, run_dir)
         files = list_files(source)
+        stamps = _stamps(files)  # before reading: what meta.json records is what was read
         counts = token_ids.count(source, lowercase, max_distinct, tmp, progress, workers)
         try:
             stats, prune = counts.stats, counts.prune
@@ -136,8 +137,9 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
             encoded = counts.finish(min_count, max_vocab, unk, tmp)
         finally:
             counts.close()
-        meta = _meta(label, source, files, lowercase, min_count, max_vocab, unk, max_distinct,
-                     stats, prune, encoded)
+        _check_unchanged(files, stamps)
+        meta = _meta(label, source, files, stamps, lowercase, min_count, max_vocab, unk,
+                     max_distinct, stats, prune, encoded)
         write_meta(tmp / META_FILE, meta)
         shutil.rmtree(tmp / ".source", ignore_errors=True)
         _fsync_files(tmp)
@@ -274,9 +276,36 @@ def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
     return Path(label)
 
 
-def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_count: int,
-          max_vocab: int | None, unk: str | None, max_distinct: int, stats: ReadStats,
-          prune: PruneInfo, encoded: Encoded) -> dict[str, Any]:
+def _stamps(files: list[Path]) -> list[os.stat_result]:
+    """Each file's size and modification time (its status), taken before it is read."""
+    try:
+        return [p.stat() for p in files]
+    except OSError as exc:
+        raise InputError(f"cannot read corpus file {exc.filename} ({exc.strerror or exc}); "
+                         "check the path and its permissions") from None
+
+
+def _check_unchanged(files: list[Path], stamps: list[os.stat_result]) -> None:
+    """Refuse a corpus a file of which was written, replaced or removed while it was read: the
+    ids would mix texts, and meta.json's record of the file (what a resume's note of a changed
+    corpus compares) would describe neither."""
+    for path, before in zip(files, stamps, strict=True):
+        try:
+            now = path.stat()
+        except OSError:
+            raise InputError(f"{path} was removed while the corpus was being prepared; run "
+                             "'embedlab prepare' again once it is back") from None
+        if (now.st_size, now.st_mtime_ns, now.st_ino) != \
+                (before.st_size, before.st_mtime_ns, before.st_ino):
+            raise InputError(f"{path} changed while the corpus was being prepared "
+                             f"({before.st_size:,} bytes, then {now.st_size:,}); run 'embedlab "
+                             "prepare' again once nothing writes to it")
+
+
+def _meta(label: str, source: Path, files: list[Path], stamps: list[os.stat_result],
+          lowercase: bool, min_count: int, max_vocab: int | None, unk: str | None,
+          max_distinct: int, stats: ReadStats, prune: PruneInfo, encoded: Encoded
+          ) -> dict[str, Any]:
     demo, in_memory = label == "demo", sentences.is_label(label)
     return {
         "format": FORMAT,
@@ -287,8 +316,8 @@ def _meta(label: str, source: Path, files: list[Path], lowercase: bool, min_coun
         # the demo corpus is generated in a scratch folder that is deleted afterwards, and the
         # file of sentences given in memory (embedlab.data.sentences) too
         "source_files": [] if demo or in_memory else [
-            {"path": str(p.resolve()), "size": p.stat().st_size, "mtime": p.stat().st_mtime}
-            for p in files
+            {"path": str(p.resolve()), "size": st.st_size, "mtime": st.st_mtime}
+            for p, st in zip(files, stamps, strict=True)
         ],
         "lowercase": lowercase,
         "min_count": min_count,
