@@ -124,7 +124,10 @@ def test_out_is_a_foreign_folder(corpus: Path, tmp_path: Path,
                            "(see 'embedlab prepare --help')"),
     # no fix clause in this message (config.py): only the problem is checked
     (["--max-vocab", "1", "--unk", "UNK"], "--max-vocab must be >= 2 when --unk is set"),
-    ([], "Missing option '--out'. (see 'embedlab prepare --help')")])
+    ([], "Missing option '--out'. (see 'embedlab prepare --help')"),
+    (["--workers", "2"], "No such option '--workers': prepare tokenises with a thread per core "
+                         "this process may use; set EMBEDLAB_PREPARE_WORKERS=N in the "
+                         "environment for another number")])
 def test_bad_flags(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
                    flags: list[str], needle: str) -> None:
     argv = ["prepare", str(corpus), *flags]

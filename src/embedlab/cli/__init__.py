@@ -125,6 +125,11 @@ def _usage_message(exc: click.UsageError) -> str:
             return f"No such option '{exc.option_name}': {known.removeprefix('no option: ')}"
         if known is not None:
             return f"No such option '{exc.option_name}'; did you mean {known}?"
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None and \
+            exc.ctx.info_name == "prepare" and exc.option_name in ("--workers", "--threads"):
+        return (f"No such option '{exc.option_name}': prepare tokenises with a thread per "
+                "core this process may use; set EMBEDLAB_PREPARE_WORKERS=N in the environment "
+                "for another number")
     message = exc.format_message().replace("\n", " ")
     extra = re.fullmatch(r"Got unexpected extra arguments? \((\d+)\)", message)
     if extra and exc.ctx is not None and exc.ctx.info_name == "eval":
