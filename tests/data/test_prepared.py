@@ -73,6 +73,15 @@ def test_a_folder_that_cannot_be_read_is_not_prepared(tmp_path: Path,
     assert not is_prepared(tmp_path)
 
 
+def test_the_repr_is_one_short_line(tmp_path: Path) -> None:
+    """Shown by a notebook, which would otherwise print every source file of meta.json."""
+    (tmp_path / "c.txt").write_text("a b c\nb c\n" * 3)
+    out = tmp_path / "p"
+    prepare(tmp_path / "c.txt", out, min_count=1, progress=False)
+    assert repr(PreparedCorpus.open(out)) == \
+        f"PreparedCorpus({str(out)!r}: 15 tokens, 6 sentences, 3 words)"
+
+
 def test_longest_sentence(tmp_path: Path) -> None:
     text = tmp_path / "c.txt"
     text.write_text("a b\na b c d\n" + "a\n" * 5, encoding="utf-8")

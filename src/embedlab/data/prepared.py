@@ -52,6 +52,10 @@ class PreparedCorpus:
     meta: dict[str, Any]
     _longest: int = 0  # tokens in the longest sentence, found while checking the ends
 
+    def __repr__(self) -> str:  # not the dataclass's: it would print all of meta.json
+        return (f"PreparedCorpus({str(self.root)!r}: {len(self.ids):,} tokens, "
+                f"{len(self.sentence_ends):,} sentences, {len(self.vocab):,} words)")
+
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, check_ids: bool = True) -> PreparedCorpus:
         """Open and check a prepared folder; :class:`InputError` if it is not a valid one.
