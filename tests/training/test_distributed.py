@@ -501,6 +501,21 @@ def test_nproc_refuses_in_one_line_with_exit_2(corpus: Path, tmp_path: Path) -> 
     assert not (tmp_path / "run").exists()
 
 
+def test_nproc_under_torchrun_is_refused_at_any_size(corpus: Path, tmp_path: Path) -> None:
+    """torchrun --nproc-per-node 1 -m embedlab -- train --nproc 2: the processes --nproc would
+    start wait for a run of 2 that torchrun's process never joins."""
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+           "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
+    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
+                           str(tmp_path / "run"), "--corpus", str(corpus), *FLAGS],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "embedlab: error: --nproc starts the processes of a run, and this command already runs "
+        "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)"]
+    assert not (tmp_path / "run").exists()
+
+
 #: the cuda engine through Triton's interpreter on the CPU (its exchange then goes over gloo):
 #: a few steps of small micro-batches, each step's two from chunks 0 and 1, one a process
 CUDA_FLAGS = ["--engine", "cuda", "--micro-batches", "2", "--batch-size", "64", "--dim", "8",

@@ -139,7 +139,7 @@ def _launch(nproc: int) -> None:
 
     if nproc < 1:
         raise InputError(f"--nproc must be >= 1, got {nproc}; pass e.g. --nproc 2")
-    if distributed.launched_size() > 1:
+    if distributed.launched_by_torchrun():  # its processes would wait for others forever
         raise InputError("--nproc starts the processes of a run, and this command already runs "
                          "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)")
     if importlib.util.find_spec("torch") is None:  # said as the processes would say it; not

@@ -86,6 +86,12 @@ def own_gpu() -> bool:
     return local.isdigit() and 0 < int(local) <= torch.cuda.device_count()
 
 
+def launched_by_torchrun() -> bool:
+    """Whether torchrun (or another launcher of torch.distributed) started this process, as
+    one of any number (``--nproc-per-node 1`` too)."""
+    return "RANK" in os.environ and "MASTER_ADDR" in os.environ
+
+
 def launched_size() -> int:
     """The number of processes torchrun started for this run (1 without torchrun)."""
     if "RANK" not in os.environ or "MASTER_ADDR" not in os.environ:
