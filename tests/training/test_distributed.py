@@ -457,6 +457,18 @@ def test_a_corpus_missing_on_one_machine_is_refused(corpus: Path, tmp_path: Path
     assert not (tmp_path / "run").exists()
 
 
+def test_a_corpus_missing_under_nproc_is_said_as_one_process_says_it(tmp_path: Path) -> None:
+    """--nproc's processes run on this machine: where the corpus is missing is not news."""
+    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
+                           str(tmp_path / "run"), "--corpus", "misssing.txt", *FLAGS],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "embedlab: error: corpus not found: misssing.txt; pass an existing file or folder, "
+        "'text8' (downloads it) or 'demo'"]
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.slow
 def test_nproc_starts_torchrun_on_this_machine(corpus: Path, tmp_path: Path,
                                                reference: Outcome) -> None:

@@ -32,12 +32,17 @@ if TYPE_CHECKING:
 def agree_on_arguments(group: Group, arguments: Mapping[str, Any]) -> None:
     """Refuse, on every process, a process started with other arguments than process 0, or
     one that cannot read the corpus it names."""
+    from embedlab.training.launch import LAUNCHER_PID
+
     corpus = arguments.get("corpus")
     problem = ""
+    one_machine = bool(os.environ.get(LAUNCHER_PID))  # --nproc: processes of this command
     if isinstance(corpus, str) and corpus not in SPECIAL_CORPORA and not os.path.exists(corpus):
-        problem = (f"corpus {corpus} does not exist on {socket.gethostname()} (working folder "
-                   f"{os.getcwd()}); put it at that path on every machine, or pass an absolute "
-                   "path that every machine can read")
+        problem = (f"corpus not found: {corpus}; pass an existing file or folder, 'text8' "
+                   "(downloads it) or 'demo'") if one_machine else \
+            (f"corpus {corpus} does not exist on {socket.gethostname()} (working folder "
+             f"{os.getcwd()}); put it at that path on every machine, or pass an absolute "
+             "path that every machine can read")
     mine = json.dumps({"arguments": arguments, "problem": problem}, sort_keys=True, default=str)
     every = [json.loads(b) for b in group.gather_bytes(mine.encode())]
     for rank, got in enumerate(every):
@@ -48,7 +53,8 @@ def agree_on_arguments(group: Group, arguments: Mapping[str, Any]) -> None:
                              "the same command")
     for rank, got in enumerate(every):
         if got["problem"]:
-            raise InputError(f"process {rank} of {group.size}: {got['problem']}")
+            where = "" if one_machine else f"process {rank} of {group.size}: "
+            raise InputError(f"{where}{got['problem']}")
 
 
 def check_config(size: int, cfg: TrainConfig, *, resumed: bool = False) -> None:
