@@ -480,6 +480,7 @@ def test_nproc_starts_torchrun_on_this_machine(corpus: Path, tmp_path: Path,
     assert code == 0, out
     assert out.count("embedlab: new run") == 1
     assert _final(run) == reference
+    assert json.loads((run / "env.json").read_text())["argv"][1:4] == ["train", "--nproc", "2"]
 
 
 def test_another_corpus_on_one_machine_is_refused(corpus: Path, tmp_path: Path) -> None:
@@ -511,6 +512,24 @@ def test_nproc_refuses_in_one_line_with_exit_2(corpus: Path, tmp_path: Path) -> 
     assert proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [INDIVISIBLE]
     assert not (tmp_path / "run").exists()
+
+
+def test_the_processes_of_nproc_record_and_hint_the_command_typed(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """env.json's argv and the hint to train further keep --nproc: the processes themselves
+    run without it."""
+    from embedlab.training import launch, loop
+
+    monkeypatch.setattr(sys, "argv", ["/x/embedlab/__main__.py", "train", "--run", "r"])
+    assert launch.typed_argv() == sys.argv and launch.launched_processes() is None
+    typed = ["/venv/bin/embedlab", "train", "--nproc", "2", "--run", "r"]
+    monkeypatch.setenv(launch.LAUNCHER_PID, "1")
+    monkeypatch.setenv(launch.LAUNCHER_ARGV, json.dumps(typed))
+    monkeypatch.setenv(launch.PROGRAM_NAME, "embedlab")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert launch.typed_argv() == typed and launch.launched_processes() == 2
+    assert loop._train_further(tmp_path / "r", 2).startswith(
+        f"to train more: embedlab train --nproc 2 --run {tmp_path / 'r'} --epochs N (N > 2)")
 
 
 def test_nproc_under_torchrun_is_refused_at_any_size(corpus: Path, tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from embedlab.run.folder import (
     stored_config_from_here,
 )
 from embedlab.training import distributed, handshake
+from embedlab.training.launch import typed_argv
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
@@ -471,7 +472,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
     # from rescanning them in every full collection (docs/performance.md).
     gc.freeze()
     try:
-        result = train_run(cfg, run, argv=sys.argv, resume_from=resume_from, ahead=ahead,
+        result = train_run(cfg, run, argv=typed_argv(), resume_from=resume_from, ahead=ahead,
                            abandon_newer=resume_from is not None)
     finally:
         gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back

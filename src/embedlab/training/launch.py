@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -49,6 +50,30 @@ def _typed_program() -> str:
 
 #: the launcher's pid, in the environment of the processes it starts (end_with_launcher)
 LAUNCHER_PID = "EMBEDLAB_LAUNCHER_PID"
+#: the launcher's own command line (``--nproc N`` included), which env.json records
+LAUNCHER_ARGV = "EMBEDLAB_LAUNCHER_ARGV"
+
+
+def typed_argv() -> list[str]:
+    """The command line the user typed: this process's, or for a process ``train --nproc``
+    started, the launcher's."""
+    typed = os.environ.get(LAUNCHER_ARGV) if os.environ.get(LAUNCHER_PID) else None
+    if typed:
+        with contextlib.suppress(ValueError):
+            argv = json.loads(typed)
+            if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+                return argv
+    return list(sys.argv)
+
+
+def launched_processes() -> int | None:
+    """N for a process ``train --nproc N`` started, else None."""
+    if not os.environ.get(LAUNCHER_PID):
+        return None
+    try:
+        return int(os.environ.get("WORLD_SIZE", ""))
+    except ValueError:
+        return None
 
 
 def run_processes(nproc: int, args: Sequence[str]) -> int:
@@ -74,7 +99,7 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
                    "WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc),
                    "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", str(cores)),
-                   LAUNCHER_PID: str(os.getpid()),
+                   LAUNCHER_PID: str(os.getpid()), LAUNCHER_ARGV: json.dumps(sys.argv),
                    # the name the user typed, for the hints the processes print
                    PROGRAM_NAME: _typed_program()}
             procs.append(subprocess.Popen([sys.executable, "-m", "embedlab", *args], env=env,

@@ -305,8 +305,13 @@ def _train_further(run_dir: Path, epochs: int) -> str:
     """How to train a finished run further, or start it over, as the caller passes arguments
     (:func:`embedlab.errors.spell`): a command for the command line, a call for Python."""
     if not python_caller():
-        return (f"to train more: {_program()} train --run {shlex.quote(str(run_dir))} --epochs "
-                f"N (N > {epochs}); to start over: add --restart")
+        from embedlab.training.launch import launched_processes
+
+        nproc = launched_processes()
+        with_nproc = "" if nproc is None else f" --nproc {nproc}"
+        return (f"to train more: {_program()} train{with_nproc} --run "
+                f"{shlex.quote(str(run_dir))} --epochs N (N > {epochs}); to start over: add "
+                "--restart")
     return (f"to train more: embedlab.train({spell('--run', str(run_dir))}, epochs=N) "
             f"(N > {epochs}); to start over: add {spell('--restart', True)}")
 
