@@ -626,6 +626,20 @@ def test_nproc_processes_end_with_their_launcher(corpus: Path, tmp_path: Path) -
     assert (run / "checkpoints" / f"ckpt-{int(status['step']):08d}").is_dir()  # type: ignore[call-overload]
 
 
+def test_a_signal_to_another_process_is_said_by_process_0(corpus: Path, tmp_path: Path) -> None:
+    """Ctrl-C reaches every process of a terminal; a kill of one of them alone stops the run
+    too, and the run's output says why, as for a signal of its own."""
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus)
+    _wait_for_step(run, 60, proc)
+    os.kill(_worker(proc.pid, 1), signal.SIGINT)
+    code, out = _finish(proc, timeout=120)
+    assert code == 130, out
+    assert "embedlab: SIGINT received by another process of the run; finishing the current " \
+           "step and saving" in out
+    assert _status(run)["status"] == "interrupted"
+
+
 @pytest.mark.slow
 def test_nproc_returns_when_a_process_hangs(corpus: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 import numpy as np
@@ -215,6 +217,12 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
     if group is not None:  # every process stops, or saves, at the same step: a signal (or a
         # callback's stop) that comes after the agreement waits for the next step's
         stop.agreed, due = group.agree(stop.code(), not ends and saver.due(state.step))
+        if stop.agreed and not stop.code() and stop.agreed != distributed.CALLBACK_STOP:
+            # another process got the signal: this one says why the run stops, as for its own
+            lead = "\n" if sys.stderr.isatty() else ""  # ends a progress bar's line
+            print(f"{lead}embedlab: {signal.Signals(stop.agreed).name} received by another "
+                  "process of the run; finishing the current step and saving", file=sys.stderr,
+                  flush=True)
     reporter.lr = lr
     if log_due(cfg, state.step):
         reporter.close_window(lr)
