@@ -626,6 +626,27 @@ def test_nproc_processes_end_with_their_launcher(corpus: Path, tmp_path: Path) -
     assert (run / "checkpoints" / f"ckpt-{int(status['step']):08d}").is_dir()  # type: ignore[call-overload]
 
 
+@pytest.mark.slow  # ~6 s; ~95 s where process 0 already handles it and waits for process 1
+def test_a_sigterm_to_nproc_before_its_processes_can_handle_it_is_said(
+        corpus: Path, tmp_path: Path) -> None:
+    """As soon as the launcher has started them, the processes are still starting Python: the
+    signal's default action ends them. The launcher says so, as one process says a stop
+    before training."""
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, AssertionError):  # not yet started
+            _worker(proc.pid, 1)
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGTERM)
+    code, out = _finish(proc, timeout=120)
+    assert code == 143, out
+    assert "stopped by SIGTERM before training began" in out and "Traceback" not in out
+    assert not run.exists()
+
+
 def test_a_signal_to_another_process_is_said_by_process_0(corpus: Path, tmp_path: Path) -> None:
     """Ctrl-C reaches every process of a terminal; a kill of one of them alone stops the run
     too, and the run's output says why, as for a signal of its own."""

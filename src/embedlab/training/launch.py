@@ -84,8 +84,10 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
     port = _free_port()
     cores = max(1, len(os.sched_getaffinity(0)) // nproc)
     procs: list[subprocess.Popen[bytes]] = []
+    received: list[int] = []
 
     def pass_on(signum: int, frame: object) -> None:
+        received.append(signum)
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signum)
@@ -109,6 +111,12 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
         for sig, handler in before.items():
             signal.signal(sig, handler)
     codes = [_status(proc.wait()) for proc in procs]
+    if received and procs[0].returncode == -received[0]:
+        # process 0 ended by the signal's default action: it came before the process could
+        # handle it (Python starting, torch importing), so it trained and saved nothing
+        print(f"embedlab: stopped by {signal.Signals(received[0]).name} before training "
+              "began; the run's checkpoints are as they were — re-run the same command",
+              file=sys.stderr, flush=True)
     return codes[0] or next((code for rank, code in enumerate(codes)
                              if code and rank not in stopped), 0)
 
