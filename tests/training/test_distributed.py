@@ -518,16 +518,16 @@ def test_the_processes_of_nproc_record_and_hint_the_command_typed(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """env.json's argv and the hint to train further keep --nproc: the processes themselves
     run without it."""
-    from embedlab.training import launch, loop
+    from embedlab.training import launch, launched, loop
 
     monkeypatch.setattr(sys, "argv", ["/x/embedlab/__main__.py", "train", "--run", "r"])
-    assert launch.typed_argv() == sys.argv and launch.launched_processes() is None
+    assert launched.typed_argv() == sys.argv and launched.launched_processes() is None
     typed = ["/venv/bin/embedlab", "train", "--nproc", "2", "--run", "r"]
-    monkeypatch.setenv(launch.LAUNCHER_PID, "1")
-    monkeypatch.setenv(launch.LAUNCHER_ARGV, json.dumps(typed))
+    monkeypatch.setenv(launched.LAUNCHER_PID, "1")
+    monkeypatch.setenv(launched.LAUNCHER_ARGV, json.dumps(typed))
     monkeypatch.setenv(launch.PROGRAM_NAME, "embedlab")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert launch.typed_argv() == typed and launch.launched_processes() == 2
+    assert launched.typed_argv() == typed and launched.launched_processes() == 2
     assert loop._train_further(tmp_path / "r", 2).startswith(
         f"to train more: embedlab train --nproc 2 --run {tmp_path / 'r'} --epochs N (N > 2)")
 

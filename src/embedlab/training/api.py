@@ -50,7 +50,7 @@ from embedlab.run.folder import (
     stored_config_from_here,
 )
 from embedlab.training import distributed, handshake
-from embedlab.training.launch import typed_argv
+from embedlab.training.launched import typed_argv
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig

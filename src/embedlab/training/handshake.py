@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 def agree_on_arguments(group: Group, arguments: Mapping[str, Any]) -> None:
     """Refuse, on every process, a process started with other arguments than process 0, or
     one that cannot read the corpus it names."""
-    from embedlab.training.launch import LAUNCHER_PID
+    from embedlab.training.launched import LAUNCHER_PID
 
     corpus = arguments.get("corpus")
     problem = ""

@@ -33,6 +33,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from embedlab.training.launched import LAUNCHER_ARGV, LAUNCHER_PID
+
 #: seconds beyond the step's time limit that the launcher waits for a process to end by itself,
 #: and then between its SIGTERM and its SIGKILL
 GRACE = 30.0
@@ -46,34 +48,6 @@ def _typed_program() -> str:
     from embedlab.training.loop import _program
 
     return _program()
-
-
-#: the launcher's pid, in the environment of the processes it starts (end_with_launcher)
-LAUNCHER_PID = "EMBEDLAB_LAUNCHER_PID"
-#: the launcher's own command line (``--nproc N`` included), which env.json records
-LAUNCHER_ARGV = "EMBEDLAB_LAUNCHER_ARGV"
-
-
-def typed_argv() -> list[str]:
-    """The command line the user typed: this process's, or for a process ``train --nproc``
-    started, the launcher's."""
-    typed = os.environ.get(LAUNCHER_ARGV) if os.environ.get(LAUNCHER_PID) else None
-    if typed:
-        with contextlib.suppress(ValueError):
-            argv = json.loads(typed)
-            if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
-                return argv
-    return list(sys.argv)
-
-
-def launched_processes() -> int | None:
-    """N for a process ``train --nproc N`` started, else None."""
-    if not os.environ.get(LAUNCHER_PID):
-        return None
-    try:
-        return int(os.environ.get("WORLD_SIZE", ""))
-    except ValueError:
-        return None
 
 
 def run_processes(nproc: int, args: Sequence[str]) -> int:

@@ -313,7 +313,7 @@ def _train_further(run_dir: Path, epochs: int) -> str:
     """How to train a finished run further, or start it over, as the caller passes arguments
     (:func:`embedlab.errors.spell`): a command for the command line, a call for Python."""
     if not python_caller():
-        from embedlab.training.launch import launched_processes
+        from embedlab.training.launched import launched_processes
 
         nproc = launched_processes()
         with_nproc = "" if nproc is None else f" --nproc {nproc}"
