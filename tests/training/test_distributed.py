@@ -459,14 +459,9 @@ def test_a_corpus_missing_on_one_machine_is_refused(corpus: Path, tmp_path: Path
 
 def test_a_corpus_missing_under_nproc_is_said_as_one_process_says_it(tmp_path: Path) -> None:
     """--nproc's processes run on this machine: where the corpus is missing is not news."""
-    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
-                           str(tmp_path / "run"), "--corpus", "misssing.txt", *FLAGS],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+    assert _nproc_refused(tmp_path, "misssing.txt", cwd=tmp_path) == [
         "embedlab: error: corpus not found: misssing.txt; pass an existing file or folder, "
         "'text8' (downloads it) or 'demo'"]
-    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow
@@ -504,14 +499,20 @@ def test_another_corpus_on_one_machine_is_refused(corpus: Path, tmp_path: Path) 
     assert not (tmp_path / "run").exists()
 
 
-def test_nproc_refuses_in_one_line_with_exit_2(corpus: Path, tmp_path: Path) -> None:
+def _nproc_refused(tmp_path: Path, corpus: str, *extra: str, **kw: Any) -> list[str]:
+    """The stderr lines of ``train --nproc 2`` on ``corpus``, which must exit 2 with nothing on
+    stdout and no run folder made."""
     proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
-                           str(tmp_path / "run"), "--corpus", str(corpus), *FLAGS,
-                           "--micro-batches", "3"], capture_output=True, text=True, timeout=120)
+                           str(tmp_path / "run"), "--corpus", corpus, *FLAGS, *extra],
+                          capture_output=True, text=True, timeout=120, **kw)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.strip().splitlines() == [INDIVISIBLE]
     assert not (tmp_path / "run").exists()
+    return proc.stderr.strip().splitlines()
+
+
+def test_nproc_refuses_in_one_line_with_exit_2(corpus: Path, tmp_path: Path) -> None:
+    assert _nproc_refused(tmp_path, str(corpus), "--micro-batches", "3") == [INDIVISIBLE]
 
 
 def test_the_processes_of_nproc_record_and_hint_the_command_typed(
@@ -537,14 +538,9 @@ def test_nproc_under_torchrun_is_refused_at_any_size(corpus: Path, tmp_path: Pat
     start wait for a run of 2 that torchrun's process never joins."""
     env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
            "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}
-    proc = subprocess.run([sys.executable, "-m", "embedlab", "train", "--nproc", "2", "--run",
-                           str(tmp_path / "run"), "--corpus", str(corpus), *FLAGS],
-                          capture_output=True, text=True, timeout=120, env=env)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+    assert _nproc_refused(tmp_path, str(corpus), env=env) == [
         "embedlab: error: --nproc starts the processes of a run, and this command already runs "
         "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)"]
-    assert not (tmp_path / "run").exists()
 
 
 #: the cuda engine through Triton's interpreter on the CPU (its exchange then goes over gloo):

@@ -231,13 +231,18 @@ _DECOMPRESSORS: dict[str, Callable[[io.BufferedReader], io.BufferedIOBase]] = {
 }
 
 
+def unreadable_file(path: Path | str, exc: OSError) -> InputError:
+    """The refusal of a corpus file that cannot be opened or looked at."""
+    return InputError(f"cannot read corpus file {path} ({exc.strerror or exc}); check the path "
+                      "and its permissions")
+
+
 def _open_source(path: Path) -> tuple[io.BufferedIOBase, io.BufferedReader]:
     """Open ``path`` for reading decompressed bytes; also return the raw file (for progress)."""
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
     except OSError as exc:
-        raise InputError(f"cannot read corpus file {path} ({exc.strerror or exc}); "
-                         "check the path and its permissions") from None
+        raise unreadable_file(path, exc) from None
     wrap = _DECOMPRESSORS.get(path.suffix.lower())
     return (wrap(raw) if wrap else raw), raw
 

@@ -26,7 +26,13 @@ from typing import Any
 from embedlab import __version__
 from embedlab.config import DataConfig
 from embedlab.data import native_tokenise, sentences, token_ids
-from embedlab.data.corpus import SPECIAL_CORPORA, ReadStats, holds_prepared_files_only, list_files
+from embedlab.data.corpus import (
+    SPECIAL_CORPORA,
+    ReadStats,
+    holds_prepared_files_only,
+    list_files,
+    unreadable_file,
+)
 from embedlab.data.native_words import Encoded
 from embedlab.data.prepared import (
     FORMAT,
@@ -281,8 +287,7 @@ def _stamps(files: list[Path]) -> list[os.stat_result]:
     try:
         return [p.stat() for p in files]
     except OSError as exc:
-        raise InputError(f"cannot read corpus file {exc.filename} ({exc.strerror or exc}); "
-                         "check the path and its permissions") from None
+        raise unreadable_file(exc.filename, exc) from None
 
 
 def _check_unchanged(files: list[Path], stamps: list[os.stat_result]) -> None:
