@@ -98,3 +98,66 @@ def test_a_log_without_a_terminal_gets_a_progress_line_a_minute(
     assert out.getvalue() == ("embedlab: 70.0% of 1,000,000 words, 10.0k words/s, loss 4.1234, "
                               "lr 2.25e-02, 0:00:30 left\n")
     assert isinstance(reporting.progress_bar(False, 10, 0, out), reporting.NoBar)
+
+
+class _RecordingBar:
+    """A progress bar that keeps every total it was given and the words it counted."""
+
+    def __init__(self, total: int, initial: int, *args: Any, **kwargs: Any) -> None:
+        self.totals, self.n = [total], initial
+
+    @property
+    def total(self) -> int:
+        return self.totals[-1]
+
+    @total.setter
+    def total(self, value: int) -> None:
+        self.totals.append(value)
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def set_postfix(self, **kw: Any) -> None: ...
+    def close(self) -> None: ...
+
+
+def _recorded_bar(monkeypatch: pytest.MonkeyPatch) -> list[_RecordingBar]:
+    from embedlab.training import loop
+
+    bars: list[_RecordingBar] = []
+
+    def make(enabled: bool, total: int, initial: int, out: Any, **kw: Any) -> _RecordingBar:
+        bars.append(_RecordingBar(total, initial))
+        return bars[-1]
+
+    monkeypatch.setattr(loop, "progress_bar", make)
+    return bars
+
+
+def test_the_bar_runs_to_the_words_of_max_steps(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --max-steps the bar's total (and so its percentage and time left) is the words up
+    to that step — estimated at first, exact at the end — not the whole run's."""
+    bars = _recorded_bar(monkeypatch)
+    cfg = make_cfg(corpus, max_steps=6, optim={"epochs": 3})
+    result, _ = run_train(cfg, tmp_path / "run")
+    bar, = bars
+    progress = logged(tmp_path / "run", "train/progress")[6]
+    whole_run = result.words_seen / progress  # the 3 epochs' words
+    assert whole_run > 4 * result.words_seen
+    assert bar.n == bar.totals[-1] == result.words_seen
+    assert all(total < whole_run / 2 for total in bar.totals)
+    assert bar.totals[0] == pytest.approx(result.words_seen, rel=0.35)  # the first estimate
+
+    resumed = _recorded_bar(monkeypatch)
+    run_train(make_cfg(corpus, max_steps=10, optim={"epochs": 3}), tmp_path / "run")
+    again, = resumed
+    assert again.totals[-1] == again.n > result.words_seen
+
+
+def test_the_bar_runs_to_the_whole_run_without_max_steps(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bars = _recorded_bar(monkeypatch)
+    result, _ = run_train(make_cfg(corpus), tmp_path / "run")
+    bar, = bars
+    assert bar.totals == [bar.n] == [result.words_seen]  # one epoch, trained to its end

@@ -38,6 +38,7 @@ from embedlab.training.reporting import (
     NoBar,
     ProgressSink,
     Reporter,
+    bar_total,
     final_progress,
     progress_bar,
     progress_fields,
@@ -78,8 +79,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
                                 words_seen=state.words_seen, started=wall.started,
                                 train_seconds=state.train_seconds, wall_time=wall.seconds(),
                                 clear=("error",))
-            bar = progress_bar(run.progress, run.total_words, state.words_seen, out,
-                               lines=run.progress_lines)
+            bar = progress_bar(run.progress, bar_total(run, state.step, state.words_seen),
+                               state.words_seen, out, lines=run.progress_lines)
             tracker = open_tracker(run.run_dir, run.cfg, vocab=run.vocab,
                                    resume_step=state.step if run.resumed else None)
             signum = flag.signum or 0
@@ -161,12 +162,16 @@ def _train(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop) -> b
     """Train call after call of the step runner; True when the data ran out, False at
     ``--max-steps``."""
     cfg, state = run.cfg, run.state
+    first = state.step, state.words_seen
     try:
         while state.cursor.epoch < cfg.optim.epochs:
             if cfg.max_steps is not None and state.step >= cfg.max_steps:
                 break
             done = run.steps.run(state.cursor, state.words_seen, _steps_until_due(run))
-            reporter.bar.update(_count_steps(run, done, saver))
+            words = _count_steps(run, done, saver)
+            if cfg.max_steps is not None:  # the bar runs to --max-steps' words, estimated
+                reporter.bar.total = bar_total(run, *first)
+            reporter.bar.update(words)
             _after_steps(run, reporter, saver, stop, float(done.lrs[-1]))
     finally:
         run.steps.close()

@@ -17,6 +17,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+import numpy as np
+
 from embedlab.errors import (
     TrainingInterrupted,
     TrainingKeyboardInterrupt,
@@ -90,6 +92,33 @@ def progress_bar(enabled: bool, total: int, initial: int, out: TextIO, *,
 
     return tqdm(total=total, initial=initial, unit="w", unit_scale=True, file=out,
                 dynamic_ncols=True, smoothing=0.1, desc="train")
+
+
+def bar_total(run: TrainingRun, first_step: int, first_words: int) -> int:
+    """The words the progress bar runs to: the run's, or with ``--max-steps`` those trained by
+    that step — estimated from the words per step since ``first_step`` (at ``first_words``)
+    or, before any, from a step's centres and the share of positions subsampling keeps; exact
+    once the step is reached."""
+    state, max_steps = run.state, run.cfg.max_steps
+    if max_steps is None:
+        return run.total_words
+    left = max_steps - state.step
+    if left <= 0:
+        return state.words_seen
+    done = state.step - first_step
+    per_step = (state.words_seen - first_words) / done if done > 0 else _words_per_step(run)
+    return min(run.total_words, state.words_seen + round(left * per_step))
+
+
+def _words_per_step(run: TrainingRun) -> float:
+    """The positions a step is expected to advance by: its centres over the share subsampling
+    keeps."""
+    from embedlab.data.pairs import keep_probabilities
+
+    counts = np.asarray(run.vocab.counts, dtype=np.float64)
+    keep = keep_probabilities(counts, run.cfg.model.sample)
+    kept = 1.0 if keep is None or counts.sum() <= 0 else float((counts * keep).sum() / counts.sum())
+    return run.cfg.optim.batch_size * run.cfg.optim.micro_batches / max(kept, 1e-9)
 
 
 def progress_fields(run: TrainingRun) -> dict[str, Any]:
