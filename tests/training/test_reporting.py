@@ -28,8 +28,8 @@ def _slow_writers(monkeypatch: pytest.MonkeyPatch, clock: Clock, seconds: float)
 
 def test_words_per_second_counts_training_time_only(
         corpus: Path, tmp_path: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the first window's clock started before the model was built and the writers opened, so
-    # the first words/s of every process was a fraction of the rest (40k against 200k)
+    # the first window's clock starts once the model is built and the writers are open: a
+    # clock started before them makes the first words/s a fraction of the rest (40k and 200k)
     _slow_writers(monkeypatch, clock, 100.0)
     cfg = make_cfg(corpus, track={"log_every": 5})
     run_train(cfg, tmp_path / "run")
