@@ -140,6 +140,9 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
                                       "9223372036854775807); pass e.g. --dim 100"),
     (lambda: OptimConfig(batch_size=2**63), "--batch-size 9223372036854775808 is too large"),
     (lambda: TrainConfig(threads=-2), "--threads must be >= 1"),
+    # OpenMP cannot start 100,000 threads: refused before the kernel tries
+    (lambda: TrainConfig(threads=100_000), "--threads must be at most 1024, got 100000; pass "
+                                           "the number of cores, e.g. --threads 0 for all"),
     (lambda: TrainConfig(max_steps=0), "--max-steps must be"),
     (lambda: TrainConfig(engine="gpu"), "--engine must be auto, native, torch or cuda, got 'gpu'"),
 ])

@@ -36,6 +36,9 @@ InitKind = Literal["centered", "uniform"]
 
 #: the largest integer embedlab stores: flags, counters, seeds and word counts are int64
 MAX_INT = 2**63 - 1
+#: the most threads a process trains with: OpenMP cannot start tens of thousands (the
+#: native engine then crashes); this is far beyond today's machines' cores
+MAX_THREADS = 1024
 
 
 def _flag(name: str, *value: Any) -> str:
@@ -412,6 +415,10 @@ class TrainConfig:
             raise InputError(f"{_flag('threads')} must be >= 1 (or 0 for all cores), got "
                              f"{self.threads}; pass e.g. {_flag('threads', 2)}, or "
                              f"{_flag('threads', 0)}")
+        if self.threads > MAX_THREADS:
+            raise InputError(f"{_flag('threads')} must be at most {MAX_THREADS}, got "
+                             f"{self.threads}; pass the number of cores, e.g. "
+                             f"{_flag('threads', 0)} for all of them")
         if self.max_steps is not None:
             _positive("max_steps", self.max_steps)
         if self.engine not in REQUESTS:
