@@ -172,9 +172,10 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     (["--size", "100"], "No such option '--size'; did you mean --dim? (see 'embedlab train "
                         "--help')"),
     (["--workers", "4"], "No such option '--workers'; did you mean --threads? "),
-    (["--hs", "1"], "No such option '--hs'; did you mean --loss (hs 1 is --loss hs, hs 0 the "
-                    "default --loss neg; a run trains one loss, not word2vec.c's -hs 1 with "
+    (["--hs", "1"], "No such option '--hs'; did you mean --loss (-hs 1 is --loss hs, -hs 0 "
+                    "the default --loss neg; a run trains one loss, not word2vec.c's -hs 1 with "
                     "-negative 5 together)? "),
+    (["--sg", "1"], "did you mean --model (-sg 1 is --model skipgram, -sg 0 --model cbow)? "),
     (["--corpus", "c.txt", "-size", "100"],
      "-size is word2vec.c's flag; did you mean --dim? (embedlab's flags start with two dashes"),
     (["-train", "c.txt", "-cbow", "1"],
@@ -193,8 +194,8 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     (["--save-vocab", "v.txt"], "every run writes its vocabulary to RUN/vocab.tsv"),
     (["-read-vocab", "v.txt"], "pass --corpus DIR: its vocabulary is reused"),
     (["-classes", "500"], "word classes (k-means) are not offered"),
-    (["-hs", "0"], "did you mean --loss (hs 1 is --loss hs, hs 0 the default --loss neg; a "
-                   "run trains one loss, not word2vec.c's -hs 1 with -negative 5 together)? "),
+    (["-hs", "0"], "did you mean --loss (-hs 1 is --loss hs, -hs 0 the default --loss neg; "
+                   "a run trains one loss, not word2vec.c's -hs 1 with -negative 5 together)? "),
     # the CS20 lecture's constants, as a student types them
     (["--embed-size", "128"], "did you mean --dim? "),
     (["--num-sampled", "64"], "did you mean --negative (noise words per (centre, context) "
@@ -230,6 +231,22 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     (["eval", "v.bin", "-analogies", "q.txt", "-restrict-vocab", "9"],
      "flags with one dash, with embedlab's meanings: -analogies is --analogies; -restrict-vocab "
      "is --restrict-vocab (embedlab's flags start with two dashes; see 'embedlab eval --help')"),
+    # word2vec.c's and compute-accuracy's names, told where they are typed to other commands
+    (["eval", "v.bin", "-threshold", "30000"],
+     "-threshold is word2vec.c's flag; did you mean --restrict-vocab (compute-accuracy's "
+     "threshold)? (embedlab's flags start with two dashes; see 'embedlab eval --help')"),
+    (["eval", "v.bin", "--threshold", "30000"],
+     "No such option '--threshold'; did you mean --restrict-vocab (compute-accuracy's "
+     "threshold)? (see 'embedlab eval --help')"),
+    (["prepare", "-train", "c.txt", "--out", "d"],
+     "-train is word2vec.c's flag: the corpus is prepare's argument (embedlab prepare CORPUS "
+     "--out DIR) (see 'embedlab prepare --help')"),
+    (["prepare", "c.txt", "-output", "d"],
+     "-output is word2vec.c's flag; did you mean --out? (embedlab's flags start with two "
+     "dashes; see 'embedlab prepare --help')"),
+    (["export", "run", "--binary", "1", "--out", "v.bin"],
+     "No such option '--binary': the --out name picks it (vectors.bin: binary, vectors.txt: "
+     "text), or --format word2vec-binary (see 'embedlab export --help')"),
 ])
 def test_a_long_flag_with_one_dash_is_named_with_two(argv: list[str], message: str,
                                                      tmp_path: Path,

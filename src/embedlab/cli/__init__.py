@@ -116,11 +116,9 @@ def invoked_args() -> list[str]:
 def _usage_message(exc: click.UsageError) -> str:
     """click's message, on one line; an unknown option that is gensim's or word2vec.c's name
     for one of ours is told which (click would suggest names spelled alike)."""
-    from embedlab.training.spellings import hint
-
     if isinstance(exc, click.NoSuchOption) and exc.ctx is not None and \
-            exc.ctx.info_name == "train":  # the names are train's
-        known = hint(exc.option_name, python=False)
+            exc.ctx.info_name is not None:
+        known = _foreign(exc.ctx.info_name, exc.option_name)
         if known is not None and known.startswith("no option: "):
             return f"No such option '{exc.option_name}': {known.removeprefix('no option: ')}"
         if known is not None:
@@ -141,10 +139,26 @@ def _usage_message(exc: click.UsageError) -> str:
     return message
 
 
-#: word2vec.c's flags typed to export, and what does their work there
-_EXPORT_FLAGS = {"-binary": "no option: the --out name picks it (vectors.bin: binary, "
-                            "vectors.txt: text), or --format word2vec-binary",
-                 "-output": "--out"}
+#: word2vec.c's flags (and compute-accuracy's threshold) typed to a command other than
+#: train, and what does their work there; train's are embedlab.training.spellings.FOREIGN
+_FOREIGN_FLAGS = {
+    "export": {"-binary": "no option: the --out name picks it (vectors.bin: binary, "
+                          "vectors.txt: text), or --format word2vec-binary",
+               "-output": "--out"},
+    "eval": {"-threshold": "--restrict-vocab (compute-accuracy's threshold)"},
+    "prepare": {"-train": "no option: the corpus is prepare's argument (embedlab prepare "
+                          "CORPUS --out DIR)",
+                "-output": "--out"},
+}
+
+
+def _foreign(command: str, flag: str) -> str | None:
+    """What word2vec.c's ``flag`` (one dash or two) means for ``command``, if it is one."""
+    from embedlab.training.spellings import hint
+
+    if command == "train":
+        return hint(flag, python=False)
+    return _FOREIGN_FLAGS.get(command, {}).get("-" + flag.lstrip("-"))
 
 
 def _one_dash_flags(args: list[str]) -> str | None:
@@ -154,7 +168,6 @@ def _one_dash_flags(args: list[str]) -> str | None:
     that word2vec.c's flag of that name means (all of them at once: a pasted word2vec.c
     command line is told everything in one go). A value that follows an option (``--probe
     -window``) is not taken for a flag."""
-    from embedlab.training.spellings import hint
 
     words = [a for a in args if a != "--"]
     command = LazyGroup._load(words[0]) if words and words[0] in COMMANDS else None
@@ -170,8 +183,7 @@ def _one_dash_flags(args: list[str]) -> str | None:
             continue  # the option's value
         if not re.fullmatch(r"-[a-z][a-z-]{1,}", arg) or arg in options:
             continue
-        known = hint(arg, python=False) if words[0] == "train" else \
-            _EXPORT_FLAGS.get(arg) if words[0] == "export" else None
+        known = _foreign(words[0], arg)
         if known is None and "-" + arg in options:
             known = "-" + arg
         if known is not None and arg not in (a for a, _ in told):
@@ -179,8 +191,7 @@ def _one_dash_flags(args: list[str]) -> str | None:
     if not told:
         return None
     see = f"see 'embedlab {words[0]} --help'"
-    foreign = (words[0] == "train" and any(hint(a, python=False) for a, _ in told)) or \
-        (words[0] == "export" and any(a in _EXPORT_FLAGS for a, _ in told))
+    foreign = any(_foreign(words[0], a) for a, _ in told)
     if len(told) == 1:
         arg, known = told[0]
         whose = "word2vec.c's flag" if foreign else "a flag with one dash"

@@ -19,10 +19,10 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
     "vector_size": ("dim", "", ""),
     "size": ("dim", "", ""),
     "sg": ("model", "sg=1 is model='skipgram', sg=0 model='cbow'",
-           "sg 1 is --model skipgram, sg 0 --model cbow"),
+           "-sg 1 is --model skipgram, -sg 0 --model cbow"),
     "hs": ("loss", "hs=1 is loss='hs', hs=0 the default loss='neg'; a run trains one loss, "
            "not word2vec.c's hs and negative sampling together",
-           "hs 1 is --loss hs, hs 0 the default --loss neg; a run trains one loss, not "
+           "-hs 1 is --loss hs, -hs 0 the default --loss neg; a run trains one loss, not "
            "word2vec.c's -hs 1 with -negative 5 together"),
     "workers": ("threads", "", ""),
     "alpha": ("lr", "", ""),
