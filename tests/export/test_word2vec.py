@@ -80,7 +80,6 @@ def test_word2vec_c_text_with_trailing_spaces_and_duplicates(tmp_path: Path) -> 
 @pytest.mark.parametrize("content, problem", [
     (b"hello world\n", "first line"),
     (b"", "first line"),
-    (b"2 1\nabcdef 1\n", "ends early"),
     (b"1 3\na 1 2\n", "header says 1 words × 3 dims but the file has only 10 bytes"),
     (b"1 3\nabcdefgh 1 2\n", "line 2: word 'abcdefgh' has 2 values, expected 3"),
     (b"1 2\na 1 x\n", "line 2: word 'a' has a non-number value 'x'"),
@@ -250,7 +249,48 @@ def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: byt
         "a run folder or a checkpoint folder")
 
 
+@pytest.mark.parametrize("content", [
+    b"3 2\na 1.5 2.5\nb 1.5 2.5\n",  # text
+    b"3 1\nabcdefgh " + np.float32(1).tobytes() + b"\nijklmnop " + np.float32(2).tobytes(),
+])
+def test_a_file_cut_short_is_told_so(tmp_path: Path, content: bytes) -> None:
+    """A word2vec file that ends before its header's count is named as cut short (with the
+    header fix), not as something other than a word2vec file."""
+    path = tmp_path / "cut.bin"
+    assert _read_error(path, content) == (
+        f"{path} ends after 2 of the 3 words its header promises: the file is cut short, or the "
+        "header's count is wrong; export the vectors again, or make the header's first number 2")
+
+
+@pytest.mark.parametrize("content", [
+    b"2 2\na 1 2\nb 3 4\nc 5 6\n",
+    b"2 1\n" + b"".join(w + b" " + np.float32(v).tobytes() + b"\n"
+                        for w, v in ((b"a", 1), (b"b", 3), (b"c", 5))),  # binary
+])
+def test_rows_beyond_the_header_are_read_as_gensim_reads_them_with_a_warning(
+        tmp_path: Path, content: bytes, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "more.bin"
+    path.write_bytes(content)
+    words, matrix = read_word2vec(path)
+    assert capsys.readouterr().err == (
+        f"embedlab: warning: {path}: the file goes on after the 2 words its header says; read "
+        "those 2 (make the header's first number the count of rows to read them all)\n")
+    assert words == ["a", "b"]
+    assert matrix[:, 0].tolist() == [1, 3]
+    binary = not content.endswith(b"5 6\n")
+    assert words == list(KeyedVectors.load_word2vec_format(path, binary=binary).index_to_key)
+
+
+def test_a_byte_order_mark_before_the_header_is_read_past(tmp_path: Path) -> None:
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbf2 2\na 1 2\nb 3 4\n")  # an editor's UTF-8 with BOM
+    assert word2vec.is_word2vec_file(path)
+    words, matrix = read_word2vec(path)
+    assert words == ["a", "b"] and matrix.tolist() == [[1, 2], [3, 4]]
+
+
 @pytest.mark.parametrize(("content", "where"), [
+    ("2 3\n\nb 1.5 2.5 3.5\n", "line 2 is empty instead of a word and its values"),
     ("2 3\na 1 2 3\nb 0x10 2 3\n", "line 3: word 'b' has a non-number value '0x10'"),
     ("2 3\na 0x10 2 3\nb 1 2 3\n", "line 2: word 'a' has a non-number value '0x10'"),
     ("2 3\na 1 2 3\n b 1 2 3\n", "line 3 starts with whitespace instead of a word"),

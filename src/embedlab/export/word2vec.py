@@ -21,6 +21,7 @@ import gzip
 import lzma
 import mmap
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -183,7 +184,7 @@ def is_word2vec_file(path: Path) -> bool:
             head = fh.readline(256)
     except OSError:
         return False
-    parts = head.split()
+    parts = head.removeprefix(_BOM).split()
     return len(parts) == 2 and all(p.isdigit() for p in parts) and head.endswith(b"\n")
 
 
@@ -215,8 +216,10 @@ def _not_w2v(path: Path, why: str) -> InputError:
 
 
 def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
+    # a text file saved by an editor that writes a UTF-8 byte-order mark: the mark goes
+    start = len(_BOM) if data[:len(_BOM)] == _BOM else 0
     end = data.find(b"\n")
-    parts = data[:end].split() if end >= 0 else []
+    parts = data[start:end].split() if end >= 0 else []
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise _not_w2v(path, "the first line must be 'VOCAB_SIZE DIM'")
     n, dim = int(parts[0]), int(parts[1])
@@ -230,6 +233,23 @@ def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
     if n * min_record > len(data) - pos:
         raise _not_w2v(path, f"header says {n} words × {dim} dims but the file has only "
                              f"{len(data)} bytes")
+
+
+def _cut_short(path: Path, read: int, n: int) -> InputError:
+    return InputError(f"{path} ends after {read} of the {n} words its header promises: the file "
+                      f"is cut short, or the header's count is wrong; export the vectors again, "
+                      f"or make the header's first number {read}")
+
+
+def _warn_if_more(path: Path, data: bytes | mmap.mmap, pos: int, n: int) -> None:
+    """One warning where rows follow the ``n`` the header says (gensim, too, reads ``n``)."""
+    if _NOT_SPACE.search(data, pos) is not None:
+        warn(f"{path}: the file goes on after the {n} words its header says; read those {n} "
+             "(make the header's first number the count of rows to read them all)")
+
+
+_BOM = b"\xef\xbb\xbf"
+_NOT_SPACE = re.compile(rb"\S")
 
 
 _COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.open), (b"BZh", "bzip2", bz2.open),
@@ -370,16 +390,21 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     row = 0
     while row < n:
         if pos >= len(data):
-            raise _not_w2v(path, f"the header promises {n} words but the file ends early")
+            raise _cut_short(path, row, n)
         stop = data.rfind(b"\n", pos, pos + _TEXT_BLOCK)
         if stop < 0:  # one row longer than a block
             stop = data.find(b"\n", pos)
         stop = len(data) if stop < 0 else stop
-        lines = data[pos:stop].split(b"\n")[:n - row]
+        lines = data[pos:stop].split(b"\n")
+        if len(lines) > n - row:  # rows beyond the header's count: the rest of the file
+            _warn_if_more(path, data, pos + sum(len(line) + 1 for line in lines[:n - row]), n)
+            lines = lines[:n - row]
         values: list[bytes] = []
         for i, line in enumerate(lines, start=row):
             parts = _fields(line)
-            if not parts or line[:1].isspace():
+            if not parts:
+                raise _not_w2v(path, f"line {i + 2} is empty instead of a word and its values")
+            if line[:1].isspace():
                 raise _not_w2v(path, f"line {i + 2} starts with whitespace instead of a word")
             word, bad = _word(parts[0])
             replaced += bad
@@ -436,6 +461,8 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
             while pos < len(data) and data[pos] == 0x0A:  # newline left by the previous record
                 pos += 1
             space = data.find(b" ", pos)
+            if pos >= len(data):
+                raise _cut_short(path, i, n)
             if space < 0 or len(data) - (space + 1) < width:
                 raise _not_w2v(path, f"binary record {i + 1} of {n} is truncated")
             if space == pos:
@@ -454,6 +481,7 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
                 _done_with(data, pos)
     finally:
         del buf  # a view of a mapped file must go before the mapping is closed
+    _warn_if_more(path, data, pos, n)
     return words, mat, replaced
 
 
