@@ -368,6 +368,37 @@ def test_save_word2vec_format_writes_and_overwrites_as_gensim(
 def test_doesnt_match(pair: tuple[Vectors, KeyedVectors], words: list[str]) -> None:
     vec, kv = pair
     assert vec.doesnt_match(words) == kv.doesnt_match(words)
+    assert vec.doesnt_match(np.array(words)) == kv.doesnt_match(np.array(words))
+
+
+def test_a_numpy_array_of_words_is_words_in_every_query(pair: tuple[Vectors, KeyedVectors]
+                                                        ) -> None:
+    """np.array(["king", "man"]) is two words, as a list of them is (gensim's doesnt_match
+    reads it so; its most_similar takes it for a vector and fails in NumPy), not one vector."""
+    vec, kv = pair
+    words = np.array(["king", "man"])
+    same(vec.most_similar(positive=words, negative=np.array(["w3"]), topn=4),
+         kv.most_similar(positive=["king", "man"], negative=["w3"], topn=4))
+    same(vec.most_similar_cosmul(positive=words, topn=4),
+         kv.most_similar_cosmul(positive=["king", "man"], topn=4))
+    same(vec.most_similar(positive=np.array(["king", "man"], dtype=object), topn=3),
+         kv.most_similar(positive=["king", "man"], topn=3))
+    same(vec.distances("king", words), kv.distances("king", ["king", "man"]))
+    same(vec.distances("king", np.array([], dtype=str)), kv.distances("king"))
+
+
+def test_the_gensim_names_of_refusals_and_older_methods(pair: tuple[Vectors, KeyedVectors]
+                                                        ) -> None:
+    vec, kv = pair
+    for caught in (ZeroDivisionError, ValueError):  # gensim's, and embedlab's refusals'
+        with pytest.raises(caught, match="At least one of the passed list is empty"):
+            vec.n_similarity(["king"], [])
+    with pytest.raises(ZeroDivisionError):
+        kv.n_similarity(["king"], [])
+    assert vec.words_closer_than("king", "w100") == kv.closer_than("king", "w100")
+    with pytest.raises(ValueError, match="unknown metric 'manhattan'; use 'cosine' or "
+                                         "'euclidean'"):
+        vec.most_similar("king", metric="manhattan")
 
 
 # ---- evaluation ---------------------------------------------------------------------------

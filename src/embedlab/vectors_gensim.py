@@ -47,6 +47,11 @@ _TOP = 5  # gensim's evaluate_word_analogies looks at this many answers per ques
 _SCORE_BUDGET = 1 << 25  # analogy scores held at once (128 MiB of float32)
 
 
+class EmptyListError(ZeroDivisionError, ValueError):
+    """``n_similarity`` of an empty list: the ZeroDivisionError gensim raises, and a ValueError
+    like embedlab's other refusals, so that either ``except`` catches it."""
+
+
 class KeyedVectorsDialect:
     """gensim ``KeyedVectors``' attributes and methods, for :class:`~embedlab.vectors.Vectors`
     (which provides ``words``, ``matrix``, ``norms`` and ``dim``)."""
@@ -253,6 +258,10 @@ class KeyedVectorsDialect:
         closer = np.flatnonzero(distances < distances[row2])
         return [self.words[i] for i in closer.tolist() if i != row1]
 
+    def words_closer_than(self, word1: str, word2: str) -> list[str]:
+        """gensim's older name of :meth:`closer_than`."""
+        return self.closer_than(word1, word2)
+
     def rank(self, key1: str, key2: str) -> int:
         """Where ``key2`` comes among the words nearest to ``key1``: 1 + the number of words
         closer (:meth:`closer_than`)."""
@@ -266,14 +275,14 @@ class KeyedVectorsDialect:
     def n_similarity(self, ws1: Sequence[str], ws2: Sequence[str]) -> float:
         """Cosine similarity of the mean vectors of two lists of words."""
         if not (len(ws1) and len(ws2)):
-            raise ZeroDivisionError("At least one of the passed list is empty.")
+            raise EmptyListError("At least one of the passed list is empty.")
         mean1 = self.matrix[[self._key_row(w) for w in ws1]].mean(axis=0)
         mean2 = self.matrix[[self._key_row(w) for w in ws2]].mean(axis=0)
         return gensim_cosine(mean1, mean2)
 
     def doesnt_match(self, words: Sequence[str]) -> str:
         """The word of ``words`` least similar to the mean of their unit vectors."""
-        if not words:
+        if len(words) == 0:  # a NumPy array of words has no truth value
             raise ValueError("cannot select a word from an empty list")
         units = np.stack([self._query_term(w)[0] for w in words])
         mean = units.mean(axis=0)
@@ -290,7 +299,7 @@ class KeyedVectorsDialect:
         query = (self.get_vector(word_or_vector)
                  if isinstance(word_or_vector, str | int | np.integer)
                  else self._query_term(np.asarray(word_or_vector))[0])
-        if other_words:
+        if len(other_words):
             rows = [self._key_row(w) for w in other_words]
             cos = cosine_to_all(self.matrix[rows], self.norms[rows], query[None])[0]
         else:
@@ -388,10 +397,18 @@ def as_list(value: Keys) -> list[Any]:
     or several."""
     if value is None:
         return []
+    if isinstance(value, np.ndarray) and value.ndim == 1 and _holds_words(value):
+        return value.tolist()  # words, as NumPy holds them: several, not one vector
     if isinstance(value, str | int | np.integer) or (isinstance(value, np.ndarray) and
                                                      value.ndim == 1):
         return [value]
     return list(value)
+
+
+def _holds_words(array: np.ndarray) -> bool:
+    """Whether a 1-D array holds words (``np.array(["king", "man"])``), not a vector's values."""
+    return array.dtype.kind in "US" or (array.dtype.kind == "O" and len(array) > 0 and
+                                        all(isinstance(x, str) for x in array.tolist()))
 
 
 def check_topn(topn: object) -> None:

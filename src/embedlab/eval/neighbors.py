@@ -34,7 +34,7 @@ def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
         sq = np.square(norms, dtype=np.float32) - 2 * dot + float(q @ q)
         scores = -np.maximum(sq, 0.0)  # negate so that "largest" means closest
     else:
-        raise ValueError(f"unknown metric {metric!r}")
+        raise ValueError(f"unknown metric {metric!r}; use 'cosine' or 'euclidean'")
     excluded = sorted(set(exclude))
     scores[excluded] = -np.inf
     k = min(k, len(scores) - len(excluded))
