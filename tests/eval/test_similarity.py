@@ -130,3 +130,12 @@ def test_a_header_line_is_no_malformed_line() -> None:
     pairs = parse_pairs(["word1\tword2\tSimLex999", "old\tnew\t1.58", "smart\tbright\t9.2",
                          "bad line", "a\tb\tnot-a-number"], "sl.txt")
     assert pairs.pairs == (("OLD", "NEW"), ("SMART", "BRIGHT")) and pairs.invalid_lines == 2
+
+
+@pytest.mark.parametrize("first", ["king\tprince\t7,5", "king\tprince\t3 # note",
+                                   "king\tprince\t-", "king prince .5x"])
+def test_a_malformed_first_pair_is_counted_not_taken_for_a_header(first: str) -> None:
+    """A first line whose score starts as a number does (a decimal comma, a note after it) is
+    a pair that could not be read, counted like any other, not a header skipped unsaid."""
+    pairs = parse_pairs([first, "man\twoman\t8", "the\ta\t1"], "p.tsv")
+    assert pairs.pairs == (("MAN", "WOMAN"), ("THE", "A")) and pairs.invalid_lines == 1

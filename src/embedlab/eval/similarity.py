@@ -107,8 +107,11 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
             a, b, score = (x.strip() for x in parts)
             value = float(score)
         except ValueError:
-            if not pairs and not invalid and len(parts) == 3:
-                continue  # a header line ("word1 word2 score"), as SimLex's and MEN's files have
+            if not pairs and not invalid and len(parts) == 3 and \
+                    parts[2].strip()[:1] not in "0123456789+-.":
+                # a header line ("word1 word2 score"), as SimLex's and MEN's files have; a
+                # score that starts as a number does ("7,5", "3 # note") is a malformed pair
+                continue
             invalid += 1
             first_invalid = first_invalid or (n, len(parts))
             continue
