@@ -360,6 +360,14 @@ def test_to_npy_names_its_own_argument(vec: Vectors, tmp_path: Path) -> None:
         vec.to_npy(tmp_path / "v.bin")
     assert str(info.value) == (f"path={str(tmp_path / 'v.bin')!r} must end in .npy; e.g. "
                                f"path={str(tmp_path / 'v.npy')!r}")
+    with pytest.raises(InputError) as info:
+        vec.to_npy(tmp_path / "v.npy.gz")
+    assert str(info.value) == (f"path={str(tmp_path / 'v.npy.gz')!r}: npy exports are not "
+                               "written compressed (NumPy maps them); pass "
+                               f"path={str(tmp_path / 'v.npy')!r}")
+    assert list(tmp_path.iterdir()) == []
+    vec.to_npy(tmp_path / "V.NPY")  # the suffix in any case, as load reads it
+    assert embedlab.load(tmp_path / "V.NPY").words == vec.words
 
 
 def test_load_renamed_input_embeddings(tmp_path: Path) -> None:

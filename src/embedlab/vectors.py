@@ -343,7 +343,7 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
     if step is not None or best:
         raise InputError(f"{spell('--step')}/{spell('--best')} choose a checkpoint of a run "
                          f"folder, but {p} is a file; drop them or pass the run folder")
-    if p.suffix == ".npy":
+    if p.suffix.lower() == ".npy":
         from embedlab.export.npy import read_npy
 
         words, matrix, counts = read_npy(p)

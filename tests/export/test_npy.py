@@ -88,11 +88,44 @@ def test_failed_matrix_keeps_the_old_pair(tmp_path: Path, monkeypatch: pytest.Mo
     def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(np, "save", disk_full)
+    monkeypatch.setattr("embedlab.export.npy._save", disk_full)
     with pytest.raises(InputError, match=r"No space left on device\); free disk space"):
         write_npy(path, ["c"], np.ones((1, 2), np.float32), force=True)
     # neither file was replaced: a new vocabulary beside the old matrix would not load
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_matrix_past_the_file_size_limit_is_named_so(tmp_path: Path) -> None:
+    """A real EFBIG (ulimit -f) names its cause; np.save's tofile reports "N requested and M
+    written" with no errno."""
+    import resource
+
+    path = tmp_path / "v.npy"
+    write_npy(path, ["a", "b"], np.zeros((2, 2), np.float32))
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # writes past 100 kB: EFBIG
+    try:
+        with pytest.raises(InputError, match=r"\(File too large\); raise the file size limit"):
+            write_npy(path, [f"w{i}" for i in range(1000)], np.ones((1000, 100), np.float32),
+                      force=True)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_the_bytes_are_np_saves(tmp_path: Path) -> None:
+    matrix = np.random.default_rng(1).standard_normal((7, 3)).astype(np.float32)
+    write_npy(tmp_path / "v.npy", [f"w{i}" for i in range(7)], matrix)
+    np.save(tmp_path / "np.npy", matrix, allow_pickle=False)
+    assert (tmp_path / "v.npy").read_bytes() == (tmp_path / "np.npy").read_bytes()
+
+
+def test_an_upper_case_suffix_is_npy(tmp_path: Path) -> None:
+    path = tmp_path / "V.NPY"
+    assert write_npy(path, ["a", "b"], np.eye(2, dtype=np.float32)) == (
+        path, tmp_path / "V.vocab.tsv")
+    assert read_npy(path)[0] == ["a", "b"]
 
 
 def test_file_mode_follows_the_umask(tmp_path: Path) -> None:

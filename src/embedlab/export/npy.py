@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -22,8 +23,10 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 def vocab_path_for(npy_path: Path) -> Path:
-    """``vectors.npy`` -> ``vectors.vocab.tsv`` (beside the matrix)."""
-    return npy_path.with_name(npy_path.name.removesuffix(".npy") + ".vocab.tsv")
+    """``vectors.npy`` (or ``.NPY``) -> ``vectors.vocab.tsv`` (beside the matrix)."""
+    name = npy_path.name
+    return npy_path.with_name((name[:-4] if name.lower().endswith(".npy") else name) +
+                              ".vocab.tsv")
 
 
 def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
@@ -34,8 +37,13 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
     and renamed into place only once both are complete.
     Returns ``(matrix_path, vocab_path)``.
     """
-    if path.suffix != ".npy":
+    if path.suffix.lower() != ".npy":
         if python_caller():  # Vectors.to_npy: no --format there
+            from embedlab.export.word2vec import COMPRESSED_SUFFIXES, format_suffix
+
+            if path.suffix.lower() in COMPRESSED_SUFFIXES and format_suffix(path) == ".npy":
+                raise InputError(f"path={str(path)!r}: npy exports are not written compressed "
+                                 f"(NumPy maps them); pass path={str(path.with_suffix(''))!r}")
             raise InputError(f"path={str(path)!r} must end in .npy; e.g. "
                              f"path={str(path.with_suffix('.npy'))!r}")
         raise InputError(f"--out {path} must end in .npy for --format npy; e.g. --out vectors.npy")
@@ -50,8 +58,19 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
     # an old matrix.
     with atomic_export(vocab_path) as vocab_fh, atomic_export(path) as matrix_fh:
         vocab_fh.write(_vocab_text(words, counts).encode("utf-8"))
-        np.save(matrix_fh, np.ascontiguousarray(matrix, dtype=np.float32), allow_pickle=False)
+        _save(matrix_fh, np.ascontiguousarray(matrix, dtype=np.float32))
     return path, vocab_path
+
+
+def _save(fh: IO[bytes], matrix: np.ndarray) -> None:
+    """``np.save``'s bytes (its version 1.0 header, then the C-ordered data), written by the
+    file's own ``write``: ``np.save`` writes a file with ``ndarray.tofile``, whose error on a
+    full disk or past the file size limit (``N requested and M written``) has no errno to name
+    the cause by."""
+    from numpy.lib import format as npy_format
+
+    npy_format.write_array_header_1_0(fh, npy_format.header_data_from_array_1_0(matrix))
+    fh.write(matrix.data)
 
 
 def read_npy(path: Path) -> tuple[list[str], np.ndarray, np.ndarray | None]:
