@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, overload
 import numpy as np
 
 from embedlab.errors import InputError, checked_bool, python_entry
-from embedlab.eval.analogy import case_groups
+from embedlab.eval.analogy import case_groups, no_section_yet
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
 from embedlab.export.atomic import path_argument
@@ -475,8 +475,7 @@ def read_analogies(path: PathLike, case_insensitive: bool
             continue
         words = line.split()
         if words and not names:
-            raise InputError(f"{path}:{number}: question before the first ': section' line; "
-                             "start the file with a line like ': capital-common-countries'")
+            raise no_section_yet(str(path), number, line)
         if len(words) == 4:
             quads.append(tuple(w.upper() for w in words) if case_insensitive else tuple(words))
             section_of.append(len(names) - 1)

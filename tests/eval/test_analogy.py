@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from gensim.models import KeyedVectors
 
+import embedlab
 from embedlab.errors import InputError
 from embedlab.eval.analogy import (
     QUESTIONS_WORDS_URL,
@@ -158,8 +159,25 @@ def test_tiny_vocabulary_uses_exact_path(method: str, monkeypatch: pytest.Monkey
 
 
 def test_missing_section_header_is_an_input_error() -> None:
-    with pytest.raises(InputError, match="section"):
+    with pytest.raises(InputError) as info:
         parse_questions(["a b c d"], "q.txt")
+    assert str(info.value) == ("q.txt:1: question before the first ': section' line; start the "
+                               "file with a line like ': capital-common-countries'")
+
+
+@pytest.mark.parametrize("first", [":capitals", ":: capitals"])
+def test_a_section_line_without_its_space_is_named(first: str, tmp_path: Path) -> None:
+    """':capitals' is no section line (gensim's, too, is ': ' and a name): said so, not taken
+    for a question before the first section."""
+    with pytest.raises(InputError) as info:
+        parse_questions([first, "a b c d"], "q.txt")
+    assert str(info.value) == (f"q.txt:1: {first!r} is no section line, which is ': ' and a "
+                               "name; write it like ': capital-common-countries'")
+    path = tmp_path / "q.txt"
+    path.write_text(f"{first}\na b c d\n")
+    vec = embedlab.Vectors(("A", "B"), np.eye(2, dtype=np.float32))
+    with pytest.raises(InputError, match=f"{first!r} is no section line"):
+        vec.evaluate_word_analogies(path)
 
 
 def test_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

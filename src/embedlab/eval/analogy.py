@@ -31,7 +31,7 @@ import numpy as np
 
 from embedlab.errors import InputError, spell
 from embedlab.eval.scoring import Method, cosmul, safe, top_k, unit_rows
-from embedlab.fsutil import read_utf8
+from embedlab.fsutil import clip, read_utf8
 
 _TOP = 5  # gensim inspects this many candidates per question
 _SCORE_BUDGET = 1 << 25  # floats per batch of scores (128 MiB): bounds memory for big vocabularies
@@ -128,6 +128,16 @@ def read_questions(path: str | os.PathLike[str]) -> QuestionSet:
     return parse_questions(text.split("\n"), str(p))
 
 
+def no_section_yet(source: str, n: int, line: str) -> InputError:
+    """The refusal of line ``n``, a question (or a section line without its space) before the
+    first ': section' line."""
+    if line.startswith(":"):
+        return InputError(f"{source}:{n}: {clip(line.strip())!r} is no section line, which is "
+                          "': ' and a name; write it like ': capital-common-countries'")
+    return InputError(f"{source}:{n}: question before the first ': section' line; "
+                      "start the file with a line like ': capital-common-countries'")
+
+
 def parse_questions(lines: Sequence[str], source: str = "<questions>") -> QuestionSet:
     sections: list[str] = []
     words: list[tuple[str, str, str, str]] = []
@@ -141,8 +151,7 @@ def parse_questions(lines: Sequence[str], source: str = "<questions>") -> Questi
         if not parts:
             continue
         if not sections:
-            raise InputError(f"{source}:{n}: question before the first ': section' line; "
-                             "start the file with a line like ': capital-common-countries'")
+            raise no_section_yet(source, n, line)
         if len(parts) != 4:
             invalid += 1
             continue
