@@ -267,7 +267,16 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
      ["'womn' is not in the vocabulary", "did you mean woman"]),
     (["analogy", "{v}", "man", "king", "woman", "-k", "-1"],
      ["-k must be >= 1, got -1; e.g. -k 10"]),
-    (["eval", "{v}"], ["nothing to evaluate; pass --analogies FILE and/or --similarity FILE"]),
+    (["eval", "{v}"], ["nothing to evaluate; pass --analogies FILE and/or --similarity FILE "
+                       "(- reads standard input: --analogies - < questions-words.txt)\n"]),
+    # one option given twice would keep the last without a word
+    (["eval", "{v}", "--analogies", "{tmp}/a.txt", "--analogies={tmp}/b.txt"],
+     ["--analogies is given more than once, but evaluates one questions file a command; run "
+      "eval once per file (--similarity may be repeated)\n"]),
+    (["neighbors", "{v}", "king", "-k", "3", "--topn", "4"],
+     ["-k and --topn are one option given twice; pass one of them\n"]),
+    (["analogy", "{v}", "man", "king", "woman", "--topn=3", "-k4"],
+     ["-k and --topn are one option given twice; pass one of them\n"]),
     (["eval", "{v}", "--analogies", "{tmp}/nope.txt"],
      ["nope.txt does not exist; download word2vec's questions-words.txt (https://", ") or "
       "pass the path of an existing questions-words file"]),

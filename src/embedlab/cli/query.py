@@ -61,6 +61,21 @@ def _show(title: str, table: Any) -> None:
 def _check_k(k: int) -> None:
     if k < 1:
         raise InputError(f"-k must be >= 1, got {k}; e.g. -k 10")
+    given = _given("-k", "--topn")
+    if len(set(given)) > 1:  # click keeps the last of two spellings of one option
+        raise InputError("-k and --topn are one option given twice; pass one of them")
+
+
+def _given(*names: str) -> list[str]:
+    """The spellings of one option in the command's arguments, each time it is given (before a
+    ``--``; ``--name=value`` and ``-k5`` count)."""
+    from embedlab.cli import invoked_args
+
+    args = invoked_args()
+    args = args[:args.index("--")] if "--" in args else args
+    return [name for arg in args for name in names
+            if arg == name or arg.startswith(name + "=") or
+            (len(name) == 2 and arg.startswith(name) and arg[2:].isdigit())]
 
 
 # ---- export ---------------------------------------------------------------------------------
@@ -246,7 +261,11 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
     from embedlab.eval.similarity import parse_pairs, read_pairs
 
     if analogies is None and not similarity:
-        raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE")
+        raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE "
+                         "(- reads standard input: --analogies - < questions-words.txt)")
+    if len(_given("--analogies")) > 1:  # click would keep the last file
+        raise InputError("--analogies is given more than once, but evaluates one questions file "
+                         "a command; run eval once per file (--similarity may be repeated)")
     if restrict_vocab < 1:
         raise InputError(f"--restrict-vocab must be >= 1, got {restrict_vocab}; "
                          "pass e.g. --restrict-vocab 30000")
