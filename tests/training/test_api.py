@@ -972,3 +972,13 @@ def test_from_a_missing_step_of_a_run_being_trained_names_the_trainer(
         embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=999)
     with pytest.raises(InputError, match=r"from_checkpoint=999: no such checkpoint"):
         embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=999)
+
+
+def test_a_divergence_names_the_python_arguments_that_fix_it(corpus: Path,
+                                                             tmp_path: Path) -> None:
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "run", **{**FAST, "max_steps": 20},
+                       init_scale=1e30)
+    assert str(e.value).endswith("Start over with a lower learning rate, e.g. restart=True, "
+                                 "lr=0.00625, or start the vectors narrower: init_scale 1e+30 "
+                                 "is wider than the default 8")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -467,3 +468,27 @@ def test_a_loss_that_is_not_finite_inside_a_call_stops_at_its_step(
         run_train(make_cfg(corpus, **MANY, optim={"epochs": 2}), tmp_path / "run")
     assert steps[1] > 4
     assert f"diverged at step {steps[0] + 4}:" in str(e.value)
+
+
+def test_vectors_that_overflow_are_never_saved_though_the_loss_stays_finite(
+        corpus: Path, tmp_path: Path) -> None:
+    """Scores are clipped at ±6, so a start far too wide overflows the output vectors to inf/nan
+    while every step's loss stays finite: the save refuses them, keeping the finite ones."""
+    from embedlab.errors import InputError
+
+    cfg = make_cfg(corpus, model={"dim": 8, "init_scale": 1e30}, max_steps=20,
+                   checkpoint={"every_steps": 1})
+    with pytest.raises(InputError) as e:
+        run_train(cfg, tmp_path / "run")
+    message = str(e.value)
+    assert re.fullmatch(
+        r"training diverged by step (\d+): (in|out)put_embeddings holds nan or inf values, "
+        r"though the loss stayed finite; (checkpoints up to step \d+ are intact|no checkpoint "
+        r"was written)\. Start over with a lower learning rate, e\.g\. --restart --lr 0\.00625, "
+        r"or start the vectors narrower: --init-scale 1e\+30 is wider than the default 8",
+        message), message
+    saved = sorted((tmp_path / "run" / "checkpoints").glob("ckpt-*")) \
+        if (tmp_path / "run").exists() else []
+    for folder in saved:
+        tensors, _ = load_checkpoint(folder)
+        assert all(np.isfinite(t).all() for t in tensors.values())

@@ -45,7 +45,7 @@ from embedlab.training.reporting import (
     progress_sink,
     stopped_by,
 )
-from embedlab.training.saving import Saver
+from embedlab.training.saving import Saver, divergence_fix
 from embedlab.training.state import TrainResult
 
 if TYPE_CHECKING:
@@ -365,5 +365,4 @@ def _saved(step: int) -> str:
 
 
 def _diverged(run: TrainingRun, loss: float, saved_step: int) -> InputError:
-    return diverged(run.state.step, loss, saved_step, "Start over with a lower learning rate, "
-                    f"e.g. --restart --lr {run.cfg.optim.lr / 4:g}")
+    return diverged(run.state.step, loss, saved_step, divergence_fix(run))

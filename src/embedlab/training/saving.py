@@ -8,9 +8,12 @@ stretched to at least :data:`SAVE_TIME_FACTOR` times the last save's duration (2
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from embedlab.errors import InputError, python_caller, spell, spell_name
 from embedlab.run import status
 from embedlab.training import distributed
 from embedlab.training.memory import release_free_memory
@@ -21,6 +24,37 @@ if TYPE_CHECKING:
     from embedlab.training.setup import TrainingRun
 
 SAVE_TIME_FACTOR = 50
+#: elements tested for nan/inf at a time: a bounded temporary, whatever the matrices' size
+_FINITE_CHUNK = 1 << 18
+
+
+def divergence_fix(run: TrainingRun) -> str:
+    """What to do about a run that diverged: a lower rate, or a start nearer the default width
+    where the run's is wider."""
+    from embedlab.engines.params import default_init_scale
+
+    model = run.cfg.model
+    join = ", " if python_caller() else " "
+    fix = f"Start over with a lower learning rate, e.g. {spell('--restart', True)}{join}" \
+          f"{spell('--lr', float(f'{run.cfg.optim.lr / 4:g}'))}"
+    default = default_init_scale(model.model)
+    if model.init == "centered" and model.init_scale > default:
+        # the starting vectors' width is the other setting that makes a run diverge
+        fix += f", or start the vectors narrower: {spell_name('--init-scale')} " \
+               f"{model.init_scale:g} is wider than the default {default:g}"
+    return fix
+
+
+def non_finite(tensors: Mapping[str, np.ndarray]) -> str | None:
+    """The name of the first floating-point tensor holding nan or inf, if any."""
+    for name, array in tensors.items():
+        if array.dtype.kind != "f":
+            continue
+        flat = array.reshape(-1)
+        for start in range(0, flat.size, _FINITE_CHUNK):
+            if not np.isfinite(flat[start:start + _FINITE_CHUNK]).all():
+                return name
+    return None
 
 
 class Saver:
@@ -65,6 +99,16 @@ class Saver:
         group = distributed.current()
         if group is not None:
             group.check_replicas(engine.state_dict(), state.step)
+        tensors = engine.state_dict()
+        bad = non_finite(tensors)
+        if bad is not None:
+            # Scores are clipped (word2vec's ±6), so the loss can stay finite while the vectors
+            # overflow: never a checkpoint of them, whose resume would train on nan.
+            kept = f"checkpoints up to step {self.saved_step} are intact" \
+                if self.saved_step > 0 else "no checkpoint was written"
+            raise InputError(f"training diverged by step {state.step}: {bad} holds nan or inf "
+                             f"values, though the loss stayed finite; {kept}. "
+                             f"{divergence_fix(run)}")
         state.wall_seconds = self.wall.seconds()
         state.finished = final
         began = time.perf_counter()  # an evaluation for the checkpoint is not training time
@@ -74,13 +118,16 @@ class Saver:
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
 
         def summaries() -> None:  # while the checkpoint's files are written; before its commit
-            tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors,
-                                   projector=at_max_steps)
-            if final:
-                tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
-                                  run.cfg.to_dict(), state.metrics)
+            # vectors near float32's limit (a run about to diverge) overflow in the neighbour
+            # table and histograms: their summaries say so, NumPy's warnings would not
+            with np.errstate(over="ignore", invalid="ignore"):
+                tracker.log_checkpoint(state.step, engine.input_vectors, engine.output_vectors,
+                                       projector=at_max_steps)
+                if final:
+                    tracker.log_final(state.step, engine.input_vectors, engine.output_vectors,
+                                      run.cfg.to_dict(), state.metrics)
 
-        run.manager.save(state.step, engine.state_dict(), saved, metrics, alongside=summaries)
+        run.manager.save(state.step, tensors, saved, metrics, alongside=summaries)
         if group is None or group.leader:  # committed: a process lost in the wait below does
             self.saved_step = state.step  # not make this checkpoint unsaved
             # that the run has a checkpoint, where a resume that finds none can read it
