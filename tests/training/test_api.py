@@ -982,3 +982,22 @@ def test_a_divergence_names_the_python_arguments_that_fix_it(corpus: Path,
     assert str(e.value).endswith("Start over with a lower learning rate, e.g. restart=True, "
                                  "lr=0.00625, or start the vectors narrower: init_scale 1e+30 "
                                  "is wider than the default 8")
+
+
+def test_the_tokenising_child_names_python_arguments(tmp_path: Path) -> None:
+    """A corpus of 1 MiB or more is tokenised by a child process while torch imports: its
+    refusals and warnings reach a Python caller spelled as arguments too."""
+    from embedlab.data.tokenise_child import MIN_BYTES
+
+    corpus = tmp_path / "big.txt"
+    words = [f"w{i % 5000}" for i in range(MIN_BYTES // 4)]
+    corpus.write_text(" ".join(words) + "\n", encoding="utf-8")
+    assert corpus.stat().st_size > MIN_BYTES
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "run", engine="torch", min_count=10**9,
+                       **{**FAST, "max_steps": 1})
+    assert "min_count=1000000000" in str(e.value) and "--" not in str(e.value)
+    with pytest.warns(embedlab.EmbedlabWarning, match=r"more than 100 distinct words "
+                                                       r"\(max_distinct=100\): pruned rare words"):
+        embedlab.train(corpus=corpus, run=tmp_path / "pruned", engine="torch", max_distinct=100,
+                       min_count=1, **{**FAST, "max_steps": 1})

@@ -368,8 +368,9 @@ def _warn_about(label: str, stats: ReadStats, p: PruneInfo, max_distinct: int) -
              f"{_which_files(label, stats.invalid_files)} with U+FFFD (words that differ only "
              "there became one word); re-encode the corpus as UTF-8 if that is wrong")
     if p.times:
-        warn(f"more than --max-distinct {max_distinct:,} distinct words: pruned rare "
-             f"words {p.times:,} time(s) while counting (up to count {p.threshold}; "
+        limit = spell("--max-distinct", max_distinct)
+        warn(f"more than {max_distinct:,} distinct words ({limit}): "
+             f"pruned rare words {p.times:,} time(s) while counting (up to count {p.threshold}; "
              f"{p.dropped_tokens:,} occurrences dropped), so counts are approximate and words "
-             "near --min-count may be missing from the vocabulary; raise --max-distinct for "
-             "exact counts")
+             f"near {spell_name('--min-count')} may be missing from the vocabulary; raise "
+             f"{spell_name('--max-distinct')} for exact counts")

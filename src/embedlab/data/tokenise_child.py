@@ -33,7 +33,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from embedlab.config import DataConfig
-from embedlab.errors import InputError, warn
+from embedlab.errors import InputError, python_caller, warn
 from embedlab.fsutil import atomic_write_text, fsync_dir
 from embedlab.run.lock import pid_alive
 
@@ -91,7 +91,9 @@ class PrepareAhead:
         except OSError:
             return None
         spec = {"data": asdict(data), "out": str(folder / OUT_DIR), "progress": progress,
-                "parent_pid": os.getpid(), "run_dir": str(run_dir)}
+                "parent_pid": os.getpid(), "run_dir": str(run_dir),
+                # the child's messages name the inputs as this process's caller passed them
+                "caller": "python" if python_caller() else "cli"}
         atomic_write_text(folder / SPEC_FILE, json.dumps(spec))
         try:
             with open(folder / STDERR_FILE, "wb") as err:
@@ -185,10 +187,10 @@ def _child(folder: Path) -> int:
     spec = json.loads((folder / SPEC_FILE).read_text(encoding="utf-8"))
     data = DataConfig(**spec["data"])
     from embedlab.data.preparing import prepare_into
-    from embedlab.errors import collecting_warnings
+    from embedlab.errors import collecting_warnings, messages_for
 
     # the parent says the warnings, to its caller: an EmbedlabWarning to a Python caller
-    with collecting_warnings() as said:
+    with collecting_warnings() as said, messages_for(spec.get("caller", "cli")):
         try:
             prepare_into(data.corpus, spec["out"], lowercase=data.lowercase,
                          min_count=data.min_count, max_vocab=data.max_vocab, unk=data.unk,
