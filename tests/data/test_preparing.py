@@ -147,6 +147,28 @@ def test_existing_prepared_needs_force(corpus_file: Path, tmp_path: Path) -> Non
     assert leftovers(tmp_path) == []
 
 
+def test_force_never_deletes_other_files_beside_a_prepared_corpus(corpus_file: Path,
+                                                                 tmp_path: Path) -> None:
+    """--force replaces a folder of nothing but a prepared corpus's files: notes, a subfolder,
+    or the very corpus being prepared, put inside it, are refused, not deleted with it."""
+    out = tmp_path / "out"
+    prepare(corpus_file, out, min_count=2, progress=False)
+    inside = out / "my.txt"
+    inside.write_bytes(corpus_file.read_bytes())
+    (out / "sub").mkdir()
+    before = snapshot(out)
+    with pytest.raises(InputError) as e:
+        prepare(inside, out, min_count=1, force=True, progress=False)
+    assert str(e.value) == (f"--out {out} holds a prepared corpus and other files (my.txt, sub), "
+                            "which --force would delete with it; move them out of the folder, "
+                            "or choose another folder")
+    assert snapshot(out) == before and inside.is_file()
+    inside.unlink()
+    (out / "sub").rmdir()
+    assert prepare(corpus_file, out, min_count=1, force=True, progress=False).meta[
+        "min_count"] == 1
+
+
 def test_force_through_a_symbolic_link_replaces_the_link(corpus_file: Path,
                                                         tmp_path: Path) -> None:
     # The link itself is replaced by the new folder; the folder it pointed to is left as it
