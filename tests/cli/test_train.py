@@ -1536,6 +1536,11 @@ def test_a_corpus_prepared_again_with_other_options_names_the_folder_not_the_fla
                               "--min-count 5 (prepared with --min-count 2); re-run 'embedlab "
                               "prepare' into it with the run's options and --force, or pass "
                               "--restart to start over on it as it is")
+    # the fix it names works: the run's other settings, the folder's vocabulary options
+    code, err = train(capsys, "--run", "run", "--max-steps", "4", "--restart")
+    assert code == 0, err
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["data"]["min_count"] == 2 and config["model"]["dim"] == 8
 
 
 def test_a_damaged_prepared_copy_of_the_run_is_named_with_its_fix(

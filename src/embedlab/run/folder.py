@@ -206,8 +206,9 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
 
     Not taken from the run: a stop point (``--max-steps``) and this machine's choices (engine,
     threads), which come from this call; values the config holds only because it was written
-    before those settings existed (a new run takes today's defaults there); and, when another
-    corpus is given as a prepared folder, the vocabulary options, which that folder fixes.
+    before those settings existed (a new run takes today's defaults there); and, when the corpus
+    (the one given, or the run's) is a prepared folder, the vocabulary options, which that folder
+    fixes.
     """
     try:
         stored, filled = _read_config(run_dir / CONFIG_FILE)
@@ -222,7 +223,9 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
         base.get(section, {}).pop(key, None)
     from embedlab.data.prepared import is_prepared  # here: it imports numpy
 
-    corpus = explicit.get("data", {}).get("corpus")
+    # the run's own corpus too: "--restart" is how its refusal of a folder prepared again with
+    # other options says to start over on the folder as it is
+    corpus = explicit.get("data", {}).get("corpus", base.get("data", {}).get("corpus"))
     if isinstance(corpus, str) and is_prepared(corpus):
         for key in _VOCABULARY_OPTIONS:
             base.get("data", {}).pop(key, None)
