@@ -129,6 +129,9 @@ def test_unknown_keys_are_ignored_and_missing_ones_defaulted() -> None:
     (lambda: DataConfig(unk="a b"), "--unk must be a non-empty token without spaces, got "
                                     "'a b'; pass e.g. --unk UNK, or leave it out to drop "
                                     "unknown words"),
+    # bytes that are not UTF-8 (Python's surrogate escapes): vocab.tsv could not be written
+    (lambda: DataConfig(unk="a\udcffb"), "--unk must be UTF-8 text, got 'a\\udcffb'; pass e.g. "
+                                         "--unk UNK"),
     (lambda: CheckpointConfig(keep=0), "--keep must be"),
     (lambda: CheckpointConfig(best_metric="loss:up"), "--best-metric must be NAME[:min|max]"),
     (lambda: TrackConfig(log_every=0), "--log-every must be"),

@@ -34,6 +34,15 @@ LossKind = Literal["neg", "nce", "hs"]
 InitKind = Literal["centered", "uniform"]
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 #: the largest integer embedlab stores: flags, counters, seeds and word counts are int64
 MAX_INT = 2**63 - 1
 #: the most threads a process trains with: OpenMP cannot start tens of thousands (the
@@ -201,6 +210,11 @@ class DataConfig:
             raise InputError(f"{_flag('unk')} must be a non-empty token without spaces, got "
                              f"{self.unk!r}; pass e.g. {_flag('unk', 'UNK')}, or leave it out "
                              "to drop unknown words")
+        if self.unk is not None and not _is_utf8(self.unk):
+            # bytes that are not UTF-8 reach Python as lone surrogates ('a\udcffb'), which no
+            # vocab.tsv can hold
+            raise InputError(f"{_flag('unk')} must be UTF-8 text, got {self.unk!r}; pass e.g. "
+                             f"{_flag('unk', 'UNK')}")
 
 
 @dataclass(frozen=True)
