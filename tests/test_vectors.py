@@ -419,6 +419,15 @@ def test_a_checkpoint_deleted_by_retention_while_it_is_read_gives_way_to_the_new
     assert (load(run).matrix == 3.0).all()
     assert calls == ["ckpt-00000002", "ckpt-00000003"]
 
+    def gone_while_read(path: Path, *args: object, **kwargs: object) -> object:
+        if Path(path).name == "ckpt-00000003":  # verified, then deleted under the reader
+            manager.save(4, {"input_embeddings": torch.full((2, 3), 4.0)}, {}, {})
+            raise FileNotFoundError(2, "No such file or directory")
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ckpt_module, "load_checkpoint", gone_while_read)
+    assert (load(run).matrix == 4.0).all()
+
 
 def test_a_vocabulary_reordered_with_its_copy_is_refused_by_the_checkpoints_record(
         tmp_path: Path) -> None:

@@ -377,7 +377,7 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
         try:
             matrix, _state = load_input_embeddings(ckpt)
             break
-        except InputError:
+        except (InputError, OSError):
             # a run in training: its retention may delete the newest checkpoint found between
             # finding it and reading it, once a newer one is saved; that one is read instead
             if attempt == attempts or ckpt.exists():

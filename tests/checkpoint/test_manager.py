@@ -333,7 +333,7 @@ def test_a_checkpoint_retention_cannot_delete_is_said(
     real = shutil.rmtree
 
     def refusing(path: object, *args: object, **kwargs: object) -> None:
-        if str(path).endswith("ckpt-00000001"):  # as a read-only folder: nothing goes
+        if "ckpt-00000001" in Path(str(path)).name:  # as a read-only folder: nothing goes
             if kwargs.get("ignore_errors"):
                 return
             raise PermissionError(13, "Permission denied")
@@ -361,3 +361,45 @@ def test_skipping_the_oldest_bad_checkpoint_says_none_is_left(
     assert len(lines) == 2 and "ckpt-00000002" in lines[0] and "ckpt-00000001" in lines[1]
     assert lines[0].endswith("; falling back to the previous one")
     assert lines[1].endswith("; no earlier checkpoint is left")
+
+
+def test_retention_takes_a_checkpoint_out_of_sight_before_deleting_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader (ckpt --verify, an export) of a run in training sees a checkpoint that retention
+    drops whole or not at all: it is renamed to a leftover name, then deleted."""
+    m = CheckpointManager(tmp_path, keep=1)
+    first = save_sample(m, 1)
+    deleted: list[tuple[str, bool]] = []
+    real = shutil.rmtree
+
+    def recording(path: object, *args: object, **kwargs: object) -> None:
+        deleted.append((Path(str(path)).name, first.exists()))
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shutil, "rmtree", recording)
+    save_sample(m, 2)
+    (name, still_there), = deleted
+    assert name.startswith(".ckpt-00000001.old-") and not still_there
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000002"]
+
+
+def test_a_checkpoint_deleted_while_listed_is_left_out_not_called_damaged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    m = CheckpointManager(tmp_path, keep=5)
+    first, second, third = save_sample(m, 1), save_sample(m, 2), save_sample(m, 3)
+    real = ckpt_manager.verify
+    doomed = {first.name}
+
+    def deleted_meanwhile(path: Path) -> str | None:  # by a training process's retention
+        if path.name in doomed and path.exists():
+            shutil.rmtree(path)
+        return real(path)
+
+    monkeypatch.setattr(ckpt_manager, "verify", deleted_meanwhile)
+    capsys.readouterr()
+    infos = m.list()
+    assert [info.step for info in infos] == [2, 3] and all(info.verified for info in infos)
+    doomed.add(third.name)  # the newest, gone between finding the folders and verifying it
+    assert m.latest() == second
+    assert capsys.readouterr().err == ""

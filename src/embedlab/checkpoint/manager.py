@@ -8,6 +8,7 @@ resumed from until a newer one is committed; it deletes only folders that are ou
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import math
@@ -163,6 +164,8 @@ class CheckpointManager:
             problem = verify(path)
             if problem is None:
                 return path
+            if not path.exists():  # deleted by a training run's retention while read
+                continue
             then = "falling back to the previous one" if n + 1 < len(folders) else \
                 "no earlier checkpoint is left"
             warn(f"skipping checkpoint {path}: {problem}; {then}")
@@ -186,10 +189,15 @@ class CheckpointManager:
                 created = created_time(read_manifest(path))
             except ValueError:
                 created = None
-            # no valid "created" (an unreadable or hand-edited manifest): the folder's mtime,
-            # which the rename at commit time set
-            saved = created if created is not None else path.stat().st_mtime
-            size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+            try:
+                # no valid "created" (an unreadable or hand-edited manifest): the folder's
+                # mtime, which the rename at commit time set
+                saved = created if created is not None else path.stat().st_mtime
+                size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+            except FileNotFoundError:
+                continue  # deleted by a training run's retention while listed
+            if problem is not None and not path.exists():
+                continue
             out.append(CheckpointInfo(step, path, saved, size, index.roles(step),
                                       check and problem is None, problem))
         return out
@@ -300,12 +308,24 @@ class CheckpointManager:
         """Delete a checkpoint retention no longer keeps; one that cannot be deleted (its
         folder made read-only) is said, since the index stops listing it and it would take
         disk space unseen."""
+        # Renamed out of sight first: a reader (ckpt --verify, an export) sees the checkpoint
+        # whole or not at all, never half deleted, which it would report as damaged. A kill
+        # before the rmtree leaves a leftover that the next start removes (remove_stale_tmp).
+        hidden = folder.with_name(f".{folder.name}.old-{os.getpid()}-{time.time_ns()}")
         try:
-            shutil.rmtree(folder)
+            folder.rename(hidden)
+        except FileNotFoundError:
+            return
+        except OSError:
+            hidden = folder  # deleted where it is, as far as it can be
+        try:
+            shutil.rmtree(hidden)
         except FileNotFoundError:
             pass
         except OSError as exc:
-            shutil.rmtree(folder, ignore_errors=True)  # what can go, goes
+            shutil.rmtree(hidden, ignore_errors=True)  # what can go, goes
+            with contextlib.suppress(OSError):  # what is left, back under its name
+                hidden.rename(folder)
             warn(f"could not delete {folder}, which {spell('--keep', self.keep)} no longer keeps "
                  f"({exc.strerror or exc}); delete it by hand to free its space")
 
