@@ -828,6 +828,27 @@ def test_a_refused_from_leaves_the_newer_checkpoints(copy: Path, corpus: Path,
     assert snapshot(copy) == before
 
 
+def test_a_stop_after_from_moved_the_newer_checkpoints_says_where_they_are(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C after --from moved the newer checkpoints aside but before training began: the
+    line says where they went and from which step the run resumes, not that they are as they
+    were."""
+    import embedlab.training.setup as setup
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(setup, "write_config_json", interrupted)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", "20")
+    abandoned, = copy.glob("checkpoints-abandoned-*")
+    assert code == 130
+    assert err.splitlines()[-1] == (
+        f"stopped by SIGINT before training began or after it ended; --from had moved "
+        f"the checkpoints newer than step 20 to {abandoned}, and the run resumes from step 20 — "
+        "re-run the same command")
+
+
 def test_from_another_runs_checkpoint_is_refused(copy: Path, trained: Path, corpus: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     # It was accepted: the run went on with the other run's weights under its own name, config

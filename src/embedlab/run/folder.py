@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -635,11 +636,16 @@ def move_aside(run_dir: Path) -> Path:
     return target
 
 
+#: where this call's ``--from`` moved the checkpoints newer than the step it resumes from
+#: (step, folder): a stop before training began must say so, not that nothing moved
+ABANDONED: ContextVar[tuple[int, Path] | None] = ContextVar("embedlab_abandoned", default=None)
+
+
 def abandon_after(run_dir: Path, step: int) -> list[Path]:
     """--from CKPT: checkpoints newer than ``step`` belong to the branch being abandoned.
 
     They are moved (never deleted) into ``RUN/checkpoints-abandoned-<time>/`` so that automatic
-    resume does not jump back to them.
+    resume does not jump back to them (recorded in :data:`ABANDONED`).
     """
     from embedlab.checkpoint import CKPT_DIR, parse_step  # numpy: imported when needed
 
@@ -655,6 +661,7 @@ def abandon_after(run_dir: Path, step: int) -> list[Path]:
         n += 1
         dest = run_dir / f"checkpoints-abandoned-{stamp}-{n}"
     dest.mkdir()
+    ABANDONED.set((step, dest))
     moved = []
     for p in sorted(newer):
         target = dest / p.name

@@ -127,8 +127,10 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
         raise InputError(f"on_progress= must be a function taking a Progress, got "
                          f"{clip(repr(on_progress))}")
     from embedlab.engines import asked_as_device
+    from embedlab.run.folder import ABANDONED
     from embedlab.run.signals import Terminated
 
+    abandoned = ABANDONED.set(None)
     try:
         once = (*(("--restart",) if restart else ()),
                 *(("--from",) if from_checkpoint is not None else ()))
@@ -137,8 +139,8 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
                                from_checkpoint, on_progress)
     except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)
         stopped = TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
-                                      "training began or after it ended; the run's checkpoints "
-                                      f"are as they were — {rerun()}", 128 + exc.signum)
+                                      f"training began or after it ended; {_checkpoints_now()} "
+                                      f"— {rerun()}", 128 + exc.signum)
         stopped.printed_by_another = said_by_another_process()  # torchrun signals them all
         raise stopped from None
     except KeyboardInterrupt as exc:
@@ -146,10 +148,25 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
             raise
         # Ctrl-C while the corpus was prepared or the run set up: the same words as SIGTERM's
         kind = TrainingKeyboardInterrupt if python_caller() else TrainingInterrupted
-        stop = kind("stopped by SIGINT before training began or after it ended; the run's "
-                    f"checkpoints are as they were — {rerun()}", 128 + signal.SIGINT)
+        stop = kind("stopped by SIGINT before training began or after it ended; "
+                    f"{_checkpoints_now()} — {rerun()}", 128 + signal.SIGINT)
         stop.printed_by_another = said_by_another_process()  # every process got the Ctrl-C
         raise stop from None
+    finally:
+        ABANDONED.reset(abandoned)
+
+
+def _checkpoints_now() -> str:
+    """What a stop before training left of the run's checkpoints: as they were, or, after
+    ``--from`` moved the newer ones aside, where they went."""
+    from embedlab.run.folder import ABANDONED
+
+    moved = ABANDONED.get()
+    if moved is None:
+        return "the run's checkpoints are as they were"
+    step, folder = moved
+    return (f"{spell_name('--from', python='from_checkpoint')} had moved the checkpoints newer "
+            f"than step {step} to {folder}, and the run resumes from step {step}")
 
 
 def _check_iterable(corpus: object) -> None:
