@@ -811,6 +811,24 @@ def test_a_corpus_that_is_no_path_nor_sentences_is_one_line(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"run": 5}, "run= must be a folder's path (a str or os.PathLike), got int 5"),
+    ({"run": b"runs/x"}, "run= is bytes (b'runs/x'); pass the path as a str (run='runs/x')"),
+    ({"runs_dir": None}, "runs_dir= must be a folder's path (a str or os.PathLike), got "
+                         "NoneType None"),
+    ({"preset": ["cs20"]}, "preset= must be a preset's name (a str), got list ['cs20']; e.g. "
+                           "preset='cs20'"),
+])
+def test_a_folder_or_preset_of_another_type_is_one_line(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        arguments: dict[str, object], message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InputError) as e:
+        embedlab.train(corpus=corpus, **arguments)  # type: ignore[arg-type]
+    assert str(e.value) == message
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_checkpoints_step_is_an_integer_in_python(corpus: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"

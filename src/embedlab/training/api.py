@@ -115,6 +115,11 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     """
     limit_openmp_spinning()  # before the native kernel (or torch) loads libgomp
     restart = checked_bool("restart", restart)
+    _check_path("run", run, optional=True)
+    _check_path("runs_dir", runs_dir)
+    if preset is not None and not isinstance(preset, str):
+        raise InputError(f"preset= must be a preset's name (a str), got {type(preset).__name__} "
+                         f"{clip(repr(preset))}; e.g. preset='cs20'")
     from_checkpoint = _checked_from(from_checkpoint)
     sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
     if sentences is not None:
@@ -167,6 +172,17 @@ def _checkpoints_now() -> str:
     step, folder = moved
     return (f"{spell_name('--from', python='from_checkpoint')} had moved the checkpoints newer "
             f"than step {step} to {folder}, and the run resumes from step {step}")
+
+
+def _check_path(name: str, value: object, *, optional: bool = False) -> None:
+    """``run=``/``runs_dir=``: a folder's path, as a str or os.PathLike (bytes told how)."""
+    if (optional and value is None) or isinstance(value, (str, os.PathLike)):
+        return
+    if isinstance(value, (bytes, bytearray)):
+        raise InputError(f"{name}= is bytes ({clip(repr(value))}); pass the path as a str "
+                         f"({name}={os.fsdecode(bytes(value))!r})")
+    raise InputError(f"{name}= must be a folder's path (a str or os.PathLike), got "
+                     f"{type(value).__name__} {clip(repr(value))}")
 
 
 def _check_iterable(corpus: object) -> None:
