@@ -310,6 +310,32 @@ def test_a_step_of_millions_of_centres_is_counted_and_its_batch_size_named(
     assert "for a step of 10,000,000 centres" in capsys.readouterr().err
 
 
+def test_the_noise_words_of_a_huge_negative_are_counted_and_the_flag_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk holds S noise ids (int64) per group of centres, S = ⌈4/3·K·(window+1)⌉: a few
+    MiB at K = 5, hundreds of GiB at K = 10^6, which NumPy failed to allocate with a
+    MemoryError. Refused before the run is made, naming the option that sets S."""
+    import embedlab
+    from embedlab.errors import InputError
+    from embedlab.testing import write_zipf_corpus
+    from embedlab.training import memory
+
+    assert memory.noise_bytes(40, 32) < 8 << 20  # the defaults
+    assert memory.noise_bytes(8_000_000, 32, chunks=1) == 8192 * 8_000_000 * 8
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    monkeypatch.setattr(memory, "available_memory", lambda: (8 << 30, "MemAvailable"))
+    for options, fix in (({"negative": 10**6}, "pass a smaller negative= (word2vec's are 5 to "
+                                               "25)"),
+                         ({"shared_negatives": 10**7}, "pass a smaller shared_negatives=")):
+        with pytest.raises(InputError) as info:
+            embedlab.train(corpus=corpus, run=tmp_path / "run", threads=1, tensorboard=False,
+                           progress=False, max_steps=1, **options)
+        assert re.fullmatch(r"this run needs about [\d.]+ GiB of memory, [\d.]+ GiB of it for "
+                            r"the noise words of its batches, more than the 8\.0 GiB available "
+                            r"\(MemAvailable\); " + re.escape(fix), str(info.value)), info.value
+        assert not (tmp_path / "run").exists()
+
+
 def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatch) -> None:
     from embedlab.errors import InputError
     from embedlab.training import memory

@@ -108,12 +108,20 @@ def step_bytes(batch_size: int, dim: int, window: int, engine: str) -> int:
     return int(batch_size * per_centre)
 
 
+def noise_bytes(noise_per_group: int, group: int, chunks: int = CHUNKS_IN_FLIGHT) -> int:
+    """The noise words' ids of ``chunks`` chunks of batches: ``noise_per_group`` (int64) for
+    every ``group`` centres of a chunk. A few MiB at the defaults (40 for 32 centres); with a
+    huge ``--negative`` the largest part of a run."""
+    return chunks * -(-CHUNK_TOKENS // max(1, group)) * noise_per_group * 8
+
+
 def memory_need(vocab_size: int, dim: int, *, loss: str, window: int,
                 chunks: int = CHUNKS_IN_FLIGHT, batch_size: int = 0,
-                engine: str = "native") -> MemoryNeed:
+                engine: str = "native", noise: int = 0) -> MemoryNeed:
     """The estimate for a run of ``vocab_size`` words and ``dim`` dimensions, holding
     ``chunks`` chunks of batches at once and a step of ``batch_size`` centres on ``engine``
-    (:func:`step_bytes`): the same for any corpus length."""
+    (:func:`step_bytes`), with ``noise`` bytes of noise words (:func:`noise_bytes`): the same
+    for any corpus length."""
     output_rows = max(0, vocab_size - 1) if loss == "hs" else vocab_size
     matrices = 4 * dim * (vocab_size + output_rows) + (4 * vocab_size if loss == "nce" else 0)
     per_word = TABLE_BYTES_PER_WORD + (4 if loss == "nce" else 0)
@@ -122,7 +130,7 @@ def memory_need(vocab_size: int, dim: int, *, loss: str, window: int,
     # per token of a chunk: centre and span ids (int64), the context mask (2W+1 bytes), the
     # context counts (float32), and the corpus page it was read from (uint32 id)
     batches = chunks * CHUNK_TOKENS * (8 + 8 + 2 * window + 1 + 4 + 4) + \
-        step_bytes(batch_size, dim, window, engine)
+        step_bytes(batch_size, dim, window, engine) + noise
     return MemoryNeed(matrices, per_word * vocab_size, batches)
 
 
@@ -221,15 +229,25 @@ Shape = Literal["raw", "prepared", "resumed"]
 
 def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
                  chunks: int = CHUNKS_IN_FLIGHT, shape: Shape = "raw", batch_size: int = 0,
-                 engine: str = "native") -> None:
+                 engine: str = "native", noise: int = 0, noise_flag: str = "--negative") -> None:
     """Refuse, in one line, a run whose :func:`memory_need` exceeds :func:`available_memory`,
-    naming both and a fix that the run accepts (``shape``: what it may still change)."""
+    naming both and a fix that the run accepts (``shape``: what it may still change;
+    ``noise_flag``: the option that sets the ``noise`` bytes' count)."""
     have = available_memory()
     need = memory_need(vocab_size, dim, loss=loss, window=window, chunks=chunks,
-                       batch_size=batch_size, engine=engine)
+                       batch_size=batch_size, engine=engine, noise=noise)
     if have is None or need.total <= have[0]:
         return
     room, source = have
+    if noise > need.total / 2:  # a huge --negative (or --shared-negatives): it is the fix
+        fix = f"pass a smaller {spell(noise_flag)}" + \
+            (" (word2vec's are 5 to 25)" if noise_flag == "--negative" else "") \
+            if shape != "resumed" else \
+            "resume it where more memory is free: its noise words are those it was started with"
+        raise InputError(
+            f"this run needs about {need.total / GIB:.1f} GiB of memory, {noise / GIB:.1f} GiB "
+            f"of it for the noise words of its batches, more than the {room / GIB:.1f} GiB "
+            f"available ({source}); {fix}")
     step = step_bytes(batch_size, dim, window, engine)
     # --batch-size, not the model, is what to shrink: where a step holds most of it and the
     # batch is far above the default 2,048 (a huge --dim makes a default step large too)

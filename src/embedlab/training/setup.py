@@ -76,6 +76,7 @@ from embedlab.training.memory import (
     check_memory,
     chunks_in_flight,
     memory_need,
+    noise_bytes,
 )
 from embedlab.training.state import TRAIN_STATE, TrainState, vocabulary_sha256
 from embedlab.training.warm_start import VOCAB_FILE, warm_start
@@ -482,9 +483,12 @@ def _check_memory(cfg: TrainConfig, vocab_size: int, *, shape: Shape) -> None:
     group = distributed.current()
     chunks = chunks_in_flight(cfg.optim.micro_batches, cfg.optim.micro_order,
                               1 if group is None else group.size)
+    plan = step_config(cfg)
     check_memory(vocab_size, cfg.model.dim, loss=cfg.model.loss, window=cfg.model.window,
                  chunks=chunks, shape=shape, batch_size=cfg.optim.batch_size,
-                 engine=cfg.engine)
+                 engine=cfg.engine, noise=noise_bytes(plan.noise_per_group, plan.step.group,
+                                                      chunks),
+                 noise_flag="--shared-negatives" if cfg.model.shared_negatives else "--negative")
 
 
 def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab: Vocab,
