@@ -46,6 +46,18 @@ def test_the_file_holds_one_sentence_per_line_and_the_label_its_hash(tmp_path: P
     assert not is_label("demo") and not is_label("<iterable sha256:abc")
 
 
+def test_a_first_token_that_starts_with_a_byte_order_mark_is_kept(tmp_path: Path) -> None:
+    """Text read with encoding='utf-8' rather than 'utf-8-sig' keeps the mark in its first
+    word: that token is the sentences', kept as given like any other, not cut by the reader,
+    which drops a mark that starts a file (its second occurrence, below, is the same word)."""
+    lines = [["\ufeffhello", "cat"], ["\ufeffhello", "dog"]]
+    with written(iter(lines), tmp_path) as done:
+        prepared = prepare(done.label, tmp_path / "memory", progress=False, min_count=1)
+        assert (tmp_path / "memory").is_dir()
+    assert dict(zip(prepared.vocab.words, prepared.vocab.counts.tolist(), strict=True)) == {
+        "\ufeffhello": 2, "cat": 1, "dog": 1}
+
+
 @pytest.mark.parametrize(("options"), [
     {"min_count": 1}, {"min_count": 2}, {"min_count": 1, "lowercase": True, "max_vocab": 5},
     {"min_count": 1, "unk": "UNK", "max_vocab": 4}, {"min_count": 1, "max_distinct": 3},

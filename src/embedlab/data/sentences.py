@@ -108,6 +108,10 @@ def write_sentences(sentences: Sentences, path: Path) -> WrittenSentences:
             line = _line(index, sentence)
             if not line:
                 continue
+            if not count and line.startswith(_BOM):
+                # the reader drops a byte-order mark that starts a file: one of its own keeps
+                # the first token's ("\ufeffhello", read from a file opened as utf-8) intact
+                f.write(_BOM)
             lines.append(line)
             size += len(line)
             count += 1
@@ -144,6 +148,9 @@ def _sentence(index: int, sentence: object) -> Sequence[str]:
     if not isinstance(sentence, (list, tuple)):
         raise _not_a_sentence(index, sentence)
     return sentence
+
+
+_BOM = "\ufeff".encode()
 
 
 def _write(f: IO[bytes], digest: hashlib._Hash, lines: list[bytes]) -> None:
