@@ -547,14 +547,32 @@ def test_too_many_runs_of_one_name_asks_for_run(corpus: Path, tmp_path: Path) ->
 
 def test_the_corpus_checks_name_arguments(tmp_path: Path) -> None:
     for text, message in [
-        ("hello\n", "fewer than a window needs; use a bigger corpus or lower min_count"),
-        ("a\nb\nc\n" * 20, "put more than one word per line, or lower min_count"),
+        # min_count=1 drops no word: lowering it is no fix
+        ("hello\n", "fewer than a window needs; use a bigger corpus"),
+        ("a\nb\nc\n" * 20, "put more than one word per line"),
         ("a b c\n", "subsampling (sample=0.001) keeps about 0.2 tokens of the corpus's 3 per "
                     "epoch, too few to form a pair; pass sample=0 (off) or use a bigger corpus"),
     ]:
         (tmp_path / "c.txt").write_text(text)
         assert refused(corpus=tmp_path / "c.txt", run=tmp_path / "run", **FAST,
                        min_count=1).endswith(message)
+
+
+def test_a_corpus_too_small_names_the_vocabulary_options_that_drop_words(
+        tmp_path: Path) -> None:
+    """A lower min count or a larger max_vocab is named as a fix only where it would keep
+    more words, with the value the run has."""
+    (tmp_path / "lines.txt").write_text("a\nb\nc\n" * 20 + "a z\n")  # z: once
+    (tmp_path / "one.txt").write_text("hello\n")
+    for corpus, options, message in [
+        ("one.txt", {"min_count": 1}, "fewer than a window needs; use a bigger corpus"),
+        ("lines.txt", {"min_count": 2}, "put more than one word per line, or pass a lower "
+                                        "min_count (it is 2)"),
+        ("lines.txt", {"min_count": 1, "max_vocab": 2, "unk": None},
+         "put more than one word per line, or pass a larger max_vocab (it is 2)"),
+    ]:
+        assert refused(corpus=tmp_path / corpus, run=tmp_path / "run", **FAST,
+                       **options).endswith(message)
 
 
 def test_a_prepared_folders_options_are_named_as_arguments(corpus: Path, tmp_path: Path) -> None:

@@ -112,8 +112,21 @@ def check_enough_tokens(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
     """Refuse a corpus of fewer in-vocabulary tokens than a window needs."""
     if len(prepared.ids) <= 1:
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
-                         "token(s), fewer than a window needs; use a bigger corpus or lower "
-                         f"{spell_name('--min-count')}")
+                         "token(s), fewer than a window needs; use a bigger corpus"
+                         f"{_wider_vocabulary(prepared, ' or')}")
+
+
+def _wider_vocabulary(prepared: PreparedCorpus, joiner: str) -> str:
+    """The vocabulary options that would keep more of the corpus's words, as the end of a fix
+    (``joiner`` first): a lower min count where it is above 1, a larger --max-vocab where one is
+    set; nothing where neither drops a word."""
+    meta = prepared.meta
+    fixes = []
+    if isinstance(meta.get("min_count"), int) and meta["min_count"] > 1:
+        fixes.append(f"a lower {spell_name('--min-count')} (it is {meta['min_count']})")
+    if isinstance(meta.get("max_vocab"), int):
+        fixes.append(f"a larger {spell_name('--max-vocab')} (it is {meta['max_vocab']})")
+    return f"{joiner} pass {' or '.join(fixes)}" if fixes else ""
 
 
 def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
@@ -124,7 +137,7 @@ def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
     if prepared.longest_sentence() < 2:
         raise InputError(f"corpus {cfg.data.corpus} has no sentence (line) with two "
                          "in-vocabulary words, and contexts never cross a line end; put more "
-                         f"than one word per line, or lower {spell_name('--min-count')}")
+                         f"than one word per line{_wider_vocabulary(prepared, ', or')}")
     if keep is not None:
         kept = float(np.dot(np.asarray(prepared.vocab.counts, dtype=np.float64), keep))
         if kept < 2:
