@@ -676,6 +676,37 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: settings a checkpoint does not record: paths, which a moved corpus (or the folder a resume
+#: is typed in) changes without changing the run
+_UNRECORDED = ("data.corpus", "init_from")
+
+
+def recorded_settings(cfg: TrainConfig) -> str:
+    """The settings that decide a run's results, as canonical JSON: what a checkpoint records,
+    so that a resume can tell a config.json edited since (:func:`edited_settings`)."""
+    flat = {k: v for k, v in flatten(cfg.to_dict()).items()
+            if k not in _UNRECORDED and not k.startswith(MUTABLE_ON_RESUME)}
+    return json.dumps(flat, sort_keys=True)
+
+
+def edited_settings(recorded: str, cfg: TrainConfig) -> list[str]:
+    """The settings of ``cfg`` that differ from those a checkpoint ``recorded`` in ways a resume
+    may not change (:func:`diff_settings`: ``--epochs`` may grow), each as ``key (config.json
+    X, checkpoint Y)``. Keys one side lacks (a setting added or dropped by an upgrade) are not
+    compared; an unreadable record is no difference (its hash was checked)."""
+    try:
+        then = json.loads(recorded)
+    except ValueError:
+        return []
+    if not isinstance(then, dict):
+        return []
+    now = {k: v for k, v in flatten(cfg.to_dict()).items() if k in then}
+    then = {k: v for k, v in then.items() if k in now}
+    bad = diff_settings(then, now)
+    return [f"{key} (config.json {now.get(key)!r}, checkpoint {then.get(key)!r})"
+            for key in (entry.split(" ", 1)[0] for entry in bad)]
+
+
 def diff_for_resume(stored: TrainConfig, requested: TrainConfig, *,
                     spelled: bool = False) -> list[str]:
     """Keys whose requested value would change the result; empty list = resume is allowed.

@@ -2083,3 +2083,27 @@ def test_another_programs_files_are_no_run_to_write_among(
     code, err = train(capsys, "--run", theirs, "--corpus", corpus, *FAST, "--max-steps", "2")
     assert_refused(code, err, "is a folder holding other files, not an embedlab run")
     assert snapshot(theirs) == before
+
+
+def test_a_config_json_edited_since_the_checkpoint_is_refused(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint records the settings it was trained with: config.json edited by hand
+    (another --lr) would change the run half-way while env.json's command says otherwise;
+    raising the epochs there stays allowed, as --epochs may be raised."""
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "3")
+    assert code == 0, err
+    config = json.loads((run / "config.json").read_text())
+    config["optim"]["lr"] = 0.05
+    (run / "config.json").write_text(json.dumps(config))
+    before = snapshot(run)
+    code, err = train(capsys, "--run", run, "--max-steps", "6")
+    assert_refused(code, err, f"{run / 'config.json'} does not hold the settings ckpt-00000003 "
+                              "was trained with: optim.lr (config.json 0.05, checkpoint 0.025); "
+                              "put the checkpoint's values back (an edit would change the run "
+                              "half-way), or pass --restart to start over with the new ones")
+    assert snapshot(run) == before
+    config["optim"]["lr"], config["optim"]["epochs"] = 0.025, 3
+    (run / "config.json").write_text(json.dumps(config))
+    code, err = train(capsys, "--run", run, "--max-steps", "6")
+    assert code == 0 and "resuming" in err, err

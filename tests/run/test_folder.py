@@ -546,6 +546,21 @@ def test_an_earlier_cbow_run_on_the_torch_engine_is_found_by_its_command(
         tmp_path / "demo-cbow-d8-2"
 
 
+def _as_an_earlier_versions_checkpoint(ckpt: Path) -> None:
+    """Drop the settings a checkpoint records (versions before the record wrote none), with
+    the manifest made to match again."""
+    import hashlib
+
+    state = json.loads((ckpt / "state.json").read_text())
+    del state["settings"]
+    data = json.dumps(state).encode()
+    (ckpt / "state.json").write_bytes(data)
+    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
+    manifest["files"]["state.json"] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                       "size": len(data)}
+    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+
+
 def test_an_earlier_run_on_a_pruned_prepared_folder_still_resumes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Runs made before a new run took the folder's --max-distinct recorded the default; both
@@ -560,6 +575,7 @@ def test_an_earlier_run_on_a_pruned_prepared_folder_still_resumes(
     assert raw["data"]["max_distinct"] == 50
     raw["data"]["max_distinct"] = 10_000_000  # as an earlier version recorded it
     (run / "config.json").write_text(json.dumps(raw))
+    _as_an_earlier_versions_checkpoint(find_checkpoint(run))
     code, err = _train(capsys, *fast, "--max-steps", "2")
     assert code == 0, err
     assert [p.name for p in runs.iterdir()] == [run.name] and "resuming" in err

@@ -25,7 +25,12 @@ from embedlab.checkpoint import (
     load_checkpoint,
     tensor_specs,
 )
-from embedlab.config import TrainConfig, check_best_metric
+from embedlab.config import (
+    TrainConfig,
+    check_best_metric,
+    edited_settings,
+    recorded_settings,
+)
 from embedlab.data.batchspec import SPEC_STREAM, SpecBatchStream
 from embedlab.data.noise import NoiseDistribution
 from embedlab.data.pairs import BatchStream, keep_probabilities
@@ -54,7 +59,7 @@ from embedlab.errors import (
     spell_name,
     warn,
 )
-from embedlab.run.folder import abandon_after
+from embedlab.run.folder import CONFIG_FILE, abandon_after
 from embedlab.run.provenance import (
     last_kernel,
     started_step_revision,
@@ -163,6 +168,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
                    kept=len(manager.index().ours()) if ckpt is not None else 0)
     state.corpus = fingerprint
     state.vocabulary = vocabulary_sha256(vocab.words)
+    state.settings = recorded_settings(cfg)
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
     if ckpt is not None and started and trains:  # resuming, with epochs left to train
@@ -511,6 +517,7 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
         return engine, TrainState(), started
     tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
     same_corpus(stored.get("corpus"))
+    _check_settings(run_dir, ckpt, cfg, stored.get("settings"))
     if stored.get("corpus") is None:  # a checkpoint from before fingerprints: its words, first
         _check_legacy_vocabulary(run_dir, vocab, cfg, ckpt)
     _check_tensors(tensors, ckpt, len(vocab), cfg.model.dim, loss=cfg.model.loss)
@@ -520,6 +527,18 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     if state.cursor.epoch >= cfg.optim.epochs:  # nothing to resume: the loop says it finished
         return engine, state, []
     return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
+
+
+def _check_settings(run_dir: Path, ckpt: Path, cfg: TrainConfig, recorded: str | None) -> None:
+    """Refuse a config.json whose settings are not those ``ckpt`` was trained with: edited by
+    hand, it would change the run from here on while its records (env.json's command, the
+    ``runs`` table) say it was one run. Flags were checked against config.json before."""
+    edited = edited_settings(recorded, cfg) if recorded is not None else []
+    if edited:
+        raise InputError(f"{run_dir / CONFIG_FILE} does not hold the settings {ckpt.name} was "
+                         f"trained with: {'; '.join(edited)}; put the checkpoint's values back "
+                         f"(an edit would change the run half-way), or pass "
+                         f"{spell('--restart', True)} to start over with the new ones")
 
 
 def _check_same_corpus(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus,

@@ -33,7 +33,7 @@ TRAIN_STATE = {"cursor": {"epoch": int, "chunk": int, "batch": int}, "words_seen
                "epoch": int, "train_seconds": float, "last_loss": (float, None),
                "window": ({"loss": float, "pairs": int, "words": int}, None), "finished": bool,
                "window_seconds": float, "wall_seconds": float, "corpus": (str, None),
-               "vocabulary": (str, None)}
+               "vocabulary": (str, None), "settings": (str, None)}
 
 
 def vocabulary_sha256(words: Sequence[str]) -> str:
@@ -125,6 +125,9 @@ class TrainState:
     #: :func:`vocabulary_sha256` of the words the rows belong to (None in checkpoints of
     #: earlier versions): what a reader of the checkpoint checks RUN/vocab.tsv against
     vocabulary: str | None = None
+    #: :func:`embedlab.config.recorded_settings` of the config the step was trained with (None
+    #: in checkpoints of earlier versions): a resume refuses a config.json edited since
+    settings: str | None = None
 
     def advance_to(self, words_done: int, cursor: Cursor, n_tokens: int, steps: int = 1) -> int:
         """Count ``steps`` steps of one epoch as trained, given where the last left the epoch
@@ -150,7 +153,7 @@ class TrainState:
                 "finished": self.finished, "window_seconds": self.window.elapsed(),
                 "wall_seconds": self.wall_seconds, "step": self.step,
                 "metrics": dict(self.metrics), "corpus": self.corpus,
-                "vocabulary": self.vocabulary}
+                "vocabulary": self.vocabulary, "settings": self.settings}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Take the values of a checkpoint's state (its shape checked against
@@ -166,6 +169,7 @@ class TrainState:
         self.finished = bool(state.get("finished", False))
         self.corpus = state.get("corpus")
         self.vocabulary = state.get("vocabulary")
+        self.settings = state.get("settings")
 
     @classmethod
     def from_state_dict(cls, state: Mapping[str, Any]) -> TrainState:
