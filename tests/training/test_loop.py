@@ -492,3 +492,27 @@ def test_vectors_that_overflow_are_never_saved_though_the_loss_stays_finite(
     for folder in saved:
         tensors, _ = load_checkpoint(folder)
         assert all(np.isfinite(t).all() for t in tensors.values())
+
+
+def test_a_run_whose_checkpoints_folder_is_deleted_while_it_trains_is_kept(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure of a new run before its first checkpoint removes the folder (nothing worth
+    keeping); one that had saved, and lost checkpoints/ to a hand's rm, keeps its config,
+    metrics and events for what can still be saved of it."""
+    import shutil
+
+    from embedlab.errors import InputError
+
+    run = tmp_path / "run"
+
+    def remove_checkpoints(calls: int, done: Any) -> None:
+        if calls == 3:  # gone, and a file in its place: the next save fails
+            shutil.rmtree(run / "checkpoints")
+            (run / "checkpoints").write_text("")
+
+    _after_each_call(monkeypatch, remove_checkpoints)
+    cfg = make_cfg(corpus, track={"log_every": 40}, checkpoint={"every_steps": 2},
+                   optim={"epochs": 2})
+    with pytest.raises(InputError, match="could not save checkpoint"):
+        run_train(cfg, run)
+    assert (run / "config.json").is_file() and (run / "metrics.jsonl").is_file()

@@ -84,10 +84,18 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
             # different flags. Emptied while the lock is held, so no other process can have
             # started in it, all but the lock file itself: the folder goes once it is released
             # and empty. (A signal after training began saved a checkpoint: kept.)
-            if made and not any((made[0] / "checkpoints").glob("ckpt-*")):
+            if made and not _saved_any(made[0]):
                 remove_all_but(made[0], LOCK_FILE)
                 discard.extend(made)
             raise
+
+
+def _saved_any(run_dir: Path) -> bool:
+    """Whether a save of the run was committed: a checkpoint folder, or the index every save
+    rewrites (a checkpoints/ folder deleted by hand while the run trained leaves it)."""
+    from embedlab.checkpoint import CKPT_DIR, INDEX_FILE
+
+    return any((run_dir / CKPT_DIR).glob("ckpt-*")) or (run_dir / INDEX_FILE).exists()
 
 
 def _warn_about_threads(threads: int, engine: str) -> None:
