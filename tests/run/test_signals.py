@@ -114,6 +114,21 @@ def test_a_sighup_handler_that_is_not_the_default_is_left_alone(theirs: object) 
         signal.signal(signal.SIGHUP, before)
 
 
+def test_an_ignored_sigint_stays_ignored_while_training() -> None:
+    """A background job of a script ignores SIGINT, so the terminal's Ctrl-C for the script
+    does not stop it: the training loop's handler is not put in its place either."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with SignalFlag() as flag:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            assert not flag
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_set_up_signals_raise_and_leave_their_handlers_as_found() -> None:
     from embedlab.run.signals import Terminated, terminate_as_interrupt
 

@@ -89,6 +89,10 @@ class SignalFlag:
                     # nohup ignores it (the run goes on when the terminal hangs up), or a
                     # program calling embedlab.train has its own use for it
                     continue
+                if sig == signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
+                    # a background job of a script: the shell keeps the terminal's Ctrl-C
+                    # from it, and so does the run
+                    continue
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
