@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from embedlab.errors import InputError
-from embedlab.run.lock import RunLock, pid_alive, read_lock
+from embedlab.run.lock import LOCK_FILE, RunLock, pid_alive, read_lock
 
 
 def _dead_pid() -> int:
@@ -145,3 +145,23 @@ def test_a_read_only_run_folder_is_one_line_naming_what_still_works(
                             f"{tmp_path / '.lock'}), and a run is written while it trains; make "
                             "it writable, or copy it somewhere writable (eval, export and "
                             "neighbors read it as it is)")
+
+
+def test_a_readers_probe_of_the_lock_does_not_refuse_a_trainer(tmp_path: Path) -> None:
+    """`embedlab runs` and the queries probe the lock with a shared flock for a moment; a
+    trainer starting in that moment waits it out instead of calling the run in use."""
+    import fcntl
+    import threading
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / LOCK_FILE).write_text("")
+    fd = os.open(run / LOCK_FILE, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # a probe, released 30 ms later
+    timer = threading.Timer(0.03, lambda: (fcntl.flock(fd, fcntl.LOCK_UN), os.close(fd)))
+    timer.start()
+    try:
+        with RunLock(run, argv=["test"]) as lock:
+            assert lock.held
+    finally:
+        timer.join()

@@ -18,6 +18,7 @@ from rich.console import Console
 from embedlab.checkpoint.index import Index
 from embedlab.config import OptimConfig, TrainConfig
 from embedlab.errors import InputError
+from embedlab.run.lock import RunLock
 from embedlab.run.status import read_status, write_status
 from embedlab.track.jsonl import METRICS_FILE, read_metrics
 from embedlab.track.runs import (
@@ -184,9 +185,12 @@ def test_a_cut_short_status_is_said_and_a_running_status_needs_its_lock(
     # "running" with a live pid that is not the run's: nothing holds the run's lock
     status.write_text(json.dumps({"status": "running", "pid": 1, "host": socket.gethostname()}))
     assert run_info(tmp_path / "r", tmp_path).status == "failed"
+    # a lock file naming a live process that does not hold it (a killed trainer's pid reused)
     (tmp_path / "r" / ".lock").write_text(json.dumps({"pid": os.getpid(),
                                                       "host": socket.gethostname()}))
-    assert run_info(tmp_path / "r", tmp_path).status == "running"
+    assert run_info(tmp_path / "r", tmp_path).status == "failed"
+    with RunLock(tmp_path / "r", argv=["test"]):  # held, as by a trainer
+        assert run_info(tmp_path / "r", tmp_path).status == "running"
     assert capsys.readouterr().err == ""
 
 
@@ -291,7 +295,9 @@ def test_a_killed_linreg_run_shows_failed(tmp_path: Path) -> None:
     (run / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
     assert run_info(run, tmp_path).status == "failed"
     (run / ".lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-    assert run_info(run, tmp_path).status == "running"
+    assert run_info(run, tmp_path).status == "failed"  # named, but not held
+    with RunLock(run, argv=["test"]):
+        assert run_info(run, tmp_path).status == "running"
 
 
 def test_per_invocation_settings_are_not_differing_hyperparameters(tmp_path: Path) -> None:

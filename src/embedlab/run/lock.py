@@ -48,6 +48,26 @@ def read_lock(run_dir: Path | str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+#: tries, and seconds between them, of an exclusive lock another process holds: a reader's
+#: probe (:meth:`RunLock.held_by`, ``embedlab runs``) holds a shared one for microseconds, a
+#: trainer for the whole run
+_LOCK_TRIES, _LOCK_WAIT = 20, 0.005
+
+
+def _lock_exclusive(fd: int) -> None:
+    """flock(LOCK_EX) without blocking, tried again for a moment: a probe's shared lock is
+    not a holder."""
+    for attempt in range(_LOCK_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK) or \
+                    attempt == _LOCK_TRIES - 1:
+                raise
+            time.sleep(_LOCK_WAIT)
+
+
 class RunLock:
     """Context manager holding ``RUN/.lock`` for the lifetime of a trainer.
 
@@ -75,7 +95,7 @@ class RunLock:
                                  "it writable, or copy it somewhere writable (eval, export and "
                                  "neighbors read it as it is)") from None
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                _lock_exclusive(fd)
             except OSError as exc:
                 os.close(fd)
                 if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):

@@ -277,19 +277,24 @@ def _held(run: Path, state: str) -> str:
     """``running`` only while the run's lock file names a live process (the trainer writes it
     before its ``running`` status and removes it after its last status): a status whose
     process ended without its last word and without its lock file (or whose lock names a dead
-    process) shows ``failed``. A killed trainer's pid taken by a new process is not told apart
-    here: ``embedlab train`` tells it by the lock's ``flock``, which only a live holder keeps."""
+    process, or one that no longer holds it) shows ``failed``."""
     if state != "running":
         return state
     return _lock_status(run) or "failed"
 
 
 def _lock_status(run: Path) -> str | None:
-    """``running`` while the run's lock names a live process (or one on another host),
-    ``failed`` when it names a dead one, None without a lock."""
+    """``running`` while a process of this host holds the run's lock (its ``flock``, which
+    only a live holder keeps: a killed trainer's pid taken by another process is told apart),
+    or while the lock names a process on another host; ``failed`` otherwise; None without a
+    lock."""
+    from embedlab.run.lock import RunLock
+
     lock = read_lock(run)  # held while a process trains; left behind only by a killed one
     if lock is None:
         return None
+    if lock.get("host") in (None, socket.gethostname()):
+        return "running" if RunLock.held_by(run) is not None else "failed"
     return effective_status({"status": "running", "pid": lock.get("pid"),
                              "host": lock.get("host")})
 
