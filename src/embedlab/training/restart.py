@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,12 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False) -> Iterator[P
         except BaseException:
             if not run.exists():  # still under the old run's lock
                 _put_back(moved, run, old_lock)
+            elif _made_by_this_call(run) is False:
+                # another command (a plain resume) started a new run there in the moment the
+                # path was free: the old run cannot go back, and must not be lost from sight
+                warn(f"another command started a new run at {run} while {spell('--restart', True)} "
+                     f"had moved the old one aside; the old run is at {moved} (to put it back: "
+                     f"stop that command, then rm -r {run} && mv {moved} {run})")
             raise
     finally:
         if old_lock is not None:
@@ -64,6 +71,15 @@ def _put_back(moved: Path, run: Path, old_lock: RunLock | None) -> None:
             old_lock.moved_to(run)
         print(f"embedlab: {spell('--restart', True)}: put the old run back at {run}",
               file=sys.stderr)
+
+
+def _made_by_this_call(run: Path) -> bool | None:
+    """Whether the folder at ``run`` is this process's new run (its lock file names this
+    pid), not another command's; None where there is no lock to tell."""
+    from embedlab.run.lock import read_lock
+
+    lock = read_lock(run)
+    return None if lock is None else lock.get("pid") == os.getpid()
 
 
 def _lock_for_restart(run: Path) -> RunLock | None:
