@@ -2107,3 +2107,20 @@ def test_a_config_json_edited_since_the_checkpoint_is_refused(
     (run / "config.json").write_text(json.dumps(config))
     code, err = train(capsys, "--run", run, "--max-steps", "6")
     assert code == 0 and "resuming" in err, err
+
+
+@pytest.mark.parametrize("name", ["metrics.jsonl", "status.json"])
+def test_a_run_file_in_the_way_is_refused_before_the_resume_is_recorded(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """A folder where a run file belongs stops the resume before config.json and env.json are
+    rewritten: found by the loop's first write, the refused resume was recorded in them."""
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "3")
+    assert code == 0, err
+    (run / name).unlink()
+    (run / name).mkdir()
+    before = snapshot(run)
+    code, err = train(capsys, "--run", run, "--max-steps", "6", "--keep", "3")
+    assert_refused(code, err, f"{run / name} is not a regular file (it is a folder); move it "
+                              "out of the run folder, then re-run the same command")
+    assert snapshot(run) == before

@@ -53,6 +53,7 @@ from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
 from embedlab.errors import (
     InputError,
+    rerun,
     said_by_another_process,
     spell,
     spell_metavar,
@@ -176,6 +177,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     steps = engine.runner(stream, schedule, cfg.model.model)
     if ckpt is not None:
         _check_cursor(cfg, ckpt, state, stream, steps)
+        _check_run_files(run_dir)
     _warn_short_of_chunks(cfg, stream)
     if group is not None:  # the other processes set up their part, or refuse with this one
         handshake.release(group, shared_run(cfg, run_dir, prepared, state,
@@ -527,6 +529,19 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     if state.cursor.epoch >= cfg.optim.epochs:  # nothing to resume: the loop says it finished
         return engine, state, []
     return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
+
+
+def _check_run_files(run_dir: Path) -> None:
+    """Refuse, before config.json and env.json are rewritten, a resume whose run files are in
+    the way (a folder where status.json or metrics.jsonl belongs): found by the loop's first
+    write, it came after this resume had been recorded."""
+    from embedlab.fsutil import output_target
+    from embedlab.run.provenance import ENV_FILE
+    from embedlab.run.status import STATUS_FILE
+    from embedlab.track.jsonl import METRICS_FILE
+
+    for name in (CONFIG_FILE, ENV_FILE, STATUS_FILE, METRICS_FILE):
+        output_target(run_dir / name, fix=f"move it out of the run folder, then {rerun()}")
 
 
 def _check_settings(run_dir: Path, ckpt: Path, cfg: TrainConfig, recorded: str | None) -> None:
