@@ -2124,3 +2124,17 @@ def test_a_run_file_in_the_way_is_refused_before_the_resume_is_recorded(
     assert_refused(code, err, f"{run / name} is not a regular file (it is a folder); move it "
                               "out of the run folder, then re-run the same command")
     assert snapshot(run) == before
+
+
+@pytest.mark.parametrize("flag", ["--run", "--runs-dir"])
+def test_an_empty_run_folder_is_refused_not_taken_for_the_working_folder(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """--run "$RUN" with RUN unset: the working folder would become the run (or the parent of
+    auto-named runs)."""
+    monkeypatch.chdir(tmp_path)
+    code, err = train(capsys, flag, "", "--corpus", corpus, *FAST, "--max-steps", "1")
+    example = "runs/exp1" if flag == "--run" else "runs"
+    assert_refused(code, err, f"{flag} is empty (an unset variable?); pass a folder, e.g. "
+                              f"{flag} {example}")
+    assert list(tmp_path.iterdir()) == []

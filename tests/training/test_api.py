@@ -834,6 +834,10 @@ def test_a_corpus_that_is_no_path_nor_sentences_is_one_line(
     ({"run": b"runs/x"}, "run= is bytes (b'runs/x'); pass the path as a str (run='runs/x')"),
     ({"runs_dir": None}, "runs_dir= must be a folder's path (a str or os.PathLike), got "
                          "NoneType None"),
+    # "$RUN" of an unset variable would make the working folder the run
+    ({"run": ""}, "run is empty (an unset variable?); pass a folder, e.g. run='runs/exp1'"),
+    ({"runs_dir": ""}, "runs_dir is empty (an unset variable?); pass a folder, e.g. "
+                       "runs_dir='runs'"),
     ({"preset": ["cs20"]}, "preset= must be a preset's name (a str), got list ['cs20']; e.g. "
                            "preset='cs20'"),
 ])

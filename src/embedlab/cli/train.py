@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 @click.command(context_settings={"show_default": True})
 @click.option("--corpus", help="demo (built in), text8 (downloaded), a file/folder (.gz/.bz2/.xz "
               "ok) or a folder made by 'embedlab prepare'.  [default: demo]")
-@click.option("--run", "run", type=click.Path(path_type=Path),
+@click.option("--run", "run", type=click.Path(path_type=str),
               help="Run folder: created, or resumed from its latest verified checkpoint.")
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=Path("runs"),
+@click.option("--runs-dir", type=click.Path(path_type=str), default="runs",
               help="Parent of auto-named run folders (used without --run).")
 @click.option("--preset", type=click.Choice(["cs20"]), help="A named configuration (cs20: the "
               "CS20 lecture's word2vec); explicit flags override it.")
@@ -115,7 +115,7 @@ if TYPE_CHECKING:
 @click.option("--nproc", type=int, help="Train with N processes on this machine, started as "
               "torchrun starts them; needs --micro-batches M with N dividing M. Across machines, "
               "start torchrun yourself: torchrun ... -m embedlab -- train ...")
-def train(run: Path | None, runs_dir: Path, preset: str | None, restart: bool,
+def train(run: str | None, runs_dir: str, preset: str | None, restart: bool,
           from_ckpt: str | None, nproc: int | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
     from embedlab.training import distributed

@@ -176,6 +176,11 @@ def _checkpoints_now() -> str:
 
 def _check_path(name: str, value: object, *, optional: bool = False) -> None:
     """``run=``/``runs_dir=``: a folder's path, as a str or os.PathLike (bytes told how)."""
+    if isinstance(value, str) and not value:  # "$RUN" of an unset variable: not the cwd
+        flag = "--" + name.replace("_", "-")
+        example = "runs/exp1" if name == "run" else "runs"
+        raise InputError(f"{spell_name(flag)} is empty (an unset variable?); pass a folder, "
+                         f"e.g. {spell(flag, example)}")
     if (optional and value is None) or isinstance(value, (str, os.PathLike)):
         return
     if isinstance(value, (bytes, bytearray)):
