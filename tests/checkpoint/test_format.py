@@ -197,7 +197,10 @@ def test_names_sort_by_step_and_only_committed_folders_count(tmp_path: Path) -> 
     assert ckpt_format.ckpt_name(12000) == "ckpt-00012000"
     assert ckpt_format.ckpt_name(123_456_789) == "ckpt-123456789"
     assert ckpt_format.parse_step("ckpt-00000007") == 7
-    for name in ("ckpt-00000007.tmp-ab12", "ckpt-", "notes", "ckpt-7x"):
+    assert ckpt_format.parse_step("ckpt-123456789") == 123_456_789
+    # renamed by hand: not the step's checkpoint (listed twice, then deleted by retention)
+    for name in ("ckpt-00000007.tmp-ab12", "ckpt-", "notes", "ckpt-7x", "ckpt-7",
+                 "ckpt-000000007"):
         assert ckpt_format.parse_step(name) is None
     root = tmp_path / "checkpoints"
     assert ckpt_format.committed_folders(root) == {}

@@ -403,3 +403,16 @@ def test_a_checkpoint_deleted_while_listed_is_left_out_not_called_damaged(
     doomed.add(third.name)  # the newest, gone between finding the folders and verifying it
     assert m.latest() == second
     assert capsys.readouterr().err == ""
+
+
+def test_a_folder_renamed_by_hand_is_no_checkpoint_and_never_deleted(tmp_path: Path) -> None:
+    """ckpt-5 for ckpt-00000005: not listed beside the step's (missing) checkpoint, not
+    resumed from, and not deleted by retention, which deletes only folders it wrote."""
+    m = CheckpointManager(tmp_path, keep=1)
+    first = save_sample(m, 5)
+    renamed = first.with_name("ckpt-5")
+    first.rename(renamed)
+    save_sample(m, 6)
+    save_sample(m, 7)
+    assert [info.step for info in m.list()] == [7]
+    assert renamed.is_dir() and (renamed / "MANIFEST.json").is_file()

@@ -53,8 +53,14 @@ def ckpt_name(step: int) -> str:
 
 
 def parse_step(name: str) -> int | None:
+    """The step a checkpoint folder's name gives, None for any other name: only the name
+    :func:`ckpt_name` writes, so that a folder renamed by hand (``ckpt-5000``) is not taken
+    for the step's checkpoint, listed beside it, or deleted by retention in its place."""
     m = _NAME_RE.match(name)
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    step = int(m.group(1))
+    return step if ckpt_name(step) == name else None
 
 
 def committed_folders(ckpt_root: Path) -> dict[int, Path]:
