@@ -344,3 +344,31 @@ def test_an_unreadable_vocabulary_names_its_permissions(
         Vocab.load_tsv(path)
     assert str(e.value) == (f"cannot read vocabulary {path} (Permission denied); give your "
                             "user read permission on it")
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (None, "cannot read vocabulary {v} (No such file or directory)"),
+    (b"the\t3\nthe\t2\n", "invalid vocabulary {v} (duplicate words in vocabulary)"),
+    (b"the x\t3\n", "invalid word 'the x' in {v}:1: words must be non-empty and contain no "
+                    "whitespace"),
+    (b"\xff\t3\n", "cannot read vocabulary {v} ('utf-8' codec can't decode byte 0xff"),
+])
+def test_every_damage_of_a_prepared_folders_vocabulary_names_the_folders_fix(
+        tmp_path: Path, damage: bytes | None, problem: str) -> None:
+    """Missing, duplicate words, a word with a space, not UTF-8: each names the one fix that
+    makes the folder good again, as its other damage does."""
+    from embedlab.data.corpus import remake_fix
+    from embedlab.data.preparing import prepare
+
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n")
+    folder = tmp_path / "prep"
+    prepare(tmp_path / "c.txt", folder, min_count=1, progress=False)
+    vocab = folder / "vocab.tsv"
+    vocab.unlink()
+    if damage is not None:
+        vocab.write_bytes(damage)
+    with pytest.raises(InputError) as e:
+        Vocab.load_tsv(vocab)
+    message = str(e.value)
+    assert message.startswith(problem.format(v=vocab)), message
+    assert message.endswith(f"; {remake_fix(folder)}")

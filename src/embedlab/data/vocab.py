@@ -210,8 +210,9 @@ class Vocab:
             raise InputError(f"cannot read vocabulary {path} ({exc.strerror}); give your user "
                              "read permission on it") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read vocabulary {path} ({exc}); "
-                             "re-run 'embedlab prepare' to recreate it") from None
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise InputError(f"cannot read vocabulary {path} ({why}); "
+                             f"{vocabulary_fix(path)}") from None
         parsed = parse_columns(data)
         if parsed is not None:
             words, counts, canonical = parsed
@@ -229,7 +230,7 @@ class Vocab:
             vocab = cls(tuple(words), np.asarray(counts, dtype=np.int64), unk)
         except ValueError as exc:
             raise InputError(f"invalid vocabulary {path} ({exc}); "
-                             "re-run 'embedlab prepare' to recreate it") from None
+                             f"{vocabulary_fix(path)}") from None
         if canonical:
             object.__setattr__(vocab, "_source", (Path(path), identity))
         return vocab

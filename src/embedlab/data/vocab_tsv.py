@@ -35,10 +35,11 @@ def check_count_fits(digits: str, where: str, fix: str) -> None:
         raise InputError(f"{where}: count {shown} is too large (the most is {MAX_INT}); {fix}")
 
 
-def check_word(word: Any, where: str) -> None:
+def check_word(word: Any, where: str,
+               fix: str = "fix or regenerate the vocabulary") -> None:
     if not isinstance(word, str) or not word or word.split() != [word]:
         raise InputError(f"invalid word {word!r} in {where}: words must be non-empty and "
-                         "contain no whitespace; fix or regenerate the vocabulary")
+                         f"contain no whitespace; {fix}")
 
 
 SLICE = 1 << 16  # lines per step of reading or writing vocab.tsv (bounds temporary memory)
@@ -137,7 +138,7 @@ def parse_slowly(lines: list[str], path: str | os.PathLike[str]) -> tuple[list[s
             raise InputError(f"{path}:{n}: expected 'word<TAB>count', got {line[:60]!r}; "
                              f"{vocabulary_fix(path)}")
         check_count_fits(count, f"{path}:{n}", vocabulary_fix(path))
-        check_word(word, f"{path}:{n}")
+        check_word(word, f"{path}:{n}", vocabulary_fix(path))
         words.append(word)
         counts.append(int(count))
     return words, counts
