@@ -263,3 +263,12 @@ def test_a_file_named_text8_here_is_named_in_a_note(
     monkeypatch.chdir(cache)  # the cached file itself
     assert fetch_text8(cache, progress=False) == cache / "text8"
     assert capsys.readouterr().err == ""
+    # nothing in the cache and no network: the error alone, no note that it was read from there
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(InputError, match="could not download text8"):
+        fetch_text8(tmp_path / "empty", url=f"http://127.0.0.1:{port}/text8.zip",
+                    progress=False)
+    assert capsys.readouterr().err == ""

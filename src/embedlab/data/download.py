@@ -58,8 +58,8 @@ def fetch_text8(
     url = url or os.environ.get("EMBEDLAB_TEXT8_URL") or TEXT8_URL
     folder = resolve_cache_dir(cache_dir)
     target = folder / TEXT8_MEMBER
-    _note_local_copy(target)
     if target.is_file():
+        _note_local_copy(target)
         return target
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -73,6 +73,7 @@ def fetch_text8(
                   timeout=timeout)
     _extract(archive, target, url)
     archive.unlink()  # the extracted file is all we need; keep the cache at 100 MB
+    _note_local_copy(target)  # once it is there: a failed download says its own line
     return target
 
 
