@@ -277,6 +277,12 @@ def test_an_archive_is_named_with_how_to_open_it(tmp_path: Path, head: bytes, me
 @pytest.mark.parametrize(("name", "head", "message"), [
     ("notes.txt", "hello".encode("utf-16"), "is UTF-16 text, not UTF-8; convert it (e.g. iconv "
      "-f utf-16 -t utf-8) into a new file outside the corpus's folder, and pass that"),
+    # UTF-32's mark starts with UTF-16's: converted as UTF-16 it gave nonsense
+    ("notes.txt", "hello".encode("utf-32"), "is UTF-32 text, not UTF-8; convert it (e.g. iconv "
+     "-f utf-32 -t utf-8) into a new file outside the corpus's folder, and pass that"),
+    ("notes.txt.gz", gzip.compress("hello".encode("utf-16")),
+     "is UTF-16 text, not UTF-8; decompress it, convert the text (e.g. iconv -f utf-16 -t "
+     "utf-8) into a new file outside the corpus's folder, and pass that"),
     ("img.png", b"\x89PNG\r\n\x1a\n" + bytes(range(0x80, 0x100)) * 4,
      "is a PNG image, not text; pass UTF-8 text with whitespace-separated tokens (move such "
      "files out of a corpus folder)"),

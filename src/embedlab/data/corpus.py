@@ -275,10 +275,16 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     if head.startswith(b"\x1f\x8b") and path.suffix.lower() != ".gz":
         return InputError(f"corpus file {path} is gzip-compressed but not named .gz; rename it "
                           f"to {path.name}.gz (or gunzip it) and pass that")
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # the byte-order mark Windows writes
-        return InputError(f"corpus file {path} is UTF-16 text, not UTF-8; convert it (e.g. "
-                          "iconv -f utf-16 -t utf-8) into a new file outside the corpus's "
-                          "folder, and pass that")
+    # the byte-order marks of UTF-32 (first: UTF-16's is the start of its little-endian one)
+    # and UTF-16 (the one Windows writes); a compressed file's are those of its text
+    encoding = "utf-32" if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else \
+        "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else None
+    if encoding is not None:
+        compressed = path.suffix.lower() in _DECOMPRESSORS
+        how = "decompress it, convert the text" if compressed else "convert it"
+        return InputError(f"corpus file {path} is {encoding.upper()} text, not UTF-8; {how} "
+                          f"(e.g. iconv -f {encoding} -t utf-8) into a new file outside the "
+                          "corpus's folder, and pass that")
     kind = next((name for magic, name in _NOT_TEXT if head.startswith(magic)), None)
     if kind is not None:
         return InputError(f"corpus file {path} is {kind}, not text; pass UTF-8 text with "
