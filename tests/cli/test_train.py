@@ -919,6 +919,16 @@ def subset(trained: Path, tmp_path: Path) -> Path:
     return out
 
 
+def test_init_from_a_vectors_file_says_it_takes_a_folder(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vectors = tmp_path / "vectors.bin"
+    vectors.write_bytes(b"1 2\na " + bytes(8) + b"\n")
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
+                      "--init-from", vectors)
+    assert_refused(code, err, f"{vectors} is a file, not a run or checkpoint folder; pass a run "
+                              "folder or one of its checkpoints/ckpt-* folders")
+
+
 def test_init_from_a_subset_without_output_vectors_is_one_line(
         subset: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # a documented way to make a checkpoint (ckpt --export-subset); it raised KeyError

@@ -57,6 +57,9 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
         return _verified_or_fail(p)
     root = p / CKPT_DIR
+    if p.is_file():  # a vectors file given where a run is wanted (--init-from vectors.bin)
+        raise InputError(f"{p} is a file, not a run or checkpoint folder; pass a run folder or "
+                         f"one of its {CKPT_DIR}/ckpt-* folders")
     if not root.is_dir():
         if p.name == CKPT_DIR and p.is_dir() and \
                 any(parse_step(c.name) is not None for c in p.iterdir()):
