@@ -107,6 +107,21 @@ def test_out_is_a_file(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert (tmp_path / "o").read_text() == "keep me"
 
 
+def test_out_inside_a_file_or_empty_is_named_so(corpus: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "o").write_text("keep me")
+    code, _, err = run(["prepare", str(corpus), "--out", str(tmp_path / "o" / "x")], capsys)
+    assert_one_line_error(code, err, f"cannot create --out {tmp_path / 'o' / 'x'}: "
+                                     f"{tmp_path / 'o'} is a file, not a folder; pass a folder "
+                                     "path")
+    monkeypatch.chdir(tmp_path)  # "--out $DIR" with DIR unset: not the working folder
+    code, _, err = run(["prepare", str(corpus), "--out", ""], capsys)
+    assert_one_line_error(code, err, "--out is empty (an unset variable?); pass a new folder, "
+                                     "e.g. --out data/prepared")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
+
+
 def test_out_is_a_foreign_folder(corpus: Path, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "o").mkdir()

@@ -9,13 +9,14 @@ from pathlib import Path
 import click
 
 from embedlab.config import DataConfig
+from embedlab.errors import InputError
 
 _D = DataConfig()
 
 
 @click.command("prepare")
 @click.argument("corpus")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+@click.option("--out", "out", required=True, type=click.Path(path_type=str),
               help="Folder to create (new, empty, or a prepared corpus with --force).")
 @click.option("--lowercase", is_flag=True, help="Lowercase every token.")
 @click.option("--min-count", type=int, default=_D.min_count, show_default=True,
@@ -29,7 +30,7 @@ _D = DataConfig()
 @click.option("--force", is_flag=True, help="Replace an existing prepared corpus in --out.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show progress bars on stderr.")
-def prepare(corpus: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
+def prepare(corpus: str, out: str | Path, lowercase: bool, min_count: int, max_vocab: int | None,
             unk: str | None, max_distinct: int, force: bool, progress: bool) -> None:
     """Tokenise CORPUS into --out so that training can skip tokenising.
 
@@ -44,6 +45,10 @@ def prepare(corpus: str, out: Path, lowercase: bool, min_count: int, max_vocab: 
     """
     from embedlab.data.preparing import prepare_into
 
+    if not out:  # "--out $DIR" of an unset variable: not the working folder
+        raise InputError("--out is empty (an unset variable?); pass a new folder, e.g. "
+                         "--out data/prepared")
+    out = Path(out)
     start, before = time.perf_counter(), _identity(out)
     late = ""
     try:

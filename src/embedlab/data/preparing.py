@@ -126,6 +126,10 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         tmp.mkdir()
     except OSError as exc:
         remove_empty_folders(made)
+        above = next((p for p in out.parents if p.is_file()), None)
+        if above is not None:  # --out corpus.txt/x
+            raise InputError(f"cannot create --out {out}: {above} is a file, not a folder; pass "
+                             "a folder path") from None
         raise InputError(f"cannot create --out {out} ({exc.strerror or exc}); pass a folder "
                          "in a writable location") from None
     try:
