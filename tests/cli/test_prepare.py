@@ -119,7 +119,7 @@ def test_out_inside_a_file_or_empty_is_named_so(corpus: Path, tmp_path: Path,
     code, _, err = run(["prepare", str(corpus), "--out", ""], capsys)
     assert_one_line_error(code, err, "--out is empty (an unset variable?); pass a new folder, "
                                      "e.g. --out data/prepared")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["o", corpus.name])
 
 
 def test_out_is_a_foreign_folder(corpus: Path, tmp_path: Path,
