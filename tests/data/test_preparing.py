@@ -322,7 +322,8 @@ def test_bad_options(corpus_file: Path, tmp_path: Path, kwargs: dict[str, object
 
 
 # ---- special corpora ----------------------------------------------------------------------------
-def test_demo_uses_the_demo_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_uses_the_demo_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
     fake = types.ModuleType("embedlab.data.demo")
 
     def write_demo_corpus(path: Path, seed: int = 0) -> Path:
@@ -335,6 +336,14 @@ def test_demo_uses_the_demo_module(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert pc.meta["source"] == "demo" and pc.meta["tokens"] == 40
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "ids.u32", "meta.json", "sentences.i64", "vocab.tsv"]
+    assert capsys.readouterr().err == ""
+    # a folder named demo here: the name still means the built-in corpus, and one line says so
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo").mkdir()
+    pc = prepare("demo", tmp_path / "again", min_count=1, progress=False)
+    assert pc.meta["tokens"] == 40
+    assert capsys.readouterr().err == ("embedlab: note: 'demo' names the built-in demo corpus, "
+                                       "not demo in this folder; pass ./demo to use that\n")
 
 
 def test_text8_uses_the_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

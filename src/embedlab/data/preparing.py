@@ -45,7 +45,7 @@ from embedlab.data.prepared import (
     write_meta,
 )
 from embedlab.data.vocab import PruneInfo
-from embedlab.errors import InputError, spell, spell_name, warn
+from embedlab.errors import InputError, note, spell, spell_name, warn
 from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
 from embedlab.training.memory import release_free_memory
 
@@ -297,6 +297,9 @@ def _resolve_source(label: str, scratch: Path, progress: bool) -> Path:
     if label == "demo":
         from embedlab.data.demo import write_demo_corpus  # another module; imported lazily
 
+        if os.path.lexists("demo"):  # as for text8: the name means the built-in corpus
+            note("'demo' names the built-in demo corpus, not demo in this folder; pass ./demo "
+                 "to use that")
         scratch.mkdir()
         return Path(write_demo_corpus(scratch / "demo.txt"))
     return Path(label)
