@@ -315,7 +315,7 @@ def test_input_embeddings_that_are_not_a_matrix(tmp_path: Path) -> None:
         load(run)
     assert str(e.value) == (f"checkpoint {run}/checkpoints/ckpt-00000005 holds input embeddings "
                             "of shape (2,), not a words × dims matrix; use another checkpoint "
-                            "('embedlab ckpt RUN' lists them)")
+                            f"(embedlab.checkpoints({str(run)!r}) lists them)")
 
 
 def test_export_refuses_overwrite(vec: Vectors, tmp_path: Path) -> None:

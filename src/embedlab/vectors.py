@@ -452,10 +452,12 @@ def check_vocab_fits(vocab_file: Path, words: int, ckpt: Path, matrix: np.ndarra
     A mismatch means vocab.tsv was replaced or edited after training; the message names a
     vocabulary file to copy back when one with the right number of words is at hand.
     """
+    from embedlab.checkpoint import lists_them
+
     if matrix.ndim != 2:
         raise InputError(f"checkpoint {ckpt} holds input embeddings of shape "
                          f"{tuple(matrix.shape)}, not a words × dims matrix; use another "
-                         "checkpoint ('embedlab ckpt RUN' lists them)")
+                         f"checkpoint ({lists_them(ckpt)})")
     rows = int(matrix.shape[0])
     if rows == words:
         return

@@ -41,7 +41,7 @@ from embedlab.checkpoint.format import (
     save_tensors,
 )
 from embedlab.checkpoint.index import INDEX_FILE, read_index
-from embedlab.checkpoint.load import find_checkpoint, load_checkpoint, tensor_specs
+from embedlab.checkpoint.load import find_checkpoint, lists_them, load_checkpoint, tensor_specs
 from embedlab.checkpoint.manager import CheckpointManager
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "CheckpointManager",
     "ckpt_name",
     "find_checkpoint",
+    "lists_them",
     "load_checkpoint",
     "parse_step",
     "read_index",

@@ -179,6 +179,12 @@ def _verified_or_fail(ckpt_dir: Path) -> Path:
     return ckpt_dir
 
 
+def lists_them(ckpt_dir: Path) -> str:
+    """What lists the checkpoints of the run ``ckpt_dir`` belongs to, for the caller, as the
+    words in parentheses after "use another checkpoint"."""
+    return _list_them(ckpt_dir, lists=True)
+
+
 def _list_them(ckpt_dir: Path, *, lists: bool = False) -> str:
     """How the caller finds the checkpoints of the run ``ckpt_dir`` belongs to: the ``ckpt``
     command, or from Python the run folder's own listing (``embedlab.checkpoints``)."""

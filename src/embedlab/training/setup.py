@@ -22,6 +22,7 @@ from embedlab.checkpoint import (
     STATE_FILE,
     CheckpointManager,
     find_checkpoint,
+    lists_them,
     load_checkpoint,
     tensor_specs,
 )
@@ -594,7 +595,7 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
     if missing:
         raise InputError(f"checkpoint {ckpt} has no {', '.join(missing)} (it holds "
                          f"{', '.join(sorted(tensors)) or 'none'}); resume from another "
-                         "checkpoint ('embedlab ckpt RUN' lists them) or pass "
+                         f"checkpoint ({lists_them(ckpt)}) or pass "
                          f"{spell('--restart', True)} to start over")
     stored = {name: dtype for name, _, dtype in tensor_specs(ckpt)}
     wanted = {"input_embeddings": (vocab_size, dim), "output_embeddings": (vocab_size, dim),

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from embedlab.checkpoint import find_checkpoint, load_checkpoint
+from embedlab.checkpoint import find_checkpoint, lists_them, load_checkpoint
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError, python_caller, spell
 
@@ -61,7 +61,7 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
         raise InputError(f"{_init_from(source)}: checkpoint {ckpt} holds output embeddings of "
                          f"shape {tuple(tensors['output_embeddings'].shape)} but input "
                          f"embeddings of shape {tuple(w_in.shape)}; pass another checkpoint "
-                         "('embedlab ckpt RUN' lists them)")
+                         f"({lists_them(ckpt)})")
     dim = params["input_embeddings"].shape[1]
     if w_in.shape[1] != dim:
         raise InputError(f"{_init_from(source)} has dim {w_in.shape[1]}, this run {dim}; pass "
