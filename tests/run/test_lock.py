@@ -165,3 +165,15 @@ def test_a_readers_probe_of_the_lock_does_not_refuse_a_trainer(tmp_path: Path) -
             assert lock.held
     finally:
         timer.join()
+
+
+def test_a_run_held_by_another_call_of_this_process_says_so(tmp_path: Path) -> None:
+    """Two threads of one program (a notebook) training one run: the holder is this process,
+    which Ctrl-C would stop as a whole; the message names the other call."""
+    from embedlab.errors import messages_for
+
+    run = tmp_path / "run"
+    with RunLock(run, argv=["test"]), messages_for("python"), pytest.raises(InputError) as e:
+        RunLock(run, argv=["test"]).acquire()
+    assert str(e.value) == (f"run {run} is in use by another call in this process (pid "
+                            f"{os.getpid()}); wait for that call to return, or use another run")

@@ -1007,8 +1007,9 @@ def test_from_a_missing_step_of_a_run_being_trained_names_the_trainer(
 
     run = tmp_path / "run"
     embedlab.train(corpus=corpus, run=run, **FAST, max_steps=2)
-    busy = rf"^run {re.escape(str(run))} is in use by pid "
-    with RunLock(run), pytest.raises(InputError, match=busy):  # held as a trainer holds it
+    # held as a trainer holds it; from this process, so the message names another call here
+    busy = rf"^run {re.escape(str(run))} is in use by another call in this process "
+    with RunLock(run), pytest.raises(InputError, match=busy):
         embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=999)
     with pytest.raises(InputError, match=r"from_checkpoint=999: no such checkpoint"):
         embedlab.train(corpus=corpus, run=run, **FAST, from_checkpoint=999)

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from embedlab.errors import InputError, spell_name, warn
+from embedlab.errors import InputError, python_caller, spell_name, warn
 
 LOCK_FILE = ".lock"
 
@@ -155,6 +155,11 @@ class RunLock:
         pid = holder.get("pid", "?")
         host = holder.get("host", "?")
         where = "" if host == socket.gethostname() else f" on host {host}"
+        if pid == os.getpid() and not where and python_caller():
+            # another thread of the program calling embedlab.train (a notebook's)
+            return InputError(f"run {self.run_dir} is in use by another call in this process "
+                              f"(pid {pid}); wait for that call to return, or use another "
+                              f"{spell_name('--run')}")
         return InputError(f"run {self.run_dir} is in use by pid {pid}{where}; wait for it to "
                           "finish or stop it (Ctrl-C saves and exits), or use another "
                           f"{spell_name('--run')}")
