@@ -1042,3 +1042,29 @@ def test_the_tokenising_child_names_python_arguments(tmp_path: Path) -> None:
                                                        r"\(max_distinct=100\): pruned rare words"):
         embedlab.train(corpus=corpus, run=tmp_path / "pruned", engine="torch", max_distinct=100,
                        min_count=1, **{**FAST, "max_steps": 1})
+
+
+def test_a_stop_while_a_generator_is_read_asks_for_a_new_one(tmp_path: Path) -> None:
+    """Ctrl-C while the sentences of a generator are written: the same call again would get an
+    iterator already used up, so the line asks for a new one."""
+    from embedlab.errors import TrainingKeyboardInterrupt
+
+    def sentences() -> Any:
+        for i in range(200):
+            if i == 100:
+                raise KeyboardInterrupt  # as a Ctrl-C in the middle of the reading
+            yield ["the", "cat", "sat", "on", "a", "mat"]
+
+    with pytest.raises(TrainingKeyboardInterrupt) as e:
+        embedlab.train(corpus=sentences(), run=tmp_path / "run", **FAST)
+    assert str(e.value).endswith("call embedlab.train again with a new iterator of the "
+                                 "sentences (this one is used up) and the same other arguments")
+    assert not (tmp_path / "run").exists()
+
+    class Sentences:  # an iterable, not an iterator: the same object reads again
+        def __iter__(self) -> Any:
+            return sentences()
+
+    with pytest.raises(TrainingKeyboardInterrupt) as e:
+        embedlab.train(corpus=Sentences(), run=tmp_path / "run", **FAST)
+    assert str(e.value).endswith("call embedlab.train again with the same arguments")

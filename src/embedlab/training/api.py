@@ -145,7 +145,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     except Terminated as exc:  # SIGTERM or SIGHUP while the run was set up (or after it ended)
         stopped = TrainingInterrupted(f"stopped by {signal.Signals(exc.signum).name} before "
                                       f"training began or after it ended; {_checkpoints_now()} "
-                                      f"— {rerun()}", 128 + exc.signum)
+                                      f"— {_again(sentences)}", 128 + exc.signum)
         stopped.printed_by_another = said_by_another_process()  # torchrun signals them all
         raise stopped from None
     except KeyboardInterrupt as exc:
@@ -154,11 +154,20 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
         # Ctrl-C while the corpus was prepared or the run set up: the same words as SIGTERM's
         kind = TrainingKeyboardInterrupt if python_caller() else TrainingInterrupted
         stop = kind("stopped by SIGINT before training began or after it ended; "
-                    f"{_checkpoints_now()} — {rerun()}", 128 + signal.SIGINT)
+                    f"{_checkpoints_now()} — {_again(sentences)}", 128 + signal.SIGINT)
         stop.printed_by_another = said_by_another_process()  # every process got the Ctrl-C
         raise stop from None
     finally:
         ABANDONED.reset(abandoned)
+
+
+def _again(sentences: Iterable[Sequence[str]] | None) -> str:
+    """How to start again: the same call, or, where the sentences were an iterator (a
+    generator) that the stopped call has used up, the call with a new one."""
+    if sentences is not None and iter(sentences) is sentences:
+        return ("call embedlab.train again with a new iterator of the sentences (this one "
+                "is used up) and the same other arguments")
+    return rerun()
 
 
 def _checkpoints_now() -> str:
