@@ -2119,7 +2119,7 @@ def test_a_config_json_edited_since_the_checkpoint_is_refused(
     assert code == 0 and "resuming" in err, err
 
 
-@pytest.mark.parametrize("name", ["metrics.jsonl", "status.json"])
+@pytest.mark.parametrize("name", ["metrics.jsonl", "status.json", "vocab.tsv"])
 def test_a_run_file_in_the_way_is_refused_before_the_resume_is_recorded(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     """A folder where a run file belongs stops the resume before config.json and env.json are

@@ -536,12 +536,15 @@ def _check_run_files(run_dir: Path) -> None:
     """Refuse, before config.json and env.json are rewritten, a resume whose run files are in
     the way (a folder where status.json or metrics.jsonl belongs): found by the loop's first
     write, it came after this resume had been recorded."""
+    from embedlab.checkpoint import INDEX_FILE
     from embedlab.fsutil import output_target
     from embedlab.run.provenance import ENV_FILE
     from embedlab.run.status import STATUS_FILE
     from embedlab.track.jsonl import METRICS_FILE
+    from embedlab.track.projector import PROJECTOR_CONFIG
 
-    for name in (CONFIG_FILE, ENV_FILE, STATUS_FILE, METRICS_FILE):
+    for name in (CONFIG_FILE, ENV_FILE, STATUS_FILE, METRICS_FILE, VOCAB_FILE, INDEX_FILE,
+                 PROJECTOR_CONFIG):
         output_target(run_dir / name, fix=f"move it out of the run folder, then {rerun()}")
 
 
