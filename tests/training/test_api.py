@@ -838,6 +838,8 @@ def test_a_corpus_that_is_no_path_nor_sentences_is_one_line(
     ({"run": ""}, "run is empty (an unset variable?); pass a folder, e.g. run='runs/exp1'"),
     ({"runs_dir": ""}, "runs_dir is empty (an unset variable?); pass a folder, e.g. "
                        "runs_dir='runs'"),
+    ({"init_from": ""}, "init_from is empty (an unset variable?); pass the run or checkpoint to "
+                        "copy from, or leave init_from out for a cold start"),
     ({"preset": ["cs20"]}, "preset= must be a preset's name (a str), got list ['cs20']; e.g. "
                            "preset='cs20'"),
 ])

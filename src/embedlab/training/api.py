@@ -117,6 +117,10 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     restart = checked_bool("restart", restart)
     _check_path("run", run, optional=True)
     _check_path("runs_dir", runs_dir)
+    if options.get("init_from") == "":  # "--init-from $RUN" of an unset variable: no warm start
+        raise InputError(f"{spell_name('--init-from')} is empty (an unset variable?); pass the "
+                         f"run or checkpoint to copy from, or leave {spell_name('--init-from')} "
+                         "out for a cold start")
     if preset is not None and not isinstance(preset, str):
         raise InputError(f"preset= must be a preset's name (a str), got {type(preset).__name__} "
                          f"{clip(repr(preset))}; e.g. preset='cs20'")
