@@ -468,7 +468,8 @@ def test_exports_are_readable_by_others(tmp_path: Path,
     ("nan.txt", b"2 2\na 1 nan\nb 1 2\n",
      ["line 2: the vector of 'a' holds nan, not a finite float32 number; fix or remove"]),
     ("huge.bin", b"100000000000 3\na 1 2 3\n",
-     ["header says 100000000000 words × 3 dims but the file has only 23 bytes"]),
+     ["has 23 bytes, too few for the 100,000,000,000 words × 3 dims its header promises: the "
+      "file is cut short, or the header's count is wrong"]),
     ("hex.txt", b"2 3\na 1 2 3\nb 0x10 2 3\n", ["line 3: word 'b' has a non-number value '0x10'"]),
     ("text.npy", b"1 2\na 1 2\n", ["is not a .npy array file", "give a word2vec file a .txt"]),
 ])

@@ -80,10 +80,8 @@ def test_word2vec_c_text_with_trailing_spaces_and_duplicates(tmp_path: Path) -> 
 @pytest.mark.parametrize("content, problem", [
     (b"hello world\n", "first line"),
     (b"", "first line"),
-    (b"1 3\na 1 2\n", "header says 1 words × 3 dims but the file has only 10 bytes"),
     (b"1 3\nabcdefgh 1 2\n", "line 2: word 'abcdefgh' has 2 values, expected 3"),
     (b"1 2\na 1 x\n", "line 2: word 'a' has a non-number value 'x'"),
-    (b"1 1\n\xff\xfe\xfd\xfc\x00 1\n", "binary record 1 of 1 is truncated"),
     (b"0 5\n", "0 words"),
 ])
 def test_not_word2vec_is_an_input_error(tmp_path: Path, content: bytes, problem: str) -> None:
@@ -244,9 +242,9 @@ def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: byt
     path = tmp_path / "huge.bin"
     n, dim = content.split(b"\n")[0].split()
     assert _read_error(path, content) == (
-        f"{path} is not a word2vec file (header says {int(n)} words × {int(dim)} dims but the "
-        f"file has only {len(content)} bytes); pass a word2vec text/binary file, a .npy export, "
-        "a run folder or a checkpoint folder")
+        f"{path} has {len(content):,} bytes, too few for the {int(n):,} words × {int(dim)} dims "
+        "its header promises: the file is cut short, or the header's count is wrong; export the "
+        "vectors again, or make the header's first number the count of rows")
 
 
 @pytest.mark.parametrize("content", [
@@ -260,6 +258,24 @@ def test_a_file_cut_short_is_told_so(tmp_path: Path, content: bytes) -> None:
     assert _read_error(path, content) == (
         f"{path} ends after 2 of the 3 words its header promises: the file is cut short, or the "
         "header's count is wrong; export the vectors again, or make the header's first number 2")
+
+
+def test_a_file_cut_in_the_middle_is_told_so(tmp_path: Path) -> None:
+    """A download or copy cut short ends inside a record or a row: named as cut short (with
+    the header's fix) wherever the cut falls, not as a malformed row."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(100)]
+    whole = tmp_path / "whole"
+    write_word2vec(whole.with_suffix(".txt"), words, rng.standard_normal((100, 10)))
+    write_word2vec(whole.with_suffix(".bin"), words, rng.standard_normal((100, 10)))
+    for suffix in (".txt", ".bin"):
+        data = whole.with_suffix(suffix).read_bytes()
+        last_word = data.rindex(b"w99 ") + 4  # inside the last row or record
+        for cut in (len(data) // 2, last_word + 3):
+            path = tmp_path / f"cut{cut}{suffix}"
+            message = _read_error(path, data[:cut])
+            assert "the file is cut short, or the header's count is wrong; export the vectors " \
+                   "again" in message, message
 
 
 @pytest.mark.parametrize("content", [
@@ -279,6 +295,16 @@ def test_rows_beyond_the_header_are_read_as_gensim_reads_them_with_a_warning(
     assert matrix[:, 0].tolist() == [1, 3]
     binary = not content.endswith(b"5 6\n")
     assert words == list(KeyedVectors.load_word2vec_format(path, binary=binary).index_to_key)
+
+
+def test_rows_beyond_the_header_are_said_wherever_a_block_of_rows_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "more.txt"
+    path.write_bytes(b"2 1\na 1\nb 2\nc 3\n")
+    monkeypatch.setattr(word2vec, "_TEXT_BLOCK", 8)  # a block ends with the header's last row
+    assert read_word2vec(path)[0] == ["a", "b"]
+    assert "the file goes on after the 2 words its header says" in capsys.readouterr().err
 
 
 def test_a_byte_order_mark_before_the_header_is_read_past(tmp_path: Path) -> None:

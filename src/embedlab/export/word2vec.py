@@ -230,9 +230,13 @@ def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
 
 def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
                 min_record: int) -> None:
+    """Refuse, before anything of the header's size is allocated, a file too short for it: cut
+    short, or a header whose count is wrong (10^11 words)."""
     if n * min_record > len(data) - pos:
-        raise _not_w2v(path, f"header says {n} words × {dim} dims but the file has only "
-                             f"{len(data)} bytes")
+        raise InputError(f"{path} has {len(data):,} bytes, too few for the {n:,} words × {dim} "
+                         "dims its header promises: the file is cut short, or the header's "
+                         "count is wrong; export the vectors again, or make the header's first "
+                         "number the count of rows")
 
 
 def _cut_short(path: Path, read: int, n: int) -> InputError:
@@ -395,10 +399,9 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
         if stop < 0:  # one row longer than a block
             stop = data.find(b"\n", pos)
         stop = len(data) if stop < 0 else stop
-        lines = data[pos:stop].split(b"\n")
-        if len(lines) > n - row:  # rows beyond the header's count: the rest of the file
-            _warn_if_more(path, data, pos + sum(len(line) + 1 for line in lines[:n - row]), n)
-            lines = lines[:n - row]
+        lines = data[pos:stop].split(b"\n")[:n - row]  # rows beyond the count: said below
+        # the file's last line, without its newline: where a file cut short ends
+        torn = stop == len(data) and data[len(data) - 1:] != b"\n"
         values: list[bytes] = []
         for i, line in enumerate(lines, start=row):
             parts = _fields(line)
@@ -409,6 +412,8 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
             word, bad = _word(parts[0])
             replaced += bad
             if len(parts) != dim + 1:
+                if torn and i == row + len(lines) - 1 and len(parts) < dim + 1:
+                    raise _cut_short(path, i, n)
                 raise _not_w2v(path, f"line {i + 2}: word {word!r} has {len(parts) - 1} "
                                      f"values, expected {dim}")
             words.append(word)
@@ -425,8 +430,9 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
                               values[k].decode("ascii", errors="replace"))
         mat[row:row + len(lines)] = block.reshape(len(lines), dim)
         row += len(lines)
-        pos = stop + 1
+        pos += sum(len(line) + 1 for line in lines)  # past the rows read, newlines included
         _done_with(data, pos)
+    _warn_if_more(path, data, pos, n)
     return words, mat, replaced
 
 
@@ -463,8 +469,8 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
             space = data.find(b" ", pos)
             if pos >= len(data):
                 raise _cut_short(path, i, n)
-            if space < 0 or len(data) - (space + 1) < width:
-                raise _not_w2v(path, f"binary record {i + 1} of {n} is truncated")
+            if space < 0 or len(data) - (space + 1) < width:  # the file ends inside it
+                raise _cut_short(path, i, n)
             if space == pos:
                 raise _not_w2v(path, f"binary record {i + 1} of {n} has no word")
             if data.find(b"\n", pos, space) >= 0:  # no writer's word holds one: text, misread
