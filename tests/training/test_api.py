@@ -573,6 +573,16 @@ def test_a_corpus_too_small_names_the_vocabulary_options_that_drop_words(
     ]:
         assert refused(corpus=tmp_path / corpus, run=tmp_path / "run", **FAST,
                        **options).endswith(message)
+    (tmp_path / "ab.txt").write_text("alpha\nbeta\n" * 20)  # min count 5 and max_vocab 10
+    assert refused(corpus=tmp_path / "ab.txt", run=tmp_path / "run", **FAST,  # drop no word
+                   max_vocab=10).endswith("put more than one word per line")
+    # a folder the user prepared: its options are prepare's to change, not the run's
+    from embedlab.data.preparing import prepare
+
+    prepare(tmp_path / "lines.txt", tmp_path / "prep", min_count=2, progress=False)
+    assert refused(corpus=tmp_path / "prep", run=tmp_path / "run", **FAST).endswith(
+        f"put more than one word per line, or prepare {tmp_path / 'prep'} again with a lower "
+        "min_count (it is 2)")
 
 
 def test_a_prepared_folders_options_are_named_as_arguments(corpus: Path, tmp_path: Path) -> None:

@@ -113,20 +113,27 @@ def check_enough_tokens(prepared: PreparedCorpus, cfg: TrainConfig) -> None:
     if len(prepared.ids) <= 1:
         raise InputError(f"corpus {cfg.data.corpus} has {len(prepared.ids)} in-vocabulary "
                          "token(s), fewer than a window needs; use a bigger corpus"
-                         f"{_wider_vocabulary(prepared, ' or')}")
+                         f"{_wider_vocabulary(prepared, cfg, ' or')}")
 
 
-def _wider_vocabulary(prepared: PreparedCorpus, joiner: str) -> str:
+def _wider_vocabulary(prepared: PreparedCorpus, cfg: TrainConfig, joiner: str) -> str:
     """The vocabulary options that would keep more of the corpus's words, as the end of a fix
-    (``joiner`` first): a lower min count where it is above 1, a larger --max-vocab where one is
-    set; nothing where neither drops a word."""
+    (``joiner`` first): a lower min count where it dropped words, a larger --max-vocab where
+    the vocabulary fills it; nothing where neither drops one. For a folder the user prepared,
+    the options are prepare's: a run on it takes its vocabulary as it is."""
     meta = prepared.meta
+    raw, kept = meta.get("raw_tokens"), meta.get("tokens")
+    dropped = isinstance(raw, int) and isinstance(kept, int) and raw > kept
     fixes = []
-    if isinstance(meta.get("min_count"), int) and meta["min_count"] > 1:
+    if isinstance(meta.get("min_count"), int) and meta["min_count"] > 1 and dropped:
         fixes.append(f"a lower {spell_name('--min-count')} (it is {meta['min_count']})")
-    if isinstance(meta.get("max_vocab"), int):
+    if isinstance(meta.get("max_vocab"), int) and len(prepared.vocab) >= meta["max_vocab"]:
         fixes.append(f"a larger {spell_name('--max-vocab')} (it is {meta['max_vocab']})")
-    return f"{joiner} pass {' or '.join(fixes)}" if fixes else ""
+    if not fixes:
+        return ""
+    if cfg.data.corpus not in SPECIAL_CORPORA and is_prepared(cfg.data.corpus):
+        return f"{joiner} prepare {cfg.data.corpus} again with {' or '.join(fixes)}"
+    return f"{joiner} pass {' or '.join(fixes)}"
 
 
 def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
@@ -137,7 +144,7 @@ def check_pairs_possible(prepared: PreparedCorpus, cfg: TrainConfig,
     if prepared.longest_sentence() < 2:
         raise InputError(f"corpus {cfg.data.corpus} has no sentence (line) with two "
                          "in-vocabulary words, and contexts never cross a line end; put more "
-                         f"than one word per line{_wider_vocabulary(prepared, ', or')}")
+                         f"than one word per line{_wider_vocabulary(prepared, cfg, ', or')}")
     if keep is not None:
         kept = float(np.dot(np.asarray(prepared.vocab.counts, dtype=np.float64), keep))
         if kept < 2:
