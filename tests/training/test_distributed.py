@@ -605,6 +605,24 @@ def test_nproc_passes_a_signal_sent_to_its_pid_on_once(corpus: Path, tmp_path: P
 
 
 @pytest.mark.slow
+def test_nproc_started_with_sigint_ignored_keeps_it_ignored(corpus: Path, tmp_path: Path
+                                                            ) -> None:
+    """A script's background job ignores SIGINT (the terminal's Ctrl-C for the script): the
+    launcher neither takes it nor starts its processes with a handler for it."""
+    run = tmp_path / "run"
+    proc = _nproc(run, corpus, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    _wait_for_step(run, 120, proc)
+    proc.send_signal(signal.SIGINT)
+    for rank in (0, 1):
+        os.kill(_worker(proc.pid, rank), signal.SIGINT)
+    time.sleep(2)
+    assert proc.poll() is None and _status(run)["status"] == "running"
+    proc.send_signal(signal.SIGTERM)
+    code, out = _finish(proc)
+    assert code == 128 + signal.SIGTERM, out
+
+
+@pytest.mark.slow
 def test_nproc_processes_end_with_their_launcher(corpus: Path, tmp_path: Path) -> None:
     # a launcher killed outright left its processes training to the end, holding the run
     run = tmp_path / "run"

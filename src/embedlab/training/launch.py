@@ -66,9 +66,12 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
             if proc.poll() is None:
                 proc.send_signal(signum)
 
-    # SIGHUP too (a closed terminal): each process saves as for SIGTERM, and this one waits
+    # SIGHUP too (a closed terminal): each process saves as for SIGTERM, and this one waits.
+    # A signal this command ignores (nohup's SIGHUP, a script's background job's SIGINT) stays
+    # ignored, here and so in the processes, which inherit it so.
     before = {sig: signal.signal(sig, pass_on)
-              for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+              for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+              if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         for rank in range(nproc):
             env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
