@@ -35,7 +35,9 @@ def saved_states(draw: st.DrawFn) -> dict[str, Any]:
             "corpus": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=64,
                                                max_size=64)),
             "vocabulary": draw(st.none() | st.text(alphabet="0123456789abcdef", min_size=64,
-                                                   max_size=64))}
+                                                   max_size=64)),
+            "settings": draw(st.none() | st.dictionaries(st.text(min_size=1), sums,
+                                                         max_size=4).map(json.dumps))}
 
 
 @settings(deadline=None)  # timing varies on a loaded machine; the property does not
