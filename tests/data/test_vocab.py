@@ -372,3 +372,26 @@ def test_every_damage_of_a_prepared_folders_vocabulary_names_the_folders_fix(
     message = str(e.value)
     assert message.startswith(problem.format(v=vocab)), message
     assert message.endswith(f"; {remake_fix(folder)}")
+
+
+def test_the_fix_of_a_damaged_prepared_folder_holding_other_files_moves_them_first(
+        tmp_path: Path) -> None:
+    """prepare --force refuses a folder with other files beside the corpus's: the fix says to
+    move them out first, instead of a --force that would be refused."""
+    from embedlab.data.preparing import prepare
+
+    (tmp_path / "c.txt").write_text("the cat sat on the mat\n")
+    folder = tmp_path / "prep"
+    prepare(tmp_path / "c.txt", folder, min_count=1, progress=False)
+    (folder / "NOTES").write_text("mine")
+    (folder / "vocab.tsv").write_text("the\t3\nthe\t2\n")
+    with pytest.raises(InputError) as e:
+        Vocab.load_tsv(folder / "vocab.tsv")
+    assert str(e.value).endswith(
+        f"; move the files that are not the prepared corpus's out of {folder}, then re-create "
+        f"it with 'embedlab prepare CORPUS --out {folder} --force'")
+    (folder / "NOTES").unlink()
+    with pytest.raises(InputError) as e:
+        Vocab.load_tsv(folder / "vocab.tsv")
+    assert str(e.value).endswith(f"; re-create it with 'embedlab prepare CORPUS --out {folder} "
+                                 "--force'")

@@ -176,14 +176,17 @@ def _unreadable_folder(folder: Path, corpus: Path) -> InputError:
 def remake_fix(path: Path) -> str:
     """How to make again the damaged prepared folder ``path`` (or the folder of its file): a
     run's own copy is deleted, and the resume prepares it again from the run's corpus (with the
-    run's options); a folder ``prepare --force`` replaces (a prepared corpus, or nothing but a
-    prepared corpus's files) is made again in place; one that holds other files too is deleted
-    first (``--force`` never replaces a folder of other files)."""
+    run's options); a folder of nothing but a prepared corpus's files is made again in place
+    with ``prepare --force``; a prepared corpus with other files beside it, once they are moved
+    out (``--force`` never deletes other files); any other folder is deleted first."""
     folder = path if path.is_dir() or path.suffix == "" else path.parent
     if folder.name == "prepared" and (folder.parent / "config.json").is_file():
         return f"delete {folder}: resuming the run prepares it again from its corpus"
-    if says_prepared(folder / "meta.json") or holds_prepared_files_only(folder):
+    if holds_prepared_files_only(folder):
         return f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'"
+    if says_prepared(folder / "meta.json"):  # and other files, which --force would delete
+        return (f"move the files that are not the prepared corpus's out of {folder}, then "
+                f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'")
     return f"delete {folder}, then re-create it with 'embedlab prepare CORPUS --out {folder}'"
 
 
