@@ -849,6 +849,21 @@ def test_a_stop_after_from_moved_the_newer_checkpoints_says_where_they_are(
         "re-run the same command")
 
 
+def test_a_stop_after_training_began_from_a_moved_branch_does_not_name_the_move(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once training began the run saves past the --from step: a Ctrl-C then no longer says
+    the run resumes from that step."""
+    import embedlab.training.loop as loop
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "_finish", interrupted)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", "20")
+    assert code == 130 and "--from had moved" not in err, err
+
+
 def test_from_another_runs_checkpoint_is_refused(copy: Path, trained: Path, corpus: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     # It was accepted: the run went on with the other run's weights under its own name, config

@@ -31,6 +31,7 @@ from embedlab.errors import (
     spell,
 )
 from embedlab.run import status
+from embedlab.run.folder import ABANDONED
 from embedlab.run.signals import SignalFlag, interrupted
 from embedlab.training import distributed
 from embedlab.training.clocks import WallClock
@@ -92,6 +93,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
                                     wall_time=wall.before)
                 raise interrupted(signum, state.step, saved=run.resumed)
             state.window.start()
+            ABANDONED.set(None)  # a stop from here saves: the line says so, not the --from move
             reporter = Reporter(run, tracker, bar, wall, sink)
             saver.metrics = reporter.checkpoint_metrics
             finished = _train(run, reporter, saver, _Stop(flag, sink))
