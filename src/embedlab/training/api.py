@@ -15,7 +15,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -168,7 +168,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
 def _again(sentences: Iterable[Sequence[str]] | None) -> str:
     """How to start again: the same call, or, where the sentences were an iterator (a
     generator) that the stopped call has used up, the call with a new one."""
-    if sentences is not None and iter(sentences) is sentences:
+    if isinstance(sentences, Iterator):  # not iter(): a second __iter__ may read or raise
         return ("call embedlab.train again with a new iterator of the sentences (this one "
                 "is used up) and the same other arguments")
     return rerun()
