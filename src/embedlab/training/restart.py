@@ -43,18 +43,23 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False) -> Iterator[P
             else ""
         print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}{settings}",
               file=sys.stderr)
+        from embedlab.training.trainer import CREATED_RUN
+
+        created = CREATED_RUN.set(None)  # the block's trainer records the run it creates
         try:
             yield moved
         except BaseException:
             if not run.exists():  # still under the old run's lock
                 _put_back(moved, run, old_lock)
-            elif _made_by_this_call(run) is False:
+            elif not _made_by_this_call(run):
                 # another command (a plain resume) started a new run there in the moment the
                 # path was free: the old run cannot go back, and must not be lost from sight
                 warn(f"another command started a new run at {run} while {spell('--restart', True)} "
                      f"had moved the old one aside; the old run is at {moved} (to put it back: "
                      f"stop that command, then rm -r {run} && mv {moved} {run})")
             raise
+        finally:
+            CREATED_RUN.reset(created)
     finally:
         if old_lock is not None:
             old_lock.release()
@@ -73,13 +78,12 @@ def _put_back(moved: Path, run: Path, old_lock: RunLock | None) -> None:
               file=sys.stderr)
 
 
-def _made_by_this_call(run: Path) -> bool | None:
-    """Whether the folder at ``run`` is this process's new run (its lock file names this
-    pid), not another command's; None where there is no lock to tell."""
-    from embedlab.run.lock import read_lock
+def _made_by_this_call(run: Path) -> bool:
+    """Whether the folder at ``run`` is the new run this call created (kept: it failed after
+    its first checkpoint), not one another command started there."""
+    from embedlab.training.trainer import CREATED_RUN
 
-    lock = read_lock(run)
-    return None if lock is None else lock.get("pid") == os.getpid()
+    return CREATED_RUN.get() == Path(os.path.abspath(run))
 
 
 def _lock_for_restart(run: Path) -> RunLock | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -26,6 +27,11 @@ from embedlab.training.state import TrainResult
 
 if TYPE_CHECKING:
     from embedlab.data.tokenise_child import PrepareAhead
+
+
+#: the run folder this call created (absolute), for ``--restart`` to tell its own new run from
+#: one another command started in its place (embedlab.training.restart)
+CREATED_RUN: ContextVar[Path | None] = ContextVar("embedlab_created_run", default=None)
 
 
 def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str | None = None,
@@ -67,6 +73,8 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
     except BaseException:  # held by another process, or its record not written (a full disk)
         remove_empty_folders(made)  # only what this call made and is still empty
         raise
+    if made:
+        CREATED_RUN.set(made[0])
     discard: list[Path] = []  # the new run's folders, removed once the lock is released
     with contextlib.ExitStack() as held:
         held.callback(lambda: remove_empty_folders(discard))  # runs after the release below
