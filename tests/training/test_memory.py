@@ -324,9 +324,9 @@ def test_the_noise_words_of_a_huge_negative_are_counted_and_the_flag_named(
     assert memory.noise_bytes(8_000_000, 32, chunks=1) == 8192 * 8_000_000 * 8
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
     monkeypatch.setattr(memory, "available_memory", lambda: (8 << 30, "MemAvailable"))
-    for options, fix in (({"negative": 10**6}, "pass a smaller negative= (word2vec's are 5 to "
+    for options, fix in (({"negative": 10**6}, "pass a smaller negative (word2vec's are 5 to "
                                                "25)"),
-                         ({"shared_negatives": 10**7}, "pass a smaller shared_negatives=")):
+                         ({"shared_negatives": 10**7}, "pass a smaller shared_negatives")):
         with pytest.raises(InputError) as info:
             embedlab.train(corpus=corpus, run=tmp_path / "run", threads=1, tensorboard=False,
                            progress=False, max_steps=1, **options)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from embedlab.errors import InputError, spell
+from embedlab.errors import InputError, spell, spell_name
 
 GIB = 1 << 30
 CHUNK_TOKENS = 1 << 18  # the batch streams' chunk (embedlab.data.pairs.BatchStream)
@@ -240,7 +240,7 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
         return
     room, source = have
     if noise > need.total / 2:  # a huge --negative (or --shared-negatives): it is the fix
-        fix = f"pass a smaller {spell(noise_flag)}" + \
+        fix = f"pass a smaller {spell_name(noise_flag)}" + \
             (" (word2vec's are 5 to 25)" if noise_flag == "--negative" else "") \
             if shape != "resumed" else \
             "resume it where more memory is free: its noise words are those it was started with"
