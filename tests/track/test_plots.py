@@ -131,3 +131,18 @@ def test_plot_card_keeps_half_a_character_between_labels_on_a_line() -> None:
         for b, (bx, by) in anchors.items():
             if a != b and abs(ay - by) < line_h and ax_ <= bx:
                 assert bx - ax_ >= char_w * (len(a) + 0.5) - 1e-6, (a, b)
+
+
+def test_words_that_look_like_mathtext_are_drawn_as_typed() -> None:
+    """A corpus from LaTeX or markup has words like $x$ and $\\foo$: read as mathtext, the
+    first would be drawn in italics and the second would fail to draw, stopping training at
+    its first checkpoint's summaries."""
+    import io
+
+    words = ["$x$", "$\\foo$", "$^$", "a$b$c", "$100", "plain"]
+    points = np.arange(12, dtype=np.float64).reshape(6, 2) * 10
+    for fig in (plot_words(words, points, title="run $name$"),
+                plot_card(words, points, points, title="$\\bad$", caption="words 1–6")):
+        fig.savefig(io.BytesIO(), format="png")  # drawing the text is where mathtext failed
+        shown = sorted(t.get_text() for ax in fig.axes for t in ax.texts)
+        assert shown == sorted(words)

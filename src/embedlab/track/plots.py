@@ -78,7 +78,7 @@ def plot_words(words: Sequence[str], points: np.ndarray, *, title: str = "") -> 
     placed = _label(ax, words, points, 8, 100)
     shown = f" ({len(placed)} of {n} labelled; overlapping labels left out)" \
         if len(placed) < n else ""
-    ax.set_title(title + shown)
+    ax.set_title(title + shown, parse_math=False)
     return fig
 
 
@@ -109,7 +109,7 @@ def plot_card(words: Sequence[str], points: np.ndarray, context: np.ndarray, *, 
     # read as one word
     placed = _label(ax, words, points, CARD_FONT, CARD_DPI, space=0.5)
     ax.set_title(f"{title}\n{caption}: {len(placed)} of {len(words)} labelled",
-                 fontsize=CARD_FONT)
+                 fontsize=CARD_FONT, parse_math=False)
     return fig
 
 
@@ -124,7 +124,7 @@ def _scatter(points: np.ndarray, side: float, dpi: int, title: str, *, color: st
     ax.set_yticks([])
     # the final title has as many lines: the layout keeps its height
     size: dict[str, Any] = {} if font is None else {"fontsize": font}
-    ax.set_title("\n".join([title or " "] * lines), **size)
+    ax.set_title("\n".join([title or " "] * lines), parse_math=False, **size)
     fig.tight_layout()
     return fig, ax
 
@@ -134,8 +134,9 @@ def _label(ax: Any, words: Sequence[str], points: np.ndarray, font: int, dpi: in
     """Annotate the words :func:`_fit_labels` places; return them."""
     placed = _fit_labels(ax, words, points, font, dpi, space)
     for w, (x, y) in placed:
+        # words are text, never mathtext: "$x$" is drawn as typed, and "$\foo$" is no error
         label = ax.annotate(w, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=font,
-                            alpha=0.9)
+                            alpha=0.9, parse_math=False)
         # _fit_labels already keeps labels inside the axes; measuring each label's extent for
         # the layout would take most of the figure's time
         label.set_in_layout(False)
