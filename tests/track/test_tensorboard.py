@@ -167,3 +167,28 @@ def test_summaries_use_one_blas_thread(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(plots, "project_2d", recording)
     simulate(tmp_path / "run", steps=10, ckpt_every=10)
     assert seen and set(seen) == {1}
+
+
+def test_the_neighbours_table_shows_words_as_typed_whatever_markdown_they_hold() -> None:
+    """Rendered as TensorBoard's text dashboard renders it: a|b stays one cell, and **x**,
+    _u_, `t`, [l](u), <b> and & are shown as typed, not as markup."""
+    import html
+    import re
+
+    from tensorboard.plugin_util import markdown_to_safe_html
+
+    from embedlab.track.tensorboard import neighbours_markdown
+
+    words = ["a|b", "**bold**", "_u_", "`tick`", "[l](http://x)", "<b>x</b>", "na&me",
+             "back\\slash", "1.5"]
+    vectors = np.random.default_rng(0).standard_normal((len(words), 4)).astype(np.float32)
+    rendered = markdown_to_safe_html(neighbours_markdown(words, vectors, words, k=3))
+    rows = re.findall(r"<tr>(.*?)</tr>", rendered, re.S)[1:]  # the header row first
+    assert len(rows) == len(words)
+    for word, row in zip(words, rows, strict=True):
+        cells = re.findall(r"<td>(.*?)</td>", row, re.S)
+        assert len(cells) == 2, row
+        probe = re.fullmatch(r"<strong>(.*)</strong>", cells[0], re.S)
+        assert probe is not None and html.unescape(probe.group(1)) == word
+        shown = re.findall(r"(.+?) \((-?\d\.\d\d)\)(?:, |$)", cells[1])
+        assert len(shown) == 3 and all(html.unescape(name) in words for name, _ in shown)

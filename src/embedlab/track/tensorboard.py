@@ -5,6 +5,7 @@ at the end, the final metrics and the hparams record.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from itertools import islice
@@ -95,9 +96,20 @@ def neighbours_markdown(words: Sequence[str], w: np.ndarray, probes: Sequence[st
     neighbours = nearest_to_rows(w, row_norms(w, low_memory=True), ids, k)
     lines = ["| word | nearest neighbours (cosine) |", "|---|---|"]
     for i, row in zip(ids, neighbours, strict=True):
-        cells = ", ".join(f"{words[j]} ({s:.2f})" for j, s in row)
-        lines.append(f"| **{words[i]}** | {cells} |")
+        cells = ", ".join(f"{markdown_text(words[j])} ({s:.2f})" for j, s in row)
+        lines.append(f"| **{markdown_text(words[i])}** | {cells} |")
     return "\n".join(lines)
+
+
+#: what Markdown (and its tables' cells) would read as markup in a word
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|])")
+
+
+def markdown_text(word: str) -> str:
+    """``word`` as text in TensorBoard's Markdown: ``a|b`` stays one cell, ``**x**``, ``_u_``,
+    ``[l](u)`` and ``<b>`` are shown as typed, not as bold, italics, a link or HTML."""
+    escaped = word.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", escaped)
 
 
 def pca_tag(start: int, stop: int) -> str:
