@@ -200,6 +200,20 @@ def remove_all_but(folder: Path, keep: str) -> None:
             child.unlink(missing_ok=True)
 
 
+def remove_leftover_temporaries(folder: Path) -> list[Path]:
+    """Delete the temporaries :func:`atomic_open` leaves in ``folder`` when its process is
+    killed mid-write (``.NAME.tmp-XXXX``); only for a folder no other process writes into now
+    (a run whose lock this process holds). Returns what went."""
+    gone = []
+    with contextlib.suppress(OSError):
+        for child in folder.glob(".*.tmp-*"):
+            if child.is_file() and not child.is_symlink():
+                with contextlib.suppress(OSError):
+                    child.unlink()
+                    gone.append(child)
+    return gone
+
+
 def remove_empty_folders(folders: list[Path]) -> None:
     """Remove ``folders`` (deepest first) while they are empty; stop at the first that is not."""
     for folder in folders:

@@ -2163,3 +2163,24 @@ def test_an_empty_run_folder_is_refused_not_taken_for_the_working_folder(
     assert_refused(code, err, f"{flag} is empty (an unset variable?); pass a folder, e.g. "
                               f"{flag} {example}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_resume_removes_the_temporaries_a_killed_write_left(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kill in the middle of an atomic write (status.json, the index, the projector's files)
+    leaves its temporary beside the file; the next start of the run, holding its lock, removes
+    them, and nothing else."""
+    run = tmp_path / "run"
+    summaries = [flag for flag in FAST if flag != "--no-tensorboard"]  # the projector's files
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *summaries, "--max-steps", "3")
+    assert code == 0, err
+    projector, = run.glob("[0-9]*/input_embeddings")
+    left = [run / ".status.json.tmp-abc123", run / ".projector_config.pbtxt.tmp-x",
+            projector / ".tensors.tsv.tmp-y"]
+    for path in left:
+        path.write_text("half")
+    (run / ".notes").write_text("mine")  # a hidden file of the user's: not a temporary
+    code, err = train(capsys, "--run", run, "--max-steps", "4")
+    assert code == 0, err
+    assert not any(path.exists() for path in left)
+    assert (run / ".notes").read_text() == "mine"

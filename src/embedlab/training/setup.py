@@ -61,6 +61,7 @@ from embedlab.errors import (
     spell_name,
     warn,
 )
+from embedlab.fsutil import remove_leftover_temporaries
 from embedlab.run.folder import CONFIG_FILE, abandon_after
 from embedlab.run.provenance import (
     last_kernel,
@@ -295,6 +296,12 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
     manager.check_index()  # a damaged index is refused before anything of the run is written
     manager.check_writable()
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
+    # and so do the run's own files written atomically (status, index, projector config);
+    # only process 0 writes those, so only it may take them as left over
+    group = distributed.current()
+    if group is None or group.leader:
+        for folder in (run_dir, *run_dir.glob("[0-9]*/input_embeddings")):
+            remove_leftover_temporaries(folder)
     if resume_from:
         return manager, find_checkpoint(resume_from)
     latest = manager.latest()  # warns about each damaged one it skips
