@@ -244,6 +244,12 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     (["prepare", "c.txt", "-output", "d"],
      "-output is word2vec.c's flag; did you mean --out? (embedlab's flags start with two "
      "dashes; see 'embedlab prepare --help')"),
+    (["tensorboard", "--logdir", "runs"],
+     "No such option '--logdir': the folder of runs is the argument (embedlab tensorboard DIR) "
+     "(see 'embedlab tensorboard --help')"),
+    (["tensorboard", "-logdir", "runs"],
+     "-logdir is TensorBoard's flag: the folder of runs is the argument (embedlab tensorboard "
+     "DIR) (see 'embedlab tensorboard --help')"),
     (["export", "run", "--binary", "1", "--out", "v.bin"],
      "No such option '--binary': the --out name picks it (vectors.bin: binary, vectors.txt: "
      "text), or --format word2vec-binary (see 'embedlab export --help')"),

@@ -149,7 +149,12 @@ _FOREIGN_FLAGS = {
     "prepare": {"-train": "no option: the corpus is prepare's argument (embedlab prepare "
                           "CORPUS --out DIR)",
                 "-output": "--out"},
+    # TensorBoard's own flag, as its users type it
+    "tensorboard": {"-logdir": "no option: the folder of runs is the argument (embedlab "
+                               "tensorboard DIR)"},
 }
+#: whose flags those are, where not word2vec.c's
+_FOREIGN_OWNER = {"tensorboard": "TensorBoard's"}
 
 
 def _foreign(command: str, flag: str) -> str | None:
@@ -194,7 +199,8 @@ def _one_dash_flags(args: list[str]) -> str | None:
     foreign = any(_foreign(words[0], a) for a, _ in told)
     if len(told) == 1:
         arg, known = told[0]
-        whose = "word2vec.c's flag" if foreign else "a flag with one dash"
+        owner = _FOREIGN_OWNER.get(words[0], "word2vec.c's")
+        whose = f"{owner} flag" if foreign else "a flag with one dash"
         if known.startswith("no option: "):
             return f"{arg} is {whose}: {known.removeprefix('no option: ')} ({see})"
         return (f"{arg} is {whose}; did you mean {known}? (embedlab's flags start with two "
@@ -202,7 +208,8 @@ def _one_dash_flags(args: list[str]) -> str | None:
     meanings = "; ".join(f"{arg}: {known.removeprefix('no option: ')}"
                          if known.startswith("no option: ") else f"{arg} is {known}"
                          for arg, known in told)
-    whose = "word2vec.c's flags" if foreign else "flags with one dash"
+    owner = _FOREIGN_OWNER.get(words[0], "word2vec.c's")
+    whose = f"{owner} flags" if foreign else "flags with one dash"
     return f"{whose}, with embedlab's meanings: {meanings} (embedlab's flags start with two " \
            f"dashes; {see})"
 
