@@ -2050,6 +2050,26 @@ def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
     assert (tmp_path / "run" / "prepared" / "ids.u32").read_bytes() == copy
 
 
+def test_a_changed_corpus_folder_holding_a_link_out_of_it_is_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corpus folder may hold a symbolic link to a file elsewhere, recorded by that file's own
+    path: a change of the folder's other files is said as for any folder."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_corpus(folder / "a.txt")
+    write_corpus(tmp_path / "outside.txt")
+    (folder / "link.txt").symlink_to(tmp_path / "outside.txt")
+    assert train(capsys, "--run", "run", "--corpus", "corpus", *FAST, "--max-steps", "2")[0] == 0
+    code, err = train(capsys, "--run", "run", "--max-steps", "3")
+    assert code == 0 and "changed" not in err, err
+    with (folder / "a.txt").open("a") as f:
+        f.write("more words here\n")
+    code, err = train(capsys, "--run", "run", "--max-steps", "4")
+    assert code == 0 and "embedlab: note: corpus changed since the run prepared its copy" in err
+
+
 def test_a_run_of_an_earlier_version_is_not_pointed_at_another_corpus(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

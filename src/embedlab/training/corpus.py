@@ -86,12 +86,18 @@ def _note_if_changed(corpus: str, prepared: PreparedCorpus) -> None:
     if root.is_file() and Path(source).name != root.name:
         return  # the copy was made from another file: the corpus's fingerprint judges that
     # the files by their names within the corpus: a copy of the project (cp -a) elsewhere
-    # holds the same corpus under other absolute paths
+    # holds the same corpus under other absolute paths; a file a link in the folder points to
+    # outside it, by its own path
+    def named(path: Path, base: str | Path) -> str:
+        if not root.is_dir():
+            return ""
+        return path.relative_to(base).as_posix() if path.is_relative_to(base) else \
+            path.as_posix()
+
     try:
-        now = [(p.resolve().relative_to(root).as_posix() if root.is_dir() else "",
-                p.stat().st_size, p.stat().st_mtime) for p in list_files(Path(corpus))]
-        then = [(Path(r["path"]).relative_to(source).as_posix() if root.is_dir() else "",
-                 r["size"], r["mtime"]) for r in recorded]
+        now = [(named(p.resolve(), root), p.stat().st_size, p.stat().st_mtime)
+               for p in list_files(Path(corpus))]
+        then = [(named(Path(r["path"]), source), r["size"], r["mtime"]) for r in recorded]
     except (InputError, OSError, KeyError, TypeError, ValueError):
         return  # unreadable now, or an odd record: nothing certain to say
     if now != then:
