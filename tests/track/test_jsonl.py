@@ -49,13 +49,20 @@ def test_jsonl_keeps_non_finite_values_as_strings_and_skips_torn_lines(tmp_path:
 
 def test_damaged_lines_dropped_at_a_resume_are_said_and_kept(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A torn last line is a kill mid-write, dropped without a word; other lines that are no
-    metrics rows (edited by hand, bytes of another file) are said, and the file as it was is
-    kept beside the rewrite."""
+    """A torn last line after the resumed step is a kill mid-write, dropped without a word;
+    other lines that are no metrics rows (edited by hand, bytes of another file, a row the
+    checkpoint covers cut short) are said, and the file as it was is kept beside the rewrite."""
     path = tmp_path / METRICS_FILE
-    path.write_text('{"step": 1, "train/loss": 2.0}\n{"step": 2, "train/lo')
+    path.write_text('{"step": 1, "train/loss": 2.0}\n{"step": 6, "train/lo')
     truncate_metrics(path, 5)
-    assert capsys.readouterr().err == "" and not (tmp_path / "metrics.jsonl.damaged").exists()
+    assert capsys.readouterr().err == "" and not list(tmp_path.glob("metrics.jsonl.damaged*"))
+    # the row of step 5 was complete before checkpoint 5 was: cut short since, it is damage
+    path.write_text('{"step": 1, "train/loss": 2.0}\n{"step": 5, "train/lo')
+    truncate_metrics(path, 5)
+    assert "has 1 line(s) that are not metrics rows (the first is line 2)" in \
+        capsys.readouterr().err
+    for copy in tmp_path.glob("metrics.jsonl.damaged*"):
+        copy.unlink()
     path.write_text('{"step": 1, "train/loss": 2.0}\n\n')  # a blank line: nothing to lose
     truncate_metrics(path, 5)
     assert capsys.readouterr().err == ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,7 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
     """
     if not path.exists():
         return
-    bad = _bad_line_numbers(path)
+    bad = _bad_line_numbers(path, resume_step)
     if bad:  # the rewrite drops them: the file as it was is kept beside it, and said
         import shutil
         import time
@@ -71,14 +72,19 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
     atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
 
 
-def _bad_line_numbers(path: Path) -> list[int]:
+def _bad_line_numbers(path: Path, resume_step: int) -> list[int]:
     """The lines of ``path`` that are no metrics row, a last line without its newline apart
-    (torn by a kill mid-write: dropped without a word)."""
+    where it is a row after ``resume_step`` (torn by a kill mid-write: dropped without a word;
+    a row of the resumed checkpoint's steps was complete before the checkpoint, so its tear is
+    damage done since)."""
     bad = []
     with path.open(encoding="utf-8", errors="replace") as f:
         lines = f.readlines()
     for number, line in enumerate(lines, 1):
         if number == len(lines) and not line.endswith("\n"):
+            step = _TORN_STEP.match(line)
+            if step is not None and int(step.group(1)) <= resume_step:
+                bad.append(number)
             break
         if not line.strip():  # a blank line holds nothing to lose
             continue
@@ -90,6 +96,10 @@ def _bad_line_numbers(path: Path) -> list[int]:
         if not (isinstance(row, dict) and isinstance(row.get("step"), int)):
             bad.append(number)
     return bad
+
+
+#: the step at the start of a row, read from a row cut short
+_TORN_STEP = re.compile(r'\{"step": (\d+)[,}]')
 
 
 def _is_final_row(row: Mapping[str, Any]) -> bool:
