@@ -158,3 +158,21 @@ def test_embedlab_tensorboard_serves_the_columns_and_removes_them_when_stopped(
     finally:
         stop_server(proc)
     assert not list(root.glob(f"{TABLE_PREFIX}*"))  # a plain tensorboard shows its own table
+
+
+def test_a_key_both_string_and_number_gets_its_values_as_checkboxes() -> None:
+    """--max-vocab is "none" in some runs and 2000 in others: without a domain the table offers
+    a regular expression, which TensorBoard refuses for the numbers (HTTP 400); the values, as
+    TensorBoard lists them without the summary, give checkboxes."""
+    from tensorboard.plugins.hparams import metadata
+
+    from embedlab.track.hparams_table import experiment_summary
+
+    summary = experiment_summary(Columns(hparams=(("data.max_vocab", ("none", 2000)),
+                                                  ("model.dim", (50, 100))),
+                                         metrics=(), differ=True))
+    experiment = metadata.parse_experiment_plugin_data(
+        summary.value[0].metadata.plugin_data.content)
+    mixed, numbers = experiment.hparam_infos
+    assert [v.string_value for v in mixed.domain_discrete.values] == ["none", "2000.0"]
+    assert (numbers.domain_interval.min_value, numbers.domain_interval.max_value) == (50, 100)

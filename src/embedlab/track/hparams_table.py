@@ -89,8 +89,10 @@ def experiment_summary(columns: Columns) -> Summary:
 
     Each hyperparameter's domain as TensorBoard builds it from the runs' records: a number's
     the interval from its least to its greatest value, a string's its values (its filter in the
-    left pane). A key that is a string in some runs and a number in others is a string without
-    a domain.
+    left pane). A key that is a string in some runs and a number in others (``--max-vocab``:
+    "none" or 2000) is a string whose values are the strings and the numbers as TensorBoard
+    writes them (``2000.0``), as TensorBoard lists them without this summary: its filter is
+    the values' checkboxes, not a regular expression, which TensorBoard refuses for numbers.
     """
     from tensorboard.compat.proto.summary_pb2 import Summary
     from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
@@ -106,6 +108,9 @@ def experiment_summary(columns: Columns) -> Summary:
             info.type = api_pb2.DATA_TYPE_FLOAT64
             info.domain_interval.min_value = float(min(values))
             info.domain_interval.max_value = float(max(values))
+        else:
+            info.domain_discrete.extend(v if isinstance(v, str) else str(float(v))
+                                        for v in values)
         infos.append(info)
     metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in columns.metrics]
     data = plugin_data_pb2.HParamsPluginData(
