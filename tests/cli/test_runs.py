@@ -199,6 +199,17 @@ def test_runs_empty_and_missing_folder(tmp_path: Path, capsys: pytest.CaptureFix
                           "; pass the folder that holds your runs (e.g. embedlab runs runs/)")
 
 
+@pytest.mark.parametrize("command", ["runs", "tensorboard"])
+def test_the_default_folder_missing_names_another_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        command: str) -> None:
+    """Without runs/ here, "e.g. runs/" would name the very folder that failed."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli([command], capsys)
+    assert_one_line_error(code, err, f"no such folder: runs in {tmp_path}; pass the folder that "
+                                     f"holds your runs (e.g. embedlab {command} path/to/runs)")
+
+
 def test_tensorboard_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(["tensorboard", str(tmp_path / "nope")], capsys)
     assert_one_line_error(code, err, "no such folder", "; pass the folder that holds your runs "

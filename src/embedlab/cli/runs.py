@@ -141,8 +141,9 @@ def tensorboard(directory: Path, port: int | None) -> None:
         raise InputError(f"{directory} is not a folder; pass the folder that holds your runs "
                          "(e.g. embedlab tensorboard runs/)")
     if not directory.is_dir():
-        raise InputError(f"no such folder: {directory}; pass the folder that holds your runs "
-                         "(e.g. embedlab tensorboard runs/)")
+        from embedlab.track.runs import no_such_runs_folder
+
+        raise no_such_runs_folder(directory, "tensorboard")
     if not port:  # none, or 0 as many servers read it: a free one
         port = free_port()
     else:

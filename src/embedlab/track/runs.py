@@ -140,12 +140,21 @@ class RunInfo:
     saved: int | None = None
 
 
+def no_such_runs_folder(root: Path, command: str) -> InputError:
+    """The refusal of a folder of runs that is not there; where it is the default ``runs``,
+    the example names another path (``runs/`` would be the very folder that failed)."""
+    default = Path(root) == Path("runs")
+    example = "path/to/runs" if default else "runs/"
+    where = f" in {Path.cwd()}" if default else ""
+    return InputError(f"no such folder: {root}{where}; pass the folder that holds your runs "
+                      f"(e.g. embedlab {command} {example})")
+
+
 def find_runs(root: Path) -> list[Path]:
     """Run folders (those holding ``config.json``) at or below ``root``, sorted by path."""
     root = Path(root)
     if not root.exists():
-        raise InputError(f"no such folder: {root}; pass the folder that holds your runs "
-                         "(e.g. embedlab runs runs/)")
+        raise no_such_runs_folder(root, "runs")
     if not root.is_dir():
         raise InputError(f"{root} is not a folder; pass the folder that holds your runs")
     if (root / "config.json").is_file():
