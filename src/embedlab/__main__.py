@@ -1,4 +1,4 @@
-from embedlab.cli import run
+from embedlab._console import run
 
 if __name__ == "__main__":
     run()
