@@ -2039,6 +2039,15 @@ def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
     monkeypatch.chdir(elsewhere)
     code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "3")
     assert code == 0 and "changed" not in err, err
+    # a resume of the original run from a folder whose c.txt is other text: named as another
+    # file than the one the copy was made from, not as the corpus having changed
+    (elsewhere / "c.txt").write_text("other words entirely\n")
+    code, err = train(capsys, "--run", tmp_path / "run", "--max-steps", "3")
+    assert code == 0, err
+    assert (f"embedlab: note: c.txt ({elsewhere / 'c.txt'}) differs from {tmp_path / 'c.txt'}, "
+            f"which the run prepared its copy ({tmp_path / 'run' / 'prepared'}) from; the run "
+            f"goes on training on that copy — pass --restart to start over on "
+            f"{elsewhere / 'c.txt'}") in err
     monkeypatch.chdir(tmp_path)
     copy = (tmp_path / "run" / "prepared" / "ids.u32").read_bytes()
     text.write_text(text.read_text() + "new words here\n")

@@ -100,10 +100,16 @@ def _note_if_changed(corpus: str, prepared: PreparedCorpus) -> None:
         then = [(named(Path(r["path"]), source), r["size"], r["mtime"]) for r in recorded]
     except (InputError, OSError, KeyError, TypeError, ValueError):
         return  # unreadable now, or an odd record: nothing certain to say
-    if now != then:
-        note(f"{corpus} changed since the run prepared its copy of it ({prepared.root}); the run "
-             f"goes on training on that copy — pass {spell('--restart', True)} to start over on "
-             "the new text")
+    if now == then:
+        return
+    if root != Path(source):  # not the text the copy was made from (a resume from elsewhere)
+        note(f"{corpus} ({root}) differs from {source}, which the run prepared its copy "
+             f"({prepared.root}) from; the run goes on training on that copy — pass "
+             f"{spell('--restart', True)} to start over on {root}")
+        return
+    note(f"{corpus} changed since the run prepared its copy of it ({prepared.root}); the run "
+         f"goes on training on that copy — pass {spell('--restart', True)} to start over on "
+         "the new text")
 
 
 def _ids_checked_while_training(cfg: TrainConfig, *, fresh: bool) -> bool:
