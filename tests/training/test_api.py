@@ -1080,3 +1080,15 @@ def test_a_stop_while_a_generator_is_read_asks_for_a_new_one(tmp_path: Path) -> 
     with pytest.raises(TrainingKeyboardInterrupt) as e:
         embedlab.train(corpus=Sentences(), run=tmp_path / "run", **FAST)
     assert str(e.value).endswith("call embedlab.train again with the same arguments")
+
+
+def test_a_killed_calls_sentences_file_goes_at_the_next_call_beside_it(
+        corpus: Path, tmp_path: Path) -> None:
+    """A call killed while it trained on sentences in memory leaves their file (a full copy of
+    the corpus) beside the run; the next call there removes it, a resume without corpus= too."""
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **FAST, max_steps=2)
+    dead = tmp_path / ".embedlab-sentences-999999999-abcdef.txt"  # no such process
+    dead.write_text("the cat sat\n")
+    embedlab.train(run=run, **FAST, max_steps=3)
+    assert not dead.exists()

@@ -211,7 +211,7 @@ def written(sentences: Sentences, folder: Path) -> Iterator[WrittenSentences]:
 
     Files left by a process that was killed are deleted first.
     """
-    _remove_orphans(folder)
+    remove_orphans(folder)
     path = folder / f"{_FILE_PREFIX}{os.getpid()}-{secrets.token_hex(6)}.txt"
     try:
         result = write_sentences(sentences, path)
@@ -237,7 +237,9 @@ def written_file(label: str) -> Path:
     return files[-1]
 
 
-def _remove_orphans(folder: Path) -> None:
+def remove_orphans(folder: Path) -> None:
+    """Delete the sentences files in ``folder`` whose writing process is gone (killed before it
+    could remove its file: a full copy of its corpus)."""
     from embedlab.run.lock import pid_alive  # stdlib only
 
     for path in folder.glob(f"{_FILE_PREFIX}*.txt"):

@@ -355,6 +355,10 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         note(f"{run_dir} is no run yet and no {spell_name('--corpus')} was given: a new run on "
              f"the built-in demo corpus (pass {spell('--corpus')} to train on yours, or check "
              "the path of the run you meant to resume)")
+    if run_dir.parent.is_dir():  # a killed call's sentences, here whatever this call trains on
+        from embedlab.data.sentences import remove_orphans
+
+        remove_orphans(run_dir.parent)
     made = missing_folders(run_dir.parent)  # the child's folder beside the run creates them
     from embedlab.run.signals import terminate_as_interrupt
 
