@@ -292,24 +292,3 @@ def test_commands_other_than_train_speak_inside_a_torchrun_job(
         main(["eval", str(tmp_path / "missing.txt"), "--analogies", "q.txt"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.startswith("embedlab: error: ")
-
-
-def test_a_ctrl_c_while_the_command_line_loads_is_one_line() -> None:
-    """A Ctrl-C in the first moments, while click and the commands' modules import, ends with
-    one line and status 130, not the traceback of an import."""
-    import subprocess
-    import sys
-
-    code = ("import sys\n"
-            "class Interrupting:\n"
-            "    def find_spec(self, name, path, target=None):\n"
-            "        if name == 'embedlab.cli':\n"
-            "            raise KeyboardInterrupt\n"
-            "sys.meta_path.insert(0, Interrupting())\n"
-            "sys.argv = ['embedlab', 'runs']\n"
-            "import runpy\n"
-            "runpy.run_module('embedlab', run_name='__main__')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 130
-    assert proc.stderr == "embedlab: stopped by SIGINT while starting; nothing was done\n"

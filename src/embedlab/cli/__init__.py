@@ -29,8 +29,8 @@ try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl
         messages_for,
         said_by_another_process,
     )
-except KeyboardInterrupt:
-    sys.stderr.write("embedlab: interrupted\n")
+except KeyboardInterrupt:  # the words of embedlab._console, which loads this module
+    sys.stderr.write("embedlab: stopped by SIGINT while starting; nothing was done\n")
     raise SystemExit(130) from None
 
 # command name -> "module:attribute" (a click.Command)
