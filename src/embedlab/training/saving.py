@@ -97,9 +97,9 @@ class Saver:
         """
         run, state, engine = self.run, self.run.state, self.run.engine
         group = distributed.current()
+        tensors = engine.state_dict()  # host arrays: the cuda engine copies its tensors here
         if group is not None:
-            group.check_replicas(engine.state_dict(), state.step)
-        tensors = engine.state_dict()
+            group.check_replicas(tensors, state.step)
         state.wall_seconds = self.wall.seconds()
         state.finished = final
         began = time.perf_counter()  # an evaluation for the checkpoint is not training time
