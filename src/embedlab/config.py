@@ -691,7 +691,7 @@ def recorded_settings(cfg: TrainConfig) -> str:
 
 def edited_settings(recorded: str, cfg: TrainConfig) -> list[str]:
     """The settings of ``cfg`` that differ from those a checkpoint ``recorded`` in ways a resume
-    may not change (:func:`diff_settings`: ``--epochs`` may grow), each as ``key (config.json
+    may not change (:func:`changed_settings`: ``--epochs`` may grow), each as ``key (config.json
     X, checkpoint Y)``. Keys one side lacks (a setting added or dropped by an upgrade) are not
     compared; an unreadable record is no difference (its hash was checked)."""
     try:
@@ -702,9 +702,8 @@ def edited_settings(recorded: str, cfg: TrainConfig) -> list[str]:
         return []
     now = {k: v for k, v in flatten(cfg.to_dict()).items() if k in then}
     then = {k: v for k, v in then.items() if k in now}
-    bad = diff_settings(then, now)
-    return [f"{key} (config.json {now.get(key)!r}, checkpoint {then.get(key)!r})"
-            for key in (entry.split(" ", 1)[0] for entry in bad)]
+    return [f"{key} (config.json {now[key]!r}, checkpoint {then[key]!r})"
+            for key in changed_settings(then, now)]
 
 
 def diff_for_resume(stored: TrainConfig, requested: TrainConfig, *,
@@ -720,22 +719,31 @@ def diff_settings(a: dict[str, Any], b: dict[str, Any], *, spelled: bool = False
     """:func:`diff_for_resume` of two flattened config dicts (``b`` need not be a valid
     config: settings no engine trains together are still compared)."""
     bad = []
-    # hierarchical softmax reads no noise setting: another --negative trains the same bits
-    unused = NOISE_KEYS if a.get("model.loss") == b.get("model.loss") == "hs" else ()
-    for key in sorted(set(a) | set(b)):
-        if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME) or key in unused:
-            continue
-        if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
-            continue
+    for key in changed_settings(a, b):
         name = option_spelled(key) if spelled else key
         if key == "optim.epochs":  # lowered: say which way it may change
             bad.append(f"{name} (stored {a.get(key)!r}, requested {b.get(key)!r}: it may be "
                        "raised to train on, not lowered)")
             continue
-        if key == "engine" and "cuda" in (a.get(key), b.get(key)):
-            continue  # a GPU run may go on on the CPU and back, with a warning (run.folder)
         bad.append(f"{name} (stored {a.get(key)!r}, requested {b.get(key)!r})")
     return bad
+
+
+def changed_settings(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The keys of two flattened config dicts whose values a resume from ``a`` to ``b`` may not
+    change, sorted: not those that change nothing of the results, nor ``--epochs`` raised."""
+    # hierarchical softmax reads no noise setting: another --negative trains the same bits
+    unused = NOISE_KEYS if a.get("model.loss") == b.get("model.loss") == "hs" else ()
+    keys = []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) == b.get(key) or key.startswith(MUTABLE_ON_RESUME) or key in unused:
+            continue
+        if key == "optim.epochs" and b.get(key, 0) >= a.get(key, 0):
+            continue
+        if key == "engine" and "cuda" in (a.get(key), b.get(key)):
+            continue  # a GPU run may go on on the CPU and back, with a warning (run.folder)
+        keys.append(key)
+    return keys
 
 
 def option_spelled(key: str) -> str:
