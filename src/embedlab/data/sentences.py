@@ -23,6 +23,7 @@ a call holds the written file (:func:`written`), :func:`written_file` finds it b
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import os
@@ -108,10 +109,10 @@ def write_sentences(sentences: Sentences, path: Path) -> WrittenSentences:
             line = _line(index, sentence)
             if not line:
                 continue
-            if not count and line.startswith(_BOM):
+            if not count and line.startswith(codecs.BOM_UTF8):
                 # the reader drops a byte-order mark that starts a file: one of its own keeps
                 # the first token's ("\ufeffhello", read from a file opened as utf-8) intact
-                f.write(_BOM)
+                f.write(codecs.BOM_UTF8)
             lines.append(line)
             size += len(line)
             count += 1
@@ -148,9 +149,6 @@ def _sentence(index: int, sentence: object) -> Sequence[str]:
     if not isinstance(sentence, (list, tuple)):
         raise _not_a_sentence(index, sentence)
     return sentence
-
-
-_BOM = "\ufeff".encode()
 
 
 def _write(f: IO[bytes], digest: hashlib._Hash, lines: list[bytes]) -> None:

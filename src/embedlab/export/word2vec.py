@@ -184,7 +184,7 @@ def is_word2vec_file(path: Path) -> bool:
             head = fh.readline(256)
     except OSError:
         return False
-    parts = head.removeprefix(_BOM).split()
+    parts = head.removeprefix(codecs.BOM_UTF8).split()
     return len(parts) == 2 and all(p.isdigit() for p in parts) and head.endswith(b"\n")
 
 
@@ -217,7 +217,7 @@ def _not_w2v(path: Path, why: str) -> InputError:
 
 def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
     # a text file saved by an editor that writes a UTF-8 byte-order mark: the mark goes
-    start = len(_BOM) if data[:len(_BOM)] == _BOM else 0
+    start = len(codecs.BOM_UTF8) if data[:len(codecs.BOM_UTF8)] == codecs.BOM_UTF8 else 0
     end = data.find(b"\n")
     parts = data[start:end].split() if end >= 0 else []
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
@@ -252,7 +252,6 @@ def _warn_if_more(path: Path, data: bytes | mmap.mmap, pos: int, n: int) -> None
              "(make the header's first number the count of rows to read them all)")
 
 
-_BOM = b"\xef\xbb\xbf"
 _NOT_SPACE = re.compile(rb"\S")
 
 
