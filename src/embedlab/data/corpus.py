@@ -205,6 +205,15 @@ def holds_prepared_files_only(folder: Path) -> bool:
     return bool(names & {"meta.json", "ids.u32"}) and names <= PREPARED_FILES
 
 
+def other_entries(folder: Path) -> list[str]:
+    """The names in ``folder`` that are not a prepared corpus's files, sorted (none for a folder
+    that cannot be listed)."""
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.name not in PREPARED_FILES)
+    except OSError:
+        return []
+
+
 def vocabulary_fix(path: str | os.PathLike[str]) -> str:
     """How to make a damaged ``vocab.tsv`` good again: that of a prepared folder with the
     folder (:func:`remake_fix`); a run's own copy from its prepared corpus."""

@@ -27,11 +27,11 @@ from embedlab import __version__
 from embedlab.config import DataConfig
 from embedlab.data import native_tokenise, sentences, token_ids
 from embedlab.data.corpus import (
-    PREPARED_FILES,
     SPECIAL_CORPORA,
     ReadStats,
     holds_prepared_files_only,
     list_files,
+    other_entries,
     unreadable_file,
 )
 from embedlab.data.native_words import Encoded
@@ -267,21 +267,13 @@ def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
     if not force:
         raise InputError(f"--out {out} already holds a prepared corpus; pass --force to "
                          "replace it, or choose another folder")
-    others = _other_entries(out)
+    others = other_entries(out)
     if others:  # --force replaces the whole folder: never files the user put beside it
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3
                                          else "")
         raise InputError(f"--out {out} holds a prepared corpus and other files ({shown}), which "
                          "--force would delete with it; move them out of the folder, or choose "
                          "another folder")
-
-
-def _other_entries(folder: Path) -> list[str]:
-    """The names in ``folder`` that are not a prepared corpus's files, sorted."""
-    try:
-        return sorted(p.name for p in folder.iterdir() if p.name not in PREPARED_FILES)
-    except OSError:
-        return []
 
 
 
