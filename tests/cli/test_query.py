@@ -551,3 +551,52 @@ def test_eval_reads_questions_from_standard_input_for_a_dash(vecfile: Path, ques
                            capture_output=True, text=True, timeout=120)
     assert table.returncode == 0, table.stderr
     assert "standard input" in table.stdout and "stdin" not in table.stdout
+
+
+@pytest.mark.parametrize("inside", ["vocab.tsv", "checkpoints/ckpt-00000007/tensors.safetensors",
+                                    "vectors.txt", "prepared/vocab.tsv"])
+def test_export_never_writes_among_a_runs_own_files(tmp_path: Path, inside: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # --force replaced the run's vocabulary or its checkpoint's tensors, breaking every query
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    (run_dir / "prepared").mkdir()
+    (run_dir / "prepared" / "vocab.tsv").write_text("a\t2\n")
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    out = run_dir / inside
+    picture = out.with_suffix(".png")
+    for command, given in ((["export", str(run_dir), "--out", str(out), "--force"], out),
+                           (["visualize", str(run_dir), "--out", str(picture), "--force"],
+                            picture)):
+        code, _, err = run(command, capsys)
+        assert_one_line_error(code, err, f"--out {given} is inside the run {run_dir}",
+                              f"pick a file under {run_dir / 'exports'} or outside the run")
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    code, _, _ = run(["export", str(run_dir), "--out", str(run_dir / "exports" / "v.txt")],
+                            capsys)
+    assert code == 0 and (run_dir / "exports" / "v.txt").is_file()
+
+
+def test_a_prepared_corpus_and_a_lone_checkpoint_are_protected_too(
+        tmp_path: Path, vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from embedlab.export.atomic import saved_folder_of
+
+    prepared = tmp_path / "prep"
+    prepared.mkdir()
+    for name in ("meta.json", "ids.u32"):
+        (prepared / name).write_text("{}")
+    code, _, err = run(["export", str(vecfile), "--out", str(prepared / "vocab.tsv"), "--force"],
+                       capsys)
+    assert_one_line_error(code, err, f"is inside the prepared corpus {prepared}",
+                          f"e.g. --out {tmp_path / 'vectors.txt'}")
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    ckpt = run_dir / "checkpoints" / "ckpt-00000007"
+    lone = tmp_path / "ckpt-00000007"
+    ckpt.rename(lone)
+    assert saved_folder_of(lone / "x.txt") == (lone, "checkpoint")
+    assert saved_folder_of(ckpt / "x.txt") == (run_dir, "run")  # the outermost
+    assert saved_folder_of(run_dir / "exports" / "x.txt") is None
+    assert saved_folder_of(tmp_path / "x.txt") is None
+    (tmp_path / "config.json").write_text("{}")  # another program's: not a run
+    assert saved_folder_of(tmp_path / "x.txt") is None

@@ -55,6 +55,7 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
     a folder given as ``--out``. ``beside``: the ``--out`` that ``path`` is written beside (npy's
     vocabulary file), when ``path`` is not ``--out`` itself.
     """
+    refuse_inside_saved(path, _out(beside if beside is not None else path), example)
     if path.is_dir() and beside is not None:
         raise InputError(f"{path} is a folder, but the vocabulary of {_out(beside)} is written "
                          f"there; move or rename that folder, or pass another {_out_name('name')}")
@@ -77,6 +78,53 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
     if not parent.is_dir():
         raise InputError(f"folder {parent} does not exist; create it first "
                          f"({make_folder(parent)})")
+
+
+def saved_folder_of(path: Path) -> tuple[Path, str] | None:
+    """The run, checkpoint or prepared corpus whose own files ``path`` would be among, with its
+    kind (``run``, ``checkpoint``, ``prepared corpus``); the outermost (the run of a checkpoint),
+    spelled as ``path`` spells it. None outside them, and under a run's ``exports/``, where
+    exports belong. --force replaces a file, and a run's vocab.tsv, config.json or checkpoint
+    tensors replaced by an export would break its resume and every query."""
+    from embedlab.checkpoint import CKPT_DIR, INDEX_FILE, MANIFEST_FILE, parse_step
+
+    path = Path(path)
+    target = path.resolve()
+    found: tuple[Path, str] | None = None
+    for level, folder in enumerate(target.parents):
+        kind = None
+        # config.json alone is a common name; a run also has env.json from its start, and a
+        # subset made by ckpt --export-subset has checkpoints/ and their index instead
+        if ((folder / "config.json").is_file() and (folder / "env.json").is_file()) or (
+                (folder / CKPT_DIR).is_dir() and (folder / INDEX_FILE).is_file()):
+            kind = None if target.is_relative_to(folder / "exports") else "run"
+            if kind is None:
+                return None
+        elif parse_step(folder.name) is not None and (folder / MANIFEST_FILE).is_file():
+            kind = "checkpoint"
+        elif (folder / "meta.json").is_file() and (folder / "ids.u32").is_file():
+            kind = "prepared corpus"
+        if kind is not None:
+            given = path.parents[level] if level < len(path.parents) else folder
+            plain = ".." not in given.parts and given.resolve() == folder
+            found = (given if plain else folder), kind
+    return found
+
+
+def refuse_inside_saved(path: Path, given: str, example: str) -> None:
+    """Raise :class:`InputError` if ``path`` lies among the files of a run, checkpoint or prepared
+    corpus (:func:`saved_folder_of`); ``given``: how the caller named it (``--out x``)."""
+    found = saved_folder_of(path)
+    if found is None:
+        return
+    folder, kind = found
+    if kind == "run":
+        where, suggested = f"under {folder / 'exports'} or outside the run", folder / "exports"
+    else:
+        where, suggested = f"outside the {kind}", folder.parent
+    raise InputError(f"{given} is inside the {kind} {folder}, whose files embedlab reads back "
+                     f"(writing there could break it); pick a file {where}, e.g. "
+                     f"{_out(suggested / example)}")
 
 
 def make_exports_folder(out: Path, example: str) -> None:
@@ -106,4 +154,5 @@ def atomic_export(path: Path) -> Iterator[IO[bytes]]:
         raise write_error(path, exc, _out()) from None
 
 
-__all__ = ["atomic_export", "atomic_open", "check_writable", "make_exports_folder"]
+__all__ = ["atomic_export", "atomic_open", "check_writable", "make_exports_folder",
+           "refuse_inside_saved", "saved_folder_of"]

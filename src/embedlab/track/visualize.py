@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.errors import InputError
-from embedlab.export.atomic import make_exports_folder
+from embedlab.export.atomic import make_exports_folder, refuse_inside_saved
 from embedlab.fsutil import atomic_open, output_target, write_error
 from embedlab.track.plots import Method, plot_words, project_2d, top_word_ids
 
@@ -120,6 +120,7 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
 def _check_replaceable(out: Path, force: bool) -> None:
     """Refuse ``out`` before the (possibly slow) projection, as export does: anything but a
     regular file always, an existing file unless ``force``."""
+    refuse_inside_saved(out, f"--out {out}", out.name)
     output_target(out, "move it away or pick another --out file path")
     if out.exists() and not force:
         raise InputError(f"{out} already exists; pass --force to replace it or choose "
