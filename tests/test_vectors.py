@@ -217,8 +217,11 @@ def test_checkpoints_lists_a_run_as_the_ckpt_command_does(tmp_path: Path) -> Non
     with pytest.raises(InputError) as info:
         embedlab.checkpoints(tmp_path / "nope")
     assert str(info.value) == f"{tmp_path / 'nope'} does not exist; pass a run folder"
-    with pytest.raises(InputError, match="holds no checkpoints"):
+    with pytest.raises(InputError, match=r"is not a run folder but holds runs \(run\); pass one"):
         embedlab.checkpoints(tmp_path)
+    (tmp_path / "other").mkdir()
+    with pytest.raises(InputError, match="holds no checkpoints"):
+        embedlab.checkpoints(tmp_path / "other")
     with pytest.raises(InputError) as info:
         embedlab.checkpoints(listed[0].path)
     assert str(info.value) == f"{listed[0].path} is a checkpoint folder; pass its run folder {run}"

@@ -186,7 +186,7 @@ def test_export_subset_refuses_and_damages_nothing(run: Path, tmp_path: Path, ta
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     _vocab(run)
     out = tmp_path / "emb"
-    message = "already holds vocab.tsv; pick a new folder"
+    message = "is a folder holding other files (vocab.tsv); pick a new or empty folder"
     if taken == "file":
         out.write_text("precious")
         message = "is a file, not a folder; pick a new folder"
@@ -259,13 +259,50 @@ def test_export_subset_save_denied_into_an_existing_folder(run: Path, tmp_path: 
                                                           ) -> None:
     out = tmp_path / "mine"
     out.mkdir()
-    (out / "notes.txt").write_text("precious")
+    (out / ".hidden").write_text("precious")  # hidden entries do not make it someone's folder
     assert _export_fails_with(PermissionError(13, "Permission denied"), run, out, monkeypatch,
                               capsys) == (
         f"embedlab: error: cannot write the subset to {out} (Permission denied); pass "
         f"--export-subset in a writable folder ({out} is left as it was)\n")
-    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
-    assert (out / "notes.txt").read_text() == "precious"
+    assert sorted(p.name for p in out.iterdir()) == [".hidden"]
+    assert (out / ".hidden").read_text() == "precious"
+
+
+@pytest.mark.parametrize("place", ["notes", "runs"])
+def test_export_subset_refuses_a_folder_of_other_files(run: Path, tmp_path: Path, place: str,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # written there, the subset would make a folder of notes (or a folder of runs) one run
+    _vocab(run)
+    out = tmp_path / "mine"
+    if place == "notes":
+        out.mkdir()
+        (out / "notes.txt").write_text("precious")
+    else:
+        out = run.parent
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert f"--export-subset {out} is a folder holding other files" in err
+    assert "pick a new or empty folder, e.g. --export-subset" in err
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+@pytest.mark.parametrize("args", [["--names", "input_embeddings"], ["--map", "a=input_embeddings"],
+                                  ["--tensors", "--export-subset", "OUT"]])
+def test_subset_options_alone_are_refused(run: Path, tmp_path: Path, args: list[str],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # ignored, they printed the listing as if the subset had been asked for and written
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1
+    assert ("run ckpt once for each" if "--tensors" in args else
+            f"{args[0]} applies only with --export-subset") in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_list_survives_a_bad_created_time(run: Path) -> None:
@@ -360,7 +397,7 @@ def test_a_run_whose_checkpoints_are_gone_is_told_so_by_every_command(
     refuses that run) nor "corrupted" (nothing is there), the same line from ckpt and export."""
     for folder in (run / "checkpoints").iterdir():
         shutil.rmtree(folder)
-    for command in (["ckpt", str(run)], ["export", str(run), "--out", str(run / "v.txt")]):
+    for command in (["ckpt", str(run)], ["export", str(run), "--out", str(run.parent / "v.txt")]):
         with pytest.raises(SystemExit) as e:
             main(command)
         err = capsys.readouterr().err
@@ -382,3 +419,26 @@ def test_a_folder_of_runs_is_named_as_such(run: Path, tmp_path: Path,
     assert e.value.code == 2
     assert err == (f"embedlab: error: {runs} is not a run folder but holds runs (a); pass one "
                    "of them\n")
+
+
+def test_a_checkpoint_folder_or_a_folder_of_other_files_is_named_as_such(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # both were told "has no checkpoints yet; train it first (embedlab train --run ...)", which
+    # train then refused for a folder of other files
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "config.json").write_text('{"a": 1}')
+    ckpt = run / "checkpoints" / "ckpt-00000005"
+    for folder, message in ((ckpt, f"{ckpt} is a checkpoint folder, not a run; pass its run "
+                                   f"folder {run}"),
+                            (notes, f"{notes} is not an embedlab run (it has no checkpoints/ "
+                                    "folder and no config.json of embedlab's); pass a run "
+                                    "folder (see 'embedlab runs')")):
+        with pytest.raises(SystemExit) as e:
+            main(["ckpt", str(folder)])
+        assert e.value.code == 2 and capsys.readouterr().err == f"embedlab: error: {message}\n"
+    (tmp_path / "other").mkdir()  # a folder of runs: the one that is a run is named
+    with pytest.raises(SystemExit):
+        main(["neighbors", str(tmp_path), "a"])
+    assert capsys.readouterr().err == (f"embedlab: error: {tmp_path} is not a run folder but "
+                                       "holds runs (run); pass one of them\n")

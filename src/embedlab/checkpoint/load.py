@@ -67,6 +67,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
                              f"{p.parent}, or one of the checkpoint folders in it")
         if (being_trained := _being_trained(p)) is not None:
             raise being_trained
+        if (holds_runs := _holds_runs(p)) is not None:
+            raise holds_runs
         raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
                          "that has been trained, or a checkpoint folder")
     if step is not None:
@@ -107,6 +109,19 @@ def missing_listed(run_dir: Path) -> list[int]:
                   and not (run_dir / CKPT_DIR / ckpt_name(s)).exists())
 
 
+def _holds_runs(folder: Path) -> InputError | None:
+    """The error for a folder of runs (a --runs-dir) given where one run is wanted; None for any
+    other folder."""
+    from embedlab.run.folder import is_a_run
+
+    runs = sorted(c.name for c in folder.iterdir() if c.is_dir() and is_a_run(c)) \
+        if folder.is_dir() and not (folder / "config.json").exists() else []
+    if not runs:
+        return None
+    shown = ", ".join(runs[:3]) + (" and more" if len(runs) > 3 else "")
+    return InputError(f"{folder} is not a run folder but holds runs ({shown}); pass one of them")
+
+
 def _being_trained(run: Path) -> InputError | None:
     """The error for a run a process is training before its first checkpoint; None for a run
     no process holds."""
@@ -125,12 +140,19 @@ def _being_trained(run: Path) -> InputError | None:
 def no_checkpoint(run: Path) -> InputError:
     """The error for a run folder without a verified checkpoint, by what it holds: none yet,
     none left of those its index lists (checkpoints/ emptied or moved), or only damaged ones."""
-    runs = sorted(c.name for c in run.iterdir() if (c / "config.json").is_file()) \
-        if run.is_dir() and not (run / "config.json").exists() else []
-    if runs:  # a folder of runs
-        shown = ", ".join(runs[:3]) + (" and more" if len(runs) > 3 else "")
-        return InputError(f"{run} is not a run folder but holds runs ({shown}); pass one of "
-                          "them")
+    from embedlab.run.folder import is_a_run
+
+    if (holds_runs := _holds_runs(run)) is not None:
+        return holds_runs
+    if (run / MANIFEST_FILE).is_file():
+        owner = f"its run folder {run.parent.parent}" if run.parent.name == CKPT_DIR else \
+            "the run folder that holds it"
+        return InputError(f"{run} is a checkpoint folder, not a run; pass {owner}")
+    # an empty folder may be a run to come ("train it first" below); one of other files is not
+    if run.is_dir() and not is_a_run(run) and not (run / INDEX_FILE).is_file() and \
+            any(not p.name.startswith(".") for p in run.iterdir()):
+        return InputError(f"{run} is not an embedlab run (it has no {CKPT_DIR}/ folder and no "
+                          "config.json of embedlab's); pass a run folder (see 'embedlab runs')")
     listed = CheckpointManager(run).index().ours()
     if committed_folders(run / CKPT_DIR):
         return InputError(f"no verified checkpoint in {run}; every checkpoint folder is "
@@ -164,6 +186,8 @@ def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
             "the run folder that holds it"
         raise InputError(f"{p} is a checkpoint folder; pass {run}")
     if not (p / CKPT_DIR).is_dir():
+        if (holds_runs := _holds_runs(p)) is not None:
+            raise holds_runs
         raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
                          "that has been trained")
     return CheckpointManager(p).list()

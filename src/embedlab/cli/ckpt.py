@@ -76,6 +76,14 @@ def _check_out_place(export: Path, src: Path) -> None:
         raise InputError(f"--export-subset {export} is inside the source run {source}; pick a "
                          f"folder outside it (e.g. --export-subset {suggest}) or under its "
                          "exports/")
+    # the subset is a run folder of its own: written among other files, it would take their
+    # folder for a run (and a folder of runs for one run)
+    others = sorted(p.name for p in export.iterdir() if not p.name.startswith(".")) \
+        if export.is_dir() else []
+    if others:
+        shown = ", ".join(others[:3]) + (" and more" if len(others) > 3 else "")
+        raise InputError(f"--export-subset {export} is a folder holding other files ({shown}); "
+                         f"pick a new or empty folder, e.g. --export-subset {suggest}")
 
 
 def _export_subset(run: Path, export: Path, step: int | None, best: bool, names: str | None,
@@ -109,9 +117,6 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     tensors, state = load_checkpoint(src, names=wanted, rename=rename,
                                      framework="pt" if exact else "numpy")
     vocab_src, vocab_out = src.parent.parent / "vocab.tsv", export / "vocab.tsv"
-    for taken in (export / "checkpoints", vocab_out):
-        if taken.exists():
-            raise InputError(f"{export} already holds {taken.name}; pick a new folder")
     src_step = int(state["step"])
     original = _original_names(state.get("original_names"), rename, tensors)
     state = {k: v for k, v in state.items() if k not in ("step", "metrics", "original_names")}
@@ -168,7 +173,8 @@ def _original_names(previous: object, rename: dict[str, str],
 @click.argument("run", type=click.Path(path_type=Path))
 @click.option("--tensors", "show_tensors", is_flag=True,
               help="List names, shapes and dtypes of one checkpoint (latest by default).")
-@click.option("--step", type=int, default=None, help="Pick the checkpoint at this step.")
+@click.option("--step", type=int, default=None,
+              help="Pick the checkpoint at this step (alone: list its tensors).")
 @click.option("--best", is_flag=True, help="Pick the best checkpoint (by --best-metric).")
 @click.option("--export-subset", "export", type=click.Path(path_type=Path), default=None,
               help="Write the picked checkpoint's tensors (see --names/--map) and RUN's "
@@ -203,6 +209,13 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
         raise InputError("--verify checks the listing of every checkpoint; drop it, or drop "
                          "--tensors, --step, --best and --export-subset (which verify the "
                          "checkpoint they read and refuse a damaged one)")
+    if export is None and (names is not None or maps):
+        flag = "--names" if names is not None else "--map"
+        raise InputError(f"{flag} applies only with --export-subset (it picks what the subset "
+                         f"holds); add --export-subset OUT, or drop {flag}")
+    if export is not None and show_tensors:
+        raise InputError("--tensors lists one checkpoint, --export-subset writes one; run ckpt "
+                         "once for each")
     if export is not None:
         _export_subset(run, export, step, best, names, _parse_map(maps))
         return
