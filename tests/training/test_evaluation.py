@@ -237,3 +237,41 @@ def test_a_signals_save_does_not_wait_for_an_evaluation(files: Path, peaked: Pat
     assert sorted(checkpoints) == [10]
     assert "similarity/peak" not in checkpoints[10][2] and "loss" in checkpoints[10][2]
     assert read_index(run).best is None  # nothing evaluated at a saved step yet
+
+
+def test_checkpoints_by_the_loss_record_only_their_own_evaluations(files: Path,
+                                                                   peaked: Path) -> None:
+    # with --best-metric loss, a checkpoint between evaluations recorded the last evaluation's
+    # value as its own, and a resume with --best-metric similarity/NAME ranked it by that value;
+    # and a last step that --eval-every had evaluated was evaluated (and logged) twice
+    run = files / "by-loss"
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--eval-similarity", str(files / "peak.tsv"), "--eval-every", "7",
+          "--checkpoint-every", "3", "--keep", "1000"])
+    checkpoints = saved(run)
+    last = max(checkpoints)
+    assert any(step % 7 for step in checkpoints if step != last)
+    for step, (words, matrix, metrics) in checkpoints.items():
+        if step % 7 and step != last:
+            assert "similarity/peak" not in metrics and "loss" in metrics, step
+        else:
+            assert metrics["similarity/peak"] == pytest.approx(
+                gensim_spearman(words, matrix, files / "peak.tsv"), abs=1e-9), step
+    every = files / "every"  # evaluated at its last step by --eval-every: logged once
+    main(["train", "--run", str(every), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--eval-similarity", str(files / "peak.tsv"), "--eval-every",
+          str(last)])
+    evaluated = [r["step"] for r in rows(every) if "eval/similarity/peak" in r]
+    assert evaluated == [last]
+
+
+def test_a_similarity_file_named_like_a_loss_is_maximised(files: Path, peaked: Path) -> None:
+    # the direction came from "loss" in the name: similarity/glossary kept the worst checkpoint
+    glossary = files / "glossary.tsv"
+    glossary.write_bytes((files / "peak.tsv").read_bytes())
+    run = files / "glossary"
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--eval-similarity", str(glossary), "--eval-every", "5",
+          "--checkpoint-every", "5", "--keep", "1000", "--best-metric", "similarity/glossary"])
+    index = read_index(run)
+    assert (index.best, index.best_mode) == (PEAK_STEP, "max")

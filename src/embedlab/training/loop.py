@@ -281,7 +281,8 @@ def _finish(run: TrainingRun, reporter: Reporter, saver: Saver, finished: bool) 
         reporter.close_last_window()
     # the bar's last line: the training's rate and time, not the save's that follows
     reporter.bar.close()
-    if finished and run.evaluator:
+    # the last step may have been evaluated by --eval-every already: one point, not two
+    if finished and run.evaluator and not reporter.evaluated_at(state.step):
         reporter.evaluate()
     saved = saver.saved_step == state.step
     end_wall = saver.wall.seconds() if saved else \

@@ -315,11 +315,16 @@ class Reporter:
         state.metrics.update(results)
         self.tracker.log_scalars(state.step, {f"eval/{k}": v for k, v in results.items()})
 
+    def evaluated_at(self, step: int) -> bool:
+        """Whether :meth:`evaluate` ran at ``step`` (in this process)."""
+        return self._evaluated is not None and self._evaluated[0] == step
+
     def checkpoint_metrics(self, *, evaluate: bool = True) -> dict[str, float]:
         """The metrics the checkpoint of this step records, from which the best checkpoint is
         chosen. Where that choice is by an evaluation (``--best-metric analogy``,
         ``similarity/NAME``), a checkpoint whose step was not just evaluated is evaluated for
-        itself, so that its value is its own vectors', not the last evaluation's; such an
+        itself, so that its value is its own vectors', not the last evaluation's (which no
+        checkpoint records as its own); such an
         evaluation goes into the checkpoint only (metrics.jsonl and TensorBoard keep the
         ``--eval-every`` cadence, which a resume reproduces whatever the saves were). The loss
         is the last closed logging window's mean. ``evaluate=False`` (the save a signal asks
@@ -328,13 +333,16 @@ class Reporter:
         from embedlab.training import distributed
 
         run, state = self.run, self.run.state
-        metrics = dict(state.metrics)
+        # the loss, and evaluations only of this step's vectors: the last evaluation's values,
+        # recorded by a later checkpoint as its own, would rank it on a resume with another
+        # --best-metric (which reads them from state.json)
+        metrics = {k: v for k, v in state.metrics.items() if k == "loss"}
+        if self._evaluated is not None and self._evaluated[0] == state.step:
+            metrics.update(self._evaluated[1])
         group = distributed.current()
         if run.evaluator is None or run.cfg.checkpoint.best_name == "loss" or (
                 group is not None and not group.leader):  # process 0 writes the checkpoint
             return metrics
-        if self._evaluated is not None and self._evaluated[0] == state.step:
-            return {**metrics, **self._evaluated[1]}
-        if not evaluate:
-            return {k: v for k, v in metrics.items() if k == "loss"}
+        if self.evaluated_at(state.step) or not evaluate:
+            return metrics
         return {**metrics, **run.evaluator(run.vocab.words, run.engine.input_vectors)}
