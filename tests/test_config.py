@@ -187,6 +187,24 @@ def test_best_mode_defaults_from_the_metric_name() -> None:
     assert CheckpointConfig(best_metric="analogy").best_mode == "max"
     assert CheckpointConfig(best_metric="analogy:min").best_mode == "min"
     assert CheckpointConfig(best_metric="analogy:max").best_name == "analogy"
+    # an evaluation is maximised whatever its file is called (glossary.tsv held "loss")
+    assert CheckpointConfig(best_metric="similarity/glossary").best_mode == "max"
+    # a file stem with a colon: the mode is split off the last one
+    assert (CheckpointConfig(best_metric="similarity/a:b").best_name,
+            CheckpointConfig(best_metric="similarity/a:b").best_mode) == ("similarity/a:b", "max")
+    assert (CheckpointConfig(best_metric="similarity/a:b:min").best_name,
+            CheckpointConfig(best_metric="similarity/a:b:min").best_mode) == (
+        "similarity/a:b", "min")
+    with pytest.raises(InputError, match="must be NAME"):
+        CheckpointConfig(best_metric="loss:up")
+
+
+def test_a_similarity_file_given_whole_is_told_its_metric_name() -> None:
+    ev = EvalConfig(similarity=("data/ws.tsv",))
+    cfg = TrainConfig(checkpoint=CheckpointConfig(best_metric="similarity/ws.tsv"), eval=ev)
+    with pytest.raises(InputError, match=re.escape(
+            "the name is the file's stem: pass --best-metric similarity/ws")):
+        check_best_metric(cfg)
 
 
 def test_resolve_spells_out_threads() -> None:

@@ -314,7 +314,7 @@ class CheckpointConfig:
         _positive("keep", self.keep)
         if self.keep_every is not None:
             _positive("keep_every", self.keep_every)
-        name, _, mode = self.best_metric.partition(":")
+        name, mode = split_best_metric(self.best_metric)
         if not name or mode not in ("", "min", "max"):
             raise InputError(f"{_flag('best_metric')} must be NAME[:min|max], got "
                              f"{self.best_metric!r}; e.g. {_flag('best_metric', 'loss:min')} or "
@@ -322,14 +322,32 @@ class CheckpointConfig:
 
     @property
     def best_name(self) -> str:
-        return self.best_metric.partition(":")[0]
+        return split_best_metric(self.best_metric)[0]
 
     @property
     def best_mode(self) -> Literal["min", "max"]:
-        mode = self.best_metric.partition(":")[2]
+        name, mode = split_best_metric(self.best_metric)
         if mode in ("min", "max"):
             return mode  # type: ignore[return-value]
-        return "min" if "loss" in self.best_name else "max"
+        return best_direction(name)
+
+
+def split_best_metric(metric: str) -> tuple[str, str]:
+    """``--best-metric NAME[:min|max]`` as (NAME, mode or ""). The mode is split off the last
+    colon, so that a similarity file whose stem holds one (``similarity/a:b``) can be named."""
+    head, sep, tail = metric.rpartition(":")
+    if sep and tail in ("", "min", "max"):
+        return head, tail
+    if metric.startswith("similarity/"):
+        return metric, ""
+    name, _, mode = metric.partition(":")
+    return name, mode
+
+
+def best_direction(name: str) -> Literal["min", "max"]:
+    """The default direction of a --best-metric: the loss is minimised, evaluations (analogy
+    accuracy, similarity correlations) are maximised, whatever their file is called."""
+    return "min" if name == "loss" or name.endswith("/loss") else "max"
 
 
 @dataclass(frozen=True)
@@ -393,10 +411,15 @@ def check_best_metric(cfg: TrainConfig) -> None:
         fix = (f"pass {analogies} too (evaluated at {spell_name('--eval-every')} and at the "
                "end)")
     elif name.startswith("similarity/"):
+        given = name.split("/", 1)[1]
+        stem = f"similarity/{PurePath(given).stem}" if given else ""
         known = ", ".join(similarity) or \
             f"none: no {spell_name(similarities)} file is given"
-        fix = (f"pass {spell_metavar(similarities, name.split('/', 1)[1] + '.tsv')} (the name "
-               f"is the file's stem) too; this run's similarity metrics: {known}")
+        if stem in similarity:  # the file's whole name given: the metric is named by its stem
+            fix = f"the name is the file's stem: pass {spell('--best-metric', stem)}"
+        else:
+            fix = (f"pass {spell_metavar(similarities, (given or 'NAME') + '.tsv')} (the name "
+                   f"is the file's stem) too; this run's similarity metrics: {known}")
     else:
         fix = (f"use loss, analogy (with {spell_name('--eval-analogies')}) or similarity/NAME "
                f"(with {spell_metavar(similarities, 'NAME.tsv')})")

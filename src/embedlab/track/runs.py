@@ -27,8 +27,10 @@ from embedlab.config import (
     MAX_INT,
     MUTABLE_ON_RESUME,
     TrainConfig,
+    best_direction,
     fill_legacy_keys,
     flatten,
+    split_best_metric,
     without_unused,
 )
 from embedlab.errors import InputError, warn
@@ -179,9 +181,9 @@ def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, f
     deleted) shows the best logged value and the step it was logged at. Five significant
     digits, as the loss column's four decimals: a loss of 1.9997 must not read "2".
     """
-    name, _, mode = metric.partition(":")
+    name, mode = split_best_metric(metric)
     tags = [name, f"eval/{name}", f"train/{name}"]
-    mode = mode or ("min" if "loss" in name else "max")
+    mode = mode or best_direction(name)
     logged = {tag: [(r[tag], r["step"]) for r in rows if _is_number(r.get(tag))] for tag in tags}
     # none logged (the checkpoint evaluated alone): the tag the run logs the metric under
     tag = next((t for t in tags if logged[t]), "train/loss" if name == "loss" else
