@@ -516,3 +516,15 @@ def test_a_run_whose_checkpoints_folder_is_deleted_while_it_trains_is_kept(
     with pytest.raises(InputError, match="could not save checkpoint"):
         run_train(cfg, run)
     assert (run / "config.json").is_file() and (run / "metrics.jsonl").is_file()
+
+
+def test_rerunning_a_finished_run_with_other_flags_records_nothing(corpus: Path,
+                                                                   tmp_path: Path) -> None:
+    # a finished run re-run with another --best-metric got it in config.json (and a resume in
+    # env.json) though nothing trained and its index's best was chosen by the loss
+    run = tmp_path / "run"
+    first, _ = run_train(make_cfg(corpus), run)
+    before = {name: (run / name).read_bytes() for name in ("config.json", "env.json")}
+    again, _ = run_train(make_cfg(corpus, checkpoint={"best_metric": "loss:max"}), run)
+    assert again.finished and again.step == first.step
+    assert {name: (run / name).read_bytes() for name in before} == before

@@ -194,10 +194,11 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
             name = spell_name("--from", python="from_checkpoint")
             print(f"embedlab: {name}: moved {len(moved)} newer checkpoint(s) to {moved[0].parent}",
                   file=out, flush=True)
-    # A resume already at or past --max-steps trains nothing: its flags (a larger --epochs, say)
-    # must not become the run's config, or the command that made the run would be refused
-    # as "a different config" next time.
-    if ckpt is None or cfg.max_steps is None or state.step < cfg.max_steps:
+    # A resume that trains nothing (already at --max-steps, or finished) leaves the run as it
+    # is: its flags (a larger --epochs, another --best-metric) must not become the run's config,
+    # or the command that made the run would be refused as "a different config" next time, and
+    # config.json would name a --best-metric that the index's best checkpoint was not chosen by.
+    if ckpt is None or trains:
         write_config_json(run_dir, cfg)
     kernel = _kernel_identity(cfg.engine)
     if ckpt is not None:
@@ -210,9 +211,10 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     # how the run started, as one command: written by the start that creates the run
     command = None if ckpt is not None else reproducing_command(
         cfg, run_dir, init_from=warm_from[0] if warm_from else None)
-    write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
-                   processes=1 if group is None else group.size, step=state.step,
-                   command=command, kernel=kernel)
+    if ckpt is None or trains:  # a call that trains nothing is no resume of the run
+        write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
+                       processes=1 if group is None else group.size, step=state.step,
+                       command=command, kernel=kernel)
     vocab.save_tsv(run_dir / VOCAB_FILE)
     for line in started:
         print(line, file=out)
