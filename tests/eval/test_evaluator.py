@@ -128,8 +128,12 @@ def test_no_files_gives_no_metrics(planted: Planted) -> None:
 def test_bad_files_fail_at_construction(planted: Planted) -> None:
     with pytest.raises(InputError, match="does not exist"):
         make_evaluator(EvalConfig(analogies=str(planted.questions) + ".missing"))
-    with pytest.raises(InputError, match="share a file name"):
+    with pytest.raises(InputError, match="names one file twice"):
         make_evaluator(EvalConfig(similarity=(str(planted.pairs), str(planted.pairs))))
+    other = planted.pairs.with_suffix(".txt")
+    other.write_bytes(planted.pairs.read_bytes())
+    with pytest.raises(InputError, match=r"share a name without its suffix .*similarity/NAME"):
+        make_evaluator(EvalConfig(similarity=(str(planted.pairs), str(other))))
 
 
 def test_check_refuses_files_that_miss_the_vocabulary_before_any_vectors(planted: Planted,

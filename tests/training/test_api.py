@@ -675,7 +675,7 @@ def test_checkpoint_evaluation_and_engine_messages_name_arguments(
         path.write_text("the of 5\n")
     for call, message in [
         ({"best_metric": "nope"}, "best_metric='nope' is not a metric this run records"),
-        ({"eval_similarity": sims}, "two eval_similarity files share a file name"),
+        ({"eval_similarity": sims}, "two eval_similarity files share a name without its suffix"),
     ]:
         text = refused(corpus=corpus, run=tmp_path / "r", **FAST, **call)
         assert message in text and "--" not in text, text

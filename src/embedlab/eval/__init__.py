@@ -74,9 +74,14 @@ def make_evaluator(cfg: EvalConfig) -> Evaluator:
     pair_sets = [read_pairs(p) for p in cfg.similarity]
     names = [f"similarity/{ps.name}" for ps in pair_sets]
     if len(set(names)) != len(names):
-        raise InputError(f"two {spell_name('--eval-similarity')} files share a file name "
-                         f"({', '.join(str(Path(p).name) for p in cfg.similarity)}); "
-                         "rename one so that their metric names differ")
+        paths = [str(p) for p in cfg.similarity]
+        if len(set(paths)) != len(paths):
+            raise InputError(f"{spell_name('--eval-similarity')} names one file twice "
+                             f"({', '.join(paths)}); give each file once")
+        raise InputError(f"two {spell_name('--eval-similarity')} files share a name without "
+                         f"its suffix ({', '.join(str(Path(p).name) for p in cfg.similarity)}),"
+                         " which names their metric (similarity/NAME); rename one so that "
+                         "their metric names differ")
     return Evaluator(questions, pair_sets, names, cfg.restrict_vocab)
 
 
