@@ -292,3 +292,16 @@ def test_commands_other_than_train_speak_inside_a_torchrun_job(
         main(["eval", str(tmp_path / "missing.txt"), "--analogies", "q.txt"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.startswith("embedlab: error: ")
+
+
+@pytest.mark.parametrize("argv, command", [(["runs", "x", "--sort"], "runs"),
+                                           (["neighbours", "x", "--metric"], "neighbours"),
+                                           (["export", "x", "--out"], "export")])
+def test_an_option_missing_its_value_points_to_its_commands_help(
+        argv: list[str], command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # click's parser raises it without a context: the hint named 'embedlab --help'
+    from embedlab.testing import run_cli
+
+    code, _, err = run_cli(argv, capsys)
+    assert code == 2 and err == (f"embedlab: error: Option '{argv[-1]}' requires an argument. "
+                                 f"(see 'embedlab {command} --help')\n")

@@ -113,6 +113,13 @@ def invoked_args() -> list[str]:
     return list(_invoked)
 
 
+def _command_named() -> str | None:
+    """The command the invoked arguments name (its first argument that is one), if any."""
+    for arg in _invoked[:1]:  # embedlab's own options (--version) name no command
+        return arg if arg in COMMANDS or arg in ALIASES else None
+    return None
+
+
 def _usage_message(exc: click.UsageError) -> str:
     """click's message, on one line; an unknown option that is gensim's or word2vec.c's name
     for one of ours is told which (click would suggest names spelled alike)."""
@@ -267,7 +274,8 @@ def main(argv: list[str] | None = None) -> Any:
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(2)
     except click.UsageError as exc:
-        sub = exc.ctx.info_name if exc.ctx and exc.ctx.info_name != "embedlab" else None
+        sub = exc.ctx.info_name if exc.ctx and exc.ctx.info_name != "embedlab" else \
+            _command_named()  # click's parser gives no context for "--sort" missing its value
         hint = f" (see 'embedlab {sub} --help')" if sub else " (see 'embedlab --help')"
         _fail(_usage_message(exc) + hint)
     except click.ClickException as exc:
