@@ -178,7 +178,9 @@ def test_eval_kinds_of_sections_and_unanswered_ones(vecfile: Path, tmp_path: Pat
 
 
 @pytest.mark.parametrize("fmt, name", [("word2vec", "o.txt"), ("word2vec-binary", "o.bin"),
-                                       ("npy", "o.npy")])
+                                       ("npy", "o.npy"),
+                                       # word2vec text under a .tsv name: its line said no dims
+                                       ("word2vec", "o.tsv")])
 def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
                             capsys: pytest.CaptureFixture[str]) -> None:
     out_path = tmp_path / name

@@ -122,8 +122,8 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
     if out == source / "exports" / out.name:
         make_exports_folder(out, f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
-    for path in written:  # npy: the matrix, then its vocabulary file (words only)
-        shape = f"{len(vectors):,} words" if path.suffix == ".tsv" else \
+    for i, path in enumerate(written):  # npy: the matrix, then its vocabulary file (words only)
+        shape = f"{len(vectors):,} words" if i > 0 else \
             f"{len(vectors):,} words × {vectors.dim} dims"
         # from which checkpoint (or file): what the export holds, said where it is made
         click.echo(f"wrote {path} ({shape}) from {vectors.source}")
