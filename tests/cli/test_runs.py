@@ -159,6 +159,44 @@ def test_runs_skips_a_broken_run_with_a_warning(two_runs: Path,
     assert "warning: skipped" in err and "broken" in err
 
 
+def test_one_broken_run_asked_for_is_one_error(two_runs: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # a warning, then "no runs under RUN (a run folder holds config.json)" with exit 0, or the
+    # same sentence twice; a subset was told to restore a config.json it never had
+    import shutil
+
+    import torch
+
+    from embedlab.checkpoint import CheckpointManager
+
+    run = two_runs / "demo-sg-lr0.5"
+    (run / "config.json").write_text("{")
+    code, out, err = run_cli(["runs", str(run)], capsys)
+    assert_one_line_error(code, err, f"{run / 'config.json'} is unreadable")
+    (run / "config.json").unlink()
+    CheckpointManager(run).save(5, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})
+    code, out, err = run_cli(["runs", str(run)], capsys)
+    assert_one_line_error(code, err, f"run {run} has checkpoints but no config.json")
+    shutil.rmtree(run)
+    lost = two_runs / "lost"
+    CheckpointManager(lost).save(5, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})
+    subset = two_runs.parent / "subset"
+    assert run_cli(["ckpt", str(lost), "--export-subset", str(subset)], capsys)[0] == 0
+    code, out, err = run_cli(["runs", str(subset)], capsys)
+    assert_one_line_error(code, err, f"{subset} is a subset of a run's checkpoint",
+                          f"embedlab neighbors {subset} WORD")
+
+
+def test_runs_follows_links_to_runs_once(two_runs: Path, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "linked").symlink_to(two_runs / "demo-sg-lr0.5")
+    (sweep / "again").symlink_to(sweep)  # a cycle is walked once
+    code, out, _ = run_cli(["runs", str(sweep)], capsys)
+    assert code == 0 and out.count("linked") == 1 and "demo-sg-lr1.0" not in out
+
+
 def test_runs_lists_a_run_with_a_bad_status_field_as_unknown(
         two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json

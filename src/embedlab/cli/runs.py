@@ -35,7 +35,8 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
     (running / finished / interrupted / failed / unknown), step, saved (the newest checkpoint's
     step, where a resume starts; - when there is none), words seen, latest loss, the best
-    checkpoint (its value of the run's --best-metric @ its step), wall time, and the
+    checkpoint (its value of the run's --best-metric @ its step; before a run's first
+    checkpoint, its best logged value), wall time, and the
     hyperparameters that differ between the listed runs (settings that do not change the
     result, such as --max-steps or --progress, are left out).
     """
@@ -55,9 +56,16 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
         try:
             infos.append(run_info(run, directory))
         except InputError as exc:  # one broken run must not hide the others
+            if found == [directory]:  # ... but the one run asked for is the error itself
+                raise
             click.echo(f"embedlab: warning: skipped {run}: {exc}", err=True)
     if not infos and (directory / "checkpoints").is_dir() and \
             not (directory / "config.json").exists():
+        if _is_subset(directory):
+            raise InputError(f"{directory} is a subset of a run's checkpoint (written by "
+                             "'embedlab ckpt --export-subset'), which keeps no training record "
+                             f"to list; query it (embedlab neighbors {directory} WORD), or list "
+                             f"its checkpoint with 'embedlab ckpt {directory}'")
         raise InputError(f"run {directory} has checkpoints but no config.json, which holds its "
                          "settings; restore config.json from a backup")
     if not infos:
@@ -88,7 +96,8 @@ def _runs_without_config(directory: Path, runs: list[Path]) -> list[Path]:
     lost = []
     for index in sorted(directory.rglob(INDEX_FILE)):
         folder = index.parent
-        if index.is_file() and (folder / "checkpoints").is_dir() and \
+        # DIRECTORY itself is not skipped: the command says what it lacks, once
+        if folder != directory and index.is_file() and (folder / "checkpoints").is_dir() and \
                 not (folder / "config.json").exists() and not _is_subset(folder) and \
                 not any(run == folder or run in folder.parents for run in runs):
             lost.append(folder)
