@@ -367,3 +367,11 @@ def test_sorting_puts_the_best_first_and_what_has_no_number_last() -> None:
     assert [i.name for i in sort_runs(runs, "best")] == ["e", "d", "c", "a", "b"]
     # numbers before text, whatever the kinds of run mix
     assert [i.name for i in sort_runs(runs, "optim.lr")] == ["a", "b", "c", "d", "e"]
+
+
+def test_a_huge_loss_is_written_with_an_exponent() -> None:
+    # a diverged linreg run's loss filled the cell with 35 digits
+    from embedlab.track.runs import _loss_cell
+
+    assert _loss_cell(1.99974) == "1.9997"
+    assert _loss_cell(3.9297735583613104e34) == "3.9298e+34"

@@ -152,6 +152,12 @@ def no_such_runs_folder(root: Path, command: str) -> InputError:
                       f"(e.g. embedlab {command} {example})")
 
 
+def _loss_cell(loss: float) -> str:
+    """Four decimals, as a loss of 1.9997 must not read "2"; a diverged run's huge loss in
+    exponent form, which a fixed-point cell would spell out in 35 digits."""
+    return f"{loss:.4f}" if abs(loss) < 1e6 else f"{loss:.4e}"
+
+
 def find_runs(root: Path) -> list[Path]:
     """Run folders (those holding ``config.json``) at or below ``root``, sorted by path."""
     root = Path(root)
@@ -161,13 +167,18 @@ def find_runs(root: Path) -> list[Path]:
         raise InputError(f"{root} is not a folder; pass the folder that holds your runs")
     if (root / "config.json").is_file():
         return [root]
-    found = []
-    for cfg in sorted(root.rglob("config.json")):
-        run = cfg.parent
-        # a run's own sub-folders (checkpoints, exports, prepared) never hold runs
-        if not any((p / "config.json").is_file() for p in run.parents if root in p.parents):
-            found.append(run)
-    return found
+    found, seen = [], set()
+    # links followed (a sweep's folder of links to runs kept elsewhere), each folder once
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        if "config.json" in files and os.path.isfile(os.path.join(folder, "config.json")):
+            found.append(Path(folder))
+            dirs[:] = []  # a run's own sub-folders (checkpoints, exports, prepared) hold no runs
+    return sorted(found)
 
 
 def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, float | None]:
@@ -452,7 +463,7 @@ def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[
     for i in infos:
         cells = [i.name, *((i.kind,) if kinds else ()), i.status,
                  "" if i.step is None else str(i.step), "-" if i.saved is None else str(i.saved),
-                 format_count(i.words_seen), "" if i.loss is None else f"{i.loss:.4f}",
+                 format_count(i.words_seen), "" if i.loss is None else _loss_cell(i.loss),
                  i.best, format_duration(i.wall_time)]
         runs.add_row(*cells, *(_hparam_cell(i.hparams.get(k)) for k in inline))
     tables = [runs]
