@@ -171,18 +171,18 @@ def test_one_broken_run_asked_for_is_one_error(two_runs: Path,
 
     run = two_runs / "demo-sg-lr0.5"
     (run / "config.json").write_text("{")
-    code, out, err = run_cli(["runs", str(run)], capsys)
+    code, _, err = run_cli(["runs", str(run)], capsys)
     assert_one_line_error(code, err, f"{run / 'config.json'} is unreadable")
     (run / "config.json").unlink()
     CheckpointManager(run).save(5, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})
-    code, out, err = run_cli(["runs", str(run)], capsys)
+    code, _, err = run_cli(["runs", str(run)], capsys)
     assert_one_line_error(code, err, f"run {run} has checkpoints but no config.json")
     shutil.rmtree(run)
     lost = two_runs / "lost"
     CheckpointManager(lost).save(5, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})
     subset = two_runs.parent / "subset"
     assert run_cli(["ckpt", str(lost), "--export-subset", str(subset)], capsys)[0] == 0
-    code, out, err = run_cli(["runs", str(subset)], capsys)
+    code, _, err = run_cli(["runs", str(subset)], capsys)
     assert_one_line_error(code, err, f"{subset} is a subset of a run's checkpoint",
                           f"embedlab neighbors {subset} WORD")
 
