@@ -175,10 +175,18 @@ def test_property_each_epoch_visits_every_row_once(n: int, bs: int, seed: int) -
 
 
 @pytest.mark.parametrize(("content", "match"), [
-    ("h\n1\t2\n", "has 1 data rows"),
+    ("h\n1\t2\n", "has 1 data row;"),
     ("h\n1\t2\n3\n", r"t\.tsv:3: expected at least 2 tab-separated columns"),
     ("h\n1\tx\n3\t4\n", r"t\.tsv:2: '1' / 'x' is not a number"),
     ("h\n1\tnan\n3\t4\n", "values must be finite"),
+    # read as x=2, y=9 without a word: x and y are a row's last two fields
+    ("c\tx\ty\na\t1\t2\nb\t2\t9\t3\nc\t3\t4\n",
+     r"t\.tsv:3: 4 tab-separated columns, but the first row \(line 2\) has 3"),
+    ("x\ty\t\n1\t2\t\n3\t4\t\n", r"t\.tsv:2: the row ends in a tab"),
+    # a table without its header lost its first row to it
+    ("1\t2\n3\t4\n5\t6\n", r"t\.tsv:1: the first line holds numbers"),
+    # inf in the float32 the model computes in, blamed on the learning rate
+    ("x\ty\n1e39\t2\n2\t3\n", r"t\.tsv:2: 1e\+39 is beyond float32's range"),
 ])
 def test_bad_tables(tmp_path: Path, content: str, match: str) -> None:
     (tmp_path / "t.tsv").write_text(content)
@@ -392,3 +400,22 @@ def test_the_same_command_without_its_flags_resumes(tmp_path: Path) -> None:
                                       "--lr", "0.5"])
     assert isinstance(result.exception, InputError)
     assert "--lr (stored 0.02, requested 0.5)" in str(result.exception)
+
+
+def test_a_call_that_trains_nothing_changes_no_setting(tmp_path: Path) -> None:
+    # --steps 50 on a run at step 100 trained nothing but recorded steps 50, and the next
+    # --max-steps 150 was told "not before step 50"
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    runner = CliRunner()
+    args = ["linreg", str(table), "--run", str(run)]
+    assert runner.invoke(cli, [*args, "--steps", "100"]).exit_code == 0
+    before = {name: (run / name).read_bytes() for name in ("config.json", "env.json")}
+    done = runner.invoke(cli, [*args, "--steps", "50"])
+    assert done.exit_code == 0
+    assert "at step 100, at or past --steps 50; nothing to train" in done.output
+    assert {name: (run / name).read_bytes() for name in before} == before
+    more = runner.invoke(cli, [*args, "--steps", "100", "--max-steps", "150"])
+    assert more.exit_code == 0 and "at or past --steps 100" in more.output
+    further = runner.invoke(cli, [*args, "--steps", "150"])
+    assert further.exit_code == 0 and "step 150" in further.output

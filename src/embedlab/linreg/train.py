@@ -59,6 +59,17 @@ class Table:
     sha256: str
 
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _is_number(field: str) -> bool:
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
 def read_table(path: Path | str) -> Table:
     """Parse a tab-separated table with a header; errors name the line and the fix."""
     p = Path(path)
@@ -74,8 +85,14 @@ def read_table(path: Path | str) -> Table:
         raise InputError(f"table {p} is not UTF-8 text (byte {exc.start}); "
                          "save it as UTF-8") from None
     lines = text.splitlines()
+    header = lines[0].split("\t") if lines else []
+    if len(header) >= 2 and all(_is_number(f) for f in header[-2:]):
+        # read as the header, the first row of x, y would be dropped without a word
+        raise InputError(f"{p}:1: the first line holds numbers, but a table's first line is its "
+                         "header; add a header line (e.g. x<TAB>y) above the rows")
     xs: list[float] = []
     ys: list[float] = []
+    first: tuple[int, int] | None = None  # (line, columns) of the first row
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -83,6 +100,15 @@ def read_table(path: Path | str) -> Table:
         if len(fields) < 2:
             raise InputError(f"{p}:{lineno}: expected at least 2 tab-separated columns, found "
                              f"{len(fields)}; separate columns with tabs")
+        first = first or (lineno, len(fields))
+        if len(fields) != first[1]:
+            # x and y are the last two fields: a row with one more or fewer is read shifted
+            raise InputError(f"{p}:{lineno}: {len(fields)} tab-separated columns, but the first "
+                             f"row (line {first[0]}) has {first[1]}; give every row the same "
+                             "columns (the last two are x and y)")
+        if fields[-1] == "" and fields[-2] != "":
+            raise InputError(f"{p}:{lineno}: the row ends in a tab, so its last column (y) is "
+                             "empty; remove the trailing tabs")
         try:
             x, y = float(fields[-2]), float(fields[-1])
         except ValueError:
@@ -90,10 +116,14 @@ def read_table(path: Path | str) -> Table:
                              "the last two columns must be numeric (x, y)") from None
         if not (math.isfinite(x) and math.isfinite(y)):
             raise InputError(f"{p}:{lineno}: values must be finite; fix or remove the row")
+        if max(abs(x), abs(y)) > _FLOAT32_MAX:  # the model computes in float32: inf there
+            raise InputError(f"{p}:{lineno}: {max(abs(x), abs(y)):g} is beyond float32's range "
+                             "(3.4e38), in which the model computes; rescale that column")
         xs.append(x)
         ys.append(y)
     if len(xs) < 2:
-        raise InputError(f"table {p} has {len(xs)} data rows; it needs a header line and at "
+        rows = "1 data row" if len(xs) == 1 else f"{len(xs)} data rows"
+        raise InputError(f"table {p} has {rows}; it needs a header line and at "
                          "least 2 rows of x<TAB>y")
     return Table(torch.tensor(xs, dtype=torch.float32), torch.tensor(ys, dtype=torch.float32),
                  hashlib.sha256(raw).hexdigest())
@@ -146,7 +176,8 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
     SIGINT/SIGTERM arrives.
     """
     if max_steps is not None and max_steps < 1:
-        raise InputError(f"--max-steps must be >= 1, got {max_steps}")
+        raise InputError(f"--max-steps must be >= 1, got {max_steps}; pass e.g. --max-steps "
+                         f"{min(cfg.steps, 500)}, or leave it out to train --steps")
     run = Path(run_dir)
     table = read_table(table_path)
     check_run_dir(run)  # a file, or a folder of someone else's files, as train refuses them
@@ -163,11 +194,14 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
             with SignalFlag() as flag:
                 manager = CheckpointManager(run, keep=cfg.keep, best_metric="loss",
                                             best_mode="min")
-                params, step, resumed = _start(run, cfg, table, manager, argv)
                 stop = min(cfg.steps, max_steps) if max_steps is not None else cfg.steps
-                if step >= stop:
-                    print(f"embedlab: {run} is at step {step} already, not before step {stop}; "
-                          "nothing to train", file=sys.stderr)
+                params, step, resumed = _start(run, cfg, table, manager, argv, stop)
+                if step >= stop and stop == max_steps:
+                    print(f"embedlab: {run} is at step {step} already, not before --max-steps "
+                          f"{stop}; nothing to train", file=sys.stderr)
+                elif step >= stop:
+                    print(f"embedlab: {run} is at step {step}, at or past --steps {stop}; nothing "
+                          "to train (a larger --steps trains it further)", file=sys.stderr)
                 params, step, path = _train_steps(manager, flag, params, step, stop, table, cfg)
         except BaseException:
             # a new run refused or stopped before its first checkpoint (diverged, say) leaves
@@ -218,8 +252,10 @@ def _train_steps(manager: CheckpointManager, flag: SignalFlag, params: dict[str,
 
 
 def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManager,
-           argv: Sequence[str]) -> tuple[dict[str, torch.Tensor], int, int | None]:
-    """Fresh parameters, or the newest verified checkpoint's (after checking the config)."""
+           argv: Sequence[str], stop: int) -> tuple[dict[str, torch.Tensor], int, int | None]:
+    """Fresh parameters, or the newest verified checkpoint's (after checking the config). A
+    resume already at ``stop`` trains nothing and leaves config.json and env.json as they are
+    (a smaller --steps recorded by it would cap the next command's --max-steps)."""
     stored = provenance.read_config_json(run)
     requested = {"model": MODEL, **asdict(cfg), "table_sha256": table.sha256}
     if stored is not None and stored.get("model") != MODEL:
@@ -237,9 +273,10 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
     # checkpoint must leave the run as it was
     loaded = load_checkpoint(latest, names=["w", "b"], framework="pt") if latest is not None \
         else None
-    provenance.write_config_json(run, requested)
-    provenance.write_env_json(run, argv=argv, threads=torch.get_num_threads(), seed=cfg.seed,
-                              streams=STREAMS)
+    if loaded is None or int(loaded[1]["step"]) < stop:
+        provenance.write_config_json(run, requested)
+        provenance.write_env_json(run, argv=argv, threads=torch.get_num_threads(),
+                                  seed=cfg.seed, streams=STREAMS)
     manager.remove_stale_tmp()  # a save killed mid-way leaves one; we hold the lock
     if loaded is None:
         return init_params(cfg.seed), 0, None
