@@ -602,3 +602,20 @@ def test_a_prepared_corpus_and_a_lone_checkpoint_are_protected_too(
     assert saved_folder_of(tmp_path / "x.txt") is None
     (tmp_path / "config.json").write_text("{}")  # another program's: not a run
     assert saved_folder_of(tmp_path / "x.txt") is None
+
+
+def test_a_checkpoint_folder_refuses_another_step_and_best(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    # both were ignored: the folder's own checkpoint was read whatever --step asked for
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    ckpt = run_dir / "checkpoints" / "ckpt-00000007"
+    code, _, err = run(["neighbors", str(ckpt), "--step", "5", "a"], capsys)
+    assert_one_line_error(code, err, f"{ckpt} is the checkpoint of step 7, not 5; pass its run "
+                                     f"folder {run_dir} with --step 5, or drop --step 5")
+    code, _, err = run(["export", str(ckpt), "--best", "--out", str(tmp_path / "v.txt")], capsys)
+    assert_one_line_error(code, err, "is one checkpoint, and --best picks among a run's")
+    assert not (tmp_path / "v.txt").exists()
+    code, out, _ = run(["neighbors", str(ckpt), "--step", "7", "a", "-k", "1"], capsys)
+    assert code == 0 and "b" in out

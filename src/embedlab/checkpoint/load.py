@@ -55,6 +55,15 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
         raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "
                          "pass one of them")
     if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
+        own = parse_step(p.name)
+        run = p.parent.parent if p.parent.name == CKPT_DIR else None
+        pick = f"pass its run folder {run}" if run is not None else "pass the run folder"
+        if best:
+            raise InputError(f"{p} is one checkpoint, and {spell('--best', True)} picks among a "
+                             f"run's; {pick}, or drop {spell('--best', True)}")
+        if step is not None and own is not None and step != own:
+            raise InputError(f"{p} is the checkpoint of step {own}, not {step}; {pick} with "
+                             f"{spell('--step', step)}, or drop {spell('--step', step)}")
         return _verified_or_fail(p)
     root = p / CKPT_DIR
     if p.is_file():  # a vectors file given where a run is wanted (--init-from vectors.bin)
