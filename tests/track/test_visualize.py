@@ -60,7 +60,8 @@ def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("setup", "kwargs", "message"), [
     ("none", {}, "no such run folder or vectors file: {run}; pass a folder made by embedlab "
                  "train (see embedlab runs), or a word2vec/.npy file"),
-    ("file", {}, "{run} is a vectors file: pass --out for the image, e.g. --out pca.png"),
+    ("file", {}, "{run} is a file, not a run folder: a word2vec/.npy vectors file is plotted "
+                 "with --out for the image, e.g. --out pca.png"),
     ("empty", {}, "{run} holds no checkpoints (no checkpoints/ folder); pass a run folder "
                   "that has been trained, or a checkpoint folder"),
     ("vocab-only", {}, "holds no checkpoints (no checkpoints/ folder); pass a run folder that "
@@ -70,6 +71,9 @@ def test_tsne_plot_to_chosen_file(tmp_path: Path) -> None:
      "plot.jpg2: unsupported file type; use one of .png, .svg, .pdf"),
     ("trained", {"out": Path("missing/plot.png")},
      "folder {tmp}/missing does not exist; create it first"),
+    # an existing folder was "an unsupported file type"
+    ("trained", {"out": Path(".")}, "--out {tmp} is a folder; pass a file path, e.g. --out "
+                                    "{tmp}/pca.png"),
 ])
 def test_input_errors_name_the_fix(tmp_path: Path, setup: str, kwargs: dict,
                                    message: str) -> None:
@@ -283,3 +287,39 @@ def test_vocabulary_is_read_as_neighbors_reads_it(tmp_path: Path, vocab: bytes) 
         visualize(run, words=10)
     assert str(e.value) == str(seen_by_load.value)
     assert not (run / "exports").exists()
+
+
+def test_a_vocabulary_too_small_to_plot_says_so(tmp_path: Path) -> None:
+    # "pass a larger --words" when --words was 300 and the vocabulary held 2 words
+    import numpy as np
+
+    from embedlab.data.vocab import Vocab
+
+    run = tmp_path / "run"
+    run.mkdir()
+    Vocab(("a", "b"), np.array([2, 1])).save_tsv(run / "vocab.tsv")
+    w = np.ones((2, 3), np.float32)
+    CheckpointManager(run).save(4, {"input_embeddings": w, "output_embeddings": w}, {})
+    with pytest.raises(InputError, match=re.escape(
+            f"{run} has 2 words to plot, and a 2-D projection needs at least 3; train on a "
+            "corpus with more distinct words, or a lower --min-count")):
+        visualize(run, words=300)
+
+
+def test_the_title_names_the_run_given_as_dot(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import matplotlib.figure
+
+    titles: list[str] = []
+    real = matplotlib.figure.Figure.savefig
+
+    def keep_title(self: matplotlib.figure.Figure, *args: object, **kwargs: object) -> None:
+        titles.append(self.axes[0].get_title())
+        real(self, *args, **kwargs)
+
+    run = tmp_path / "run"
+    make_trained_run(run)
+    monkeypatch.chdir(run)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_title)
+    visualize(Path("."), words=5, out=tmp_path / "dot.png")
+    assert titles and "words — run, step 20" in titles[0]

@@ -77,10 +77,13 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         raise InputError(f"--step/--best choose a checkpoint of a run folder, but {run_dir} is a "
                          "file; drop them or pass the run folder")
     if not run_dir.is_dir() and out is None:  # a file has no exports/ folder to write into
-        raise InputError(f"{run_dir} is a vectors file: pass --out for the image, e.g. --out "
-                         f"{method}.png")
+        raise InputError(f"{run_dir} is a file, not a run folder: a word2vec/.npy vectors file "
+                         f"is plotted with --out for the image, e.g. --out {method}.png")
     if words < 3:
         raise InputError(f"--words must be >= 3, got {words}; e.g. --words 300")
+    if out is not None and out.is_dir():
+        raise InputError(f"--out {out} is a folder; pass a file path, e.g. --out "
+                         f"{out / f'{method}.png'}")
     if out is not None and out.suffix.lower() not in FORMATS:
         raise InputError(f"--out {out}: unsupported file type; use one of {', '.join(FORMATS)}")
     if out is not None and out.parent.exists() and not out.parent.is_dir():
@@ -106,11 +109,17 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         out = run_dir / "exports" / f"{method}-step{step if step is not None else 'last'}.png"
         _check_replaceable(out, force)
     ids = top_word_ids(vocab, unk, words)
+    if len(ids) < 3:  # --words is not what is short
+        kept = " (the unknown-word token left out)" if unk is not None else ""
+        raise InputError(f"{run_dir} has {len(ids)} word{'s' if len(ids) != 1 else ''} to "
+                         f"plot{kept}, and a 2-D projection needs at least 3; train on a "
+                         "corpus with more distinct words, or a lower --min-count")
     points = project_2d(emb[ids], method)
     label = "t-SNE" if method == "tsne" else "PCA"
     at = f", step {step}" if step is not None else ""
     fig = plot_words([vocab[i] for i in ids], points,
-                     title=f"{label} of the {len(ids)} most frequent words — {run_dir.name}{at}")
+                     title=f"{label} of the {len(ids)} most frequent words — "
+                           f"{run_dir.resolve().name}{at}")  # "." has no name of its own
     if default_out:
         make_exports_folder(out, out.name)
     _save_atomic(fig, out)
