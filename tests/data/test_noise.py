@@ -81,3 +81,14 @@ def test_alias_table_of_a_zipf_vocabulary() -> None:
     probs = NoiseDistribution(counts, 0.75).probs
     ours, theirs = _alias_table(probs), _alias_table_loop(probs)
     assert ours[0].tobytes() == theirs[0].tobytes() and ours[1].tobytes() == theirs[1].tobytes()
+
+
+def test_a_large_exponent_is_the_same_distribution_in_range() -> None:
+    # count**200 overflowed float64: "needs at least one positive count", a traceback
+    counts = np.array([0, 3000, 2000, 10])
+    noise = NoiseDistribution(counts, 200.0)
+    expected = np.array([0.0, 1.0, (2 / 3) ** 200, (1 / 300) ** 200])
+    assert np.allclose(noise.probs, expected / expected.sum(), rtol=1e-12, atol=0)
+    small = NoiseDistribution(counts, 0.75)  # an alpha in range keeps its formula, and bits
+    weights = np.where(counts > 0, counts.astype(np.float64) ** 0.75, 0.0)
+    assert np.array_equal(small.probs, weights / weights.sum())

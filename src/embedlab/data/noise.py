@@ -18,8 +18,15 @@ class NoiseDistribution:
         counts = np.asarray(counts, dtype=np.float64)
         # a word never seen (an --unk token nothing was mapped to) is never noise, whatever
         # alpha: numpy's 0**0 is 1, which gave it Q = 1/V at --noise-exponent 0
-        weights = np.where(counts > 0, counts**alpha, 0.0)
+        with np.errstate(over="ignore"):
+            weights = np.where(counts > 0, counts**alpha, 0.0)
         total = weights.sum()
+        if not np.isfinite(total) and counts.max() > 0:
+            # count**alpha overflows float64 for a large alpha (--noise-exponent 200): scaled
+            # by the largest count first, the same distribution in range (only then, so that
+            # every other alpha keeps its bits)
+            weights = np.where(counts > 0, (counts / counts.max()) ** alpha, 0.0)
+            total = weights.sum()
         if not np.isfinite(total) or total <= 0:
             raise ValueError("noise distribution needs at least one positive count")
         self.probs = weights / total  # Q(w), float64
