@@ -140,7 +140,9 @@ def _bad_corpora(tmp: Path) -> dict[str, Path]:
 
 # Each needle holds the problem and the fix the message names.
 BAD = [
-    (["--nproc", "0"], "--nproc must be >= 1, got 0; pass e.g. --nproc 2"),
+    (["--nproc", "0"], "--nproc must be from 1 to 1024, got 0; pass e.g. --nproc 2"),
+    # each process imports torch: 2**63 processes were started one after another
+    (["--nproc", "1025"], "--nproc must be from 1 to 1024, got 1025; pass e.g. --nproc 2"),
     (["--corpus", "{tmp}/missing.txt"], "missing.txt; pass an existing file or folder"),
     (["--corpus", "{tmp}/empty.txt"],
      "empty.txt holds no tokens; pass a corpus with whitespace-separated words"),

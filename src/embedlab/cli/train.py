@@ -131,6 +131,10 @@ def train(run: str | None, runs_dir: str, preset: str | None, restart: bool,
         _demo_report(result)
 
 
+#: --nproc's limit, as --threads': processes of one machine
+MAX_PROCESSES = 1024
+
+
 def _launch(nproc: int) -> None:
     """``--nproc N``: this command again as N processes of one run; exits with their status."""
     from embedlab.cli import invoked_args
@@ -138,8 +142,9 @@ def _launch(nproc: int) -> None:
     from embedlab.training import distributed
     from embedlab.training.launch import run_processes
 
-    if nproc < 1:
-        raise InputError(f"--nproc must be >= 1, got {nproc}; pass e.g. --nproc 2")
+    if not 1 <= nproc <= MAX_PROCESSES:  # each process imports torch: a typo would fork bomb
+        raise InputError(f"--nproc must be from 1 to {MAX_PROCESSES}, got {nproc}; pass e.g. "
+                         "--nproc 2")
     if distributed.launched_by_torchrun():  # its processes would wait for others forever
         raise InputError("--nproc starts the processes of a run, and this command already runs "
                          "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)")
