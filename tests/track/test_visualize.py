@@ -323,3 +323,10 @@ def test_the_title_names_the_run_given_as_dot(tmp_path: Path,
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep_title)
     visualize(Path("."), words=5, out=tmp_path / "dot.png")
     assert titles and "words — run, step 20" in titles[0]
+
+
+def test_more_words_than_any_vocabulary_plots_all_of_it(tmp_path: Path) -> None:
+    # above sys.maxsize, islice raised a ValueError traceback
+    run = tmp_path / "run"
+    make_trained_run(run)
+    assert visualize(run, words=2**63, out=tmp_path / "all.png").is_file()

@@ -6,6 +6,7 @@ Loads the latest *verified* checkpoint with :func:`embedlab.checkpoint.find_chec
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -81,6 +82,7 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
                          f"is plotted with --out for the image, e.g. --out {method}.png")
     if words < 3:
         raise InputError(f"--words must be >= 3, got {words}; e.g. --words 300")
+    words = min(words, sys.maxsize)  # more than any vocabulary: all of it (islice's limit)
     if out is not None and out.is_dir():
         raise InputError(f"--out {out} is a folder; pass a file path, e.g. --out "
                          f"{out / f'{method}.png'}")
