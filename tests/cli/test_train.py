@@ -2215,3 +2215,17 @@ def test_a_resume_removes_the_temporaries_a_killed_write_left(
     assert code == 0, err
     assert not any(path.exists() for path in left)
     assert (run / ".notes").read_text() == "mine"
+
+
+def test_a_demo_run_whose_vocabulary_lost_the_planted_words_still_succeeds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the run finished and saved, then its report's analogy file (a temporary one the user
+    # never named) was refused: exit 2
+    from embedlab.testing import run_cli
+
+    code, out, err = run_cli(["train", "--corpus", "demo", "--run", str(tmp_path / "r"),
+                              "--epochs", "1", "--max-vocab", "50", "--threads", "1",
+                              "--no-tensorboard", "--no-progress"], capsys)
+    assert code == 0 and "finished" in err and "planted analogies (3CosAdd)" not in out
+    assert "warning: the demo's report is left out: the vocabulary (50 words) holds none of " \
+           "the planted analogies' words" in err
