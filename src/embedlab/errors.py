@@ -320,5 +320,8 @@ def checked_step(name: str, value: Any) -> int | None:
     if step is not None:
         return step
     got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)
+    if not python_caller():  # the command's --step (neighbors RUN --step -1)
+        raise InputError(f"--{name} must be a checkpoint's step, an integer >= 0, got {got}; "
+                         f"pass e.g. --{name} 1000 (list them: embedlab ckpt RUN)")
     raise InputError(f"{name}= must be a checkpoint's step, an integer >= 0, got {got}; pass "
                      f"e.g. {name}=1000 (list them: embedlab.checkpoints(run))")

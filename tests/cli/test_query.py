@@ -619,3 +619,14 @@ def test_a_checkpoint_folder_refuses_another_step_and_best(tmp_path: Path,
     assert not (tmp_path / "v.txt").exists()
     code, out, _ = run(["neighbors", str(ckpt), "--step", "7", "a", "-k", "1"], capsys)
     assert code == 0 and "b" in out
+
+
+def test_a_negative_step_is_told_in_the_commands_words(vecfile: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # it said "step= must be ... (list them: embedlab.checkpoints(run))", Python's words
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+    code, _, err = run(["neighbors", str(run_dir), "a", "--step", "-1"], capsys)
+    assert_one_line_error(code, err, "--step must be a checkpoint's step, an integer >= 0, got "
+                                     "-1; pass e.g. --step 1000 (list them: embedlab ckpt RUN)")
