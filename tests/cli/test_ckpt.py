@@ -442,3 +442,37 @@ def test_a_checkpoint_folder_or_a_folder_of_other_files_is_named_as_such(
         main(["neighbors", str(tmp_path), "a"])
     assert capsys.readouterr().err == (f"embedlab: error: {tmp_path} is not a run folder but "
                                        "holds runs (run); pass one of them\n")
+
+
+def test_one_new_name_mapped_twice_is_refused(run: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # the last mapping won: "a" held the output embeddings, the input ones kept their name
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(tmp_path / "s"), "--map",
+              "a=input_embeddings", "--map", "a=output_embeddings"])
+    assert e.value.code == 2 and capsys.readouterr().err == (
+        "embedlab: error: --map gives 'a' twice (a=input_embeddings, a=output_embeddings); map "
+        "each new name once\n")
+    assert not (tmp_path / "s").exists()
+
+
+def test_an_unreadable_source_vocabulary_is_no_write_failure(
+        run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # said "cannot write OUT/vocab.tsv (Permission denied)" and left an empty OUT behind
+    _vocab(run)
+    real = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self == run / "vocab.tsv":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    out = tmp_path / "sub"
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--export-subset", str(out)])
+    assert e.value.code == 2 and capsys.readouterr().err == (
+        f"embedlab: error: cannot read {run / 'vocab.tsv'} (Permission denied); make it "
+        "readable, then re-run the export (nothing was written)\n")
+    assert not out.exists()

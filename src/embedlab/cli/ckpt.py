@@ -27,6 +27,9 @@ def _parse_map(pairs: tuple[str, ...]) -> dict[str, str]:
         if not sep or not new or not old:
             raise InputError(f"--map expects NEW=STORED, got {pair!r}; "
                              "e.g. --map embed_matrix=input_embeddings")
+        if new in out and out[new] != old:  # click would keep the last; one name, one tensor
+            raise InputError(f"--map gives {new!r} twice ({new}={out[new]}, {pair}); map each "
+                             "new name once")
         out[new] = old
     return out
 
@@ -124,12 +127,19 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     if original:
         # how loaders find a renamed tensor, e.g. the input embeddings stored as embed_matrix
         state["original_names"] = original
+    vocabulary = None
+    if vocab_src.is_file():  # read first: a source that cannot be read is no write failure
+        try:
+            vocabulary = vocab_src.read_bytes()
+        except OSError as exc:
+            raise InputError(f"cannot read {vocab_src} ({exc.strerror or exc}); make it "
+                             "readable, then re-run the export (nothing was written)") from None
     made = missing_folders(export)
     copied = False
-    if vocab_src.is_file():
+    if vocabulary is not None:
         try:
             export.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(vocab_out, vocab_src.read_bytes())
+            atomic_write_bytes(vocab_out, vocabulary)
         except OSError as exc:
             raise write_error(vocab_out, exc, "--export-subset") from None
         copied = True
