@@ -630,3 +630,22 @@ def test_a_negative_step_is_told_in_the_commands_words(vecfile: Path, tmp_path: 
     code, _, err = run(["neighbors", str(run_dir), "a", "--step", "-1"], capsys)
     assert_one_line_error(code, err, "--step must be a checkpoint's step, an integer >= 0, got "
                                      "-1; pass e.g. --step 1000 (list them: embedlab ckpt RUN)")
+
+
+def test_eval_similarity_files_of_one_name_and_a_file_of_one_pair(
+        vecfile: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # two rows both labelled ws.tsv; and one known pair was told to find a larger vocabulary
+    monkeypatch.chdir(tmp_path)  # short paths: the table is not wide enough for long ones
+    paths = [Path("a") / "ws.tsv", Path("b") / "ws.tsv"]
+    for path in paths:
+        path.parent.mkdir()
+        path.write_text("king\tqueen\t8\nman\twoman\t7\nparis\tthe\t1\n")
+    code, out, _ = run(["eval", str(vecfile), "--similarity", str(paths[0]), "--similarity",
+                        str(paths[1])], capsys)
+    assert code == 0 and "a/ws.tsv" in out and "b/ws.tsv" in out
+    one = tmp_path / "one.tsv"
+    one.write_text("king\tqueen\t8\n")
+    code, _, err = run(["eval", str(vecfile), "--similarity", str(one)], capsys)
+    assert_one_line_error(code, err, f"{one} holds 1 word pair, and a correlation needs at "
+                                     "least 2; use a file with more pairs")

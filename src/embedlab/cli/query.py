@@ -339,10 +339,12 @@ def _similarity_table(results: list[Any]) -> Any:
     table = _table([("file", "left"), ("spearman", "right"),
                                             ("pearson", "right"), ("pairs", "right"),
                                             ("OOV", "right")])
-    for r in results:
+    names = [Path(r.source).name for r in results]
+    for r, name in zip(results, names, strict=True):
         # lines that are no pair change the score as much as OOV pairs do: said, as the
         # analogies' title says its skipped lines
         skipped = f" ({_lines(r.invalid_lines)} skipped)" if r.invalid_lines else ""
-        table.add_row(Path(r.source).name + skipped, f"{r.spearman:.4f}", f"{r.pearson:.4f}",
+        shown = str(r.source) if names.count(name) > 1 else name  # a/ws.tsv and b/ws.tsv
+        table.add_row(shown + skipped, f"{r.spearman:.4f}", f"{r.pearson:.4f}",
                       str(r.pairs_used), f"{r.oov_ratio:.1f}%")
     return table

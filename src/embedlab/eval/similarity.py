@@ -149,6 +149,10 @@ def pair_ids(words: Sequence[str], pairs: PairSet,
                    dtype=np.int64).reshape(-1, 2)
     known: np.ndarray = np.all(ids >= 0, axis=1)
     used = int(known.sum())
+    if used < 2 and used == len(ids):  # every pair known: the file is what is short
+        raise InputError(f"{pairs.source} holds {len(ids)} word pair{'s' if len(ids) != 1 else ''}"
+                         ", and a correlation needs at least 2; use a file with more pairs (a "
+                         "first line whose score is no number is read as a header)")
     if used < 2:
         raise InputError(f"only {used} of {len(ids)} pairs in {pairs.source} have both words among "
                          f"the first {min(restrict_vocab, len(words))} words of the vocabulary; "
