@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -476,3 +477,15 @@ def test_an_unreadable_source_vocabulary_is_no_write_failure(
         f"embedlab: error: cannot read {run / 'vocab.tsv'} (Permission denied); make it "
         "readable, then re-run the export (nothing was written)\n")
     assert not out.exists()
+
+
+def test_no_best_recorded_names_the_index_file(tmp_path: Path) -> None:
+    # "RUN has no best checkpoint recorded in checkpoint": the file's name alone read as a typo
+    from embedlab.errors import InputError
+
+    m = CheckpointManager(tmp_path / "run")
+    m.save(3, {"input_embeddings": torch.zeros(2, 2)}, {"epoch": 0}, {})  # no loss: no best
+    with pytest.raises(InputError, match=re.escape(
+            f"{tmp_path / 'run'} has no best checkpoint recorded in "
+            f"{tmp_path / 'run' / 'checkpoint'}; ")):
+        find_checkpoint(tmp_path / "run", best=True)

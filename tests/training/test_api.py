@@ -765,7 +765,7 @@ def test_from_best_without_a_best_checkpoint_names_trains_own_arguments(
     with pytest.raises(InputError) as e:
         embedlab.train(corpus=corpus, run=run, **quiet, max_steps=4, from_checkpoint="best")
     assert str(e.value) == (f"from_checkpoint='best': {run} has no best checkpoint recorded in "
-                            "checkpoint; pass one of its checkpoints, e.g. "
+                            f"{run / 'checkpoint'}; pass one of its checkpoints, e.g. "
                             "from_checkpoint='ckpt-00000002', or leave from_checkpoint= out to "
                             "resume from the latest")
 

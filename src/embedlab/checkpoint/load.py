@@ -91,7 +91,7 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     if best:
         index = read_index(p)
         if index.best is None:
-            raise InputError(f"{p} has no best checkpoint recorded in {INDEX_FILE}; "
+            raise InputError(f"{p} has no best checkpoint recorded in {p / INDEX_FILE}; "
                              f"use the latest one (drop {spell('--best', True)}) or pick one "
                              f"with {spell('--step')}")
         return _verified_or_fail(root / ckpt_name(index.best))

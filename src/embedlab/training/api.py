@@ -567,7 +567,7 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         if index is not None and index.best is None and index.latest is not None:
             # find_checkpoint's fix names --best and --step, which train does not take
             raise InputError(f"{_from(from_ckpt)}: {run} has no best checkpoint recorded in "
-                             f"{INDEX_FILE}; pass one of its checkpoints, e.g. "
+                             f"{run / INDEX_FILE}; pass one of its checkpoints, e.g. "
                              f"{_from(ckpt_name(index.latest))}, or leave {_from()} out to "
                              "resume from the latest")
         return str(find_checkpoint(run, best=True))
