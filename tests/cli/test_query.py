@@ -649,3 +649,12 @@ def test_eval_similarity_files_of_one_name_and_a_file_of_one_pair(
     code, _, err = run(["eval", str(vecfile), "--similarity", str(one)], capsys)
     assert_one_line_error(code, err, f"{one} holds 1 word pair, and a correlation needs at "
                                      "least 2; use a file with more pairs")
+
+
+@pytest.mark.parametrize("flag", ["--analogies", "--similarity"])
+def test_eval_an_empty_file_argument_is_named_so(vecfile: Path, flag: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # "cannot read analogy file . ([Errno 21] Is a directory: '.')"
+    code, _, err = run(["eval", str(vecfile), flag, ""], capsys)
+    assert_one_line_error(code, err, f"{flag} is empty or '.', the current folder (an unset "
+                                     "variable?); pass a file")

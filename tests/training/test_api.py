@@ -1092,3 +1092,15 @@ def test_a_killed_calls_sentences_file_goes_at_the_next_call_beside_it(
     dead.write_text("the cat sat\n")
     embedlab.train(run=run, **FAST, max_steps=3)
     assert not dead.exists()
+
+
+@pytest.mark.parametrize("call, flag", [({"eval_analogies": ""}, "eval_analogies"),
+                                        ({"eval_similarity": ["ws.tsv", ""]}, "eval_similarity"),
+                                        ({"from_checkpoint": ""}, "from_checkpoint")])
+def test_an_empty_path_is_refused_not_taken_for_none(corpus: Path, tmp_path: Path,
+                                                     call: dict[str, Any], flag: str) -> None:
+    # an empty --eval-analogies evaluated nothing, silently, and an empty --from resumed from
+    # the latest checkpoint
+    with pytest.raises(InputError, match=re.escape(f"{flag} is empty (an unset variable?)")):
+        embedlab.train(corpus=corpus, run=tmp_path / "r", **FAST, **call)
+    assert not (tmp_path / "r").exists()

@@ -263,6 +263,11 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
     if analogies is None and not similarity:
         raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE "
                          "(- reads standard input: --analogies - < questions-words.txt)")
+    for flag, path in (("--analogies", analogies), *(("--similarity", p) for p in similarity)):
+        # "$FILE" of an unset variable, which click's Path reads as "."
+        if path is not None and str(path) in ("", "."):
+            raise InputError(f"{flag} is empty or '.', the current folder (an unset "
+                             "variable?); pass a file, or - for standard input")
     if len(_given("--analogies")) > 1:  # click would keep the last file
         raise InputError("--analogies is given more than once, but evaluates one questions file "
                          "a command; run eval once per file (--similarity may be repeated)")

@@ -121,6 +121,21 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
         raise InputError(f"{spell_name('--init-from')} is empty (an unset variable?); pass the "
                          f"run or checkpoint to copy from, or leave {spell_name('--init-from')} "
                          "out for a cold start")
+    # "--eval-analogies $FILE" of an unset variable evaluated nothing, silently; "--from $CKPT"
+    # resumed from the latest
+    for key, flag, what in (("eval_analogies", "--eval-analogies", "a questions-words file"),
+                            ("eval_similarity", "--eval-similarity", "a word-pair file")):
+        value = options.get(key)
+        values = [value] if isinstance(value, str | os.PathLike) else \
+            list(value) if isinstance(value, list | tuple) else []
+        if any(isinstance(v, str | os.PathLike) and os.fspath(v) == "" for v in values):
+            raise InputError(f"{spell_name(flag)} is empty (an unset variable?); pass {what}, "
+                             f"or leave {spell_name(flag)} out")
+    if isinstance(from_checkpoint, str | os.PathLike) and os.fspath(from_checkpoint) == "":
+        raise InputError(f"{spell_name('--from', python='from_checkpoint')} is empty (an unset "
+                         "variable?); pass a checkpoint of the run (its step, its folder or "
+                         f"best), or leave {spell_name('--from', python='from_checkpoint')} out "
+                         "to resume from the latest")
     if preset is not None and not isinstance(preset, str):
         raise InputError(f"preset= must be a preset's name (a str), got {type(preset).__name__} "
                          f"{clip(repr(preset))}; e.g. preset='cs20'")
