@@ -713,6 +713,19 @@ def test_a_refused_restart_leaves_the_old_run_in_place(
     assert not list(copy.parent.glob("run.old-*"))
 
 
+@pytest.mark.parametrize("inside", ["", "checkpoints"])
+def test_a_restart_warm_started_from_itself_is_refused_first(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str], inside: str) -> None:
+    # the run was moved aside, put back, and then "holds no checkpoints", which it does
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart",
+                      "--init-from", copy / inside)
+    assert_refused(code, err, f"--init-from {copy / inside} is inside the run --restart moves "
+                              "aside; copy from another run, or restart without --init-from")
+    assert "moved the old run" not in err
+    assert snapshot(copy) == before
+
+
 def test_ctrl_c_before_training_puts_a_restarted_run_back(
         copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

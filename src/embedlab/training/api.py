@@ -355,6 +355,15 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
     if restart and from_checkpoint:
         raise InputError(f"{spell('--restart', True)} and {_from()} exclude each other; pass one")
     same_settings = False
+    init_from = explicit.get("init_from")
+    if restart and init_from and run_dir.is_dir() and (
+            Path(init_from).resolve() == run_dir.resolve()
+            or run_dir.resolve() in Path(init_from).resolve().parents):
+        # the restart moves the run aside before the warm start reads it: it was "no
+        # checkpoints", after the move and its undoing
+        raise InputError(f"{spell_name('--init-from')} {init_from} is inside the run "
+                         f"{spell('--restart', True)} moves aside; copy from another run, or "
+                         f"restart without {spell_name('--init-from')}")
     if restart:
         # "--run . --restart" must name a sibling folder, not fail in with_name; other paths
         # stay as given, so that the lines printed and the result name the run as the user did
