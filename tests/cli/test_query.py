@@ -658,3 +658,17 @@ def test_eval_an_empty_file_argument_is_named_so(vecfile: Path, flag: str,
     code, _, err = run(["eval", str(vecfile), flag, ""], capsys)
     assert_one_line_error(code, err, f"{flag} is empty or '.', the current folder (an unset "
                                      "variable?); pass a file")
+
+
+def test_a_vocabulary_of_the_query_words_alone_says_so(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # an empty table and exit 0, which read as something that went wrong
+    f = tmp_path / "v.txt"
+    f.write_text("3 2\na 1 0\nb 0 1\nc 1 1\n")
+    for argv in (["analogy", str(f), "a", "b", "c"], ["neighbors", str(f), "a", "b", "c"]):
+        code, out, _ = run(argv, capsys)
+        assert code == 0 and out.splitlines()[-1] == ("(no other words: the vocabulary holds "
+                                                      "only the query's words)")
+    code, out, _ = run(["neighbors", str(f), "a"], capsys)
+    assert code == 0 and "no other words" not in out

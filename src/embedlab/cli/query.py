@@ -56,6 +56,8 @@ def _show(title: str, table: Any) -> None:
     console = _console()
     console.print(title)
     console.print(table)
+    if not table.row_count:  # an empty table alone reads as a failure to print
+        console.print("(no other words: the vocabulary holds only the query's words)")
 
 
 def _check_k(k: int) -> None:
