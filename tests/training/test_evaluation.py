@@ -187,6 +187,9 @@ def test_a_pairs_file_that_misses_the_vocabulary_is_refused_before_training(
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"embedlab: error: only 0 of 3 pairs in {unknown} have both words among")
+    # the whole vocabulary was looked at: no "vectors with a larger vocabulary" to use
+    assert err.endswith("check the file's language/case or train on a corpus that holds its "
+                        "words\n")
     assert not run.exists()
 
 

@@ -154,9 +154,12 @@ def pair_ids(words: Sequence[str], pairs: PairSet,
                          ", and a correlation needs at least 2; use a file with more pairs (a "
                          "first line whose score is no number is read as a header)")
     if used < 2:
+        # the whole vocabulary looked at: its corpus, not a limit, lacks the words
+        fix = "or train on a corpus that holds its words" if restrict_vocab >= len(words) \
+            else f"(word-pair similarity considers the {restrict_vocab:,} most frequent words)"
         raise InputError(f"only {used} of {len(ids)} pairs in {pairs.source} have both words among "
                          f"the first {min(restrict_vocab, len(words))} words of the vocabulary; "
-                         "check the file's language/case or use vectors with a larger vocabulary")
+                         f"check the file's language/case {fix}")
     gold = pairs.gold[known]
     if np.ptp(gold) == 0:  # no correlation is defined: a 0 would read as "unrelated"
         raise InputError(f"the {used} pairs of {pairs.source} with both words in the "
