@@ -600,8 +600,20 @@ def test_a_prepared_corpus_and_a_lone_checkpoint_are_protected_too(
     assert saved_folder_of(ckpt / "x.txt") == (run_dir, "run")  # the outermost
     assert saved_folder_of(run_dir / "exports" / "x.txt") is None
     assert saved_folder_of(tmp_path / "x.txt") is None
-    (tmp_path / "config.json").write_text("{}")  # another program's: not a run
+    for name in ("config.json", "env.json"):  # another program's: not a run
+        (tmp_path / name).write_text("{}")
     assert saved_folder_of(tmp_path / "x.txt") is None
+    # a subset kept under a run's exports/ is a run of its own: protected, not "an export"
+    subset = run_dir / "exports" / "sub"
+    subset.parent.mkdir()
+    _tiny_run(subset)
+    assert saved_folder_of(subset / "vocab.tsv") == (subset, "run")
+    assert saved_folder_of(subset.parent / "v.txt") is None
+    # a checkpoint folder's own exports/ is no run's: nothing is made there
+    code, _, err = run(["export", str(lone), "--out", str(lone / "exports" / "vectors.txt")],
+                       capsys)
+    assert_one_line_error(code, err, f"is inside the checkpoint {lone}")
+    assert not (lone / "exports").exists()
 
 
 def test_a_checkpoint_folder_refuses_another_step_and_best(tmp_path: Path,

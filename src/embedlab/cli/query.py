@@ -116,12 +116,15 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
             raise InputError(f"--out is required when exporting from {source}; "
                              f"e.g. --out vectors{SUFFIX[fmt]}")  # type: ignore[index]
         out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
-    if out != source / "exports" / out.name:  # a path given: refused before the vectors load
+    # RUN/exports/NAME: the run's own exports folder, made if missing (a checkpoint folder has
+    # none, and a path there is checked as any other)
+    in_exports = out == source / "exports" / out.name and (source / "checkpoints").is_dir()
+    if not in_exports:  # a path given: refused before the vectors load
         from embedlab.export.atomic import check_writable
 
         check_writable(out, force=force, example=f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     vectors = _load(source, step, best)  # first: a bad source must not leave an exports/ behind
-    if out == source / "exports" / out.name:
+    if in_exports:
         make_exports_folder(out, f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
     for i, path in enumerate(written):  # npy: the matrix, then its vocabulary file (words only)

@@ -87,19 +87,20 @@ def saved_folder_of(path: Path) -> tuple[Path, str] | None:
     exports belong. --force replaces a file, and a run's vocab.tsv, config.json or checkpoint
     tensors replaced by an export would break its resume and every query."""
     from embedlab.checkpoint import CKPT_DIR, INDEX_FILE, MANIFEST_FILE, parse_step
+    from embedlab.run.folder import is_a_run
 
     path = Path(path)
     target = path.resolve()
     found: tuple[Path, str] | None = None
     for level, folder in enumerate(target.parents):
         kind = None
-        # config.json alone is a common name; a run also has env.json from its start, and a
-        # subset made by ckpt --export-subset has checkpoints/ and their index instead
-        if ((folder / "config.json").is_file() and (folder / "env.json").is_file()) or (
+        # a run by what only embedlab writes (another program's config.json is no sign), or a
+        # subset made by ckpt --export-subset: checkpoints/ and their index
+        if ((folder / "config.json").is_file() and is_a_run(folder)) or (
                 (folder / CKPT_DIR).is_dir() and (folder / INDEX_FILE).is_file()):
-            kind = None if target.is_relative_to(folder / "exports") else "run"
-            if kind is None:
-                return None
+            if target.is_relative_to(folder / "exports"):
+                return found  # exports belong there, but not among a subset's kept there
+            kind = "run"
         elif parse_step(folder.name) is not None and (folder / MANIFEST_FILE).is_file():
             kind = "checkpoint"
         elif (folder / "meta.json").is_file() and (folder / "ids.u32").is_file():
