@@ -192,9 +192,13 @@ def test_runs_follows_links_to_runs_once(two_runs: Path, tmp_path: Path,
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     (sweep / "linked").symlink_to(two_runs / "demo-sg-lr0.5")
-    (sweep / "again").symlink_to(sweep)  # a cycle is walked once
+    (sweep / "zz-linked").symlink_to(two_runs / "demo-sg-lr0.5")  # the same run again
+    (sweep / "again").symlink_to(sweep)  # a link to a folder is not walked into
     code, out, _ = run_cli(["runs", str(sweep)], capsys)
     assert code == 0 and out.count("linked") == 1 and "demo-sg-lr1.0" not in out
+    (two_runs / "to-lr1").symlink_to(two_runs / "demo-sg-lr1.0")
+    code, out, _ = run_cli(["runs", str(two_runs)], capsys)  # a run listed under its own name
+    assert code == 0 and "to-lr1" not in out and out.count("demo-sg-lr") == 2
 
 
 def test_runs_lists_a_run_with_a_bad_status_field_as_unknown(

@@ -167,18 +167,22 @@ def find_runs(root: Path) -> list[Path]:
         raise InputError(f"{root} is not a folder; pass the folder that holds your runs")
     if (root / "config.json").is_file():
         return [root]
-    found, seen = [], set()
-    # links followed (a sweep's folder of links to runs kept elsewhere), each folder once
-    for folder, dirs, files in os.walk(root, followlinks=True):
-        real = os.path.realpath(folder)
-        if real in seen:
-            dirs[:] = []
-            continue
-        seen.add(real)
-        if "config.json" in files and os.path.isfile(os.path.join(folder, "config.json")):
-            found.append(Path(folder))
+    real: dict[str, Path] = {}  # the run's resolved path -> the path it is listed under
+    links: list[Path] = []
+    # links are not walked into (one to /usr would be searched whole); a link to a run folder
+    # (a sweep's folder of links to runs kept elsewhere) is listed, unless the run is listed
+    # under its own path or another link to it comes first
+    for folder, dirs, files in os.walk(root):
+        here = Path(folder)
+        if "config.json" in files and (here / "config.json").is_file():
+            real.setdefault(os.path.realpath(here), here)
             dirs[:] = []  # a run's own sub-folders (checkpoints, exports, prepared) hold no runs
-    return sorted(found)
+            continue
+        links += [here / d for d in dirs if (here / d).is_symlink()
+                  and (here / d / "config.json").is_file()]
+    for link in sorted(links):
+        real.setdefault(os.path.realpath(link), link)
+    return sorted(real.values())
 
 
 def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, float | None]:
