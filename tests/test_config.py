@@ -189,6 +189,7 @@ def test_best_mode_defaults_from_the_metric_name() -> None:
     assert CheckpointConfig(best_metric="analogy:max").best_name == "analogy"
     # an evaluation is maximised whatever its file is called (glossary.tsv held "loss")
     assert CheckpointConfig(best_metric="similarity/glossary").best_mode == "max"
+    assert CheckpointConfig(best_metric="similarity/loss").best_mode == "max"  # loss.tsv
     # a file stem with a colon: the mode is split off the last one
     assert (CheckpointConfig(best_metric="similarity/a:b").best_name,
             CheckpointConfig(best_metric="similarity/a:b").best_mode) == ("similarity/a:b", "max")

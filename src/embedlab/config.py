@@ -347,7 +347,7 @@ def split_best_metric(metric: str) -> tuple[str, str]:
 def best_direction(name: str) -> Literal["min", "max"]:
     """The default direction of a --best-metric: the loss is minimised, evaluations (analogy
     accuracy, similarity correlations) are maximised, whatever their file is called."""
-    return "min" if name == "loss" or name.endswith("/loss") else "max"
+    return "min" if name == "loss" else "max"
 
 
 @dataclass(frozen=True)

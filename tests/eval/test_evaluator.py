@@ -130,6 +130,9 @@ def test_bad_files_fail_at_construction(planted: Planted) -> None:
         make_evaluator(EvalConfig(analogies=str(planted.questions) + ".missing"))
     with pytest.raises(InputError, match="names one file twice"):
         make_evaluator(EvalConfig(similarity=(str(planted.pairs), str(planted.pairs))))
+    spelled = str(planted.pairs.parent / "." / planted.pairs.name)  # one file, two spellings
+    with pytest.raises(InputError, match="names one file twice"):
+        make_evaluator(EvalConfig(similarity=(str(planted.pairs), spelled)))
     other = planted.pairs.with_suffix(".txt")
     other.write_bytes(planted.pairs.read_bytes())
     with pytest.raises(InputError, match=r"share a name without its suffix .*similarity/NAME"):

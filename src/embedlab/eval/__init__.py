@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def make_evaluator(cfg: EvalConfig) -> Evaluator:
     names = [f"similarity/{ps.name}" for ps in pair_sets]
     if len(set(names)) != len(names):
         paths = [str(p) for p in cfg.similarity]
-        if len(set(paths)) != len(paths):
+        if len({os.path.realpath(p) for p in paths}) != len(paths):  # pairs.tsv, ./pairs.tsv
             raise InputError(f"{spell_name('--eval-similarity')} names one file twice "
                              f"({', '.join(paths)}); give each file once")
         raise InputError(f"two {spell_name('--eval-similarity')} files share a name without "
