@@ -87,9 +87,12 @@ def read_table(path: Path | str) -> Table:
     lines = text.splitlines()
     header = lines[0].split("\t") if lines else []
     if len(header) >= 2 and all(_is_number(f) for f in header[-2:]):
-        # read as the header, the first row of x, y would be dropped without a word
-        raise InputError(f"{p}:1: the first line holds numbers, but a table's first line is its "
-                         "header; add a header line (e.g. x<TAB>y) above the rows")
+        # a row taken for the header would be dropped without a word; a header may name its
+        # columns by number (years), so said, not refused
+        from embedlab.errors import warn
+
+        warn(f"{p}:1 is read as the table's header, but its last two columns are numbers; if "
+             "it is a row of x and y, add a header line (e.g. x<TAB>y) above it")
     xs: list[float] = []
     ys: list[float] = []
     first: tuple[int, int] | None = None  # (line, columns) of the first row
