@@ -528,3 +528,14 @@ def test_rerunning_a_finished_run_with_other_flags_records_nothing(corpus: Path,
     again, _ = run_train(make_cfg(corpus, checkpoint={"best_metric": "loss:max"}), run)
     assert again.finished and again.step == first.step
     assert {name: (run / name).read_bytes() for name in before} == before
+
+
+def test_a_call_that_trains_nothing_names_the_settings_it_did_not_apply(
+        corpus: Path, tmp_path: Path) -> None:
+    # they were ignored in silence (before, config.json took them though the index did not)
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus), run)
+    _, said = run_train(make_cfg(corpus, checkpoint={"best_metric": "loss:max", "keep": 1}), run)
+    assert "note: --best-metric, --keep not applied: this call trains nothing" in said
+    _, said = run_train(make_cfg(corpus), run)
+    assert "not applied" not in said

@@ -200,6 +200,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     # config.json would name a --best-metric that the index's best checkpoint was not chosen by.
     if ckpt is None or trains:
         write_config_json(run_dir, cfg)
+    elif group is None or group.leader:
+        _say_unapplied(run_dir, cfg)
     kernel = _kernel_identity(cfg.engine)
     if ckpt is not None:
         manager.protect(state.step)
@@ -539,6 +541,27 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     if state.cursor.epoch >= cfg.optim.epochs:  # nothing to resume: the loop says it finished
         return engine, state, []
     return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
+
+
+def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
+    """Name the settings a call that trains nothing was given but did not record (another
+    --best-metric or --keep for a finished run): they apply only to training, which a larger
+    --epochs or --max-steps would do."""
+    from embedlab.config import flatten, option_spelled
+    from embedlab.errors import note
+    from embedlab.run.provenance import read_config_json
+
+    stored = read_config_json(run_dir)
+    if stored is None:
+        return
+    a, b = flatten(stored), flatten(cfg.to_dict())
+    # what persists in the run's bookkeeping; not threads or max_steps, which are per call
+    changed = [option_spelled(k) for k in sorted(b) if k in a and a[k] != b[k]
+               and k.startswith(("checkpoint.", "track.", "eval.")) and k != "track.progress"]
+    if changed:
+        note(f"{', '.join(changed)} not applied: this call trains nothing, and the run keeps its "
+             f"settings (they take effect in a call that trains, e.g. with a larger "
+             f"{spell_name('--epochs')})")
 
 
 def _check_run_files(run_dir: Path) -> None:
