@@ -45,18 +45,23 @@ def test_bad_input_still_exits_2_with_one_line(tmp_path: Path) -> None:
 
 
 
-@pytest.mark.parametrize("module", ["click", "embedlab.cli"])
-def test_ctrl_c_while_the_command_imports_is_one_line(module: str) -> None:
+@pytest.mark.parametrize("module, command", [
+    ("click", "runs"), ("embedlab.cli", "runs"),
+    # the command's own modules, loaded once it is chosen: it said "embedlab: interrupted"
+    ("embedlab.cli.runs", "runs"), ("embedlab.training.api", "train"),
+    ("embedlab.data.preparing", "prepare")])
+def test_ctrl_c_while_the_command_imports_is_one_line(module: str, command: str) -> None:
     """SIGINT in the first tenth of a second, while Python imports click or the command line
     itself (its decorators run then): exit 130 and one line, not a traceback through the
     imports."""
+    argv = ["embedlab", command, *(["x", "--out", "y"] if command == "prepare" else [])]
     code = ("import importlib.abc, runpy, sys\n"
             "class Interrupt(importlib.abc.MetaPathFinder):\n"
             "    def find_spec(self, name, path=None, target=None):\n"
             f"        if name == {module!r}:\n"
             "            raise KeyboardInterrupt\n"
             "sys.meta_path.insert(0, Interrupt())\n"
-            "sys.argv = ['embedlab', 'runs']\n"
+            f"sys.argv = {argv!r}\n"
             "runpy.run_module('embedlab', run_name='__main__')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

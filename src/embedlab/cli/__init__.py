@@ -11,12 +11,14 @@ from __future__ import annotations
 import sys
 
 try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl-C too
+    import contextlib
     import difflib
     import errno
     import importlib
     import itertools
     import re
     import signal
+    from collections.abc import Iterator
     from typing import Any
 
     import click
@@ -83,7 +85,8 @@ class LazyGroup(click.Group):
             return None
         module_name, attr = target.split(":")
         try:
-            module = importlib.import_module(module_name)
+            with loading():
+                module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name == module_name:  # command not built (yet); hide it
                 return None
@@ -96,6 +99,21 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="embedlab")
 def cli() -> None:
     """embedlab — word2vec you can stop, resume exactly, reproduce and watch learn."""
+
+
+class StoppedWhileLoading(Exception):
+    """A Ctrl-C while a command's code loads, before it has done anything (click would make
+    it an Abort, said as "interrupted")."""
+
+
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """Imports of a command before it acts: a KeyboardInterrupt there is
+    :class:`StoppedWhileLoading`."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise StoppedWhileLoading from None
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -259,10 +277,10 @@ def main(argv: list[str] | None = None) -> Any:
     end_with_launcher()  # a process of 'train --nproc': it ends with its launcher
     _invoked[:] = sys.argv[1:] if argv is None else [str(a) for a in argv]
     limit_openmp_spinning()
-    foreign = _one_dash_flags(_invoked)
-    if foreign is not None:
-        _fail(foreign)
     try:
+        foreign = _one_dash_flags(_invoked)  # loads the command (its options)
+        if foreign is not None:
+            _fail(foreign)
         with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
     except InputError as exc:
@@ -282,6 +300,10 @@ def main(argv: list[str] | None = None) -> Any:
         _fail(exc.format_message().replace("\n", " "), exc.exit_code if exc.exit_code else 2)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except StoppedWhileLoading:
+        if not _said_by_another():
+            click.echo("embedlab: stopped by SIGINT while starting; nothing was done", err=True)
+        sys.exit(130)
     except click.Abort:
         if not _said_by_another():  # every process of a run gets the Ctrl-C
             click.echo("embedlab: interrupted", err=True)

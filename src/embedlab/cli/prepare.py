@@ -43,8 +43,10 @@ def prepare(corpus: str, out: str | Path, lowercase: bool, min_count: int, max_v
       embedlab prepare text8 --out data/text8-prepared --min-count 5
       embedlab train --corpus data/text8-prepared
     """
-    from embedlab.data.preparing import prepare_into
+    from embedlab.cli import loading
 
+    with loading():
+        from embedlab.data.preparing import prepare_into
     if not out:  # "--out $DIR" of an unset variable: not the working folder
         raise InputError("--out is empty (an unset variable?); pass a new folder, e.g. "
                          "--out data/prepared")

@@ -119,9 +119,11 @@ if TYPE_CHECKING:
 def train(run: str | None, runs_dir: str, preset: str | None, restart: bool,
           from_ckpt: str | None, nproc: int | None, **params: Any) -> None:
     """Train word2vec; re-running the same command resumes exactly where it stopped."""
-    from embedlab.training import distributed
-    from embedlab.training.api import train as train_run
+    from embedlab.cli import loading
 
+    with loading():
+        from embedlab.training import distributed
+        from embedlab.training.api import train as train_run
     if nproc is not None:
         _launch(nproc)
     result = train_run(run=run, runs_dir=runs_dir, preset=preset, restart=restart,
