@@ -370,9 +370,13 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         if run_dir.name in ("", ".", ".."):
             run_dir = Path(os.path.abspath(run_dir))
         if run_dir.is_dir():
+            from embedlab.config import TrainConfig, apply_preset
+
             given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
+            # a bad value (--lr -1) is refused before the old run is moved aside (and back)
+            TrainConfig.from_dict(apply_preset(preset, explicit))
     if run is not None and _no_run_yet(run_dir) and "corpus" not in explicit.get("data", {}) \
             and preset is None and from_checkpoint is None:  # --from: refused as no run, below
         # a resume's command with a mistyped folder would otherwise train the demo unannounced
