@@ -200,7 +200,10 @@ BAD = [
     (["--corpus", "{corpus}", "--eval-every", "5"],
      "--eval-every needs --eval-analogies FILE and/or --eval-similarity FILE"),
     (["--corpus", "{corpus}", "--eval-analogies", "{tmp}/nope.txt"],
-     "nope.txt does not exist; download word2vec's questions-words.txt"),
+     "--eval-analogies: analogy file {tmp}/nope.txt does not exist; download word2vec's "
+     "questions-words.txt"),
+    (["--corpus", "{corpus}", "--eval-similarity", "{tmp}/nope.tsv"],
+     "--eval-similarity: similarity file {tmp}/nope.tsv does not exist"),
     # a best metric the run never records kept no best checkpoint (export --best failed later)
     (["--corpus", "{corpus}", "--best-metric", "foo"],
      "--best-metric foo is not a metric this run records; use loss, analogy"),
@@ -262,7 +265,7 @@ def test_bad_input_new_run(corpus: Path, trained: Path, tmp_path: Path, args: li
     fmt = {"tmp": tmp_path, "corpus": corpus, "trained": trained}
     before = snapshot(trained)
     code, err = train(capsys, "--run", tmp_path / "new", *FAST, *(a.format(**fmt) for a in args))
-    assert_refused(code, err, needle)
+    assert_refused(code, err, needle.format(**fmt))
     assert "new run" not in err  # the refusal is the only line
     assert snapshot(trained) == before
     assert not (tmp_path / "new").exists()
@@ -279,7 +282,7 @@ def test_bad_input_leaves_an_existing_run_untouched(corpus: Path, trained: Path,
     code, err = train(capsys, "--run", copy, *FAST, *(a.format(**fmt) for a in args))
     changed = CHANGED_ON_RESUME.get(" ".join(args))
     if changed is None:
-        line = assert_refused(code, err, needle)
+        line = assert_refused(code, err, needle.format(**fmt))
         assert "different config" not in line
     else:  # the whole list of changed keys, then the fix
         assert_refused(code, err, f"run {copy} was trained with a different config: "

@@ -71,8 +71,16 @@ def make_evaluator(cfg: EvalConfig) -> Evaluator:
     share (almost) no words with the vocabulary raise in :meth:`Evaluator.check` and in every
     evaluation.
     """
-    questions = read_questions(cfg.analogies) if cfg.analogies else None
-    pair_sets = [read_pairs(p) for p in cfg.similarity]
+    try:  # named by the option that gave the file (on a resume, config.json's)
+        questions = read_questions(cfg.analogies) if cfg.analogies else None
+    except InputError as exc:
+        raise InputError(f"{spell_name('--eval-analogies')}: {exc}") from None
+    pair_sets = []
+    for path in cfg.similarity:
+        try:
+            pair_sets.append(read_pairs(path))
+        except InputError as exc:
+            raise InputError(f"{spell_name('--eval-similarity')}: {exc}") from None
     names = [f"similarity/{ps.name}" for ps in pair_sets]
     if len(set(names)) != len(names):
         paths = [str(p) for p in cfg.similarity]
