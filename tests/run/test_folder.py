@@ -642,3 +642,27 @@ def test_a_config_that_lost_a_setting_every_run_records_is_refused(
     (run / "config.json").write_text(json.dumps(raw))
     cfg = stored_config(run)
     assert cfg is not None and cfg.optim.interleave == 1
+
+
+def test_an_explicit_auto_engine_keeps_the_runs_engine(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    # --engine auto, the default typed out, was refused on a torch run as "requested 'native'"
+    _machine(monkeypatch, None)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, engine="torch")), None)
+    assert resolve_config(run, {"engine": "auto"}, None)[0].engine == "torch"
+    assert capsys.readouterr().err == ""
+
+
+def test_init_from_spelled_another_way_is_the_same_run(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # ./src/ for src (or an absolute path) was "a different config", as --corpus is not
+    (tmp_path / "src").mkdir()
+    monkeypatch.chdir(tmp_path)
+    run = _trained_on(_store(tmp_path / "run", TrainConfig(threads=1, init_from="src")), None)
+    for spelled in ("./src/", str(tmp_path / "src")):
+        assert resolve_config(run, {"init_from": spelled}, None)[0].init_from == "src"
+    with pytest.raises(InputError, match=r"--init-from \(stored 'src', requested 'other'\)"):
+        (tmp_path / "other").mkdir()
+        resolve_config(run, {"init_from": "other"}, None)

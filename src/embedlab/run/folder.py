@@ -255,7 +255,8 @@ def keeps_engine(request: str | None, engine: str) -> bool:
     keeps a CPU engine too, and moves a GPU run to one."""
     from embedlab.engines import CPU_ENGINES, CPU_REQUEST
 
-    return request is None or (request == CPU_REQUEST and engine in CPU_ENGINES)
+    # "auto" given is the default given: the run's engine, as when no --engine is given
+    return request in (None, "auto") or (request == CPU_REQUEST and engine in CPU_ENGINES)
 
 
 def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str | None, *,
@@ -406,15 +407,18 @@ def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
 
 
 def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, Any]:
-    """``explicit`` with a ``--corpus`` that names the stored corpus's file or folder (another
-    spelling: ``./prep/``, an absolute path, a path from another working folder) replaced by
-    the stored value, and other relative evaluation files made absolute from here."""
+    """``explicit`` with a ``--corpus`` (or ``--init-from``) that names the stored one's file or
+    folder (another spelling: ``./prep/``, an absolute path, a path from another working folder)
+    replaced by the stored value, and other relative evaluation files made absolute from here."""
     out = {section: dict(values) if isinstance(values, dict) else values
            for section, values in explicit.items()}
     corpus = out.get("data", {}).get("corpus")
     if isinstance(corpus, str) and corpus not in _LABELS and stored.data.corpus not in _LABELS \
             and _same_file(corpus, stored.data.corpus):
         out["data"]["corpus"] = stored.data.corpus
+    warm = out.get("init_from")  # --init-from ./srcA/ is the run's srcA
+    if isinstance(warm, str) and stored.init_from and _same_file(warm, stored.init_from):
+        out["init_from"] = stored.init_from
     ev = out.get("eval", {})
     if isinstance(ev.get("analogies"), str):
         ev["analogies"] = os.path.abspath(ev["analogies"])
