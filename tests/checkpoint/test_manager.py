@@ -416,3 +416,19 @@ def test_a_folder_renamed_by_hand_is_no_checkpoint_and_never_deleted(tmp_path: P
     save_sample(m, 7)
     assert [info.step for info in m.list()] == [7]
     assert renamed.is_dir() and (renamed / "MANIFEST.json").is_file()
+
+
+def test_a_best_checkpoint_that_is_gone_is_chosen_again_from_those_kept(tmp_path: Path) -> None:
+    # with the recorded best deleted by hand (or moved aside by --from), the next save took
+    # "best" without comparing, and --keep then deleted the best one left
+    m = CheckpointManager(tmp_path, keep=2, best_metric="analogy", best_mode="max")
+    for step, value in ((1, 0.5), (2, 0.1), (3, 0.4), (4, 0.3)):
+        m.save(step, sample_tensors(step), {}, {"analogy": value})
+    assert read_index(tmp_path).best == 1
+    shutil.rmtree(tmp_path / "checkpoints" / "ckpt-00000001")
+    m.save(5, sample_tensors(5), {}, {"analogy": 0.2})
+    index = read_index(tmp_path)
+    assert (index.best, index.best_value) == (3, 0.4)  # not 5, the latest, at 0.2
+    assert (tmp_path / "checkpoints" / "ckpt-00000003").is_dir()  # kept as the best
+    m.save(6, sample_tensors(6), {}, {"analogy": 0.45})
+    assert read_index(tmp_path).best == 6

@@ -371,11 +371,14 @@ class CheckpointManager:
         best = old.best if same_metric and old.best in ours else None
         value = old.best_value if best is not None else None
         changed = old.best_metric is not None and not same_metric  # --best-metric on resume
-        if not old.ours() or changed:
-            # No index (a new run, or one deleted because it was damaged), or one whose best was
-            # chosen by another metric: the best of the checkpoints kept, by the metrics their
-            # state.json recorded, so that neither a deleted index nor a changed --best-metric
-            # costs the run its best checkpoint by the metric it now names.
+        # the best checkpoint the index names is gone (deleted by hand, moved aside by --from):
+        # the new one is not the best merely by being there
+        lost = same_metric and old.best is not None and old.best not in ours
+        if not old.ours() or changed or lost:
+            # No index (a new run, or one deleted because it was damaged), one whose best was
+            # chosen by another metric, or whose best is gone: the best of the checkpoints kept,
+            # by the metrics their state.json recorded, so that neither a deleted index nor a
+            # changed --best-metric costs the run its best checkpoint by the metric it now names.
             best, value = self._best_on_disk(sorted(ours - {step}))
         new_value = metrics.get(self.best_metric)
         if new_value is not None and _better(float(new_value), value, self.best_mode):
