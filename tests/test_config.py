@@ -24,6 +24,7 @@ from embedlab.config import (
     TrainConfig,
     apply_preset,
     check_best_metric,
+    check_new_run,
     diff_for_resume,
     flatten,
 )
@@ -414,3 +415,14 @@ def test_noise_settings_are_no_difference_between_hierarchical_softmax_runs() ->
     neg = TrainConfig()
     assert diff_for_resume(neg, _with(neg, model__negative=0 + 3)) == [
         "model.negative (stored 5, requested 3)"]
+
+
+def test_an_init_scale_for_the_uniform_start_is_refused() -> None:
+    # ignored: two runs named by two scales (init-uniform-is3, -is5) gave the same bits
+    cfg = TrainConfig(model=ModelConfig(init="uniform", init_scale=3.0))
+    with pytest.raises(InputError, match=re.escape(
+            "--init-scale sets the width of --init centered (the default); --init uniform has "
+            "none: drop --init-scale, or drop --init uniform")):
+        check_new_run(cfg)
+    check_new_run(TrainConfig(model=ModelConfig(init="uniform")))
+    check_new_run(TrainConfig(model=ModelConfig(init_scale=3.0)))
