@@ -666,3 +666,17 @@ def test_init_from_spelled_another_way_is_the_same_run(tmp_path: Path,
     with pytest.raises(InputError, match=r"--init-from \(stored 'src', requested 'other'\)"):
         (tmp_path / "other").mkdir()
         resolve_config(run, {"init_from": "other"}, None)
+
+
+def test_a_restart_of_a_torch_run_says_the_engine_is_this_calls(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # it said "starting over with its settings" and the new run trained on the native engine
+    from embedlab.run.folder import restart_options
+
+    run = _store(tmp_path / "run", TrainConfig(threads=1, engine="torch"))
+    options = restart_options(run, {})
+    assert options is not None and "engine" not in options
+    assert "the old run trained with the torch engine; the new one takes this machine's " \
+           "choice (pass --engine torch to keep torch)" in capsys.readouterr().err
+    restart_options(run, {"engine": "torch"})
+    assert capsys.readouterr().err == ""

@@ -217,6 +217,12 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
         return None
     # its relative paths from the folder they were typed in, as a resume reads them
     base = _anchored(stored, creation_folder(run_dir)).to_dict()
+    if stored.engine == "torch" and explicit.get("engine") is None:
+        # the engine is this call's choice (native where it builds): said, as the old run's
+        # other settings are kept
+        note(f"{spell('--restart', True)}: the old run trained with the torch engine; the new "
+             f"one takes this machine's choice (pass {spell('--engine', 'torch')} to keep "
+             "torch)")
     for key in ("max_steps", "preset", "engine", "threads"):
         base.pop(key, None)
     for dotted in filled:
