@@ -672,6 +672,21 @@ def test_from_a_checkpoint_moves_newer_ones_aside_and_replays(
     assert final_bytes(copy) == final_bytes(trained)
 
 
+def test_from_an_abandoned_branch_is_refused(copy: Path, corpus: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # resumed from there, metrics.jsonl lost rows and checkpoints/ held two branches' steps
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", "20",
+                      "--max-steps", "30")
+    assert code == 0, err
+    branch = next(copy.glob("checkpoints-abandoned-*"))
+    moved = sorted(branch.iterdir())[-1]
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", moved)
+    assert_refused(code, err, f"--from {moved}: {moved} is not in {copy / 'checkpoints'} (a "
+                              "branch --from moved aside); move it back into")
+    assert snapshot(copy) == before
+
+
 def test_from_best(copy: Path, trained: Path, corpus: Path,
                    capsys: pytest.CaptureFixture[str]) -> None:
     best = read_index(copy).best

@@ -629,6 +629,12 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
                          f"{_from()} takes the run's own checkpoints (list them: "
                          f"{listing_command(run)}). To start a new run from its vectors, pass "
                          f"{spell('--init-from', from_ckpt)} with a new {spell('--run')}")
+    if ckpt.resolve().parent != (run / "checkpoints").resolve():
+        # an abandoned branch's checkpoint (checkpoints-abandoned-*/): resumed from there, the
+        # run's history would hold two branches, its index neither's checkpoints
+        raise InputError(f"{_from(from_ckpt)}: {ckpt} is not in {run / 'checkpoints'} (a branch "
+                         f"{_from()} moved aside); move it back into {run / 'checkpoints'} "
+                         f"first, or start a new run from it with {spell('--init-from')}")
     return str(ckpt)
 
 
