@@ -426,3 +426,10 @@ def test_an_init_scale_for_the_uniform_start_is_refused() -> None:
         check_new_run(cfg)
     check_new_run(TrainConfig(model=ModelConfig(init="uniform")))
     check_new_run(TrainConfig(model=ModelConfig(init_scale=3.0)))
+
+
+def test_keep_every_zero_archives_none() -> None:
+    # a run's --keep-every could not be turned off: 0 was refused and leaving it out kept it
+    assert CheckpointConfig(keep_every=0).keep_every == 0
+    with pytest.raises(InputError, match="--keep-every must be"):
+        CheckpointConfig(keep_every=-1)

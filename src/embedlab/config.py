@@ -303,7 +303,7 @@ class CheckpointConfig:
     every_steps: int | None = None  # --checkpoint-every
     every_secs: float = 120.0  # --checkpoint-secs; whichever of the two comes first
     keep: int = 5  # --keep: latest K (the lecture's max_to_keep)
-    keep_every: int | None = None  # --keep-every: archive checkpoints never deleted
+    keep_every: int | None = None  # --keep-every: archive checkpoints never deleted (0: none)
     best_metric: str = "loss:min"  # --best-metric NAME[:min|max]
 
     def __post_init__(self) -> None:
@@ -312,8 +312,8 @@ class CheckpointConfig:
             _positive("checkpoint_every", self.every_steps)
         _positive("checkpoint_secs", self.every_secs)
         _positive("keep", self.keep)
-        if self.keep_every is not None:
-            _positive("keep_every", self.keep_every)
+        if self.keep_every is not None:  # 0: archive none (a run's --keep-every turned off)
+            _positive("keep_every", self.keep_every, allow_zero=True)
         name, mode = split_best_metric(self.best_metric)
         if not name or mode not in ("", "min", "max"):
             raise InputError(f"{_flag('best_metric')} must be NAME[:min|max], got "

@@ -539,3 +539,17 @@ def test_a_call_that_trains_nothing_names_the_settings_it_did_not_apply(
     assert "note: --best-metric, --keep not applied: this call trains nothing" in said
     _, said = run_train(make_cfg(corpus), run)
     assert "not applied" not in said
+
+
+def test_keep_every_zero_on_a_resume_archives_no_more(corpus: Path, tmp_path: Path) -> None:
+    from embedlab.checkpoint import read_index
+
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus, checkpoint={"every_steps": 2, "keep": 1, "keep_every": 4},
+                       max_steps=9), run)
+    archived = read_index(run).archive
+    assert archived and all(s % 4 == 0 for s in archived)
+    result, _ = run_train(make_cfg(corpus, checkpoint={"every_steps": 2, "keep": 1,
+                                                       "keep_every": 0}), run)
+    assert read_index(run).archive == archived  # those before stay; none after step 9
+    assert result.finished and result.step >= 16  # steps 12 and 16 were saved, not archived

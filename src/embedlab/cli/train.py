@@ -85,7 +85,7 @@ if TYPE_CHECKING:
               "[default: 120]")
 @click.option("--keep", type=int, help="Keep the latest N checkpoints.  [default: 5]")
 @click.option("--keep-every", type=int, help="Archive (never delete) checkpoints at multiples "
-              "of N steps.")
+              "of N steps (0: none, which a resume may set).")
 @click.option("--best-metric", help="Keep the best checkpoint by NAME[:min|max] (loss, analogy, "
               "similarity/<file name without suffix>; loss is minimised, evaluations "
               "maximised).  [default: loss:min]")

@@ -295,7 +295,7 @@ def _checkpoints(cfg: TrainConfig, run_dir: Path, resume_from: str | None
                  ) -> tuple[CheckpointManager, Path | None]:
     """The run's checkpoint manager, and the checkpoint to resume from (None: a new run)."""
     c = cfg.checkpoint
-    manager = CheckpointManager(run_dir, keep=c.keep, keep_every=c.keep_every,
+    manager = CheckpointManager(run_dir, keep=c.keep, keep_every=c.keep_every or None,
                                 best_metric=c.best_name, best_mode=c.best_mode)
     manager.check_index()  # a damaged index is refused before anything of the run is written
     manager.check_writable()
