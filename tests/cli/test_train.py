@@ -672,6 +672,19 @@ def test_from_a_checkpoint_moves_newer_ones_aside_and_replays(
     assert final_bytes(copy) == final_bytes(trained)
 
 
+def test_a_from_that_saves_nothing_leaves_an_index_of_what_is_there(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the index still named the moved checkpoints: no latest in the listing, and --best
+    # said "ckpt-... is missing"
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", "20",
+                      "--max-steps", "20")
+    assert code == 0, err
+    index = read_index(copy)
+    assert index.latest == 20 and max(index.ours()) == 20
+    assert index.best is not None and index.best <= 20
+    assert find_checkpoint(copy, best=True).name == f"ckpt-{index.best:08d}"
+
+
 def test_from_an_abandoned_branch_is_refused(copy: Path, corpus: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     # resumed from there, metrics.jsonl lost rows and checkpoints/ held two branches' steps

@@ -392,6 +392,23 @@ class CheckpointManager:
                  f"{spell_name('--keep')} or {spell_name('--keep-every')} keeps it")
         return best, value
 
+    def forget_after(self, step: int) -> None:
+        """Rewrite the index without the checkpoints newer than ``step``, which ``--from`` moved
+        aside: ``step`` is the latest (the resume point), and a best among those moved is chosen
+        again from those left. Until the next save, the listing, ``--best`` and ``--from best``
+        read this, not checkpoints that are gone (a --from that saves nothing: --max-steps at
+        its step, a kill)."""
+        old = self.index()
+        present = committed_folders(self.root)
+        left = {s for s in old.ours() | {step} if s <= step and s in present}
+        best, value, metric, mode = old.best, old.best_value, old.best_metric, old.best_mode
+        if best is not None and best not in left:
+            best, value = self._best_on_disk(sorted(left))
+            metric, mode = (self.best_metric, self.best_mode) if best is not None else (None, None)
+        new = Index(step, tuple(s for s in old.kept if s in left), tuple(
+            s for s in old.archive if s in left), best, metric, value, mode)
+        atomic_write_text(self.run_dir / INDEX_FILE, new.render())
+
     def _best_on_disk(self, steps: Iterable[int]) -> tuple[int | None, float | None]:
         best: int | None = None
         value: float | None = None

@@ -191,6 +191,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if ckpt is not None and abandon_newer:
         moved = abandon_after(run_dir, state.step)
         if moved:  # said at once: a write below may still fail, and the user must know
+            manager.forget_after(state.step)  # the index names no checkpoint that moved
             name = spell_name("--from", python="from_checkpoint")
             print(f"embedlab: {name}: moved {len(moved)} newer checkpoint(s) to {moved[0].parent}",
                   file=out, flush=True)
