@@ -206,7 +206,7 @@ def test_cli_errors_are_one_line_and_leave_run_intact(
     for args, msg in [
         (["--lr", "0.5"], "cannot resume"),
         (["--steps", "0"], "--steps must be an integer from 1 to 9223372036854775807, got 0; "
-                           "pass e.g. --steps 100"),
+                           "pass e.g. --steps 2000"),
         (["--seed", str(2**63)], "--seed must be an integer from 0 to 9223372036854775807"),
         (["--lr", "nan"], "--lr must be a finite number"),
     ]:

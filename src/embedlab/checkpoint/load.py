@@ -111,7 +111,8 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
 def missing_listed(run_dir: Path) -> list[int]:
     """The steps ``RUN/checkpoint`` (the index) lists whose folders are gone from
     ``RUN/checkpoints`` (deleted by hand), sorted; those ``--from`` moved into
-    ``checkpoints-abandoned-<time>/`` (the index keeps naming them) are not missing."""
+    ``checkpoints-abandoned-<time>/`` (an index written before --from rewrote it names them)
+    are not missing."""
     listed = read_index(run_dir).ours()
     moved = {c.name for c in run_dir.glob(f"{CKPT_DIR}-abandoned-*/ckpt-*")}
     return sorted(s for s in listed if ckpt_name(s) not in moved

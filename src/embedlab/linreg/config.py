@@ -31,8 +31,10 @@ class LinRegConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or not 1 <= value <= MAX_INT:
                 flag = name.replace("_", "-")
+                example = {"steps": 2000, "batch_size": 16, "checkpoint_every": 500,
+                           "keep": 5}[name]  # the defaults
                 raise InputError(f"--{flag} must be an integer from 1 to {MAX_INT}, got "
-                                 f"{value!r}; pass e.g. --{flag} 100")
+                                 f"{value!r}; pass e.g. --{flag} {example}")
         for name in ("lr", "checkpoint_secs"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
