@@ -386,8 +386,8 @@ class EvalConfig:
 def check_new_run(cfg: TrainConfig) -> None:
     """Checks for a new run only: a stored config.json that predates them must still resume."""
     if cfg.model.init == "uniform" and cfg.model.init_scale != 0:
-        # the uniform start is word2vec.c's U(-0.5, 0.5)/dim: no scale to set, and two runs
-        # named by two scales gave the same bits
+        # the uniform start is the lecture's U[0, 1): no scale to set, and two runs named by
+        # two scales gave the same bits
         raise InputError(f"{_flag('init_scale')} sets the width of {_flag('init', 'centered')} "
                          f"(the default); {_flag('init', 'uniform')} has none: drop "
                          f"{_flag('init_scale')}, or drop {_flag('init', 'uniform')}")
