@@ -38,10 +38,10 @@ class LinRegConfig:
         for name in ("lr", "checkpoint_secs"):
             value = getattr(self, name)
             if not math.isfinite(value) or value <= 0:
-                example = {"lr": 0.01, "checkpoint_secs": 120}[name]  # the defaults
+                default = {"lr": 0.01, "checkpoint_secs": 120}[name]
                 raise InputError(f"--{name.replace('_', '-')} must be a finite number > 0, "
                                  f"got {value!r}; pass e.g. --{name.replace('_', '-')} "
-                                 f"{example}")
+                                 f"{default}")
         if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_INT:
             raise InputError(f"--seed must be an integer from 0 to {MAX_INT}, got {self.seed!r}; "
                              "pass e.g. --seed 1")
