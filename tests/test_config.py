@@ -423,9 +423,13 @@ def test_an_init_scale_for_the_uniform_start_is_refused() -> None:
     with pytest.raises(InputError, match=re.escape(
             "--init-scale sets the width of --init centered (the default); --init uniform has "
             "none: drop --init-scale, or drop --init uniform")):
-        check_new_run(cfg)
+        check_new_run(cfg, {"model": {"init": "uniform", "init_scale": 3.0}})
     check_new_run(TrainConfig(model=ModelConfig(init="uniform")))
-    check_new_run(TrainConfig(model=ModelConfig(init_scale=3.0)))
+    check_new_run(TrainConfig(model=ModelConfig(init_scale=3.0)), {"model": {"init_scale": 3.0}})
+    # a scale the user did not type (the cs20 preset's 1.0, a stored one) is not refused
+    preset = TrainConfig.from_dict(apply_preset("cs20", {"model": {"init": "uniform"}}))
+    assert preset.model.init_scale != 0
+    check_new_run(preset, {"model": {"init": "uniform"}})
 
 
 def test_keep_every_zero_archives_none() -> None:

@@ -383,11 +383,13 @@ class EvalConfig:
         _positive("eval_restrict_vocab", self.restrict_vocab)
 
 
-def check_new_run(cfg: TrainConfig) -> None:
-    """Checks for a new run only: a stored config.json that predates them must still resume."""
-    if cfg.model.init == "uniform" and cfg.model.init_scale != 0:
+def check_new_run(cfg: TrainConfig, explicit: dict[str, Any] | None = None) -> None:
+    """Checks for a new run only: a stored config.json that predates them must still resume.
+    ``explicit``: the options given, where a check is of what the user typed."""
+    given = (explicit or {}).get("model", {})
+    if cfg.model.init == "uniform" and given.get("init_scale") not in (None, 0):
         # the uniform start is the lecture's U[0, 1): no scale to set, and two runs named by
-        # two scales gave the same bits
+        # two scales gave the same bits (a preset's or a stored scale is not the user's to drop)
         raise InputError(f"{_flag('init_scale')} sets the width of {_flag('init', 'centered')} "
                          f"(the default); {_flag('init', 'uniform')} has none: drop "
                          f"{_flag('init_scale')}, or drop {_flag('init', 'uniform')}")

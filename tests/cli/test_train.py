@@ -695,8 +695,10 @@ def test_from_an_abandoned_branch_is_refused(copy: Path, corpus: Path,
     moved = sorted(branch.iterdir())[-1]
     before = snapshot(copy)
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", moved)
-    assert_refused(code, err, f"--from {moved}: {moved} is not in {copy / 'checkpoints'} (a "
-                              "branch --from moved aside); move it back into")
+    assert_refused(code, err, f"--from {moved}: {moved} is not one of the run's own "
+                              f"checkpoints (in {copy / 'checkpoints'}; a branch --from moved "
+                              "aside, or a copy); resume from one of those, or start a new run "
+                              "from it with --init-from")
     assert snapshot(copy) == before
 
 
@@ -725,9 +727,9 @@ def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
     assert snapshot(copy) == before
 
 
-@pytest.mark.parametrize("bad", [["--lr", "0"], ["--probe", "zzzz"], ["--best-metric", "foo"],
-                                 ["--corpus", "{tmp}/missing.txt"]],
-                         ids=["flag", "probe", "best-metric", "corpus"])
+@pytest.mark.parametrize("bad", [["--lr", "0"], ["--sample", "1.5"], ["--probe", "zzzz"],
+                                 ["--best-metric", "foo"], ["--corpus", "{tmp}/missing.txt"]],
+                         ids=["flag", "new-run-check", "probe", "best-metric", "corpus"])
 def test_a_refused_restart_leaves_the_old_run_in_place(
         copy: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         bad: list[str]) -> None:
@@ -738,7 +740,7 @@ def test_a_refused_restart_leaves_the_old_run_in_place(
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart",
                       *(a.format(tmp=tmp_path) for a in bad))
     assert_refused(code, err)
-    if bad[0] == "--lr":  # a bad value is refused before anything is moved: one line
+    if bad[0] in ("--lr", "--sample"):  # a bad value is refused before anything moves
         assert err.count("\n") == 1
     else:
         assert f"embedlab: --restart: put the old run back at {copy}\n" in err

@@ -666,17 +666,23 @@ def test_init_from_spelled_another_way_is_the_same_run(tmp_path: Path,
     with pytest.raises(InputError, match=r"--init-from \(stored 'src', requested 'other'\)"):
         (tmp_path / "other").mkdir()
         resolve_config(run, {"init_from": "other"}, None)
+    # the run found by its name too, not a new numbered one
+    runs = tmp_path / "runs"
+    named = choose_run_dir(runs, {"init_from": "src"}, None)
+    _store(named, resolve_config(None, {"init_from": "src"}, None)[0])
+    assert choose_run_dir(runs, {"init_from": "./src/"}, None) == named
 
 
 def test_a_restart_of_a_torch_run_says_the_engine_is_this_calls(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # it said "starting over with its settings" and the new run trained on the native engine
-    from embedlab.run.folder import restart_options
+    from embedlab.run.folder import restart_options, say_restart_engine
 
     run = _store(tmp_path / "run", TrainConfig(threads=1, engine="torch"))
     options = restart_options(run, {})
     assert options is not None and "engine" not in options
+    say_restart_engine(run, {})
     assert "the old run trained with the torch engine; the new one takes this machine's " \
            "choice (pass --engine torch to keep torch)" in capsys.readouterr().err
-    restart_options(run, {"engine": "torch"})
+    say_restart_engine(run, {"engine": "torch"})
     assert capsys.readouterr().err == ""

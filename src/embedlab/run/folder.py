@@ -200,6 +200,19 @@ def _config_of(raw: Any) -> tuple[TrainConfig, set[str]]:
 _VOCABULARY_OPTIONS = ("lowercase", "min_count", "max_vocab", "unk", "max_distinct")
 
 
+def say_restart_engine(run_dir: Path, explicit: dict[str, Any]) -> None:
+    """--restart of a torch run without --engine: the engine is this call's choice (native
+    where it builds), said, as the old run's other settings are kept."""
+    try:
+        stored, _ = _read_config(run_dir / CONFIG_FILE)
+    except (OSError, ValueError, TypeError, InputError):
+        return
+    if recorded_engine(stored) == "torch" and explicit.get("engine") in (None, "auto"):
+        note(f"{spell('--restart', True)}: the old run trained with the torch engine; the new "
+             f"one takes this machine's choice (pass {spell('--engine', 'torch')} to keep "
+             "torch)")
+
+
 def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] | None:
     """``--restart``'s options: the run's own settings (its ``config.json``), with the options
     given over them, so that the run starts over as it was set up unless told otherwise; None
@@ -217,14 +230,10 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
         return None
     # its relative paths from the folder they were typed in, as a resume reads them
     base = _anchored(stored, creation_folder(run_dir)).to_dict()
-    if stored.engine == "torch" and explicit.get("engine") is None:
-        # the engine is this call's choice (native where it builds): said, as the old run's
-        # other settings are kept
-        note(f"{spell('--restart', True)}: the old run trained with the torch engine; the new "
-             f"one takes this machine's choice (pass {spell('--engine', 'torch')} to keep "
-             "torch)")
     for key in ("max_steps", "preset", "engine", "threads"):
         base.pop(key, None)
+    if base.get("model", {}).get("init") == "uniform":  # a scale the uniform start ignored
+        base["model"].pop("init_scale", None)
     for dotted in filled:
         section, _, key = dotted.partition(".")
         base.get(section, {}).pop(key, None)
@@ -279,7 +288,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
                          "aside)")
     if stored is None:
         cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
-        check_new_run(cfg)
+        check_new_run(cfg, explicit)
         return cfg.resolve(), None
     stored = _anchored(stored, creation_folder(run_dir) if run_dir is not None else None)
     explicit = _same_paths_as(explicit, stored)
@@ -321,7 +330,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         # Stopped before its first checkpoint (Ctrl-C while it was set up, in a folder that
         # already existed): nothing was trained, so the stored config only fills in the flags
         # not given, and other flags start the run afresh instead of being refused.
-        check_new_run(requested)
+        check_new_run(requested, explicit)
         return requested, None
     if bad:
         raise _other_config(run_dir, bad)
@@ -602,6 +611,8 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
             _same_file(corpus, stored.data.corpus):
         cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data,
                                                                 corpus=stored.data.corpus))
+    if cfg.init_from and stored.init_from and _same_file(cfg.init_from, stored.init_from):
+        cfg = dataclasses.replace(cfg, init_from=stored.init_from)  # --init-from ./src/
     corpus = cfg.data.corpus
     if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA
             and says_prepared(Path(corpus) / "meta.json")):

@@ -370,13 +370,16 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         if run_dir.name in ("", ".", ".."):
             run_dir = Path(os.path.abspath(run_dir))
         if run_dir.is_dir():
-            from embedlab.config import TrainConfig, apply_preset
+            from embedlab.config import TrainConfig, apply_preset, check_new_run
+            from embedlab.run.folder import say_restart_engine
 
             given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
-            # a bad value (--lr -1) is refused before the old run is moved aside (and back)
-            TrainConfig.from_dict(apply_preset(preset, explicit))
+            # a bad value (--lr -1, --sample 1.5) is refused before the old run is moved aside
+            # (and back)
+            check_new_run(TrainConfig.from_dict(apply_preset(preset, explicit)), explicit)
+            say_restart_engine(run_dir, given)
     if run is not None and _no_run_yet(run_dir) and "corpus" not in explicit.get("data", {}) \
             and preset is None and from_checkpoint is None:  # --from: refused as no run, below
         # a resume's command with a mistyped folder would otherwise train the demo unannounced
@@ -632,9 +635,10 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
     if ckpt.resolve().parent != (run / "checkpoints").resolve():
         # an abandoned branch's checkpoint (checkpoints-abandoned-*/): resumed from there, the
         # run's history would hold two branches, its index neither's checkpoints
-        raise InputError(f"{_from(from_ckpt)}: {ckpt} is not in {run / 'checkpoints'} (a branch "
-                         f"{_from()} moved aside); move it back into {run / 'checkpoints'} "
-                         f"first, or start a new run from it with {spell('--init-from')}")
+        raise InputError(f"{_from(from_ckpt)}: {ckpt} is not one of the run's own checkpoints "
+                         f"(in {run / 'checkpoints'}; a branch {_from()} moved aside, or a "
+                         f"copy); resume from one of those, or start a new run from it with "
+                         f"{spell('--init-from')}")
     return str(ckpt)
 
 
