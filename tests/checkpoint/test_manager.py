@@ -432,3 +432,18 @@ def test_a_best_checkpoint_that_is_gone_is_chosen_again_from_those_kept(tmp_path
     assert (tmp_path / "checkpoints" / "ckpt-00000003").is_dir()  # kept as the best
     m.save(6, sample_tensors(6), {}, {"analogy": 0.45})
     assert read_index(tmp_path).best == 6
+
+
+def test_forget_after_leaves_a_missing_index_to_the_next_save(tmp_path: Path) -> None:
+    # written from nothing, the index listed the resume point alone: older checkpoints were
+    # no longer the run's (never deleted, never the best)
+    m = CheckpointManager(tmp_path, keep=10, best_metric="loss", best_mode="min")
+    for step, loss in ((10, 0.9), (20, 0.5), (30, 0.7), (40, 0.2)):
+        m.save(step, sample_tensors(step), {}, {"loss": loss})
+    (tmp_path / "checkpoint").unlink()
+    shutil.move(str(tmp_path / "checkpoints" / "ckpt-00000040"), str(tmp_path / "aside"))
+    m.forget_after(30)
+    assert not (tmp_path / "checkpoint").exists()
+    m.save(31, sample_tensors(31), {}, {"loss": 0.8})
+    index = read_index(tmp_path)
+    assert index.best == 20 and {10, 20, 30, 31} <= index.ours()

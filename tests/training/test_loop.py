@@ -553,3 +553,14 @@ def test_keep_every_zero_on_a_resume_archives_no_more(corpus: Path, tmp_path: Pa
                                                        "keep_every": 0}), run)
     assert read_index(run).archive == archived  # those before stay; none after step 9
     assert result.finished and result.step >= 16  # steps 12 and 16 were saved, not archived
+
+
+def test_the_same_evaluation_file_spelled_relative_is_no_unapplied_setting(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # config.json's "qw.txt" against the call's absolute path read as another file
+    monkeypatch.chdir(tmp_path)
+    Path("qw.txt").write_text(": s\nw1 w2 w3 w4\n")
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus, eval={"analogies": "qw.txt"}), run)
+    _, said = run_train(make_cfg(corpus, eval={"analogies": str(tmp_path / "qw.txt")}), run)
+    assert "not applied" not in said

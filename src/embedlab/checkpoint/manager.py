@@ -399,6 +399,8 @@ class CheckpointManager:
         read this, not checkpoints that are gone (a --from that saves nothing: --max-steps at
         its step, a kill)."""
         old = self.index()
+        if not old.ours():  # no index (deleted): the next save rebuilds it from the folders
+            return
         present = committed_folders(self.root)
         left = {s for s in old.ours() | {step} if s <= step and s in present}
         best, value, metric, mode = old.best, old.best_value, old.best_metric, old.best_mode
@@ -407,7 +409,11 @@ class CheckpointManager:
             metric, mode = (self.best_metric, self.best_mode) if best is not None else (None, None)
         new = Index(step, tuple(s for s in old.kept if s in left), tuple(
             s for s in old.archive if s in left), best, metric, value, mode)
-        atomic_write_text(self.run_dir / INDEX_FILE, new.render())
+        try:
+            atomic_write_text(self.run_dir / INDEX_FILE, new.render())
+        except OSError as exc:  # the next save rewrites it; the move was said already
+            warn(f"could not update {self.run_dir / INDEX_FILE} after the move "
+                 f"({exc.strerror or exc}); the next checkpoint rewrites it")
 
     def _best_on_disk(self, steps: Iterable[int]) -> tuple[int | None, float | None]:
         best: int | None = None

@@ -8,6 +8,7 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import threading
@@ -191,10 +192,10 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if ckpt is not None and abandon_newer:
         moved = abandon_after(run_dir, state.step)
         if moved:  # said at once: a write below may still fail, and the user must know
-            manager.forget_after(state.step)  # the index names no checkpoint that moved
             name = spell_name("--from", python="from_checkpoint")
             print(f"embedlab: {name}: moved {len(moved)} newer checkpoint(s) to {moved[0].parent}",
                   file=out, flush=True)
+            manager.forget_after(state.step)  # the index names no checkpoint that moved
     # A resume that trains nothing (already at --max-steps, or finished) leaves the run as it
     # is: its flags (a larger --epochs, another --best-metric) must not become the run's config,
     # or the command that made the run would be refused as "a different config" next time, and
@@ -550,14 +551,22 @@ def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
     --epochs or --max-steps would do."""
     from embedlab.config import flatten, option_spelled
     from embedlab.errors import note
-    from embedlab.run.provenance import read_config_json
+    from embedlab.run.folder import stored_config_from_here
 
-    stored = read_config_json(run_dir)
+    stored = stored_config_from_here(run_dir)  # parsed, its paths as a resume reads them
     if stored is None:
         return
-    a, b = flatten(stored), flatten(cfg.to_dict())
+
+    def same(key: str, x: Any, y: Any) -> bool:
+        if key == "eval.analogies" and x and y:  # qw.txt and /where/it/is/qw.txt
+            return bool(os.path.realpath(x) == os.path.realpath(y))
+        if key == "eval.similarity":
+            return [os.path.realpath(p) for p in x or ()] == [os.path.realpath(p) for p in y or ()]
+        return bool(x == y)
+
+    a, b = flatten(stored.to_dict()), flatten(cfg.to_dict())
     # what persists in the run's bookkeeping; not threads or max_steps, which are per call
-    changed = [option_spelled(k) for k in sorted(b) if k in a and a[k] != b[k]
+    changed = [option_spelled(k) for k in sorted(b) if k in a and not same(k, a[k], b[k])
                and k.startswith(("checkpoint.", "track.", "eval.")) and k != "track.progress"]
     if changed:
         note(f"{', '.join(changed)} not applied: this call trains nothing, and the run keeps its "
