@@ -392,13 +392,18 @@ def test_export_subset_refuses_empty_names(run: Path, tmp_path: Path, names: str
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("gone", ["emptied", "deleted"])
 def test_a_run_whose_checkpoints_are_gone_is_told_so_by_every_command(
-        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """checkpoints/ emptied while the index still lists them: not "train it first" (train
-    refuses that run) nor "corrupted" (nothing is there), the same line from ckpt and export."""
+        run: Path, capsys: pytest.CaptureFixture[str], gone: str) -> None:
+    """checkpoints/ emptied (or deleted) while the index still lists them: not "train it first"
+    (train refuses that run), "corrupted" (nothing is there) nor "no checkpoints/ folder", the
+    same line from ckpt, export and neighbors."""
     for folder in (run / "checkpoints").iterdir():
         shutil.rmtree(folder)
-    for command in (["ckpt", str(run)], ["export", str(run), "--out", str(run.parent / "v.txt")]):
+    if gone == "deleted":
+        (run / "checkpoints").rmdir()
+    for command in (["ckpt", str(run)], ["export", str(run), "--out", str(run.parent / "v.txt")],
+                    ["neighbors", str(run), "the"]):
         with pytest.raises(SystemExit) as e:
             main(command)
         err = capsys.readouterr().err

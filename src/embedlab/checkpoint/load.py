@@ -7,6 +7,7 @@ one-line :class:`InputError` naming the fix rather than a traceback deep in a re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -23,6 +24,7 @@ from embedlab.checkpoint.format import (
     NOT_NUMPY_DTYPES,
     STATE_FILE,
     TENSORS_FILE,
+    CheckpointError,
     Framework,
     ckpt_name,
     committed_folders,
@@ -78,6 +80,9 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
             raise being_trained
         if (holds_runs := _holds_runs(p)) is not None:
             raise holds_runs
+        with contextlib.suppress(CheckpointError):
+            if read_index(p).ours():  # checkpoints/ deleted or moved: what every command says
+                raise no_checkpoint(p)
         raise InputError(f"{p} holds no checkpoints (no {CKPT_DIR}/ folder); pass a run folder "
                          "that has been trained, or a checkpoint folder")
     if step is not None:
