@@ -494,3 +494,14 @@ def test_no_best_recorded_names_the_index_file(tmp_path: Path) -> None:
             f"{tmp_path / 'run'} has no best checkpoint recorded in "
             f"{tmp_path / 'run' / 'checkpoint'}; ")):
         find_checkpoint(tmp_path / "run", best=True)
+
+
+def test_verify_of_a_run_whose_checkpoints_are_all_gone_exits_1(
+        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # it exited 2 with the listing's refusal; --verify says 1 for a missing checkpoint
+    for folder in (run / "checkpoints").iterdir():
+        shutil.rmtree(folder)
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(run), "--verify"])
+    out, err = capsys.readouterr()
+    assert e.value.code == 1 and "NO: missing" in out and "failed the check" in err

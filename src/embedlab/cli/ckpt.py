@@ -245,9 +245,11 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     from embedlab.checkpoint.load import missing_listed, no_checkpoint
 
     infos = CheckpointManager(run).list()
-    if not infos:  # none left at all: what to restore, in the words every command uses
-        raise no_checkpoint(run)
     missing = missing_listed(run)
+    # none left at all: what to restore, in the words every command uses; --verify lists the
+    # missing ones and exits 1, as it does for some missing
+    if not infos and not (strict and missing):
+        raise no_checkpoint(run)
     table = Table(title=f"checkpoints of {run}")
     for col, justify in (("step", "right"), ("time", "left"), ("size", "right"),
                          ("roles", "left"), ("verified", "left")):
