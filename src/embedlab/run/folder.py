@@ -429,10 +429,10 @@ def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, A
            for section, values in explicit.items()}
     corpus = out.get("data", {}).get("corpus")
     if isinstance(corpus, str) and corpus not in _LABELS and stored.data.corpus not in _LABELS \
-            and _same_file(corpus, stored.data.corpus):
+            and same_file(corpus, stored.data.corpus):
         out["data"]["corpus"] = stored.data.corpus
     warm = out.get("init_from")  # --init-from ./srcA/ is the run's srcA
-    if isinstance(warm, str) and stored.init_from and _same_file(warm, stored.init_from):
+    if isinstance(warm, str) and stored.init_from and same_file(warm, stored.init_from):
         out["init_from"] = stored.init_from
     ev = out.get("eval", {})
     if isinstance(ev.get("analogies"), str):
@@ -485,7 +485,9 @@ def _fingerprinted(run_dir: Path) -> bool:
     return bool(folders)
 
 
-def _same_file(a: str, b: str) -> bool:
+def same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file or folder (spelled alike where either is
+    missing)."""
     try:
         return os.path.samefile(a, b)
     except OSError:  # one of them does not exist (here): the same only if spelled alike
@@ -608,10 +610,10 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
     stored = _anchored(stored, creation_folder(candidate))
     corpus = cfg.data.corpus
     if corpus not in _LABELS and stored.data.corpus not in _LABELS and \
-            _same_file(corpus, stored.data.corpus):
+            same_file(corpus, stored.data.corpus):
         cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data,
                                                                 corpus=stored.data.corpus))
-    if cfg.init_from and stored.init_from and _same_file(cfg.init_from, stored.init_from):
+    if cfg.init_from and stored.init_from and same_file(cfg.init_from, stored.init_from):
         cfg = dataclasses.replace(cfg, init_from=stored.init_from)  # --init-from ./src/
     corpus = cfg.data.corpus
     if ("max_distinct" not in explicit.get("data", {}) and corpus not in SPECIAL_CORPORA

@@ -8,7 +8,6 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import threading
@@ -551,7 +550,7 @@ def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
     --epochs or --max-steps would do."""
     from embedlab.config import flatten, option_spelled
     from embedlab.errors import note
-    from embedlab.run.folder import stored_config_from_here
+    from embedlab.run.folder import same_file, stored_config_from_here
 
     stored = stored_config_from_here(run_dir)  # parsed, its paths as a resume reads them
     if stored is None:
@@ -559,9 +558,10 @@ def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
 
     def same(key: str, x: Any, y: Any) -> bool:
         if key == "eval.analogies" and x and y:  # qw.txt and /where/it/is/qw.txt
-            return bool(os.path.realpath(x) == os.path.realpath(y))
+            return same_file(x, y)
         if key == "eval.similarity":
-            return [os.path.realpath(p) for p in x or ()] == [os.path.realpath(p) for p in y or ()]
+            x, y = list(x or ()), list(y or ())
+            return len(x) == len(y) and all(map(same_file, x, y))
         return bool(x == y)
 
     a, b = flatten(stored.to_dict()), flatten(cfg.to_dict())
