@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import shlex
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from types import FrameType
@@ -312,8 +313,9 @@ def checked_bool(name: str, value: Any) -> bool:
     return value
 
 
-def checked_step(name: str, value: Any) -> int | None:
-    """A Python call's step argument ``name`` (a checkpoint's step): an integer >= 0 or None."""
+def checked_step(name: str, value: Any, run: Any = None) -> int | None:
+    """A Python call's step argument ``name`` (a checkpoint's step): an integer >= 0 or None.
+    ``run``, the folder the step is looked up in, names it in the hint that lists the steps."""
     if value is None:
         return None
     step = step_number(value)
@@ -322,6 +324,8 @@ def checked_step(name: str, value: Any) -> int | None:
     got = f"the {type(value).__name__} {value!r}" if isinstance(value, str) else repr(value)
     if not python_caller():  # the command's --step (neighbors RUN --step -1)
         raise InputError(f"--{name} must be a checkpoint's step, an integer >= 0, got {got}; "
-                         f"pass e.g. --{name} 1000 (list them: embedlab ckpt RUN)")
+                         f"pass e.g. --{name} 1000 (list them: embedlab ckpt "
+                         f"{shlex.quote(str(run)) if run is not None else 'RUN'})")
     raise InputError(f"{name}= must be a checkpoint's step, an integer >= 0, got {got}; pass "
-                     f"e.g. {name}=1000 (list them: embedlab.checkpoints(run))")
+                     f"e.g. {name}=1000 (list them: embedlab.checkpoints("
+                     f"{repr(str(run)) if run is not None else 'run'}))")

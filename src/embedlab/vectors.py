@@ -330,7 +330,7 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
         raise InputError(f"path= must be the path of a run folder, a checkpoint folder or a "
                          f"vectors file (a str or os.PathLike), got {type(path).__name__} "
                          f"{clip(repr(path))}")
-    step, best = checked_step("step", step), checked_bool("best", best)
+    step, best = checked_step("step", step, path), checked_bool("best", best)
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p} does not exist; pass a run folder, a checkpoint folder or a "

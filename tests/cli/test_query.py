@@ -636,12 +636,13 @@ def test_a_checkpoint_folder_refuses_another_step_and_best(tmp_path: Path,
 def test_a_negative_step_is_told_in_the_commands_words(vecfile: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]
                                                        ) -> None:
-    # it said "step= must be ... (list them: embedlab.checkpoints(run))", Python's words
+    # the option's spelling, not Python's step=, and the hint names the run given, not "RUN"
     run_dir = tmp_path / "run"
     _tiny_run(run_dir)
     code, _, err = run(["neighbors", str(run_dir), "a", "--step", "-1"], capsys)
     assert_one_line_error(code, err, "--step must be a checkpoint's step, an integer >= 0, got "
-                                     "-1; pass e.g. --step 1000 (list them: embedlab ckpt RUN)")
+                                     f"-1; pass e.g. --step 1000 (list them: embedlab ckpt "
+                                     f"{run_dir})")
 
 
 def test_eval_similarity_files_of_one_name_and_a_file_of_one_pair(

@@ -872,6 +872,9 @@ def test_a_checkpoints_step_is_an_integer_in_python(corpus: Path, tmp_path: Path
     with pytest.raises(InputError, match=r"^step= must be a checkpoint's step, an integer >= 0, "
                                          r"got the str '4'; pass e.g. step=1000"):
         embedlab.load(run, step="4")  # type: ignore[arg-type]
+    with pytest.raises(InputError) as e:
+        embedlab.load(run, step=-1)
+    assert str(e.value).endswith(f"(list them: embedlab.checkpoints({str(run)!r}))")
     with pytest.raises(InputError, match=r"^best= must be True or False, got the str 'no'"):
         embedlab.load(run, best="no")  # type: ignore[arg-type]
     with pytest.raises(InputError, match=r"^run= must be the path of a run folder"):
