@@ -27,6 +27,7 @@ from embedlab.errors import (
     spell,
     spell_metavar,
     spell_name,
+    warn,
 )
 
 ModelKind = Literal["skipgram", "cbow"]
@@ -399,6 +400,29 @@ def check_new_run(cfg: TrainConfig, explicit: dict[str, Any] | None = None) -> N
                          "threshold on a word's share of the corpus (typically 1e-3 to "
                          "1e-5; 0 = off), not a word count as gensim reads values >= 1; "
                          f"pass e.g. {_flag('sample', 0.001)}")
+    _warn_uneven_group(cfg, given, (explicit or {}).get("optim", {}))
+
+
+def _warn_uneven_group(cfg: TrainConfig, model: dict[str, Any], optim: dict[str, Any]) -> None:
+    """Say, when the user typed one of them, that --negative-group does not divide
+    --batch-size (nor the batch it): the groups are their gcd (documented), which can be far
+    smaller and slower (33 and 1024 share one noise set per centre). Not refused: a run made
+    so resumes."""
+    m, batch = cfg.model, cfg.optim.batch_size
+    if "negative_group" not in model and "batch_size" not in optim:
+        return
+    if m.loss == "hs" or (m.shared_negatives and m.loss == "nce"):  # no groups of centres
+        return
+    group = math.gcd(m.negative_group, batch)
+    if group == min(m.negative_group, batch):  # a group is at most the batch
+        return
+    divisors = {d for i in range(1, math.isqrt(batch) + 1) if batch % i == 0
+                for d in (i, batch // i)}
+    below = max(d for d in divisors if d <= m.negative_group)
+    warn(f"{_flag('negative_group', m.negative_group)} does not divide "
+         f"{_flag('batch_size', batch)}: groups of gcd({m.negative_group}, {batch}) = {group} "
+         f"centre{'s' if group > 1 else ''} share noise words, more draws and a slower step; "
+         f"pass a divisor of {_flag('batch_size')}, e.g. {_flag('negative_group', below)}")
 
 
 def check_best_metric(cfg: TrainConfig) -> None:

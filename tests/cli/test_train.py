@@ -2278,3 +2278,27 @@ def test_a_demo_run_whose_vocabulary_lost_the_planted_words_still_succeeds(
     assert code == 0 and "finished" in err and "planted analogies (3CosAdd)" not in out
     assert "warning: the demo's report is left out: the vocabulary (50 words) holds none of " \
            "the planted analogies' words" in err
+
+
+def test_a_negative_group_that_does_not_divide_the_batch_is_said(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the group is gcd(--negative-group, --batch-size): 33 and 64 give groups of one centre
+    corpus = write_corpus(tmp_path / "c.txt", lines=60)
+    base = ["--corpus", corpus, *FAST, "--max-steps", "1"]
+    code, err = train(capsys, *base, "--run", tmp_path / "a", "--negative-group", "33",
+                      "--batch-size", "64")
+    assert code == 0
+    assert ("embedlab: warning: --negative-group 33 does not divide --batch-size 64: groups of "
+            "gcd(33, 64) = 1 centre share noise words, more draws and a slower step; pass a "
+            "divisor of --batch-size, e.g. --negative-group 32\n") in err
+    code, err = train(capsys, *base, "--run", tmp_path / "b", "--batch-size", "200")
+    assert code == 0 and "gcd(32, 200) = 8 centres" in err and "--negative-group 25" in err
+    for name, flags in (("c", ["--negative-group", "16", "--batch-size", "64"]),
+                        ("d", ["--batch-size", "8"]),  # a group is at most the batch
+                        ("e", ["--negative-group", "33", "--loss", "hs"])):
+        code, err = train(capsys, *base, "--run", tmp_path / name, *flags)
+        assert code == 0 and "does not divide" not in err, name
+    # said for a new run, where the choice is made, not at every resume
+    code, err = train(capsys, "--corpus", corpus, *FAST, "--max-steps", "2", "--run",
+                      tmp_path / "a", "--negative-group", "33", "--batch-size", "64")
+    assert code == 0 and "resuming" in err and "does not divide" not in err
