@@ -204,6 +204,15 @@ def test_only_a_close_command_is_suggested(typed: str, hint: str,
     (["--learning-rate", "1.0"], "did you mean --lr? "),
     (["--vocab-size", "50000"], "did you mean --max-vocab (with --unk UNK the other words "
                                 "become UNK, as in the lecture; --preset cs20 sets both)? "),
+    # a ported gensim call's names typed as flags: all of them at once too
+    (["--sg", "1", "--vector-size", "50", "--workers=1"],
+     "gensim's or word2vec.c's flags, with embedlab's meanings: --sg is --model (-sg 1 is "
+     "--model skipgram, -sg 0 --model cbow); --vector-size is --dim; --workers is --threads "
+     "(see 'embedlab train --help')"),
+    (["--shrink-windows", "0"], "No such option '--shrink-windows': windows always shrink as "
+                                "word2vec's do (each centre draws 1 to --window)"),
+    (["--batch-words", "100"], "here the threads share each step, whose size --batch-size sets "
+                               "in centre words (it changes the vectors, not only the speed)"),
     # a pasted word2vec.c command line is told all its flags at once, in one line
     (["-train", "t.txt", "-output", "v.bin", "-size", "200", "-iter", "15"],
      "word2vec.c's flags, with embedlab's meanings: -train is --corpus; -output: the vectors "
@@ -250,6 +259,18 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     (["tensorboard", "-logdir", "runs"],
      "-logdir is TensorBoard's flag: the folder of runs is the argument (embedlab tensorboard "
      "DIR) (see 'embedlab tensorboard --help')"),
+    # gensim's names for prepare's options, and a flag of the command typed with underscores
+    (["prepare", "c.txt", "--out", "d", "--max-vocab-size", "9"],
+     "No such option '--max-vocab-size'; did you mean --max-distinct? (see 'embedlab prepare "
+     "--help')"),
+    (["prepare", "c.txt", "--out", "d", "--max-final-vocab", "9", "--max-vocab-size", "9"],
+     "gensim's or word2vec.c's flags, with embedlab's meanings: --max-final-vocab is "
+     "--max-vocab; --max-vocab-size is --max-distinct (see 'embedlab prepare --help')"),
+    (["prepare", "c.txt", "--out", "d", "--min_count", "3"],
+     "No such option '--min_count'; did you mean --min-count? (see 'embedlab prepare --help')"),
+    (["eval", "v.bin", "--analogies", "q.txt", "--restrict_vocab", "3"],
+     "No such option '--restrict_vocab'; did you mean --restrict-vocab? (see 'embedlab eval "
+     "--help')"),
     (["export", "run", "--binary", "1", "--out", "v.bin"],
      "No such option '--binary': the --out name picks it (vectors.bin: binary, vectors.txt: "
      "text), or --format word2vec-binary (see 'embedlab export --help')"),

@@ -60,6 +60,7 @@ def test_one_step_smoke(corpus: Path, tmp_path: Path,
     assert (result.step, result.finished, result.run_dir) == (1, False, tmp_path / "run")
     assert result.loss is not None and np.isfinite(result.loss) and result.words_seen > 0
     assert isinstance(result.vectors, Vectors) and result.vectors.matrix.shape[1] == 8
+    assert result.wv is result.vectors  # gensim's name: result.wv.most_similar(...)
     assert result.config.model.dim == 8 and result.config.max_steps == 1
     tensors, state = load_checkpoint(find_checkpoint(tmp_path / "run"))
     assert state["step"] == 1
@@ -145,6 +146,14 @@ def test_restart_and_from_checkpoint(corpus: Path, tmp_path: Path,
                           "path, binary=True) writes a file"),  # word2vec.c's, no counterpart
     ({"callbacks": []}, "embedlab.train() got an unknown option callbacks=; on_progress="
                         "FUNCTION is called with each log window's Progress"),  # gensim's
+    ({"shrink_windows": False}, "unknown option shrink_windows=; windows always shrink as "
+                                "word2vec's do"),  # gensim's, no counterpart
+    # a ported gensim call: every unknown name at once, not one per attempt
+    ({"vector_size": 8, "min_count": 1, "workers": 1, "sg": 1, "zzz": 1},
+     "embedlab.train() got unknown options vector_size=, workers=, sg=, zzz=; vector_size= is "
+     "dim=; workers= is threads=; sg= is model= (sg=1 is model='skipgram', sg=0 "
+     "model='cbow'); zzz=: no such option; its options are the flags of 'embedlab train' with "
+     "underscores: see help(embedlab.train)"),
     ({"zzz": 1}, "unknown option zzz=; its options are the flags of 'embedlab train' with "
                  "underscores (dim=, window=, epochs=, ...): see help(embedlab.train)"),
 ])

@@ -149,6 +149,12 @@ def _usage_message(exc: click.UsageError) -> str:
         if known is not None:
             return f"No such option '{exc.option_name}'; did you mean {known}?"
     if isinstance(exc, click.NoSuchOption) and exc.ctx is not None and \
+            "_" in exc.option_name:  # --out_dir: a flag of the command with underscores
+        dashed = exc.option_name.replace("_", "-")
+        options = {name for p in exc.ctx.command.params for name in getattr(p, "opts", ())}
+        if dashed in options:
+            return f"No such option '{exc.option_name}'; did you mean {dashed}?"
+    if isinstance(exc, click.NoSuchOption) and exc.ctx is not None and \
             exc.ctx.info_name == "prepare" and exc.option_name in ("--workers", "--threads"):
         return (f"No such option '{exc.option_name}': prepare tokenises with a thread per "
                 "core this process may use; set EMBEDLAB_PREPARE_WORKERS=N in the environment "
@@ -178,17 +184,26 @@ _FOREIGN_FLAGS = {
     "tensorboard": {"-logdir": "no option: the folder of runs is the argument (embedlab "
                                "tensorboard DIR)"},
 }
+#: prepare's options that train's gensim and word2vec.c names (FOREIGN) may mean
+_PREPARE_OPTIONS = ("min_count", "max_vocab", "max_distinct")
 #: whose flags those are, where not word2vec.c's
 _FOREIGN_OWNER = {"tensorboard": "TensorBoard's"}
 
 
 def _foreign(command: str, flag: str) -> str | None:
     """What word2vec.c's ``flag`` (one dash or two) means for ``command``, if it is one."""
-    from embedlab.training.spellings import hint
+    from embedlab.training.spellings import FOREIGN, hint
 
     if command == "train":
         return hint(flag, python=False)
-    return _FOREIGN_FLAGS.get(command, {}).get("-" + flag.lstrip("-"))
+    own = _FOREIGN_FLAGS.get(command, {}).get("-" + flag.lstrip("-"))
+    name = flag.lstrip("-").replace("-", "_")
+    found = FOREIGN.get(name)
+    # gensim's max_vocab_size is --max-distinct here too (-min-count is prepare's own flag)
+    if own is None and command == "prepare" and found is not None and found[0] != name and \
+            found[0] in _PREPARE_OPTIONS:
+        return hint(flag, python=False)
+    return own
 
 
 def _one_dash_flags(args: list[str]) -> str | None:
@@ -208,9 +223,18 @@ def _one_dash_flags(args: list[str]) -> str | None:
     flags = {name for p in command.params if isinstance(p, click.Option) and p.is_flag
              for name in (*p.opts, *p.secondary_opts)}
     told: list[tuple[str, str]] = []  # (the flag typed, what it means)
+    # gensim's names typed with two dashes (--vector-size 50 --workers 4): told with the rest
+    # when there are several, as click would name only the first
+    double: list[tuple[str, str]] = []
     for before, arg in itertools.pairwise(words):
         if before.startswith("-") and "=" not in before and before not in flags:
             continue  # the option's value
+        name = arg.split("=", 1)[0]
+        if re.fullmatch(r"--[a-z][a-z_-]+", name) and name not in options:
+            known = _foreign(words[0], name)
+            if known is not None and name not in (a for a, _ in double):
+                double.append((name, known))
+            continue
         if not re.fullmatch(r"-[a-z][a-z-]{1,}", arg) or arg in options:
             continue
         known = _foreign(words[0], arg)
@@ -218,8 +242,9 @@ def _one_dash_flags(args: list[str]) -> str | None:
             known = "-" + arg
         if known is not None and arg not in (a for a, _ in told):
             told.append((arg, known))
-    if not told:
+    if not told and len(double) < 2:
         return None
+    told += double
     see = f"see 'embedlab {words[0]} --help'"
     foreign = any(_foreign(words[0], a) for a, _ in told)
     if len(told) == 1:
@@ -233,10 +258,11 @@ def _one_dash_flags(args: list[str]) -> str | None:
     meanings = "; ".join(f"{arg}: {known.removeprefix('no option: ')}"
                          if known.startswith("no option: ") else f"{arg} is {known}"
                          for arg, known in told)
-    owner = _FOREIGN_OWNER.get(words[0], "word2vec.c's")
+    owner = _FOREIGN_OWNER.get(words[0], "gensim's or word2vec.c's" if double else
+                               "word2vec.c's")
     whose = f"{owner} flags" if foreign else "flags with one dash"
-    return f"{whose}, with embedlab's meanings: {meanings} (embedlab's flags start with two " \
-           f"dashes; {see})"
+    dashes = "embedlab's flags start with two dashes; " if len(told) > len(double) else ""
+    return f"{whose}, with embedlab's meanings: {meanings} ({dashes}{see})"
 
 
 def _reader_gone() -> bool:

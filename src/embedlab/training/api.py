@@ -458,9 +458,11 @@ def _restarted(run_dir: Path, explicit: dict[str, Any], preset: str | None
 def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options given (not None), nested like ``TrainConfig.to_dict()``: what a run's config
     takes from the caller."""
-    for name in options:
-        if name not in OPTIONS:
-            raise _unknown_option(name)
+    unknown = [name for name in options if name not in OPTIONS]
+    if len(unknown) > 1:
+        raise _unknown_options(unknown)
+    if unknown:
+        raise _unknown_option(unknown[0])
     out: dict[str, Any] = {}
     for name in OPTIONS:
         value = options.get(name)
@@ -499,9 +501,33 @@ def _listed(name: str, value: object) -> list[str]:
     return out
 
 
+_OTHER_ARGUMENTS = ("run", "runs_dir", "preset", "restart", "from_checkpoint", "device",
+                    "on_progress")
+
+
+def _unknown_options(names: list[str]) -> InputError:
+    """All the unknown options of one call at once, each with what it means here: a ported
+    gensim call (vector_size=, workers=, sg=) is told everything in one go."""
+    from embedlab.training.spellings import hint as foreign
+
+    told = []
+    for name in names:
+        known = foreign(name, python=True)
+        close = difflib.get_close_matches(name, [*OPTIONS, *_OTHER_ARGUMENTS], n=1)
+        if known is not None and known.startswith("no option: "):
+            told.append(f"{name}=: {known.removeprefix('no option: ')}")
+        elif known is not None:
+            told.append(f"{name}= is {known}")
+        else:
+            told.append(f"{name}=: did you mean {close[0]}=?" if close else
+                        f"{name}=: no such option")
+    return InputError(f"embedlab.train() got unknown options {', '.join(n + '=' for n in names)}"
+                      f"; {'; '.join(told)}; its options are the flags of 'embedlab train' with "
+                      "underscores: see help(embedlab.train)")
+
+
 def _unknown_option(name: str) -> InputError:
-    names = [*OPTIONS, "run", "runs_dir", "preset", "restart", "from_checkpoint", "device",
-             "on_progress"]
+    names = [*OPTIONS, *_OTHER_ARGUMENTS]
     from embedlab.training.spellings import hint as foreign
 
     if name == "nproc":

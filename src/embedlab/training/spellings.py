@@ -36,6 +36,31 @@ FOREIGN: dict[str, tuple[str | None, str, str]] = {
                   "once at the end (raise in it to stop, saved); see help(embedlab.train)",
                   "the progress bar and RUN/metrics.jsonl report each log window; from Python, "
                   "embedlab.train(on_progress=FUNCTION) calls FUNCTION at each"),
+    # gensim's arguments that no option means
+    "shrink_windows": (None, "windows always shrink as word2vec's do (each centre draws 1 to "
+                       "window=), as gensim's default shrink_windows=True", "windows always "
+                       "shrink as word2vec's do (each centre draws 1 to --window)"),
+    "cbow_mean": (None, "CBOW always averages its context vectors (gensim's default "
+                  "cbow_mean=1)", "CBOW always averages its context vectors (gensim's default "
+                  "cbow_mean=1)"),
+    "batch_words": (None, "gensim's batch_words sizes a worker's job; here the threads share "
+                    "each step, whose size batch_size= sets in centre words (it changes the "
+                    "vectors, not only the speed)", "gensim's batch_words sizes a worker's "
+                    "job; here the threads share each step, whose size --batch-size sets in "
+                    "centre words (it changes the vectors, not only the speed)"),
+    "compute_loss": (None, "the loss is always computed and logged (RUN/metrics.jsonl, "
+                     "TensorBoard, on_progress=)", "the loss is always computed and logged "
+                     "(RUN/metrics.jsonl, TensorBoard)"),
+    "sorted_vocab": (None, "the vocabulary is always sorted by descending count",
+                     "the vocabulary is always sorted by descending count"),
+    "trim_rule": (None, "min_count=, max_vocab= and max_distinct= choose the words; filter "
+                  "the sentences first for other rules", "--min-count, --max-vocab and "
+                  "--max-distinct choose the words; filter the corpus first for other rules"),
+    "hashfxn": (None, "initial vectors are drawn from seed=, not hashed from the words",
+                "initial vectors are drawn from --seed, not hashed from the words"),
+    "null_word": (None, "no padding word is added", "no padding word is added"),
+    "comment": (None, "the run folder's name and config.json record the run",
+                "the run folder's name and config.json record the run"),
     # word2vec.c's flags (-train FILE -size N -cbow 0|1 -hs 0|1 ...)
     "train": ("corpus", "", ""),
     "cbow": ("model", "cbow=1 is model='cbow', cbow=0 model='skipgram', embedlab's default "

@@ -217,3 +217,8 @@ class TrainResult:
         from embedlab.vectors import Vectors
 
         return Vectors(self.vocab.words, self.w_in, self.vocab.counts)
+
+    @property
+    def wv(self) -> Vectors:
+        """:attr:`vectors` by gensim's name (``model.wv.most_similar('king')``)."""
+        return self.vectors
