@@ -202,6 +202,14 @@ QUERIES: list[dict[str, Any]] = [
     {"positive": ["king"], "topn": len(WORDS) + 5},
     {"positive": ["king"], "topn": 0},
     {"positive": ["king"], "topn": -1},
+    {"positive": ["king"], "negative": 3, "topn": 5},  # by name, an int is a row, as in gensim
+    {"positive": "king", "negative": np.int64(3)},
+    {"positive": ["w12"], "clip_start": 10, "clip_end": 60, "topn": 8},
+    {"positive": ["king", "w40"], "negative": ["man"], "clip_start": 30, "topn": 6},
+    {"positive": ["w150"], "clip_end": 100, "topn": 4},
+    {"positive": ["king"], "clip_end": len(WORDS) + 50, "topn": 4},
+    {"positive": ["king"], "clip_start": 5, "clip_end": 6, "topn": 3},
+    {"positive": ["king"], "indexer": None},
 ]
 
 
@@ -225,10 +233,62 @@ def test_most_similar_all_scores(pair: tuple[Vectors, KeyedVectors],
     same(ours, kv.most_similar(**kwargs, topn=None))
 
 
+@pytest.mark.parametrize("kwargs", [
+    {"positive": ["w12"], "clip_start": 10, "clip_end": 60},
+    {"positive": ["king"], "negative": ["man"], "clip_start": 150},
+])
+def test_most_similar_all_scores_of_clipped_rows(pair: tuple[Vectors, KeyedVectors],
+                                                 kwargs: dict[str, Any]) -> None:
+    vec, kv = pair
+    ours = vec.most_similar(**kwargs, topn=None)
+    assert isinstance(ours, np.ndarray)
+    assert len(ours) == kwargs.get("clip_end", len(WORDS)) - kwargs["clip_start"]
+    same(ours, kv.most_similar(**kwargs, topn=None))
+
+
 def test_most_similar_positional(pair: tuple[Vectors, KeyedVectors]) -> None:
     vec, kv = pair
     same(vec.most_similar("king", "man", 4), kv.most_similar("king", "man", 4))
     same(vec.most_similar(["queen"], None, 6), kv.most_similar(["queen"], None, 6))
+    # gensim's order: positive, negative, topn, clip_start, clip_end, restrict_vocab, indexer
+    same(vec.most_similar("w12", None, 5, 10, 30), kv.most_similar("w12", None, 5, 10, 30))
+    same(vec.most_similar("king", None, 5, 0, None, 40, None),
+         kv.most_similar("king", None, 5, 0, None, 40, None))
+    # an integer second and last is embedlab's count; followed by topn, gensim's row number
+    assert vec.most_similar("king", 3) == vec.most_similar("king", k=3)
+    same(vec.most_similar("king", 3, 5), kv.most_similar("king", 3, 5))
+
+
+def test_most_similar_refuses_what_gensim_would_misread(
+        pair: tuple[Vectors, KeyedVectors]) -> None:
+    vec, _ = pair
+    with pytest.raises(TypeError) as type_error:
+        vec.most_similar("king", 3, topn=5)
+    assert str(type_error.value) == ("a second positional integer is the count k, and topn= is "
+                                     "a count too; pass one of them (negative=3, by name, is "
+                                     "row 3 as a negative key, as in gensim)")
+    for kwargs, message in [
+            ({"indexer": "annoy"}, "indexer='annoy': approximate indexes (gensim's "
+                                   "AnnoyIndexer...) are not supported; drop indexer=: "
+                                   "most_similar compares the query with every candidate row "
+                                   "exactly"),
+            ({"clip_start": -1}, "clip_start must be an integer >= 0 (the first candidate row), "
+                                 "got -1; e.g. clip_start=0"),
+            ({"clip_end": 0}, "clip_end must be None (up to the last row) or an integer >= 1 "
+                              f"(the row after the last candidate), got 0; e.g. "
+                              f"clip_end={len(WORDS)}"),
+            ({"clip_start": 30, "clip_end": 30}, "clip_start=30 leaves no candidate rows (they "
+                                                 "end at row 30: clip_end=30, 200 words); pass "
+                                                 "a clip_start below 30"),
+            ({"clip_start": 200}, "clip_start=200 leaves no candidate rows (they end at row 200: "
+                                  "clip_end=None, 200 words); pass a clip_start below 200"),
+            ({"restrict_vocab": 50, "clip_end": 60}, "restrict_vocab=50 and clip_start=0/"
+                                                     "clip_end=60 both choose the candidate rows "
+                                                     "(gensim ignores clip_start/clip_end then); "
+                                                     "pass one of them, e.g. clip_end=50 alone")]:
+        with pytest.raises(InputError) as info:
+            vec.most_similar("king", **kwargs)
+        assert str(info.value) == message
 
 
 COSMUL: list[dict[str, Any]] = [

@@ -23,13 +23,14 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, ParamSpec, TypeVar, overload
 
 import numpy as np
 
@@ -49,6 +50,7 @@ from embedlab.vectors_gensim import (
     KeyedVectorsDialect,
     Keys,
     as_list,
+    candidate_rows,
     check_topn,
     one_of,
     read_analogy_text,
@@ -56,6 +58,8 @@ from embedlab.vectors_gensim import (
 )
 
 PathLike = str | os.PathLike[str]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class UnknownWordError(InputError, KeyError):
@@ -63,6 +67,27 @@ class UnknownWordError(InputError, KeyError):
     on the command line) that is also the ``KeyError`` gensim users catch."""
 
     __str__ = Exception.__str__  # the message as it is, not quoted as KeyError quotes its key
+
+
+def _count_as_second_argument(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """embedlab's ``most_similar(word, 10)``: an integer as the second and last positional
+    argument is the count ``k``. By name (``negative=3``), or followed by more positional
+    arguments as in gensim's ``most_similar("king", 3, 5)``, it is ``negative``: a row number."""
+
+    @functools.wraps(method)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        count = args[2] if len(args) == 3 else None  # (self, positive, count)
+        if isinstance(count, int | np.integer) and not isinstance(count, bool):
+            if kwargs.get("topn", 10) != 10:
+                raise TypeError(f"a second positional integer is the count k, and topn= is a "
+                                f"count too; pass one of them (negative={count!r}, by name, is "
+                                f"row {count!r} as a negative key, as in gensim)")
+            kwargs["k"] = one_of("k", kwargs.get("k"), "a second positional argument",
+                                 int(count))
+            args = args[:2]  # type: ignore[assignment]
+        return method(*args, **kwargs)
+
+    return call
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,31 +170,37 @@ class Vectors(KeyedVectorsDialect):
 
     # ---- queries ---------------------------------------------------------------------------
     @overload
-    def most_similar(self, positive: Keys = None, negative: Keys | int = None, topn: int = 10,
-                     *, k: int | None = None, word: Keys = None, metric: Metric = "cosine",
-                     restrict_vocab: int | None = None) -> list[tuple[str, float]]: ...
+    def most_similar(self, positive: Keys = None, negative: Keys = None, topn: int = 10,
+                     clip_start: int = 0, clip_end: int | None = None,
+                     restrict_vocab: int | None = None, indexer: None = None, *,
+                     k: int | None = None, word: Keys = None, metric: Metric = "cosine"
+                     ) -> list[tuple[str, float]]: ...
 
     @overload
     def most_similar(self, positive: Keys = None, negative: Keys = None, *, topn: None,
-                     restrict_vocab: int | None = None) -> np.ndarray: ...
+                     clip_start: int = 0, clip_end: int | None = None,
+                     restrict_vocab: int | None = None, indexer: None = None
+                     ) -> np.ndarray: ...
 
-    def most_similar(self, positive: Keys = None, negative: Keys | int = None,
-                     topn: int | None = 10, *, k: int | None = None, word: Keys = None,
-                     metric: Metric = "cosine", restrict_vocab: int | None = None
+    @_count_as_second_argument
+    def most_similar(self, positive: Keys = None, negative: Keys = None,
+                     topn: int | None = 10, clip_start: int = 0, clip_end: int | None = None,
+                     restrict_vocab: int | None = None, indexer: None = None, *,
+                     k: int | None = None, word: Keys = None, metric: Metric = "cosine"
                      ) -> list[tuple[str, float]] | np.ndarray:
         """The nearest words to a word (or to the mean unit vector of several words), best first.
 
         Scores are cosine similarities (``metric="cosine"``, higher = closer) or Euclidean
         distances on the raw vectors (``metric="euclidean"``, lower = closer). The query
-        words are excluded. Also gensim's call: ``positive``/``negative`` words, vectors or
-        ``(word, weight)`` pairs, ``topn`` (``None``: the cosines of all words, an array),
-        ``restrict_vocab`` (only the first N words are candidates). ``word`` is ``positive``
-        and ``k`` is ``topn`` (a second positional integer is ``k``), except that ``k`` < 1
-        raises where ``topn`` < 1 returns nothing.
+        words are excluded. Also gensim's call, with gensim's arguments in gensim's order:
+        ``positive``/``negative`` words, row numbers, vectors or ``(word, weight)`` pairs,
+        ``topn`` (``None``: the cosines of all candidates, an array), ``clip_start`` and
+        ``clip_end`` (only rows ``clip_start`` to ``clip_end - 1`` are candidates),
+        ``restrict_vocab`` (only the first N words are candidates) and ``indexer`` (None only).
+        ``word`` is ``positive`` and ``k`` is ``topn``, except that ``k`` < 1 raises where
+        ``topn`` < 1 returns nothing. ``most_similar("king", 5)``, an integer as the second
+        and last positional argument, is ``k=5``; ``negative=5`` by name is row 5, as in gensim.
         """
-        if isinstance(negative, int | np.integer):  # embedlab's most_similar(word, 10)
-            k = one_of("k", k, "a second positional argument", int(negative))
-            negative = None
         check_topn(topn)
         positive = one_of("positive", positive, "word", word)
         if k is not None:
@@ -179,16 +210,20 @@ class Vectors(KeyedVectorsDialect):
             topn = k
         elif isinstance(topn, int) and topn < 1:
             return []
-        n = restricted(restrict_vocab, len(self))
+        if indexer is not None:
+            raise InputError(f"indexer={clip(repr(indexer))}: approximate indexes (gensim's "
+                             "AnnoyIndexer...) are not supported; drop indexer=: most_similar "
+                             "compares the query with every candidate row exactly")
+        start, end = candidate_rows(clip_start, clip_end, restrict_vocab, len(self))
         query, rows = self._query(as_list(positive), as_list(negative), metric)
         if topn is None:
             if metric != "cosine":
                 raise InputError(f"topn=None returns cosine similarities; drop metric={metric!r} "
                                  "or pass an integer topn")
-            return cosine_to_all(self.matrix, self.norms, query[None], n)[0]
-        found = nearest(self.matrix[:n], self.norms[:n], query, topn, metric=metric,
-                        exclude=[r for r in rows if r < n])
-        return [(self.words[i], s) for i, s in found]
+            return cosine_to_all(self.matrix[start:end], self.norms[start:end], query[None])[0]
+        found = nearest(self.matrix[start:end], self.norms[start:end], query, topn,
+                        metric=metric, exclude=[r - start for r in rows if start <= r < end])
+        return [(self.words[start + i], s) for i, s in found]
 
     def _query(self, positive: list[Any], negative: list[Any], metric: Metric
                ) -> tuple[np.ndarray, list[int]]:

@@ -451,6 +451,34 @@ def restricted(restrict_vocab: int | None, words: int) -> int:
     return min(restrict_vocab, words)
 
 
+def candidate_rows(clip_start: int, clip_end: int | None, restrict_vocab: int | None,
+                   words: int) -> tuple[int, int]:
+    """The rows ``most_similar`` ranks, ``(start, end)``: rows ``clip_start`` to ``clip_end - 1``
+    (``None``: to the last), or the first ``restrict_vocab``, as gensim's arguments say."""
+    if restrict_vocab is not None and (clip_start != 0 or clip_end is not None):
+        raise InputError(f"restrict_vocab={restrict_vocab!r} and clip_start={clip_start!r}/"
+                         f"clip_end={clip_end!r} both choose the candidate rows (gensim ignores "
+                         "clip_start/clip_end then); pass one of them, e.g. "
+                         f"clip_end={restrict_vocab!r} alone")
+    if restrict_vocab is not None:
+        return 0, restricted(restrict_vocab, words)
+    if not isinstance(clip_start, int | np.integer) or isinstance(clip_start, bool) \
+            or clip_start < 0:
+        raise InputError(f"clip_start must be an integer >= 0 (the first candidate row), got "
+                         f"{clip_start!r}; e.g. clip_start=0")
+    if clip_end is not None and (not isinstance(clip_end, int | np.integer)
+                                 or isinstance(clip_end, bool) or clip_end < 1):
+        raise InputError(f"clip_end must be None (up to the last row) or an integer >= 1 (the "
+                         f"row after the last candidate), got {clip_end!r}; e.g. "
+                         f"clip_end={min(words, GENSIM_RESTRICT)}")
+    end = words if clip_end is None else min(int(clip_end), words)
+    if clip_start >= end:
+        raise InputError(f"clip_start={clip_start!r} leaves no candidate rows (they end at row "
+                         f"{end}: clip_end={clip_end!r}, {words} words); pass a clip_start "
+                         f"below {end}")
+    return int(clip_start), end
+
+
 def vocabulary_keys(words: Sequence[str], n: int, case_insensitive: bool
                     ) -> tuple[dict[str, int], np.ndarray]:
     """As gensim's ``ok_vocab``: key (the upper-cased word, or the word) -> the first of the
