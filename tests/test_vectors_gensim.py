@@ -89,6 +89,35 @@ def test_getitem_and_get_vector(pair: tuple[Vectors, KeyedVectors]) -> None:
         iter(vec)
 
 
+#: the methods docs/gensim.md says embedlab answers as gensim's KeyedVectors does ("same")
+SAME = ("__getitem__", "__contains__", "get_vector", "get_index", "has_index_for",
+        "get_normed_vectors", "cosine_similarities", "most_similar", "most_similar_cosmul",
+        "similarity", "distance", "n_similarity", "distances", "doesnt_match",
+        "similar_by_word", "similar_by_key", "similar_by_vector", "closer_than",
+        "words_closer_than", "rank", "most_similar_to_given", "save_word2vec_format",
+        "evaluate_word_analogies", "evaluate_word_pairs")
+
+
+@pytest.mark.parametrize("name", SAME)
+def test_gensim_code_passes_the_same_arguments(name: str) -> None:
+    """gensim 4.4's parameters, by position and by name, with gensim's defaults (embedlab's
+    own come after them, by name only); ``similarity(a, b)`` also takes gensim's w1=, w2=."""
+    import inspect
+
+    theirs = [p for p in inspect.signature(getattr(KeyedVectors, name)).parameters.values()
+              if p.name != "self"]
+    ours = inspect.signature(getattr(Vectors, name)).parameters
+    positional = [p.name for p in ours.values() if p.name != "self" and p.kind in (
+        p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    assert len(positional) == len(theirs)
+    for i, param in enumerate(theirs):
+        assert param.name in ours
+        renamed = {"w1": "a", "w2": "b"} if name == "similarity" else {}
+        assert positional[i] == renamed.get(param.name, param.name)
+        if param.default is not param.empty:
+            assert ours[param.name].default == param.default
+
+
 def test_rows_by_number_as_gensim(pair: tuple[Vectors, KeyedVectors]) -> None:
     vec, kv = pair
     for key in (5, np.int64(3), len(WORDS) - 1):
@@ -456,6 +485,8 @@ def test_the_gensim_names_of_refusals_and_older_methods(pair: tuple[Vectors, Key
     with pytest.raises(ZeroDivisionError):
         kv.n_similarity(["king"], [])
     assert vec.words_closer_than("king", "w100") == kv.closer_than("king", "w100")
+    same(vec.similar_by_key(key="paris", topn=4), kv.similar_by_key(key="paris", topn=4))
+    same(vec.similar_by_word(word="paris", topn=4), kv.similar_by_word(word="paris", topn=4))
     with pytest.raises(ValueError, match="unknown metric 'manhattan'; use 'cosine' or "
                                          "'euclidean'"):
         vec.most_similar("king", metric="manhattan")
@@ -486,6 +517,7 @@ def analogies(tmp_path: Path) -> Path:
     {}, {"restrict_vocab": 100}, {"restrict_vocab": 30}, {"case_insensitive": False},
     {"dummy4unknown": True}, {"restrict_vocab": 120, "case_insensitive": False,
                               "dummy4unknown": True},
+    {"similarity_function": "most_similar"},
 ])
 def test_evaluate_word_analogies(pair: tuple[Vectors, KeyedVectors], analogies: Path,
                                  kwargs: dict[str, Any]) -> None:
@@ -555,6 +587,13 @@ def test_evaluation_errors_name_python_arguments(pair: tuple[Vectors, KeyedVecto
         vec.evaluate_word_pairs(word_pairs, delimiter=";")
     with pytest.raises(InputError, match="question before the first ': section' line"):
         vec.evaluate_word_analogies(word_pairs)
+    with pytest.raises(InputError) as info:
+        vec.evaluate_word_analogies(word_pairs, similarity_function="most_similar_cosmul")
+    assert str(info.value) == ("similarity_function='most_similar_cosmul': "
+                               "evaluate_word_analogies answers with most_similar (3CosAdd) only "
+                               "(gensim 4.4 takes another name and ignores it); drop "
+                               "similarity_function=, or for 3CosMul call "
+                               "evaluate_analogies(path, method='3cosmul')")
 
 
 # ---- unknown words ------------------------------------------------------------------------

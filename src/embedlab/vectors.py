@@ -121,11 +121,11 @@ class Vectors(KeyedVectorsDialect):
     def __len__(self) -> int:
         return len(self.words)
 
-    def __contains__(self, word: object) -> bool:
+    def __contains__(self, key: object) -> bool:
         """A word of the vocabulary, or (as in gensim) a row number."""
-        if isinstance(word, int | np.integer):
-            return bool(0 <= word < len(self.words))
-        return word in self._index
+        if isinstance(key, int | np.integer):
+            return bool(0 <= key < len(self.words))
+        return key in self._index
 
     def __repr__(self) -> str:
         return f"Vectors({len(self)} words × {self.dim} dims from {self.source or '<memory>'})"

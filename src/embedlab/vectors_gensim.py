@@ -240,9 +240,13 @@ class KeyedVectorsDialect:
     def similar_by_word(self, word: str, topn: int | None = 10,
                         restrict_vocab: int | None = None) -> list[tuple[str, float]] | np.ndarray:
         """``most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)``."""
-        return self.most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)
+        return self.similar_by_key(word, topn, restrict_vocab)
 
-    similar_by_key = similar_by_word
+    def similar_by_key(self, key: Key, topn: int | None = 10, restrict_vocab: int | None = None
+                       ) -> list[tuple[str, float]] | np.ndarray:
+        """``most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)``: ``key`` a
+        word or a row number."""
+        return self.most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)
 
     def similar_by_vector(self, vector: np.ndarray, topn: int | None = 10,
                           restrict_vocab: int | None = None
@@ -331,14 +335,22 @@ class KeyedVectorsDialect:
     # ---- evaluation ----------------------------------------------------------------------
     def evaluate_word_analogies(self, analogies: PathLike,
                                 restrict_vocab: int | None = GENSIM_RESTRICT,
-                                case_insensitive: bool = True, dummy4unknown: bool = False
+                                case_insensitive: bool = True, dummy4unknown: bool = False,
+                                similarity_function: str = "most_similar"
                                 ) -> tuple[float, list[dict[str, Any]]]:
         """gensim's ``evaluate_word_analogies``: ``(accuracy, sections)``, each section a dict
         ``{"section": name, "correct": [(a, b, c, d), ...], "incorrect": [...]}``, the last
         one ``"Total accuracy"``. Only the first ``restrict_vocab`` words count, as questions
         and as answers; a question with another word is skipped, or with ``dummy4unknown``
         counted incorrect. 3CosAdd, the question words excluded (:mod:`embedlab.eval.analogy`
-        gives the same numbers, without the lists)."""
+        gives the same numbers, without the lists): ``similarity_function`` is
+        ``"most_similar"``, the only one gensim 4.4 applies (it ignores another name)."""
+        if similarity_function != "most_similar":
+            raise InputError(f"similarity_function={similarity_function!r}: "
+                             "evaluate_word_analogies answers with most_similar (3CosAdd) only "
+                             "(gensim 4.4 takes another name and ignores it); drop "
+                             "similarity_function=, or for 3CosMul call "
+                             "evaluate_analogies(path, method='3cosmul')")
         n = restricted(restrict_vocab, len(self))
         lookup, group = vocabulary_keys(self.words, n, case_insensitive)
         names, quads, section_of = read_analogies(analogies, case_insensitive)
