@@ -596,6 +596,40 @@ def test_evaluation_errors_name_python_arguments(pair: tuple[Vectors, KeyedVecto
                                "evaluate_analogies(path, method='3cosmul')")
 
 
+def test_a_missing_file_is_the_file_not_found_error_gensim_raises(
+        pair: tuple[Vectors, KeyedVectors], tmp_path: Path) -> None:
+    """Code ported from gensim catches OSError: a missing file is one, and an InputError."""
+    import embedlab
+
+    vec, kv = pair
+    missing = tmp_path / "missing.txt"
+    with pytest.raises(FileNotFoundError):
+        kv.evaluate_word_pairs(str(missing))
+    for call, message in [
+            (lambda: embedlab.load(missing), f"{missing} does not exist; pass a run folder, a "
+                                             "checkpoint folder or a word2vec/.npy vectors file"),
+            (lambda: vec.evaluate_word_analogies(missing), f"analogy file {missing} does not "
+                                                           "exist; pass the path of a "
+                                                           "questions-words file"),
+            (lambda: vec.evaluate_word_pairs(missing), f"word-pairs file {missing} does not "
+                                                       "exist; pass the path of a 'word1<TAB>"
+                                                       "word2<TAB>score' file"),
+            (lambda: vec.evaluate_analogies(missing), f"analogy file {missing} does not exist; "
+                                                      "pass the path of a questions-words file"),
+            (lambda: vec.evaluate_similarity(missing), f"similarity file {missing} does not "
+                                                       "exist; pass the path of a 'word1<TAB>"
+                                                       "word2<TAB>score' file")]:
+        with pytest.raises(OSError) as info:
+            call()
+        assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, InputError)
+        assert str(info.value) == message
+        assert info.value.filename == str(missing)
+    (tmp_path / "folder.txt").mkdir()  # there, but unreadable: an InputError alone
+    with pytest.raises(InputError) as unreadable:
+        vec.evaluate_word_analogies(tmp_path / "folder.txt")
+    assert not isinstance(unreadable.value, OSError)
+
+
 # ---- unknown words ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("call", [

@@ -45,15 +45,17 @@ from embedlab.eval.similarity import (
     evaluate_similarity,
     parse_pairs,
 )
-from embedlab.fsutil import clip, read_utf8
+from embedlab.fsutil import clip
 from embedlab.vectors_gensim import (
     KeyedVectorsDialect,
     Keys,
+    MissingFileError,
     as_list,
     candidate_rows,
     check_topn,
     one_of,
     read_analogy_text,
+    read_text_file,
     restricted,
 )
 
@@ -340,9 +342,9 @@ def _check_k(k: int) -> None:
 
 def _read_pairs(path: PathLike) -> PairSet:
     """``read_pairs`` naming Python's fixes, not the CLI's flags (the CLI reads its files)."""
-    text = read_utf8(Path(path), what="similarity file",
-                     missing_fix="pass the path of a 'word1<TAB>word2<TAB>score' file",
-                     unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
+    text = read_text_file(path, what="similarity file",
+                          missing_fix="pass the path of a 'word1<TAB>word2<TAB>score' file",
+                          unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
     return parse_pairs(text.split("\n"), str(path))
 
 
@@ -368,8 +370,8 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
     step, best = checked_step("step", step, path), checked_bool("best", best)
     p = Path(path)
     if not p.exists():
-        raise InputError(f"{p} does not exist; pass a run folder, a checkpoint folder or a "
-                         "word2vec/.npy vectors file")
+        raise MissingFileError(f"{p} does not exist; pass a run folder, a checkpoint folder or "
+                               "a word2vec/.npy vectors file", p)
     if p.is_dir():
         if step is not None and best:  # said here, not by find_checkpoint, to name arguments
             raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "

@@ -22,6 +22,7 @@ Where the dialect departs from gensim, on purpose:
 
 from __future__ import annotations
 
+import errno
 import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +46,31 @@ Keys: TypeAlias = "Key | tuple[Key, float] | Sequence[Key | tuple[Key, float]] |
 GENSIM_RESTRICT = 300_000  # the restrict_vocab default of gensim's evaluate_word_* methods
 _TOP = 5  # gensim's evaluate_word_analogies looks at this many answers per question
 _SCORE_BUDGET = 1 << 25  # analogy scores held at once (128 MiB of float32)
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """A file named by the caller that does not exist: an :class:`InputError` (one line naming
+    the fix) that is also the ``FileNotFoundError`` gensim raises, so that ``except OSError``
+    or ``except FileNotFoundError`` written for gensim catches it. ``filename`` is the path."""
+
+    __str__ = Exception.__str__  # the message alone, not OSError's "[Errno 2] ..."
+
+    def __init__(self, message: str, path: PathLike) -> None:
+        super().__init__(message)
+        self.errno, self.strerror = errno.ENOENT, os.strerror(errno.ENOENT)
+        self.filename = os.fspath(path)
+
+
+def read_text_file(path: PathLike, *, what: str, missing_fix: str, unreadable_fix: str) -> str:
+    """:func:`~embedlab.fsutil.read_utf8` of a file a Python caller named: its one-line
+    :class:`InputError`, a :class:`MissingFileError` when the file does not exist."""
+    try:
+        return read_utf8(Path(path), what=what, missing_fix=missing_fix,
+                         unreadable_fix=unreadable_fix)
+    except InputError as exc:
+        if Path(path).exists():
+            raise
+        raise MissingFileError(str(exc), path) from None
 
 
 class EmptyListError(ZeroDivisionError, ValueError):
@@ -527,10 +553,11 @@ def read_analogies(path: PathLike, case_insensitive: bool
 
 def read_analogy_text(path: PathLike) -> str:
     """A questions-words file's text; a missing or unreadable file is an :class:`InputError`
-    naming Python's fix (the CLI reads its files itself, naming its flags)."""
-    return read_utf8(Path(path), what="analogy file",
-                     missing_fix="pass the path of a questions-words file",
-                     unreadable_fix="pass a UTF-8 questions-words file")
+    naming Python's fix (a missing one a :class:`MissingFileError`; the CLI reads its files
+    itself, naming its flags)."""
+    return read_text_file(path, what="analogy file",
+                          missing_fix="pass the path of a questions-words file",
+                          unreadable_fix="pass a UTF-8 questions-words file")
 
 
 def solve_analogies(matrix: np.ndarray, norms: np.ndarray, ids: np.ndarray, group: np.ndarray,
@@ -563,8 +590,8 @@ def read_pairs(path: PathLike, delimiter: str, encoding: str, case_insensitive: 
         with open(path, encoding=encoding) as fh:
             lines = fh.readlines()
     except FileNotFoundError:
-        raise InputError(f"word-pairs file {path} does not exist; pass the path of a "
-                         "'word1<TAB>word2<TAB>score' file") from None
+        raise MissingFileError(f"word-pairs file {path} does not exist; pass the path of a "
+                               "'word1<TAB>word2<TAB>score' file", path) from None
     except (OSError, UnicodeDecodeError, LookupError) as exc:
         raise InputError(f"cannot read word-pairs file {path} ({exc}); pass a readable file "
                          "and its encoding, e.g. encoding='utf8'") from None
