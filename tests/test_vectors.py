@@ -53,11 +53,54 @@ def test_matrix_is_read_only_and_caller_array_untouched() -> None:
     assert v.dim == 3 and len(v) == 2 and "a" in v and "c" not in v
 
 
-def test_invalid_construction() -> None:
-    with pytest.raises(ValueError, match="unique"):
-        Vectors(("a", "a"), np.zeros((2, 2)))
-    with pytest.raises(ValueError, match="shape"):
-        Vectors(("a",), np.zeros((2, 2)))
+@pytest.mark.parametrize(("words", "matrix", "message"), [
+    (("a", "b", "a"), np.zeros((3, 2)), "words[2] 'a' is listed twice (first as words[0]); "
+                                        "words must be unique: drop or rename one, with its row"),
+    (("a",), np.zeros((2, 2)), "matrix has shape (2, 2) for 1 words; pass one row per word, a "
+                               "matrix of shape (1, DIM), row i the vector of words[i]"),
+    (("a", "b"), np.zeros(2), "matrix has shape (2,) for 2 words; pass one row per word, a "
+                              "matrix of shape (2, DIM), row i the vector of words[i]"),
+    ((), np.zeros((0, 3)), "no words given; pass at least one word, with its vector as a row of "
+                           "matrix="),
+    (("a",), np.zeros((1, 0)), "matrix has shape (1, 0): vectors of no dimension; pass at least "
+                               "one column"),
+    (("a", 5), np.zeros((2, 2)), "words[1] is int 5, not a str; pass every word as a str (e.g. "
+                                 "str(word))"),
+    (("a", b"b"), np.zeros((2, 2)), "words[1] is bytes b'b', not a str; pass every word as a str "
+                                    "(e.g. str(word))"),
+    ("ab", np.zeros((2, 2)), "words= must be a sequence of str, one per row, got the str 'ab'; "
+                             "e.g. words=['king', 'queen']"),
+    (3, np.zeros((1, 2)), "words= must be a sequence of str, one per row, got int 3; e.g. "
+                          "words=['king', 'queen']"),
+    (("a", "b"), np.array([[0.5, 1.0], [np.nan, 2.0]]),
+     "the vector of words[1] 'b' holds nan, not a finite float32 number (NaN, infinite or beyond "
+     "±3.4e38), which would poison every query; fix or drop that row"),
+    (("a", "b"), np.array([[0.5, -np.inf], [1.0, 2.0]], np.float32),
+     "the vector of words[0] 'a' holds -inf, not a finite float32 number (NaN, infinite or "
+     "beyond ±3.4e38), which would poison every query; fix or drop that row"),
+    (("a", "b"), np.array([[0.5, 1.0], [1e39, 2.0]]),  # float64, beyond float32
+     "the vector of words[1] 'b' holds inf, not a finite float32 number (NaN, infinite or beyond "
+     "±3.4e38), which would poison every query; fix or drop that row"),
+])
+def test_invalid_construction(words: object, matrix: np.ndarray, message: str) -> None:
+    """embedlab.Vectors(words, matrix) refuses what loading refuses, in one line: a NaN row
+    would rank first in every query and be written to files that load refuses."""
+    with pytest.raises(InputError) as info:
+        Vectors(words, matrix)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+def test_construction_checks_that_pass() -> None:
+    big = np.full((3, 4), 3e38, np.float32)  # finite, though the sum of a row overflows
+    assert np.array_equal(Vectors(("a", "b", "c"), big).matrix, big)
+    words = Vectors(np.array(["a", "b"]), np.eye(2))  # NumPy's str: Python's in the tuple
+    assert words.words == ("a", "b") and all(type(w) is str for w in words.words)
+    with pytest.raises(InputError, match=r"^matrix= must be numbers, a row of floats per word"):
+        Vectors(("a",), [["x", "y"]])
+    with pytest.raises(InputError) as info:
+        Vectors(("a", "b"), np.eye(2), np.array([1]))
+    assert str(info.value) == ("1 counts for 2 words; pass one count per word, in the words' "
+                               "order, or counts=None")
 
 
 def test_most_similar_equals_gensim(vec: Vectors) -> None:
@@ -102,8 +145,6 @@ def test_similarity(vec: Vectors) -> None:
     # in [-1, 1] as documented: the float64 rounding of a word with itself may exceed 1
     assert all(-1.0 <= vec.similarity(w, v) <= 1.0 for w in vec.words[:40] for v in vec.words[:40])
     assert vec.similarity("king", "king") == pytest.approx(1.0)
-    broken = Vectors(("a", "b"), np.array([[np.inf, 1.0], [1.0, 1.0]], np.float32), None, "t")
-    assert np.isnan(broken.similarity("a", "b"))  # not a number: not clamped into one
     expected = float(_kv(vec).similarity("king", "queen"))
     assert vec.similarity("king", "queen") == pytest.approx(expected, abs=1e-6)
 

@@ -71,6 +71,74 @@ class UnknownWordError(InputError, KeyError):
     __str__ = Exception.__str__  # the message as it is, not quoted as KeyError quotes its key
 
 
+def _checked_words(words: Any) -> tuple[str, ...]:
+    """``Vectors``' words as a tuple of str (NumPy's str as Python's); anything but a sequence
+    of str is a one-line :class:`InputError`."""
+    if isinstance(words, str | bytes):
+        raise InputError(f"words= must be a sequence of str, one per row, got the "
+                         f"{type(words).__name__} {clip(repr(words))}; e.g. words=['king', "
+                         "'queen']")
+    try:
+        words = tuple(words)
+    except TypeError:
+        raise InputError(f"words= must be a sequence of str, one per row, got "
+                         f"{type(words).__name__} {clip(repr(words))}; e.g. words=['king', "
+                         "'queen']") from None
+    kinds = set(map(type, words))  # one pass in C: a million words take milliseconds
+    if kinds <= {str}:
+        return words
+    for i, word in enumerate(words):
+        if not isinstance(word, str):
+            raise InputError(f"words[{i}] is {type(word).__name__} {clip(repr(word))}, not a "
+                             "str; pass every word as a str (e.g. str(word))")
+    return tuple(map(str, words))  # np.str_ and other subclasses as plain str
+
+
+def _checked_matrix(matrix: Any, words: tuple[str, ...]) -> np.ndarray:
+    """``Vectors``' matrix as float32 (C order, no copy when it is already), one row of finite
+    values per word; anything else is a one-line :class:`InputError`."""
+    try:
+        with np.errstate(over="ignore"):  # a float64 beyond float32's range: refused below
+            matrix = np.array(matrix, dtype=np.float32, copy=None, order="C")
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"matrix= must be numbers, a row of floats per word ({exc}); pass a "
+                         f"2-D float array of shape ({len(words)}, DIM)") from None
+    if not words:
+        raise InputError("no words given; pass at least one word, with its vector as a row of "
+                         "matrix=")
+    if matrix.ndim != 2 or matrix.shape[0] != len(words):
+        raise InputError(f"matrix has shape {matrix.shape} for {len(words)} words; pass one row "
+                         f"per word, a matrix of shape ({len(words)}, DIM), row i the vector of "
+                         "words[i]")
+    if matrix.shape[1] < 1:
+        raise InputError(f"matrix has shape {matrix.shape}: vectors of no dimension; pass at "
+                         "least one column")
+    # One product, no V×D temporary: a row's sum is finite unless the row holds NaN or an
+    # infinity (or values so large that their sum overflows: np.isfinite then decides).
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = matrix @ np.ones(matrix.shape[1], dtype=np.float32)
+    if not np.isfinite(sums).all():
+        bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+        if bad.size:
+            row = int(bad[0])
+            value = matrix[row][~np.isfinite(matrix[row])][0]
+            raise InputError(f"the vector of words[{row}] {words[row]!r} holds {value}, not a "
+                             "finite float32 number (NaN, infinite or beyond ±3.4e38), which "
+                             "would poison every query; fix or drop that row")
+    return matrix
+
+
+def _refuse_duplicate(words: tuple[str, ...]) -> None:
+    """Raise :class:`InputError` naming the first word listed twice."""
+    first: dict[str, int] = {}
+    for i, word in enumerate(words):
+        if word in first:
+            raise InputError(f"words[{i}] {word!r} is listed twice (first as "
+                             f"words[{first[word]}]); words must be unique: drop or rename one, "
+                             "with its row")
+        first[word] = i
+
+
 def _count_as_second_argument(method: Callable[_P, _R]) -> Callable[_P, _R]:
     """embedlab's ``most_similar(word, 10)``: an integer as the second and last positional
     argument is the count ``k``. By name (``negative=3``), or followed by more positional
@@ -103,15 +171,14 @@ class Vectors(KeyedVectorsDialect):
     _index: dict[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        words = tuple(self.words)
-        matrix = np.array(self.matrix, dtype=np.float32, copy=None, order="C")
-        if matrix.ndim != 2 or matrix.shape[0] != len(words):
-            raise ValueError(f"matrix shape {matrix.shape} does not match {len(words)} words")
+        words = _checked_words(self.words)
+        matrix = _checked_matrix(self.matrix, words)
         index = {w: i for i, w in enumerate(words)}
         if len(index) != len(words):
-            raise ValueError("words must be unique")
+            _refuse_duplicate(words)
         if self.counts is not None and len(self.counts) != len(words):
-            raise ValueError(f"{len(self.counts)} counts for {len(words)} words")
+            raise InputError(f"{len(self.counts)} counts for {len(words)} words; pass one count "
+                             "per word, in the words' order, or counts=None")
         if matrix.flags.writeable:
             matrix = matrix.view()  # a read-only view; the caller's array stays writable
             matrix.flags.writeable = False
