@@ -399,6 +399,37 @@ def test_to_word2vec_writes_the_format_its_name_says(vec: Vectors, tmp_path: Pat
     assert (tmp_path / "d.bin").read_bytes().split(b"\n")[0] == f"{len(vec)} {vec.dim}".encode()
 
 
+def test_writers_make_the_exports_folder_the_refusal_inside_a_run_suggests(
+        vec: Vectors, tmp_path: Path) -> None:
+    """A path among a run's own files is refused with RUN/exports/NAME as the example; that
+    path is written, its folder made as 'embedlab export' makes it."""
+    import shutil
+
+    run = make_run(tmp_path / "run", vec.words, {5: np.array(vec.matrix)})
+    with pytest.raises(InputError) as info:
+        vec.save_word2vec_format(run / "vectors.bin", binary=True)
+    suggested = run / "exports" / "vectors.bin"
+    assert str(info.value).endswith(f"e.g. fname={str(suggested)!r}")
+    assert not (run / "exports").exists()
+    vec.save_word2vec_format(suggested, binary=True)
+    assert load(suggested).words == vec.words
+    for name, write in (("vectors.txt", vec.to_word2vec), ("vectors.npy", vec.to_npy)):
+        (run / "exports").rename(tmp_path / f"before-{name}")
+        write(run / "exports" / name)
+        assert load(run / "exports" / name).words == vec.words
+    shutil.rmtree(run / "exports")
+    with pytest.raises(InputError, match=r"must end in \.npy"):  # refused: nothing is left
+        vec.to_npy(run / "exports" / "v.bin")
+    assert not (run / "exports").exists()
+    other = tmp_path / "other"  # not a run: its exports/ is the caller's to make
+    other.mkdir()
+    with pytest.raises(InputError, match=r"folder .*other/exports does not exist; create it"):
+        vec.to_word2vec(other / "exports" / "v.txt")
+    with pytest.raises(InputError, match=r"folder .*run/exports/sub does not exist; create it"):
+        vec.to_word2vec(run / "exports" / "sub" / "v.txt")  # that one folder only
+    assert not (other / "exports").exists() and not (run / "exports").exists()
+
+
 def test_to_npy_names_its_own_argument(vec: Vectors, tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         vec.to_npy(tmp_path / "v.bin")

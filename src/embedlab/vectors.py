@@ -23,10 +23,11 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -391,15 +392,50 @@ class Vectors(KeyedVectorsDialect):
     def _write_word2vec(self, path: PathLike, binary: bool, force: bool) -> Path:
         from embedlab.export.word2vec import write_word2vec
 
-        return write_word2vec(Path(path), self.words, self.matrix, binary=binary, force=force)
+        with _run_exports_folder(Path(path)):
+            return write_word2vec(Path(path), self.words, self.matrix, binary=binary,
+                                  force=force)
 
     @python_entry
     def to_npy(self, path: PathLike, *, force: bool = False) -> tuple[Path, Path]:
         """Write ``NAME.npy`` and ``NAME.vocab.tsv`` (with counts when known)."""
         from embedlab.export.npy import write_npy
 
-        return write_npy(Path(path), self.words, self.matrix, self.counts,
-                         force=checked_bool("force", force))
+        force = checked_bool("force", force)
+        with _run_exports_folder(Path(path)):
+            return write_npy(Path(path), self.words, self.matrix, self.counts, force=force)
+
+
+@contextlib.contextmanager
+def _run_exports_folder(path: Path) -> Iterator[None]:
+    """Around a write of ``path``: a file in ``RUN/exports/`` of a run that has no such folder
+    yet gets it made first, as ``embedlab export`` makes it (and as the refusal of a path among
+    a run's own files suggests); that folder alone, and removed again if the write fails."""
+    folder = path.parent
+    made = folder.name == "exports" and not folder.exists() and not folder.is_symlink() \
+        and _holds_exports(folder.parent)
+    if made:
+        from embedlab.export.atomic import make_exports_folder
+
+        make_exports_folder(path, path.name)
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only while empty: nothing of anyone else's is removed
+        raise
+
+
+def _holds_exports(folder: Path) -> bool:
+    """Whether ``folder`` is a run whose exports belong in ``folder/exports`` (what
+    :func:`embedlab.export.atomic.saved_folder_of` counts as a run): a run of embedlab's, or a
+    subset of checkpoints written by ``embedlab ckpt --export-subset``."""
+    from embedlab.checkpoint import CKPT_DIR, INDEX_FILE
+    from embedlab.run.folder import is_a_run
+
+    return ((folder / "config.json").is_file() and is_a_run(folder)) or (
+        (folder / CKPT_DIR).is_dir() and (folder / INDEX_FILE).is_file())
 
 
 def _check_k(k: int) -> None:
