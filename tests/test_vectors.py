@@ -268,6 +268,82 @@ def test_checkpoints_lists_a_run_as_the_ckpt_command_does(tmp_path: Path) -> Non
     assert str(info.value) == f"{listed[0].path} is a checkpoint folder; pass its run folder {run}"
 
 
+@pytest.mark.parametrize("name", ["v.txt", "v.bin", "v.npy"])
+def test_load_limit_reads_the_first_words_as_gensim(vec: Vectors, tmp_path: Path,
+                                                    name: str) -> None:
+    path = tmp_path / name
+    vec.to_npy(path) if name.endswith(".npy") else vec.to_word2vec(path)
+    first = load(path, limit=7)
+    assert first.words == vec.words[:7] and np.array_equal(first.matrix, vec.matrix[:7])
+    assert first.matrix.base is None or first.matrix.base.shape[0] == 7  # not a view of all
+    if name.endswith(".npy"):
+        assert first.counts is not None and first.counts.tolist() == vec.counts[:7].tolist()
+    else:
+        theirs = KeyedVectors.load_word2vec_format(path, binary=name.endswith(".bin"), limit=7)
+        assert list(first.words) == theirs.index_to_key
+        np.testing.assert_array_equal(first.matrix, theirs.vectors)
+    assert load(path, limit=len(vec) + 10).words == vec.words
+    assert load(path, limit=np.int64(2)).words == vec.words[:2]
+
+
+def test_load_limit_of_a_run_is_its_most_frequent_words(tmp_path: Path) -> None:
+    m = np.arange(12, dtype=np.float32).reshape(4, 3)
+    run = make_run(tmp_path / "run", ("UNK", "a", "b", "c"), {10: m})
+    first = load(run, limit=2)
+    assert first.words == ("UNK", "a") and np.array_equal(first.matrix, m[:2])
+    assert first.counts is not None and first.counts.tolist() == [4, 3]
+    assert load(run, step=10, limit=3).words == ("UNK", "a", "b")
+
+
+def test_load_says_what_to_do_with_gensims_options(vec: Vectors, tmp_path: Path) -> None:
+    path = vec.to_word2vec(tmp_path / "v.bin")
+    for kwargs, message in [
+            ({"binary": True}, "binary= is not needed: load tells a binary word2vec file from a "
+                               "text one by its content (and gzip, bzip2 or xz by their first "
+                               "bytes); drop binary="),
+            ({"binary": False, "encoding": "utf8"},
+             "binary= is not needed: load tells a binary word2vec file from a text one by its "
+             "content (and gzip, bzip2 or xz by their first bytes); drop binary=; encoding=: "
+             "word2vec files are read as UTF-8; drop encoding="),
+            ({"fvocab": "vocab.txt"}, "fvocab=: load reads no separate vocabulary file; drop "
+                                      "fvocab= (a run folder, or an .npy export with its "
+                                      ".vocab.tsv, carries the words' counts)"),
+            ({"no_header": True}, "no_header=: a word2vec file starts with its 'VOCAB_SIZE DIM' "
+                                  "line; drop no_header= and add that line (the number of words "
+                                  "and of values per word)"),
+            ({"datatype": np.float16}, "datatype=: vectors load as float32; drop datatype= "
+                                       "(vec.matrix.astype(...) is a copy of another type)"),
+            ({"unicode_errors": "ignore"}, "unicode_errors=: bytes that are not UTF-8 in a word "
+                                           "read as U+FFFD, with a warning (gensim's "
+                                           "unicode_errors='replace'); drop unicode_errors="),
+            ({"stpe": 3}, "load() takes no stpe=; its arguments are path, step=, best= and "
+                          "limit="),
+            ({"limit": 0}, "limit must be None (every word) or an integer >= 1 (the first N "
+                           "words), got 0; e.g. limit=100000"),
+            ({"limit": True}, "limit must be None (every word) or an integer >= 1 (the first N "
+                              "words), got True; e.g. limit=100000")]:
+        with pytest.raises(InputError) as info:
+            load(path, **kwargs)
+        assert str(info.value) == message
+
+
+def test_a_gensim_pickle_is_refused_naming_gensims_export(tmp_path: Path) -> None:
+    kv = KeyedVectors(3)
+    kv.add_vectors(["a", "b"], np.eye(2, 3, dtype=np.float32))
+    for name in ("g.model", "g.kv"):
+        kv.save(str(tmp_path / name))
+        with pytest.raises(InputError) as info:
+            load(tmp_path / name)
+        out = str(tmp_path / "g.bin")
+        assert str(info.value) == (
+            f"{tmp_path / name} is a pickle (gensim's model.save() or kv.save() writes one), "
+            "which embedlab never loads (unpickling can run any code); in gensim, save the "
+            f"vectors as word2vec: model.wv.save_word2vec_format({out!r}, binary=True) "
+            "(kv.save_word2vec_format for KeyedVectors), and load that file")
+    kv.save_word2vec_format(str(tmp_path / "g.bin"), binary=True)  # the fix works
+    assert load(tmp_path / "g.bin").words == ("a", "b")
+
+
 def test_load_errors(vec: Vectors, tmp_path: Path) -> None:
     with pytest.raises(InputError, match="does not exist"):
         load(tmp_path / "nope")

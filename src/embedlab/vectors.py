@@ -459,18 +459,28 @@ def _check_method(method: str) -> None:
 # ---- loading --------------------------------------------------------------------------------
 
 @python_entry
-def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vectors:
+def load(path: PathLike, *, step: int | None = None, best: bool = False,
+         limit: int | None = None, **gensim_options: Any) -> Vectors:
     """Load vectors from a run folder, a checkpoint folder, a word2vec text/binary file or a
     ``.npy`` export (with its ``.vocab.tsv``).
 
     For a run folder, ``step`` picks a checkpoint and ``best`` the best one (default: the newest
-    verified checkpoint). The input embeddings are used. Never unpickles.
+    verified checkpoint). The input embeddings are used. ``limit``: the first N words only
+    (gensim's ``load_word2vec_format(limit=N)``; a run's N most frequent). Never unpickles.
+    gensim's other ``load_word2vec_format`` options (``binary=``...) are refused in one line
+    that says what to do instead.
     """
+    if gensim_options:
+        _refuse_gensim_options(gensim_options)
     if not isinstance(path, str | os.PathLike):
         raise InputError(f"path= must be the path of a run folder, a checkpoint folder or a "
                          f"vectors file (a str or os.PathLike), got {type(path).__name__} "
                          f"{clip(repr(path))}")
     step, best = checked_step("step", step, path), checked_bool("best", best)
+    if limit is not None and (not isinstance(limit, int | np.integer) or isinstance(limit, bool)
+                              or limit < 1):
+        raise InputError(f"limit must be None (every word) or an integer >= 1 (the first N "
+                         f"words), got {clip(repr(limit))}; e.g. limit=100000")
     p = Path(path)
     if not p.exists():
         raise MissingFileError(f"{p} does not exist; pass a run folder, a checkpoint folder or "
@@ -479,7 +489,7 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
         if step is not None and best:  # said here, not by find_checkpoint, to name arguments
             raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "
                              "pass one of them")
-        return _load_checkpoint(p, step=step, best=best)
+        return _load_checkpoint(p, step=step, best=best, limit=limit)
     if step is not None or best:
         raise InputError(f"{spell('--step')}/{spell('--best')} choose a checkpoint of a run "
                          f"folder, but {p} is a file; drop them or pass the run folder")
@@ -487,14 +497,69 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False) -> Vect
         from embedlab.export.npy import read_npy
 
         words, matrix, counts = read_npy(p)
-        return Vectors(tuple(words), matrix, counts, str(p))
+        return _first(words, matrix, counts, str(p), limit)
+    _refuse_pickle(p)
     from embedlab.export.word2vec import read_word2vec
 
     words, matrix = read_word2vec(p)
-    return Vectors(tuple(words), matrix, None, str(p))
+    return _first(words, matrix, None, str(p), limit)
 
 
-def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
+#: gensim's ``KeyedVectors.load_word2vec_format`` options that ``load`` does without: what to do
+_GENSIM_LOAD_OPTIONS = {
+    "binary": "binary= is not needed: load tells a binary word2vec file from a text one by its "
+              "content (and gzip, bzip2 or xz by their first bytes); drop binary=",
+    "fvocab": "fvocab=: load reads no separate vocabulary file; drop fvocab= (a run folder, or "
+              "an .npy export with its .vocab.tsv, carries the words' counts)",
+    "encoding": "encoding=: word2vec files are read as UTF-8; drop encoding=",
+    "unicode_errors": "unicode_errors=: bytes that are not UTF-8 in a word read as U+FFFD, with "
+                      "a warning (gensim's unicode_errors='replace'); drop unicode_errors=",
+    "datatype": "datatype=: vectors load as float32; drop datatype= (vec.matrix.astype(...) is "
+                "a copy of another type)",
+    "no_header": "no_header=: a word2vec file starts with its 'VOCAB_SIZE DIM' line; drop "
+                 "no_header= and add that line (the number of words and of values per word)",
+}
+
+
+def _refuse_gensim_options(options: dict[str, Any]) -> None:
+    """One line for the keyword arguments ``load`` does not take: gensim's say what to do
+    instead, other names list ``load``'s."""
+    hints = [_GENSIM_LOAD_OPTIONS[name] for name in options if name in _GENSIM_LOAD_OPTIONS]
+    if hints:
+        raise InputError("; ".join(hints))
+    raise InputError(f"load() takes no {', '.join(f'{n}=' for n in options)}; its arguments "
+                     "are path, step=, best= and limit=")
+
+
+def _refuse_pickle(path: Path) -> None:
+    """A pickle (gensim's ``model.save()``) is refused naming gensim's call that writes the
+    vectors as a word2vec file; it is never unpickled, which could run any code."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(2)
+    except OSError:
+        return  # the reader reports it
+    if len(head) == 2 and head[0] == 0x80 and 2 <= head[1] <= 5:  # pickle protocols 2 to 5
+        out = str(path.with_suffix(".bin"))
+        raise InputError(f"{path} is a pickle (gensim's model.save() or kv.save() writes one), "
+                         "which embedlab never loads (unpickling can run any code); in gensim, "
+                         "save the vectors as word2vec: model.wv.save_word2vec_format("
+                         f"{out!r}, binary=True) (kv.save_word2vec_format for KeyedVectors), "
+                         "and load that file")
+
+
+def _first(words: Sequence[str], matrix: np.ndarray, counts: np.ndarray | None, source: str,
+           limit: int | None) -> Vectors:
+    """:class:`Vectors` of the first ``limit`` words (``None``: all), copied out of the
+    larger arrays so that those can be freed."""
+    if limit is not None and limit < len(words):
+        words, matrix = words[:limit], np.array(matrix[:limit])
+        counts = None if counts is None else np.array(counts[:limit])
+    return Vectors(tuple(words), matrix, counts, source)
+
+
+def _load_checkpoint(path: Path, *, step: int | None, best: bool,
+                     limit: int | None = None) -> Vectors:
     from embedlab.checkpoint import find_checkpoint
     from embedlab.data.vocab import Vocab
 
@@ -527,7 +592,7 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool) -> Vectors:
     _check_recorded_words(vocab_file, vocab.words, ckpt, _state.get("vocabulary"))
     if not _trained_on_a_prepared_folder(run_dir):  # else RUN/prepared is not its source
         _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")
-    return Vectors(vocab.words, matrix, vocab.counts, str(ckpt))
+    return _first(vocab.words, matrix, vocab.counts, str(ckpt), limit)
 
 
 def _check_recorded_words(vocab_file: Path, words: Sequence[str], ckpt: Path,
