@@ -291,11 +291,12 @@ def test_most_similar_positional(pair: tuple[Vectors, KeyedVectors]) -> None:
 def test_most_similar_refuses_what_gensim_would_misread(
         pair: tuple[Vectors, KeyedVectors]) -> None:
     vec, _ = pair
-    with pytest.raises(TypeError) as type_error:
-        vec.most_similar("king", 3, topn=5)
-    assert str(type_error.value) == ("a second positional integer is the count k, and topn= is "
-                                     "a count too; pass one of them (negative=3, by name, is "
-                                     "row 3 as a negative key, as in gensim)")
+    for count in (3, np.int64(3)):
+        with pytest.raises(TypeError) as type_error:
+            vec.most_similar("king", count, topn=5)
+        assert str(type_error.value) == ("a second positional integer is the count k, and topn= "
+                                         "is a count too; pass one of them (negative=3, by name, "
+                                         "is row 3 as a negative key, as in gensim)")
     for kwargs, message in [
             ({"indexer": "annoy"}, "indexer='annoy': approximate indexes (gensim's "
                                    "AnnoyIndexer...) are not supported; drop indexer=: "

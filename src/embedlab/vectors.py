@@ -151,8 +151,8 @@ def _count_as_second_argument(method: Callable[_P, _R]) -> Callable[_P, _R]:
         if isinstance(count, int | np.integer) and not isinstance(count, bool):
             if kwargs.get("topn", 10) != 10:
                 raise TypeError(f"a second positional integer is the count k, and topn= is a "
-                                f"count too; pass one of them (negative={count!r}, by name, is "
-                                f"row {count!r} as a negative key, as in gensim)")
+                                f"count too; pass one of them (negative={int(count)}, by name, "
+                                f"is row {int(count)} as a negative key, as in gensim)")
             kwargs["k"] = one_of("k", kwargs.get("k"), "a second positional argument",
                                  int(count))
             args = args[:2]  # type: ignore[assignment]
