@@ -17,7 +17,11 @@ Where the dialect departs from gensim, on purpose:
 * ``save_word2vec_format`` writes ``fname`` and ``binary`` only (gensim's ``fvocab`` and
   its other options are refused unless at their defaults);
 * ``evaluate_word_pairs`` returns plain ``(statistic, p-value)`` tuples of floats;
-* ``restrict_vocab`` must be ``None`` (every word) or at least 1.
+* ``evaluate_word_analogies`` refuses a ``similarity_function`` other than ``"most_similar"``,
+  which gensim 4.4 accepts and ignores;
+* ``restrict_vocab`` must be ``None`` (every word) or at least 1;
+* a missing file is a :class:`MissingFileError`, an :class:`InputError` that is also gensim's
+  ``FileNotFoundError``.
 """
 
 from __future__ import annotations
