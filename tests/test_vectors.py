@@ -322,9 +322,11 @@ def test_load_says_what_to_do_with_gensims_options(vec: Vectors, tmp_path: Path)
                            "words), got 0; e.g. limit=100000"),
             ({"limit": True}, "limit must be None (every word) or an integer >= 1 (the first N "
                               "words), got True; e.g. limit=100000")]:
-        with pytest.raises(InputError) as info:
-            load(path, **kwargs)
-        assert str(info.value) == message
+        for loader in (load, embedlab.load):  # the package's load passes them on
+            with pytest.raises(InputError) as info:
+                loader(path, **kwargs)
+            assert str(info.value) == message
+    assert embedlab.load(path, limit=2).words == vec.words[:2]
 
 
 def test_a_gensim_pickle_is_refused_naming_gensims_export(tmp_path: Path) -> None:

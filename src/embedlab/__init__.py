@@ -33,20 +33,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from embedlab.vectors import Vectors
 
 
-def load(path: str | os.PathLike[str], *, step: int | None = None,
-         best: bool = False) -> Vectors:
+def load(path: str | os.PathLike[str], *, step: int | None = None, best: bool = False,
+         limit: int | None = None, **gensim_options: Any) -> Vectors:
     """Load word vectors from a run folder, a checkpoint folder, a word2vec text or binary file
     (also ``.gz``, ``.bz2``, ``.xz``; text or binary is told from the content) or a ``.npy``
     export with its ``.vocab.tsv``: a :class:`~embedlab.vectors.Vectors`, which answers
     gensim's ``KeyedVectors`` calls. For a run folder, ``step`` picks the checkpoint of that
-    step and ``best=True`` the best one (default: the newest verified); see
+    step and ``best=True`` the best one (default: the newest verified). ``limit=N`` keeps the
+    first N words, as gensim's ``load_word2vec_format(limit=N)`` (a run's N most frequent);
+    gensim's other options (``binary=``...) are refused saying what to do instead. See
     :func:`embedlab.vectors.load`.
 
     Imported lazily so that ``import embedlab`` stays cheap (no torch import).
     """
     from embedlab.vectors import load as _load
 
-    return _load(path, step=step, best=best)
+    return _load(path, step=step, best=best, limit=limit, **gensim_options)
 
 
 def checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
