@@ -501,7 +501,8 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False,
     _refuse_pickle(p)
     from embedlab.export.word2vec import read_word2vec
 
-    words, matrix = read_word2vec(p)
+    # the first limit records only are read: GoogleNews's 3M words are 3.6 GB
+    words, matrix = read_word2vec(p, limit)
     return _first(words, matrix, None, str(p), limit)
 
 

@@ -307,6 +307,24 @@ def test_rows_beyond_the_header_are_said_wherever_a_block_of_rows_ends(
     assert "the file goes on after the 2 words its header says" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_limit_reads_the_first_records_and_not_the_rest(
+        tmp_path: Path, binary: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    # gensim's limit=: a big file's first words, without reading (or judging) what follows
+    def record(word: bytes, value: float) -> bytes:
+        return word + (b" " + np.float32(value).tobytes() if binary else b" %g" % value) + b"\n"
+
+    path = tmp_path / ("v.bin" if binary else "v.txt")
+    path.write_bytes(b"4 1\n" + record(b"a", 1) + record(b"b", 2) + b"c")  # cut short
+    words, matrix = read_word2vec(path, limit=2)
+    assert words == ["a", "b"] and matrix[:, 0].tolist() == [1, 2]
+    theirs = KeyedVectors.load_word2vec_format(path, binary=binary, limit=2)
+    assert words == theirs.index_to_key
+    assert capsys.readouterr().err == ""  # not "the file goes on after the 2 words"
+    with pytest.raises(InputError, match="the file is cut short"):  # the whole file
+        read_word2vec(path)
+
+
 def test_a_byte_order_mark_before_the_header_is_read_past(tmp_path: Path) -> None:
     path = tmp_path / "bom.txt"
     path.write_bytes(b"\xef\xbb\xbf2 2\na 1 2\nb 3 4\n")  # an editor's UTF-8 with BOM

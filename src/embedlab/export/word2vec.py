@@ -153,7 +153,7 @@ def _compressing(raw: IO[bytes], path: Path) -> Iterator[IO[bytes]]:
             yield fh
 
 
-def read_word2vec(path: Path) -> tuple[list[str], np.ndarray]:
+def read_word2vec(path: Path, limit: int | None = None) -> tuple[list[str], np.ndarray]:
     """Read a word2vec text or binary file (detected from its content), plain or compressed
     with gzip, bzip2 or xz (detected from its first bytes, as GoogleNews' ``.bin.gz`` ships).
 
@@ -163,15 +163,18 @@ def read_word2vec(path: Path) -> tuple[list[str], np.ndarray]:
     Text rows may separate their fields by runs of spaces or tabs (``%10.6f`` columns), and end
     in ``\\r\\n``. Words that are not valid UTF-8 (word2vec.c cuts words at 99 bytes, which can
     split a character) get U+FFFD for the bad bytes, with one warning, as gensim's
-    ``unicode_errors="replace"`` gives them.
+    ``unicode_errors="replace"`` gives them. ``limit``: read the first ``limit`` records only,
+    as gensim's ``limit=`` (the rest of a plain file is not read at all).
     """
     with _contents(path) as data:
         n, dim, pos = _parse_header(path, data)
+        whole = limit is None or limit >= n
+        n = n if limit is None else min(n, limit)
         # Before allocating anything of the header's size: a text row takes at least 2*D+1
         # bytes ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB
         # allocation.
         _check_size(path, data, pos, n, dim, 2 * dim + 1)
-        words, mat, replaced = _read_records(path, data, pos, n, dim)
+        words, mat, replaced = _read_records(path, data, pos, n, dim, whole=whole)
     if replaced:
         warn(f"{path}: {replaced} words are not valid UTF-8; their bad bytes read as U+FFFD")
     return _drop_duplicates(path, words, mat)
@@ -321,7 +324,7 @@ def _fields(line: bytes) -> list[bytes]:
 
 
 def _read_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-                  dim: int) -> tuple[list[str], np.ndarray, int]:
+                  dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
     """The records, text or binary. A first row of a word and ``dim`` numbers is text (C
     strings hold no NUL byte, so no word does). Other content that is text (UTF-8 without a
     NUL byte, which binary float32 records practically never are) is read as text, so that a
@@ -329,21 +332,21 @@ def _read_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     spaces did read as binary); only a file named ``.bin`` is first tried as binary then, as
     a few records of binary can happen to be valid UTF-8. The rest is binary."""
     if _first_row_is_text(data, pos, dim):
-        return _read_text(path, data, pos, n, dim)
+        return _read_text(path, data, pos, n, dim, whole=whole)
     if not _is_text(data, pos):
-        return _read_binary_records(path, data, pos, n, dim)
+        return _read_binary_records(path, data, pos, n, dim, whole=whole)
     if format_suffix(path) == ".bin":
         try:
-            return _read_binary_records(path, data, pos, n, dim)
+            return _read_binary_records(path, data, pos, n, dim, whole=whole)
         except InputError:
             pass  # the text reader names what is wrong with the rows
-    return _read_text(path, data, pos, n, dim)
+    return _read_text(path, data, pos, n, dim, whole=whole)
 
 
 def _read_binary_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-                         dim: int) -> tuple[list[str], np.ndarray, int]:
+                         dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
     _check_size(path, data, pos, n, dim, 4 * dim + 2)  # "w" + " " + D float32
-    words, mat, replaced = _read_binary(path, data, pos, n, dim)
+    words, mat, replaced = _read_binary(path, data, pos, n, dim, whole=whole)
     check_finite(path, words, mat, "record")
     return words, mat, replaced
 
@@ -384,7 +387,7 @@ def _word(raw: bytes) -> tuple[str, bool]:
 
 
 def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-               dim: int) -> tuple[list[str], np.ndarray, int]:
+               dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
     """Rows parsed a block of lines at a time: memory beyond the matrix stays bounded (one
     Python object per value of the whole file took 10 times the file's size)."""
     words: list[str] = []
@@ -431,7 +434,8 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
         row += len(lines)
         pos += sum(len(line) + 1 for line in lines)  # past the rows read, newlines included
         _done_with(data, pos)
-    _warn_if_more(path, data, pos, n)
+    if whole:
+        _warn_if_more(path, data, pos, n)
     return words, mat, replaced
 
 
@@ -449,7 +453,7 @@ def _first_non_number(words: list[str], values: list[bytes], dim: int, first_row
 
 
 def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-                 dim: int) -> tuple[list[str], np.ndarray, int]:
+                 dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
     """The records, and the count of their words that are not valid UTF-8."""
     width = 4 * dim
     words: list[str] = []
@@ -486,7 +490,8 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
                 _done_with(data, pos)
     finally:
         del buf  # a view of a mapped file must go before the mapping is closed
-    _warn_if_more(path, data, pos, n)
+    if whole:
+        _warn_if_more(path, data, pos, n)
     return words, mat, replaced
 
 
