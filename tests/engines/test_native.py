@@ -7,6 +7,7 @@ Agreement with the paper's per-pair loss is in test_word2vec.py (``engine="nativ
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -424,3 +425,33 @@ def test_negative_zero_is_hierarchical_softmax_only(tmp_path: Path,
     assert code == 2 and ("--negative must be an integer > 0, got 0; pass e.g. --negative 5 "
                           "(word2vec.c's -hs 1 -negative 0 is --loss hs, which takes "
                           "--negative 0)") in err
+
+
+_FORKED = """
+import hashlib, multiprocessing, sys
+import embedlab
+
+def train(run):
+    r = embedlab.train(corpus=sys.argv[1], run=run, dim=8, epochs=1, batch_size=32, threads=2,
+                       progress=False, tensorboard=False)
+    return hashlib.sha256(r.w_in.tobytes()).hexdigest()
+
+parent = train(sys.argv[2] + "/parent")
+with multiprocessing.get_context("fork").Pool(1) as pool:
+    child = pool.apply_async(train, (sys.argv[2] + "/child",)).get(timeout=60)
+print(parent == child)
+"""
+
+
+def test_a_process_forked_after_threads_ran_trains_on_one_thread_with_the_same_bits(
+        tmp_path: Path) -> None:
+    # libgomp's thread pool does not survive fork: a forked child's first parallel region
+    # waited forever for the parent's threads (multiprocessing.Pool's default start on Linux)
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
+    done = subprocess.run([sys.executable, "-c", _FORKED, str(corpus), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
+    assert done.stderr.count("this process was forked from one whose native engine ran OpenMP "
+                             "threads") == 1
+    assert "it trains on 1 thread, not 2 (the same bits, slower)" in done.stderr

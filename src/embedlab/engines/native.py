@@ -442,6 +442,31 @@ class NativeHierarchicalSoftmaxStep:
         return loss
 
 
+#: the process whose native engine was set up to run OpenMP threads (None before): a process
+#: forked from it (multiprocessing's default start on Linux) inherits libgomp's state but not
+#: its threads, and its first parallel region waits for them forever
+_parallel_pid: int | None = None
+
+
+def threads_here(threads: int) -> int:
+    """The threads this process's native engine may run: ``threads``, or 1 in a process forked
+    after its parent ran OpenMP threads (1 thread runs no team, and any number of threads gives
+    the same bits), with a warning that says how to have them all."""
+    global _parallel_pid
+    threads = max(1, threads)
+    if threads > 1 and _parallel_pid is not None and _parallel_pid != os.getpid():
+        from embedlab.errors import warn
+
+        warn(f"this process was forked from one whose native engine ran OpenMP threads "
+             f"(multiprocessing's default 'fork' start), whose thread pool a fork does not "
+             f"carry over: it trains on 1 thread, not {threads} (the same bits, slower); start "
+             f"it with multiprocessing.get_context('spawn') (or 'forkserver') for all of them")
+        return 1
+    if threads > 1:
+        _parallel_pid = os.getpid()
+    return threads
+
+
 class NativeEngine(HostEngine):
     """The native engine: the fused C step on host NumPy parameters (hierarchical softmax on
     the Huffman tree ``tree``)."""
@@ -451,6 +476,7 @@ class NativeEngine(HostEngine):
     def __init__(self, cfg: StepConfig, params: Word2VecParams, log_kq: np.ndarray | None,
                  rows: int, threads: int = 1, *, tree: HuffmanTree | None = None) -> None:
         step: NativeWord2VecStep | NativeHierarchicalSoftmaxStep
+        threads = threads_here(threads)
         if tree is not None:
             step = NativeHierarchicalSoftmaxStep(cfg, params, tree, rows, threads)
         else:
