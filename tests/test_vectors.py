@@ -605,3 +605,18 @@ def test_a_vocabulary_reordered_with_its_copy_is_refused_by_the_checkpoints_reco
                             "trained with (its words or their order differ: edited, or "
                             "replaced?); restore it from the run's prepared corpus (its "
                             "vocab.tsv) or a backup")
+
+
+def test_vectors_do_not_change_with_the_array_they_were_given() -> None:
+    # a view of the caller's writable array changed under the cached norms: cosine -7.07
+    m = np.array([[1, 0], [0, 1], [1, 1]], np.float32)
+    v = Vectors(("a", "b", "c"), m)
+    v.most_similar("a", topn=2)
+    m[2] = [-10, 0]
+    assert v["c"].tolist() == [1, 1]
+    assert v.most_similar("a", topn=1)[0][0] == "c"
+    assert v.similarity("a", "c") == pytest.approx(2 ** -0.5)
+    frozen = np.array(m)
+    frozen.flags.writeable = False  # read-only: shared, not copied
+    assert np.shares_memory(Vectors(("a", "b", "c"), frozen).matrix, frozen)
+

@@ -181,7 +181,10 @@ class Vectors(KeyedVectorsDialect):
             raise InputError(f"{len(self.counts)} counts for {len(words)} words; pass one count "
                              "per word, in the words' order, or counts=None")
         if matrix.flags.writeable:
-            matrix = matrix.view()  # a read-only view; the caller's array stays writable
+            if isinstance(self.matrix, np.ndarray) and np.may_share_memory(matrix, self.matrix):
+                # the caller's array, which they may change: the norms would go stale (a
+                # cosine of -7); an array given read-only is shared as it is
+                matrix = matrix.copy()
             matrix.flags.writeable = False
         object.__setattr__(self, "words", words)
         object.__setattr__(self, "matrix", matrix)
@@ -556,6 +559,7 @@ def _first(words: Sequence[str], matrix: np.ndarray, counts: np.ndarray | None, 
     if limit is not None and limit < len(words):
         words, matrix = words[:limit], np.array(matrix[:limit])
         counts = None if counts is None else np.array(counts[:limit])
+    matrix.flags.writeable = False  # read here, nobody else's: Vectors need not copy it
     return Vectors(tuple(words), matrix, counts, source)
 
 
