@@ -157,6 +157,19 @@ def test_too_small_corpus(tmp_path: Path, tokens: int) -> None:
     assert target.read_text() == "precious\n"
 
 
+@pytest.mark.parametrize(("tokens", "got"), [(1e6, "the float 1000000.0"),
+                                              ("200000", "the str '200000'"),
+                                              (True, "the bool True")])
+def test_a_size_that_is_not_an_integer_is_told_so(tmp_path: Path, tokens: object,
+                                                  got: str) -> None:
+    # not "must be at least 110 tokens, got 1000000.0"
+    with pytest.raises(InputError) as e:
+        demo.write_demo_corpus(tmp_path / "d.txt", tokens=tokens)  # type: ignore[arg-type]
+    assert str(e.value) == (f"demo corpus size tokens= must be an integer, got {got}; pass e.g. "
+                            "tokens=1000000 (the default)")
+    assert not (tmp_path / "d.txt").exists()
+
+
 def test_missing_folder(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="mkdir -p"):
         demo.write_demo_corpus(tmp_path / "nope" / "d.txt", tokens=SMALL)

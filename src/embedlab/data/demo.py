@@ -105,7 +105,11 @@ def write_demo_corpus(path: str | os.PathLike[str], seed: int = 0, *,
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"demo seed must be an integer >= 0, got {seed!r}; pass e.g. seed=1")
-    if not isinstance(tokens, int) or tokens < 10 * _SENTENCE_LEN:
+    if not isinstance(tokens, int) or isinstance(tokens, bool):  # 1e6 is a float, "1000" text
+        got = f"the {type(tokens).__name__} {tokens!r}"
+        raise InputError(f"demo corpus size tokens= must be an integer, got {got}; pass e.g. "
+                         f"tokens={DEFAULT_TOKENS} (the default)")
+    if tokens < 10 * _SENTENCE_LEN:
         raise InputError(f"demo corpus size must be at least {10 * _SENTENCE_LEN} tokens, "
                          f"got {tokens!r}; use the default ({DEFAULT_TOKENS:,})")
     _check_target(Path(path))  # fail before spending time on generation
