@@ -1116,3 +1116,22 @@ def test_an_empty_path_is_refused_not_taken_for_none(corpus: Path, tmp_path: Pat
     with pytest.raises(InputError, match=re.escape(f"{flag} is empty (an unset variable?)")):
         embedlab.train(corpus=corpus, run=tmp_path / "r", **FAST, **call)
     assert not (tmp_path / "r").exists()
+
+
+def test_sigterm_while_sentences_are_written_unwinds_and_leaves_nothing(tmp_path: Path) -> None:
+    # the default action killed the process there, leaving runs/ with a hidden partial copy
+    import os
+    import signal
+
+    def sentences() -> Iterator[list[str]]:
+        for i in range(2000):
+            if i == 1000:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield ["the", "cat", "sat", "on", "the", "mat"]
+
+    with pytest.raises(TrainingInterrupted) as e:
+        embedlab.train(corpus=sentences(), run=tmp_path / "runs" / "x", epochs=1, threads=1)
+    assert e.value.exit_code == 128 + signal.SIGTERM
+    assert str(e.value).startswith("stopped by SIGTERM before training began or after it ended")
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

@@ -269,8 +269,13 @@ def _train_call(explicit: dict[str, Any], sentences: Iterable[Sequence[str]] | N
 
             stack.enter_context(progress_to(on_progress))
         if sentences is not None:
-            explicit = _with_sentences(stack, sentences, explicit, preset, run, runs_dir,
-                                       restart)
+            from embedlab.run.signals import terminate_as_interrupt
+
+            # a SIGTERM while they are written unwinds as Ctrl-C does: the partial file and
+            # the folders made for it go, and the stop is said (it killed the process there)
+            with terminate_as_interrupt():
+                explicit = _with_sentences(stack, sentences, explicit, preset, run, runs_dir,
+                                           restart)
         return _run(explicit, run, runs_dir, preset, restart, from_checkpoint)
 
 
