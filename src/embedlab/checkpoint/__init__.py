@@ -41,7 +41,13 @@ from embedlab.checkpoint.format import (
     save_tensors,
 )
 from embedlab.checkpoint.index import INDEX_FILE, read_index
-from embedlab.checkpoint.load import find_checkpoint, lists_them, load_checkpoint, tensor_specs
+from embedlab.checkpoint.load import (
+    find_checkpoint,
+    lists_them,
+    load_checkpoint,
+    load_latest,
+    tensor_specs,
+)
 from embedlab.checkpoint.manager import CheckpointManager
 
 __all__ = [
@@ -56,6 +62,7 @@ __all__ = [
     "find_checkpoint",
     "lists_them",
     "load_checkpoint",
+    "load_latest",
     "parse_step",
     "read_index",
     "save_tensors",

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import shlex
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from embedlab.checkpoint.format import (
     verify,
 )
 from embedlab.checkpoint.index import INDEX_FILE, read_index
-from embedlab.checkpoint.manager import CheckpointInfo, CheckpointManager
+from embedlab.checkpoint.manager import RELISTS, CheckpointInfo, CheckpointManager
 from embedlab.errors import (
     InputError,
     import_torch,
@@ -94,23 +95,90 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
             raise InputError(f"{p} has no checkpoint at step {step} (available: {have}); {pick}")
         return _verified_or_fail(target)
     if best:
-        index = read_index(p)
-        if index.best is None:
-            raise InputError(f"{p} has no best checkpoint recorded in {p / INDEX_FILE}; "
-                             f"use the latest one (drop {spell('--best', True)}) or pick one "
-                             f"with {spell('--step')}")
-        return _verified_or_fail(root / ckpt_name(index.best))
-    found = CheckpointManager(p).latest()
-    if found is None:
-        raise no_checkpoint(p)
-    gone = [s for s in missing_listed(p) if s > (parse_step(found.name) or 0)]
-    if gone:
-        from embedlab.errors import warn
+        for reading in range(RELISTS + 1):
+            index = read_index(p)
+            if index.best is None:
+                raise InputError(f"{p} has no best checkpoint recorded in {p / INDEX_FILE}; "
+                                 f"use the latest one (drop {spell('--best', True)}) or pick "
+                                 f"one with {spell('--step')}")
+            target = root / ckpt_name(index.best)
+            if target.is_dir() or reading == RELISTS or \
+                    not any(s > index.best for s in committed_folders(root)):
+                return _verified_or_fail(target)
+            # a run in training deletes its old best once a better one is committed, then
+            # names that one in the index: read the index again
+            time.sleep(0.01)
+    return _newest_of(p)
 
-        # vectors of an older step must not go out (exported, published) unnoticed
-        warn(f"the index of {p} lists {ckpt_name(max(gone))}, which is not in {root} "
-             f"(deleted?): reading {found.name}, the newest checkpoint there")
-    return found
+
+def _newest_of(run: Path) -> Path:
+    """The newest verified checkpoint of run folder ``run`` (see
+    :meth:`CheckpointManager.newest`); one that the run's index lists and is gone from its
+    folder while none newer is there (deleted by hand) is said in a warning."""
+    root = run / CKPT_DIR
+    manager = CheckpointManager(run)
+    for listing in range(RELISTS + 1):
+        found, outpaced = manager.newest()
+        if found is None:
+            if outpaced:
+                raise InputError(f"the checkpoints of {run} were each deleted while they were "
+                                 f"read, {RELISTS + 1} times: a run in training there saves "
+                                 "newer ones (and its retention deletes the older) faster than "
+                                 "they can be read; try again, or train it with a larger "
+                                 f"{spell_name('--keep')}")
+            raise no_checkpoint(run)
+        missing = missing_listed(run)
+        # listed after the index was read: a listed checkpoint that a run in training deleted
+        # meanwhile has a newer one here (retention deletes only once a newer is committed)
+        present = committed_folders(root)
+        if not found.exists() and listing < RELISTS:
+            continue  # deleted since it was chosen: a newer one is there
+        gone = [s for s in missing if s > max(parse_step(found.name) or 0, *present)]
+        if gone:
+            from embedlab.errors import warn
+
+            # vectors of an older step must not go out (exported, published) unnoticed
+            warn(f"the index of {run} lists {ckpt_name(max(gone))}, which is not in {root} "
+                 f"(deleted?): reading {found.name}, the newest checkpoint there")
+        return found
+    raise AssertionError("unreachable")  # the last listing returns or raises
+
+
+def load_latest(run: Path | str, *, names: Iterable[str] | None = None,
+                rename: Mapping[str, str] | None = None,
+                state_spec: Mapping[str, Any] | None = None, framework: Framework = "numpy",
+                ) -> tuple[Path, dict[str, Any], dict[str, Any]]:
+    """``(folder, tensors, state)`` of the newest verified checkpoint of run folder ``run``:
+    :func:`find_checkpoint` and :func:`load_checkpoint` in one, for a run that another process
+    may be training. Its retention deletes a checkpoint once a newer one is committed, so the
+    one found can go before or while it is read: the newer one is then found and read (up to
+    :data:`~embedlab.checkpoint.manager.RELISTS` times over). The arguments are
+    :func:`load_checkpoint`'s."""
+    names = None if names is None else list(names)  # read once, whatever the attempts
+    for attempt in range(RELISTS + 1):
+        found = find_checkpoint(run)
+        try:
+            tensors, state = load_checkpoint(found, names=names, rename=rename,
+                                             state_spec=state_spec, framework=framework)
+        except InputError:
+            if found.exists() or attempt == RELISTS:
+                raise
+            continue  # deleted while read: a newer one was committed
+        return found, tensors, state
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def _newer_than(ckpt_dir: Path) -> Path | None:
+    """For a checkpoint folder that is gone, the newest one its run now holds, when it is newer
+    (a run in training committed it, then its retention deleted ``ckpt_dir``); else None."""
+    if ckpt_dir.exists() or ckpt_dir.parent.name != CKPT_DIR:
+        return None
+    newer = committed_folders(ckpt_dir.parent)
+    step = parse_step(ckpt_dir.name)
+    newest = max(newer, default=None)
+    if step is None or newest is None or newest <= step:
+        return None
+    return newer[newest]
 
 
 def missing_listed(run_dir: Path) -> list[int]:
@@ -335,8 +403,32 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
     missing tensors and the available ones. The state always has ``step`` (an int >= 0, that of
     the folder's name) and ``metrics`` (numbers); ``state_spec`` checks the caller's own fields
     (:func:`check_state`). A state of the wrong shape is a one-line :class:`InputError`.
+
+    A checkpoint deleted while it is read, while its run has a newer one (a run in training,
+    whose retention deletes a checkpoint once a newer one is committed), is a one-line
+    :class:`InputError` saying so; :func:`load_latest` reads the newer one instead.
     """
     ckpt_dir = Path(ckpt_dir)
+    there = ckpt_dir.is_dir()
+    try:
+        return _load_one(ckpt_dir, verify=verify, names=names, rename=rename,
+                         state_spec=state_spec, framework=framework)
+    except InputError:
+        newer = _newer_than(ckpt_dir) if there else None
+        if newer is None:
+            raise
+    run = ckpt_dir.parent.parent
+    fix = (f"read {newer.name} (embedlab.checkpoint.load_latest({os.fspath(run)!r}) reads the "
+           "newest of a run in training)") if python_caller() else \
+        "run the command again, which reads the newest"
+    raise InputError(f"checkpoint {ckpt_dir} was deleted while it was read: the run training "
+                     f"it saved {newer.name}, and its retention let {ckpt_dir.name} go; "
+                     f"{fix}") from None
+
+
+def _load_one(ckpt_dir: Path, *, verify: bool, names: Iterable[str] | None,
+              rename: Mapping[str, str] | None, state_spec: Mapping[str, Any] | None,
+              framework: Framework) -> tuple[dict[str, Any], dict[str, Any]]:
     if verify:
         _verified_or_fail(ckpt_dir)
     rename = dict(rename or {})

@@ -41,6 +41,11 @@ from embedlab.checkpoint.index import INDEX_FILE, Index, Role, read_index
 from embedlab.errors import InputError, rerun, resume_how, spell, spell_name, warn
 from embedlab.fsutil import atomic_write_text, commit_folder
 
+#: how many times a reader lists a run's checkpoints again when the one it chose is deleted
+#: before it is read: a run in training deletes each (its retention) once a newer one is
+#: committed, so every new listing holds a newer one
+RELISTS = 20
+
 
 @dataclass(frozen=True)
 class CheckpointInfo:
@@ -159,17 +164,37 @@ class CheckpointManager:
 
     def latest(self) -> Path | None:
         """The newest verified checkpoint; skips bad ones with a one-line warning each."""
-        folders = sorted(committed_folders(self.root).items(), reverse=True)
-        for n, (_step, path) in enumerate(folders):
-            problem = verify(path)
-            if problem is None:
-                return path
-            if not path.exists():  # deleted by a training run's retention while read
-                continue
-            then = "falling back to the previous one" if n + 1 < len(folders) else \
-                "no earlier checkpoint is left"
-            warn(f"skipping checkpoint {path}: {problem}; {then}")
-        return None
+        return self.newest()[0]
+
+    def newest(self) -> tuple[Path | None, bool]:
+        """:meth:`latest`, and whether the checkpoints chosen were deleted while they were read
+        :data:`RELISTS` times over (a run in training saving faster than they can be read),
+        which is why it found none when it finds none for that reason.
+
+        Retention deletes a checkpoint only once a newer one is committed, so one chosen and
+        then gone has a newer one beside it: the folders are listed again and that one is read,
+        not an older one (nor none at all, when every folder listed is gone)."""
+        warned: set[Path] = set()
+        for listing in range(RELISTS + 1):
+            folders = sorted(committed_folders(self.root).items(), reverse=True)
+            deleted = False
+            for n, (_step, path) in enumerate(folders):
+                problem = verify(path)
+                if problem is None:
+                    return path, False
+                if not path.exists():  # deleted by a training run's retention while read
+                    deleted = True
+                    if listing < RELISTS:
+                        break  # list again: a newer one was committed
+                    continue
+                if path not in warned:
+                    warned.add(path)
+                    then = "falling back to the previous one" if n + 1 < len(folders) else \
+                        "no earlier checkpoint is left"
+                    warn(f"skipping checkpoint {path}: {problem}; {then}")
+            if not deleted:
+                return None, False
+        return None, True
 
     def best(self) -> Path | None:
         """The best checkpoint named by the index, if it still verifies."""
