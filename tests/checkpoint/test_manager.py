@@ -23,6 +23,7 @@ from embedlab.checkpoint import (
 )
 from embedlab.checkpoint import format as ckpt_format
 from embedlab.checkpoint import manager as ckpt_manager
+from embedlab.errors import InputError
 
 from .sample import FIXTURE_OK, sample_tensors, save_sample
 
@@ -109,11 +110,57 @@ def test_best_max_mode_and_missing_metric(tmp_path: Path) -> None:
     m.save(1, sample_tensors(1), {}, {"loss": 3.0, "analogy": 0.2})
     m.save(2, sample_tensors(2), {}, {"loss": 2.0})  # no analogy: best unchanged
     m.save(3, sample_tensors(3), {}, {"analogy": 0.1})
-    m.save(4, sample_tensors(4), {}, {"analogy": math.nan})
+    m.save(4, sample_tensors(4), {}, {"analogy": 0.05})
     idx = read_index(tmp_path)
     assert idx.best == 1 and idx.best_value == 0.2 and idx.kept == (4,)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000001",
                                                                           "ckpt-00000004"]
+
+
+@pytest.mark.parametrize(("metrics", "message"), [
+    ({"loss": [1]}, "metrics['loss'] = [1] is not a number"),
+    ({"loss": "0.5"}, "metrics['loss'] = '0.5' is not a number"),
+    ({"loss": True}, "metrics['loss'] = True is not a number"),
+    ({"loss": np.bool_(True)}, "is not a number"),
+    ({"loss": None}, "metrics['loss'] = None is not a number"),
+    ({"loss": math.nan}, "metrics['loss'] = nan is not a finite number"),
+    ({"loss": -math.inf}, "metrics['loss'] = -inf is not a finite number"),
+    ({"loss": np.float32("inf")}, "metrics['loss'] = inf is not a finite number"),
+    ({"loss": 10 ** 400}, "is not a finite number"),
+    ({1: 0.5}, "metrics has the key 1, not a str"),
+    ([("loss", 0.5)], "metrics must be a dict of names to numbers, not list"),
+])
+def test_metrics_that_are_not_finite_numbers_are_refused_before_anything_is_written(
+        tmp_path: Path, metrics: object, message: str) -> None:
+    m = CheckpointManager(tmp_path)
+    save_sample(m, 1)
+    before = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    index = (tmp_path / "checkpoint").read_bytes()
+    with pytest.raises(InputError) as e:
+        m.save(2, sample_tensors(2), {}, metrics)  # type: ignore[arg-type]
+    text = str(e.value)
+    assert "\n" not in text and message in text and "e.g. {'loss': 0.5}" in text
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
+    assert (tmp_path / "checkpoint").read_bytes() == index
+
+
+def test_numpy_metrics_are_saved_as_plain_numbers(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    metrics = {"loss": np.float32(0.5), "analogy": np.float64(0.25), "seen": np.int64(7),
+               "words": 3}
+    path = m.save(1, sample_tensors(1), {"metrics": metrics}, metrics)
+    _, state = load_checkpoint(path)
+    assert state["metrics"] == {"loss": 0.5, "analogy": 0.25, "seen": 7, "words": 3}
+    assert type(state["metrics"]["seen"]) is int and read_index(tmp_path).best_value == 0.5
+
+
+def test_a_step_that_is_no_whole_number_is_refused(tmp_path: Path) -> None:
+    m = CheckpointManager(tmp_path)
+    for step in ("20", 20.0, -1, True):
+        with pytest.raises(InputError, match=r"step must be a whole number >= 0, got "):
+            m.save(step, sample_tensors(1), {}, {})  # type: ignore[arg-type]
+    assert not (tmp_path / "checkpoints").exists()
+    assert m.save(np.int64(3), sample_tensors(3), {}, {}).name == ckpt_name(3)
 
 
 def test_protect_keeps_resume_point_until_newer_commit(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import json
 import math
+import numbers
 import os
 import secrets
 import shutil
@@ -38,8 +39,17 @@ from embedlab.checkpoint.format import (
     write_tensors,
 )
 from embedlab.checkpoint.index import INDEX_FILE, Index, Role, read_index
-from embedlab.errors import InputError, rerun, resume_how, spell, spell_name, warn
-from embedlab.fsutil import atomic_write_text, commit_folder
+from embedlab.errors import (
+    InputError,
+    numpy_bool,
+    rerun,
+    resume_how,
+    spell,
+    spell_name,
+    step_number,
+    warn,
+)
+from embedlab.fsutil import atomic_write_text, clip, commit_folder
 
 #: how many times a reader lists a run's checkpoints again when the one it chose is deleted
 #: before it is read: a run in training deletes each (its retention) once a newer one is
@@ -71,6 +81,39 @@ def _better(value: float, best: float | None, mode: str) -> bool:
     if best is None or not math.isfinite(best):
         return True
     return value < best if mode == "min" else value > best
+
+
+def checked_metrics(metrics: Any) -> dict[str, int | float]:
+    """``metrics`` for :meth:`CheckpointManager.save`: a dict of names (str) to finite numbers
+    (int or float, NumPy's too, not bool), as plain ints and floats; anything else is one line
+    of :class:`InputError`, raised before a save writes anything (a value the best checkpoint
+    cannot be chosen by, or that a load would call damage, is never committed)."""
+    example = "e.g. {'loss': 0.5}"
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise InputError(f"metrics must be a dict of names to numbers, not "
+                         f"{type(metrics).__name__}; pass {example}")
+    out: dict[str, int | float] = {}
+    for name, value in metrics.items():
+        if not isinstance(name, str):
+            raise InputError(f"metrics has the key {clip(repr(name))}, not a str; name each "
+                             f"metric by a str, {example}")
+        if isinstance(value, bool) or numpy_bool(value) or not isinstance(value, numbers.Real):
+            raise InputError(f"metrics[{name!r}] = {clip(repr(value))} is not a number; pass "
+                             f"an int or a float (NumPy's too), {example}")
+        number = int(value) if isinstance(value, numbers.Integral) else float(value)
+        try:
+            finite = math.isfinite(number)
+        except OverflowError:  # an int beyond float's range
+            finite = False
+        if not finite:
+            shown = clip(repr(number if isinstance(number, float) else value))
+            raise InputError(f"metrics[{name!r}] = {shown} is not a finite number (the best "
+                             f"checkpoint is chosen by it); pass a finite value, {example}, "
+                             "or leave the metric out")
+        out[name] = number
+    return out
 
 
 def _is_leftover(name: str) -> bool:
@@ -279,10 +322,13 @@ class CheckpointManager:
         Raises :class:`CheckpointError` (one line: cause + fix) when the folder cannot be
         written; earlier checkpoints and the index are then untouched.
         """
-        if step < 0:
-            raise ValueError(f"step must be >= 0, got {step}")
+        number = step_number(step)
+        if number is None:
+            raise InputError(f"step must be a whole number >= 0, got {clip(repr(step))}; pass "
+                             "the number of steps trained, e.g. 2000")
+        step = number
+        metrics = checked_metrics(metrics)  # before anything is written
         started = time.perf_counter()
-        metrics = dict(metrics or {})
         final = self.root / ckpt_name(step)
         try:
             old_index = self.index()
