@@ -188,3 +188,55 @@ def test_a_run_being_trained_before_its_first_checkpoint_names_the_trainer(
         find_checkpoint(run)  # the trainer gone: train it
     with RunLock(run), pytest.raises(InputError, match="train it first"):
         find_checkpoint(run)  # this process's own lock
+
+
+@pytest.mark.parametrize(("framework", "kind"), [
+    ("numpy", np.ndarray), ("np", np.ndarray), ("pt", "Tensor"), ("torch", "Tensor")])
+def test_framework_names_numpy_or_torch_as_safetensors_does(tmp_path: Path, framework: str,
+                                                           kind: object) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    for names in (None, ["output_bias"]):  # one pass for all, or tensor by tensor
+        tensors, _ = load_checkpoint(path, names=names, framework=framework)  # type: ignore[arg-type]
+        for t in tensors.values():
+            assert isinstance(t, np.ndarray) if kind is np.ndarray else \
+                type(t).__name__ == kind and type(t).__module__ == "torch"
+
+
+@pytest.mark.parametrize("framework", ["tf", "jax", "flax", None, "NumPy", 1])
+def test_another_framework_is_refused_in_one_line(tmp_path: Path, framework: object) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    with pytest.raises(InputError) as e:
+        load_checkpoint(path, framework=framework)  # type: ignore[arg-type]
+    assert str(e.value) == (f"framework= must be 'numpy' (NumPy arrays) or 'pt' (torch "
+                            f"tensors), got {framework!r}; pass framework='numpy' or "
+                            "framework='pt'")
+
+
+def test_names_may_be_one_name(tmp_path: Path) -> None:
+    path = save_sample(CheckpointManager(tmp_path), 3)
+    tensors, _ = load_checkpoint(path, names="input_embeddings")
+    assert list(tensors) == ["input_embeddings"]
+    tensors, _ = load_checkpoint(path, names=(n for n in ["output_bias"]))  # any iterable
+    assert list(tensors) == ["output_bias"]
+    for names, got in ((5, "5"), ([1], "[1]"), (["a", None], "['a', None]")):
+        with pytest.raises(InputError) as e:
+            load_checkpoint(path, names=names)  # type: ignore[arg-type]
+        assert str(e.value) == (f"names= must be a tensor's name or a list of names (str), got "
+                                f"{got}; e.g. names=['input_embeddings']")
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"step": "20"}, "--step must be a checkpoint's step, an integer >= 0, got the str '20'"),
+    ({"step": 20.0}, "--step must be a checkpoint's step, an integer >= 0, got 20.0"),
+    ({"step": -1}, "--step must be a checkpoint's step, an integer >= 0, got -1"),
+    ({"best": "no"}, "best= must be True or False, got the str 'no'"),
+    ({"best": 1}, "best= must be True or False, got 1"),
+])
+def test_find_checkpoint_refuses_a_step_or_best_of_another_type(
+        tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
+    save_sample(CheckpointManager(tmp_path), 20)
+    with pytest.raises(InputError) as e:
+        find_checkpoint(tmp_path, **kwargs)  # type: ignore[arg-type]
+    assert "\n" not in str(e.value) and str(e.value).startswith(message)
+    assert find_checkpoint(tmp_path, step=np.int64(20), best=np.bool_(False)).name == \
+        "ckpt-00000020"

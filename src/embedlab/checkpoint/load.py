@@ -14,7 +14,7 @@ import shlex
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import safetensors.numpy
 from safetensors import safe_open
@@ -36,6 +36,8 @@ from embedlab.checkpoint.index import INDEX_FILE, read_index
 from embedlab.checkpoint.manager import RELISTS, CheckpointInfo, CheckpointManager
 from embedlab.errors import (
     InputError,
+    checked_bool,
+    checked_step,
     import_torch,
     python_caller,
     python_entry,
@@ -48,10 +50,12 @@ from embedlab.fsutil import clip
 def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = False) -> Path:
     """A verified checkpoint folder from a run folder or a checkpoint folder.
 
-    For a run folder: ``step`` picks that step, ``best`` the index's best, otherwise the newest
-    verified one (skipping bad ones with a warning). Raises :class:`InputError` naming the fix.
+    For a run folder: ``step`` (an integer >= 0, NumPy's too) picks that step, ``best`` (a
+    bool) the index's best, otherwise the newest verified one (skipping bad ones with a
+    warning). Raises :class:`InputError` naming the fix.
     """
     p = Path(path)
+    step, best = checked_step("step", step, p), checked_bool("best", best)
     if not p.exists():
         raise InputError(f"{p} does not exist; pass a run folder or a checkpoint folder")
     if step is not None and best:
@@ -144,9 +148,10 @@ def _newest_of(run: Path) -> Path:
     raise AssertionError("unreachable")  # the last listing returns or raises
 
 
-def load_latest(run: Path | str, *, names: Iterable[str] | None = None,
+def load_latest(run: Path | str, *, names: Iterable[str] | str | None = None,
                 rename: Mapping[str, str] | None = None,
-                state_spec: Mapping[str, Any] | None = None, framework: Framework = "numpy",
+                state_spec: Mapping[str, Any] | None = None,
+                framework: FrameworkName = "numpy",
                 ) -> tuple[Path, dict[str, Any], dict[str, Any]]:
     """``(folder, tensors, state)`` of the newest verified checkpoint of run folder ``run``:
     :func:`find_checkpoint` and :func:`load_checkpoint` in one, for a run that another process
@@ -154,7 +159,8 @@ def load_latest(run: Path | str, *, names: Iterable[str] | None = None,
     one found can go before or while it is read: the newer one is then found and read (up to
     :data:`~embedlab.checkpoint.manager.RELISTS` times over). The arguments are
     :func:`load_checkpoint`'s."""
-    names = None if names is None else list(names)  # read once, whatever the attempts
+    names = _checked_names(names)  # read once, whatever the attempts
+    framework = _checked_framework(framework)
     for attempt in range(RELISTS + 1):
         found = find_checkpoint(run)
         try:
@@ -385,34 +391,64 @@ def _check_own_fields(ckpt_dir: Path, state: dict[str, Any]) -> None:
 
 # ---- loading ---------------------------------------------------------------------------------
 
+#: what ``framework=`` takes: ``"numpy"`` or ``"pt"``, or safetensors' other names for them
+FrameworkName = Literal["numpy", "np", "pt", "torch"]
+_FRAMEWORKS: dict[Any, Framework] = {"numpy": "numpy", "np": "numpy", "pt": "pt", "torch": "pt"}
+
+
+def _checked_framework(framework: Any) -> Framework:
+    try:
+        return _FRAMEWORKS[framework]
+    except (KeyError, TypeError):  # TypeError: an unhashable value
+        raise InputError(f"framework= must be 'numpy' (NumPy arrays) or 'pt' (torch tensors), "
+                         f"got {clip(repr(framework))}; pass framework='numpy' or "
+                         "framework='pt'") from None
+
+
+def _checked_names(names: Any) -> list[str] | None:
+    """``names=`` as a list: one str is one name (not its letters)."""
+    if names is None:
+        return None
+    if isinstance(names, str):
+        return [names]
+    listed = list(names) if isinstance(names, Iterable) else None
+    if listed is None or not all(isinstance(n, str) for n in listed):
+        raise InputError(f"names= must be a tensor's name or a list of names (str), got "
+                         f"{clip(repr(names if listed is None else listed))}; e.g. "
+                         "names=['input_embeddings']")
+    return listed
+
+
 def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
-                    names: Iterable[str] | None = None,
+                    names: Iterable[str] | str | None = None,
                     rename: Mapping[str, str] | None = None,
                     state_spec: Mapping[str, Any] | None = None,
-                    framework: Framework = "numpy",
+                    framework: FrameworkName = "numpy",
                     ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Load tensors and state of one checkpoint folder (no unpickling anywhere).
 
-    ``framework``: ``"numpy"`` gives NumPy arrays (and imports no torch, unless a tensor has a
-    dtype NumPy lacks: bfloat16 and float8 come back widened to float32); ``"pt"`` gives torch
-    tensors of the stored dtypes.
+    ``framework``: ``"numpy"`` (or ``"np"``) gives NumPy arrays (and imports no torch, unless a
+    tensor has a dtype NumPy lacks: bfloat16 and float8 come back widened to float32); ``"pt"``
+    (or ``"torch"``) gives torch tensors of the stored dtypes; anything else is refused.
 
-    ``names``: stored tensor names to load (default: all). ``rename``: ``{new_name: stored_name}``
-    (the CLI's ``--map new=old``); stored names not mentioned keep their names, and a stored
-    name in ``rename`` is loaded even when ``names`` omits it. Raises :class:`InputError` naming
-    missing tensors and the available ones. The state always has ``step`` (an int >= 0, that of
-    the folder's name) and ``metrics`` (numbers); ``state_spec`` checks the caller's own fields
-    (:func:`check_state`). A state of the wrong shape is a one-line :class:`InputError`.
+    ``names``: stored tensor names to load (a str: that one; default: all). ``rename``:
+    ``{new_name: stored_name}`` (the CLI's ``--map new=old``); stored names not mentioned keep
+    their names, and a stored name in ``rename`` is loaded even when ``names`` omits it.
+    Raises :class:`InputError` naming missing tensors and the available ones. The state always
+    has ``step`` (an int >= 0, that of the folder's name) and ``metrics`` (numbers);
+    ``state_spec`` checks the caller's own fields (:func:`check_state`). A state of the wrong
+    shape is a one-line :class:`InputError`.
 
     A checkpoint deleted while it is read, while its run has a newer one (a run in training,
     whose retention deletes a checkpoint once a newer one is committed), is a one-line
     :class:`InputError` saying so; :func:`load_latest` reads the newer one instead.
     """
     ckpt_dir = Path(ckpt_dir)
+    wanted, chosen = _checked_names(names), _checked_framework(framework)
     there = ckpt_dir.is_dir()
     try:
-        return _load_one(ckpt_dir, verify=verify, names=names, rename=rename,
-                         state_spec=state_spec, framework=framework)
+        return _load_one(ckpt_dir, verify=verify, names=wanted, rename=rename,
+                         state_spec=state_spec, framework=chosen)
     except InputError:
         newer = _newer_than(ckpt_dir) if there else None
         if newer is None:
