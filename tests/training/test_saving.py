@@ -73,3 +73,34 @@ def test_checkpoint_every_and_checkpoint_secs_whichever_comes_first(
             last = step
     assert clock.saved == [*expected, result.step]
     assert result.step > 20 and expected[:6] == [4, 8, 10, 14, 18, 20]
+
+
+
+
+def test_vectors_that_overflow_while_evaluated_are_said_to_diverge(corpus: Path,
+                                                                    tmp_path: Path) -> None:
+    # the evaluation of vectors near float32's limit overflows: the save says the run
+    # diverged, with no NumPy warning on the way (an error under this suite's filters)
+    from embedlab.errors import InputError
+
+    pairs = tmp_path / "ws.tsv"
+    pairs.write_text("w0\tw1\t5\nw2\tw3\t2\nw4\tw5\t9\nw1\tw6\t1\n")
+    cfg = make_cfg(corpus, model={"dim": 8, "init_scale": 1e30}, max_steps=20,
+                   checkpoint={"every_steps": 1, "best_metric": "similarity/ws"},
+                   eval={"similarity": [str(pairs)], "every_steps": 1})
+    with pytest.raises(InputError, match=r"^training diverged by step \d+: "):
+        run_train(cfg, tmp_path / "run")
+
+
+def test_a_metric_that_is_not_a_number_is_left_out_of_the_checkpoint(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a checkpoint holds finite metrics only (CheckpointManager.save refuses others): a nan
+    # evaluation ranks nothing, and the run goes on
+    from embedlab.training.reporting import Reporter
+
+    monkeypatch.setattr(Reporter, "checkpoint_metrics",
+                        lambda self, evaluate=True: {"loss": 1.5, "analogy": math.nan})
+    result, _ = run_train(make_cfg(corpus, checkpoint={"every_steps": 5}), tmp_path / "run")
+    assert result.finished
+    _, state = load_checkpoint(find_checkpoint(tmp_path / "run"))
+    assert state["metrics"] == {"loss": 1.5}

@@ -310,7 +310,10 @@ class Reporter:
         """Evaluate the input vectors; the results join the metrics a checkpoint records."""
         run, state = self.run, self.run.state
         assert run.evaluator is not None
-        results = run.evaluator(run.vocab.words, run.engine.input_vectors)
+        # vectors that overflow (a run diverging, which the save says) score nan, without
+        # NumPy's warnings about the overflow on the way
+        with np.errstate(over="ignore", invalid="ignore"):
+            results = run.evaluator(run.vocab.words, run.engine.input_vectors)
         self._evaluated = (state.step, results)
         state.metrics.update(results)
         self.tracker.log_scalars(state.step, {f"eval/{k}": v for k, v in results.items()})

@@ -7,6 +7,7 @@ stretched to at least :data:`SAVE_TIME_FACTOR` times the last save's duration (2
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
@@ -104,7 +105,10 @@ class Saver:
         state.finished = final
         began = time.perf_counter()  # an evaluation for the checkpoint is not training time
         # a signal's save does not wait for one (a scheduler's SIGKILL may follow)
-        metrics = self.metrics(evaluate=not stopping)
+        # finite values only, which a checkpoint holds: an evaluation of vectors that overflow
+        # (Spearman nan) ranks nothing, and the check below says the run diverged
+        metrics = {k: v for k, v in self.metrics(evaluate=not stopping).items()
+                   if math.isfinite(v)}
         saved = {**state.state_dict(), "metrics": metrics}
         release_free_memory()  # the batch producer's freed chunks: summaries allocate next
 
