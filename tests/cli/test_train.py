@@ -2302,3 +2302,29 @@ def test_a_negative_group_that_does_not_divide_the_batch_is_said(
     code, err = train(capsys, "--corpus", corpus, *FAST, "--max-steps", "2", "--run",
                       tmp_path / "a", "--negative-group", "33", "--batch-size", "64")
     assert code == 0 and "resuming" in err and "does not divide" not in err
+
+
+def test_a_fresh_start_where_an_older_start_saved_nothing_resumes_to_the_same_bits(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a start of an older step revision that died before its first checkpoint left env.json:
+    # the fresh start kept that first record, and its first resume cut batches the old way
+    from embedlab.engines import STEP_REVISION
+
+    corpus = write_corpus(tmp_path / "c.txt")
+    dead = tmp_path / "dead"
+    assert train(capsys, "--corpus", corpus, "--run", dead, *FAST, "--max-steps", "1")[0] == 0
+    for name in ("checkpoints", "checkpoint", "status.json"):  # killed before its first save
+        path = dead / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    env = json.loads((dead / "env.json").read_text())
+    (dead / "env.json").write_text(json.dumps({**env, "step_revision": 5}))
+    shutil.copytree(dead, tmp_path / "once")
+    shutil.copytree(dead, tmp_path / "twice")
+    code, err = train(capsys, "--run", tmp_path / "once", *FAST, "--max-steps", "8")
+    assert code == 0 and "new run" in err
+    for steps in ("4", "8"):
+        assert train(capsys, "--run", tmp_path / "twice", *FAST, "--max-steps", steps)[0] == 0
+    assert (find_checkpoint(tmp_path / "once") / "tensors.safetensors").read_bytes() == \
+        (find_checkpoint(tmp_path / "twice") / "tensors.safetensors").read_bytes()
+    env = json.loads((tmp_path / "twice" / "env.json").read_text())
+    assert env["step_revision"] == STEP_REVISION and len(env["resumes"]) == 1

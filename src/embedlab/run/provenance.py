@@ -170,9 +170,12 @@ def _config_device(run_dir: Path) -> str:
 def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, seed: int,
                    streams: Sequence[str], processes: int = 1, step: int = 0,
                    command: str | None = None,
-                   kernel: Mapping[str, str] | None = None) -> Path:
+                   kernel: Mapping[str, str] | None = None, start: bool = False) -> Path:
     """Write ``RUN/env.json``; when one exists, append this record to its ``"resumes"`` list.
 
+    ``start``: the run starts from nothing (no checkpoint to resume), so this record is its
+    first and replaces what a start that saved nothing left: the first record says how the run
+    began (its training-step revision among it), which decides how its resumes cut batches.
     The record's ``device`` is taken from the engine of the run's ``config.json``, which is
     written first."""
     path = Path(run_dir) / ENV_FILE
@@ -180,7 +183,7 @@ def write_env_json(run_dir: Path | str, *, argv: Sequence[str], threads: int, se
                          device=_config_device(Path(run_dir)), processes=processes, step=step,
                          command=command, kernel=kernel)
     try:
-        existing = json.loads(path.read_text(encoding="utf-8"))
+        existing = None if start else json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         existing = None
     if isinstance(existing, dict):

@@ -217,7 +217,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if ckpt is None or trains:  # a call that trains nothing is no resume of the run
         write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
                        processes=1 if group is None else group.size, step=state.step,
-                       command=command, kernel=kernel)
+                       command=command, kernel=kernel, start=ckpt is None)
     vocab.save_tsv(run_dir / VOCAB_FILE)
     for line in started:
         print(line, file=out)
