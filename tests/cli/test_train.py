@@ -2328,3 +2328,29 @@ def test_a_fresh_start_where_an_older_start_saved_nothing_resumes_to_the_same_bi
         (find_checkpoint(tmp_path / "twice") / "tensors.safetensors").read_bytes()
     env = json.loads((tmp_path / "twice" / "env.json").read_text())
     assert env["step_revision"] == STEP_REVISION and len(env["resumes"]) == 1
+
+
+def test_restart_of_a_run_older_than_some_settings_names_the_defaults_it_takes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a config.json without init_scale and interleave: the run trained with 1 and 1, and the
+    # restart takes today's defaults for them, which "with its settings" alone did not say
+    corpus = write_corpus(tmp_path / "c.txt")
+    run = tmp_path / "run"
+
+    def made_before_them() -> None:
+        assert train(capsys, "--corpus", corpus, "--run", run, *FAST, "--max-steps", "1")[0] == 0
+        cfg = json.loads((run / "config.json").read_text())
+        del cfg["model"]["init_scale"], cfg["optim"]["interleave"]
+        (run / "config.json").write_text(json.dumps(cfg))
+
+    made_before_them()
+    code, err = train(capsys, "--run", run, "--restart", *FAST, "--max-steps", "1")
+    assert code == 0
+    assert ("; starting over with its settings and the ones given, and today's defaults for "
+            "those added since it was made (pass --init-scale 1 --interleave 1 to keep its "
+            "own)\n") in err
+    shutil.rmtree(run)
+    made_before_them()
+    code, err = train(capsys, "--run", run, "--restart", *FAST, "--max-steps", "1",
+                      "--interleave", "1")
+    assert code == 0 and "(pass --init-scale 1 to keep its own)\n" in err

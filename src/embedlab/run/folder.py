@@ -248,6 +248,31 @@ def restart_options(run_dir: Path, explicit: dict[str, Any]) -> dict[str, Any] |
     return overlay(base, explicit)
 
 
+def renewed_on_restart(run_dir: Path, explicit: dict[str, Any]) -> list[str]:
+    """The settings ``--restart`` of ``run_dir`` gives today's defaults where the run had other
+    values, as ``--option VALUE`` of the run's: those its config.json lacks (written before
+    they existed, its values implied) and ``explicit`` does not give (see
+    :func:`restart_options`)."""
+    from embedlab.config import LEGACY_VALUES, TrainConfig, option_spelled
+    from embedlab.errors import python_caller
+
+    try:
+        _, filled = _read_config(run_dir / CONFIG_FILE)
+    except (OSError, ValueError, TypeError, InputError):
+        return []
+    defaults = TrainConfig()
+    renewed = []
+    for dotted in sorted(filled):
+        section, _, key = dotted.partition(".")
+        flag = option_spelled(dotted)
+        if key in explicit.get(section, {}) or flag == dotted:  # given, or no option sets it
+            continue
+        if LEGACY_VALUES[dotted] != getattr(getattr(defaults, section), key):
+            value = f"{LEGACY_VALUES[dotted]:g}"
+            renewed.append(f"{flag}={value}," if python_caller() else f"{flag} {value}")
+    return renewed
+
+
 def _has_checkpoint(run_dir: Path | None) -> bool:
     if run_dir is None:
         return False

@@ -359,7 +359,7 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
     check_run_dir(run_dir)
     if restart and from_checkpoint:
         raise InputError(f"{spell('--restart', True)} and {_from()} exclude each other; pass one")
-    same_settings = False
+    same_settings, renewed = False, []
     init_from = explicit.get("init_from")
     if restart and init_from and run_dir.is_dir() and (
             Path(init_from).resolve() == run_dir.resolve()
@@ -381,6 +381,10 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
             given = explicit
             explicit, preset = _restarted(run_dir, explicit, preset)
             same_settings = explicit is not given
+            if same_settings:
+                from embedlab.run.folder import renewed_on_restart
+
+                renewed = renewed_on_restart(run_dir, given)
             # a bad value (--lr -1, --sample 1.5) is refused before the old run is moved aside
             # (and back)
             check_new_run(TrainConfig.from_dict(apply_preset(preset, explicit)), explicit)
@@ -405,7 +409,8 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
             if restart and run_dir.exists():
                 from embedlab.training.restart import old_run_moved_aside
 
-                stack.enter_context(old_run_moved_aside(run_dir, same_settings=same_settings))
+                stack.enter_context(old_run_moved_aside(run_dir, same_settings=same_settings,
+                                                        renewed=renewed))
             ahead = None if run_dir.exists() else _prepare_ahead(run_dir, explicit, preset)
             if ahead is not None:
                 stack.callback(ahead.cancel)

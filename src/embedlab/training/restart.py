@@ -13,7 +13,7 @@ import contextlib
 import errno
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from embedlab.errors import InputError, spell, warn
@@ -22,10 +22,13 @@ from embedlab.run.lock import RunLock
 
 
 @contextlib.contextmanager
-def old_run_moved_aside(run: Path, *, same_settings: bool = False) -> Iterator[Path]:
+def old_run_moved_aside(run: Path, *, same_settings: bool = False,
+                        renewed: Sequence[str] = ()) -> Iterator[Path]:
     """Move the run in ``run`` aside for the block (which starts the new run); yields where it
     went. Put back when the block fails and left no new run behind. ``same_settings``: the new
-    run takes the old one's settings (said in the line that says where it went)."""
+    run takes the old one's settings (said in the line that says where it went), except the
+    ``renewed`` ones (``--interleave 1``: the run's values, which it takes today's defaults
+    for)."""
     old_lock = _lock_for_restart(run)
     try:
         try:
@@ -41,6 +44,9 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False) -> Iterator[P
             old_lock.moved_to(moved)
         settings = "; starting over with its settings and the ones given" if same_settings \
             else ""
+        if same_settings and renewed:  # its config.json predates them
+            settings += (f", and today's defaults for those added since it was made (pass "
+                         f"{' '.join(renewed).rstrip(',')} to keep its own)")
         print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}{settings}",
               file=sys.stderr)
         from embedlab.training.trainer import CREATED_RUN
