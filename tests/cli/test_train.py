@@ -2055,6 +2055,32 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
     assert "resuming" in err and "ckpt-00000002" in err
 
 
+def test_a_moved_corpus_of_a_run_without_fingerprints_is_asked_back_in_its_place(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # checkpoints of an earlier version hold no fingerprint: --corpus at a new path is refused
+    # as another config, so "pass --corpus with its path" led nowhere
+    import embedlab.run.folder
+
+    (tmp_path / "made").mkdir()
+    text = write_corpus(tmp_path / "made" / "c.txt")
+    monkeypatch.chdir(tmp_path / "made")
+    run = tmp_path / "run"
+    assert train(capsys, "--run", run, "--corpus", "c.txt", *FAST, "--max-steps", "2")[0] == 0
+    shutil.rmtree(run / "prepared")
+    monkeypatch.chdir(tmp_path)
+    text.rename(tmp_path / "moved.txt")
+    monkeypatch.setattr(embedlab.run.folder, "holds_corpus_fingerprints", lambda run_dir: False)
+    code, err = train(capsys, "--run", run, *FAST)
+    assert_refused(code, err, f"the run keeps no prepared copy of it ({run / 'prepared'}); move "
+                              f"it back to {tmp_path / 'made' / 'c.txt'}: the run's checkpoints, "
+                              "made by an earlier version, hold no fingerprint of their corpus "
+                              "by which another path could stand for it")
+    (tmp_path / "moved.txt").rename(tmp_path / "made" / "c.txt")
+    code, err = train(capsys, "--run", run, *FAST, "--max-steps", "4")
+    assert code == 0 and "resuming" in err, err
+
+
 def test_a_damaged_prepared_copy_names_deleting_it_as_the_fix(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

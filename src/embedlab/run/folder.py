@@ -485,7 +485,7 @@ def _moved_corpus(run_dir: Path | None, stored: TrainConfig, explicit: dict[str,
     if run_dir is None or not isinstance(given, str) or given == old or \
             any(c in _LABELS or is_label(c) for c in (given, old)) or \
             os.path.exists(old) or not os.path.exists(given) or \
-            is_prepared(run_dir / "prepared") or not _fingerprinted(run_dir):
+            is_prepared(run_dir / "prepared") or not holds_corpus_fingerprints(run_dir):
         return stored, explicit
     if say:
         note(f"run {run_dir}'s corpus {old} is not found; reading {given} in its place (the "
@@ -495,7 +495,7 @@ def _moved_corpus(run_dir: Path | None, stored: TrainConfig, explicit: dict[str,
             {**explicit, "data": {**explicit["data"], "corpus": moved}})
 
 
-def _fingerprinted(run_dir: Path) -> bool:
+def holds_corpus_fingerprints(run_dir: Path) -> bool:
     """Whether every checkpoint of the run records its corpus's fingerprint."""
     from embedlab.checkpoint.format import CKPT_DIR, STATE_FILE, committed_folders
 

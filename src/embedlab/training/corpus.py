@@ -56,11 +56,21 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
             not Path(corpus).exists():
         # a trained run whose prepared copy is gone, its corpus not found from here: "pass an
         # existing file, 'text8' or 'demo'" would be refused as another corpus
-        from embedlab.run.folder import corpus_not_found
+        from embedlab.run.folder import (
+            corpus_not_found,
+            creation_folder,
+            holds_corpus_fingerprints,
+        )
 
+        fix = f"pass {spell('--corpus')} with its path"
+        if not holds_corpus_fingerprints(run_dir):  # another path: refused as another config
+            made_in = creation_folder(run_dir)
+            where = made_in / corpus if made_in is not None else Path(corpus)
+            fix = (f"move it back to {where}: the run's checkpoints, made by an earlier "
+                   "version, hold no fingerprint of their corpus by which another path could "
+                   "stand for it")
         raise InputError(f"{corpus_not_found(run_dir, corpus)}, and the run keeps no "
-                         f"prepared copy of it ({local}); pass {spell('--corpus')} with its "
-                         "path")
+                         f"prepared copy of it ({local}); {fix}")
     if ahead is not None and ahead.data == cfg.data:
         _warm_up(cfg)  # imports the final summaries need, while the child still works
         if ahead.take(local):
