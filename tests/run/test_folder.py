@@ -399,6 +399,23 @@ def test_a_run_named_before_the_min_lr_ratio_tag_is_still_found(tmp_path: Path) 
     assert choose_run_dir(tmp_path, other, None) == tmp_path / "demo-sg-d8-mlr0.5"
 
 
+def test_a_run_named_when_the_batch_default_was_1024_is_still_found(tmp_path: Path) -> None:
+    """--batch-size 1024 was the default, so its runs' names have no b1024 tag: the same
+    command finds such a run again rather than starting demo-sg-d8-b1024 from scratch."""
+    explicit: dict[str, Any] = {"model": {"dim": 8}, "optim": {"batch_size": 1024}}
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-b1024"
+    cfg, _ = resolve_config(None, explicit, None)
+    _store(tmp_path / "demo-sg-d8", cfg)  # as that version named it
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8"
+    # the command without --batch-size is another run (today's 2048), beside it
+    assert choose_run_dir(tmp_path, {"model": {"dim": 8}}, None) == tmp_path / "demo-sg-d8-2"
+    # and earlier still, without a newer tag too
+    explicit["optim"]["min_lr_ratio"] = 0.01
+    cfg, _ = resolve_config(None, explicit, None)
+    _store(tmp_path / "demo-sg-d8-2", cfg)
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-2"
+
+
 def _prepare(tmp_path: Path, *args: str) -> Path:
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=200)
     out = tmp_path / "prep"

@@ -38,7 +38,7 @@ from embedlab.errors import (
     spell_name,
     warn,
 )
-from embedlab.run.naming import run_name
+from embedlab.run.naming import earlier_run_names, run_name
 
 CONFIG_FILE = "config.json"
 
@@ -592,8 +592,8 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
     cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit))).resolve(
         say=False)  # resolve_config says it
     base = run_name(cfg)
-    old = run_name(cfg, legacy=True)
-    if old != base:  # a run an earlier version named without the newer tags resumes there
+    # a run an earlier version named (without the newer tags, by its defaults) resumes there
+    for old in earlier_run_names(cfg):
         for candidate in _named(runs_dir, old):
             if _resumes(candidate, cfg, explicit):
                 return candidate

@@ -37,19 +37,36 @@ def corpus_tag(corpus: str) -> str:
 _LATER_NAME_KEYS = frozenset({"optim.min_lr_ratio", "optim.interleave", "optim.micro_batches"})
 
 
-def run_name(cfg: TrainConfig, *, legacy: bool = False) -> str:
+#: defaults of earlier versions, whose run names left those values out (--batch-size 1024
+#: made no b1024 tag before the default became 2048)
+_EARLIER_DEFAULTS = {"optim.batch_size": 1024}
+
+
+def earlier_run_names(cfg: TrainConfig) -> list[str]:
+    """The names earlier versions gave a run of ``cfg``, other than :func:`run_name`'s: without
+    the tags of ``_LATER_NAME_KEYS``, and with the defaults they had (``_EARLIER_DEFAULTS``), so
+    that re-running an old command still finds its run."""
+    names = [run_name(cfg, legacy=legacy, earlier_defaults=earlier)
+             for legacy in (True, False) for earlier in (False, True)]
+    today = run_name(cfg)
+    return [n for i, n in enumerate(names) if n != today and n not in names[:i]]
+
+
+def run_name(cfg: TrainConfig, *, legacy: bool = False, earlier_defaults: bool = False) -> str:
     """A readable name from the hyperparameters that differ from the defaults.
 
     e.g. ``demo-sg``, ``text8-sg-lr0.5``, ``text8-cbow-nce-d128``. Uniqueness against existing
     folders is handled by the caller (it appends ``-2``, ``-3``... when a different config holds
-    the name). ``legacy``: the name earlier versions gave, without the tags of
-    ``_LATER_NAME_KEYS``, so that re-running an old command still finds its run.
+    the name). ``legacy``: without the tags of ``_LATER_NAME_KEYS``; ``earlier_defaults``: the
+    defaults of ``_EARLIER_DEFAULTS`` (see :func:`earlier_run_names`).
     """
     flat = flatten(cfg.to_dict())
     base_cfg = TrainConfig()
     if cfg.preset is not None:
         base_cfg = TrainConfig.from_dict(apply_preset(cfg.preset, {}))
     base = flatten(base_cfg.to_dict())
+    if earlier_defaults and cfg.preset is None:  # a preset's values are its own
+        base.update(_EARLIER_DEFAULTS)
     parts = [corpus_tag(cfg.data.corpus), "sg" if cfg.model.model == "skipgram" else "cbow"]
     if cfg.preset:
         parts.append(cfg.preset)
