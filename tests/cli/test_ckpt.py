@@ -505,3 +505,24 @@ def test_verify_of_a_run_whose_checkpoints_are_all_gone_exits_1(
         main(["ckpt", str(run), "--verify"])
     out, err = capsys.readouterr()
     assert e.value.code == 1 and "NO: missing" in out and "failed the check" in err
+
+
+def test_verify_after_a_kill_between_retention_and_the_index_passes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a save deletes what retention drops, then rewrites the index: killed in between, the
+    # index lists a deleted folder while a newer unlisted checkpoint is there, and the run
+    # resumes from that one; --verify called it damage, "restore them from a backup"
+    m = CheckpointManager(tmp_path / "run", keep=1)
+    tensors = {"input_embeddings": torch.zeros(4, 3)}
+    m.save(1, tensors, {"epoch": 0}, {"loss": 1.0})
+    index = (tmp_path / "run" / "checkpoint").read_text()
+    m.save(2, tensors, {"epoch": 0}, {"loss": 0.5})
+    (tmp_path / "run" / "checkpoint").write_text(index)  # the rewrite the kill cut short
+    main(["ckpt", str(tmp_path / "run"), "--verify"])
+    out, err = capsys.readouterr()
+    assert "missing" not in out and err == ""
+    assert find_checkpoint(tmp_path / "run").name == "ckpt-00000002"
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "ckpt-00000002")  # by hand: said
+    with pytest.raises(SystemExit) as e:
+        main(["ckpt", str(tmp_path / "run"), "--verify"])
+    assert e.value.code == 1 and "NO: missing" in capsys.readouterr()[0]

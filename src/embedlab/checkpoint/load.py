@@ -29,6 +29,7 @@ from embedlab.checkpoint.format import (
     Framework,
     ckpt_name,
     committed_folders,
+    has_manifest,
     parse_step,
     verify,
 )
@@ -191,10 +192,15 @@ def missing_listed(run_dir: Path) -> list[int]:
     """The steps ``RUN/checkpoint`` (the index) lists whose folders are gone from
     ``RUN/checkpoints`` (deleted by hand), sorted; those ``--from`` moved into
     ``checkpoints-abandoned-<time>/`` (an index written before --from rewrote it names them)
-    are not missing."""
+    are not missing, nor, where a checkpoint newer than every listed one is there, those its
+    save removed before a kill cut short the index's rewrite (retention deletes first, so that
+    it never leaves an unlisted folder; the next save rewrites the index)."""
     listed = read_index(run_dir).ours()
+    present = committed_folders(run_dir / CKPT_DIR)
+    if listed and any(s > max(listed) and has_manifest(p) for s, p in present.items()):
+        return []
     moved = {c.name for c in run_dir.glob(f"{CKPT_DIR}-abandoned-*/ckpt-*")}
-    return sorted(s for s in listed if ckpt_name(s) not in moved
+    return sorted(s for s in listed if ckpt_name(s) not in moved and s not in present
                   and not (run_dir / CKPT_DIR / ckpt_name(s)).exists())
 
 
