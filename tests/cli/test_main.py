@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import errno
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -326,3 +328,38 @@ def test_an_option_missing_its_value_points_to_its_commands_help(
     code, _, err = run_cli(argv, capsys)
     assert code == 2 and err == (f"embedlab: error: Option '{argv[-1]}' requires an argument. "
                                  f"(see 'embedlab {command} --help')\n")
+
+
+def test_sigterm_to_a_writing_command_removes_its_partial_output(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # SIGTERM's default action ended export where it stood: a hidden .out.bin.tmp-* as big as
+    # the export stayed behind, and nothing was said
+    import contextlib
+    import os
+    import signal
+
+    import numpy as np
+
+    import embedlab
+    from embedlab.export import word2vec
+
+    source = embedlab.Vectors(("a", "b", "c"), np.eye(3, dtype=np.float32)).to_word2vec(
+        tmp_path / "v.txt")
+    opened = word2vec._compressing
+
+    @contextlib.contextmanager
+    def killed_while_writing(raw: Any, path: Path) -> Iterator[Any]:
+        with opened(raw, path) as fh:
+            fh.write(b"3 3\n")
+            os.kill(os.getpid(), signal.SIGTERM)
+            yield fh
+
+    monkeypatch.setattr(word2vec, "_compressing", killed_while_writing)
+    with pytest.raises(SystemExit) as e:
+        main(["export", str(source), "--out", str(tmp_path / "out.bin")])
+    assert e.value.code == 128 + signal.SIGTERM
+    assert capsys.readouterr().err.endswith(
+        "embedlab: terminated (SIGTERM); the partial output is removed\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL

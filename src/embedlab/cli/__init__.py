@@ -265,6 +265,25 @@ def _one_dash_flags(args: list[str]) -> str | None:
     return f"{whose}, with embedlab's meanings: {meanings} ({dashes}{see})"
 
 
+#: the commands that write files, and the signals that stop them as Ctrl-C does (their own
+#: clean-up removes what is half written); prepare turns SIGTERM into its own exit, and train
+#: takes every signal over itself
+_WRITERS = {"export": (signal.SIGTERM, signal.SIGHUP), "visualize": (signal.SIGTERM, signal.SIGHUP),
+            "ckpt": (signal.SIGTERM, signal.SIGHUP), "prepare": (signal.SIGHUP,)}
+
+
+def _writers_stopped_cleanly() -> contextlib.AbstractContextManager[None]:
+    """For a command that writes files, SIGTERM and SIGHUP raise as Ctrl-C does while it runs:
+    their default action ended the process where it stood, leaving hidden temporary files (an
+    export's size) that nothing removes, and no word."""
+    signals = _WRITERS.get(_command_named() or "")
+    if signals is None:
+        return contextlib.nullcontext()
+    from embedlab.run.signals import terminate_as_interrupt
+
+    return terminate_as_interrupt(signals)
+
+
 def _reader_gone() -> bool:
     """Whether stdout's or stderr's reader has closed its end (``| head -1``): a pipe whose
     reader is gone polls as an error."""
@@ -307,7 +326,7 @@ def main(argv: list[str] | None = None) -> Any:
         foreign = _one_dash_flags(_invoked)  # loads the command (its options)
         if foreign is not None:
             _fail(foreign)
-        with messages_for("cli"):  # errors name flags (--dim), not arguments (dim=)
+        with messages_for("cli"), _writers_stopped_cleanly():  # errors name flags (--dim)
             return cli.main(args=argv, prog_name="embedlab", standalone_mode=False)
     except InputError as exc:
         # a process of the same torchrun run says it (the first of this machine's processes)
@@ -330,7 +349,14 @@ def main(argv: list[str] | None = None) -> Any:
         if not _said_by_another():
             click.echo("embedlab: stopped by SIGINT while starting; nothing was done", err=True)
         sys.exit(130)
-    except click.Abort:
+    except click.Abort as exc:
+        from embedlab.run.signals import Terminated
+
+        if isinstance(exc.__cause__, Terminated):  # see _writers_stopped_cleanly
+            name = signal.Signals(exc.__cause__.signum).name
+            click.echo(f"embedlab: terminated ({name}); the partial output is removed",
+                       err=True)
+            sys.exit(128 + exc.__cause__.signum)
         if not _said_by_another():  # every process of a run gets the Ctrl-C
             click.echo("embedlab: interrupted", err=True)
         sys.exit(130)

@@ -148,14 +148,16 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise :class:`Terminated` in the block, where their handler is the
-    default one (an ignored SIGHUP, under nohup, stays ignored; a caller's own handler is
-    left alone). The training loop's :class:`SignalFlag` takes them over while it trains."""
+def terminate_as_interrupt(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)
+                           ) -> Iterator[None]:
+    """SIGTERM and SIGHUP (``signals``) raise :class:`Terminated` in the block, where their
+    handler is the default one (an ignored SIGHUP, under nohup, stays ignored; a caller's own
+    handler is left alone). The training loop's :class:`SignalFlag` takes them over while it
+    trains."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {sig: signal.signal(sig, _raise_terminated) for sig in (signal.SIGTERM, signal.SIGHUP)
+    before = {sig: signal.signal(sig, _raise_terminated) for sig in signals
               if signal.getsignal(sig) == signal.SIG_DFL}
     try:
         yield
