@@ -160,3 +160,29 @@ def test_a_write_error_names_the_fix_of_its_cause(code: int, fix: str) -> None:
 
     message = str(write_error("v.txt", OSError(code, os.strerror(code)), "--out"))
     assert message == f"cannot write v.txt ({os.strerror(code)}); {fix}"
+
+
+def test_a_sweeping_write_removes_what_killed_writers_of_that_file_left(tmp_path: Path) -> None:
+    # an export killed outright (SIGKILL) leaves .v.bin.tmp-<pid>-*, an export's size, that
+    # nothing removed: the next export to that path does, when their process has ended
+    import subprocess
+    import sys
+
+    from embedlab.fsutil import atomic_open
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    gone = int(dead.stdout)
+    left = tmp_path / f".v.bin.tmp-{gone}-abcd1234"
+    left.write_bytes(b"half")
+    live = tmp_path / f".v.bin.tmp-{os.getpid()}-efgh5678"  # a writer still at work
+    live.write_bytes(b"busy")
+    other = tmp_path / f".w.bin.tmp-{gone}-abcd1234"  # another file's: not this write's to judge
+    other.write_bytes(b"half")
+    with atomic_open(tmp_path / "v.bin") as fh:  # without sweep: left alone
+        fh.write(b"1")
+    assert left.exists()
+    with atomic_open(tmp_path / "v.bin", sweep=True) as fh:
+        fh.write(b"2")
+    assert not left.exists() and live.exists() and other.exists()
+    assert (tmp_path / "v.bin").read_bytes() == b"2"

@@ -106,8 +106,12 @@ def output_target(path: Path, fix: str = "remove it or choose another file path"
 
 
 @contextlib.contextmanager
-def atomic_open(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
+def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
+                ) -> Iterator[IO[bytes]]:
     """A temporary binary file beside ``path``, renamed into place when the block succeeds.
+
+    The temporary is ``.NAME.tmp-<pid>-XXXX``. ``sweep``: first remove those of ``path`` whose
+    process is gone (killed mid-write: an export's size each, which nothing else removes).
 
     ``durable``: fsync the file before the rename and the folder after it, so that the new
     content survives a power cut; without it a reader still sees the old or the new file whole
@@ -121,7 +125,9 @@ def atomic_open(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
     """
     path = output_target(Path(path))
     parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=parent)
+    if sweep:
+        _remove_dead_temporaries(path, parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=parent)
     tmp = Path(tmp_name)
     try:
         with contextlib.suppress(OSError):  # e.g. FAT or some FUSE mounts: keep what we got
@@ -137,6 +143,21 @@ def atomic_open(path: Path, *, durable: bool = True) -> Iterator[IO[bytes]]:
         raise
     if durable:
         fsync_dir(parent)
+
+
+def _remove_dead_temporaries(path: Path, parent: Path) -> None:
+    """Delete ``.NAME.tmp-<pid>-*`` beside ``path`` whose process has ended."""
+    import glob
+
+    from embedlab.run.lock import pid_alive  # stdlib only
+
+    with contextlib.suppress(OSError):
+        for child in parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+            pid = child.name[len(path.name) + 6:].split("-", 1)[0]  # ".NAME.tmp-" is 6 more
+            if pid.isdigit() and not pid_alive(int(pid)) and child.is_file() and \
+                    not child.is_symlink():
+                with contextlib.suppress(OSError):
+                    child.unlink()
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:

@@ -149,7 +149,7 @@ def atomic_export(path: Path) -> Iterator[IO[bytes]]:
     """:func:`~embedlab.fsutil.atomic_open` for ``--out``: an OSError (permission denied,
     read-only filesystem, disk full) becomes a one-line InputError; ``path`` is left as it was."""
     try:
-        with atomic_open(path) as fh:
+        with atomic_open(path, sweep=True) as fh:  # and a killed export's leftovers
             yield fh
     except OSError as exc:
         raise write_error(path, exc, _out()) from None

@@ -156,7 +156,7 @@ def _save_atomic(fig: object, out: Path) -> None:
     import warnings
 
     try:
-        with atomic_open(out) as fh, warnings.catch_warnings(record=True) as caught:
+        with atomic_open(out, sweep=True) as fh, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fig.savefig(fh, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
     except OSError as exc:
