@@ -526,3 +526,24 @@ def test_verify_after_a_kill_between_retention_and_the_index_passes(
     with pytest.raises(SystemExit) as e:
         main(["ckpt", str(tmp_path / "run"), "--verify"])
     assert e.value.code == 1 and "NO: missing" in capsys.readouterr()[0]
+
+
+def test_a_subset_is_built_aside_and_what_a_killed_one_left_is_removed(
+        run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # killed outright mid-build, a subset left OUT/vocab.tsv and a checkpoint's tmp folder,
+    # and the same command was then refused: "a folder holding other files"
+    import subprocess
+    import sys
+
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                              capture_output=True, text=True, check=True).stdout)
+    left = tmp_path / f".sub.tmp-{gone}-abcd1234"
+    (left / "checkpoints").mkdir(parents=True)
+    (left / "vocab.tsv").write_text("a\t3\n")
+    main(["ckpt", str(run), "--export-subset", str(tmp_path / "sub")])
+    assert "exported input_embeddings, output_embeddings to " \
+        f"{tmp_path / 'sub' / 'checkpoints' / 'ckpt-00000005'}" in capsys.readouterr().out
+    assert not left.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".sub")) == []
+    tensors, _ = load_checkpoint(find_checkpoint(tmp_path / "sub"))
+    assert sorted(tensors) == ["input_embeddings", "output_embeddings"]

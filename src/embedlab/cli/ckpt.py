@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -104,6 +107,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     from embedlab.errors import InputError
     from embedlab.fsutil import (
         atomic_write_bytes,
+        fsync_dir,
         missing_folders,
         remove_empty_folders,
         write_error,
@@ -134,35 +138,62 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         except OSError as exc:
             raise InputError(f"cannot read {vocab_src} ({exc.strerror or exc}); make it "
                              "readable, then re-run the export (nothing was written)") from None
-    made = missing_folders(export)
-    copied = False
-    if vocabulary is not None:
-        try:
-            export.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(vocab_out, vocabulary)
-        except OSError as exc:
-            raise write_error(vocab_out, exc, "--export-subset") from None
-        copied = True
+    # built in a hidden sibling and renamed into place whole: a subset killed outright (which
+    # no clean-up reaches) leaves no half-made OUT that its own re-run would refuse as taken
+    made = missing_folders(export.parent)
     try:
-        out = CheckpointManager(export).save(src_step, tensors, state, {})
-    except BaseException as exc:
-        # leave no half-made folder: a retry must not find vocab.tsv or checkpoints/ "taken"
-        if copied:
-            vocab_out.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            (export / "checkpoints").rmdir()  # empty after a failed save (its tmp is gone)
+        export.parent.mkdir(parents=True, exist_ok=True)
+        _remove_dead_builds(export)
+        building = Path(tempfile.mkdtemp(prefix=f".{export.name}.tmp-{os.getpid()}-",
+                                         dir=export.parent))
+    except OSError as exc:
         remove_empty_folders(made)
-        if isinstance(exc, CheckpointError) and exc.os_error is not None:
-            # the save's own wording is training's ("re-run ... to resume"); an export is redone
-            # (by now what it wrote is removed, so OUT is as it was before the command)
+        raise write_error(export, exc, "--export-subset") from None
+    try:
+        if vocabulary is not None:
+            try:
+                atomic_write_bytes(building / "vocab.tsv", vocabulary)
+            except OSError as exc:
+                raise write_error(vocab_out, exc, "--export-subset") from None
+        try:
+            saved = CheckpointManager(building).save(src_step, tensors, state, {})
+        except CheckpointError as exc:
+            if exc.os_error is None:
+                raise
+            # the save's own wording is training's ("re-run ... to resume"); an export is
+            # redone (by now what it wrote is removed, so OUT is as it was before the command)
             raise write_error(f"the subset to {export}", exc.os_error, "--export-subset",
                               retry=", then re-run the export",
                               note=f" ({export} is left as it was)") from None
+        try:
+            os.rename(building, export)  # replaces an empty OUT; refused one is checked above
+        except OSError as exc:
+            raise write_error(export, exc, "--export-subset") from None
+        fsync_dir(export.parent)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        remove_empty_folders(made)
         raise
+    out = export / saved.relative_to(building)
+    copied = vocabulary is not None
     click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
     if not copied:
         click.echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
                    "neighbors/analogy/eval/export need a vocab.tsv beside its checkpoints/")
+
+
+def _remove_dead_builds(export: Path) -> None:
+    """Delete the hidden ``.OUT.tmp-<pid>-*`` folders of subsets to ``export`` whose process
+    was killed outright (SIGKILL, a power cut) while it built them."""
+    import glob
+
+    from embedlab.run.lock import pid_alive
+
+    for child in export.parent.glob(f".{glob.escape(export.name)}.tmp-*"):
+        pid = child.name[len(export.name) + 6:].split("-", 1)[0]  # ".OUT.tmp-" is 6 more
+        if pid.isdigit() and not pid_alive(int(pid)) and child.is_dir() and \
+                not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
 
 
 def _original_names(previous: object, rename: dict[str, str],
