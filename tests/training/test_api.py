@@ -1135,3 +1135,18 @@ def test_sigterm_while_sentences_are_written_unwinds_and_leaves_nothing(tmp_path
     assert str(e.value).startswith("stopped by SIGTERM before training began or after it ended")
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize("error", [ValueError("done"), KeyboardInterrupt("done")])
+def test_what_the_final_on_progress_call_raises_reaches_the_caller_as_itself(
+        corpus: Path, tmp_path: Path, error: BaseException) -> None:
+    # everything is saved by then; a KeyboardInterrupt was said as "stopped by SIGINT before
+    # training began or after it ended"
+    def at_the_end(progress: Progress) -> None:
+        if progress.final:
+            raise error
+
+    with pytest.raises(type(error)) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "run", **EVERY_3, on_progress=at_the_end)
+    assert e.value is error and not isinstance(e.value, TrainingInterrupted)
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "finished"

@@ -168,7 +168,11 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
         stopped.printed_by_another = said_by_another_process()  # torchrun signals them all
         raise stopped from None
     except KeyboardInterrupt as exc:
+        from embedlab.training.reporting import FINAL_CALLBACK_RAISED
+
         if isinstance(exc, TrainingInterrupted):  # saved, and said so
+            raise
+        if getattr(exc, FINAL_CALLBACK_RAISED, False):  # on_progress's last call: all saved
             raise
         # Ctrl-C while the corpus was prepared or the run set up: the same words as SIGTERM's
         kind = TrainingKeyboardInterrupt if python_caller() else TrainingInterrupted

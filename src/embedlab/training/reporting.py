@@ -188,7 +188,16 @@ class ProgressCallback:
     def end(self, progress: Progress) -> None:
         if self.failure is not None:  # in the last window: the end is saved already
             raise stopped_by(self.failure, progress.step)
-        self.callback(progress)
+        try:
+            self.callback(progress)
+        except KeyboardInterrupt as exc:  # reaches the caller as itself, not as a SIGINT
+            setattr(exc, FINAL_CALLBACK_RAISED, True)
+            raise
+
+
+#: marks a KeyboardInterrupt the final on_progress call raised, which embedlab.train passes
+#: on as it is (everything is saved by then), not as a Ctrl-C that stopped the run
+FINAL_CALLBACK_RAISED = "_embedlab_raised_by_final_on_progress"
 
 
 def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
