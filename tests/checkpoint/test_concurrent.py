@@ -8,6 +8,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,6 +46,19 @@ class Trainer:
             return save_sample(self.manager, self.step)
 
 
+def after(real: Callable[..., Any], action: Callable[[], object]) -> Callable[..., Any]:
+    """``real``, with ``action`` run once, after its first call (a save that lands between two
+    steps of a reader)."""
+    act = once(action)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        act()
+        return result
+
+    return call
+
+
 def once(action: Callable[[], object]) -> Callable[[], None]:
     done: list[bool] = []
 
@@ -61,15 +75,9 @@ def test_latest_lists_again_when_every_listed_checkpoint_was_deleted_meanwhile(
         capsys: pytest.CaptureFixture[str]) -> None:
     trainer = Trainer(tmp_path)
     trainer.save()
-    real = ckpt_manager.committed_folders
-    act = once(trainer.save)  # commits step 2, and retention deletes step 1
-
-    def listed_then_saved(root: Path) -> dict[int, Path]:
-        found = real(root)
-        act()
-        return found
-
-    monkeypatch.setattr(ckpt_manager, "committed_folders", listed_then_saved)
+    # commits step 2, and retention deletes step 1
+    monkeypatch.setattr(ckpt_manager, "committed_folders",
+                        after(ckpt_manager.committed_folders, trainer.save))
     assert CheckpointManager(tmp_path).latest() == tmp_path / "checkpoints" / ckpt_name(2)
     assert capsys.readouterr().err == ""
 
@@ -79,15 +87,8 @@ def test_find_checkpoint_of_a_run_in_training_is_its_newest_not_an_error(
         capsys: pytest.CaptureFixture[str]) -> None:
     trainer = Trainer(tmp_path)
     trainer.save()
-    real = ckpt_manager.committed_folders
-    act = once(trainer.save)
-
-    def listed_then_saved(root: Path) -> dict[int, Path]:
-        found = real(root)
-        act()
-        return found
-
-    monkeypatch.setattr(ckpt_manager, "committed_folders", listed_then_saved)
+    monkeypatch.setattr(ckpt_manager, "committed_folders",
+                        after(ckpt_manager.committed_folders, trainer.save))
     assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / ckpt_name(2)
     assert capsys.readouterr().err == ""
 
@@ -100,20 +101,11 @@ def test_no_deleted_warning_for_what_retention_deleted_while_the_index_was_read(
     deleted by hand, and not a reason to read an older one."""
     trainer = Trainer(tmp_path)
     trainer.save()
-    real = ckpt_manager.verify
-
     def two_saves() -> None:
         trainer.save()
         trainer.save(index=False, monkeypatch=monkeypatch)
 
-    act = once(two_saves)
-
-    def verified_then_saved(path: Path) -> str | None:
-        problem = real(path)
-        act()
-        return problem
-
-    monkeypatch.setattr(ckpt_manager, "verify", verified_then_saved)
+    monkeypatch.setattr(ckpt_manager, "verify", after(ckpt_manager.verify, two_saves))
     assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / ckpt_name(3)
     assert capsys.readouterr().err == ""
 

@@ -2020,13 +2020,10 @@ def test_a_damaged_prepared_copy_of_a_run_names_the_run_s_folder(
     assert code == 0, err
 
 
-def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The corpus not found from here and RUN/prepared gone: the fix is the corpus's path
-    (text8 or demo would be another corpus), and following it resumes the run on the moved
-    file, recorded under its new path; another text at a new path is refused by the
-    checkpoint's fingerprint of the corpus."""
+def _run_whose_corpus_moved(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run trained 2 steps from tmp_path/made on c.txt, without RUN/prepared, its corpus
+    moved to tmp_path/moved.txt, and the working folder tmp_path."""
     (tmp_path / "made").mkdir()
     text = write_corpus(tmp_path / "made" / "c.txt")
     monkeypatch.chdir(tmp_path / "made")
@@ -2035,6 +2032,17 @@ def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
     shutil.rmtree(run / "prepared")
     monkeypatch.chdir(tmp_path)
     text.rename(tmp_path / "moved.txt")
+    return run
+
+
+def test_a_trained_run_without_its_prepared_copy_or_corpus_names_both(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus not found from here and RUN/prepared gone: the fix is the corpus's path
+    (text8 or demo would be another corpus), and following it resumes the run on the moved
+    file, recorded under its new path; another text at a new path is refused by the
+    checkpoint's fingerprint of the corpus."""
+    run = _run_whose_corpus_moved(tmp_path, capsys, monkeypatch)
     code, err = train(capsys, "--run", run, *FAST)
     assert_refused(code, err, f"run {run}'s corpus c.txt (as its config.json names it) is not "
                               f"found from {tmp_path}, nor from {tmp_path / 'made'}, where the "
@@ -2062,14 +2070,7 @@ def test_a_moved_corpus_of_a_run_without_fingerprints_is_asked_back_in_its_place
     # as another config, so "pass --corpus with its path" led nowhere
     import embedlab.run.folder
 
-    (tmp_path / "made").mkdir()
-    text = write_corpus(tmp_path / "made" / "c.txt")
-    monkeypatch.chdir(tmp_path / "made")
-    run = tmp_path / "run"
-    assert train(capsys, "--run", run, "--corpus", "c.txt", *FAST, "--max-steps", "2")[0] == 0
-    shutil.rmtree(run / "prepared")
-    monkeypatch.chdir(tmp_path)
-    text.rename(tmp_path / "moved.txt")
+    run = _run_whose_corpus_moved(tmp_path, capsys, monkeypatch)
     monkeypatch.setattr(embedlab.run.folder, "holds_corpus_fingerprints", lambda run_dir: False)
     code, err = train(capsys, "--run", run, *FAST)
     assert_refused(code, err, f"the run keeps no prepared copy of it ({run / 'prepared'}); move "
