@@ -581,6 +581,16 @@ def test_a_checkpoint_deleted_by_retention_while_it_is_read_gives_way_to_the_new
     monkeypatch.setattr(ckpt_module, "load_checkpoint", gone_while_read)
     assert (load(run).matrix == 4.0).all()
 
+    def five_saves_while_read(path: Path, *args: object, **kwargs: object) -> object:
+        step = int(Path(path).name.removeprefix("ckpt-"))
+        if step < 9:  # each read loses its checkpoint to a newer one, five times over
+            manager.save(step + 1, {"input_embeddings": torch.full((2, 3), step + 1.0)}, {}, {})
+            raise FileNotFoundError(2, "No such file or directory")
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ckpt_module, "load_checkpoint", five_saves_while_read)
+    assert (load(run).matrix == 9.0).all()
+
 
 def test_a_vocabulary_reordered_with_its_copy_is_refused_by_the_checkpoints_record(
         tmp_path: Path) -> None:

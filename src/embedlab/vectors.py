@@ -582,7 +582,10 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool,
         raise InputError(f"no vocabulary {vocab_file} for checkpoint {ckpt}; the run folder is "
                          "incomplete - restore vocab.tsv or export vectors from another run")
     vocab = Vocab.load_tsv(vocab_file)
-    attempts = 3 if latest else 1
+    from embedlab.checkpoint.manager import RELISTS
+
+    # a run in training saving faster than it is read: as often as a listing is retried
+    attempts = RELISTS + 1 if latest else 1
     for attempt in range(1, attempts + 1):
         try:
             matrix, _state = load_input_embeddings(ckpt)
