@@ -70,26 +70,18 @@ def once(action: Callable[[], object]) -> Callable[[], None]:
     return run
 
 
-def test_latest_lists_again_when_every_listed_checkpoint_was_deleted_meanwhile(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("newest", [lambda run: CheckpointManager(run).latest(),
+                                    find_checkpoint], ids=["latest", "find_checkpoint"])
+def test_a_reader_lists_again_when_every_listed_checkpoint_was_deleted_meanwhile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        newest: Callable[[Path], Path | None]) -> None:
+    """A run in training: its newest checkpoint, not None nor an error."""
     trainer = Trainer(tmp_path)
     trainer.save()
     # commits step 2, and retention deletes step 1
     monkeypatch.setattr(ckpt_manager, "committed_folders",
                         after(ckpt_manager.committed_folders, trainer.save))
-    assert CheckpointManager(tmp_path).latest() == tmp_path / "checkpoints" / ckpt_name(2)
-    assert capsys.readouterr().err == ""
-
-
-def test_find_checkpoint_of_a_run_in_training_is_its_newest_not_an_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    trainer = Trainer(tmp_path)
-    trainer.save()
-    monkeypatch.setattr(ckpt_manager, "committed_folders",
-                        after(ckpt_manager.committed_folders, trainer.save))
-    assert find_checkpoint(tmp_path) == tmp_path / "checkpoints" / ckpt_name(2)
+    assert newest(tmp_path) == tmp_path / "checkpoints" / ckpt_name(2)
     assert capsys.readouterr().err == ""
 
 
