@@ -126,7 +126,7 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
     path = output_target(Path(path))
     parent = path.parent if str(path.parent) else Path(".")
     if sweep:
-        _remove_dead_temporaries(path, parent)
+        remove_dead_leftovers(path)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=parent)
     tmp = Path(tmp_name)
     try:
@@ -145,19 +145,26 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
         fsync_dir(parent)
 
 
-def _remove_dead_temporaries(path: Path, parent: Path) -> None:
-    """Delete ``.NAME.tmp-<pid>-*`` beside ``path`` whose process has ended."""
+def remove_dead_leftovers(path: Path, kinds: tuple[str, ...] = ("tmp",)) -> None:
+    """Delete the ``.NAME.<kind>-<pid>-*`` files and folders beside ``path`` that a writer
+    killed outright (SIGKILL, a power cut) left, once its process has ended: a live one may be
+    at work right now. A link among them goes, not what it points to."""
     import glob
 
     from embedlab.run.lock import pid_alive  # stdlib only
 
-    with contextlib.suppress(OSError):
-        for child in parent.glob(f".{glob.escape(path.name)}.tmp-*"):
-            pid = child.name[len(path.name) + 6:].split("-", 1)[0]  # ".NAME.tmp-" is 6 more
-            if pid.isdigit() and not pid_alive(int(pid)) and child.is_file() and \
-                    not child.is_symlink():
+    parent = path.parent if str(path.parent) else Path(".")
+    for kind in kinds:
+        with contextlib.suppress(OSError):
+            for child in parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+                pid = child.name[len(path.name) + len(kind) + 3:].split("-", 1)
+                if len(pid) != 2 or not pid[0].isdigit() or pid_alive(int(pid[0])):
+                    continue
                 with contextlib.suppress(OSError):
-                    child.unlink()
+                    if child.is_dir() and not child.is_symlink():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink()
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:

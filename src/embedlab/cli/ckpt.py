@@ -109,6 +109,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         atomic_write_bytes,
         fsync_dir,
         missing_folders,
+        remove_dead_leftovers,
         remove_empty_folders,
         write_error,
     )
@@ -143,7 +144,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     made = missing_folders(export.parent)
     try:
         export.parent.mkdir(parents=True, exist_ok=True)
-        _remove_dead_builds(export)
+        remove_dead_leftovers(export)  # a build killed outright
         building = Path(tempfile.mkdtemp(prefix=f".{export.name}.tmp-{os.getpid()}-",
                                          dir=export.parent))
     except OSError as exc:
@@ -180,20 +181,6 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     if not copied:
         click.echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
                    "neighbors/analogy/eval/export need a vocab.tsv beside its checkpoints/")
-
-
-def _remove_dead_builds(export: Path) -> None:
-    """Delete the hidden ``.OUT.tmp-<pid>-*`` folders of subsets to ``export`` whose process
-    was killed outright (SIGKILL, a power cut) while it built them."""
-    import glob
-
-    from embedlab.run.lock import pid_alive
-
-    for child in export.parent.glob(f".{glob.escape(export.name)}.tmp-*"):
-        pid = child.name[len(export.name) + 6:].split("-", 1)[0]  # ".OUT.tmp-" is 6 more
-        if pid.isdigit() and not pid_alive(int(pid)) and child.is_dir() and \
-                not child.is_symlink():
-            shutil.rmtree(child, ignore_errors=True)
 
 
 def _original_names(previous: object, rename: dict[str, str],

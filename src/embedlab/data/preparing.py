@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import numbers
 import os
 import secrets
@@ -46,7 +45,12 @@ from embedlab.data.prepared import (
 )
 from embedlab.data.vocab import PruneInfo
 from embedlab.errors import InputError, note, spell, spell_name, warn
-from embedlab.fsutil import commit_folder, missing_folders, remove_empty_folders
+from embedlab.fsutil import (
+    commit_folder,
+    missing_folders,
+    remove_dead_leftovers,
+    remove_empty_folders,
+)
 from embedlab.training.memory import release_free_memory
 
 
@@ -119,9 +123,9 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
     made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        _sweep_orphans(out)
+        remove_dead_leftovers(out, ("tmp", "old"))
         # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700; the pid in
-        # the name lets a later prepare remove it if this process is killed (_sweep_orphans)
+        # the name lets a later prepare remove it if this process is killed (remove_dead_leftovers)
         tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
         tmp.mkdir()
     except OSError as exc:
@@ -216,24 +220,6 @@ def _sigterm_cleans_up() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _sweep_orphans(out: Path) -> None:
-    """Remove ``.OUT.tmp-<pid>-*`` and ``.OUT.old-<pid>-*`` left beside ``out`` by a prepare
-    that was killed (SIGKILL, or a power cut) — each as big as a prepared corpus. Only those of
-    processes that have ended: a live one may be a prepare working right now.
-    """
-    from embedlab.run.lock import pid_alive  # stdlib only; no torch
-
-    for kind in ("tmp", "old"):
-        for path in out.parent.glob(f".{glob.escape(out.name)}.{kind}-*"):
-            pid = path.name[len(out.name) + len(kind) + 3:].split("-", 1)
-            if len(pid) != 2 or not pid[0].isdigit() or pid_alive(int(pid[0])):
-                continue
-            if path.is_symlink():  # an old --out that was a link: the link only
-                path.unlink(missing_ok=True)
-            else:
-                shutil.rmtree(path, ignore_errors=True)
 
 
 def _pruned_away(p: PruneInfo, limit: int, total: int, min_count: int) -> str:
