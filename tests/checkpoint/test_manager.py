@@ -6,6 +6,7 @@ import errno
 import json
 import math
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ from embedlab.checkpoint import (
 )
 from embedlab.checkpoint import format as ckpt_format
 from embedlab.checkpoint import manager as ckpt_manager
-from embedlab.errors import InputError
+from embedlab.errors import EmbedlabWarning, InputError, messages_for
 
 from .sample import FIXTURE_OK, sample_tensors, save_sample
 
@@ -368,6 +369,22 @@ def test_a_changed_best_metric_says_which_old_best_may_go(
     again.save(3, sample_tensors(3), {}, {"loss": 1.5})
     assert read_index(tmp_path).best == 3
     assert "ckpt-00000001, the best by analogy, stays only while --keep" in capsys.readouterr().err
+
+
+def test_a_warning_made_an_error_stops_a_whole_save(tmp_path: Path) -> None:
+    """A program that makes EmbedlabWarning an error: retention's warning is raised after the
+    index is rewritten and retention done, not between the commit and the index."""
+    first = CheckpointManager(tmp_path, keep=1, best_metric="analogy", best_mode="max")
+    first.save(1, sample_tensors(1), {}, {"loss": 3.0, "analogy": 0.30})
+    first.save(2, sample_tensors(2), {}, {"loss": 2.0, "analogy": 0.10})
+    again = CheckpointManager(tmp_path, keep=1, best_metric="loss", best_mode="min")
+    with messages_for("python"), warnings.catch_warnings():
+        warnings.simplefilter("error", EmbedlabWarning)
+        with pytest.raises(EmbedlabWarning, match="is now loss:min"):
+            again.save(3, sample_tensors(3), {}, {"loss": 1.5})
+    index = read_index(tmp_path)
+    assert (index.latest, index.best, index.best_metric) == (3, 3, "loss")
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000003"]
 
 
 def test_a_checkpoint_retention_cannot_delete_is_said(

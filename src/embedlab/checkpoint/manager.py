@@ -41,6 +41,7 @@ from embedlab.checkpoint.format import (
 from embedlab.checkpoint.index import INDEX_FILE, Index, Role, read_index
 from embedlab.errors import (
     InputError,
+    collecting_warnings,
     numpy_bool,
     rerun,
     resume_how,
@@ -356,8 +357,13 @@ class CheckpointManager:
         self._committed.add(step)
         if self._protected is not None and step > self._protected:
             self._protected = None
-        self._retain(step, old_index, metrics)
+        # Retention's warnings are said once the index is rewritten: a program that makes
+        # EmbedlabWarning an error then stops on a whole save, not one that deleted nothing yet.
+        with collecting_warnings() as said:
+            self._retain(step, old_index, metrics)
         self.last_save_seconds = time.perf_counter() - started
+        for message in said:
+            warn(message)
         return final
 
     def _save_error(self, step: int, exc: OSError) -> CheckpointError:
