@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
+import pickle
+import threading
 from pathlib import Path
 
 import pytest
 
 from embedlab.errors import (
     InputError,
+    ProcessLost,
+    TrainingInterrupted,
+    TrainingKeyboardInterrupt,
+    TrainingStoppedByError,
+    collecting_warnings,
     messages_for,
     python_caller,
     python_entry,
     spell,
     spell_metavar,
     spell_name,
+    warn,
 )
 
 
@@ -102,3 +111,57 @@ def test_a_python_call_warns_through_warnings_at_the_callers_line(
     assert capsys.readouterr().err == (
         f"embedlab: warning: {path}: 1 duplicate words; keeping the first vector of each (as "
         "gensim does)\n")
+
+
+def test_warnings_collected_in_one_thread_stay_in_that_thread(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs saving at once in two threads (each save collects retention's warnings): when
+    they enter and leave in crossed order, neither keeps the other's list, and warnings said
+    afterwards are said, not collected for good."""
+    entered, left_a = threading.Event(), threading.Event()
+    got: dict[str, list[str]] = {}
+
+    def a() -> None:
+        with collecting_warnings() as said:
+            entered.wait()
+            warn("from a")
+            got["a"] = said
+        left_a.set()
+
+    def b() -> None:
+        with collecting_warnings() as said:
+            entered.set()
+            left_a.wait()  # a leaves first: crossed order
+            warn("from b")
+            got["b"] = said
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == {"a": ["from a"], "b": ["from b"]}
+    capsys.readouterr()
+    warn("said")
+    assert capsys.readouterr().err == "embedlab: warning: said\n"
+
+
+@pytest.mark.parametrize("kind", [TrainingInterrupted, TrainingStoppedByError,
+                                  TrainingKeyboardInterrupt, ProcessLost])
+def test_stops_survive_pickle_and_copy(kind: type[TrainingInterrupted]) -> None:
+    """A stop raised in a multiprocessing worker reaches the parent (a Pool unpickles it)."""
+    stop = kind("saved step 3 — re-run the same command to resume", 143)
+    stop.printed_by_another = True
+    for again in (pickle.loads(pickle.dumps(stop)), copy.deepcopy(stop), copy.copy(stop)):
+        assert type(again) is kind and str(again) == str(stop)
+        assert (again.exit_code, again.printed_by_another) == (143, True)
+
+
+def test_a_stop_by_a_signal_is_no_exception_a_stop_by_an_error_is() -> None:
+    """As KeyboardInterrupt and SystemExit: ``except Exception`` in a sweep must not swallow
+    the user's Ctrl-C or a SIGTERM; the stop an error caused is caught as the error would be."""
+    assert not issubclass(TrainingInterrupted, Exception)
+    assert not issubclass(TrainingKeyboardInterrupt, Exception)
+    assert issubclass(TrainingKeyboardInterrupt, KeyboardInterrupt)
+    assert issubclass(TrainingStoppedByError, Exception)
+    assert issubclass(ProcessLost, TrainingStoppedByError)

@@ -60,14 +60,31 @@ def diverged(step: int, loss: float, saved_step: int, fix: str) -> InputError:
     return InputError(f"training diverged at step {step}: the loss became {loss}; {kept}. {fix}")
 
 
-class TrainingInterrupted(Exception):
-    """Raised inside the trainer after a signal-triggered save; carries the exit code."""
+class TrainingInterrupted(BaseException):
+    """A training call stopped after saving its step (or before it saved anything); carries
+    the exit code. Calling again resumes.
+
+    A stop by a signal (SIGINT, SIGTERM, SIGHUP) or by a ``SystemExit`` is, as Python's own
+    ``KeyboardInterrupt`` and ``SystemExit`` are, no ``Exception``: ``except Exception`` around
+    a call (a sweep that goes on past a configuration that fails) does not swallow the user's
+    Ctrl-C or the machine's SIGTERM. A stop caused by an error — an ``on_progress`` that raised
+    an ``Exception``, a lost process — is an :class:`TrainingStoppedByError`, which is one."""
 
     printed_by_another = False  # as InputError's
 
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the two arguments __init__ takes (pickle, copy and multiprocessing rebuild with them)
+        return type(self), (self.args[0] if self.args else "", self.exit_code), self.__dict__
+
+
+class TrainingStoppedByError(TrainingInterrupted, Exception):
+    """:class:`TrainingInterrupted` because of an error, not a signal: an ``on_progress``
+    callback raised an ``Exception`` (the ``__cause__``), or another process of the run stopped
+    for one. An ``Exception``, as the error itself would have been."""
 
 
 class TrainingKeyboardInterrupt(TrainingInterrupted, KeyboardInterrupt):
@@ -122,7 +139,7 @@ def acting_once_left_out() -> str:
     return f" without {' and '.join(names)}"
 
 
-class ProcessLost(TrainingInterrupted):
+class ProcessLost(TrainingStoppedByError):
     """A run trained by several processes stopped because one of them did (it died, its link
     broke) or disagrees; the checkpoints saved before are intact."""
 
@@ -135,19 +152,20 @@ class EmbedlabWarning(UserWarning):
 
 
 #: where :func:`warn` puts its messages instead of saying them: set in a helper process whose
-#: parent says them, to its own caller (see :mod:`embedlab.data.tokenise_child`)
-_COLLECTED: list[str] | None = None
+#: parent says them, to its own caller (see :mod:`embedlab.data.tokenise_child`), and around a
+#: save's retention. A context variable: each thread (two runs trained at once) has its own.
+_COLLECTED: ContextVar[list[str] | None] = ContextVar("embedlab_collected", default=None)
 
 
 @contextlib.contextmanager
 def collecting_warnings() -> Iterator[list[str]]:
     """Within the block, :func:`warn` collects its messages into the list it yields."""
-    global _COLLECTED
-    before, _COLLECTED = _COLLECTED, []
+    said: list[str] = []
+    token = _COLLECTED.set(said)
     try:
-        yield _COLLECTED
+        yield said
     finally:
-        _COLLECTED = before
+        _COLLECTED.reset(token)
 
 
 def warn(message: str) -> None:
@@ -157,8 +175,9 @@ def warn(message: str) -> None:
     :func:`messages_for`), an :class:`EmbedlabWarning` through ``warnings.warn``, so that a
     notebook or a program can filter it, record it, or make it an error, as it does the warnings
     of NumPy or gensim."""
-    if _COLLECTED is not None:
-        _COLLECTED.append(message)
+    collected = _COLLECTED.get()
+    if collected is not None:
+        collected.append(message)
         return
     if python_caller():
         import warnings

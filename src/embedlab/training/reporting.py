@@ -22,6 +22,7 @@ import numpy as np
 from embedlab.errors import (
     TrainingInterrupted,
     TrainingKeyboardInterrupt,
+    TrainingStoppedByError,
     acting_once_left_out,
 )
 from embedlab.run import status
@@ -210,7 +211,9 @@ def stopped_by(failure: BaseException, step: int) -> TrainingInterrupted:
     elif isinstance(failure, SystemExit):
         # sys.exit(3) in the callback: its status, as the process would have ended with
         kind, code = TrainingInterrupted, failure.code if isinstance(failure.code, int) else 1
-    else:
+    elif isinstance(failure, Exception):
+        kind, code = TrainingStoppedByError, 1
+    else:  # another BaseException: no Exception either
         kind, code = TrainingInterrupted, 1
     # the same callback would stop the resumed call at once, where it stopped this one
     fix = "with the same arguments" if isinstance(failure, KeyboardInterrupt) else \
