@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -630,3 +633,21 @@ def test_vectors_do_not_change_with_the_array_they_were_given() -> None:
     frozen.flags.writeable = False  # read-only: shared, not copied
     assert np.shares_memory(Vectors(("a", "b", "c"), frozen).matrix, frozen)
 
+
+
+@pytest.mark.parametrize("copy_of", [lambda v: pickle.loads(pickle.dumps(v)),
+                                     lambda v: pickle.loads(pickle.dumps(v, protocol=5)),
+                                     copy.deepcopy, copy.copy],
+                         ids=["pickle", "pickle-protocol-5", "deepcopy", "copy"])
+def test_a_copy_of_vectors_is_as_read_only_as_the_vectors(copy_of: Any) -> None:
+    """Writable arrays in a copy gave cosines above 1 once edited: the norms stayed cached."""
+    v = Vectors(("a", "b", "c"), np.array([[1, 0], [0, 1], [1, 1]], np.float32),
+                np.array([3, 2, 1]))
+    v.most_similar("a", topn=1)  # the norms cached, and copied with the rest
+    other = copy_of(v)
+    for name in ("matrix", "norms", "counts"):
+        with pytest.raises(ValueError, match="read-only"):
+            getattr(other, name)[0] = 7
+    assert other.words == v.words and other.most_similar("a", topn=2) == v.most_similar(
+        "a", topn=2)
+    assert np.array_equal(other.counts, [3, 2, 1]) and other.key_to_index == v.key_to_index

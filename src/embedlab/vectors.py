@@ -190,6 +190,14 @@ class Vectors(KeyedVectorsDialect):
         object.__setattr__(self, "matrix", matrix)
         object.__setattr__(self, "_index", index)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled or deep-copied: NumPy gives the arrays back writable, and an edit would
+        leave the cached norms stale (cosines above 1); they are read-only again, as loaded."""
+        for value in state.values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+        self.__dict__.update(state)
+
     # ---- basics ----------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.words)
