@@ -15,7 +15,12 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from embedlab.errors import EmbedlabWarning, InputError, TrainingInterrupted
+from embedlab.errors import (
+    EmbedlabWarning,
+    InputError,
+    TrainingInterrupted,
+    TrainingStoppedByError,
+)
 
 # Bitwise reproducibility of MKL, which PyTorch's CPU GEMMs call: without these MKL may choose a
 # kernel by memory alignment, or fewer threads under load, per call — and so sum in another
@@ -27,10 +32,13 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from embedlab.checkpoint.manager import CheckpointInfo
+    from embedlab.eval.analogy import AnalogyResult
+    from embedlab.eval.similarity import SimilarityResult
     from embedlab.training.api import Corpus
     from embedlab.training.reporting import Progress
     from embedlab.training.state import TrainResult
-    from embedlab.vectors import Vectors
+    from embedlab.vectors import UnknownWordError, Vectors
+    from embedlab.vectors_gensim import MissingFileError
 
 
 def load(path: str | os.PathLike[str], *, step: int | None = None, best: bool = False,
@@ -93,14 +101,35 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
                   device=device, on_progress=on_progress, **options)
 
 
-def __getattr__(name: str) -> Any:
-    """``embedlab.Vectors`` (what :func:`load` returns), imported when first asked for."""
-    if name == "Vectors":
-        from embedlab.vectors import Vectors
+#: the classes a caller meets (what :func:`load`, :func:`train` and :func:`checkpoints` return,
+#: what they raise), each imported from its module when first asked for: ``import embedlab``
+#: stays cheap, and a typed caller names them from here (``embedlab.TrainResult``)
+_LAZY = {
+    "Vectors": "embedlab.vectors",
+    "UnknownWordError": "embedlab.vectors",
+    "MissingFileError": "embedlab.vectors_gensim",
+    "TrainResult": "embedlab.training.state",
+    "Progress": "embedlab.training.reporting",
+    "CheckpointInfo": "embedlab.checkpoint.manager",
+    "AnalogyResult": "embedlab.eval.analogy",
+    "SimilarityResult": "embedlab.eval.similarity",
+}
 
-        return Vectors
+
+def __getattr__(name: str) -> Any:
+    """The classes of :data:`_LAZY`, imported when first asked for."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'embedlab' has no attribute {name!r}")
 
 
-__all__ = ["EmbedlabWarning", "InputError", "TrainingInterrupted", "Vectors", "__version__",
-           "checkpoints", "load", "train"]
+def __dir__() -> list[str]:  # dir(), help() and a REPL's completion list the lazy names too
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = ["AnalogyResult", "CheckpointInfo", "EmbedlabWarning", "InputError", "MissingFileError",
+           "Progress", "SimilarityResult", "TrainResult", "TrainingInterrupted",
+           "TrainingStoppedByError", "UnknownWordError", "Vectors", "__version__", "checkpoints",
+           "load", "train"]

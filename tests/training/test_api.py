@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import errno
 import hashlib
 import json
+import pickle
 import re
 import shutil
 import subprocess
@@ -388,6 +391,12 @@ def test_the_result_is_read_only_short_to_print_and_its_vectors_made_once(
                             f"{result.loss:.4f}; {words} words × 8 dims in {tmp_path / 'run'})")
     assert repr(result.vocab) == (f"Vocab({words} words: {result.vocab.words[0]!r}, "
                                   f"{result.vocab.words[1]!r}, {result.vocab.words[2]!r}, ...)")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.w_in = np.zeros_like(result.w_in)  # type: ignore[misc]
+    for again in (pickle.loads(pickle.dumps(result)), copy.deepcopy(result)):
+        assert not again.w_in.flags.writeable and np.array_equal(again.w_in, result.w_in)
+        assert np.shares_memory(again.w_in, again.vectors.matrix)
+        assert again.vectors.most_similar(0, k=3) == result.vectors.most_similar(0, k=3)
 
 
 def test_a_resume_refused_for_its_options_leaves_the_generator_unread(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,14 +178,15 @@ class TrainState:
         return out
 
 
-@dataclass(repr=False)
+@dataclass(frozen=True, repr=False)
 class TrainResult:
     """Where a call to train left the run: its folder, position, last logged loss, the input
-    vectors with their vocabulary, and the run's config.
+    vectors with their vocabulary, and the run's config. Frozen, as the run it describes is.
 
     ``w_in`` is the engine's array, not a copy, and read-only: :attr:`vectors` answers queries
     from the same memory and keeps each row's norm, which a change in place would leave stale.
-    ``w_in.copy()`` gives an array to change."""
+    ``w_in.copy()`` gives an array to change. A pickled and unpickled result is the same: its
+    ``w_in`` read-only, its :attr:`vectors` made again from it."""
 
     run_dir: Path
     step: int
@@ -201,7 +202,15 @@ class TrainResult:
         if self.w_in.flags.writeable:
             view = self.w_in.view()
             view.flags.writeable = False
-            self.w_in = view
+            object.__setattr__(self, "w_in", view)  # frozen: set once, here
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the fields only: `vectors`, made once from w_in, is made again from the copy
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)  # unpickled arrays are writable: read-only again
+        self.__post_init__()
 
     def __repr__(self) -> str:  # not the dataclass's: it would print every word and vector
         state = "finished" if self.finished else "stopped"
