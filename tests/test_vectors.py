@@ -651,3 +651,43 @@ def test_a_copy_of_vectors_is_as_read_only_as_the_vectors(copy_of: Any) -> None:
     assert other.words == v.words and other.most_similar("a", topn=2) == v.most_similar(
         "a", topn=2)
     assert np.array_equal(other.counts, [3, 2, 1]) and other.key_to_index == v.key_to_index
+
+
+_COUNT_FIX = "pass each word's count (how often it occurs) as an integer, or counts=None"
+_SHAPE_FIX = ("pass a list or 1-D array of the words' counts, in the words' order, or "
+              "counts=None")
+
+
+@pytest.mark.parametrize(("counts", "message"), [
+    (["x", "y"], f"counts[0] is str 'x', not a whole number >= 0; {_COUNT_FIX}"),
+    ([-3, 2], f"counts[0] is int -3, not a whole number >= 0; {_COUNT_FIX}"),
+    ([1.5, 2.0], f"counts[0] is float 1.5, not a whole number >= 0; {_COUNT_FIX}"),
+    (np.array([4.0, np.nan]), f"counts[1] is float nan, not a whole number >= 0; {_COUNT_FIX}"),
+    ([1, None], f"counts[1] is NoneType None, not a whole number >= 0; {_COUNT_FIX}"),
+    (np.array([True, False]), f"counts[0] is bool True, not a whole number >= 0; {_COUNT_FIX}"),
+    (np.zeros((2, 3)), "counts= must be one whole number >= 0 per word (2 of them), got an "
+                       f"array of shape (2, 3); {_SHAPE_FIX}"),
+    (5, f"counts= must be one whole number >= 0 per word (2 of them), got int 5; {_SHAPE_FIX}"),
+    ("ab", "counts= must be one whole number >= 0 per word (2 of them), got str 'ab'; "
+           f"{_SHAPE_FIX}"),
+    ([3], "1 counts for 2 words; pass one count per word, in the words' order, or counts=None"),
+])
+def test_counts_are_refused_unless_a_whole_number_per_word(counts: object, message: str) -> None:
+    """Counts were kept as given: a list of text, a negative count (exported to a vocab.tsv
+    that load refuses), 1.5 cut to 1 when written, a 2-D array, and a raw TypeError for 5."""
+    with pytest.raises(InputError) as info:
+        Vectors(("a", "b"), np.eye(2), counts)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+def test_counts_are_a_read_only_int64_copy(tmp_path: Path) -> None:
+    given = np.array([5, 3])
+    v = Vectors(["a", "b"], [[1.0, 0.0], [0.0, 1.0]], given)
+    given[0] = -1  # the caller's array is theirs to change
+    assert v.counts is not None and v.counts.tolist() == [5, 3]
+    assert v.counts.dtype == np.int64 and not v.counts.flags.writeable
+    for whole in ([5.0, 3.0], (5, np.int64(3)), np.array([5, 3], np.uint8)):
+        counts = Vectors(("a", "b"), np.eye(2), whole).counts
+        assert counts is not None and counts.tolist() == [5, 3] and counts.dtype == np.int64
+    v.to_npy(tmp_path / "v.npy")
+    assert load(tmp_path / "v.npy").counts.tolist() == [5, 3]  # type: ignore[union-attr]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import numbers
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from embedlab.errors import InputError, checked_bool, checked_step, python_entry, spell
 from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, parse_questions
@@ -129,6 +131,61 @@ def _checked_matrix(matrix: Any, words: tuple[str, ...]) -> np.ndarray:
     return matrix
 
 
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _is_count(value: Any) -> bool:
+    """Whether one item of ``counts=`` is a whole number that int64 holds (not a bool)."""
+    if isinstance(value, bool | np.bool_):
+        return False
+    if isinstance(value, numbers.Integral):
+        return 0 <= int(value) <= _INT64_MAX
+    if not isinstance(value, numbers.Real):
+        return False
+    number = float(value)
+    return number.is_integer() and 0 <= number < 2.0**63  # is_integer: False for NaN, inf
+
+
+def _checked_counts(counts: Any, words: int) -> np.ndarray | None:
+    """``Vectors``' counts as a read-only int64 copy (never the caller's array, which they may
+    change), a whole number >= 0 per word: what vocab.tsv holds and ``load`` reads back. Anything
+    else is a one-line :class:`InputError`."""
+    if counts is None:
+        return None
+    try:
+        array = None if isinstance(counts, str | bytes) else np.asarray(counts)
+    except (TypeError, ValueError):  # nested sequences of different lengths
+        array = None
+    if array is None or array.ndim != 1:
+        got = (f"an array of shape {counts.shape}" if isinstance(counts, np.ndarray) else
+               f"{type(counts).__name__} {clip(repr(counts))}")
+        raise InputError(f"counts= must be one whole number >= 0 per word ({words} of them), "
+                         f"got {got}; pass a list or 1-D array of the words' counts, in the "
+                         "words' order, or counts=None")
+    if len(array) != words:
+        raise InputError(f"{len(array)} counts for {words} words; pass one count per word, in "
+                         "the words' order, or counts=None")
+    # a fraction would be cut off, a negative count written to a vocab.tsv that load refuses
+    items: Sequence[Any] | np.ndarray = array
+    with np.errstate(invalid="ignore"):
+        if array.dtype.kind in "iu":
+            good = (array >= 0) & (array <= _INT64_MAX)
+        elif array.dtype.kind == "f":
+            good = (array >= 0) & (array < 2.0**63) & (np.floor(array) == array)
+        else:  # text, bools, objects; [1, "x"] is an array of text: its items as given
+            items = counts if isinstance(counts, Sequence) else array.tolist()
+            good = np.fromiter(map(_is_count, items), dtype=bool, count=len(array))
+    if not good.all():
+        i = int(np.flatnonzero(~good)[0])
+        value = items[i].item() if isinstance(items[i], np.generic) else items[i]
+        raise InputError(f"counts[{i}] is {type(value).__name__} {clip(repr(value))}, not a "
+                         "whole number >= 0; pass each word's count (how often it occurs) as "
+                         "an integer, or counts=None")
+    out = array.astype(np.int64)  # a copy, also of an int64 array
+    out.flags.writeable = False
+    return out
+
+
 def _refuse_duplicate(words: tuple[str, ...]) -> None:
     """Raise :class:`InputError` naming the first word listed twice."""
     first: dict[str, int] = {}
@@ -161,7 +218,7 @@ def _count_as_second_argument(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return call
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Vectors(KeyedVectorsDialect):
     """Words, their vectors (V×D float32, read-only) and, when known, their corpus counts."""
 
@@ -171,23 +228,25 @@ class Vectors(KeyedVectorsDialect):
     source: str = ""
     _index: dict[str, int] = field(init=False, repr=False)
 
-    def __post_init__(self) -> None:
-        words = _checked_words(self.words)
-        matrix = _checked_matrix(self.matrix, words)
-        index = {w: i for i, w in enumerate(words)}
-        if len(index) != len(words):
-            _refuse_duplicate(words)
-        if self.counts is not None and len(self.counts) != len(words):
-            raise InputError(f"{len(self.counts)} counts for {len(words)} words; pass one count "
-                             "per word, in the words' order, or counts=None")
-        if matrix.flags.writeable:
-            if isinstance(self.matrix, np.ndarray) and np.may_share_memory(matrix, self.matrix):
+    # __init__ is written out, not generated: it takes lists and other arrays, and the
+    # attributes' types are what it makes of them
+    def __init__(self, words: Sequence[str] | np.ndarray, matrix: ArrayLike,
+                 counts: ArrayLike | None = None, source: str = "") -> None:
+        checked = _checked_words(words)
+        array = _checked_matrix(matrix, checked)
+        index = {w: i for i, w in enumerate(checked)}
+        if len(index) != len(checked):
+            _refuse_duplicate(checked)
+        if array.flags.writeable:
+            if isinstance(matrix, np.ndarray) and np.may_share_memory(array, matrix):
                 # the caller's array, which they may change: the norms would go stale (a
                 # cosine of -7); an array given read-only is shared as it is
-                matrix = matrix.copy()
-            matrix.flags.writeable = False
-        object.__setattr__(self, "words", words)
-        object.__setattr__(self, "matrix", matrix)
+                array = array.copy()
+            array.flags.writeable = False
+        object.__setattr__(self, "words", checked)
+        object.__setattr__(self, "matrix", array)
+        object.__setattr__(self, "counts", _checked_counts(counts, len(checked)))
+        object.__setattr__(self, "source", source)
         object.__setattr__(self, "_index", index)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
