@@ -597,6 +597,25 @@ def test_evaluation_errors_name_python_arguments(pair: tuple[Vectors, KeyedVecto
                                "evaluate_analogies(path, method='3cosmul')")
 
 
+@pytest.mark.parametrize(("name", "call"), [
+    ("norm", lambda vec, _a, _p: vec.get_vector("king", norm="no")),
+    ("case_insensitive", lambda vec, a, _p: vec.evaluate_word_analogies(a, case_insensitive="no")),
+    ("dummy4unknown", lambda vec, a, _p: vec.evaluate_word_analogies(a, dummy4unknown="no")),
+    ("case_insensitive", lambda vec, _a, p: vec.evaluate_word_pairs(p, case_insensitive="no")),
+    ("dummy4unknown", lambda vec, _a, p: vec.evaluate_word_pairs(p, dummy4unknown="no")),
+])
+def test_a_bool_argument_refuses_what_is_not_a_bool(pair: tuple[Vectors, KeyedVectors],
+                                                    analogies: Path, word_pairs: Path,
+                                                    name: str, call: Any) -> None:
+    """"no" is truthy: get_vector(norm="no") returned the unit vector, the opposite."""
+    vec, _ = pair
+    with pytest.raises(InputError) as info:
+        call(vec, analogies, word_pairs)
+    assert str(info.value) == (f"{name}= must be True or False, got the str 'no'; pass e.g. "
+                               f"{name}=True")
+    np.testing.assert_array_equal(vec.get_vector("king", norm=np.bool_(False)), vec["king"])
+
+
 def test_a_missing_file_is_the_file_not_found_error_gensim_raises(
         pair: tuple[Vectors, KeyedVectors], tmp_path: Path) -> None:
     """Code ported from gensim catches OSError: a missing file is one, and an InputError."""

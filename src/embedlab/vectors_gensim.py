@@ -138,7 +138,7 @@ class KeyedVectorsDialect:
         """The vector of ``key``, a word or a row number (read-only); with ``norm`` scaled to
         unit length."""
         row = self.get_index(key)
-        if not norm:
+        if not checked_bool("norm", norm):
             return self.matrix[row]
         unit = self.matrix[row] / safe(self.norms[row : row + 1])[0]
         unit.flags.writeable = False
@@ -382,6 +382,8 @@ class KeyedVectorsDialect:
                              "similarity_function=, or for 3CosMul call "
                              "evaluate_analogies(path, method='3cosmul')")
         n = restricted(restrict_vocab, len(self))
+        case_insensitive = checked_bool("case_insensitive", case_insensitive)
+        dummy4unknown = checked_bool("dummy4unknown", dummy4unknown)
         lookup, group = vocabulary_keys(self.words, n, case_insensitive)
         names, quads, section_of = read_analogies(analogies, case_insensitive)
         ids = np.array([[lookup.get(w, -1) for w in q] for q in quads], dtype=np.int64)
@@ -411,6 +413,8 @@ class KeyedVectorsDialect:
         (and ``oov_ratio`` is then over all pairs, as gensim counts it)."""
         from scipy import stats  # imported here: see embedlab.eval.similarity
 
+        case_insensitive = checked_bool("case_insensitive", case_insensitive)
+        dummy4unknown = checked_bool("dummy4unknown", dummy4unknown)
         lookup, _ = vocabulary_keys(self.words, restricted(restrict_vocab, len(self)),
                                     case_insensitive)
         gold: list[float] = []
