@@ -691,3 +691,14 @@ def test_counts_are_a_read_only_int64_copy(tmp_path: Path) -> None:
         assert counts is not None and counts.tolist() == [5, 3] and counts.dtype == np.int64
     v.to_npy(tmp_path / "v.npy")
     assert load(tmp_path / "v.npy").counts.tolist() == [5, 3]  # type: ignore[union-attr]
+
+
+def test_an_unknown_metric_is_an_input_error_naming_the_metrics(vec: Vectors) -> None:
+    from embedlab.eval.neighbors import nearest
+
+    for query in ("the", "king", ["king", "man"]):
+        with pytest.raises(InputError) as info:
+            vec.most_similar(query, metric="manhattan")  # type: ignore[call-overload]
+        assert str(info.value) == "unknown metric 'manhattan'; use 'cosine' or 'euclidean'"
+    with pytest.raises(InputError, match=r"^unknown metric 'l1'; use 'cosine' or 'euclidean'$"):
+        nearest(vec.matrix, vec.norms, vec.matrix[0], 3, metric="l1")  # type: ignore[arg-type]

@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike
 
 from embedlab.errors import InputError, checked_bool, checked_step, python_entry, spell
 from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, parse_questions
-from embedlab.eval.neighbors import Metric, nearest, suggest
+from embedlab.eval.neighbors import Metric, check_metric, nearest, suggest
 from embedlab.eval.scoring import Method, analogy_scores, cosine_to_all, row_norms, top_k, unit_rows
 from embedlab.eval.similarity import (
     DEFAULT_RESTRICT,
@@ -342,6 +342,7 @@ class Vectors(KeyedVectorsDialect):
         and last positional argument, is ``k=5``; ``negative=5`` by name is row 5, as in gensim.
         """
         check_topn(topn)
+        check_metric(metric)  # before the query's checks, whose hints assume a known metric
         positive = one_of("positive", positive, "word", word)
         if k is not None:
             if topn != 10:  # topn's default: one of the two counts was meant, not both

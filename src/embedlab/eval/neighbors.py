@@ -8,6 +8,7 @@ from typing import Literal
 
 import numpy as np
 
+from embedlab.errors import InputError
 from embedlab.eval.scoring import safe, top_k
 
 Metric = Literal["cosine", "euclidean"]
@@ -24,17 +25,16 @@ def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
     is closer). Rows in ``exclude`` (e.g. the query words) are never returned. Equal scores
     come in row order (see :func:`~embedlab.eval.scoring.top_k`).
     """
+    check_metric(metric)
     q = np.asarray(query, dtype=np.float32)
     dot = matrix @ q  # V
     if metric == "cosine":
         qn = float(np.linalg.norm(q))
         scores = dot / (safe(norms) * (qn if qn > 0 else 1.0))
-    elif metric == "euclidean":
+    else:  # euclidean
         # ||x - q||² = ||x||² - 2 x·q + ||q||², one GEMV instead of a V×D difference
         sq = np.square(norms, dtype=np.float32) - 2 * dot + float(q @ q)
         scores = -np.maximum(sq, 0.0)  # negate so that "largest" means closest
-    else:
-        raise ValueError(f"unknown metric {metric!r}; use 'cosine' or 'euclidean'")
     excluded = sorted(set(exclude))
     scores[excluded] = -np.inf
     k = min(k, len(scores) - len(excluded))
@@ -43,6 +43,13 @@ def nearest(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, k: int, *,
     top = top_k(scores, k)
     values = np.sqrt(-scores[top]) if metric == "euclidean" else scores[top]
     return [(int(i), float(v)) for i, v in zip(top.tolist(), values.tolist(), strict=True)]
+
+
+def check_metric(metric: object) -> None:
+    """Raise :class:`InputError` unless ``metric`` is one :func:`nearest` ranks by: a user's
+    typo, not a bug (INTERFACES: what the user can fix is an InputError)."""
+    if not isinstance(metric, str) or metric not in METRICS:
+        raise InputError(f"unknown metric {metric!r}; use {' or '.join(map(repr, METRICS))}")
 
 
 def nearest_to_rows(matrix: np.ndarray, norms: np.ndarray, ids: Sequence[int],
