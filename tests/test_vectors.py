@@ -693,6 +693,27 @@ def test_counts_are_a_read_only_int64_copy(tmp_path: Path) -> None:
     assert load(tmp_path / "v.npy").counts.tolist() == [5, 3]  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda v: v.to_word2vec(5), "path= must be the path of the word2vec file to write (a str "
+                                 "or os.PathLike), got int 5"),
+    (lambda v: v.to_npy(5), "path= must be the path of the .npy file to write (a str or "
+                            "os.PathLike), got int 5"),
+    (lambda v: v.evaluate_analogies(5), "questions= must be the path of a questions-words file "
+                                        "(a str or os.PathLike) or a QuestionSet, got int 5"),
+    (lambda v: v.evaluate_similarity(5.0), "pairs= must be the path of a "
+                                           "'word1<TAB>word2<TAB>score' file (a str or "
+                                           "os.PathLike) or a PairSet, got float 5.0"),
+    (lambda v: v.to_word2vec(b"v.txt"), "path= is bytes (b'v.txt'); pass the path as a str "
+                                        "(path='v.txt')"),
+], ids=["to_word2vec", "to_npy", "evaluate_analogies", "evaluate_similarity", "bytes"])
+def test_a_path_that_is_no_path_is_one_line_naming_the_argument(vec: Vectors,
+                                                                call: Any, message: str) -> None:
+    """These were Python's "expected str, bytes or os.PathLike object, not int"."""
+    with pytest.raises(InputError) as info:
+        call(vec)
+    assert str(info.value) == message
+
+
 def test_an_unknown_metric_is_an_input_error_naming_the_metrics(vec: Vectors) -> None:
     from embedlab.eval.neighbors import nearest
 

@@ -616,6 +616,49 @@ def test_a_bool_argument_refuses_what_is_not_a_bool(pair: tuple[Vectors, KeyedVe
     np.testing.assert_array_equal(vec.get_vector("king", norm=np.bool_(False)), vec["king"])
 
 
+def test_a_path_that_is_no_path_is_one_line_naming_the_argument(
+        pair: tuple[Vectors, KeyedVectors], analogies: Path, word_pairs: Path) -> None:
+    """open() takes an int for a file descriptor: evaluate_word_pairs(fd) read, and closed,
+    whatever the process had open there; the others raised Python's raw TypeError."""
+    import contextlib
+    import os
+
+    vec, _ = pair
+    fd = os.open(word_pairs, os.O_RDONLY)
+    try:
+        with pytest.raises(InputError) as info:
+            vec.evaluate_word_pairs(fd)  # type: ignore[arg-type]
+        assert str(info.value) == ("pairs= must be the path of a word-pairs file (a str or "
+                                   f"os.PathLike), got int {fd}")
+        os.fstat(fd)  # still open
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    with pytest.raises(InputError) as info:
+        vec.evaluate_word_analogies(5)  # type: ignore[arg-type]
+    assert str(info.value) == ("analogies= must be the path of a questions-words file (a str "
+                               "or os.PathLike), got int 5")
+    with pytest.raises(InputError) as info:
+        vec.save_word2vec_format(5)  # type: ignore[arg-type]
+    assert str(info.value) == ("fname= must be the path of the word2vec file to write (a str or "
+                               "os.PathLike), got int 5")
+
+
+@pytest.mark.parametrize(("key", "shown"), [(1.5, "float 1.5"), (b"ab", "bytes b'ab'"),
+                                            (np.array(3), "ndarray array(3)"),
+                                            (None, "NoneType None")])
+def test_a_key_of_another_type_is_one_line(pair: tuple[Vectors, KeyedVectors], key: Any,
+                                           shown: str) -> None:
+    """vec[1.5] was "'float' object is not iterable"; vec[b"ab"] looked up rows 97 and 98."""
+    vec, _ = pair
+    with pytest.raises(InputError) as info:
+        vec[key]
+    assert str(info.value) == (f"key_or_keys must be a word (a str), a row number (an int) or "
+                               f"a list of them, got {shown}; e.g. vec['king'] or "
+                               "vec[['king', 'queen']]")
+    np.testing.assert_array_equal(vec[("king", 3)], vec[["king", 3]])
+
+
 def test_a_missing_file_is_the_file_not_found_error_gensim_raises(
         pair: tuple[Vectors, KeyedVectors], tmp_path: Path) -> None:
     """Code ported from gensim catches OSError: a missing file is one, and an InputError."""

@@ -56,6 +56,7 @@ from embedlab.vectors_gensim import (
     as_list,
     candidate_rows,
     check_topn,
+    checked_path,
     one_of,
     read_analogy_text,
     read_text_file,
@@ -420,9 +421,11 @@ class Vectors(KeyedVectorsDialect):
         (``None``: all)."""
         _check_method(method)
         restricted(restrict_vocab, len(self))
-        qs = (questions if isinstance(questions, QuestionSet) else
-              parse_questions(read_analogy_text(questions).split("\n"), str(questions)))
-        return evaluate_analogies(self.words, self.matrix, self.norms, qs, method=method,
+        if not isinstance(questions, QuestionSet):
+            path = checked_path("questions", questions, "a questions-words file",
+                                " or a QuestionSet")
+            questions = parse_questions(read_analogy_text(path).split("\n"), str(path))
+        return evaluate_analogies(self.words, self.matrix, self.norms, questions, method=method,
                                   restrict_vocab=restrict_vocab or len(self))
 
     def evaluate_similarity(self, pairs: PathLike | PairSet,
@@ -430,7 +433,8 @@ class Vectors(KeyedVectorsDialect):
         """Spearman/Pearson correlation with human scores (gensim's ``evaluate_word_pairs``;
         see :mod:`embedlab.eval.similarity`); ``None`` for ``restrict_vocab``: all words."""
         restricted(restrict_vocab, len(self))
-        ps = pairs if isinstance(pairs, PairSet) else _read_pairs(pairs)
+        ps = pairs if isinstance(pairs, PairSet) else _read_pairs(
+            checked_path("pairs", pairs, "a 'word1<TAB>word2<TAB>score' file", " or a PairSet"))
         return evaluate_similarity(self.words, self.matrix, self.norms, ps,
                                    restrict_vocab=restrict_vocab or len(self))
 
@@ -447,6 +451,7 @@ class Vectors(KeyedVectorsDialect):
         (:meth:`save_word2vec_format` writes what it is told, as gensim's does.)"""
         from embedlab.export.word2vec import format_suffix
 
+        path = checked_path("path", path, "the word2vec file to write")
         suffix = format_suffix(Path(path))
         if binary is None:
             binary = suffix == ".bin"
@@ -472,6 +477,7 @@ class Vectors(KeyedVectorsDialect):
         """Write ``NAME.npy`` and ``NAME.vocab.tsv`` (with counts when known)."""
         from embedlab.export.npy import write_npy
 
+        path = checked_path("path", path, "the .npy file to write")
         force = checked_bool("force", force)
         with _run_exports_folder(Path(path)):
             return write_npy(Path(path), self.words, self.matrix, self.counts, force=force)

@@ -41,7 +41,7 @@ from embedlab.eval.analogy import case_groups, no_section_yet
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
 from embedlab.export.atomic import path_argument
-from embedlab.fsutil import read_utf8
+from embedlab.fsutil import clip, read_utf8
 
 PathLike = str | os.PathLike[str]
 Key: TypeAlias = "str | int | np.integer | np.ndarray"
@@ -132,7 +132,16 @@ class KeyedVectorsDialect:
         new 2-D array."""
         if isinstance(key_or_keys, str | int | np.integer):
             return self.get_vector(key_or_keys)
-        return self.matrix[[self.get_index(k) for k in key_or_keys]]
+        try:  # bytes would be read as row numbers, one per byte
+            keys = None if isinstance(key_or_keys, bytes | bytearray) else iter(key_or_keys)
+        except TypeError:  # a float, a 0-d array...
+            keys = None
+        if keys is None:
+            raise InputError(f"key_or_keys must be a word (a str), a row number (an int) or a "
+                             f"list of them, got {type(key_or_keys).__name__} "
+                             f"{clip(repr(key_or_keys))}; e.g. vec['king'] or "
+                             "vec[['king', 'queen']]")
+        return self.matrix[[self.get_index(k) for k in keys]]
 
     def get_vector(self, key: str | int | np.integer, norm: bool = False) -> np.ndarray:
         """The vector of ``key``, a word or a row number (read-only); with ``norm`` scaled to
@@ -359,6 +368,7 @@ class KeyedVectorsDialect:
                 else ""
             raise InputError(f"save_word2vec_format writes fname= and binary= only; drop "
                              f"{', '.join(f'{n}=' for n in other)}{counts}")
+        fname = checked_path("fname", fname, "the word2vec file to write")
         with path_argument("fname"):
             self._write_word2vec(fname, checked_bool("binary", binary), True)
 
@@ -381,6 +391,7 @@ class KeyedVectorsDialect:
                              "(gensim 4.4 takes another name and ignores it); drop "
                              "similarity_function=, or for 3CosMul call "
                              "evaluate_analogies(path, method='3cosmul')")
+        analogies = checked_path("analogies", analogies, "a questions-words file")
         n = restricted(restrict_vocab, len(self))
         case_insensitive = checked_bool("case_insensitive", case_insensitive)
         dummy4unknown = checked_bool("dummy4unknown", dummy4unknown)
@@ -413,6 +424,7 @@ class KeyedVectorsDialect:
         (and ``oov_ratio`` is then over all pairs, as gensim counts it)."""
         from scipy import stats  # imported here: see embedlab.eval.similarity
 
+        pairs = checked_path("pairs", pairs, "a word-pairs file")
         case_insensitive = checked_bool("case_insensitive", case_insensitive)
         dummy4unknown = checked_bool("dummy4unknown", dummy4unknown)
         lookup, _ = vocabulary_keys(self.words, restricted(restrict_vocab, len(self)),
@@ -461,6 +473,19 @@ def check_topn(topn: object) -> None:
     """``topn``: an integer or None (gensim's ``topn=0`` and below return nothing)."""
     if topn is not None and (not isinstance(topn, int | np.integer) or isinstance(topn, bool)):
         raise InputError(f"topn must be an integer or None, got {topn!r}; e.g. topn=10")
+
+
+def checked_path(name: str, value: Any, what: str, also: str = "") -> PathLike:
+    """A Python call's path argument ``name`` (the path of ``what``; ``also``: what else it
+    takes), refused in one line unless a str or os.PathLike: a NumPy or Path call's TypeError
+    names neither the argument nor the fix, and ``open`` reads an int as a file descriptor."""
+    if isinstance(value, str | os.PathLike):
+        return value
+    if isinstance(value, bytes | bytearray):
+        raise InputError(f"{name}= is bytes ({clip(repr(value))}); pass the path as a str "
+                         f"({name}={os.fsdecode(bytes(value))!r})")
+    raise InputError(f"{name}= must be the path of {what} (a str or os.PathLike){also}, got "
+                     f"{type(value).__name__} {clip(repr(value))}")
 
 
 def one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
