@@ -3,7 +3,9 @@ same vectors (same words in the same order, floats to 1e-5)."""
 
 from __future__ import annotations
 
+import os
 from decimal import Decimal
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -750,3 +752,89 @@ def test_a_name_for_another_compressor_is_refused_from_python_too(
                                       ".zip files; it compresses for a name ending in .gz, .bz2 "
                                       "or .xz")
     assert not (tmp_path / "v.zip").exists()
+
+
+# ---- types --------------------------------------------------------------------------------
+
+#: gensim's calls that docs/gensim.md says work, as a user who types with mypy --strict writes
+#: them: a row number is a key in every query, a NumPy array of words a list of them
+TYPED_CALLS = '''
+import numpy as np
+
+import embedlab
+
+vec = embedlab.Vectors(["a", "b", "c", "d"], [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [1.0, -1.0]],
+                       counts=[4, 3, 2, 1])
+assert embedlab.Vectors(np.array(["a", "b"]), np.eye(2)).words == ("a", "b")
+sim: float = vec.similarity(1, 2) + vec.similarity("a", np.int64(2)) + vec.similarity(w1=1, w2="b")
+distance: float = vec.distance(1, 2)
+distances: np.ndarray = vec.distances(1, [2]) + vec.distances("a", np.array(["b", "c"]))
+closer: list[str] = vec.closer_than(1, 2) + vec.words_closer_than(1, 2)
+rank: int = vec.rank(1, 2)
+n_similarity: float = vec.n_similarity([1], [2]) + vec.n_similarity(np.array(["a"]), ["b", 2])
+given_row: int = vec.most_similar_to_given(0, [2, 3])
+given_word: str = vec.most_similar_to_given("a", ["b", "c"])
+assert given_row == 2 and given_word == "c"
+vector: np.ndarray = vec.vector(1) + vec[1] + vec[np.array(["a", "b"])].sum(axis=0)
+analogy: list[tuple[str, float]] = vec.analogy(1, 2, 3)
+odd_word: str = vec.doesnt_match(["a", "b", "c", "d"])
+odd_row: int = vec.doesnt_match([0, 1, 2, 3])
+assert odd_word == "d" and odd_row == 3
+assert isinstance(vec.doesnt_match(np.array(["a", "b", "d"])), str)
+by_word: list[tuple[str, float]] = vec.similar_by_word(1, topn=2)
+by_key: list[tuple[str, float]] = vec.similar_by_key(1)
+by_vector: list[tuple[str, float]] = vec.similar_by_vector(np.ones(2, np.float32), 2)
+every: np.ndarray = vec.similar_by_word("a", topn=None) + vec.similar_by_key("a", None)
+assert by_word[0][0] == "c" and every.shape == (4,)
+nearest: list[tuple[str, float]] = vec.most_similar(1, topn=2) + vec.most_similar_cosmul(1)
+row: int = vec.index(np.int64(1))
+unit: np.ndarray = vec.get_vector(1, norm=True)
+'''
+
+#: calls that fail at run time, which mypy must refuse: (line, call)
+UNTYPED_CALLS = ["vec.similarity()", "vec.similarity('a')", "vec.distance('a')"]
+
+
+def test_mypy_strict_accepts_the_documented_calls_and_refuses_the_failing_ones(
+        tmp_path: Path) -> None:
+    """mypy --strict rejected similarity(5, 6), doesnt_match(np.array([...]))... that work,
+    typed most_similar_to_given(5, [6, 7]) as a str (it is 7), and accepted vec.similarity(),
+    a TypeError. The calls are run too: what they return is what the annotations say."""
+    import runpy
+    import subprocess
+    import sys
+
+    pytest.importorskip("mypy")
+    (tmp_path / "calls.py").write_text(TYPED_CALLS)
+    (tmp_path / "failing.py").write_text(TYPED_CALLS.split("\nsim:")[0] + "\n" +
+                                         "\n".join(UNTYPED_CALLS) + "\n")
+    first = TYPED_CALLS.split("\nsim:")[0].count("\n") + 2
+    done = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", os.devnull,
+                           "--no-error-summary", "calls.py", "failing.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert not [e for e in errors if e.startswith("calls.py")], done.stdout
+    lines = sorted({int(e.split(":")[1]) for e in errors if e.startswith("failing.py")})
+    assert lines == list(range(first, first + len(UNTYPED_CALLS))), done.stdout + done.stderr
+    runpy.run_path(str(tmp_path / "calls.py"))
+
+
+def _public_functions() -> list[str]:
+    import inspect
+
+    names = [n for n in dir(Vectors) if not n.startswith("_")] + ["__init__", "__getitem__"]
+    return [n for n in names if callable(inspect.getattr_static(Vectors, n)) or
+            isinstance(inspect.getattr_static(Vectors, n), property | cached_property)]
+
+
+@pytest.mark.parametrize("name", _public_functions())
+def test_the_type_hints_of_every_public_method_resolve(name: str) -> None:
+    """A string alias (Keys) made get_type_hints raise TypeError for most_similar_cosmul and
+    NameError 'Key' for most_similar: its names were looked up in each method's module."""
+    import inspect
+    import typing
+
+    member = inspect.getattr_static(Vectors, name)
+    function = member.fget if isinstance(member, property) else getattr(
+        member, "func", getattr(member, "__func__", member))
+    assert "return" in typing.get_type_hints(function)

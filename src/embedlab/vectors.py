@@ -50,6 +50,7 @@ from embedlab.eval.similarity import (
 )
 from embedlab.fsutil import clip
 from embedlab.vectors_gensim import (
+    Key,
     KeyedVectorsDialect,
     Keys,
     MissingFileError,
@@ -282,7 +283,7 @@ class Vectors(KeyedVectorsDialect):
         norms.flags.writeable = False
         return norms
 
-    def index(self, word: str | int | np.integer) -> int:
+    def index(self, word: Key) -> int:
         """Row of ``word``; a row number (an int, as gensim takes one) is itself; unknown
         words raise :class:`UnknownWordError` with suggestions."""
         if isinstance(word, int | np.integer) and not isinstance(word, bool):
@@ -299,8 +300,8 @@ class Vectors(KeyedVectorsDialect):
             raise UnknownWordError(self._unknown_message(word))
         return i
 
-    def vector(self, word: str) -> np.ndarray:
-        """The (read-only) vector of ``word``."""
+    def vector(self, word: Key) -> np.ndarray:
+        """The (read-only) vector of ``word``, or of a row number."""
         return self.matrix[self.index(word)]
 
     def _unknown_message(self, word: str) -> str:
@@ -382,8 +383,16 @@ class Vectors(KeyedVectorsDialect):
                              "words; negative words, weights and vectors need metric='cosine'")
         return self._weighted_query(positive, negative, self.index)
 
-    def similarity(self, a: str | None = None, b: str | None = None, *, w1: str | None = None,
-                   w2: str | None = None) -> float:
+    # a and b keep their None defaults for gensim's similarity(w1=, w2=); the overloads tell a
+    # type checker that two words are needed, either way
+    @overload
+    def similarity(self, a: Key, b: Key) -> float: ...
+
+    @overload
+    def similarity(self, *, w1: Key, w2: Key) -> float: ...
+
+    def similarity(self, a: Key | None = None, b: Key | None = None, *, w1: Key | None = None,
+                   w2: Key | None = None) -> float:
         """Cosine similarity of two words, in [-1, 1] (0 if either vector is zero); ``w1`` and
         ``w2`` are gensim's names for ``a`` and ``b``."""
         first, second = one_of("a", a, "w1", w1), one_of("b", b, "w2", w2)
@@ -394,7 +403,7 @@ class Vectors(KeyedVectorsDialect):
         # the rounding of a word with itself can give 1 + 2e-16 (np.clip keeps a NaN)
         return float(np.clip(float(va @ vb) / den, -1.0, 1.0)) if den > 0 else 0.0
 
-    def analogy(self, a: str, b: str, c: str, k: int = 10, *,
+    def analogy(self, a: Key, b: Key, c: Key, k: int = 10, *,
                 method: Method = "3cosadd") -> list[tuple[str, float]]:
         """"``a`` is to ``b`` as ``c`` is to ?": the ``k`` best answers, best first.
 

@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 import numpy as np
 
@@ -44,8 +44,17 @@ from embedlab.export.atomic import path_argument
 from embedlab.fsutil import clip, read_utf8
 
 PathLike = str | os.PathLike[str]
-Key: TypeAlias = "str | int | np.integer | np.ndarray"
-Keys: TypeAlias = "Key | tuple[Key, float] | Sequence[Key | tuple[Key, float]] | None"
+# Real aliases, not strings: typing.get_type_hints() of the methods resolves them (the names
+# of a string alias would be looked up in the module of each method that uses it).
+#: a word or a row number, gensim's "key"
+Key: TypeAlias = str | int | np.integer
+#: several keys: a list or tuple of them, or a NumPy array of words or row numbers
+KeyList: TypeAlias = Sequence[Key] | np.ndarray
+#: a term of a query: a key, or a vector (1-D array) used as it is
+Term: TypeAlias = Key | np.ndarray
+#: ``positive=``/``negative=``: nothing, one term or several, each maybe with its weight
+Keys: TypeAlias = Term | tuple[Term, float] | Sequence[Term | tuple[Term, float]] | None
+_K = TypeVar("_K", bound=Key)  # the type of the keys given, which a method returns one of
 
 GENSIM_RESTRICT = 300_000  # the restrict_vocab default of gensim's evaluate_word_* methods
 _TOP = 5  # gensim's evaluate_word_analogies looks at this many answers per question
@@ -126,8 +135,7 @@ class KeyedVectorsDialect:
     # ---- vectors -------------------------------------------------------------------------
     __iter__ = None  # iterating over a Vectors is a TypeError, not a loop over rows by number
 
-    def __getitem__(self, key_or_keys: str | int | np.integer | Sequence[str | int | np.integer]
-                    ) -> np.ndarray:
+    def __getitem__(self, key_or_keys: Key | KeyList) -> np.ndarray:
         """The vector of one word or row number (1-D, read-only), or of several as rows of a
         new 2-D array."""
         if isinstance(key_or_keys, str | int | np.integer):
@@ -143,7 +151,7 @@ class KeyedVectorsDialect:
                              "vec[['king', 'queen']]")
         return self.matrix[[self.get_index(k) for k in keys]]
 
-    def get_vector(self, key: str | int | np.integer, norm: bool = False) -> np.ndarray:
+    def get_vector(self, key: Key, norm: bool = False) -> np.ndarray:
         """The vector of ``key``, a word or a row number (read-only); with ``norm`` scaled to
         unit length."""
         row = self.get_index(key)
@@ -189,7 +197,7 @@ class KeyedVectorsDialect:
             raise KeyError(f"Key '{key}' not present")
         return self.get_index(key)
 
-    def _query_term(self, key: Key, lookup: Callable[[str], int] | None = None
+    def _query_term(self, key: Term, lookup: Callable[[Key], int] | None = None
                     ) -> tuple[np.ndarray, int | None]:
         """A query item as gensim uses it: a word's unit vector and its row, or a vector as
         given (and no row). ``lookup`` maps a word to its row (default :meth:`_key_row`)."""
@@ -198,11 +206,11 @@ class KeyedVectorsDialect:
                 raise InputError(f"a query vector must have {self.dim} values (the vectors' "
                                  f"dimension), got one of shape {key.shape}")
             return np.asarray(key, dtype=np.float32).reshape(self.dim), None
-        row = (lookup or self._key_row)(key)  # type: ignore[arg-type]
+        row = (lookup or self._key_row)(key)
         return self.matrix[row] / safe(self.norms[row : row + 1])[0], row
 
     def _weighted_query(self, positive: list[Any], negative: list[Any],
-                        lookup: Callable[[str], int]) -> tuple[np.ndarray, list[int]]:
+                        lookup: Callable[[Key], int]) -> tuple[np.ndarray, list[int]]:
         """gensim's ``most_similar`` query and the rows of its words: the mean of the items'
         terms (:meth:`_query_term`) weighted +1 (positive) or -1 (negative), or by ``w`` for
         an item ``(key, w)``."""
@@ -276,16 +284,40 @@ class KeyedVectorsDialect:
             return []
         return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
 
-    def similar_by_word(self, word: str, topn: int | None = 10,
+    @overload
+    def similar_by_word(self, word: Key, topn: int = 10, restrict_vocab: int | None = None
+                        ) -> list[tuple[str, float]]: ...
+
+    @overload
+    def similar_by_word(self, word: Key, topn: None, restrict_vocab: int | None = None
+                        ) -> np.ndarray: ...
+
+    def similar_by_word(self, word: Key, topn: int | None = 10,
                         restrict_vocab: int | None = None) -> list[tuple[str, float]] | np.ndarray:
         """``most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)``."""
         return self.similar_by_key(word, topn, restrict_vocab)
 
-    def similar_by_key(self, key: Key, topn: int | None = 10, restrict_vocab: int | None = None
+    @overload
+    def similar_by_key(self, key: Term, topn: int = 10, restrict_vocab: int | None = None
+                       ) -> list[tuple[str, float]]: ...
+
+    @overload
+    def similar_by_key(self, key: Term, topn: None, restrict_vocab: int | None = None
+                       ) -> np.ndarray: ...
+
+    def similar_by_key(self, key: Term, topn: int | None = 10, restrict_vocab: int | None = None
                        ) -> list[tuple[str, float]] | np.ndarray:
         """``most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)``: ``key`` a
         word or a row number."""
         return self.most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)
+
+    @overload
+    def similar_by_vector(self, vector: np.ndarray, topn: int = 10,
+                          restrict_vocab: int | None = None) -> list[tuple[str, float]]: ...
+
+    @overload
+    def similar_by_vector(self, vector: np.ndarray, topn: None,
+                          restrict_vocab: int | None = None) -> np.ndarray: ...
 
     def similar_by_vector(self, vector: np.ndarray, topn: int | None = 10,
                           restrict_vocab: int | None = None
@@ -293,7 +325,7 @@ class KeyedVectorsDialect:
         """The words nearest to ``vector`` by cosine (none excluded), best first."""
         return self.most_similar(positive=[vector], topn=topn, restrict_vocab=restrict_vocab)
 
-    def closer_than(self, key1: str, key2: str) -> list[str]:
+    def closer_than(self, key1: Key, key2: Key) -> list[str]:
         """The words (``key1`` left out) closer to ``key1`` than ``key2`` is, by cosine
         distance, in row order."""
         distances = self.distances(key1)
@@ -301,21 +333,28 @@ class KeyedVectorsDialect:
         closer = np.flatnonzero(distances < distances[row2])
         return [self.words[i] for i in closer.tolist() if i != row1]
 
-    def words_closer_than(self, word1: str, word2: str) -> list[str]:
+    def words_closer_than(self, word1: Key, word2: Key) -> list[str]:
         """gensim's older name of :meth:`closer_than`."""
         return self.closer_than(word1, word2)
 
-    def rank(self, key1: str, key2: str) -> int:
+    def rank(self, key1: Key, key2: Key) -> int:
         """Where ``key2`` comes among the words nearest to ``key1``: 1 + the number of words
         closer (:meth:`closer_than`)."""
         return len(self.closer_than(key1, key2)) + 1
 
-    def most_similar_to_given(self, key1: str, keys_list: Sequence[str]) -> str:
-        """The word of ``keys_list`` most similar to ``key1`` (the first of equals)."""
+    @overload
+    def most_similar_to_given(self, key1: Key, keys_list: Sequence[_K]) -> _K: ...
+
+    @overload
+    def most_similar_to_given(self, key1: Key, keys_list: np.ndarray) -> Key: ...
+
+    def most_similar_to_given(self, key1: Key, keys_list: KeyList) -> Key:
+        """The key of ``keys_list`` most similar to ``key1`` (the first of equals), as given: a
+        row number given is returned as that number, not as its word."""
         sims = [self.similarity(key1, key) for key in keys_list]
         return keys_list[int(np.argmax(sims))]
 
-    def n_similarity(self, ws1: Sequence[str], ws2: Sequence[str]) -> float:
+    def n_similarity(self, ws1: KeyList, ws2: KeyList) -> float:
         """Cosine similarity of the mean vectors of two lists of words."""
         if not (len(ws1) and len(ws2)):
             raise EmptyListError("At least one of the passed list is empty.")
@@ -323,8 +362,14 @@ class KeyedVectorsDialect:
         mean2 = self.matrix[[self._key_row(w) for w in ws2]].mean(axis=0)
         return gensim_cosine(mean1, mean2)
 
-    def doesnt_match(self, words: Sequence[str]) -> str:
-        """The word of ``words`` least similar to the mean of their unit vectors."""
+    @overload
+    def doesnt_match(self, words: Sequence[_K]) -> _K: ...
+
+    @overload
+    def doesnt_match(self, words: np.ndarray) -> Key: ...
+
+    def doesnt_match(self, words: KeyList) -> Key:
+        """The key of ``words`` least similar to the mean of their unit vectors, as given."""
         if len(words) == 0:  # a NumPy array of words has no truth value
             raise ValueError("cannot select a word from an empty list")
         units = np.stack([self._query_term(w)[0] for w in words])
@@ -332,11 +377,11 @@ class KeyedVectorsDialect:
         sims = units @ (mean / max(float(np.linalg.norm(mean)), 1e-30))
         return min(zip(sims.tolist(), words, strict=True))[1]  # gensim: ties go to min(word)
 
-    def distance(self, w1: str, w2: str) -> float:
+    def distance(self, w1: Key, w2: Key) -> float:
         """Cosine distance, 1 - cosine similarity."""
         return 1.0 - gensim_cosine(self.matrix[self._key_row(w1)], self.matrix[self._key_row(w2)])
 
-    def distances(self, word_or_vector: Key, other_words: Sequence[str] = ()) -> np.ndarray:
+    def distances(self, word_or_vector: Term, other_words: KeyList = ()) -> np.ndarray:
         """Cosine distances (float32) from a word or vector to ``other_words``, or to every
         word (itself included) when ``other_words`` is empty."""
         query = (self.get_vector(word_or_vector)
