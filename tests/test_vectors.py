@@ -723,3 +723,15 @@ def test_an_unknown_metric_is_an_input_error_naming_the_metrics(vec: Vectors) ->
         assert str(info.value) == "unknown metric 'manhattan'; use 'cosine' or 'euclidean'"
     with pytest.raises(InputError, match=r"^unknown metric 'l1'; use 'cosine' or 'euclidean'$"):
         nearest(vec.matrix, vec.norms, vec.matrix[0], 3, metric="l1")  # type: ignore[arg-type]
+
+
+def test_every_public_member_of_vectors_says_what_it_is() -> None:
+    """help(vec.dim) and help(vec.vector_size) said nothing."""
+    import inspect
+
+    for name in dir(Vectors):
+        member = inspect.getattr_static(Vectors, name)
+        function = member.fget if isinstance(member, property) else getattr(
+            member, "func", getattr(member, "__func__", member))
+        if not name.startswith("_") and callable(function):
+            assert (function.__doc__ or "").strip(), name

@@ -274,6 +274,7 @@ class Vectors(KeyedVectorsDialect):
 
     @property
     def dim(self) -> int:
+        """The number of values in each vector (the matrix's columns)."""
         return int(self.matrix.shape[1])
 
     @cached_property

@@ -120,6 +120,7 @@ class KeyedVectorsDialect:
 
     @property
     def vector_size(self) -> int:
+        """The number of values in each vector (gensim's name of :attr:`dim`)."""
         return self.dim
 
     @property
