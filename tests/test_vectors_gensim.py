@@ -3,7 +3,10 @@ same vectors (same words in the same order, floats to 1e-5)."""
 
 from __future__ import annotations
 
+import copy
+import errno
 import os
+import pickle
 from decimal import Decimal
 from functools import cached_property
 from pathlib import Path
@@ -689,6 +692,10 @@ def test_a_missing_file_is_the_file_not_found_error_gensim_raises(
         assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, InputError)
         assert str(info.value) == message
         assert info.value.filename == str(missing)
+        # a multiprocessing worker's error reaches its parent: pickle and copy rebuild it
+        for again in (pickle.loads(pickle.dumps(info.value)), copy.deepcopy(info.value)):
+            assert type(again) is type(info.value) and str(again) == message
+            assert (again.filename, again.errno) == (str(missing), errno.ENOENT)
     (tmp_path / "folder.txt").mkdir()  # there, but unreadable: an InputError alone
     with pytest.raises(InputError) as unreadable:
         vec.evaluate_word_analogies(tmp_path / "folder.txt")

@@ -73,6 +73,11 @@ class MissingFileError(InputError, FileNotFoundError):
         self.errno, self.strerror = errno.ENOENT, os.strerror(errno.ENOENT)
         self.filename = os.fspath(path)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # __init__'s two arguments: pickle (a multiprocessing worker's error reaching its
+        # parent) and copy rebuild it with them
+        return type(self), (self.args[0] if self.args else "", self.filename), self.__dict__
+
 
 def read_text_file(path: PathLike, *, what: str, missing_fix: str, unreadable_fix: str) -> str:
     """:func:`~embedlab.fsutil.read_utf8` of a file a Python caller named: its one-line
