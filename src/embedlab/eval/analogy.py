@@ -64,15 +64,22 @@ class SectionScore:
 
     @property
     def accuracy(self) -> float:
+        """Correct over answered, in [0, 1]; 0 when nothing was answered."""
         return self.correct / self.answered if self.answered else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: ``section``, ``accuracy``, ``correct``, ``answered``, ``skipped``."""
         return {"section": self.name, "accuracy": self.accuracy, "correct": self.correct,
                 "answered": self.answered, "skipped": self.skipped}
 
 
 @dataclass(frozen=True)
 class AnalogyResult:
+    """An analogy evaluation (``Vectors.evaluate_analogies``, ``embedlab eval``): the scores per
+    section of the file and in total, the ``method`` (``"3cosadd"`` or ``"3cosmul"``), the
+    ``restrict_vocab`` its candidates came from, the file's ``invalid_lines`` and its path
+    (``source``)."""
+
     method: Method
     restrict_vocab: int
     sections: tuple[SectionScore, ...]
@@ -98,6 +105,8 @@ class AnalogyResult:
                      for name, group in (("semantic", semantic), ("syntactic", syntactic)))
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (``embedlab eval --json``): the file, method, accuracy, total, sections,
+        and the semantic/syntactic sums where the file has both."""
         out = {"file": self.source, "method": self.method, "restrict_vocab": self.restrict_vocab,
                "accuracy": self.accuracy, "total": self.total.to_dict(),
                "sections": [s.to_dict() for s in self.sections],

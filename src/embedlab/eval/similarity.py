@@ -47,6 +47,12 @@ class PairSet:
 
 @dataclass(frozen=True)
 class SimilarityResult:
+    """A word-pair evaluation (``Vectors.evaluate_similarity``, ``embedlab eval``): Spearman's
+    and Pearson's correlation between the file's scores and the cosines over the pairs whose
+    words are known (``pairs_used``), ``oov_ratio`` the **percentage** (0–100, as gensim's) of
+    pairs with an unknown word (``pairs_oov``), the ``restrict_vocab`` the words came from, the
+    file's ``invalid_lines`` and its path (``source``)."""
+
     source: str
     spearman: float
     pearson: float
@@ -57,6 +63,7 @@ class SimilarityResult:
     invalid_lines: int
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON (``embedlab eval --json``), the fields by name (``source`` as ``file``)."""
         return {"file": self.source, "spearman": self.spearman, "pearson": self.pearson,
                 "oov_ratio": self.oov_ratio, "pairs_used": self.pairs_used,
                 "pairs_oov": self.pairs_oov, "restrict_vocab": self.restrict_vocab,
