@@ -57,6 +57,17 @@ def test_options_reach_the_vocabulary(corpus: Path, tmp_path: Path,
     assert pc.meta["lowercase"] and pc.meta["unk"] == "<unk>" and pc.meta["max_vocab"] == 3
 
 
+def test_no_lowercase_is_taken_as_train_takes_it(corpus: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A train refused on a folder prepared with --lowercase names --no-lowercase and says to
+    re-run prepare with it: prepare takes it."""
+    out = tmp_path / "prep"
+    code, _, err = run(["prepare", str(corpus), "--out", str(out), "--no-lowercase",
+                        "--no-progress"], capsys)
+    assert (code, err) == (0, "")
+    assert PreparedCorpus.open(out).meta["lowercase"] is False
+
+
 def test_force_replaces(corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "prep"
     assert run(["prepare", str(corpus), "--out", str(out), "--no-progress"], capsys)[0] == 0

@@ -18,7 +18,9 @@ _D = DataConfig()
 @click.argument("corpus")
 @click.option("--out", "out", required=True, type=click.Path(path_type=str),
               help="Folder to create (new, empty, or a prepared corpus with --force).")
-@click.option("--lowercase", is_flag=True, help="Lowercase every token.")
+# --no-lowercase too: a train refused for its vocabulary flags names them as train takes them
+@click.option("--lowercase/--no-lowercase", default=False,
+              help="Lowercase every token.  [default: off]")
 @click.option("--min-count", type=int, default=_D.min_count, show_default=True,
               help="Drop words seen fewer times.")
 @click.option("--max-vocab", type=int, default=None,
@@ -28,8 +30,8 @@ _D = DataConfig()
 @click.option("--max-distinct", type=int, default=_D.max_distinct, show_default=True,
               help="Prune rare words while counting when more distinct words than this.")
 @click.option("--force", is_flag=True, help="Replace an existing prepared corpus in --out.")
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Show progress bars on stderr.")
+@click.option("--progress/--no-progress", default=True,
+              help="Show progress bars on stderr.  [default: on]")
 def prepare(corpus: str, out: str | Path, lowercase: bool, min_count: int, max_vocab: int | None,
             unk: str | None, max_distinct: int, force: bool, progress: bool) -> None:
     """Tokenise CORPUS into --out so that training can skip tokenising.
