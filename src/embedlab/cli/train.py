@@ -190,7 +190,8 @@ def _demo_report(result: TrainResult) -> None:
             return
     total = res.total
     click.echo(f"\nplanted analogies (3CosAdd): {res.accuracy:.1%} "
-               f"({total.correct}/{total.answered} answered, {total.skipped} skipped)")
+               f"({total.correct} correct of {total.answered} answered, {total.skipped} "
+               "skipped)")
     for sec in res.sections:
         click.echo(f"  {sec.name:<24} {sec.accuracy:6.1%}  ({sec.correct}/{sec.answered})")
     from embedlab.data.demo import planted_analogies
