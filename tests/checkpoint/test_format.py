@@ -146,6 +146,17 @@ def test_damaged_latest_is_skipped_with_warning(tmp_path: Path, damage: str,
         find_checkpoint(tmp_path, step=2)
 
 
+@pytest.mark.parametrize(("cut", "said"), [(-10, "truncated?"), (10, "appended to?")])
+def test_a_file_of_another_size_says_whether_it_is_short_or_long(
+        tmp_path: Path, cut: int, said: str) -> None:
+    f = save_sample(CheckpointManager(tmp_path), 1) / "tensors.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[:cut] if cut < 0 else data + b"x" * cut)
+    ckpt_format._VERIFIED.clear()
+    assert verify(f.parent) == (f"tensors.safetensors has {len(data) + cut} bytes, the manifest "
+                                f"says {len(data)} ({said})")
+
+
 _FILES_OK = {"sha256": "0" * 64, "size": 1}
 
 

@@ -245,7 +245,8 @@ def verify(ckpt_dir: Path) -> str | None:
         try:
             size = path.stat().st_size
             if size != entry["size"]:
-                return f"{name} has {size} bytes, the manifest says {entry['size']} (truncated?)"
+                how = "truncated?" if size < entry["size"] else "appended to?"
+                return f"{name} has {size} bytes, the manifest says {entry['size']} ({how})"
             if file_digest(path, "sha256") != entry["sha256"]:
                 return f"{name} does not match its sha256 in MANIFEST.json (corrupted or modified)"
         except OSError as exc:
