@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/embedlab train --corpus demo --runs-dir runs
 
-# The default suite takes 7–10 minutes on 2 cores. In CI (CI=true) the budget allows the slow
+# The default suite takes about 10 minutes on 2 cores. In CI (CI=true) the budget allows the slow
 # tests (many random kill points) and the headless-browser test as well.
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

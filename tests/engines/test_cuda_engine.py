@@ -159,7 +159,8 @@ def _train(runner: CudaBatches, cursor: Cursor, steps: int, limit: int,
     return losses, cursor, seen
 
 
-@pytest.mark.parametrize("model", ["skipgram", "cbow"])
+# ~40 s each in Triton's interpreter: CBOW in the default suite, skip-gram slow
+@pytest.mark.parametrize("model", [pytest.param("skipgram", marks=pytest.mark.slow), "cbow"])
 def test_many_steps_per_call_equal_one_step_per_call_and_resume_exactly(model: str) -> None:
     ids, ends = zipf_ids(3000, 50, 40, 7)
     stream = spec_batch_stream(ids, ends, chunk_tokens=1024, batch_size=64, group=16, window=2,
@@ -199,6 +200,7 @@ def _epoch(runner: CudaBatches, limit: int) -> tuple[list[tuple[Any, ...]], int]
     return steps, calls
 
 
+@pytest.mark.slow  # ~85 s in Triton's interpreter
 def test_a_call_goes_on_through_the_chunks_of_its_epoch_and_stops_at_its_end() -> None:
     ids, ends = zipf_ids(1000, 50, 30, 11)
     stream = spec_batch_stream(ids, ends, chunk_tokens=256, batch_size=32, group=16, window=2,
@@ -217,6 +219,7 @@ def test_a_call_goes_on_through_the_chunks_of_its_epoch_and_stops_at_its_end() -
     assert by_one[-1][-1] == Cursor(1, 0, 0)
 
 
+@pytest.mark.slow  # ~60 s in Triton's interpreter
 def test_on_a_gpu_a_buffer_set_is_rebuilt_only_after_its_queued_steps(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The GPU's order of work, followed on the CPU: streams and events stand-ins that log what
@@ -291,8 +294,10 @@ def test_on_a_gpu_a_buffer_set_is_rebuilt_only_after_its_queued_steps(
     assert builds == [((0, 0), False)] + [((0, c), True) for c in chunks[1:]] + [((1, 0), True)]
 
 
-@pytest.mark.parametrize(("model", "loss"), [("skipgram", "neg"), ("skipgram", "nce"),
-                                           ("cbow", "neg")])
+# ~50 s each in Triton's interpreter: skip-gram neg in the default suite, the others slow
+@pytest.mark.parametrize(("model", "loss"), [
+    ("skipgram", "neg"), pytest.param("skipgram", "nce", marks=pytest.mark.slow),
+    pytest.param("cbow", "neg", marks=pytest.mark.slow)])
 def test_splitting_a_tiles_gradients_between_programs_keeps_the_step(model: str,
                                                                      loss: str) -> None:
     """A tile's parts compute its scores alike and write disjoint slices of its gradients: the

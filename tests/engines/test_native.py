@@ -212,7 +212,9 @@ def _other_library(tmp_path: Path) -> bytes:
     return (tmp_path / "other.so").read_bytes()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "another library"])
+# each builds the kernel again (~20 s on 2 cores): one kind of damage in the default suite
+@pytest.mark.parametrize("damage", ["truncated", pytest.param("garbage", marks=pytest.mark.slow),
+                                    pytest.param("another library", marks=pytest.mark.slow)])
 def test_a_damaged_cached_kernel_is_built_again(fresh_build: Path, tmp_path: Path,
                                                 damage: str) -> None:
     # A truncated .so (full disk, crash) would fail every run with "cannot load" until someone

@@ -561,6 +561,7 @@ def _cuda_run(n: int, run: Path, corpus: Path, steps: int) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow  # ~100 s in Triton's interpreter on 2 cores
 def test_the_cuda_engine_on_two_processes_trains_the_bits_of_one_and_resumes_across(
         corpus: Path, tmp_path: Path) -> None:
     _cuda_run(1, tmp_path / "one", corpus, 4)
