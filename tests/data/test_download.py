@@ -159,6 +159,22 @@ def test_server_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cache_files(tmp_path / "envcache") == []
 
 
+def test_a_failed_download_names_the_file_text8_in_this_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """word2vec.c's demo leaves ./text8 behind; offline, the one-line error says to pass it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("EMBEDLAB_TEXT8_URL", f"http://127.0.0.1:{port}/text8.zip")
+    monkeypatch.setenv("EMBEDLAB_CACHE", str(tmp_path / "envcache"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text8").write_bytes(TEXT)
+    with pytest.raises(InputError, match=r"check your network or use a local copy instead of "
+                                         r"'text8' \(pass \./text8 to use the file text8 in "
+                                         r"this folder\)$"):
+        fetch_text8(progress=False)
+
+
 def test_zip_without_text8_member(server: tuple[str, Path], tmp_path: Path) -> None:
     base, www = server
     data = make_zip(member="other")

@@ -95,14 +95,22 @@ def _note_local_copy(target: Path) -> None:
 def _fail(url: str, reason: str) -> InputError:
     # 'train --corpus text8' and 'prepare text8' both get here: name the spelling of each
     return InputError(f"could not download text8 from {url} ({reason}); check your network "
-                      f"or use a local copy instead of 'text8' ({LOCAL_COPY})")
+                      f"or use a local copy instead of 'text8' ({_local_copy()})")
+
+
+def _local_copy() -> str:
+    """How to use a local copy: ``./text8`` where word2vec.c's demo script left one in the
+    working folder (the name 'text8' means the data set, so that file is not read)."""
+    if Path(TEXT8_MEMBER).is_file():
+        return "pass ./text8 to use the file text8 in this folder"
+    return LOCAL_COPY
 
 
 def _cache_error(folder: Path, exc: OSError) -> InputError:
     # Not the network's fault: a full disk or a read-only cache. What was verified stays.
     return InputError(f"cannot write text8 into the cache folder {folder} "
                       f"({exc.strerror or exc}); free some space or set EMBEDLAB_CACHE to "
-                      f"another folder, or use a local copy instead of 'text8' ({LOCAL_COPY})")
+                      f"another folder, or use a local copy instead of 'text8' ({_local_copy()})")
 
 
 LOCAL_COPY = "embedlab train --corpus PATH, or embedlab prepare PATH"
