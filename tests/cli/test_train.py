@@ -1532,6 +1532,12 @@ def test_threads_of_every_process_on_the_machine_count_against_its_cores(
         "vectors are the same with --threads 1\n")
     _warn_about_threads(1, "native")
     assert capsys.readouterr().err == ""
+    # more processes than cores: no "--threads 1" advice to a run that has it
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "3")
+    _warn_about_threads(1, "native")
+    assert capsys.readouterr().err == (
+        "embedlab: warning: the 3 processes on this machine are more than its 2 cores: they take "
+        "turns on them, which is slower; start at most 2 processes per machine\n")
 
 
 def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,

@@ -122,7 +122,11 @@ def _warn_about_threads(threads: int, engine: str) -> None:
         fits = max(1, cores // local)
         same = f"; the vectors are the same with {spell('--threads', fits)}" \
             if engine == "native" else ""
-        if local > 1:
+        if local > cores:  # one thread each is already too many: fewer threads cannot help
+            warn(f"the {local} processes on this machine are more than its {cores} cores: they "
+                 "take turns on them, which is slower; start at most "
+                 f"{cores} processes per machine")
+        elif local > 1:
             warn(f"{spell('--threads', threads)} in each of the {local} processes on this "
                  f"machine is {threads * local} threads, more than its {cores} cores: the "
                  f"threads take turns on them, which is slower{same}")
