@@ -735,3 +735,31 @@ def test_every_public_member_of_vectors_says_what_it_is() -> None:
             member, "func", getattr(member, "__func__", member))
         if not name.startswith("_") and callable(function):
             assert (function.__doc__ or "").strip(), name
+
+
+def test_a_pipe_or_fifo_is_refused_in_one_line_before_it_is_opened(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A FIFO without a writer would block for ever when opened; a pipe cannot be mapped or
+    read twice (it ended in a traceback). Both are refused before opening."""
+    import os
+
+    from embedlab.testing import run_cli
+
+    fifo = tmp_path / "v.txt"
+    os.mkfifo(fifo)
+    message = (f"{fifo} is not a regular file (a pipe, FIFO or device); save the vectors to a "
+               "file first and pass its path")
+    with pytest.raises(InputError) as e:
+        load(fifo)
+    assert str(e.value) == message
+    for argv in (["neighbors", str(fifo), "the"], ["export", str(fifo), "--out",
+                                                   str(tmp_path / "q.txt")]):
+        code, out, err = run_cli(argv, capsys)
+        assert (code, out, err) == (2, "", f"embedlab: error: {message}\n")
+    read, write = os.pipe()  # what <(...) and /dev/stdin are
+    try:
+        with pytest.raises(InputError, match="is not a regular file"):
+            load(f"/dev/fd/{read}")
+    finally:
+        os.close(read)
+        os.close(write)

@@ -580,6 +580,11 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False,
     if step is not None or best:
         raise InputError(f"{spell('--step')}/{spell('--best')} choose a checkpoint of a run "
                          f"folder, but {p} is a file; drop them or pass the run folder")
+    if not p.is_file():
+        # a pipe (<(...), /dev/stdin), a FIFO or a device: a vectors file is mapped and read
+        # more than once, and a FIFO without a writer would block for ever; said before opening
+        raise InputError(f"{p} is not a regular file (a pipe, FIFO or device); save the vectors "
+                         "to a file first and pass its path")
     if p.suffix.lower() == ".npy":
         from embedlab.export.npy import read_npy
 
