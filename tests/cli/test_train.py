@@ -900,6 +900,19 @@ def test_a_stop_after_from_moved_the_newer_checkpoints_says_where_they_are(
         "re-run the same command")
 
 
+def test_from_a_step_of_a_run_whose_checkpoints_folder_is_a_link(
+        copy: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """RUN/checkpoints moved to another disk and linked back: --from 20 is the run's own."""
+    elsewhere = tmp_path / "other-disk" / "ckpts"
+    elsewhere.parent.mkdir()
+    shutil.move(copy / "checkpoints", elsewhere)
+    (copy / "checkpoints").symlink_to(elsewhere)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", "20",
+                      "--max-steps", "21")
+    assert code == 0, err
+    assert (elsewhere / "ckpt-00000021").is_dir()
+
+
 def test_a_stop_after_training_began_from_a_moved_branch_does_not_name_the_move(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -667,7 +667,10 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
     ckpt = find_checkpoint(path)
     # Another run's checkpoint would continue that run's weights under this run's name, config
     # and history; starting from other vectors is what --init-from is for.
-    if not ckpt.resolve().is_relative_to(run.resolve()):
+    # resolved as the run's own folders are: RUN/checkpoints may be a link to another disk
+    inside = (run.resolve(), (run / "checkpoints").resolve(),
+              *(p.resolve() for p in run.glob("checkpoints-abandoned-*")))
+    if not any(ckpt.resolve().is_relative_to(folder) for folder in inside):
         raise InputError(f"{_from(from_ckpt)}: {ckpt} is not a checkpoint of run {run}; "
                          f"{_from()} takes the run's own checkpoints (list them: "
                          f"{listing_command(run)}). To start a new run from its vectors, pass "
