@@ -177,3 +177,20 @@ def test_a_run_held_by_another_call_of_this_process_says_so(tmp_path: Path) -> N
         RunLock(run, argv=["test"]).acquire()
     assert str(e.value) == (f"run {run} is in use by another call in this process (pid "
                             f"{os.getpid()}); wait for that call to return, or use another run")
+
+
+def test_a_lock_file_that_cannot_be_removed_does_not_hide_the_error_that_ended_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run folder made read-only while the run trained: the failed write that stopped it is
+    what the caller hears, not the lock file's unlink; the file stays, unlocked, for the next
+    trainer to take over."""
+    def refused(path: object) -> None:
+        raise PermissionError(1, "Operation not permitted", str(path))
+
+    with pytest.raises(ValueError, match="the write that failed"), RunLock(tmp_path):
+        monkeypatch.setattr(os, "unlink", refused)
+        raise ValueError("the write that failed")
+    monkeypatch.undo()
+    assert (tmp_path / LOCK_FILE).exists()
+    with RunLock(tmp_path) as again:  # not held by anyone: taken
+        assert again.held

@@ -195,7 +195,10 @@ class RunLock:
         if self._fd is None:
             return
         # Unlink while still holding the flock, so nobody can lock the old inode afterwards.
-        with contextlib.suppress(FileNotFoundError):
+        # One that cannot go (a folder made read-only while the run trained) stays: unlocked,
+        # the next trainer takes it over; raised here, it would hide the error that ended the
+        # run (a failed write of status.json, say) behind one about the lock file.
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
         os.close(self._fd)
         self._fd = None
