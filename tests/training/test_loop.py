@@ -298,6 +298,29 @@ def test_a_stop_while_opening_the_writers_is_recorded(
     assert read_status(run)["step"] == 3
 
 
+def test_a_run_that_fails_mid_training_records_how_far_it_got(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A disk that fills at the second checkpoint, before any log window wrote progress: the
+    status says the words and seconds trained, not the 0s of the start (``runs`` shows them)."""
+    from embedlab.checkpoint.manager import CheckpointManager
+    from embedlab.run.status import read_status
+
+    save = CheckpointManager.save
+
+    def full_at_10(self: CheckpointManager, step: int, *args: Any, **kwargs: Any) -> Any:
+        if step == 10:
+            raise OSError(28, "No space left on device")
+        return save(self, step, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointManager, "save", full_at_10)
+    with pytest.raises(OSError):
+        run_train(make_cfg(corpus, checkpoint={"every_steps": 5},
+                           track={"log_every": 1000}), tmp_path / "run")
+    status = read_status(tmp_path / "run")
+    assert (status["status"], status["step"]) == ("failed", 10)
+    assert status["words_seen"] > 0 and status["train_seconds"] > 0 and status["wall_time"] > 0
+
+
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "new-run"])
 @pytest.mark.parametrize("signum", [2, 15], ids=["sigint", "sigterm"])
 def test_a_signal_while_the_writers_open_is_handled(

@@ -113,10 +113,13 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
     except KeyboardInterrupt:
         # where the handlers could not catch it (raised by code, or they are not ours): nothing
         # was trained since the last checkpoint, which is where a re-run resumes
-        status.write_status(run.run_dir, status="interrupted", step=state.step)
+        status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
+                            wall_time=wall.seconds())
         raise
     except BaseException as exc:
-        status.write_status(run.run_dir, status="failed", step=state.step, error=str(exc)[:500])
+        # how far it got, not the counters of the start (before any log window wrote them)
+        status.write_status(run.run_dir, status="failed", **progress_fields(run),
+                            wall_time=wall.seconds(), error=str(exc)[:500])
         raise
     finally:
         bar.close()
