@@ -1553,6 +1553,35 @@ def test_threads_of_every_process_on_the_machine_count_against_its_cores(
         "turns on them, which is slower; start at most 2 processes per machine\n")
 
 
+def test_a_run_resumes_from_a_folder_with_a_corpus_of_the_same_name(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Made in `here` with --corpus prep; `there` has a prep/ of its own. From there, the plain
+    resume's refusal names the run's prep, and passing it is the run's corpus, not "another
+    config" (every way out was refused but a cd back)."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    monkeypatch.chdir(here)
+    main(["prepare", str(corpus), "--out", "prep"])
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", "prep", *FAST, "--max-steps", "2")
+    assert code == 0, err
+    monkeypatch.chdir(there)
+    other = there / "other.txt"
+    other.write_text("alpha beta gamma delta\n" * 50)
+    main(["prepare", str(other), "--out", "prep"])
+    code, err = train(capsys, "--run", run, "--max-steps", "4")
+    assert_refused(code, err, f"pass the corpus the run was trained on (the run was made in "
+                              f"{here}, where prep is {here / 'prep'}: --corpus "
+                              f"{here / 'prep'}), or --restart")
+    for step, given in ((4, str(here / "prep")), (6, "../here/prep")):
+        code, err = train(capsys, "--run", run, "--corpus", given, "--max-steps", str(step))
+        assert code == 0 and f"step {step}," in err, err
+    code, err = train(capsys, "--run", run, "--max-steps", "8")  # recorded: a plain resume
+    assert code == 0 and "step 8," in err, err
+
+
 def test_a_run_resumes_from_another_working_folder(corpus: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:

@@ -315,7 +315,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
         check_new_run(cfg, explicit)
         return cfg.resolve(), None
-    stored = _anchored(stored, creation_folder(run_dir) if run_dir is not None else None)
+    made_in = creation_folder(run_dir) if run_dir is not None else None
+    stored = _named_there(_anchored(stored, made_in), explicit, made_in)
     explicit = _same_paths_as(explicit, stored)
     stored, explicit = _moved_corpus(run_dir, stored, explicit, say=say)
     base = stored.to_dict()
@@ -444,6 +445,22 @@ def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
         eval=dataclasses.replace(ev, analogies=ev.analogies and anchor(ev.analogies),
                                  similarity=tuple(anchor(p) for p in ev.similarity)),
         init_from=stored.init_from and anchor(stored.init_from))
+
+
+def _named_there(stored: TrainConfig, explicit: dict[str, Any], folder: Path | None
+                 ) -> TrainConfig:
+    """``stored`` with its relative corpus made absolute from the folder the run was made in,
+    where the ``--corpus`` given names it there and the same words name another folder from here
+    (a resume from a folder with a ``prep/`` of its own, passing the run's by another path):
+    the run's own corpus, not "another config"."""
+    given = explicit.get("data", {}).get("corpus")
+    old = stored.data.corpus
+    if folder is None or not isinstance(given, str) or old in _LABELS or os.path.isabs(old):
+        return stored
+    there = os.path.normpath(folder / old)
+    if os.path.exists(there) and same_file(given, there) and not same_file(given, old):
+        return dataclasses.replace(stored, data=dataclasses.replace(stored.data, corpus=there))
+    return stored
 
 
 def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, Any]:

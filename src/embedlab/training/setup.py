@@ -8,6 +8,7 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import threading
@@ -623,8 +624,24 @@ def _check_same_corpus(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus
                          f"again from {cfg.data.corpus}, or pass {restart} to start over")
     raise InputError(f"the corpus {cfg.data.corpus} is not the one {ckpt.name} was trained "
                      f"on (its vocabulary, sentences or token ids differ: prepared again "
-                     f"from other text?); pass the corpus the run was trained on, or "
-                     f"{restart} to start over on this one")
+                     f"from other text?); pass the corpus the run was trained on"
+                     f"{_typed_elsewhere(cfg.data.corpus, run_dir)}, or {restart} to start "
+                     "over on this one")
+
+
+def _typed_elsewhere(corpus: str, run_dir: Path) -> str:
+    """Where a relative ``corpus`` pointed when the run was made in another folder: the same
+    words from here may name another folder (``prep/`` of another project)."""
+    from embedlab.run.folder import creation_folder
+
+    folder = creation_folder(run_dir)
+    if folder is None or os.path.isabs(corpus) or Path.cwd().resolve() == folder.resolve():
+        return ""
+    there = os.path.normpath(folder / corpus)
+    if not os.path.exists(there):
+        return ""
+    return f" (the run was made in {folder}, where {corpus} is {there}: " \
+           f"{spell('--corpus', there)})"
 
 
 def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, dim: int, *,
