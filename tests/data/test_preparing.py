@@ -270,6 +270,11 @@ def test_a_file_changed_while_it_is_read_is_refused_naming_it(
         f"{b} was removed while the corpus was being prepared; run 'embedlab prepare' again "
         "once it is back")
     assert not (tmp_path / "out").exists() and leftovers(tmp_path) == []
+    # a train preparing its own copy: its user re-runs the train
+    (folder / "b.txt").write_text("four five\n" * 50)
+    with pytest.raises(InputError, match=r"; re-run the same command once"):
+        prepare(folder, tmp_path / "run" / "prepared", min_count=1, progress=False,
+                run_dir=tmp_path / "run")
 
 
 @pytest.mark.parametrize("data,problem", [

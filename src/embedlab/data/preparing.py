@@ -44,7 +44,7 @@ from embedlab.data.prepared import (
     write_meta,
 )
 from embedlab.data.vocab import PruneInfo
-from embedlab.errors import InputError, note, spell, spell_name, warn
+from embedlab.errors import InputError, note, rerun, spell, spell_name, warn
 from embedlab.fsutil import (
     commit_folder,
     missing_folders,
@@ -152,7 +152,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
             encoded = counts.finish(min_count, max_vocab, unk, tmp)
         finally:
             counts.close()
-        _check_unchanged(files, stamps)
+        _check_unchanged(files, stamps, run_dir)
         meta = _meta(label, source, files, stamps, lowercase, min_count, max_vocab, unk,
                      max_distinct, stats, prune, encoded)
         write_meta(tmp / META_FILE, meta)
@@ -291,21 +291,24 @@ def _stamps(files: list[Path]) -> list[os.stat_result]:
         raise unreadable_file(exc.filename, exc) from None
 
 
-def _check_unchanged(files: list[Path], stamps: list[os.stat_result]) -> None:
+def _check_unchanged(files: list[Path], stamps: list[os.stat_result],
+                     run_dir: Path | None) -> None:
     """Refuse a corpus a file of which was written, replaced or removed while it was read: the
     ids would mix texts, and meta.json's record of the file (what a resume's note of a changed
-    corpus compares) would describe neither."""
+    corpus compares) would describe neither. ``run_dir``: a train preparing its own copy, whose
+    user re-runs the train, not a prepare."""
+    again = rerun() if run_dir is not None else "run 'embedlab prepare' again"
     for path, before in zip(files, stamps, strict=True):
         try:
             now = path.stat()
         except OSError:
-            raise InputError(f"{path} was removed while the corpus was being prepared; run "
-                             "'embedlab prepare' again once it is back") from None
+            raise InputError(f"{path} was removed while the corpus was being prepared; "
+                             f"{again} once it is back") from None
         if (now.st_size, now.st_mtime_ns, now.st_ino) != \
                 (before.st_size, before.st_mtime_ns, before.st_ino):
             raise InputError(f"{path} changed while the corpus was being prepared "
-                             f"({before.st_size:,} bytes, then {now.st_size:,}); run 'embedlab "
-                             "prepare' again once nothing writes to it")
+                             f"({before.st_size:,} bytes, then {now.st_size:,}); {again} once "
+                             "nothing writes to it")
 
 
 def _meta(label: str, source: Path, files: list[Path], stamps: list[os.stat_result],
