@@ -147,6 +147,26 @@ def test_existing_prepared_needs_force(corpus_file: Path, tmp_path: Path) -> Non
     assert leftovers(tmp_path) == []
 
 
+def test_a_prepare_that_finishes_first_is_not_replaced_by_one_without_force(
+        corpus_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two prepares into one new --out: the second to finish was committed over the first."""
+    out = tmp_path / "out"
+    count = token_ids.count
+    first = tmp_path / "first.txt"
+    first.write_text("alpha beta gamma\n" * 20)
+
+    def another_prepare_finishes_meanwhile(*args: object, **kwargs: object) -> object:
+        monkeypatch.setattr(token_ids, "count", count)
+        prepare(first, out, min_count=1, progress=False)
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(token_ids, "count", another_prepare_finishes_meanwhile)
+    with pytest.raises(InputError, match="already holds a prepared corpus; pass --force"):
+        prepare(corpus_file, out, min_count=1, progress=False)
+    assert PreparedCorpus.open(out).vocab.words == ("alpha", "beta", "gamma")
+    assert leftovers(tmp_path) == []
+
+
 def test_force_never_deletes_other_files_beside_a_prepared_corpus(corpus_file: Path,
                                                                  tmp_path: Path) -> None:
     """--force replaces a folder of nothing but a prepared corpus's files: notes, a subfolder,

@@ -111,7 +111,7 @@ def prepare_into(
                          "it out for every core")
     with _sigterm_cleans_up():
         _prepare_into(label, out, lowercase, min_count, max_vocab, unk, max_distinct, progress,
-                      run_dir, workers)
+                      run_dir, workers, force)
     # the pass's tables and pieces are freed, but malloc keeps much of it for reuse: hand it
     # back, so that whatever this process does next (open the folder, train) starts lean
     release_free_memory()
@@ -119,7 +119,7 @@ def prepare_into(
 
 def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
                   unk: str | None, max_distinct: int, progress: bool,
-                  run_dir: Path | None, workers: int) -> None:
+                  run_dir: Path | None, workers: int, force: bool = False) -> None:
     made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -158,6 +158,9 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         write_meta(tmp / META_FILE, meta)
         shutil.rmtree(tmp / ".source", ignore_errors=True)
         _fsync_files(tmp)
+        # checked again: another prepare into the same --out may have finished meanwhile, and
+        # without --force its corpus is not replaced
+        _check_out(out, force, run_dir)
         commit_folder(tmp, out)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
