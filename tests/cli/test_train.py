@@ -853,6 +853,22 @@ def test_restart_of_the_current_folder(copy: Path, corpus: Path,
     assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["ckpt-00000002"]
 
 
+def test_restart_of_a_run_reached_by_a_link_moves_the_run_not_the_link(
+        copy: Path, corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The run on another disk, a link to it here: the old run goes aside beside itself and the
+    new one is made where the link points (the link was moved and the old run left in place)."""
+    link = tmp_path / "link"
+    link.symlink_to(copy)
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", link, "--corpus", corpus, *FAST, "--restart",
+                      "--max-steps", "2")
+    assert code == 0, err
+    olds = list(copy.parent.glob("run.old-*"))
+    assert len(olds) == 1 and snapshot(olds[0]) == before
+    assert link.is_symlink() and link.resolve() == copy.resolve()
+    assert sorted(p.name for p in (copy / "checkpoints").iterdir()) == ["ckpt-00000002"]
+
+
 def test_restart_of_a_run_in_use_is_refused_before_anything_moves(
         copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # Moving the folder from under the training process would leave it writing to paths now

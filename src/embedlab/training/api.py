@@ -378,6 +378,11 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
         # stay as given, so that the lines printed and the result name the run as the user did
         if run_dir.name in ("", ".", ".."):
             run_dir = Path(os.path.abspath(run_dir))
+        if run_dir.is_symlink() and run_dir.is_dir():
+            # a link to the run on another disk: the run is moved aside beside itself and the
+            # new one made there, where the link points (moving the link would leave the old
+            # run in place and make the new one beside the link)
+            run_dir = Path(os.path.realpath(run_dir))
         if run_dir.is_dir():
             from embedlab.config import TrainConfig, apply_preset, check_new_run
             from embedlab.run.folder import say_restart_engine
