@@ -167,6 +167,22 @@ def test_a_prepare_that_finishes_first_is_not_replaced_by_one_without_force(
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("target", ["missing", "empty", "prepared"])
+def test_an_out_that_is_a_link_is_written_where_it_points(
+        corpus_file: Path, tmp_path: Path, target: str) -> None:
+    """--out on another disk through a link: the link stays, the corpus is at its target."""
+    disk = tmp_path / "disk" / "prep"
+    if target != "missing":
+        disk.mkdir(parents=True)
+    if target == "prepared":
+        prepare(corpus_file, disk, min_count=2, progress=False)
+    link = tmp_path / "link"
+    link.symlink_to(disk)
+    pc = prepare(corpus_file, link, min_count=1, progress=False, force=target == "prepared")
+    assert link.is_symlink() and is_prepared(disk) and pc.meta["min_count"] == 1
+    assert leftovers(tmp_path) == [] and leftovers(disk.parent) == []
+
+
 def test_force_never_deletes_other_files_beside_a_prepared_corpus(corpus_file: Path,
                                                                  tmp_path: Path) -> None:
     """--force replaces a folder of nothing but a prepared corpus's files: notes, a subfolder,

@@ -100,6 +100,11 @@ def prepare_into(
     DataConfig(corpus=label, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)
+    if out.is_symlink():
+        # a link to a folder on another disk (made, or still to make): the corpus goes where it
+        # points, as export --out and train --run write through theirs; committing at the link
+        # would replace the link with a folder here
+        out = Path(os.path.realpath(out))
     _check_out(out, force, run_dir)
     workers = native_tokenise.default_workers() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, numbers.Integral):
