@@ -167,18 +167,17 @@ def test_a_prepare_that_finishes_first_is_not_replaced_by_one_without_force(
     assert leftovers(tmp_path) == []
 
 
-@pytest.mark.parametrize("target", ["missing", "empty", "prepared"])
+@pytest.mark.parametrize("target", ["missing", "empty"])
 def test_an_out_that_is_a_link_is_written_where_it_points(
         corpus_file: Path, tmp_path: Path, target: str) -> None:
-    """--out on another disk through a link: the link stays, the corpus is at its target."""
+    """--out on another disk through a link: the link stays, the corpus is at its target (a
+    prepared one there: test_force_through_a_symbolic_link_replaces_the_corpus_where_it_points)."""
     disk = tmp_path / "disk" / "prep"
-    if target != "missing":
+    if target == "empty":
         disk.mkdir(parents=True)
-    if target == "prepared":
-        prepare(corpus_file, disk, min_count=2, progress=False)
     link = tmp_path / "link"
     link.symlink_to(disk)
-    pc = prepare(corpus_file, link, min_count=1, progress=False, force=target == "prepared")
+    pc = prepare(corpus_file, link, min_count=1, progress=False)
     assert link.is_symlink() and is_prepared(disk) and pc.meta["min_count"] == 1
     assert leftovers(tmp_path) == [] and leftovers(disk.parent) == []
 
@@ -205,19 +204,18 @@ def test_force_never_deletes_other_files_beside_a_prepared_corpus(corpus_file: P
         "min_count"] == 1
 
 
-def test_force_through_a_symbolic_link_replaces_the_link(corpus_file: Path,
-                                                        tmp_path: Path) -> None:
-    # The link itself is replaced by the new folder; the folder it pointed to is left as it
-    # was, and no hidden '.out.old-*' link is left beside it.
+def test_force_through_a_symbolic_link_replaces_the_corpus_where_it_points(
+        corpus_file: Path, tmp_path: Path) -> None:
+    # written through, as export --out and train --run are: the link stays, the corpus it
+    # points to is replaced, and no hidden '.out.old-*' is left beside either
     target = tmp_path / "data" / "real"
     prepare(corpus_file, target, min_count=2, progress=False)
-    before = snapshot(target)
     link = tmp_path / "out"
     link.symlink_to(target, target_is_directory=True)
     pc = prepare(corpus_file, link, min_count=1, force=True, progress=False)
-    assert pc.meta["min_count"] == 1 and not link.is_symlink()
-    assert snapshot(target) == before
-    assert leftovers(tmp_path) == []
+    assert pc.meta["min_count"] == 1 and link.is_symlink()
+    assert PreparedCorpus.open(target).meta["min_count"] == 1
+    assert leftovers(tmp_path) == [] and leftovers(target.parent) == []
 
 
 def test_a_prepared_folder_that_lost_its_meta_json_is_replaced_as_its_message_says(
