@@ -186,3 +186,26 @@ def test_a_sweeping_write_removes_what_killed_writers_of_that_file_left(tmp_path
         fh.write(b"2")
     assert not left.exists() and live.exists() and other.exists()
     assert (tmp_path / "v.bin").read_bytes() == b"2"
+
+
+def test_a_name_near_the_limit_gets_a_temporary_and_its_sweep(tmp_path: Path) -> None:
+    """A 250-byte file name is legal; its temporary (``.NAME.tmp-<pid>-XXXX``) was not, and the
+    write failed as "File name too long". The cut name is also what the sweep looks for."""
+    import subprocess
+    import sys
+
+    from embedlab.fsutil import atomic_open, hidden_prefix
+
+    name = "é" * 60 + "b" * 126 + ".txt"  # 250 bytes
+    with atomic_open(tmp_path / name) as fh:
+        fh.write(b"1")
+    assert (tmp_path / name).read_bytes() == b"1"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    prefix = hidden_prefix(name, "tmp")
+    assert len(os.fsencode(prefix)) < 230 and prefix.endswith(f".tmp-{os.getpid()}-")
+    left = tmp_path / prefix.replace(f"-{os.getpid()}-", f"-{int(dead.stdout)}-")
+    left.write_bytes(b"half")
+    with atomic_open(tmp_path / name, sweep=True) as fh:
+        fh.write(b"2")
+    assert not left.exists() and sorted(p.name for p in tmp_path.iterdir()) == [name]

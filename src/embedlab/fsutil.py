@@ -127,7 +127,7 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
     parent = path.parent if str(path.parent) else Path(".")
     if sweep:
         remove_dead_leftovers(path)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.tmp-{os.getpid()}-", dir=parent)
+    fd, tmp_name = tempfile.mkstemp(prefix=hidden_prefix(path.name, "tmp"), dir=parent)
     tmp = Path(tmp_name)
     try:
         with contextlib.suppress(OSError):  # e.g. FAT or some FUSE mounts: keep what we got
@@ -145,6 +145,21 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
         fsync_dir(parent)
 
 
+def hidden_prefix(name: str, kind: str) -> str:
+    """``.NAME.<kind>-<pid>-``: how the temporary (``tmp``) or moved-aside (``old``) file or
+    folder of ``NAME`` beside it starts, which :func:`remove_dead_leftovers` finds again. A
+    name too long to take the additions within the 255 bytes a file name may have is cut, a
+    hash of the whole in place of the rest (a 240-character export name was "too long")."""
+    return f".{_short(name)}.{kind}-{os.getpid()}-"
+
+
+def _short(name: str) -> str:
+    raw = os.fsencode(name)
+    if len(raw) <= 200:
+        return name
+    return os.fsdecode(raw[:190]) + "~" + hashlib.sha1(raw).hexdigest()[:8]
+
+
 def remove_dead_leftovers(path: Path, kinds: tuple[str, ...] = ("tmp",)) -> None:
     """Delete the ``.NAME.<kind>-<pid>-*`` files and folders beside ``path`` that a writer
     killed outright (SIGKILL, a power cut) left, once its process has ended: a live one may be
@@ -154,10 +169,11 @@ def remove_dead_leftovers(path: Path, kinds: tuple[str, ...] = ("tmp",)) -> None
     from embedlab.run.lock import pid_alive  # stdlib only
 
     parent = path.parent if str(path.parent) else Path(".")
+    stem = _short(path.name)
     for kind in kinds:
         with contextlib.suppress(OSError):
-            for child in parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
-                pid = child.name[len(path.name) + len(kind) + 3:].split("-", 1)
+            for child in parent.glob(f".{glob.escape(stem)}.{kind}-*"):
+                pid = child.name[len(stem) + len(kind) + 3:].split("-", 1)
                 if len(pid) != 2 or not pid[0].isdigit() or pid_alive(int(pid[0])):
                     continue
                 with contextlib.suppress(OSError):
@@ -261,7 +277,7 @@ def commit_folder(tmp: Path, final: Path) -> None:
     """
     old: Path | None = None
     if final.is_symlink() or final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}-{time.time_ns()}")
+        old = final.with_name(f"{hidden_prefix(final.name, 'old')}{time.time_ns()}")
         final.rename(old)
     try:
         os.replace(tmp, final)

@@ -108,6 +108,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     from embedlab.fsutil import (
         atomic_write_bytes,
         fsync_dir,
+        hidden_prefix,
         missing_folders,
         remove_dead_leftovers,
         remove_empty_folders,
@@ -145,7 +146,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     try:
         export.parent.mkdir(parents=True, exist_ok=True)
         remove_dead_leftovers(export)  # a build killed outright
-        building = Path(tempfile.mkdtemp(prefix=f".{export.name}.tmp-{os.getpid()}-",
+        building = Path(tempfile.mkdtemp(prefix=hidden_prefix(export.name, "tmp"),
                                          dir=export.parent))
     except OSError as exc:
         remove_empty_folders(made)

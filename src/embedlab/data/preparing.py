@@ -47,6 +47,7 @@ from embedlab.data.vocab import PruneInfo
 from embedlab.errors import InputError, note, rerun, spell, spell_name, warn
 from embedlab.fsutil import (
     commit_folder,
+    hidden_prefix,
     missing_folders,
     remove_dead_leftovers,
     remove_empty_folders,
@@ -131,7 +132,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         remove_dead_leftovers(out, ("tmp", "old"))
         # mkdir (not mkdtemp) so the folder gets the user's umask, not mode 0700; the pid in
         # the name lets a later prepare remove it if this process is killed (remove_dead_leftovers)
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{secrets.token_hex(6)}"
+        tmp = out.parent / f"{hidden_prefix(out.name, 'tmp')}{secrets.token_hex(6)}"
         tmp.mkdir()
     except OSError as exc:
         remove_empty_folders(made)
