@@ -12,6 +12,7 @@ import sys
 
 def run() -> None:
     """Load :mod:`embedlab.cli` and run its :func:`~embedlab.cli.run`."""
+    _closed_streams_to_devnull()
     try:
         from embedlab.cli import run as run_command
     except KeyboardInterrupt:
@@ -19,3 +20,15 @@ def run() -> None:
         sys.stderr.flush()
         raise SystemExit(130) from None
     run_command()
+
+
+def _closed_streams_to_devnull() -> None:
+    """A standard stream the shell closed (``>&-``, ``2>&-``, ``<&-``) is None in Python, and
+    a command's first write or read of it was an AttributeError traceback (exit 1, after the
+    work was done, or for a refusal that exits 2). Such a stream reads and writes
+    ``/dev/null``, as the descriptor it would be given (the lowest free) is its own number."""
+    import os
+
+    for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115

@@ -90,6 +90,11 @@ def output_target(path: Path, fix: str = "remove it or choose another file path"
     over it would silently replace, say, ``/dev/null`` or a named pipe with an ordinary file.
     """
     path = Path(path)
+    if _names_a_descriptor(path):
+        # /dev/stdout redirected to a file resolves to that file: replacing it by rename would
+        # cut off what else the shell sends there (its lines before and after are lost)
+        raise InputError(f"{path} names an open file of this process (standard output or "
+                         "error, a descriptor), not a file to replace; pass the path of a file")
     try:
         mode = os.stat(path).st_mode  # follows links
     except OSError:
@@ -103,6 +108,20 @@ def output_target(path: Path, fix: str = "remove it or choose another file path"
             fix = fix.replace("move it away or ", "").replace("remove it or ", "")
         raise InputError(f"{path} is not a regular file (it is {kind}); {fix}")
     return Path(os.path.realpath(path)) if os.path.islink(path) else path
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``... (and links to them)."""
+    import re
+
+    names = [os.path.abspath(path)]
+    with contextlib.suppress(OSError):
+        for _ in range(8):  # the link chain, up to the descriptor's magic link
+            if not os.path.islink(names[-1]):
+                break
+            names.append(os.path.join(os.path.dirname(names[-1]), os.readlink(names[-1])))
+    return any(re.match(r"/dev/(std(in|out|err)$|fd/)|/proc/(self|thread-self|\d+)/fd/", n)
+               for n in names)
 
 
 @contextlib.contextmanager

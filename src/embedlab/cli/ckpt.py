@@ -227,13 +227,13 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
       embedlab ckpt runs/demo-sg --export-subset runs/emb-only \\
           --names input_embeddings --map embed_matrix=input_embeddings
     """
-    from rich.console import Console
     from rich.table import Table
 
     from embedlab.checkpoint import CheckpointManager, find_checkpoint, tensor_specs
+    from embedlab.cli.output import table_console
     from embedlab.errors import InputError
 
-    console = Console(soft_wrap=True)
+    console = table_console()
     if strict and (export is not None or show_tensors or step is not None or best):
         raise InputError("--verify checks the listing of every checkpoint; drop it, or drop "
                          "--tensors, --step, --best and --export-subset (which verify the "

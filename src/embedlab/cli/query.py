@@ -37,10 +37,9 @@ def _load(source: Path, step: int | None, best: bool) -> Any:
 
 
 def _console() -> Any:
-    from rich.console import Console
+    from embedlab.cli.output import table_console
 
-    # markup off: words like "[the]" must print as they are
-    return Console(soft_wrap=True, highlight=False, markup=False)
+    return table_console()
 
 
 def _table(columns: list[tuple[str, str]]) -> Any:

@@ -40,8 +40,7 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     hyperparameters that differ between the listed runs (settings that do not change the
     result, such as --max-steps or --progress, are left out).
     """
-    from rich.console import Console
-
+    from embedlab.cli.output import table_console
     from embedlab.track.runs import check_sort_key, find_runs, run_info, runs_tables, sort_runs
 
     if reverse and sort_key is None:
@@ -81,8 +80,7 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
             return
     if sort_key is not None:
         infos = sort_runs(infos, sort_key, reverse=reverse)
-    # Piped output (grep, files) must not be wrapped at rich's default 80 columns.
-    console = Console(width=None if sys.stdout.isatty() else 1000)
+    console = table_console()
     console.print(*runs_tables(infos, all_hparams=all_hparams))
 
 

@@ -1,0 +1,101 @@
+"""What the commands print their tables on (embedlab.cli.output), and standard streams a shell
+closed or redirected: whole rows in a pipe, no markup read from names, SIGPIPE's status, no
+traceback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embedlab.checkpoint import CheckpointManager
+from embedlab.errors import InputError
+from embedlab.fsutil import output_target
+
+LONG = "http://example.com/" + "x" * 100  # 119 characters
+
+
+@pytest.fixture
+def vectors(tmp_path: Path) -> Path:
+    """A word2vec text file whose words include one of 119 characters and one like markup."""
+    words = ["a", "b", LONG, "[red]", *(f"w{i}" for i in range(40))]
+    rng = np.random.default_rng(0)
+    rows = [f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=3)) for w in words]
+    path = tmp_path / "v.txt"
+    path.write_text(f"{len(words)} 3\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def embedlab(*args: str | Path, env: dict[str, str] | None = None, shell_suffix: str = ""
+             ) -> subprocess.CompletedProcess[str]:
+    """``embedlab ARGS`` in a fresh process (a shell when ``shell_suffix`` redirects)."""
+    command = [sys.executable, "-m", "embedlab", *map(str, args)]
+    if shell_suffix:
+        quoted = " ".join(f"'{c}'" for c in command)
+        return subprocess.run(["sh", "-c", f"{quoted} {shell_suffix}"], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, **(env or {})})
+    return subprocess.run(command, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("columns", [None, "0", "20"])
+def test_a_table_in_a_pipe_has_whole_rows_whatever_columns_says(
+        vectors: Path, columns: str | None) -> None:
+    """Piped, rows were fitted to 80 columns (a long word cut to "…"); COLUMNS=0 printed
+    nothing and exited 0."""
+    env = {"COLUMNS": columns} if columns is not None else {}
+    done = embedlab("neighbors", vectors, "a", "-k", "50", env=env)
+    assert done.returncode == 0, done.stderr
+    assert LONG in done.stdout and "[red]" in done.stdout and "…" not in done.stdout
+
+
+def test_a_run_folder_named_like_markup_is_printed_as_it_is(tmp_path: Path) -> None:
+    """``[/b]`` in a folder name stopped ckpt (and runs over its parent) with a markup error;
+    ``exp[v2]`` printed as ``exp``."""
+    for name in ("exp[v2]", "[/b]"):
+        run = tmp_path / name / "run"
+        CheckpointManager(run).save(1, {"input_embeddings": np.zeros((2, 2), np.float32)}, {})
+        done = embedlab("ckpt", run)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        assert f"checkpoints of {run}" in done.stdout
+
+
+def test_a_table_whose_reader_is_gone_ends_as_sigpipe_would(vectors: Path) -> None:
+    """``embedlab ckpt --verify | true``: rich's own exit status 1 is ckpt --verify's word
+    for a failed checkpoint."""
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "neighbors", str(vectors), "a"],
+                            stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGPIPE and b"Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("closed", "word", "code"), [
+    (">&-", "a", 0), ("2>&-", "a", 0), ("<&-", "a", 0), ("2>&-", "nosuchword", 2)])
+def test_a_closed_standard_stream_is_no_traceback(vectors: Path, closed: str, word: str,
+                                                 code: int) -> None:
+    """A stream the shell closed is None in Python: the first write or flush of it was an
+    AttributeError (exit 1), after the work was done or in place of a refusal's 2."""
+    done = embedlab("neighbors", vectors, word, shell_suffix=closed)
+    assert done.returncode == code and "Traceback" not in done.stderr, done.stderr
+
+
+def test_eval_of_standard_input_closed_is_one_line(vectors: Path) -> None:
+    done = embedlab("eval", vectors, "--analogies", "-", shell_suffix="<&-")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("embedlab: error: ")
+
+
+@pytest.mark.parametrize("path", ["/dev/stdout", "/dev/stderr", "/dev/fd/1", "/proc/self/fd/1"])
+def test_a_write_never_replaces_a_standard_stream_redirected_to_a_file(path: str) -> None:
+    """``( echo before; embedlab export RUN --out /dev/stdout --force ) > log``: /dev/stdout
+    resolves to log, which the rename replaced, losing the shell's lines around it."""
+    with pytest.raises(InputError, match="names an open file of this process"):
+        output_target(Path(path))
