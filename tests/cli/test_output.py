@@ -99,3 +99,14 @@ def test_a_write_never_replaces_a_standard_stream_redirected_to_a_file(path: str
     resolves to log, which the rename replaced, losing the shell's lines around it."""
     with pytest.raises(InputError, match="names an open file of this process"):
         output_target(Path(path))
+
+
+def test_a_refusal_whose_reader_is_gone_keeps_its_status(vectors: Path) -> None:
+    """``embedlab neighbors V nosuchword 2>&1 | true``: the error line met the closed pipe
+    inside the handler, a traceback with status 1 instead of the refusal's 2."""
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", "neighbors", str(vectors),
+                             "nosuchword"], stdout=write, stderr=write)
+    os.close(write)
+    assert proc.wait(timeout=120) == 2

@@ -117,8 +117,10 @@ def loading() -> Iterator[None]:
 
 
 def _fail(message: str, code: int = 2) -> None:
-    # One line, no traceback: the message itself says what to do.
-    click.echo(f"embedlab: error: {message}", err=True)
+    # One line, no traceback: the message itself says what to do. A stderr whose reader is
+    # gone (2>&1 | true) cannot take it; the status still says what happened.
+    with contextlib.suppress(OSError):
+        click.echo(f"embedlab: error: {message}", err=True)
     sys.exit(code)
 
 
