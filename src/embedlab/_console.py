@@ -13,6 +13,7 @@ import sys
 def run() -> None:
     """Load :mod:`embedlab.cli` and run its :func:`~embedlab.cli.run`."""
     _closed_streams_to_devnull()
+    _unencodable_escaped()
     try:
         from embedlab.cli import run as run_command
     except KeyboardInterrupt:
@@ -32,3 +33,12 @@ def _closed_streams_to_devnull() -> None:
     for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))  # noqa: SIM115
+
+
+def _unencodable_escaped() -> None:
+    """A stdout or stderr that cannot encode every character (``PYTHONIOENCODING=ascii``, a
+    C locale's terminal) writes the others as ``\\xe9``, not a UnicodeEncodeError traceback
+    for a word such as café or a table's ×."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")

@@ -110,3 +110,12 @@ def test_a_refusal_whose_reader_is_gone_keeps_its_status(vectors: Path) -> None:
                              "nosuchword"], stdout=write, stderr=write)
     os.close(write)
     assert proc.wait(timeout=120) == 2
+
+
+def test_a_stream_that_cannot_encode_a_word_escapes_it(tmp_path: Path) -> None:
+    """PYTHONIOENCODING=ascii: a table with café (or eval's ×) was a UnicodeEncodeError."""
+    path = tmp_path / "v.txt"
+    path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
+    done = embedlab("neighbors", path, "café", env={"PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "th\\xe9" in done.stdout
