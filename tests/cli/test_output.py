@@ -119,3 +119,10 @@ def test_a_stream_that_cannot_encode_a_word_escapes_it(tmp_path: Path) -> None:
     done = embedlab("neighbors", path, "café", env={"PYTHONIOENCODING": "ascii"})
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert "th\\xe9" in done.stdout
+
+
+def test_embedlab_alone_shows_its_help_on_stderr() -> None:
+    """Exit 2 is a usage error; its help went to stdout, where results go."""
+    done = embedlab()
+    assert done.returncode == 2 and done.stdout == ""
+    assert "Usage: embedlab" in done.stderr

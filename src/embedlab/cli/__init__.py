@@ -336,7 +336,9 @@ def main(argv: list[str] | None = None) -> Any:
             sys.exit(exc.exit_code)
         _fail(str(exc))
     except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        # a usage error's help: on stderr, as every refusal (stdout holds results only)
+        with contextlib.suppress(OSError):
+            click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         sys.exit(2)
     except click.UsageError as exc:
         sub = exc.ctx.info_name if exc.ctx and exc.ctx.info_name != "embedlab" else \
