@@ -779,6 +779,29 @@ def test_ctrl_c_before_training_puts_a_restarted_run_back(
     assert not list(copy.parent.glob("run.old-*"))
 
 
+def test_ctrl_c_right_after_the_move_puts_a_restarted_run_back(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Between the move and the new run (a third of a second loading the trainer) a Ctrl-C
+    left the old run aside for good; the command re-run then trained the demo corpus."""
+    from embedlab.training import restart
+
+    spell, calls = restart.spell, []
+
+    def ctrl_c_once(*args: Any, **kwargs: Any) -> str:
+        calls.append(args)
+        if len(calls) == 1:  # the line that says where the old run went
+            raise KeyboardInterrupt
+        return spell(*args, **kwargs)
+
+    monkeypatch.setattr(restart, "spell", ctrl_c_once)
+    before = snapshot(copy)
+    code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+    assert code == 130, err
+    assert f"put the old run back at {copy}" in err
+    assert snapshot(copy) == before and not list(copy.parent.glob("run.old-*"))
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_while_the_run_is_set_up_puts_a_restarted_run_back(
         copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,

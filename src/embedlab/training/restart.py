@@ -29,6 +29,10 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False,
     run takes the old one's settings (said in the line that says where it went), except the
     ``renewed`` ones (``--interleave 1``: the run's values, which it takes today's defaults
     for)."""
+    # imported before the move (a third of a second): a Ctrl-C or SIGTERM while it loaded,
+    # after the move, left the old run aside for good, and the command re-run trained the demo
+    from embedlab.training.trainer import CREATED_RUN
+
     old_lock = _lock_for_restart(run)
     try:
         try:
@@ -40,19 +44,17 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False,
                        f"and pass the new name as {spell('--run')}")
             raise InputError(f"{spell('--restart', True)}: cannot move {run} aside "
                              f"({exc.strerror or exc}); {fix}") from None
-        if old_lock is not None:
-            old_lock.moved_to(moved)
-        settings = "; starting over with its settings and the ones given" if same_settings \
-            else ""
-        if same_settings and renewed:  # its config.json predates them
-            settings += (f", and today's defaults for those added since it was made (pass "
-                         f"{' '.join(renewed).rstrip(',')} to keep its own)")
-        print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}{settings}",
-              file=sys.stderr)
-        from embedlab.training.trainer import CREATED_RUN
-
         created = CREATED_RUN.set(None)  # the block's trainer records the run it creates
-        try:
+        try:  # from the move on, any stop puts the old run back
+            if old_lock is not None:
+                old_lock.moved_to(moved)
+            settings = "; starting over with its settings and the ones given" \
+                if same_settings else ""
+            if same_settings and renewed:  # its config.json predates them
+                settings += (f", and today's defaults for those added since it was made (pass "
+                             f"{' '.join(renewed).rstrip(',')} to keep its own)")
+            print(f"embedlab: {spell('--restart', True)}: moved the old run to {moved}"
+                  f"{settings}", file=sys.stderr)
             yield moved
         except BaseException:
             if not run.exists():  # still under the old run's lock
