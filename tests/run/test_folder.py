@@ -153,6 +153,21 @@ def test_a_run_without_a_checkpoint_takes_other_flags(tmp_path: Path) -> None:
     assert (cfg.model.dim, cfg.model.window) == (9, 3)
 
 
+@pytest.mark.parametrize(("preset", "explicit", "stop"), [
+    ("cs20", {}, 100_000), ("cs20", {"max_steps": 150_000}, 150_000), (None, {}, None)])
+def test_a_preset_runs_resume_stops_where_the_preset_stops(
+        tmp_path: Path, preset: str | None, explicit: dict[str, Any], stop: int | None) -> None:
+    """cs20 stops at the lecture's 100,000 steps: the same command re-run after a Ctrl-C went
+    on to the end of the data; --max-steps still chooses another stop, and train --run alone
+    goes on through the epoch (docs/training.md)."""
+    from embedlab.config import apply_preset
+
+    stored = TrainConfig.from_dict(apply_preset("cs20", {"threads": 1}))
+    run = _store(tmp_path / "run", stored)
+    cfg, _ = resolve_config(run, explicit, preset)
+    assert cfg.max_steps == stop
+
+
 def test_resume_refuses_another_preset(tmp_path: Path) -> None:
     run = _store(tmp_path / "run", TrainConfig(threads=1))
     with pytest.raises(InputError) as refused:

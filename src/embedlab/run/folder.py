@@ -19,6 +19,7 @@ from typing import Any
 
 from embedlab.config import (
     LEGACY_VALUES,
+    PRESETS,
     TrainConfig,
     apply_preset,
     check_new_run,
@@ -321,6 +322,12 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     stored, explicit = _moved_corpus(run_dir, stored, explicit, say=say)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
+    if preset is not None and preset == stored.preset:
+        # the same command again (--preset cs20 re-run after a Ctrl-C) stops where it would
+        # have without the stop: the preset's own stop (the lecture's 100,000 steps) is part of
+        # what it names (it trained on past it); --max-steps N still wins, and train --run
+        # alone goes on through the epoch
+        base["max_steps"] = PRESETS[preset].get("max_steps")
     if preset is not None and preset != stored.preset:
         made = f"with {spell('--preset', stored.preset)}" if stored.preset else \
             f"without {spell_name('--preset')}"
