@@ -278,3 +278,29 @@ def test_a_similarity_file_named_like_a_loss_is_maximised(files: Path, peaked: P
           "--checkpoint-every", "5", "--keep", "1000", "--best-metric", "similarity/glossary"])
     index = read_index(run)
     assert (index.best, index.best_mode) == (PEAK_STEP, "max")
+
+
+def test_evaluation_time_is_not_training_time(files: Path, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    """--eval-every's evaluations, as a checkpoint's save, are left out of train_seconds and of
+    the windows' words/s (27k against 614k words/s for the same steps with --eval-every 20)."""
+    import time
+
+    from embedlab.run.status import read_status
+    from embedlab.training.reporting import Reporter
+
+    evaluate = Reporter.evaluate
+
+    def slow(self: Reporter) -> None:
+        time.sleep(0.4)
+        evaluate(self)
+
+    monkeypatch.setattr(Reporter, "evaluate", slow)
+    run = files / "slow-eval"
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--eval-similarity", str(files / "random.tsv"), "--eval-every", "2",
+          "--max-steps", "10", "--log-every", "10"])
+    assert sorted(logged(run, "eval/similarity/random")) == [2, 4, 6, 8, 10]  # 2 s of sleep
+    assert read_status(run)["train_seconds"] < 1.0
+    # the window of steps 1-10 slept 1.6 s in evaluations at 2, 4, 6 and 8: under 300 words/s
+    assert logged(run, "train/words_per_sec")[10] > 2000
