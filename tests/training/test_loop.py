@@ -298,6 +298,32 @@ def test_a_stop_while_opening_the_writers_is_recorded(
     assert read_status(run)["step"] == 3
 
 
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), OSError(28, "No space left on device")],
+                         ids=["ctrl-c", "disk-full"])
+def test_a_resume_stopped_before_it_saved_leaves_the_runs_records_as_they_were(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        error: BaseException) -> None:
+    """A resume with --epochs raised, stopped while its writers opened: it said the run was as
+    it was, yet config.json held the new --epochs (the command that made the run was then "a
+    different config") and env.json a resume that trained nothing."""
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus, max_steps=3), run)
+    before = {name: (run / name).read_bytes() for name in ("config.json", "env.json")}
+
+    def failing(*args: Any, **kwargs: Any) -> None:
+        raise error
+
+    import embedlab.track.tracker as summaries
+
+    monkeypatch.setattr(summaries, "open_tracker", failing)
+    with pytest.raises(type(error)):
+        run_train(make_cfg(corpus, optim={"epochs": 2}), run)
+    assert {name: (run / name).read_bytes() for name in before} == before
+    monkeypatch.undo()
+    result, _ = run_train(make_cfg(corpus, max_steps=5), run)  # the run's own command
+    assert result.step == 5
+
+
 def test_a_run_that_fails_mid_training_records_how_far_it_got(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A disk that fills at the second checkpoint, before any log window wrote progress: the

@@ -69,6 +69,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         return _already_finished(run, out)
     wall = WallClock(state.wall_seconds)
     saver = Saver(run, wall)
+    resumed_at, ended = saver.saved_step, False
     sink = progress_sink()
     bar: Any = NoBar()
     tracker: Tracker | None = None
@@ -99,6 +100,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             saver.metrics = reporter.checkpoint_metrics
             finished = _train(run, reporter, saver, _Stop(flag, sink))
             _finish(run, reporter, saver, finished)
+            ended = True
     except ProcessLost as exc:  # another process of the run stopped: resume from the last save
         distributed.finish_exit()
         status.write_status(run.run_dir, status="interrupted", step=state.step,
@@ -126,6 +128,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         bar.close()
         if tracker is not None:
             tracker.close()
+        if not ended and run.resumed and saver.saved_step == resumed_at:
+            run.forget_this_call()  # stopped with nothing saved: the run is as it was
     sink.end(final_progress(run))  # all saved and closed: a callback that raises loses nothing
     return _result(run, finished)
 

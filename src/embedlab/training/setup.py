@@ -8,12 +8,13 @@ say what it is doing: a new run, a resume, a warm start.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -62,7 +63,7 @@ from embedlab.errors import (
     spell_name,
     warn,
 )
-from embedlab.fsutil import remove_leftover_temporaries
+from embedlab.fsutil import atomic_write_bytes, remove_leftover_temporaries
 from embedlab.run.folder import CONFIG_FILE, abandon_after
 from embedlab.run.provenance import (
     last_kernel,
@@ -115,6 +116,22 @@ class TrainingRun:
     raw_per_token: float  # corpus words (out-of-vocabulary ones too) per in-vocabulary token
     progress: bool  # show a progress bar
     progress_lines: bool = False  # no terminal: a progress line a minute instead
+    #: a resume's config.json and env.json as they were before it recorded itself (None: no
+    #: such file), put back by :meth:`forget_this_call` when it stops before it trains a step
+    records_before: dict[str, bytes | None] = field(default_factory=dict)
+
+    def forget_this_call(self) -> None:
+        """A resume that stopped before training a step (a Ctrl-C, a SIGTERM, a failure while
+        the writers open) leaves the run as it was, as one that trains nothing does: its flags
+        (a larger --epochs, another --best-metric) recorded would make the command that made
+        the run "a different config", though the stop said the run is as it was."""
+        for name, data in self.records_before.items():
+            with contextlib.suppress(OSError):  # the stop's own message comes first
+                if data is None:
+                    (self.run_dir / name).unlink(missing_ok=True)
+                else:
+                    atomic_write_bytes(self.run_dir / name, data)
+        self.records_before = {}
 
     @property
     def total_words(self) -> int:
@@ -200,6 +217,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     # is: its flags (a larger --epochs, another --best-metric) must not become the run's config,
     # or the command that made the run would be refused as "a different config" next time, and
     # config.json would name a --best-metric that the index's best checkpoint was not chosen by.
+    records_before = _records(run_dir) if ckpt is not None and trains else {}
     if ckpt is None or trains:
         write_config_json(run_dir, cfg)
     elif group is None or group.leader:
@@ -226,7 +244,18 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
                        resumed=ckpt is not None, n_tokens=n_tokens,
                        raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress,
                        progress_lines=cfg.track.progress and not progress and
-                       not said_by_another_process())
+                       not said_by_another_process(), records_before=records_before)
+
+
+def _records(run_dir: Path) -> dict[str, bytes | None]:
+    """config.json and env.json as they are (None: missing)."""
+    out: dict[str, bytes | None] = {}
+    for name in (CONFIG_FILE, "env.json"):
+        try:
+            out[name] = (run_dir / name).read_bytes()
+        except FileNotFoundError:
+            out[name] = None
+    return out
 
 
 def _check_legacy_vocabulary(run_dir: Path, vocab: Vocab, cfg: TrainConfig, ckpt: Path) -> None:
