@@ -132,9 +132,9 @@ def timed_loop(run, out):
     return loop(run, out)
 trainer.train_loop = timed_loop
 save = saving.Saver.save
-def timed_save(self, tracker, *, final=False):
+def timed_save(self, tracker, **how):  # final=, stopping=, at_max_steps=: as Saver.save's
     start = time.perf_counter()
-    result = save(self, tracker, final=final)
+    result = save(self, tracker, **how)
     marks["saves"] = marks.get("saves", 0) + 1
     marks["save"] = time.perf_counter() - start  # the last one: after the last step
     return result
