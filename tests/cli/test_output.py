@@ -126,3 +126,15 @@ def test_embedlab_alone_shows_its_help_on_stderr() -> None:
     done = embedlab()
     assert done.returncode == 2 and done.stdout == ""
     assert "Usage: embedlab" in done.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["train", "--help"]])
+def test_help_whose_reader_is_gone_ends_as_sigpipe_would(args: list[str]) -> None:
+    """``embedlab --help | true``: click's own handling of the closed pipe exited 1."""
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.Popen([sys.executable, "-m", "embedlab", *args], stdout=write,
+                            stderr=subprocess.PIPE)
+    os.close(write)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGPIPE and b"Traceback" not in err, err

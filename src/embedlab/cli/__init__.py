@@ -335,6 +335,11 @@ def main(argv: list[str] | None = None) -> Any:
         if exc.printed_by_another or _said_by_another():
             sys.exit(exc.exit_code)
         _fail(str(exc))
+    except SystemExit as exc:
+        # click ends a write to a closed pipe outside a command (--help, --version) with 1
+        if exc.code == 1 and _reader_gone():
+            sys.exit(128 + signal.SIGPIPE)
+        raise
     except click.exceptions.NoArgsIsHelpError as exc:
         # a usage error's help: on stderr, as every refusal (stdout holds results only)
         with contextlib.suppress(OSError):
