@@ -125,7 +125,7 @@ def prepare_into(
 
 def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vocab: int | None,
                   unk: str | None, max_distinct: int, progress: bool,
-                  run_dir: Path | None, workers: int, force: bool = False) -> None:
+                  run_dir: Path | None, workers: int, force: bool) -> None:
     made = missing_folders(out.parent)  # a failed run removes them again (if still empty)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

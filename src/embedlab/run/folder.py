@@ -428,6 +428,16 @@ def paths_from_creation(flat: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def typed_in(folder: Path | None, path: str) -> str | None:
+    """Where a relative ``path`` of a run's config points from ``folder``, the folder it was
+    typed in (:func:`creation_folder`), when something is there; None otherwise (no folder
+    recorded, an absolute path, or nothing there)."""
+    if folder is None or os.path.isabs(path):
+        return None
+    there = os.path.normpath(folder / path)
+    return there if os.path.exists(there) else None
+
+
 def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
     """``stored`` with the relative paths (corpus, evaluation files) that name nothing from
     here made absolute from the folder they were typed in, where they still are: a resume from
@@ -440,10 +450,9 @@ def _anchored(stored: TrainConfig, folder: Path | None) -> TrainConfig:
         return stored
 
     def anchor(path: str) -> str:
-        if os.path.isabs(path) or os.path.exists(path):
+        if os.path.exists(path):
             return path  # as typed: config.json and the run's records keep their words
-        there = os.path.normpath(folder / path)
-        return there if os.path.exists(there) else path
+        return typed_in(folder, path) or path
 
     data, ev = stored.data, stored.eval
     corpus = data.corpus if data.corpus in _LABELS else anchor(data.corpus)
@@ -462,10 +471,9 @@ def _named_there(stored: TrainConfig, explicit: dict[str, Any], folder: Path | N
     the run's own corpus, not "another config"."""
     given = explicit.get("data", {}).get("corpus")
     old = stored.data.corpus
-    if folder is None or not isinstance(given, str) or old in _LABELS or os.path.isabs(old):
-        return stored
-    there = os.path.normpath(folder / old)
-    if os.path.exists(there) and same_file(given, there) and not same_file(given, old):
+    there = None if old in _LABELS else typed_in(folder, old)
+    if isinstance(given, str) and there and same_file(given, there) and \
+            not same_file(given, old):
         return dataclasses.replace(stored, data=dataclasses.replace(stored.data, corpus=there))
     return stored
 

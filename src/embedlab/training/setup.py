@@ -9,7 +9,6 @@ say what it is doing: a new run, a resume, a warm start.
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import threading
@@ -117,14 +116,15 @@ class TrainingRun:
     progress: bool  # show a progress bar
     progress_lines: bool = False  # no terminal: a progress line a minute instead
     #: a resume's config.json and env.json as they were before it recorded itself (None: no
-    #: such file), put back by :meth:`forget_this_call` when it stops before it trains a step
+    #: such file), put back by :meth:`forget_this_call` when it stops before it saves a step
     records_before: dict[str, bytes | None] = field(default_factory=dict)
 
     def forget_this_call(self) -> None:
-        """A resume that stopped before training a step (a Ctrl-C, a SIGTERM, a failure while
-        the writers open) leaves the run as it was, as one that trains nothing does: its flags
-        (a larger --epochs, another --best-metric) recorded would make the command that made
-        the run "a different config", though the stop said the run is as it was."""
+        """A resume that stopped before saving a checkpoint (a Ctrl-C, a SIGTERM, a failure while
+        the writers open or at its save) leaves the run as it was, as one that trains nothing
+        does: its flags (a larger --epochs, another --best-metric) recorded would make the
+        command that made the run "a different config", though the stop said the run is as it
+        was."""
         for name, data in self.records_before.items():
             with contextlib.suppress(OSError):  # the stop's own message comes first
                 if data is None:
@@ -661,13 +661,11 @@ def _check_same_corpus(cfg: TrainConfig, run_dir: Path, prepared: PreparedCorpus
 def _typed_elsewhere(corpus: str, run_dir: Path) -> str:
     """Where a relative ``corpus`` pointed when the run was made in another folder: the same
     words from here may name another folder (``prep/`` of another project)."""
-    from embedlab.run.folder import creation_folder
+    from embedlab.run.folder import creation_folder, typed_in
 
     folder = creation_folder(run_dir)
-    if folder is None or os.path.isabs(corpus) or Path.cwd().resolve() == folder.resolve():
-        return ""
-    there = os.path.normpath(folder / corpus)
-    if not os.path.exists(there):
+    there = typed_in(folder, corpus)
+    if folder is None or there is None or Path.cwd().resolve() == folder.resolve():
         return ""
     return f" (the run was made in {folder}, where {corpus} is {there}: " \
            f"{spell('--corpus', there)})"
