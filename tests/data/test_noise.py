@@ -92,3 +92,35 @@ def test_a_large_exponent_is_the_same_distribution_in_range() -> None:
     small = NoiseDistribution(counts, 0.75)  # an alpha in range keeps its formula, and bits
     weights = np.where(counts > 0, counts.astype(np.float64) ** 0.75, 0.0)
     assert np.array_equal(small.probs, weights / weights.sum())
+
+
+@pytest.fixture(scope="module")
+def native_library() -> None:
+    from embedlab.engines.native import library_if
+
+    if library_if(True) is None:
+        pytest.skip("the native library does not build here")
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=st.lists(st.integers(0, 10**6), min_size=1, max_size=200).filter(any),
+       alpha=st.sampled_from([0.0, 0.5, 0.75, 1.0, 2.0]))
+def test_the_native_walk_gives_the_loops_bits(native_library: None, counts: list[int],
+                                              alpha: float) -> None:
+    from embedlab.data.noise import _alias_table, _alias_table_loop
+
+    probs = NoiseDistribution(np.array(counts), alpha).probs
+    threshold, alias = _alias_table(probs, native=True)
+    expected_threshold, expected_alias = _alias_table_loop(probs)
+    assert threshold.tobytes() == expected_threshold.tobytes()
+    assert alias.tobytes() == expected_alias.tobytes()
+
+
+def test_the_native_walk_of_a_zipf_vocabulary_is_pythons(native_library: None) -> None:
+    # 300,000 words: the many runs of small columns per large one that a big vocabulary has
+    from embedlab.data.noise import _alias_table
+
+    counts = np.maximum(5, 10**9 // np.arange(1, 300_001))
+    probs = NoiseDistribution(counts, 0.75).probs
+    ours, theirs = _alias_table(probs, native=True), _alias_table(probs, native=False)
+    assert ours[0].tobytes() == theirs[0].tobytes() and ours[1].tobytes() == theirs[1].tobytes()

@@ -283,11 +283,18 @@ _SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace() and chr(c) not in
 
 @pytest.mark.parametrize("space", _SPACES, ids=[f"U+{ord(c):04X}" for c in _SPACES])
 def test_every_whitespace_in_a_word_is_refused(tmp_path: Path, space: str) -> None:
-    # the array-speed reading finds what str.split() splits at, as the line-by-line one does
+    # the array-speed readings (NumPy's, the native library's) find what str.split() splits
+    # at, as the line-by-line one does
+    from embedlab.data.vocab_tsv import parse_columns
+    from embedlab.engines.native import library_if
+
     path = tmp_path / "vocab.tsv"
     path.write_text(f"the\t10\nx{space}y\t7\n", encoding="utf-8")
-    with pytest.raises(InputError):
+    with pytest.raises(InputError, match=r"vocab\.tsv:2: "):
         Vocab.load_tsv(path)
+    assert parse_columns(path.read_bytes(), native=False) is None
+    if library_if(True) is not None:
+        assert parse_columns(path.read_bytes(), native=True) is None
 
 
 @pytest.mark.parametrize("content", [
@@ -395,3 +402,66 @@ def test_the_fix_of_a_damaged_prepared_folder_holding_other_files_moves_them_fir
         Vocab.load_tsv(folder / "vocab.tsv")
     assert str(e.value).endswith(f"; re-create it with 'embedlab prepare CORPUS --out {folder} "
                                  "--force'")
+
+
+@pytest.fixture(scope="module")
+def native_library() -> None:
+    from embedlab.engines.native import library_if
+
+    if library_if(True) is None:
+        pytest.skip("the native library does not build here")
+
+
+_piece = st.text(st.sampled_from("ab\u00e9\u8a9e0 \t\u00a0\u2003\x1c\r"), max_size=4)
+_line = st.one_of(
+    st.tuples(st.text(st.sampled_from("abc\u00e9\u8a9e\u20ac"), min_size=1, max_size=3),
+              st.text(st.sampled_from("0123456789"), min_size=1, max_size=20)).map("\t".join),
+    st.tuples(_piece, st.text(st.sampled_from("019x \t"), max_size=4)).map("\t".join),
+    _piece)
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(_line, max_size=12), final_newline=st.booleans())
+def test_the_native_reading_of_vocab_tsv_is_numpys(native_library: None, lines: list[str],
+                                                   final_newline: bool) -> None:
+    """The same words, counts and form, or the same refusal; and repeated words found."""
+    from embedlab.data.vocab_tsv import parse_columns
+
+    data = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode("utf-8")
+    native, numpy = parse_columns(data, native=True), parse_columns(data, native=False)
+    if numpy is None:
+        assert native is None
+        return
+    assert native is not None
+    assert native[0] == numpy[0] and native[1].tolist() == numpy[1].tolist()
+    assert native[2] == numpy[2]
+    assert native[3] is (len(set(numpy[0])) == len(numpy[0]))
+    assert numpy[3] is (None if data else True)  # NumPy leaves the check to Vocab
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_repeated_word_is_refused_either_way(native_library: None, tmp_path: Path,
+                                               native: bool, monkeypatch: pytest.MonkeyPatch,
+                                               ) -> None:
+    import embedlab.data.vocab_tsv as vocab_tsv
+    from embedlab.engines.native import library_if
+
+    lib = library_if(True) if native else None
+    monkeypatch.setattr(vocab_tsv, "_native_library", lambda data, build: lib)
+    path = tmp_path / "vocab.tsv"
+    path.write_text("the\t9\n\u00e9t\u00e9\t5\nof\t4\n\u00e9t\u00e9\t2\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"vocab\.tsv \(duplicate words in vocabulary\)"):
+        Vocab.load_tsv(path)
+
+
+def test_the_words_hash_is_the_checkpoints_vocabulary_hash_and_pickles() -> None:
+    import pickle
+
+    from embedlab.training.state import vocabulary_sha256
+
+    v = Vocab(("the", "\u00e9t\u00e9", "of"), np.array([3, 2, 1]))
+    first = v.words_sha256()
+    first.update(b"more")  # a copy: the next call starts again from the words
+    assert v.words_sha256().hexdigest() == vocabulary_sha256(v.words)
+    back = pickle.loads(pickle.dumps(v))
+    assert back == v and back.words_sha256().hexdigest() == vocabulary_sha256(v.words)

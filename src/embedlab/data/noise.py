@@ -71,7 +71,8 @@ class NoiseDistribution:
         return np.log(np.maximum(k * self.probs, floor)).astype(np.float32)
 
 
-def _alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _alias_table(probs: np.ndarray, *, native: bool | None = None,
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Vose's alias method: column i keeps i with probability threshold[i], else alias[i].
 
     The table of the classic loop (:func:`_alias_table_loop`, the specification), value for
@@ -82,6 +83,7 @@ def _alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     only the running value of the current large column needs the loop: its sequence of float
     operations ``(w + s) - 1`` is the loop's, so the values are bit for bit the same. The
     thresholds of the small columns are their scaled probabilities, set at array speed.
+    ``native``: as :func:`_walk_natively`'s.
     """
     n = len(probs)
     scaled = probs * n
@@ -91,7 +93,7 @@ def _alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     large = np.flatnonzero(scaled >= 1.0)[::-1]
     if not len(small) or not len(large):
         return threshold, alias
-    taken, residuals = _walk(scaled[small].tolist(), scaled[large].tolist())
+    taken, residuals = _walk_natively(scaled[small], scaled[large], native=native)
     # large column j took small ones taken[j - 1]..taken[j] - 1, then went small itself with
     # what was left (residuals[j]), aliased to large column j + 1
     done = small[:taken[-1]]
@@ -102,6 +104,28 @@ def _alias_table(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     threshold[large[:went]] = residuals
     alias[large[:went]] = large[1:went + 1]
     return threshold, alias
+
+
+def _walk_natively(small: np.ndarray, large: np.ndarray, *, native: bool | None = None,
+                   ) -> tuple[np.ndarray | list[int], np.ndarray | list[float]]:
+    """:func:`_walk` in the native library (``w2v_alias_walk``: the same double operations in
+    the same order, so the same bits) where it is loaded, or builds for a vocabulary of
+    :data:`~embedlab.engines.native.NATIVE_VOCAB_WORDS` words or more (the Python loop takes
+    ~0.5 s at 2.3M words); ``native`` True or False forces one way."""
+    from embedlab.engines.native import NATIVE_VOCAB_WORDS, library_if
+
+    words = len(small) + len(large)
+    lib = None if native is False else library_if(bool(native) or words >= NATIVE_VOCAB_WORDS)
+    if lib is None:
+        return _walk(small.tolist(), large.tolist())
+    small = np.ascontiguousarray(small, dtype=np.float64)
+    large = np.ascontiguousarray(large, dtype=np.float64)
+    taken = np.empty(len(large) + 1, dtype=np.int64)
+    residuals = np.empty(len(large), dtype=np.float64)
+    went = np.zeros(1, dtype=np.int64)
+    n = lib.w2v_alias_walk(small.ctypes.data, len(small), large.ctypes.data, len(large),
+                           taken.ctypes.data, residuals.ctypes.data, went.ctypes.data)
+    return taken[:n], residuals[:int(went[0])]
 
 
 def _walk(small: list[float], large: list[float]) -> tuple[list[int], list[float]]:

@@ -61,11 +61,20 @@ def all_words_valid(words: Sequence[object]) -> bool:
         return False
 
 
-def parse_columns(data: bytes) -> tuple[list[str], npt.NDArray[np.int64], bool] | None:
-    """``word<TAB>count`` lines (UTF-8 ``data``) parsed with array operations: the words, the
-    counts, and whether the bytes are what ``Vocab.save_tsv`` writes for them (no leading zeros,
-    a final newline). None when a line is not of that shape (then :func:`parse_slowly` names
-    it), or has a count of over 18 digits (which may not fit int64).
+Columns = tuple[list[str], npt.NDArray[np.int64], bool, bool | None]
+
+
+def parse_columns(data: bytes, *, native: bool | None = None) -> Columns | None:
+    """``word<TAB>count`` lines (UTF-8 ``data``) parsed at array speed: the words, the counts,
+    whether the bytes are what ``Vocab.save_tsv`` writes for them (no leading zeros, a final
+    newline), and whether the words are unique (None: not checked; ``Vocab`` checks them).
+    None when a line is not of that shape (then :func:`parse_slowly` names it), or has a count
+    of over 18 digits (which may not fit int64).
+
+    The native library (``tk_vocab_columns``) reads the lines and counts and finds a repeated
+    word by hashing the words' bytes where it is loaded, or builds for a file of
+    :data:`NATIVE_BYTES` or more (``native`` True or False forces one way, where the library
+    builds); NumPy reads them otherwise, as follows.
 
     Every line holds exactly one tab, not at its start and not before its newline, when there
     are as many tabs as lines and each lies inside its line; after it only ASCII digits; and the
@@ -73,7 +82,10 @@ def parse_columns(data: bytes) -> tuple[list[str], npt.NDArray[np.int64], bool] 
     exactly its word and its count.
     """
     if not data:
-        return [], np.zeros(0, dtype=np.int64), True
+        return [], np.zeros(0, dtype=np.int64), True, True
+    lib = None if native is False else _native_library(data, bool(native))
+    if lib is not None:
+        return _columns_natively(lib, data)
     raw = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(raw == 10)
     if not data.endswith(b"\n"):
@@ -96,7 +108,47 @@ def parse_columns(data: bytes) -> tuple[list[str], npt.NDArray[np.int64], bool] 
         counts[a:b] = value
         leading_zero |= bool(((raw[tabs[a:b] + 1] == 48) & (digits[a:b] > 1)).any())
         words += data[starts[a]:ends[b - 1]].decode("utf-8").split()[0::2]
-    return words, counts, data.endswith(b"\n") and not leading_zero
+    return words, counts, data.endswith(b"\n") and not leading_zero, None
+
+
+#: vocab.tsv files from this size (~500,000 words) are read by the native library even if it
+#: must be compiled first (:data:`embedlab.engines.native.NATIVE_VOCAB_WORDS`)
+NATIVE_BYTES = 8 << 20
+
+
+def _native_library(data: bytes, build: bool) -> Any:
+    """The native library where :func:`parse_columns` uses it for ``data``, else None."""
+    from embedlab.engines.native import library_if
+
+    if len(data) >= 0xFFFFFFFF:  # its hash table holds 32-bit offsets
+        return None
+    return library_if(build or len(data) >= NATIVE_BYTES)
+
+
+def _columns_natively(lib: Any, data: bytes) -> Columns | None:
+    """:func:`parse_columns` by the native library ``lib``."""
+    cap = data.count(b"\n") + 1
+    slots = 1 << (cap + cap // 2).bit_length()  # a power of two, at least 1.5 x the lines
+    counts = np.empty(cap, dtype=np.int64)
+    table = np.zeros(slots, dtype=np.uint64)
+    flags = np.zeros(1, dtype=np.int64)
+    lines = lib.tk_vocab_columns(np.frombuffer(data, dtype=np.uint8).ctypes.data, len(data),
+                                 cap, counts.ctypes.data, table.ctypes.data, slots,
+                                 flags.ctypes.data)
+    del table
+    if lines < 0:
+        return None
+    canonical, lead, twice = (bool(int(flags[0]) >> bit & 1) for bit in range(3))
+    if lead and _OTHER_SPACE.search(data.decode("utf-8")) is not None:
+        return None
+    words: list[str] = []
+    start = 0
+    while start < len(data):  # ~1 MB of lines at a time: the split's strings stay few
+        end = data.find(b"\n", start + (1 << 20))
+        end = len(data) if end < 0 else end + 1
+        words += data[start:end].decode("utf-8").split()[0::2]
+        start = end
+    return words, counts[:lines], canonical, not twice
 
 
 def _other_space(raw: npt.NDArray[np.uint8], data: bytes) -> bool:

@@ -434,3 +434,34 @@ void w2v_huffman_paths(int64_t v, const int64_t *restrict parent, const uint8_t 
         }
     }
 }
+
+/* ---- Walker's alias table of the noise words (embedlab.data.noise._walk) -------------------
+ * The running value of the current large column over the small columns small[0 .. ns) (scaled
+ * probabilities, in the order taken), the large ones being large[0 .. nl) (in order), nl ≥ 1:
+ * the same double operations, in the same order, as the Python loop, so the same bits. Writes
+ * taken[] (for each large column that went small: the small columns taken up to then; last,
+ * the number taken in all) and residuals[] (what each of those columns had left); returns the
+ * number of entries of taken (residuals has one fewer, or as many when the large columns ran
+ * out). */
+int64_t w2v_alias_walk(const double *restrict small, int64_t ns, const double *restrict large,
+                       int64_t nl, int64_t *restrict taken, double *restrict residuals,
+                       int64_t *restrict went) {
+    int64_t t = 0, r = 0, j = 0;
+    double value = large[0];
+    for (int64_t i = 1; i <= ns; i++) {
+        value = (value + small[i - 1]) - 1.0;
+        while (value < 1.0) {
+            taken[t++] = i;
+            if (j == nl - 1) {  /* no large column left to alias it to: the loop ends */
+                *went = r;
+                return t;
+            }
+            residuals[r++] = value;
+            j++;
+            value = (large[j] + value) - 1.0;
+        }
+    }
+    taken[t++] = ns;
+    *went = r;
+    return t;
+}

@@ -948,3 +948,76 @@ int tk_count(tk_counter *c, const uint32_t *ids, int64_t n, const uint8_t *buf,
     free(dirty);
     return rc;
 }
+
+/* ---- reading vocab.tsv (embedlab.data.vocab_tsv.parse_columns) ----------------------------
+ * data[0 .. n) holds lines "word<TAB>count\n", the last newline possibly missing; cap is at
+ * least the number of lines. Writes each line's count to counts[] and returns the number of
+ * lines, or −1 when a line is not of that shape — no tab, more than one, a tab at its start,
+ * a count not of 1 to 18 ASCII digits, or an ASCII whitespace byte other than its tab and
+ * newline — or when there are more than cap lines (Python then names the bad line). flags:
+ * bit 0 the bytes are what Vocab.save_tsv writes (a final newline, no leading zero), bit 1 the
+ * text holds a byte that starts one of Unicode's other spaces in UTF-8 (0xC2, 0xE1, 0xE2, 0xE3:
+ * Python searches the text then), bit 2 two lines hold the same word.
+ * table: slots (a power of two, more than the lines) zeroed uint64, for each line its word's
+ * hash in the high 32 bits and its start + 1 in the low ones (n < 2^32 − 1). */
+#define VOCAB_AHEAD 32 /* words hashed (and their slots fetched) before they are looked up */
+
+typedef struct {
+    uint64_t hash;
+    int64_t start;
+    uint32_t len;
+} vocab_word;
+
+/* Whether the word is in the table already; if not, puts it there. */
+static int vocab_seen(const uint8_t *data, int64_t n, uint64_t *table, int64_t slots,
+                      vocab_word w) {
+    const uint64_t mark = w.hash >> 32 << 32;
+    int64_t slot = (int64_t)(w.hash & (uint64_t)(slots - 1));
+    for (; table[slot]; slot = (slot + 1) & (slots - 1)) {
+        if ((table[slot] & ~0xFFFFFFFFull) != mark) continue; /* another hash */
+        const uint8_t *other = data + (table[slot] & 0xFFFFFFFFull) - 1;
+        const uint8_t *end = memchr(other, '\t', (size_t)(data + n - other));
+        if (end - other == w.len && tk_same(other, data + w.start, w.len)) return 1;
+    }
+    table[slot] = mark | (uint64_t)(w.start + 1);
+    return 0;
+}
+
+int64_t tk_vocab_columns(const uint8_t *data, int64_t n, int64_t cap, int64_t *counts,
+                         uint64_t *table, int64_t slots, int64_t *flags) {
+    static const uint8_t space[256] = {[9] = 1, [10] = 1, [11] = 1, [12] = 1, [13] = 1,
+                                       [28] = 1, [29] = 1, [30] = 1, [31] = 1, [32] = 1};
+    /* the table is far larger than the caches: each word's slot is fetched VOCAB_AHEAD words
+     * before it is looked up, or every lookup would wait for memory (3 times as long) */
+    vocab_word ahead[VOCAB_AHEAD];
+    int64_t lines = 0, pos = 0;
+    int canonical = n > 0 && data[n - 1] == '\n', lead = 0, twice = 0;
+    while (pos < n) {
+        if (lines == cap) return -1;
+        const int64_t start = pos;
+        while (pos < n && !space[data[pos]]) {
+            const uint8_t b = data[pos++];
+            lead |= b == 0xC2 || b == 0xE1 || b == 0xE2 || b == 0xE3;
+        }
+        if (pos == n || data[pos] != '\t' || pos == start) return -1;
+        const int64_t tab = pos++;
+        int64_t value = 0, digits = 0;
+        for (; pos < n && data[pos] >= '0' && data[pos] <= '9'; pos++, digits++)
+            if (digits < 18) value = value * 10 + (data[pos] - '0'); /* more is refused */
+        if (digits < 1 || digits > 18 || (pos < n && data[pos] != '\n')) return -1;
+        if (digits > 1 && data[tab + 1] == '0') canonical = 0;
+        pos++; /* past the newline (or the end) */
+        counts[lines] = value;
+        vocab_word *w = &ahead[lines % VOCAB_AHEAD];
+        if (lines >= VOCAB_AHEAD) twice |= vocab_seen(data, n, table, slots, *w);
+        w->start = start;
+        w->len = (uint32_t)(tab - start);
+        w->hash = tk_hash(data + start, w->len);
+        __builtin_prefetch(table + (w->hash & (uint64_t)(slots - 1)), 1);
+        lines++;
+    }
+    for (int64_t i = lines > VOCAB_AHEAD ? lines - VOCAB_AHEAD : 0; i < lines; i++)
+        twice |= vocab_seen(data, n, table, slots, ahead[i % VOCAB_AHEAD]);
+    *flags = canonical | lead << 1 | twice << 2;
+    return lines;
+}

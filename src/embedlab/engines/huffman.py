@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from embedlab.engines.native import NATIVE_VOCAB_WORDS
+
 
 @dataclass(frozen=True)
 class HuffmanTree:
@@ -184,9 +186,8 @@ def _merge_order_loop(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 #: vocabularies from this size build their tree with the native library even if it must be
-#: compiled first (a few seconds, once per machine: its cache outlives the process); smaller
-#: ones use it only when the process has loaded it already (NumPy takes ~0.1 s at 100k words)
-NATIVE_TREE_WORDS = 500_000
+#: compiled first (:data:`embedlab.engines.native.NATIVE_VOCAB_WORDS`)
+NATIVE_TREE_WORDS = NATIVE_VOCAB_WORDS
 
 
 def build_tree(counts: np.ndarray, *, native: bool | None = None) -> HuffmanTree:
@@ -244,14 +245,9 @@ def build_tree(counts: np.ndarray, *, native: bool | None = None) -> HuffmanTree
 def _library(*, build: bool = True) -> Any:
     """The native library, or None where it cannot be built (NumPy builds the tree then);
     ``build`` False: only if this process has loaded it already."""
-    from embedlab.engines.native import NativeUnavailable, library
+    from embedlab.engines.native import library_if
 
-    if not build:
-        return library.loaded()
-    try:
-        return library()
-    except NativeUnavailable:
-        return None
+    return library_if(build)
 
 
 def _depths(first: np.ndarray, second: np.ndarray, v: int) -> np.ndarray:

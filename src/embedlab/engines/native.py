@@ -220,6 +220,25 @@ class _Library:
 library = _Library()
 
 
+#: vocabularies from this size use the native library for their one-off work (reading
+#: vocab.tsv, the alias table, the Huffman tree) even if it must be compiled first (a few
+#: seconds, once per machine: its cache outlives the process); smaller ones use it only when
+#: the process has loaded it already (NumPy or Python takes ~0.1 s at 100k words)
+NATIVE_VOCAB_WORDS = 500_000
+
+
+def library_if(build: bool) -> ctypes.CDLL | None:
+    """The native library for work that Python or NumPy also does, the same values either way:
+    built (compiled first if it must be) when ``build``, else only if this process has loaded it
+    already; None where it cannot be built."""
+    if not build:
+        return library.loaded()
+    try:
+        return library()
+    except NativeUnavailable:
+        return None
+
+
 def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     try:
         lib = ctypes.CDLL(str(path))
@@ -263,6 +282,10 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     lib.w2v_huffman_merge.argtypes = [i64, ptr, ptr, ptr]
     lib.w2v_huffman_paths.restype = None
     lib.w2v_huffman_paths.argtypes = [i64, ptr, ptr, ptr, ptr, ptr, ptr]
+    lib.w2v_alias_walk.restype = i64
+    lib.w2v_alias_walk.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr]
+    lib.tk_vocab_columns.restype = i64
+    lib.tk_vocab_columns.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr]
     return lib
 
 

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import socket
@@ -144,7 +143,7 @@ def corpus_fingerprint(prepared: PreparedCorpus) -> str:
     of a billion-token corpus would take seconds, from a cold disk minutes). The processes of a
     run check that they read the same corpus with it, and a checkpoint records it, so that a
     resume on a corpus prepared again with other data is refused."""
-    h = hashlib.sha256("\n".join(prepared.vocab.words).encode())
+    h = prepared.vocab.words_sha256()  # sha256 of "\n".join(words), UTF-8
     h.update(np.asarray(prepared.vocab.counts, dtype=np.int64).tobytes())
     for array, dtype in ((prepared.sentence_ends, np.int64), (prepared.ids, np.uint32)):
         h.update(np.int64(len(array)).tobytes())

@@ -87,7 +87,7 @@ from embedlab.training.memory import (
     memory_need,
     noise_bytes,
 )
-from embedlab.training.state import TRAIN_STATE, TrainState, vocabulary_sha256
+from embedlab.training.state import TRAIN_STATE, TrainState
 from embedlab.training.warm_start import VOCAB_FILE, warm_start
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
                                         window=cfg.model.window).matrices, cfg.checkpoint.keep,
                    kept=len(manager.index().ours()) if ckpt is not None else 0)
     state.corpus = fingerprint
-    state.vocabulary = vocabulary_sha256(vocab.words)
+    state.vocabulary = vocab.words_sha256().hexdigest()  # state.vocabulary_sha256(vocab.words)
     state.settings = recorded_settings(cfg)
     n_tokens = len(prepared.ids)
     schedule = Schedule(cfg.optim.lr, cfg.optim.min_lr_ratio, cfg.optim.epochs * n_tokens)
