@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -437,6 +438,9 @@ def test_the_native_reading_of_vocab_tsv_is_numpys(native_library: None, lines: 
     assert native[2] == numpy[2]
     assert native[3] is (len(set(numpy[0])) == len(numpy[0]))
     assert numpy[3] is (None if data else True)  # NumPy leaves the check to Vocab
+    if data:  # and the words' hash, for the checkpoint and the corpus fingerprint
+        joined = "\n".join(numpy[0]).encode("utf-8")
+        assert native[4].hexdigest() == hashlib.sha256(joined).hexdigest() and numpy[4] is None
 
 
 @pytest.mark.parametrize("native", [True, False])

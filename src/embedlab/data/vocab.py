@@ -246,8 +246,9 @@ class Vocab:
                              f"{vocabulary_fix(path)}") from None
         parsed = parse_columns(data)
         unique: bool | None = None
+        words_hash = None
         if parsed is not None:
-            words, counts, canonical, unique = parsed
+            words, counts, canonical, unique, words_hash = parsed
         else:  # the line-by-line reading, which names the first bad line
             lines = data.decode("utf-8").split("\n")
             if lines and lines[-1] == "":
@@ -264,6 +265,8 @@ class Vocab:
             counts = np.asarray(counts, dtype=np.int64)
             vocab = (cls._of_unique_words(tuple(words), counts, unk) if unique
                      else cls(tuple(words), counts, unk))
+            if words_hash is not None:
+                object.__setattr__(vocab, "_words_hash", words_hash)
         except ValueError as exc:
             raise InputError(f"invalid vocabulary {path} ({exc}); "
                              f"{vocabulary_fix(path)}") from None

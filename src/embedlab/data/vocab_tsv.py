@@ -7,6 +7,7 @@ slice of lines; anything else goes to :func:`parse_slowly`, which names the firs
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Sequence
@@ -61,7 +62,9 @@ def all_words_valid(words: Sequence[object]) -> bool:
         return False
 
 
-Columns = tuple[list[str], npt.NDArray[np.int64], bool, bool | None]
+#: the words, the counts, whether the bytes are save_tsv's, whether the words are unique (None:
+#: not checked), and a hashlib.sha256 fed the words joined by newlines (None: not computed)
+Columns = tuple[list[str], npt.NDArray[np.int64], bool, bool | None, Any]
 
 
 def parse_columns(data: bytes, *, native: bool | None = None) -> Columns | None:
@@ -82,7 +85,7 @@ def parse_columns(data: bytes, *, native: bool | None = None) -> Columns | None:
     exactly its word and its count.
     """
     if not data:
-        return [], np.zeros(0, dtype=np.int64), True, True
+        return [], np.zeros(0, dtype=np.int64), True, True, None
     lib = None if native is False else _native_library(data, bool(native))
     if lib is not None:
         return _columns_natively(lib, data)
@@ -108,7 +111,7 @@ def parse_columns(data: bytes, *, native: bool | None = None) -> Columns | None:
         counts[a:b] = value
         leading_zero |= bool(((raw[tabs[a:b] + 1] == 48) & (digits[a:b] > 1)).any())
         words += data[starts[a]:ends[b - 1]].decode("utf-8").split()[0::2]
-    return words, counts, data.endswith(b"\n") and not leading_zero, None
+    return words, counts, data.endswith(b"\n") and not leading_zero, None, None
 
 
 #: vocab.tsv files from this size (~500,000 words) are read by the native library even if it
@@ -131,24 +134,22 @@ def _columns_natively(lib: Any, data: bytes) -> Columns | None:
     slots = 1 << (cap + cap // 2).bit_length()  # a power of two, at least 1.5 x the lines
     counts = np.empty(cap, dtype=np.int64)
     table = np.zeros(slots, dtype=np.uint64)
-    flags = np.zeros(1, dtype=np.int64)
+    info = np.zeros(2, dtype=np.int64)  # flags, the joined words' length
+    joined = np.empty(len(data), dtype=np.uint8)
     lines = lib.tk_vocab_columns(np.frombuffer(data, dtype=np.uint8).ctypes.data, len(data),
                                  cap, counts.ctypes.data, table.ctypes.data, slots,
-                                 flags.ctypes.data)
+                                 info.ctypes.data, joined.ctypes.data, info[1:].ctypes.data)
     del table
     if lines < 0:
         return None
-    canonical, lead, twice = (bool(int(flags[0]) >> bit & 1) for bit in range(3))
+    canonical, lead, twice = (bool(int(info[0]) >> bit & 1) for bit in range(3))
     if lead and _OTHER_SPACE.search(data.decode("utf-8")) is not None:
         return None
-    words: list[str] = []
-    start = 0
-    while start < len(data):  # ~1 MB of lines at a time: the split's strings stay few
-        end = data.find(b"\n", start + (1 << 20))
-        end = len(data) if end < 0 else end + 1
-        words += data[start:end].decode("utf-8").split()[0::2]
-        start = end
-    return words, counts[:lines], canonical, not twice
+    text = joined[:max(0, int(info[1]) - 1)].tobytes()  # the words joined by newlines
+    del joined
+    words_hash = hashlib.sha256(text)
+    words = text.decode("utf-8").split("\n") if lines else []
+    return words, counts[:lines], canonical, not twice, words_hash
 
 
 def _other_space(raw: npt.NDArray[np.uint8], data: bytes) -> bool:

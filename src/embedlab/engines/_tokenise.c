@@ -957,7 +957,9 @@ int tk_count(tk_counter *c, const uint32_t *ids, int64_t n, const uint8_t *buf,
  * newline — or when there are more than cap lines (Python then names the bad line). flags:
  * bit 0 the bytes are what Vocab.save_tsv writes (a final newline, no leading zero), bit 1 the
  * text holds a byte that starts one of Unicode's other spaces in UTF-8 (0xC2, 0xE1, 0xE2, 0xE3:
- * Python searches the text then), bit 2 two lines hold the same word.
+ * Python searches the text then), bit 2 two lines hold the same word; *joined: the bytes
+ * written to words[] (room for n): the words, each followed by a newline (Python's str.split
+ * then makes only the words' strings, and their sha256 needs no "\n".join).
  * table: slots (a power of two, more than the lines) zeroed uint64, for each line its word's
  * hash in the high 32 bits and its start + 1 in the low ones (n < 2^32 − 1). */
 #define VOCAB_AHEAD 32 /* words hashed (and their slots fetched) before they are looked up */
@@ -984,13 +986,14 @@ static int vocab_seen(const uint8_t *data, int64_t n, uint64_t *table, int64_t s
 }
 
 int64_t tk_vocab_columns(const uint8_t *data, int64_t n, int64_t cap, int64_t *counts,
-                         uint64_t *table, int64_t slots, int64_t *flags) {
+                         uint64_t *table, int64_t slots, int64_t *flags, uint8_t *words,
+                         int64_t *joined) {
     static const uint8_t space[256] = {[9] = 1, [10] = 1, [11] = 1, [12] = 1, [13] = 1,
                                        [28] = 1, [29] = 1, [30] = 1, [31] = 1, [32] = 1};
     /* the table is far larger than the caches: each word's slot is fetched VOCAB_AHEAD words
      * before it is looked up, or every lookup would wait for memory (3 times as long) */
     vocab_word ahead[VOCAB_AHEAD];
-    int64_t lines = 0, pos = 0;
+    int64_t lines = 0, pos = 0, out = 0;
     int canonical = n > 0 && data[n - 1] == '\n', lead = 0, twice = 0;
     while (pos < n) {
         if (lines == cap) return -1;
@@ -1008,6 +1011,9 @@ int64_t tk_vocab_columns(const uint8_t *data, int64_t n, int64_t cap, int64_t *c
         if (digits > 1 && data[tab + 1] == '0') canonical = 0;
         pos++; /* past the newline (or the end) */
         counts[lines] = value;
+        memcpy(words + out, data + start, (size_t)(tab - start));
+        out += tab - start;
+        words[out++] = '\n';
         vocab_word *w = &ahead[lines % VOCAB_AHEAD];
         if (lines >= VOCAB_AHEAD) twice |= vocab_seen(data, n, table, slots, *w);
         w->start = start;
@@ -1019,5 +1025,6 @@ int64_t tk_vocab_columns(const uint8_t *data, int64_t n, int64_t cap, int64_t *c
     for (int64_t i = lines > VOCAB_AHEAD ? lines - VOCAB_AHEAD : 0; i < lines; i++)
         twice |= vocab_seen(data, n, table, slots, ahead[i % VOCAB_AHEAD]);
     *flags = canonical | lead << 1 | twice << 2;
+    *joined = out;
     return lines;
 }

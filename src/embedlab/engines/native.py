@@ -285,7 +285,7 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     lib.w2v_alias_walk.restype = i64
     lib.w2v_alias_walk.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr]
     lib.tk_vocab_columns.restype = i64
-    lib.tk_vocab_columns.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr]
+    lib.tk_vocab_columns.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, ptr]
     return lib
 
 
