@@ -165,3 +165,18 @@ def test_a_stop_by_a_signal_is_no_exception_a_stop_by_an_error_is() -> None:
     assert issubclass(TrainingKeyboardInterrupt, KeyboardInterrupt)
     assert issubclass(TrainingStoppedByError, Exception)
     assert issubclass(ProcessLost, TrainingStoppedByError)
+
+
+@pytest.mark.parametrize(("text", "one_line", "shown"), [
+    ("plain été 語", True, "plain été 語"),
+    ("a\nb\rc\u2028d", True, "a\\nb\\rc\\u2028d"),
+    ("a\nb\tc", False, "a\nb\tc"),  # a table's own lines and tabs stay
+    ("\x1b[31mred\x1b[0m", False, "\\x1b[31mred\\x1b[0m"),
+    ("\x00\x07\x7f\x9b", False, "\\x00\\x07\\x7f\\x9b"),
+    ("abc\u202edef\u2066", False, "abc\\u202edef\\u2066"),
+])
+def test_printable_escapes_what_a_terminal_acts_on(text: str, one_line: bool,
+                                                   shown: str) -> None:
+    from embedlab.errors import printable
+
+    assert printable(text, one_line=one_line) == shown

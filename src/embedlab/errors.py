@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shlex
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -168,6 +169,23 @@ def collecting_warnings() -> Iterator[list[str]]:
         _COLLECTED.reset(token)
 
 
+#: what a terminal acts on instead of showing: C0 and C1 control codes (ESC starts its escape
+#: sequences), DEL, and Unicode's bidirectional embeddings, overrides and isolates (which
+#: reorder the text after them); and, in a one-line message, the line breaks as well
+_ACTED_ON = "\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069"
+_UNSHOWN = re.compile(f"[{_ACTED_ON}]")
+_UNSHOWN_OR_BREAK = re.compile(f"[{_ACTED_ON}\n\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029]")
+
+
+def printable(text: str, *, one_line: bool = True) -> str:
+    """``text`` to show on a terminal: what the terminal would act on instead of showing
+    written as Python's escapes (``\x1b``, ``\u202e``), so that a word or a path holding
+    them cannot clear the screen or reorder a line; with ``one_line``, line breaks as well
+    (``\n``), so that a message naming such a path stays the one line it is."""
+    pattern = _UNSHOWN_OR_BREAK if one_line else _UNSHOWN
+    return pattern.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 def warn(message: str) -> None:
     """Something the user should know and may act on, that does not stop the work.
 
@@ -186,7 +204,7 @@ def warn(message: str) -> None:
         return
     import sys
 
-    print(f"embedlab: warning: {message}", file=sys.stderr, flush=True)
+    print(f"embedlab: warning: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def _callers_level() -> int:

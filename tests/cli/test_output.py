@@ -138,3 +138,23 @@ def test_help_whose_reader_is_gone_ends_as_sigpipe_would(args: list[str]) -> Non
     os.close(write)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 128 + signal.SIGPIPE and b"Traceback" not in err, err
+
+
+def test_words_holding_terminal_controls_print_escaped(tmp_path: Path) -> None:
+    """A word holding ESC (clear screen, colours) or a bidirectional override was written to
+    the terminal as it was, which acted on it."""
+    from embedlab.vectors import Vectors
+
+    words = ["a", "\x1b[2Jclear", "r\u202eight", "b"]
+    m = np.random.default_rng(0).standard_normal((len(words), 3)).astype(np.float32)
+    path = Vectors(words, m).to_word2vec(tmp_path / "v.txt")
+    done = embedlab("neighbors", path, "a", "-k", "3")
+    assert done.returncode == 0, done.stderr
+    assert "\\x1b[2Jclear" in done.stdout and "r\\u202eight" in done.stdout
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
+
+
+def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path: Path) -> None:
+    done = embedlab("neighbors", tmp_path / "no\nsuch\x1b[31m", "king")
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no\\nsuch\\x1b[31m" in done.stderr, done.stderr

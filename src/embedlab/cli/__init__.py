@@ -29,6 +29,7 @@ try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl
         ProcessLost,
         TrainingInterrupted,
         messages_for,
+        printable,
         said_by_another_process,
     )
 except KeyboardInterrupt:  # the words of embedlab._console, which loads this module
@@ -120,7 +121,7 @@ def _fail(message: str, code: int = 2) -> None:
     # One line, no traceback: the message itself says what to do. A stderr whose reader is
     # gone (2>&1 | true) cannot take it; the status still says what happened.
     with contextlib.suppress(OSError):
-        click.echo(f"embedlab: error: {message}", err=True)
+        click.echo(f"embedlab: error: {printable(message)}", err=True)
     sys.exit(code)
 
 
