@@ -288,6 +288,10 @@ def test_an_archive_is_named_with_how_to_open_it(tmp_path: Path, head: bytes, me
      "files out of a corpus folder)"),
     ("data.txt", gzip.compress(b"hello world\n"), "is gzip-compressed but not named .gz; rename "
      "it to data.txt.gz (or gunzip it) and pass that"),
+    ("data.txt", bz2.compress("h\u00e9llo w\u00f6rld\n".encode() * 50), "is bzip2-compressed "
+     "but not named .bz2; rename it to data.txt.bz2 (or bunzip2 it) and pass that"),
+    ("data.xz.txt", lzma.compress(b"hello world\n"), "is xz-compressed but not named .xz; "
+     "rename it to data.xz.txt.xz (or unxz it) and pass that"),
 ])
 def test_files_that_are_no_utf8_text_are_named_for_what_they_are(
         tmp_path: Path, name: str, head: bytes, message: str) -> None:

@@ -274,6 +274,12 @@ _NOT_TEXT = ((b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
              (b"\x7fELF", "a program (ELF)"), (b"\x93NUMPY", "a NumPy array (.npy)"))
 
 
+#: the compressed files embedlab reads, by their first bytes: (magic, suffix, name, the tool
+#: that decompresses them)
+_COMPRESSED = ((b"\x1f\x8b", ".gz", "gzip", "gunzip"), (b"BZh", ".bz2", "bzip2", "bunzip2"),
+               (b"\xfd7zXZ\x00", ".xz", "xz", "unxz"))
+
+
 def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     """A corpus file that is not UTF-8 text, in the words that fit what it is: an archive
     (text8.zip), text in another encoding (Latin-1: invalid sequences, no NUL), or binary."""
@@ -284,9 +290,10 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     if head.startswith((b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf", b"Rar!")):
         return InputError(f"corpus file {path} is an archive or compressed file embedlab does "
                           "not read (it reads .gz, .bz2 and .xz); extract it and pass the text")
-    if head.startswith(b"\x1f\x8b") and path.suffix.lower() != ".gz":
-        return InputError(f"corpus file {path} is gzip-compressed but not named .gz; rename it "
-                          f"to {path.name}.gz (or gunzip it) and pass that")
+    for magic, suffix, name, tool in _COMPRESSED:
+        if head.startswith(magic) and path.suffix.lower() != suffix:
+            return InputError(f"corpus file {path} is {name}-compressed but not named {suffix}; "
+                              f"rename it to {path.name}{suffix} (or {tool} it) and pass that")
     # the byte-order marks of UTF-32 (first: UTF-16's is the start of its little-endian one)
     # and UTF-16 (the one Windows writes); a compressed file's are those of its text
     encoding = "utf-32" if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else \
