@@ -718,3 +718,17 @@ def test_a_restart_of_a_torch_run_says_the_engine_is_this_calls(
            "choice (pass --engine torch to keep torch)" in capsys.readouterr().err
     say_restart_engine(run, {"engine": "torch"})
     assert capsys.readouterr().err == ""
+
+
+def test_a_run_named_by_an_ascii_only_corpus_tag_is_still_found(tmp_path: Path) -> None:
+    """Runs on ``Текст.txt`` were named ``_-sg-...``; they are named ``Текст-sg-...`` now, and a
+    re-run of the old command resumes the old folder."""
+    corpus = tmp_path / "Текст.txt"
+    corpus.write_text("один два три\n" * 50, encoding="utf-8")
+    runs = tmp_path / "runs"
+    explicit: dict[str, Any] = {"data": {"corpus": str(corpus)}, "model": {"dim": 8}}
+    assert choose_run_dir(runs, explicit, None) == runs / "Текст-sg-d8"
+    old = _store(runs / "_-sg-d8", resolve_config(None, explicit, None)[0])
+    assert choose_run_dir(runs, explicit, None) == old
+    other = {**explicit, "model": {"dim": 16}}  # another config is another run, by the new name
+    assert choose_run_dir(runs, other, None) == runs / "Текст-sg-d16"

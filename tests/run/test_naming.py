@@ -47,3 +47,11 @@ def test_sentences_given_in_memory_are_named_by_their_hash() -> None:
     assert corpus_tag("<iterable sha256:0123456789abcdef>") == "iterable-0123456789abcdef"
     cfg = TrainConfig(data=DataConfig(corpus="<iterable sha256:0123456789abcdef>"))
     assert run_name(cfg) == "iterable-0123456789abcdef-sg"
+
+
+def test_corpus_tag_keeps_letters_of_every_script() -> None:
+    assert corpus_tag("/data/Корпус ü.txt") == "Корпус_ü"
+    assert corpus_tag("日本語.xz") == "日本語"
+    assert corpus_tag("cafe\u0301.txt") == "cafe\u0301"  # a combining accent stays with its letter
+    assert corpus_tag("x\u202ey\x1b.txt") == "x_y_"  # controls are not kept
+    assert corpus_tag("/data/Корпус ü.txt", ascii_only=True) == "_"

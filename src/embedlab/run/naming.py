@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 from embedlab.config import TrainConfig, apply_preset, flatten
@@ -21,7 +22,11 @@ _NAME_KEYS = (
 )
 
 
-def corpus_tag(corpus: str) -> str:
+def corpus_tag(corpus: str, *, ascii_only: bool = False) -> str:
+    """The corpus's part of a run name: its file or folder name without the suffixes it is read
+    by, letters (of any script, with their combining marks), digits, ``_`` and ``.`` kept, runs
+    of anything else ``_``. ``ascii_only``: ASCII letters alone, as earlier versions named runs
+    (``Корпус.txt`` was ``_``)."""
     if corpus in ("demo", "text8"):
         return corpus
     if is_label(corpus):  # sentences given in memory: "<iterable sha256:0123...>"
@@ -30,7 +35,11 @@ def corpus_tag(corpus: str) -> str:
     stem = p.name
     for suffix in (".gz", ".bz2", ".xz", ".txt"):
         stem = stem.removesuffix(suffix)
-    return re.sub(r"[^A-Za-z0-9_.]+", "_", stem) or "corpus"
+    if ascii_only:
+        return re.sub(r"[^A-Za-z0-9_.]+", "_", stem) or "corpus"
+    kept = "".join(c if c.isalnum() or c in "_." or unicodedata.category(c).startswith("M")
+                   else "\0" for c in stem)
+    return re.sub("\0+", "_", kept) or "corpus"
 
 
 # tags added to run names later: runs named before them are looked up under the old name too
@@ -44,21 +53,24 @@ _EARLIER_DEFAULTS = {"optim.batch_size": 1024}
 
 def earlier_run_names(cfg: TrainConfig) -> list[str]:
     """The names earlier versions gave a run of ``cfg``, other than :func:`run_name`'s: without
-    the tags of ``_LATER_NAME_KEYS``, and with the defaults they had (``_EARLIER_DEFAULTS``), so
-    that re-running an old command still finds its run."""
-    names = [run_name(cfg, legacy=legacy, earlier_defaults=earlier)
-             for legacy in (True, False) for earlier in (False, True)]
+    the tags of ``_LATER_NAME_KEYS``, with the defaults they had (``_EARLIER_DEFAULTS``), and
+    with the corpus's tag in ASCII, so that re-running an old command still finds its run."""
+    names = [run_name(cfg, legacy=legacy, earlier_defaults=earlier, ascii_corpus=ascii_only)
+             for ascii_only in (False, True) for legacy in (True, False)
+             for earlier in (False, True)]
     today = run_name(cfg)
     return [n for i, n in enumerate(names) if n != today and n not in names[:i]]
 
 
-def run_name(cfg: TrainConfig, *, legacy: bool = False, earlier_defaults: bool = False) -> str:
+def run_name(cfg: TrainConfig, *, legacy: bool = False, earlier_defaults: bool = False,
+             ascii_corpus: bool = False) -> str:
     """A readable name from the hyperparameters that differ from the defaults.
 
     e.g. ``demo-sg``, ``text8-sg-lr0.5``, ``text8-cbow-nce-d128``. Uniqueness against existing
     folders is handled by the caller (it appends ``-2``, ``-3``... when a different config holds
     the name). ``legacy``: without the tags of ``_LATER_NAME_KEYS``; ``earlier_defaults``: the
-    defaults of ``_EARLIER_DEFAULTS`` (see :func:`earlier_run_names`).
+    defaults of ``_EARLIER_DEFAULTS``; ``ascii_corpus``: the corpus's tag in ASCII letters
+    alone (see :func:`earlier_run_names`).
     """
     flat = flatten(cfg.to_dict())
     base_cfg = TrainConfig()
@@ -67,7 +79,8 @@ def run_name(cfg: TrainConfig, *, legacy: bool = False, earlier_defaults: bool =
     base = flatten(base_cfg.to_dict())
     if earlier_defaults and cfg.preset is None:  # a preset's values are its own
         base.update(_EARLIER_DEFAULTS)
-    parts = [corpus_tag(cfg.data.corpus), "sg" if cfg.model.model == "skipgram" else "cbow"]
+    parts = [corpus_tag(cfg.data.corpus, ascii_only=ascii_corpus),
+             "sg" if cfg.model.model == "skipgram" else "cbow"]
     if cfg.preset:
         parts.append(cfg.preset)
     for key, tag in _NAME_KEYS:
