@@ -732,3 +732,13 @@ def test_a_run_named_by_an_ascii_only_corpus_tag_is_still_found(tmp_path: Path) 
     assert choose_run_dir(runs, explicit, None) == old
     other = {**explicit, "model": {"dim": 16}}  # another config is another run, by the new name
     assert choose_run_dir(runs, other, None) == runs / "Текст-sg-d16"
+
+
+def test_settings_another_runs_engine_cannot_train_make_a_new_run(tmp_path: Path) -> None:
+    """A native run found under an earlier name (no mb tag, batch size 1024 the old default)
+    was compared on its engine, and --micro-batches 2 was refused ("trains on the torch and cuda
+    engines") instead of starting the run it names."""
+    _store(tmp_path / "demo-sg-d8", resolve_config(None, {"model": {"dim": 8}}, None)[0])
+    explicit: dict[str, Any] = {"model": {"dim": 8},
+                                "optim": {"micro_batches": 2, "batch_size": 1024}}
+    assert choose_run_dir(tmp_path, explicit, None) == tmp_path / "demo-sg-d8-b1024-mb2"

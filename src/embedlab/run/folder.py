@@ -654,14 +654,17 @@ def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> boo
     stored, filled = _stored(candidate) if candidate.is_dir() else (None, set())
     if stored is None:
         return False
-    if keeps_engine(explicit.get("engine"), recorded_engine(stored)):
-        cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
-    for key in filled:
-        section, name = key.split(".")
-        if name not in explicit.get(section, {}):
-            old = getattr(stored, section)
-            cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(
-                getattr(cfg, section), **{name: getattr(old, name)})})
+    try:
+        if keeps_engine(explicit.get("engine"), recorded_engine(stored)):
+            cfg = dataclasses.replace(cfg, engine=recorded_engine(stored))
+        for key in filled:
+            section, name = key.split(".")
+            if name not in explicit.get(section, {}):
+                old = getattr(stored, section)
+                cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(
+                    getattr(cfg, section), **{name: getattr(old, name)})})
+    except InputError:  # settings the run's engine does not train (--micro-batches on native)
+        return False
     # the corpus by its file, as resolve_config compares it: "./corpus.txt" or its absolute
     # path resume the run made with "corpus.txt" rather than name a new "-2"
     stored = _anchored(stored, creation_folder(candidate))
