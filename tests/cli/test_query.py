@@ -579,6 +579,30 @@ def test_export_never_writes_among_a_runs_own_files(tmp_path: Path, inside: str,
     assert code == 0 and (run_dir / "exports" / "v.txt").is_file()
 
 
+@pytest.mark.parametrize("spelling", ["absolute", "through-a-link", "dot-dot"])
+def test_export_makes_the_runs_exports_folder_however_out_spells_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # --out $PWD/RUN/exports/v.txt was "folder ... does not exist; create it first", while
+    # --out RUN/exports/v.txt made the folder: the paths were compared as spelled
+    _tiny_run(tmp_path / "run")
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    out = {"absolute": tmp_path / "run" / "exports" / "v.txt",
+           "through-a-link": Path("link") / "exports" / "v.txt",
+           "dot-dot": Path("run") / "exports" / ".." / "exports" / "v.txt"}[spelling]
+    code, printed, err = run(["export", "run", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert printed.startswith(f"wrote {out} ")
+    assert [p.name for p in (tmp_path / "run" / "exports").iterdir()] == ["v.txt"]
+    code, _, err = run(["export", "run", "--out", str(out)], capsys)  # the same rules apply there
+    assert_one_line_error(code, err, "already exists; pass --force")
+    # a folder under exports/ is not made
+    deeper = tmp_path / "run" / "exports" / "a" / "v.txt"
+    code, _, err = run(["export", "run", "--out", str(deeper)], capsys)
+    assert_one_line_error(code, err, "does not exist; create it first")
+
+
 def test_a_prepared_corpus_and_a_lone_checkpoint_are_protected_too(
         tmp_path: Path, vecfile: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from embedlab.export.atomic import saved_folder_of

@@ -330,3 +330,33 @@ def test_more_words_than_any_vocabulary_plots_all_of_it(tmp_path: Path) -> None:
     run = tmp_path / "run"
     make_trained_run(run)
     assert visualize(run, words=2**63, out=tmp_path / "all.png").is_file()
+
+
+@pytest.mark.parametrize("spelling", ["as-given", "absolute", "through-a-link", "dot-dot"])
+def test_out_in_the_runs_exports_folder_makes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 spelling: str) -> None:
+    # --out RUN/exports/x.png, the path that a refused --out RUN/x.png suggests, was refused
+    # with "folder RUN/exports does not exist; create it first" (export makes that folder)
+    make_trained_run(tmp_path / "run", steps=(5,))
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    run = Path("run")
+    out = {"as-given": run / "exports" / "x.png",
+           "absolute": tmp_path / "run" / "exports" / "x.png",
+           "through-a-link": Path("link") / "exports" / "x.png",
+           "dot-dot": run / "exports" / ".." / "exports" / "x.png"}[spelling]
+    assert visualize(run, words=10, out=out) == out
+    assert [p.name for p in (tmp_path / "run" / "exports").iterdir()] == ["x.png"]
+    assert imread(tmp_path / "run" / "exports" / "x.png").ndim == 3
+
+
+def test_out_elsewhere_in_a_missing_folder_is_still_refused(tmp_path: Path) -> None:
+    # only the run's own exports/ is made: not a folder under it, nor another run's
+    run = tmp_path / "run"
+    make_trained_run(run, steps=(5,))
+    make_trained_run(tmp_path / "other", steps=(5,))
+    for out in (run / "exports" / "sub" / "x.png", tmp_path / "other" / "exports" / "x.png"):
+        with pytest.raises(InputError, match=re.escape(f"folder {out.parent} does not exist; "
+                                                       "create it first")):
+            visualize(run, words=10, out=out)
+    assert not (run / "exports").exists() and not (tmp_path / "other" / "exports").exists()

@@ -117,20 +117,33 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
         out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
     # RUN/exports/NAME: the run's own exports folder, made if missing (a checkpoint folder has
     # none, and a path there is checked as any other)
-    in_exports = out == source / "exports" / out.name and (source / "checkpoints").is_dir()
+    in_exports = (source / "checkpoints").is_dir() and _in_exports_folder(out, source)
     if not in_exports:  # a path given: refused before the vectors load
         from embedlab.export.atomic import check_writable
 
         check_writable(out, force=force, example=f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     vectors = _load(source, step, best)  # first: a bad source must not leave an exports/ behind
-    if in_exports:
-        make_exports_folder(out, f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
+    if in_exports:  # made as RUN/exports, however --out spells the folder
+        make_exports_folder(source / "exports" / out.name,
+                            f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
     for i, path in enumerate(written):  # npy: the matrix, then its vocabulary file (words only)
         shape = f"{len(vectors):,} words" if i > 0 else \
             f"{len(vectors):,} words × {vectors.dim} dims"
         # from which checkpoint (or file): what the export holds, said where it is made
         click.echo(f"wrote {path} ({shape}) from {vectors.source}")
+
+
+def _in_exports_folder(out: Path, run: Path) -> bool:
+    """Whether ``out`` names a file directly inside ``run``'s ``exports/`` folder, however it is
+    spelled (relative or absolute, through a symbolic link, with ``..``), the folder made yet or
+    not: the folders are compared resolved, as paths that need not exist."""
+    if out.name in ("", ".", ".."):
+        return False
+    try:
+        return out.parent.resolve() == (run / "exports").resolve()
+    except (OSError, RuntimeError):  # a loop of links: not the run's folder
+        return False
 
 
 def _export_format(fmt: str | None, out: Path | None) -> str:

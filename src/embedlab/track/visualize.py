@@ -91,7 +91,11 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     if out is not None and out.parent.exists() and not out.parent.is_dir():
         raise InputError(f"cannot write {out} ({out.parent} is a file, not a folder); "
                          "pass --out in a folder")
-    if out is not None and not out.parent.is_dir():
+    # RUN/exports/NAME, however spelled: the run's own exports folder, made if missing as for
+    # the default output (a checkpoint folder or a vectors file has none)
+    in_exports = out is not None and (run_dir / "checkpoints").is_dir() and \
+        _in_exports_folder(out, run_dir)
+    if out is not None and not in_exports and not out.parent.is_dir():
         raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
     if out is not None:
         _check_replaceable(out, force)
@@ -124,8 +128,22 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
                            f"{run_dir.resolve().name}{at}")  # "." has no name of its own
     if default_out:
         make_exports_folder(out, out.name)
+    elif in_exports:  # made as RUN/exports, however --out spells the folder
+        make_exports_folder(run_dir / "exports" / out.name, out.name)
     _save_atomic(fig, out)
     return out
+
+
+def _in_exports_folder(out: Path, run: Path) -> bool:
+    """Whether ``out`` names a file directly inside ``run``'s ``exports/`` folder, however it is
+    spelled (relative or absolute, through a symbolic link, with ``..``), the folder made yet or
+    not: the folders are compared resolved, as paths that need not exist (as export does)."""
+    if out.name in ("", ".", ".."):
+        return False
+    try:
+        return out.parent.resolve() == (run / "exports").resolve()
+    except (OSError, RuntimeError):  # a loop of links: not the run's folder
+        return False
 
 
 def _check_replaceable(out: Path, force: bool) -> None:
