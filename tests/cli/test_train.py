@@ -2468,3 +2468,19 @@ def test_restart_of_a_run_older_than_some_settings_names_the_defaults_it_takes(
     code, err = train(capsys, "--run", run, "--restart", *FAST, "--max-steps", "1",
                       "--interleave", "1")
     assert code == 0 and "(pass --init-scale 1 to keep its own)\n" in err
+
+
+def test_probe_and_projector_flags_without_tensorboard_are_said_to_do_nothing(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """They log to TensorBoard alone: with --no-tensorboard the run logged nothing of them,
+    silently."""
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
+                      "--probe", "w0", "--projector-each-checkpoint")  # FAST: --no-tensorboard
+    assert code == 0
+    assert ("embedlab: warning: --probe and --projector-each-checkpoint log to TensorBoard "
+            "alone, which --no-tensorboard turns off: they do nothing in this run; drop "
+            "--no-tensorboard to log them") in err
+    logged = [a for a in FAST if a != "--no-tensorboard"]
+    code, err = train(capsys, "--run", tmp_path / "on", "--corpus", corpus, *logged,
+                      "--probe", "w0")
+    assert code == 0 and "warning" not in err

@@ -246,8 +246,9 @@ def test_python_messages_list_checkpoints_and_make_folders_in_python(
 
 
 def test_lists_take_one_value_too(corpus: Path, tmp_path: Path) -> None:
-    result = embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, max_steps=1,
-                            probe="w0")
+    with pytest.warns(embedlab.EmbedlabWarning, match="probe logs to TensorBoard alone"):
+        result = embedlab.train(corpus=corpus, run=tmp_path / "run", **FAST, max_steps=1,
+                                probe="w0")
     assert result.config.track.probe_words == ("w0",)
 
 

@@ -55,6 +55,7 @@ from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
 from embedlab.errors import (
     InputError,
+    python_caller,
     rerun,
     said_by_another_process,
     spell,
@@ -168,6 +169,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     keep = keep_probabilities(vocab.counts, cfg.model.sample)
     check_pairs_possible(prepared, cfg, keep)
     _check_probe_words(cfg, vocab)
+    _say_unlogged(cfg)
     evaluator = make_evaluator(cfg)
     if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
         evaluator.check(vocab.words)
@@ -409,6 +411,19 @@ def _check_probe_words(cfg: TrainConfig, vocab: Vocab) -> None:
         raise InputError(f"{spell_name('--probe')} word(s) not in the vocabulary: "
                          f"{', '.join(unknown)}; {hint}pick words the corpus has (the most "
                          f"frequent: {', '.join(frequent)})")
+
+
+def _say_unlogged(cfg: TrainConfig) -> None:
+    """--probe and --projector-each-checkpoint log to TensorBoard alone: with it off, said."""
+    given = [spell_name(flag) for flag, on in (
+        ("--probe", bool(cfg.track.probe_words)),
+        ("--projector-each-checkpoint", cfg.track.projector_each_checkpoint)) if on]
+    if given and not cfg.track.tensorboard:
+        off = spell("--tensorboard", False) if python_caller() else "--no-tensorboard"
+        one = len(given) == 1
+        warn(f"{' and '.join(given)} {'logs' if one else 'log'} to TensorBoard alone, which "
+             f"{off} turns off: {'it does' if one else 'they do'} nothing in this run; drop "
+             f"{off} to log {'it' if one else 'them'}")
 
 
 def make_evaluator(cfg: TrainConfig) -> Any:
