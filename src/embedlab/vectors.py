@@ -331,10 +331,12 @@ class Vectors(KeyedVectorsDialect):
                      restrict_vocab: int | None = None, indexer: None = None, *,
                      k: int | None = None, word: Keys = None, metric: Metric = "cosine"
                      ) -> list[tuple[str, float]] | np.ndarray:
-        """The nearest words to a word (or to the mean unit vector of several words), best first.
+        """The nearest words to a word (or to the mean of several words), best first.
 
         Scores are cosine similarities (``metric="cosine"``, higher = closer) or Euclidean
-        distances on the raw vectors (``metric="euclidean"``, lower = closer). The query
+        distances on the raw vectors (``metric="euclidean"``, lower = closer). Several words
+        are one query: the mean of their unit vectors with ``metric="cosine"`` (gensim's), the
+        mean of their vectors with ``metric="euclidean"``. The query
         words are excluded. Also gensim's call, with gensim's arguments in gensim's order:
         ``positive``/``negative`` words, row numbers, vectors or ``(word, weight)`` pairs,
         ``topn`` (``None``: the cosines of all candidates, an array), ``clip_start`` and
@@ -371,7 +373,8 @@ class Vectors(KeyedVectorsDialect):
 
     def _query(self, positive: list[Any], negative: list[Any], metric: Metric
                ) -> tuple[np.ndarray, list[int]]:
-        """The query vector of :meth:`most_similar` and the rows of its words."""
+        """The query vector of :meth:`most_similar` and the rows of its words: of several
+        words, the mean of their unit vectors for cosine and of their vectors for euclidean."""
         if not positive and not negative:
             raise InputError("no query word given; pass at least one word")
         if not negative and all(isinstance(w, str | int | np.integer) for w in positive):

@@ -64,6 +64,29 @@ def test_neighbors_table_and_json(vecfile: Path, capsys: pytest.CaptureFixture[s
     assert code == 0 and len(json.loads(out)["neighbors"]) == 9
 
 
+def test_euclidean_neighbors_of_several_words_are_by_distance_to_their_raw_mean(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the help and the docs said "the mean of their unit vectors" for every metric; euclidean
+    # ranks by the distance to the mean of the raw vectors, which is what they now say
+    words = ("a", "b", "raw-mean", "unit-mean", "far")
+    m = np.array([[10, 0], [0, 1], [5, 0.5], [0.5, 0.5], [-3, -3]], dtype=np.float32)
+    vecfile = Vectors(words, m).to_word2vec(tmp_path / "v.txt")
+    code, out, err = run(["neighbors", str(vecfile), "a", "b", "--metric", "euclidean",
+                          "--json"], capsys)
+    assert code == 0, err
+    got = json.loads(out)["neighbors"]
+    d = np.linalg.norm(m[2:] - m[:2].mean(axis=0), axis=1)
+    assert [n["word"] for n in got] == ["raw-mean", "unit-mean", "far"]
+    assert [n["score"] for n in got] == pytest.approx(sorted(d.tolist()), abs=1e-5)
+    code, out, _ = run(["neighbors", str(vecfile), "a", "b", "-k", "1", "--json"], capsys)
+    assert code == 0 and json.loads(out)["neighbors"][0]["word"] == "unit-mean"  # cosine
+    code, out, _ = run(["neighbors", "--help"], capsys)
+    shown = " ".join(out.split())
+    assert code == 0
+    assert "with --metric cosine the mean of their unit vectors" in shown
+    assert "with --metric euclidean the mean of their vectors" in shown
+
+
 def test_neighbors_of_several_words_is_the_mean_query(vecfile: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # word2vec.c's distance takes a phrase; "king queen" was refused as an extra argument

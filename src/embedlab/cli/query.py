@@ -192,12 +192,14 @@ def _renamed(out: Path, suffix: str) -> Path:
 @click.option("-k", "--topn", "k", type=int, default=10, show_default=True,
               help="Number of neighbours (--topn: gensim's name).")
 @click.option("--metric", type=click.Choice(["cosine", "euclidean"]), default="cosine",
-              show_default=True, help="cosine similarity or Euclidean distance.")
+              show_default=True,
+              help="cosine similarity, or Euclidean distance on the raw vectors.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...], k: int,
               metric: str, as_json: bool) -> None:
-    """The K nearest neighbours of WORD in VECTORS; of several words, those of the mean of
-    their unit vectors (word2vec.c's distance given a phrase), the words themselves excluded.
+    """The K nearest neighbours of WORD in VECTORS; of several words, those of their mean,
+    the words themselves excluded: with --metric cosine the mean of their unit vectors
+    (word2vec.c's distance given a phrase), with --metric euclidean the mean of their vectors.
 
     An unknown word exits with status 2 and suggests close words. 'embedlab neighbours' is the
     same command.
