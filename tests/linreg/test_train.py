@@ -419,6 +419,27 @@ def test_a_call_that_trains_nothing_changes_no_setting(tmp_path: Path) -> None:
     assert further.exit_code == 0 and "step 150" in further.output
 
 
+def test_max_steps_says_to_continue_without_it(tmp_path: Path) -> None:
+    # the help said "re-run to continue", but the same command with the same --max-steps
+    # trains nothing: the run continues without it, or with a larger value
+    runner = CliRunner()
+    help_text = runner.invoke(cli, ["linreg", "--help"], terminal_width=200).output
+    shown = " ".join(help_text.split())  # wrapped at any width, one line
+    assert "at this global step; re-run without it (or with a larger value) to continue" in shown
+    table = _table(tmp_path / "t.tsv")
+    run = tmp_path / "run"
+    args = ["linreg", str(table), "--run", str(run), "--steps", "100"]
+    assert runner.invoke(cli, [*args, "--max-steps", "40"]).exit_code == 0
+    again = runner.invoke(cli, [*args, "--max-steps", "40"])
+    assert again.exit_code == 0
+    assert ("at step 40 already, not before --max-steps 40; nothing to train (re-run without "
+            "--max-steps, or with a larger value, to continue)") in again.output
+    larger = runner.invoke(cli, [*args, "--max-steps", "70"])
+    assert larger.exit_code == 0 and "step 70:" in larger.output
+    without = runner.invoke(cli, args)
+    assert without.exit_code == 0 and "step 100:" in without.output
+
+
 def test_a_first_line_of_numbers_is_read_as_the_header_with_a_warning(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # a table without its header lost its first row to it, in silence; a header naming its

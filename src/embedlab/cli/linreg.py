@@ -18,7 +18,8 @@ import click
 @click.option("--batch-size", type=int, help="Rows per update.  [default: 16]")
 @click.option("--seed", type=int, help="Master seed (init, shuffle).  [default: 1]")
 @click.option("--max-steps", type=int, default=None,
-              help="Stop (with a checkpoint) at this global step; re-run to continue.")
+              help="Stop (with a checkpoint) at this global step; re-run without it (or with "
+                   "a larger value) to continue.")
 @click.option("--checkpoint-every", type=int, help="Steps between saves.  [default: 500]")
 @click.option("--checkpoint-secs", type=float,
               help="Seconds between saves (whichever comes first).  [default: 120]")

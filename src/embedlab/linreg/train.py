@@ -201,7 +201,8 @@ def train_linreg(table_path: Path | str, run_dir: Path | str, cfg: LinRegConfig,
                 params, step, resumed = _start(run, cfg, table, manager, argv, stop)
                 if step >= stop and stop == max_steps:
                     print(f"embedlab: {run} is at step {step} already, not before --max-steps "
-                          f"{stop}; nothing to train", file=sys.stderr)
+                          f"{stop}; nothing to train (re-run without --max-steps, or with a "
+                          "larger value, to continue)", file=sys.stderr)
                 elif step >= stop:
                     print(f"embedlab: {run} is at step {step}, at or past --steps {stop}; nothing "
                           "to train (a larger --steps trains it further)", file=sys.stderr)
