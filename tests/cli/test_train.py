@@ -2224,6 +2224,25 @@ def test_a_changed_raw_corpus_is_said_and_the_run_keeps_its_copy(
     assert (tmp_path / "run" / "prepared" / "ids.u32").read_bytes() == copy
 
 
+def test_a_corpus_only_touched_is_said_to_have_a_new_time_not_new_text(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """touch, or a copy without -p: the same bytes were said to have "changed"."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    text = write_corpus(tmp_path / "c.txt")
+    assert train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--max-steps", "2")[0] == 0
+    stat = text.stat()
+    os.utime(text, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    code, err = train(capsys, "--run", "run", "--corpus", "c.txt", "--max-steps", "3")
+    assert code == 0 and "changed since" not in err, err
+    assert (f"embedlab: note: c.txt has another modification time than when the run prepared "
+            f"its copy of it ({Path('run') / 'prepared'}), with the same size; the run goes on "
+            "training on that copy — if the text changed, pass --restart to start over on it"
+            ) in err
+
+
 def test_a_changed_corpus_folder_holding_a_link_out_of_it_is_said(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -117,6 +117,11 @@ def _note_if_changed(corpus: str, prepared: PreparedCorpus) -> None:
              f"({prepared.root}) from; the run goes on training on that copy — pass "
              f"{spell('--restart', True)} to start over on {root}")
         return
+    if [f[:2] for f in now] == [f[:2] for f in then]:  # touched, copied without -p: maybe
+        note(f"{corpus} has another modification time than when the run prepared its copy of "
+             f"it ({prepared.root}), with the same size; the run goes on training on that copy "
+             f"— if the text changed, pass {spell('--restart', True)} to start over on it")
+        return
     note(f"{corpus} changed since the run prepared its copy of it ({prepared.root}); the run "
          f"goes on training on that copy — pass {spell('--restart', True)} to start over on "
          "the new text")
