@@ -202,3 +202,19 @@ def test_force_never_replaces_a_fifo_beside_the_matrix(tmp_path: Path) -> None:
                             "another --out name")
     assert stat.S_ISFIFO(os.lstat(vocab_path_for(path)).st_mode)
     assert [p.name for p in tmp_path.iterdir()] == ["v.vocab.tsv"]
+
+
+def test_a_byte_order_mark_before_the_first_word_is_said(tmp_path: Path) -> None:
+    """A vocabulary saved by an editor as "UTF-8 with BOM": its first word became '\\ufeffand',
+    which a "did you mean" printed looking like 'and'."""
+    import embedlab
+
+    path = tmp_path / "v.npy"
+    write_npy(path, ["and", "the"], np.zeros((2, 2), np.float32))
+    vocab = vocab_path_for(path)
+    vocab.write_bytes(b"\xef\xbb\xbf" + vocab.read_bytes())
+    with pytest.warns(embedlab.EmbedlabWarning, match=r"v\.vocab\.tsv starts with a UTF-8 "
+                      r"byte-order mark \(U\+FEFF\), read as part of its first word "
+                      r"'\\ufeffand'; if an editor added it, save the file as UTF-8 without"):
+        vectors = embedlab.load(path)
+    assert list(vectors.words) == ["\ufeffand", "the"]

@@ -15,7 +15,7 @@ from typing import IO
 import numpy as np
 
 from embedlab.data.vocab import check_count_fits
-from embedlab.errors import InputError, python_caller
+from embedlab.errors import InputError, python_caller, warn
 from embedlab.export.atomic import atomic_export, check_writable
 from embedlab.export.word2vec import check_finite, validate_words
 
@@ -152,6 +152,12 @@ def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
             check_count_fits(count, f"{path} line {i + 1}",
                              "fix the count or regenerate the vocabulary file")
             counts.append(int(count))
+    if words and words[0].startswith("\ufeff"):
+        # kept (a first word may begin with U+FEFF), but an editor that saves "UTF-8 with
+        # BOM" puts it there, and the word then looks like one it is not
+        warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its first "
+             f"word {words[0]!r}; if an editor added it, save the file as UTF-8 without a "
+             "byte-order mark")
     have_counts = len(counts) == len(words) and len(words) > 0
     return words, (np.asarray(counts, dtype=np.int64) if have_counts else None)
 
