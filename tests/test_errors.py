@@ -174,6 +174,7 @@ def test_a_stop_by_a_signal_is_no_exception_a_stop_by_an_error_is() -> None:
     ("\x1b[31mred\x1b[0m", False, "\\x1b[31mred\\x1b[0m"),
     ("\x00\x07\x7f\x9b", False, "\\x00\\x07\\x7f\\x9b"),
     ("abc\u202edef\u2066", False, "abc\\u202edef\\u2066"),
+    ("bad\udcff", True, "bad\\udcff"),  # one character measured, four written: escaped first
 ])
 def test_printable_escapes_what_a_terminal_acts_on(text: str, one_line: bool,
                                                    shown: str) -> None:

@@ -171,17 +171,21 @@ def collecting_warnings() -> Iterator[list[str]]:
 
 #: what a terminal acts on instead of showing: C0 and C1 control codes (ESC starts its escape
 #: sequences), DEL, and Unicode's bidirectional embeddings, overrides and isolates (which
-#: reorder the text after them); and, in a one-line message, the line breaks as well
-_ACTED_ON = "\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069"
+#: reorder the text after them); lone surrogates (a file name's undecodable bytes), which a
+#: stream writes escaped or as bytes, not as the one character a table measured; and, in a
+#: one-line message, the line breaks as well
+_ACTED_ON = ("\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069"
+             "\ud800-\udfff")
 _UNSHOWN = re.compile(f"[{_ACTED_ON}]")
 _UNSHOWN_OR_BREAK = re.compile(f"[{_ACTED_ON}\n\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029]")
 
 
 def printable(text: str, *, one_line: bool = True) -> str:
-    """``text`` to show on a terminal: what the terminal would act on instead of showing
-    written as Python's escapes (``\x1b``, ``\u202e``), so that a word or a path holding
-    them cannot clear the screen or reorder a line; with ``one_line``, line breaks as well
-    (``\n``), so that a message naming such a path stays the one line it is."""
+    r"""``text`` to show on a terminal: what the terminal would act on instead of showing
+    written as Python's escapes (``\x1b``, ``\u202e``, ``\udcff``), so that a word or a path
+    holding them cannot clear the screen, reorder a line or shift a table's columns; with
+    ``one_line`` (messages, table cells), line breaks as well (``\n``), so that a message or a
+    row naming such a path stays the one line it is."""
     pattern = _UNSHOWN_OR_BREAK if one_line else _UNSHOWN
     return pattern.sub(lambda m: ascii(m.group())[1:-1], text)
 

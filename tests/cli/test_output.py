@@ -154,6 +154,23 @@ def test_words_holding_terminal_controls_print_escaped(tmp_path: Path) -> None:
     assert "\x1b" not in done.stdout and "\u202e" not in done.stdout
 
 
+@pytest.mark.parametrize("name", ["crlf\r", "ff\x0cx\x0by", "nl\nsecond", "nel\x85x",
+                                  "bad\udcff\udcfe"])
+def test_run_folders_with_line_breaks_or_undecodable_bytes_print_escaped(
+        tmp_path: Path, name: str) -> None:
+    """A folder named "crlf\\r" (a CRLF shell script) printed as "crlf", which no command
+    found; "nl\\nsecond" as two lines; undecodable bytes were measured as one character
+    each and written as four (\\udcff), which shifted a table's border."""
+    from embedlab.errors import printable
+
+    run = tmp_path / name
+    CheckpointManager(run).save(1, {"input_embeddings": np.zeros((2, 2), np.float32)}, {})
+    done = embedlab("ckpt", run, env={"PYTHONIOENCODING": "utf-8:strict"})
+    assert done.returncode == 0, done.stderr
+    assert f"checkpoints of {printable(str(run))}" in done.stdout
+    assert not any(c in done.stdout for c in "\r\x0b\x0c\x85")
+
+
 def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path: Path) -> None:
     done = embedlab("neighbors", tmp_path / "no\nsuch\x1b[31m", "king")
     assert done.returncode == 2

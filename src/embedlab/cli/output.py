@@ -20,7 +20,7 @@ def table_console() -> Any:
 
     - Markup and highlighting off: a word or a run folder such as ``[the]`` or ``exp[v2]``
       prints as it is (``[/b]`` in a folder name stopped ``embedlab runs`` with a markup error);
-      control codes and bidirectional overrides in them print escaped (``\x1b``).
+      control codes and bidirectional overrides in them print escaped (``\\x1b``).
     - Not a terminal (``| grep``, ``> file``): :data:`PIPE_WIDTH` columns; a terminal: its width
       (``COLUMNS`` when set to a number > 0; ``COLUMNS=0`` printed nothing), at least
       :data:`MIN_WIDTH`.
@@ -34,9 +34,10 @@ def table_console() -> Any:
 
     class _TableConsole(Console):
         def render_str(self, text: str, **how: Any) -> Any:
-            # a word or a folder name holding ESC or a bidirectional override is shown escaped,
-            # not acted on by the terminal (cells and printed lines come through here)
-            return super().render_str(printable(text, one_line=False), **how)
+            # a word or a folder name holding ESC, a bidirectional override or a line break is
+            # shown escaped, not acted on by the terminal (cells and printed lines come through
+            # here, each one line)
+            return super().render_str(printable(text), **how)
 
         def on_broken_pipe(self) -> None:
             self.quiet = True  # nothing more to write there
