@@ -469,3 +469,14 @@ def test_the_words_hash_is_the_checkpoints_vocabulary_hash_and_pickles() -> None
     assert v.words_sha256().hexdigest() == vocabulary_sha256(v.words)
     back = pickle.loads(pickle.dumps(v))
     assert back == v and back.words_sha256().hexdigest() == vocabulary_sha256(v.words)
+
+
+def test_a_copied_or_unpickled_vocabulary_keeps_its_counts_read_only() -> None:
+    import copy
+    import pickle
+
+    v = Vocab(("a", "b"), np.array([5, 3]))
+    for other in (copy.deepcopy(v), copy.copy(v), pickle.loads(pickle.dumps(v))):
+        assert other == v and not other.counts.flags.writeable
+        with pytest.raises(ValueError):
+            other.counts[0] = -7

@@ -193,6 +193,11 @@ class Vocab:
     def __getstate__(self) -> dict[str, Any]:  # a hash object does not pickle: made again
         return {**self.__dict__, "_words_hash": None}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a pickle's or copy's counts are a new, writable array: read-only again, as built
+        self.__dict__.update(state)
+        self.counts.setflags(write=False)
+
     def words_sha256(self) -> Any:
         """A ``hashlib.sha256`` object fed the words in id order, UTF-8, joined by newlines (a
         copy each call: feed it more freely). Both a checkpoint's vocabulary hash and a prepared
