@@ -356,7 +356,7 @@ def test_an_unreadable_vocabulary_names_its_permissions(
 
 @pytest.mark.parametrize(("damage", "problem"), [
     (None, "cannot read vocabulary {v} (No such file or directory)"),
-    (b"the\t3\nthe\t2\n", "invalid vocabulary {v} (duplicate words in vocabulary)"),
+    (b"the\t3\nthe\t2\n", "invalid vocabulary {v} (duplicate word 'the': on lines 1 and 2)"),
     (b"the x\t3\n", "invalid word 'the x' in {v}:1: words must be non-empty and contain no "
                     "whitespace"),
     (b"\xff\t3\n", "cannot read vocabulary {v} ('utf-8' codec can't decode byte 0xff"),
@@ -454,8 +454,42 @@ def test_a_repeated_word_is_refused_either_way(native_library: None, tmp_path: P
     monkeypatch.setattr(vocab_tsv, "_native_library", lambda data, build: lib)
     path = tmp_path / "vocab.tsv"
     path.write_text("the\t9\n\u00e9t\u00e9\t5\nof\t4\n\u00e9t\u00e9\t2\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"vocab\.tsv \(duplicate words in vocabulary\)"):
+    with pytest.raises(InputError, match=r"vocab\.tsv \(duplicate word '\u00e9t\u00e9': on "
+                                         r"lines 2 and 4\)"):
         Vocab.load_tsv(path)
+
+
+def test_a_bad_line_at_the_end_of_a_long_vocabulary_is_found_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line-by-line reading worked out the fix (reading meta.json) at every line: a CR on
+    line 599,990 of 600,000 took 80 s to be refused."""
+    import embedlab.data.vocab_tsv as vocab_tsv
+
+    asked: list[object] = []
+    real = vocab_tsv.vocabulary_fix
+    monkeypatch.setattr(vocab_tsv, "vocabulary_fix", lambda p: asked.append(p) or real(p))
+    lines = [f"w{i}\t{1000 - i}" for i in range(1000)]
+    path = tmp_path / "vocab.tsv"
+    path.write_text("\n".join([*lines[:-1], "w999\t" + "0" * 20 + "1"]) + "\n")  # slow, valid
+    assert Vocab.load_tsv(path).counts[-1] == 1 and asked == []
+    path.write_text("\n".join([*lines[:-2], "w\r\t2", lines[-1]]) + "\n")
+    with pytest.raises(InputError, match=r"vocab\.tsv:999: "):
+        Vocab.load_tsv(path)
+    assert len(asked) == 1
+
+
+def test_a_byte_order_mark_before_the_first_word_is_said(tmp_path: Path) -> None:
+    """prepare never writes one; an editor's made the most frequent word another, silently."""
+    import embedlab
+
+    path = tmp_path / "vocab.tsv"
+    path.write_bytes(b"\xef\xbb\xbfthe\t9\nof\t4\n")
+    said = (r"vocab\.tsv starts with a UTF-8 byte-order mark \(U\+FEFF\), read as part of its "
+            r"first word '\\ufeffthe'; if an editor added it, save the file as UTF-8 without")
+    with pytest.warns(embedlab.EmbedlabWarning, match=said), \
+            embedlab.errors.messages_for("python"):
+        v = Vocab.load_tsv(path)
+    assert v.words == ("\ufeffthe", "of")
 
 
 def test_the_words_hash_is_the_checkpoints_vocabulary_hash_and_pickles() -> None:

@@ -35,7 +35,7 @@ from embedlab.data.vocab_tsv import (
 )
 from embedlab.data.vocab_tsv import check_count_fits as check_count_fits  # re-exported
 from embedlab.data.vocab_tsv import count_fits_int64 as count_fits_int64  # re-exported
-from embedlab.errors import InputError, spell, spell_name
+from embedlab.errors import InputError, spell, spell_name, warn
 
 
 @dataclass(frozen=True)
@@ -273,11 +273,29 @@ class Vocab:
             if words_hash is not None:
                 object.__setattr__(vocab, "_words_hash", words_hash)
         except ValueError as exc:
-            raise InputError(f"invalid vocabulary {path} ({exc}); "
+            why = _first_repeat(words) if "duplicate" in str(exc) else str(exc)
+            raise InputError(f"invalid vocabulary {path} ({why}); "
                              f"{vocabulary_fix(path)}") from None
+        if words and words[0].startswith("\ufeff"):
+            # prepare never writes one (its reader drops a file's mark): an editor that saves
+            # "UTF-8 with BOM" put it there, and the most frequent word is now another
+            warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its "
+                 f"first word {words[0]!r}; if an editor added it, save the file as UTF-8 "
+                 "without a byte-order mark")
         if canonical:
             object.__setattr__(vocab, "_source", (Path(path), identity))
         return vocab
+
+
+def _first_repeat(words: Sequence[str]) -> str:
+    """The first word listed twice, and its two lines (an error's words; millions of lines
+    are no place to look for it by hand)."""
+    seen: dict[str, int] = {}
+    for line, word in enumerate(words, 1):
+        if word in seen:
+            return f"duplicate word {word!r}: on lines {seen[word]:,} and {line:,}"
+        seen[word] = line
+    return "duplicate words in vocabulary"
 
 
 def build(
