@@ -448,3 +448,19 @@ def test_a_binary_file_with_text_up_front_is_called_binary(tmp_path: Path) -> No
     with pytest.raises(InputError, match=r"vectors\.bin looks binary \(it contains NUL "
                                          r"bytes\); pass UTF-8 text"):
         list(iter_blocks(path))
+
+
+def test_the_fix_of_a_runs_vocabulary_names_the_prepared_corpus_it_trained_on(
+        tmp_path: Path) -> None:
+    """A run on a prepared folder holds no prepared/ of its own: "re-run 'embedlab prepare'"
+    never touches the run's vocab.tsv."""
+    import json
+
+    from embedlab.data.corpus import vocabulary_fix
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"data": {"corpus": "data/prep"}}))
+    assert vocabulary_fix(run / "vocab.tsv") == (
+        f"copy the vocab.tsv of the prepared corpus the run trained on (data/prep) to "
+        f"{run / 'vocab.tsv'}")

@@ -224,7 +224,22 @@ def vocabulary_fix(path: str | os.PathLike[str]) -> str:
         return remake_fix(folder)
     if (folder / "config.json").is_file() and (folder / "prepared" / "vocab.tsv").is_file():
         return f"copy {folder / 'prepared' / 'vocab.tsv'} to {file}"
+    corpus = _trained_on(folder)
+    if corpus is not None:  # a run on a prepared folder: its vocabulary is that folder's
+        return (f"copy the vocab.tsv of the prepared corpus the run trained on ({corpus}) to "
+                f"{file}")
     return "re-run 'embedlab prepare' to recreate the vocabulary"
+
+
+def _trained_on(run: Path) -> str | None:
+    """The corpus a run folder's config.json names, where that is a prepared folder's path."""
+    try:
+        corpus = json.loads((run / "config.json").read_text(encoding="utf-8"))["data"]["corpus"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(corpus, str) or corpus in SPECIAL_CORPORA or corpus.startswith("<"):
+        return None
+    return corpus
 
 
 def says_prepared(meta: Path) -> bool:
