@@ -99,7 +99,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
     files are written atomically.
     """
     from embedlab.export import SUFFIX, export_vectors
-    from embedlab.export.atomic import make_exports_folder
+    from embedlab.export.atomic import in_exports_folder, make_exports_folder
 
     if not source.exists():  # before naming --out: the source is what is wrong
         _load(source, step, best)
@@ -117,7 +117,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
         out = source / "exports" / f"vectors{SUFFIX[fmt]}"  # type: ignore[index]
     # RUN/exports/NAME: the run's own exports folder, made if missing (a checkpoint folder has
     # none, and a path there is checked as any other)
-    in_exports = (source / "checkpoints").is_dir() and _in_exports_folder(out, source)
+    in_exports = (source / "checkpoints").is_dir() and in_exports_folder(out, source)
     if not in_exports:  # a path given: refused before the vectors load
         from embedlab.export.atomic import check_writable
 
@@ -132,18 +132,6 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
             f"{len(vectors):,} words × {vectors.dim} dims"
         # from which checkpoint (or file): what the export holds, said where it is made
         click.echo(f"wrote {path} ({shape}) from {vectors.source}")
-
-
-def _in_exports_folder(out: Path, run: Path) -> bool:
-    """Whether ``out`` names a file directly inside ``run``'s ``exports/`` folder, however it is
-    spelled (relative or absolute, through a symbolic link, with ``..``), the folder made yet or
-    not: the folders are compared resolved, as paths that need not exist."""
-    if out.name in ("", ".", ".."):
-        return False
-    try:
-        return out.parent.resolve() == (run / "exports").resolve()
-    except (OSError, RuntimeError):  # a loop of links: not the run's folder
-        return False
 
 
 def _export_format(fmt: str | None, out: Path | None) -> str:

@@ -128,6 +128,19 @@ def refuse_inside_saved(path: Path, given: str, example: str) -> None:
                      f"{_out(suggested / example)}")
 
 
+def in_exports_folder(out: Path, run: Path) -> bool:
+    """Whether ``out`` names a file directly inside ``run``'s ``exports/`` folder, however it is
+    spelled (relative or absolute, through a symbolic link, with ``..``), the folder made yet or
+    not: the folders are compared resolved, as paths that need not exist (export and visualize
+    make that folder for such an ``--out``)."""
+    if out.name in ("", ".", ".."):
+        return False
+    try:
+        return out.parent.resolve() == (run / "exports").resolve()
+    except (OSError, RuntimeError):  # a loop of links: not the run's folder
+        return False
+
+
 def make_exports_folder(out: Path, example: str) -> None:
     """Create ``out``'s folder (a run's ``exports/``, where export and visualize write by default).
 

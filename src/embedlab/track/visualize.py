@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from embedlab.errors import InputError
-from embedlab.export.atomic import make_exports_folder, refuse_inside_saved
+from embedlab.export.atomic import in_exports_folder, make_exports_folder, refuse_inside_saved
 from embedlab.fsutil import atomic_open, output_target, write_error
 from embedlab.track.plots import Method, plot_words, project_2d, top_word_ids
 
@@ -94,7 +94,7 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     # RUN/exports/NAME, however spelled: the run's own exports folder, made if missing as for
     # the default output (a checkpoint folder or a vectors file has none)
     in_exports = out is not None and (run_dir / "checkpoints").is_dir() and \
-        _in_exports_folder(out, run_dir)
+        in_exports_folder(out, run_dir)
     if out is not None and not in_exports and not out.parent.is_dir():
         raise InputError(f"--out {out}: folder {out.parent} does not exist; create it first")
     if out is not None:
@@ -132,18 +132,6 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         make_exports_folder(run_dir / "exports" / out.name, out.name)
     _save_atomic(fig, out)
     return out
-
-
-def _in_exports_folder(out: Path, run: Path) -> bool:
-    """Whether ``out`` names a file directly inside ``run``'s ``exports/`` folder, however it is
-    spelled (relative or absolute, through a symbolic link, with ``..``), the folder made yet or
-    not: the folders are compared resolved, as paths that need not exist (as export does)."""
-    if out.name in ("", ".", ".."):
-        return False
-    try:
-        return out.parent.resolve() == (run / "exports").resolve()
-    except (OSError, RuntimeError):  # a loop of links: not the run's folder
-        return False
 
 
 def _check_replaceable(out: Path, force: bool) -> None:
