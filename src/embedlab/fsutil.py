@@ -59,6 +59,16 @@ def current_umask() -> int:
     return mask
 
 
+def limit_fix(exc: OSError) -> str | None:
+    """The fix of a write that failed on a limit of this process rather than on the disk: too
+    many open files (EMFILE, ENFILE) or a file over the file size limit (EFBIG); else None."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return "raise the open-file limit (ulimit -n 1024 or more)"
+    if exc.errno == errno.EFBIG:
+        return "raise the file size limit (ulimit -f unlimited)"
+    return None
+
+
 def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
                 note: str = "") -> InputError:
     """The one-line error for an output ``path`` (named by ``flag``) that cannot be written.
@@ -72,6 +82,8 @@ def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
     elif exc.errno == errno.EFBIG:  # the shell's file size limit, or the file system's
         fix = (f"raise the file size limit (ulimit -f unlimited) or pass {flag} on a file "
                f"system that takes larger files{retry}")
+    elif exc.errno in (errno.EMFILE, errno.ENFILE):
+        fix = f"{limit_fix(exc)}{retry}"
     else:
         fix = f"pass {flag} in a writable folder"
     return InputError(f"cannot write {path} ({why}); {fix}{note}")

@@ -39,6 +39,23 @@ def test_an_unusable_path_anywhere_is_one_line(monkeypatch: pytest.MonkeyPatch,
         "embedlab: error: cannot use /some/file/x (Not a directory); check that the path")
 
 
+def test_too_many_open_files_names_the_limit_not_the_path(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """ulimit -n 10: a traceback ending in "OSError: [Errno 24] Too many open files"."""
+    import embedlab.cli.query as query
+
+    def no_descriptors(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EMFILE, "Too many open files", "/some/prep/ids.u32")
+
+    monkeypatch.setattr(query, "_load", no_descriptors)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["neighbors", "runs/x", "king"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == (
+        "embedlab: error: cannot use /some/prep/ids.u32 (Too many open files); raise the "
+        "open-file limit (ulimit -n 1024 or more) and re-run the command\n")
+
+
 def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     import embedlab.cli.query as query
 

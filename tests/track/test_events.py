@@ -112,6 +112,27 @@ def test_a_full_disk_is_one_line_without_the_writer_threads_traceback(
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_too_many_open_files_is_not_called_a_full_disk(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from embedlab.errors import InputError
+
+    def no_descriptors(self: Any, data: bytes) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    writer = EventWriter(tmp_path, None)
+    monkeypatch.setattr(RecordWriter, "write", no_descriptors)
+    with pytest.raises(InputError) as failed:
+        for step in range(100):
+            writer.add_summary(step, scalar_summary("train/loss", 1.0))
+            writer.flush()
+    assert "(Too many open files); raise the open-file limit (ulimit -n 1024 or more) (or pass " \
+        "--no-tensorboard)" in str(failed.value)
+
+
 def test_only_the_writer_threads_disk_errors_are_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 

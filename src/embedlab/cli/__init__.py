@@ -393,6 +393,9 @@ def main(argv: list[str] | None = None) -> Any:
                   "and a training run resumes from its last checkpoint")
         if exc.filename is None or exc.errno not in _USER_FIXABLE:
             raise
+        if exc.errno in (errno.EMFILE, errno.ENFILE):  # the process's limit, not the path
+            _fail(f"cannot use {exc.filename} ({exc.strerror}); raise the open-file limit "
+                  "(ulimit -n 1024 or more) and re-run the command")
         if exc.errno in (errno.EACCES, errno.EPERM):  # read or write: the permissions, alone
             _fail(f"cannot use {exc.filename} ({exc.strerror}); give your user permission to "
                   "read it, or, for a file being made, to write in its folder")
@@ -415,7 +418,7 @@ _OUT_OF_MEMORY = ("out of memory; free memory or, for train, lower --dim, --batc
 
 _USER_FIXABLE = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
                  errno.EEXIST, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG,
-                 errno.ENAMETOOLONG, errno.ELOOP}
+                 errno.ENAMETOOLONG, errno.ELOOP, errno.EMFILE, errno.ENFILE}
 
 
 def run() -> None:

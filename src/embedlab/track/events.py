@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embedlab.errors import InputError, python_caller, resume_how, spell
+from embedlab.fsutil import limit_fix
 from embedlab.track.jsonl import FINAL_PREFIX
 
 if TYPE_CHECKING:
@@ -180,8 +181,9 @@ class EventWriter:
             yield
         except OSError as exc:
             off = "tensorboard=False" if python_caller() else "--no-tensorboard"
+            fix = limit_fix(exc) or "free space on the disk"  # EMFILE is no full disk
             raise InputError(f"could not write TensorBoard events to {self._path} "
-                             f"({exc.strerror or exc}); free space on the disk (or pass {off}), "
+                             f"({exc.strerror or exc}); {fix} (or pass {off}), "
                              f"then {resume_how()}: the run resumes from its last "
                              "checkpoint") from None
 
