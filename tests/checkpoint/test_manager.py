@@ -511,3 +511,20 @@ def test_forget_after_leaves_a_missing_index_to_the_next_save(tmp_path: Path) ->
     m.save(31, sample_tensors(31), {}, {"loss": 0.8})
     index = read_index(tmp_path)
     assert index.best == 20 and {10, 20, 30, 31} <= index.ours()
+
+
+def test_a_first_save_that_fails_promises_no_checkpoint_to_resume_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said "resume from the last saved checkpoint (earlier checkpoints are intact)" with
+    none saved, and "check FOLDER" for a file over the shell's file size limit."""
+    m = CheckpointManager(tmp_path, keep=2)
+
+    def too_large(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(ckpt_format, "save_tensors", too_large)
+    with pytest.raises(CheckpointError) as e:
+        save_sample(m, 10)
+    assert str(e.value) == (f"could not save checkpoint at step 10 in {tmp_path / 'checkpoints'}"
+                            ": File too large; raise the file size limit (ulimit -f unlimited), "
+                            "then re-run the same command")

@@ -50,7 +50,7 @@ from embedlab.errors import (
     step_number,
     warn,
 )
-from embedlab.fsutil import atomic_write_text, clip, commit_folder
+from embedlab.fsutil import atomic_write_text, clip, commit_folder, limit_fix
 
 #: how many times a reader lists a run's checkpoints again when the one it chose is deleted
 #: before it is read: a run in training deletes each (its retention) once a newer one is
@@ -373,7 +373,13 @@ class CheckpointManager:
         elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             fix = f"make {self.root} writable"
         else:
-            fix = f"check {self.root}"
+            fix = limit_fix(exc) or f"check {self.root}"
+        with contextlib.suppress(Exception):  # an unreadable index: the words below stay true
+            if not self.list(check=False):  # nothing saved yet: nothing to resume from
+                error = CheckpointError(f"could not save checkpoint at step {step} in "
+                                        f"{self.root}: {why}; {fix}, then {resume_how()}")
+                error.os_error = exc
+                return error
         error = CheckpointError(f"could not save checkpoint at step {step} in {self.root}: "
                                 f"{why}; {fix}, then {resume_how()} to resume from the "
                                 "last saved checkpoint (earlier checkpoints are intact)")
