@@ -108,7 +108,9 @@ def test_a_write_failure_inside_safetensors_is_the_one_line_save_error(tmp_path:
     resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, hard))  # writes past 100 kB: EFBIG
     try:
         with pytest.raises(CheckpointError, match=r"could not save checkpoint at step 2 in .*: "
-                                                  r"File too large; check .*earlier checkpoints"):
+                                                  r"File too large; raise the file size limit "
+                                                  r"\(ulimit -f unlimited\), .*earlier "
+                                                  r"checkpoints"):
             manager.save(2, {"w": np.zeros(100_000)}, {"step": 2}, {})
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
