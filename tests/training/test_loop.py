@@ -347,6 +347,32 @@ def test_a_run_that_fails_mid_training_records_how_far_it_got(
     assert status["words_seen"] > 0 and status["train_seconds"] > 0 and status["wall_time"] > 0
 
 
+def test_a_status_that_cannot_be_written_leaves_the_failure_that_stopped_the_run(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk that failed a save also refuses the "failed" status: the error raised is the
+    save's, which names the problem and its fix, not the status file's."""
+    from embedlab.checkpoint.manager import CheckpointManager
+    from embedlab.run import status
+
+    save, write_status = CheckpointManager.save, status.write_status
+
+    def full_at_10(self: CheckpointManager, step: int, *args: Any, **kwargs: Any) -> Any:
+        if step == 10:
+            raise OSError(28, "No space left on device (the save)")
+        return save(self, step, *args, **kwargs)
+
+    def no_failed_status(run_dir: Path, **fields: Any) -> Any:
+        if fields.get("status") == "failed":
+            raise OSError(28, "No space left on device (the status)", "status.json")
+        return write_status(run_dir, **fields)
+
+    monkeypatch.setattr(CheckpointManager, "save", full_at_10)
+    monkeypatch.setattr(status, "write_status", no_failed_status)
+    with pytest.raises(OSError, match=r"\(the save\)"):
+        run_train(make_cfg(corpus, checkpoint={"every_steps": 5}), tmp_path / "run")
+    assert status.read_status(tmp_path / "run")["status"] == "running"
+
+
 @pytest.mark.parametrize("fresh", [False, True], ids=["resume", "new-run"])
 @pytest.mark.parametrize("signum", [2, 15], ids=["sigint", "sigterm"])
 def test_a_signal_while_the_writers_open_is_handled(

@@ -6,6 +6,7 @@ the new status, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import time
@@ -43,6 +44,14 @@ def write_status(run_dir: Path, *, clear: Iterable[str] = (), durable: bool = Tr
     atomic_write_text(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True) + "\n",
                       durable=durable)
     return status
+
+
+def note_status(run_dir: Path, **fields: Any) -> None:
+    """:func:`write_status` where another error is already on its way to the user: a status
+    that cannot be written (the disk that failed the save is full) must not replace that error,
+    which names the problem and its fix, with its own."""
+    with contextlib.suppress(OSError):
+        write_status(run_dir, **fields)
 
 
 def read_status(run_dir: Path) -> dict[str, Any]:

@@ -103,8 +103,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             ended = True
     except ProcessLost as exc:  # another process of the run stopped: resume from the last save
         distributed.finish_exit()
-        status.write_status(run.run_dir, status="interrupted", step=state.step,
-                            error=str(exc)[:500])
+        status.note_status(run.run_dir, status="interrupted", step=state.step,
+                           error=str(exc)[:500])
         # a new run with no checkpoint is removed (trainer.train): re-run, it starts again
         again = "to resume" if saver.saved_step > 0 else "to start it again"
         raise ProcessLost(f"{exc}; stopped at step {state.step}, "
@@ -116,13 +116,13 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
     except KeyboardInterrupt:
         # where the handlers could not catch it (raised by code, or they are not ours): nothing
         # was trained since the last checkpoint, which is where a re-run resumes
-        status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
-                            wall_time=wall.seconds())
+        status.note_status(run.run_dir, status="interrupted", **progress_fields(run),
+                           wall_time=wall.seconds())
         raise
     except BaseException as exc:
         # how far it got, not the counters of the start (before any log window wrote them)
-        status.write_status(run.run_dir, status="failed", **progress_fields(run),
-                            wall_time=wall.seconds(), error=str(exc)[:500])
+        status.note_status(run.run_dir, status="failed", **progress_fields(run),
+                           wall_time=wall.seconds(), error=str(exc)[:500])
         raise
     finally:
         bar.close()
