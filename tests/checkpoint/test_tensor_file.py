@@ -47,6 +47,26 @@ def test_blocks_larger_than_one_write(tmp_path: Path, monkeypatch: pytest.Monkey
     assert all(np.array_equal(loaded[n], t) for n, t in tensors.items())
 
 
+def test_one_hashing_thread_per_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file of many blocks starts one thread, not one per block: where threads or memory are
+    scarce each start is a chance for the save to fail."""
+    import threading
+
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(self: threading.Thread) -> None:
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(tensor_file, "_BLOCK", 64)
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    tensors = {"a": np.arange(1000, dtype=np.float32), "b": np.arange(300, dtype=np.int64)}
+    digest = tensor_file.write(tmp_path / "t", tensors, {})
+    assert len(started) == 1
+    assert digest == hashlib.sha256((tmp_path / "t").read_bytes()).hexdigest()
+
+
 def test_scalar_tensor(tmp_path: Path) -> None:
     tensors = {"s": np.float32(2.5)}
     tensor_file.write(tmp_path / "x", tensors, {})

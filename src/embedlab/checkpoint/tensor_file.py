@@ -14,8 +14,8 @@ import hashlib
 import json
 import os
 import re
-import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -64,18 +64,19 @@ def write(path: Path, tensors: Mapping[str, Any], metadata: Mapping[str, str]) -
     arrays = {n: np.asarray(t, order="C") for n, t in tensors.items()}
     head, order = header(arrays, metadata)
     digest = hashlib.sha256(head)
-    with open(path, "wb", buffering=0) as f:
+    # hashlib and the write both release the GIL: the hash of a block is computed while it is
+    # written, on one thread for the whole file (a thread per block started a hundred for a
+    # checkpoint of gigabytes, each a chance to fail where threads or memory are scarce)
+    with open(path, "wb", buffering=0) as f, \
+            ThreadPoolExecutor(1, thread_name_prefix="embedlab-hash") as hasher:
         f.write(head)
         for name in order:
             data = memoryview(arrays[name].reshape(-1).view(np.uint8).data)
             for start in range(0, len(data), _BLOCK):
                 block = data[start:start + _BLOCK]
-                # hashlib and the write both release the GIL: the hash of a block is computed
-                # while it is written
-                hashing = threading.Thread(target=digest.update, args=(block,))
-                hashing.start()
+                hashed = hasher.submit(digest.update, block)
                 _write_all(f, block)
-                hashing.join()
+                hashed.result()
         os.fsync(f.fileno())
     return digest.hexdigest()
 
