@@ -17,6 +17,7 @@ from embedlab.errors import (
     TrainingKeyboardInterrupt,
     TrainingStoppedByError,
     collecting_warnings,
+    import_torch,
     messages_for,
     python_caller,
     python_entry,
@@ -181,3 +182,25 @@ def test_printable_escapes_what_a_terminal_acts_on(text: str, one_line: bool,
     from embedlab.errors import printable
 
     assert printable(text, one_line=one_line) == shown
+
+
+@pytest.mark.parametrize(("message", "raised"), [
+    ("libtorch_cpu.so: failed to map segment from shared object", MemoryError),
+    ("libtorch_cpu.so: cannot allocate memory in static TLS block", MemoryError),
+    ("No module named 'torch'", InputError),
+], ids=["mmap", "tls", "missing"])
+def test_torch_that_does_not_fit_in_memory_is_not_called_missing(
+        monkeypatch: pytest.MonkeyPatch, message: str, raised: type[Exception]) -> None:
+    import importlib.abc
+    import sys
+
+    class Failing(importlib.abc.MetaPathFinder):
+        def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+            if name == "torch":
+                raise ImportError(message)
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Failing(), *sys.meta_path])
+    with pytest.raises(raised) as caught:
+        import_torch("--engine torch")
+    assert ("not installed" in str(caught.value)) == (raised is InputError)

@@ -20,6 +20,16 @@ def run() -> None:
         sys.stderr.write("embedlab: stopped by SIGINT while starting; nothing was done\n")
         sys.stderr.flush()
         raise SystemExit(130) from None
+    except ImportError as exc:
+        from embedlab.errors import out_of_memory_loading
+
+        if not out_of_memory_loading(exc):
+            raise
+        sys.stderr.write("embedlab: error: out of memory while starting (a library could not "
+                         "be loaded); free memory or raise the limit (ulimit -v), and re-run: "
+                         "nothing was done\n")
+        sys.stderr.flush()
+        raise SystemExit(2) from None
     run_command()
 
 

@@ -242,10 +242,19 @@ def import_torch(purpose: str) -> Any:
     """
     try:
         import torch
-    except ImportError:
+    except ImportError as exc:
+        if out_of_memory_loading(exc):  # installed, but its libraries do not fit (ulimit -v)
+            raise MemoryError(f"out of memory loading PyTorch for {purpose}") from None
         raise InputError(f"{purpose} needs PyTorch, which is not installed; install it with "
                          "pip install 'embedlab[torch]'") from None
     return torch
+
+
+def out_of_memory_loading(exc: ImportError) -> bool:
+    """Whether an ImportError is the loader's failure to map a shared library into memory (a
+    memory limit such as ``ulimit -v``), not a missing or broken package."""
+    text = str(exc)
+    return "failed to map segment" in text or "cannot allocate memory" in text.lower()
 
 
 Caller = Literal["cli", "python"]

@@ -67,3 +67,21 @@ def test_ctrl_c_while_the_command_imports_is_one_line(module: str, command: str)
                          timeout=120)
     assert (out.returncode, out.stderr) == (
         130, "embedlab: stopped by SIGINT while starting; nothing was done\n")
+
+
+def test_a_library_that_cannot_be_mapped_while_starting_is_one_line() -> None:
+    """Under a memory limit (ulimit -v) a shared library of click or rich may not map while the
+    command line loads: one line naming the limit, exit 2, not a traceback of the imports."""
+    code = ("import importlib.abc, runpy, sys\n"
+            "class NoMemory(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'click':\n"
+            "            raise ImportError('/x/y.so: failed to map segment from shared object')\n"
+            "sys.meta_path.insert(0, NoMemory())\n"
+            "sys.argv = ['embedlab', 'runs']\n"
+            "runpy.run_module('embedlab', run_name='__main__')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.startswith("embedlab: error: out of memory while starting")
+    assert out.stderr.count("\n") == 1 and "ulimit -v" in out.stderr

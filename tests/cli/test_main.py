@@ -79,7 +79,13 @@ def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) 
     # torch's failed CPU allocation is a RuntimeError
     (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate "
                   "memory: you tried to allocate 4000000000000 bytes."), "out of memory;"),
-], ids=["disk-full", "read-only", "MemoryError", "torch-alloc"])
+    (RuntimeError("can't start new thread"), "cannot start a thread: the limit on the user's "
+     "processes (ulimit -u) or on memory (ulimit -v) is reached; raise it or, for train, lower "
+     "--threads, and re-run: what was saved before is intact"),
+    # a shared library that cannot be mapped under ulimit -v
+    (ImportError("/x/_imaging.cpython-311-x86_64-linux-gnu.so: failed to map segment from "
+                 "shared object"), "out of memory;"),
+], ids=["disk-full", "read-only", "MemoryError", "torch-alloc", "no-thread", "import-mmap"])
 def test_a_full_disk_or_memory_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str],
                                            error: BaseException, needle: str) -> None:
@@ -94,6 +100,17 @@ def test_a_full_disk_or_memory_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"embedlab: error: {needle}")
+
+
+def test_other_import_errors_stay_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import embedlab.cli.query as query
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ImportError("cannot import name 'x' from 'y'")
+
+    monkeypatch.setattr(query, "_load", broken)
+    with pytest.raises(ImportError, match="cannot import name"):
+        main(["neighbors", "runs/x", "king"])
 
 
 def test_other_runtime_errors_stay_bugs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -29,6 +29,7 @@ try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl
         ProcessLost,
         TrainingInterrupted,
         messages_for,
+        out_of_memory_loading,
         printable,
         said_by_another_process,
     )
@@ -405,7 +406,15 @@ def main(argv: list[str] | None = None) -> Any:
         _fail(_OUT_OF_MEMORY)
     except RuntimeError as exc:
         # torch reports a failed CPU allocation as a RuntimeError, not MemoryError
-        if "can't allocate memory" not in str(exc):
+        if "can't allocate memory" in str(exc):
+            _fail(_OUT_OF_MEMORY)
+        if "can't start new thread" in str(exc):  # threading's words for EAGAIN
+            _fail(_NO_THREAD)
+        raise
+    except ImportError as exc:
+        # a module whose shared library cannot be mapped: the memory limit (ulimit -v), not a
+        # missing package
+        if not out_of_memory_loading(exc):
             raise
         _fail(_OUT_OF_MEMORY)
     return None
@@ -414,6 +423,9 @@ def main(argv: list[str] | None = None) -> Any:
 _DISK_PROBLEMS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 _OUT_OF_MEMORY = ("out of memory; free memory or, for train, lower --dim, --batch-size, --window "
                   "or --max-vocab, and re-run: what was saved before is intact")
+_NO_THREAD = ("cannot start a thread: the limit on the user's processes (ulimit -u) or on "
+              "memory (ulimit -v) is reached; raise it or, for train, lower --threads, and "
+              "re-run: what was saved before is intact")
 
 
 _USER_FIXABLE = {errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENOTDIR, errno.EISDIR,
