@@ -16,10 +16,14 @@ class WallClock:
 
     def __init__(self, before: float) -> None:
         self.before = before
-        self.started = time.time()
+        self.started = time.time()  # a date, for status.json
+        # the elapsed time is the monotonic clock's: a wall clock set back or forward (NTP, a
+        # suspended laptop's catch-up, an operator) must not give a run negative or days of
+        # extra wall time, stored in its checkpoints for every later invocation to inherit
+        self._since = time.monotonic()
 
     def seconds(self) -> float:
-        return self.before + time.time() - self.started
+        return self.before + time.monotonic() - self._since
 
 
 class TrainingTime:
