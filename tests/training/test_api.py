@@ -1013,6 +1013,15 @@ def test_the_bar_closes_at_the_last_step_before_the_save(corpus: Path, tmp_path:
     events.clear()
     embedlab.train(corpus=corpus, run=tmp_path / "b", **FAST)
     assert events[:2] == ["close", "save"]
+    events.clear()  # a stop (by a signal, or here a callback) saves as the end does
+
+    def stop_at_2(progress: Progress) -> None:
+        if progress.step == 2:
+            raise ValueError("enough")
+
+    with pytest.raises(TrainingInterrupted):
+        embedlab.train(corpus=corpus, run=tmp_path / "c", **FAST, on_progress=stop_at_2)
+    assert events[:2] == ["close", "save"]
 
 
 def test_a_stored_value_of_the_wrong_type_names_the_file(corpus: Path, tmp_path: Path) -> None:

@@ -161,3 +161,27 @@ def test_the_bar_runs_to_the_whole_run_without_max_steps(
     result, _ = run_train(make_cfg(corpus), tmp_path / "run")
     bar, = bars
     assert bar.totals == [bar.n] == [result.words_seen]  # one epoch, trained to its end
+
+
+def test_the_bar_starts_once_the_writers_are_open(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening the TensorBoard writers (seconds, for a resume that rewrites its event files)
+    is not in the bar's first rate and time left."""
+    from embedlab.track import tracker
+    from embedlab.training import loop
+
+    order: list[str] = []
+    real_open = tracker.open_tracker
+
+    def open_tracker(*args: Any, **kwargs: Any) -> Any:
+        order.append("writers")
+        return real_open(*args, **kwargs)
+
+    def make(enabled: bool, total: int, initial: int, out: Any, **kw: Any) -> _RecordingBar:
+        order.append("bar")
+        return _RecordingBar(total, initial)
+
+    monkeypatch.setattr(tracker, "open_tracker", open_tracker)
+    monkeypatch.setattr(loop, "progress_bar", make)
+    run_train(make_cfg(corpus), tmp_path / "run")
+    assert order == ["writers", "bar"]

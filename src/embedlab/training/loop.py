@@ -82,10 +82,12 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
                                 words_seen=state.words_seen, started=wall.started,
                                 train_seconds=state.train_seconds, wall_time=wall.seconds(),
                                 clear=("error",))
-            bar = progress_bar(run.progress, bar_total(run, state.step, state.words_seen),
-                               state.words_seen, out, lines=run.progress_lines)
             tracker = open_tracker(run.run_dir, run.cfg, vocab=run.vocab,
                                    resume_step=state.step if run.resumed else None)
+            # the bar's clock starts with the training: a resume's event files rewritten
+            # while the writers opened gave its first rate a tenth of the real one
+            bar = progress_bar(run.progress, bar_total(run, state.step, state.words_seen),
+                               state.words_seen, out, lines=run.progress_lines)
             signum = flag.signum or 0
             group = distributed.current()
             if group is not None:  # the others wait until the writers are open
@@ -280,6 +282,7 @@ def _save_and_stop(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _St
                    at_max_steps: bool) -> None:
     """A signal came, or a callback raised: save the step just trained, and stop."""
     reporter.time.lap()
+    reporter.bar.close()  # its last line: the training's rate and time, not the save's
     # the status: what it holds
     saved_wall = saver.save(reporter.tracker, stopping=True, at_max_steps=at_max_steps)
     status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
