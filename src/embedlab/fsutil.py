@@ -12,6 +12,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -244,6 +245,16 @@ def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -
         raise InputError(f"{what} {path} does not exist; {missing_fix}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {what} {path} ({exc}); {unreadable_fix}") from None
+
+
+def text_lines(text: str) -> list[str]:
+    """``text``'s lines at \\n, \\r\\n or a lone \\r, as Python's text mode and so gensim read
+    them: a spreadsheet on a Mac saves its tab-separated text with \\r alone. Other characters
+    that str.splitlines() breaks at (\\x1c, \\u2028...) stay inside a line, as in a word."""
+    return _LINE_BREAK.split(text)
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def missing_folders(path: Path) -> list[Path]:

@@ -177,6 +177,35 @@ def test_eval_says_the_similarity_lines_it_skipped(vecfile: Path, tmp_path: Path
     assert code == 0 and "half.tsv (1 malformed line skipped)" in out
 
 
+def test_eval_of_pairs_that_all_get_one_cosine_says_no_correlation_is_defined(
+        vecfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pair and its reverse: one cosine for both, no ranking; nan as gensim gives, a warning,
+    and null in JSON (NaN is no JSON)."""
+    f = tmp_path / "sym.tsv"
+    f.write_text("king\tqueen\t8\nqueen\tking\t5\n")
+    code, out, err = run(["eval", str(vecfile), "--similarity", str(f)], capsys)
+    assert code == 0 and "nan" in out
+    assert "all get the same cosine, so no correlation is defined" in err
+    code, out, _ = run(["eval", str(vecfile), "--similarity", str(f), "--json"], capsys)
+    result = json.loads(out)["similarity"][0]
+    assert code == 0 and result["spearman"] is None and result["pearson"] is None
+
+
+def test_eval_reads_files_with_carriage_returns_alone(vecfile: Path, questions: Path,
+                                                     pairs: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Tab-separated text from a spreadsheet on a Mac ends its lines with \\r alone."""
+    answers = []
+    for ending in ("\n", "\r"):
+        for f in (questions, pairs):
+            f.write_bytes(f.read_bytes().replace(b"\r", b"\n").replace(b"\n", ending.encode()))
+        code, out, _ = run(["eval", str(vecfile), "--analogies", str(questions),
+                            "--similarity", str(pairs), "--json"], capsys)
+        assert code == 0
+        answers.append({k: v for k, v in json.loads(out).items() if k != "vectors"})
+    assert answers[0] == answers[1]
+
+
 def test_eval_kinds_of_sections_and_unanswered_ones(vecfile: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # a section with no answerable question showed 0.0%; compute-accuracy's semantic and

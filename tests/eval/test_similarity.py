@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,10 +55,48 @@ def test_scores_that_are_all_equal_have_no_correlation_and_are_refused() -> None
                             "file with more pairs or other scores")
 
 
-def test_vectors_that_give_every_pair_one_cosine_agree_with_no_ranking() -> None:
-    m = np.zeros((3, 4), dtype=np.float32)
-    r = evaluate_similarity(["a", "b", "c"], m, row_norms(m), parse_pairs(["a b 1", "b c 2"]))
-    assert r.spearman == 0.0 and r.pearson == 0.0
+@pytest.mark.parametrize("zero", [True, False], ids=["zero-vectors", "a-pair-and-its-reverse"])
+def test_vectors_that_give_every_pair_one_cosine_have_no_correlation(zero: bool) -> None:
+    """NaN, as gensim gives (a 0 would read as "unrelated"), and null in JSON."""
+    rng = np.random.default_rng(0)
+    m = np.zeros((3, 4), dtype=np.float32) if zero else rng.standard_normal((3, 4), np.float32)
+    lines = ["a b 1", "b c 2"] if zero else ["a b 8", "b a 5"]
+    r = evaluate_similarity(["a", "b", "c"], m, row_norms(m), parse_pairs(lines))
+    assert np.isnan(r.spearman) and np.isnan(r.pearson)
+    assert r.to_dict()["spearman"] is None and r.to_dict()["pearson"] is None
+    if not zero:
+        (pearson, _), (spearman, _) = _gensim_pairs(["a", "b", "c"], m, lines)
+        assert np.isnan(pearson) and np.isnan(spearman)
+
+
+def _gensim_pairs(words: list[str], m: np.ndarray, lines: list[str]) -> tuple[Any, Any]:
+    import tempfile
+    import warnings
+
+    kv = KeyedVectors(m.shape[1])
+    kv.add_vectors(words, m)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "pairs.tsv"
+        path.write_text("\n".join(line.replace(" ", "\t") for line in lines) + "\n")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # scipy's ConstantInputWarning
+            pearson, spearman, _ = kv.evaluate_word_pairs(str(path))
+    return tuple(pearson), tuple(spearman)
+
+
+@pytest.mark.parametrize("ending", ["\r", "\r\n", "\n"], ids=["CR", "CRLF", "LF"])
+def test_every_line_ending_is_read_as_gensim_reads_it(planted: Planted, tmp_path: Path,
+                                                      ending: str) -> None:
+    """A spreadsheet on a Mac saves tab-separated text with \\r alone, which gensim reads."""
+    lines = planted.pairs.read_text(encoding="utf-8").splitlines()
+    path = tmp_path / "pairs.tsv"
+    path.write_bytes(ending.join(lines).encode("utf-8") + ending.encode())
+    ours = evaluate_similarity(planted.words, planted.matrix, row_norms(planted.matrix),
+                               read_pairs(path))
+    kv = KeyedVectors.load_word2vec_format(str(planted.w2v))
+    pearson, spearman, oov = kv.evaluate_word_pairs(str(path))
+    assert (ours.spearman, ours.pearson, ours.oov_ratio) == (spearman.statistic,
+                                                            pearson.statistic, oov)
 
 
 def test_all_oov_says_so(planted: Planted) -> None:

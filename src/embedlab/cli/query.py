@@ -7,13 +7,14 @@ word2vec text/binary file or .npy export) and calls one method of the vectors ob
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -266,6 +267,7 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
     """
     from embedlab.eval.analogy import parse_questions, read_questions
     from embedlab.eval.similarity import parse_pairs, read_pairs
+    from embedlab.fsutil import text_lines
 
     if analogies is None and not similarity:
         raise InputError("nothing to evaluate; pass --analogies FILE and/or --similarity FILE "
@@ -299,7 +301,7 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
             text = sys.stdin.buffer.read().decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             raise InputError(f"cannot read standard input ({exc}); pass UTF-8 text") from None
-        return text.split("\n")
+        return text_lines(text)
 
     # standard input is named as such in the tables, not as /dev/stdin
     questions = None if analogies is None else \
@@ -311,6 +313,11 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
     ana = ([vectors.evaluate_analogies(questions, restrict_vocab, m) for m in methods]
            if questions is not None else [])
     sims = [vectors.evaluate_similarity(p) for p in pair_sets]
+    for sim in sims:
+        if math.isnan(sim.spearman):
+            warn(f"the {sim.pairs_used} pairs of {sim.source} with both words in the vocabulary "
+                 "all get the same cosine, so no correlation is defined (nan, as gensim gives); "
+                 "check the vectors (all zero?) or use a file of other pairs")
     if as_json:
         click.echo(json.dumps({"vectors": vectors.source, "words": len(vectors), "dim": vectors.dim,
                                "analogies": [r.to_dict() for r in ana],

@@ -31,7 +31,7 @@ import numpy as np
 
 from embedlab.errors import InputError, spell
 from embedlab.eval.scoring import Method, cosmul, safe, top_k, unit_rows
-from embedlab.fsutil import clip, read_utf8
+from embedlab.fsutil import clip, read_utf8, text_lines
 
 _TOP = 5  # gensim inspects this many candidates per question
 _SCORE_BUDGET = 1 << 25  # floats per batch of scores (128 MiB): bounds memory for big vocabularies
@@ -134,7 +134,7 @@ def read_questions(path: str | os.PathLike[str]) -> QuestionSet:
                      f"({QUESTIONS_WORDS_URL}) or pass the path of an existing questions-words "
                      "file",
                      unreadable_fix="pass a UTF-8 questions-words file")
-    return parse_questions(text.split("\n"), str(p))
+    return parse_questions(text_lines(text), str(p))
 
 
 def no_section_yet(source: str, n: int, line: str) -> InputError:

@@ -25,7 +25,7 @@ import numpy as np
 
 from embedlab.errors import InputError
 from embedlab.eval.analogy import case_groups, looked_for
-from embedlab.fsutil import read_utf8
+from embedlab.fsutil import read_utf8, text_lines
 
 DEFAULT_RESTRICT = 300_000
 
@@ -64,10 +64,16 @@ class SimilarityResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON (``embedlab eval --json``), the fields by name (``source`` as ``file``)."""
-        return {"file": self.source, "spearman": self.spearman, "pearson": self.pearson,
+        return {"file": self.source, "spearman": _number(self.spearman),
+                "pearson": _number(self.pearson),
                 "oov_ratio": self.oov_ratio, "pairs_used": self.pairs_used,
                 "pairs_oov": self.pairs_oov, "restrict_vocab": self.restrict_vocab,
                 "invalid_lines": self.invalid_lines}
+
+
+def _number(value: float) -> float | None:
+    """``value`` for JSON: NaN (no correlation defined) as null, which every parser reads."""
+    return value if math.isfinite(value) else None
 
 
 def _cosine(va: np.ndarray, vb: np.ndarray) -> float:
@@ -98,7 +104,7 @@ def read_pairs(path: str | os.PathLike[str]) -> PairSet:
                      missing_fix=f"{looked_for(p)}pass the path of an existing "
                      "'word1<TAB>word2<TAB>score' file (such as WordSim-353's)",
                      unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
-    return parse_pairs(text.split("\n"), str(p))
+    return parse_pairs(text_lines(text), str(p))
 
 
 def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
@@ -185,9 +191,10 @@ def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndar
     model = np.array([_cosine(matrix[i], matrix[j]) for i, j in ids[known]], dtype=np.float64)
     gold = pairs.gold[known]
     if np.ptp(model) == 0:
-        # vectors that give every pair the same cosine (all zero, say) rank no pair above
-        # another: no agreement with the scores (scipy would warn and give NaN)
-        spearman = pearson = 0.0
+        # vectors that give every pair the same cosine (all zero, say, or a file of a pair and
+        # its reverse) rank no pair above another: no correlation is defined, and NaN says so
+        # as gensim's does (scipy would warn first); a 0 would read as "unrelated"
+        spearman = pearson = math.nan
     else:
         from scipy import stats  # see _unit
 
