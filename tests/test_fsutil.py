@@ -209,3 +209,21 @@ def test_a_name_near_the_limit_gets_a_temporary_and_its_sweep(tmp_path: Path) ->
     with atomic_open(tmp_path / name, sweep=True) as fh:
         fh.write(b"2")
     assert not left.exists() and sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_names_are_stamped_in_utc_whatever_the_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backups made from shells in two time zones sort by when they were made."""
+    import re
+    import time
+
+    from embedlab.fsutil import name_stamp
+
+    stamps = []
+    for zone in ("Pacific/Chatham", "America/St_Johns"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        stamps.append(name_stamp())
+    monkeypatch.delenv("TZ")
+    time.tzset()
+    assert all(re.fullmatch(r"\d{8}-\d{6}Z", s) for s in stamps)
+    assert stamps[0] <= stamps[1] <= time.strftime("%Y%m%d-%H%M%SZ", time.gmtime())

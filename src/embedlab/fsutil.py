@@ -247,6 +247,12 @@ def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -
         raise InputError(f"cannot read {what} {path} ({exc}); {unreadable_fix}") from None
 
 
+def name_stamp() -> str:
+    """The time now for a name (``RUN.old-<time>``): UTC, ``20261128-050912Z``, so that names
+    sort by time whatever the time zone of the shell that made each."""
+    return time.strftime("%Y%m%d-%H%M%SZ", time.gmtime())
+
+
 def text_lines(text: str) -> list[str]:
     """``text``'s lines at \\n, \\r\\n or a lone \\r, as Python's text mode and so gensim read
     them: a spreadsheet on a Mac saves its tab-separated text with \\r alone. Other characters

@@ -39,6 +39,8 @@ def test_list_shows_roles_and_verification(run: Path) -> None:
     assert set(lines) == {1, 2, 3, 5}
     assert "best" in lines[1] and "archive" in lines[2] and "latest,kept" in lines[5]
     assert "yes" in lines[5] and "NO:" in lines[3] and "truncated" in lines[3]
+    # the time with its offset from UTC, as env.json's: a reader elsewhere knows the hour
+    assert re.search(r"│ \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4} +│", lines[5])
 
 
 def test_a_deleted_checkpoint_the_index_lists_is_shown_and_warned_about(

@@ -276,7 +276,9 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     rows: list[tuple[int, tuple[str, ...]]] = []
     for info in infos:
         try:
-            when = dt.datetime.fromtimestamp(info.time).strftime("%Y-%m-%d %H:%M:%S")
+            # with its offset, as env.json's "created": a time zone's reader knows the hour
+            when = dt.datetime.fromtimestamp(info.time).astimezone().strftime(
+                "%Y-%m-%d %H:%M:%S %z")
         except (OverflowError, OSError, ValueError):  # a folder mtime set out of range
             when = "?"
         ok = "yes" if info.verified else f"NO: {info.problem}"

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import time
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from embedlab.errors import (
     spell_name,
     warn,
 )
+from embedlab.fsutil import name_stamp
 from embedlab.run.naming import earlier_run_names, run_name
 
 CONFIG_FILE = "config.json"
@@ -709,7 +709,7 @@ def _check_outside_corpus(run_dir: Path, corpus: str) -> None:
 
 def move_aside(run_dir: Path) -> Path:
     """--restart: keep the old run's files in a sibling folder instead of deleting anything."""
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = name_stamp()
     target = run_dir.with_name(f"{run_dir.name}.old-{stamp}")
     n = 1
     while target.exists():
@@ -737,7 +737,7 @@ def abandon_after(run_dir: Path, step: int) -> list[Path]:
         if root.is_dir() else []
     if not newer:
         return []
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = name_stamp()
     dest = run_dir / f"checkpoints-abandoned-{stamp}"
     n = 1
     while dest.exists():

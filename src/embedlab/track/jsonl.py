@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from embedlab.fsutil import atomic_write_text
+from embedlab.fsutil import atomic_write_text, name_stamp
 
 METRICS_FILE = "metrics.jsonl"
 FINAL_PREFIX = "final/"
@@ -54,11 +54,10 @@ def truncate_metrics(path: Path, resume_step: int) -> None:
     bad = _bad_line_numbers(path, resume_step)
     if bad:  # the rewrite drops them: the file as it was is kept beside it, and said
         import shutil
-        import time
 
         from embedlab.errors import warn
 
-        stamp = time.strftime("%Y%m%d-%H%M%S")
+        stamp = name_stamp()
         copy, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
         while copy.exists():  # one per resume that found damage, in the same second too
             n += 1
