@@ -689,13 +689,13 @@ def _load_checkpoint(path: Path, *, step: int | None, best: bool,
                 raise
             ckpt = find_checkpoint(path)
     check_vocab_fits(vocab_file, len(vocab), ckpt, matrix)
-    _check_recorded_words(vocab_file, vocab.words, ckpt, _state.get("vocabulary"))
+    check_recorded_words(vocab_file, vocab.words, ckpt, _state.get("vocabulary"))
     if not _trained_on_a_prepared_folder(run_dir):  # else RUN/prepared is not its source
         _check_same_words(vocab_file, vocab.words, run_dir / "prepared" / "vocab.tsv")
     return _first(vocab.words, matrix, vocab.counts, str(ckpt), limit)
 
 
-def _check_recorded_words(vocab_file: Path, words: Sequence[str], ckpt: Path,
+def check_recorded_words(vocab_file: Path, words: Sequence[str], ckpt: Path,
                           recorded: Any) -> None:
     """Refuse a vocab.tsv whose words, in row order, are not those the checkpoint recorded
     (checkpoints of earlier versions record none): vectors must not go out under other words'

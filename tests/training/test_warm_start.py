@@ -82,8 +82,42 @@ def test_an_hs_run_is_not_a_source_of_output_vectors(corpus: Path, tmp_path: Pat
     hs = tmp_path / "hs"
     run_train(make_cfg(corpus, model={"loss": "hs"}, max_steps=2), hs)
     with pytest.raises(InputError, match=r"was trained with --loss hs, whose output vectors are "
-                                         r"Huffman-tree nodes, not words; warm-start a --loss hs"):
+                                         r"Huffman-tree nodes, not words; warm-start a --loss hs "
+                                         r"run from it \(its input vectors only"):
         run_train(make_cfg(corpus, init_from=str(hs), max_steps=1), tmp_path / "neg")
     _, said = run_train(make_cfg(corpus, model={"loss": "hs"}, init_from=str(hs), max_steps=1),
                         tmp_path / "hs2")
     assert "(input embeddings)" in said
+
+
+def test_a_vocabulary_edited_beside_the_vectors_is_refused(reference: Path,
+                                                           tmp_path: Path) -> None:
+    """Two words swapped in vocab.tsv: every reader refuses it, and so does a warm start, which
+    would copy each one's row to the other."""
+    import shutil
+
+    source = tmp_path / "source"
+    shutil.copytree(reference, source)
+    lines = (source / "vocab.tsv").read_text().splitlines(keepends=True)
+    lines[0], lines[1] = lines[1], lines[0]
+    (source / "vocab.tsv").write_text("".join(lines))
+    vocab = Vocab(("w0", "w1"), np.array([9, 8], dtype=np.int64), None)
+    params = init_params(2, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    with pytest.raises(InputError, match=r"is not the vocabulary ckpt-\d+ was trained with"):
+        warm_start(_engine(params), vocab, str(source))
+
+
+def test_a_subset_with_renamed_tensors_is_a_source(reference: Path, tmp_path: Path) -> None:
+    """A subset whose input embeddings were exported under another name (--map) records what
+    they were; a warm start follows that record, as the readers of vectors do."""
+    from embedlab.cli import main
+
+    subset = tmp_path / "subset"
+    main(["ckpt", str(reference), "--export-subset", str(subset), "--names",
+          "input_embeddings,output_embeddings", "--map", "emb=input_embeddings"])
+    src, _ = load_checkpoint(find_checkpoint(reference))
+    vocab = Vocab(("w0", "w3"), np.array([9, 8], dtype=np.int64), None)
+    params = init_params(2, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    warm_start(_engine(params), vocab, str(subset))
+    src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
+    assert np.array_equal(params.w_in[1], src["input_embeddings"][src_vocab.id("w3")])

@@ -23,7 +23,7 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     ``source`` (input vectors, and output vectors and biases where this run has them). Other words
     keep their fresh start. Returns the line that says what was copied; ``used`` gets the
     checkpoint folder the rows came from (a run's latest, which changes as it trains on)."""
-    from embedlab.vectors import check_vocab_fits
+    from embedlab.vectors import check_recorded_words, check_vocab_fits
 
     if not Path(source).exists():  # find_checkpoint's words would not name the option
         raise InputError(f"{spell('--init-from', source)}: {source} does not exist; pass a run "
@@ -31,7 +31,14 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     ckpt = find_checkpoint(source)
     if used is not None:
         used.append(ckpt)
-    tensors, _ = load_checkpoint(ckpt)
+    tensors, state = load_checkpoint(ckpt)
+    # a subset written with --map NEW=input_embeddings: its record says what each tensor was,
+    # as every reader of vectors follows it
+    names = state.get("original_names")
+    if isinstance(names, dict):
+        for new, old in names.items():
+            if isinstance(old, str) and new in tensors and old not in tensors:
+                tensors[old] = tensors.pop(new)
     params = engine.state_dict()
     # Word rows: input vectors always, output vectors where this run has them. hs_nodes are
     # the inner nodes of a Huffman tree built from the source's own vocabulary: not word rows,
@@ -43,7 +50,8 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
         hs, nce = spell("--loss", "hs"), repr("nce") if python_caller() else "nce"
         raise InputError(f"{_init_from(source)}: checkpoint {ckpt} was trained with {hs}, whose "
                          f"output vectors are Huffman-tree nodes, not words; warm-start a {hs} "
-                         f"run from it, or pass a run trained with {spell('--loss', 'neg')} or "
+                         f"run from it (its input vectors only: the nodes are never copied), or "
+                         f"pass a run trained with {spell('--loss', 'neg')} or "
                          f"{nce}")
     if missing:
         raise InputError(f"{_init_from(source)}: checkpoint {ckpt} has no "
@@ -55,6 +63,9 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     src_vocab = Vocab.load_tsv(vocab_file)
     w_in = tensors["input_embeddings"]
     check_vocab_fits(vocab_file, len(src_vocab), ckpt, w_in)
+    # the words the checkpoint recorded, as every reader checks: a vocab.tsv edited or replaced
+    # beside the vectors would copy rows to other words
+    check_recorded_words(vocab_file, src_vocab.words, ckpt, state.get("vocabulary"))
     copied = list(wanted)
     if "output_embeddings" in copied and \
             tuple(tensors["output_embeddings"].shape) != tuple(w_in.shape):
