@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +123,26 @@ def test_a_subset_with_renamed_tensors_is_a_source(reference: Path, tmp_path: Pa
     warm_start(_engine(params), vocab, str(subset))
     src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
     assert np.array_equal(params.w_in[1], src["input_embeddings"][src_vocab.id("w3")])
+
+
+def test_a_restart_says_when_its_warm_start_copies_from_another_checkpoint(
+        corpus: Path, tmp_path: Path) -> None:
+    """The source run trained on since: the same --init-from now names its newer checkpoint.
+    The restart says which checkpoint each start copied from, and how to pin the old one."""
+    import embedlab
+
+    fast = {"dim": 8, "batch_size": 32, "threads": 1, "tensorboard": False, "progress": False}
+    source, run = tmp_path / "source", tmp_path / "run"
+    embedlab.train(corpus=corpus, run=source, **fast, max_steps=3)
+    first = find_checkpoint(source)
+    embedlab.train(corpus=corpus, run=run, **fast, init_from=str(source), max_steps=2)
+    with warnings.catch_warnings(record=True) as same:  # no word while the start is the same
+        warnings.simplefilter("always")
+        embedlab.train(corpus=corpus, run=run, restart=True, max_steps=2)
+    assert not [w for w in same if "warm start copies" in str(w.message)]
+    embedlab.train(corpus=corpus, run=source, max_steps=6)
+    with pytest.warns(UserWarning, match=(
+            rf"restart=True: this warm start copies from {re.escape(str(find_checkpoint(source)))}"
+            rf", the old run's copied from {re.escape(str(first))} .*pass "
+            rf"init_from='{re.escape(str(first))}' to start from the same vectors")):
+        embedlab.train(corpus=corpus, run=run, restart=True, max_steps=2)
