@@ -204,3 +204,14 @@ def test_torch_that_does_not_fit_in_memory_is_not_called_missing(
     with pytest.raises(raised) as caught:
         import_torch("--engine torch")
     assert ("not installed" in str(caught.value)) == (raised is InputError)
+
+
+def test_commands_to_paste_quote_their_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder with a space is one shell word (mkdir -p my dir made two); a note's path with
+    a line break stays on its line."""
+    from embedlab.errors import make_folder, note
+
+    with messages_for("cli"):
+        assert make_folder("my dir/sub") == "mkdir -p 'my dir/sub'"
+    note("run nl\nrun is new")
+    assert capsys.readouterr().err == "embedlab: note: run nl\\nrun is new\n"

@@ -231,7 +231,7 @@ def note(message: str) -> None:
     import sys
 
     if not said_by_another_process():
-        print(f"embedlab: note: {message}", file=sys.stderr, flush=True)
+        print(f"embedlab: note: {printable(message)}", file=sys.stderr, flush=True)
 
 
 def import_torch(purpose: str) -> Any:
@@ -333,7 +333,8 @@ def _argument(flag: str, python: str | None) -> str:
 def make_folder(folder: os.PathLike[str] | str) -> str:
     """How the caller creates a missing folder: ``mkdir -p DIR`` in a shell,
     ``os.makedirs('DIR')`` in Python."""
-    return f"os.makedirs({os.fspath(folder)!r})" if python_caller() else f"mkdir -p {folder}"
+    return f"os.makedirs({os.fspath(folder)!r})" if python_caller() else \
+        f"mkdir -p {shlex.quote(os.fspath(folder))}"
 
 
 def numpy_bool(value: Any) -> bool:

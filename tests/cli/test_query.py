@@ -761,3 +761,13 @@ def test_a_vocabulary_of_the_query_words_alone_says_so(tmp_path: Path,
                                                       "only the query's words)")
     code, out, _ = run(["neighbors", str(f), "a"], capsys)
     assert code == 0 and "no other words" not in out
+
+
+def test_export_of_a_folder_that_is_no_run_names_the_folder_not_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Asking for --out first sent the user round: with it, the folder was refused."""
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("x")
+    code, _, err = run(["export", str(tmp_path / "notes")], capsys)
+    assert_one_line_error(code, err, f"{tmp_path / 'notes'} holds no checkpoints")
+    assert "--out" not in err

@@ -1279,7 +1279,8 @@ def test_a_prepared_folder_refuses_other_vocabulary_flags(
     code, err = train(capsys, "--run", tmp_path / "run", "--corpus", prepared, *FAST, *args,
                       "--max-steps", "1")
     line = assert_refused(code, err, "was built with other vocabulary options")
-    assert all(n in line for n in needles) and line.endswith("re-run 'embedlab prepare' with them")
+    assert all(n in line for n in needles) and line.endswith(
+        "re-run 'embedlab prepare' into it with them and --force")
     assert snapshot(prepared) == before
     assert not (tmp_path / "run").exists()
 

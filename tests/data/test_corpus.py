@@ -261,7 +261,8 @@ def test_mostly_invalid_utf8_is_named_another_encoding(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("head", "message"), [
     (b"PK\x03\x04", "is a zip archive; unzip it (unzip {path}) and pass the file or folder it "
-                     "holds (.gz, .bz2 and .xz are read as they are)"),
+                     "holds, with the archive moved out of a corpus folder (.gz, .bz2 and .xz "
+                     "are read as they are)"),
     (b"7z\xbc\xaf\x27\x1c", "is an archive or compressed file embedlab does not read (it reads "
                             ".gz, .bz2 and .xz); extract it and pass the text"),
 ])

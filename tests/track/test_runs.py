@@ -203,6 +203,19 @@ def test_run_info_refuses_a_text_config_field_of_another_type(tmp_path: Path) ->
         run_info(tmp_path / "r", tmp_path)
 
 
+def test_run_info_names_the_file_of_a_value_out_of_range(tmp_path: Path) -> None:
+    """The file and its key, not the train flag inside the value's check: runs has no --lr."""
+    _make_run(tmp_path / "r")
+    raw = json.loads((tmp_path / "r" / "config.json").read_text())
+    raw["optim"]["lr"] = -1
+    (tmp_path / "r" / "config.json").write_text(json.dumps(raw))
+    with pytest.raises(InputError) as e:
+        run_info(tmp_path / "r", tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / 'r' / 'config.json'} holds a value embedlab "
+                                   "cannot use (")
+    assert str(e.value).endswith("; fix that key in the file")
+
+
 def test_status_odd_but_harmless_values_are_shown(tmp_path: Path) -> None:
     _make_run(tmp_path / "r")
     write_status(tmp_path / "r", status="finished", loss=None, wall_time=-5.0)

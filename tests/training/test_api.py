@@ -615,7 +615,7 @@ def test_a_prepared_folders_options_are_named_as_arguments(corpus: Path, tmp_pat
           "--no-progress"])
     for options, needles in [
         ({"min_count": 10}, ["min_count=10 (prepared with min_count=1); drop those arguments or "
-                             "re-run 'embedlab prepare' with them"]),
+                             "re-run 'embedlab prepare' into it with them and its force option"]),
         ({"lowercase": False}, ["lowercase=False (prepared with lowercase=True)"]),
         ({"preset": "cs20"}, ["max_vocab=50000 (prepared with max_vocab=None)",
                               "drop those arguments (preset='cs20' sets some of them) or "]),

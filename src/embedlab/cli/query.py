@@ -109,9 +109,10 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
                          "standard output; pass a file name, e.g. --out vectors.txt")
     fmt = _export_format(fmt, out)
     if out is None:
-        if not (source / "checkpoints").is_dir() and source.is_dir() and \
-                (source / "config.json").exists():
-            _load(source, step, best)  # a run with no checkpoint yet: that, not --out, is wrong
+        if not (source / "checkpoints").is_dir() and source.is_dir():
+            # a run with no checkpoint yet, or a folder that is no run: that, not --out, is
+            # what is wrong (loading a word2vec file to say so would cost its reading)
+            _load(source, step, best)
         if not (source / "checkpoints").is_dir():
             raise InputError(f"--out is required when exporting from {source}; "
                              f"e.g. --out vectors{SUFFIX[fmt]}")  # type: ignore[index]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, warn
 
 
 @click.command()
@@ -49,22 +50,23 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     infos = []
     found = find_runs(directory)
     for lost in _runs_without_config(directory, found):
-        click.echo(f"embedlab: warning: skipped {lost}: it has checkpoints but no config.json, "
-                   "which holds its settings; restore config.json from a backup", err=True)
+        warn(f"skipped {lost}: it has checkpoints but no config.json, which holds its "
+             "settings; restore config.json from a backup")
     for run in found:
         try:
             infos.append(run_info(run, directory))
         except InputError as exc:  # one broken run must not hide the others
             if found == [directory]:  # ... but the one run asked for is the error itself
                 raise
-            click.echo(f"embedlab: warning: skipped {run}: {exc}", err=True)
+            warn(f"skipped {run}: {exc}")
     if not infos and (directory / "checkpoints").is_dir() and \
             not (directory / "config.json").exists():
         if _is_subset(directory):
             raise InputError(f"{directory} is a subset of a run's checkpoint (written by "
                              "'embedlab ckpt --export-subset'), which keeps no training record "
-                             f"to list; query it (embedlab neighbors {directory} WORD), or list "
-                             f"its checkpoint with 'embedlab ckpt {directory}'")
+                             f"to list; query it (embedlab neighbors {shlex.quote(str(directory))} "
+                             f"WORD), or list its checkpoint with "
+                             f"'embedlab ckpt {shlex.quote(str(directory))}'")
         raise InputError(f"run {directory} has checkpoints but no config.json, which holds its "
                          "settings; restore config.json from a backup")
     if not infos:

@@ -20,6 +20,7 @@ import io
 import json
 import lzma
 import os
+import shlex
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -169,7 +170,7 @@ def _folder_files(path: Path) -> list[Path]:
 def _unreadable_folder(folder: Path, corpus: Path) -> InputError:
     inside = "" if folder == corpus else f" (in the corpus folder {corpus})"
     return InputError(f"cannot read the folder {folder}{inside}: permission denied; give your "
-                      f"user permission to read it (chmod u+rx {folder})"
+                      f"user permission to read it (chmod u+rx {shlex.quote(str(folder))})"
                       + ("" if folder == corpus else ", or move it out of the corpus folder"))
 
 
@@ -299,9 +300,10 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     """A corpus file that is not UTF-8 text, in the words that fit what it is: an archive
     (text8.zip), text in another encoding (Latin-1: invalid sequences, no NUL), or binary."""
     if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
-        return InputError(f"corpus file {path} is a zip archive; unzip it (unzip {path}) and "
-                          "pass the file or folder it holds (.gz, .bz2 and .xz are read as "
-                          "they are)")
+        return InputError(f"corpus file {path} is a zip archive; unzip it "
+                          f"(unzip {shlex.quote(str(path))}) and pass the file or folder it "
+                          "holds, with the archive moved out of a corpus folder (.gz, .bz2 and "
+                          ".xz are read as they are)")
     if head.startswith((b"\x28\xb5\x2f\xfd", b"7z\xbc\xaf", b"Rar!")):
         return InputError(f"corpus file {path} is an archive or compressed file embedlab does "
                           "not read (it reads .gz, .bz2 and .xz); extract it and pass the text")

@@ -251,8 +251,13 @@ def run_info(run: Path, root: Path) -> RunInfo:
                              "for a run of embedlab's, restore its config.json from a backup")
         _check_text_fields(raw)
         fill_legacy_keys(raw)  # an older run shows what it trained with, as a resume reads it
-        cfg = TrainConfig.from_dict(raw)
-    except InputError:  # a value from_dict refuses: its own words name the key and the fix
+        try:
+            cfg = TrainConfig.from_dict(raw)
+        except InputError as exc:  # a value of the wrong type or range, written by hand
+            # the file, and its key as the fix: the flag named inside is train's, not runs'
+            raise InputError(f"{run / 'config.json'} holds a value embedlab cannot use ({exc});"
+                             " fix that key in the file") from None
+    except InputError:  # the checks above name the key and the fix in their own words
         raise
     # AttributeError: a field of the wrong type (best_metric 5) met a str method in the config's
     # checks; RecursionError: absurdly nested JSON

@@ -243,6 +243,8 @@ def _check_prepared_matches(cfg: TrainConfig, prepared: PreparedCorpus, *,
     if differ:
         source = f" ({spell('--preset', cfg.preset)} sets some of them)" if cfg.preset else ""
         given = "arguments" if python_caller() else "flags"
+        # the command's own flag, which a Python caller does not type as one
+        force = "its force option" if python_caller() else "--force"
         raise InputError(f"prepared corpus {prepared.root} was built with other vocabulary "
                          f"options: {', '.join(differ)}; drop those {given}{source} or re-run "
-                         "'embedlab prepare' with them")
+                         f"'embedlab prepare' into it with them and {force}")

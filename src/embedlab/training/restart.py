@@ -99,7 +99,7 @@ def old_run_moved_aside(run: Path, *, same_settings: bool = False,
                 # path was free: the old run cannot go back, and must not be lost from sight
                 warn(f"another command started a new run at {run} while {spell('--restart', True)} "
                      f"had moved the old one aside; the old run is at {moved} (to put it back: "
-                     f"stop that command, then rm -r {run} && mv {moved} {run})")
+                     f"stop that command, then rm -r {_q(run)} && mv {_q(moved)} {_q(run)})")
             raise
         finally:
             CREATED_RUN.reset(created)
@@ -114,7 +114,7 @@ def _put_back(moved: Path, run: Path, old_lock: RunLock | None) -> None:
         moved.rename(run)
     except OSError as exc:
         warn(f"could not put the old run back ({exc.strerror or exc}); it is at {moved}: "
-             f"mv {moved} {run}")
+             f"mv {_q(moved)} {_q(run)}")
     else:
         if old_lock is not None:
             old_lock.moved_to(run)
@@ -141,3 +141,10 @@ def _lock_for_restart(run: Path) -> RunLock | None:
         if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             return None
         raise
+
+
+def _q(path: Path) -> str:
+    """``path`` as a shell word: a command to paste works for a name with a space too."""
+    import shlex
+
+    return shlex.quote(str(path))

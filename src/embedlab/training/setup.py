@@ -297,11 +297,11 @@ def _check_cursor(cfg: TrainConfig, ckpt: Path, state: TrainState, stream: Batch
         from embedlab.checkpoint.load import listing_command
 
         listing = listing_command(ckpt.parent.parent)
+        from_step = spell_metavar("--from", "STEP", python="from_checkpoint")
         raise InputError(f"checkpoint {ckpt} records a data position (epoch {c.epoch}, chunk "
                          f"{c.chunk}, batch {c.batch}) outside this run's batches ({where}; "
                          f"{epochs} epoch(s)): its {STATE_FILE} was altered; resume from "
-                         f"another checkpoint ({spell_metavar('--from', 'STEP')}; list them: "
-                         f"{listing})")
+                         f"another checkpoint ({from_step}; list them: {listing})")
 
 
 def _more_epochs(run_dir: Path, cfg: TrainConfig, state: TrainState, n_tokens: int) -> list[str]:
