@@ -19,6 +19,7 @@ from embedlab.checkpoint import (
     find_checkpoint,
     load_checkpoint,
     load_latest,
+    read_picked,
 )
 from embedlab.checkpoint import load as ckpt_load
 from embedlab.checkpoint import manager as ckpt_manager
@@ -205,4 +206,52 @@ def test_best_deleted_while_the_index_was_read_is_the_new_best(
         return index
 
     monkeypatch.setattr(ckpt_load, "read_index", read_then_saved)
+    assert find_checkpoint(tmp_path, best=True) == tmp_path / "checkpoints" / ckpt_name(2)
+
+
+@pytest.mark.parametrize("best", [False, True], ids=["latest", "best"])
+def test_read_picked_reads_the_newer_pick_of_one_deleted_while_read(
+        tmp_path: Path, best: bool) -> None:
+    """What visualize, --init-from and ckpt --export-subset read: the newest (or best) is
+    picked again when the trainer's retention deleted the one read (they failed, saying to
+    run the command again)."""
+    trainer = Trainer(tmp_path)
+    trainer.save()
+    act = once(trainer.save)  # commits step 2 (the new best), and retention deletes step 1
+
+    def read(ckpt: Path) -> dict[str, Any]:
+        act()
+        return load_checkpoint(ckpt)[1]
+
+    path, state = read_picked(tmp_path, read, best=best)
+    assert path == tmp_path / "checkpoints" / ckpt_name(2) and state["step"] == 2
+
+
+def test_read_picked_reads_a_step_once(tmp_path: Path) -> None:
+    """A checkpoint picked by its step goes only when someone deletes it: no other is read."""
+    trainer = Trainer(tmp_path)
+    trainer.save()
+    act = once(trainer.save)
+
+    def read(ckpt: Path) -> dict[str, Any]:
+        act()
+        return load_checkpoint(ckpt)[1]
+
+    with pytest.raises(InputError, match=f"{ckpt_name(1)} is missing"):
+        read_picked(tmp_path, read, step=1)
+
+
+def test_best_deleted_between_its_check_and_its_verification_is_the_new_best(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It said the best "is missing" and to list the checkpoints, as for damage."""
+    trainer = Trainer(tmp_path)
+    trainer.save()
+    real = ckpt_load._verified_or_fail
+    act = once(trainer.save)
+
+    def saved_then_verified(ckpt: Path) -> Path:
+        act()
+        return real(ckpt)
+
+    monkeypatch.setattr(ckpt_load, "_verified_or_fail", saved_then_verified)
     assert find_checkpoint(tmp_path, best=True) == tmp_path / "checkpoints" / ckpt_name(2)

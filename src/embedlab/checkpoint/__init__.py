@@ -46,6 +46,7 @@ from embedlab.checkpoint.load import (
     lists_them,
     load_checkpoint,
     load_latest,
+    read_picked,
     tensor_specs,
 )
 from embedlab.checkpoint.manager import CheckpointManager
@@ -65,6 +66,7 @@ __all__ = [
     "load_latest",
     "parse_step",
     "read_index",
+    "read_picked",
     "save_tensors",
     "tensor_specs",
 ]

@@ -12,9 +12,9 @@ import json
 import os
 import shlex
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import safetensors.numpy
 from safetensors import safe_open
@@ -46,6 +46,8 @@ from embedlab.errors import (
     spell_name,
 )
 from embedlab.fsutil import clip
+
+_T = TypeVar("_T")
 
 
 def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = False) -> Path:
@@ -109,7 +111,12 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
             target = root / ckpt_name(index.best)
             if target.is_dir() or reading == RELISTS or \
                     not any(s > index.best for s in committed_folders(root)):
-                return _verified_or_fail(target)
+                try:
+                    return _verified_or_fail(target)
+                except InputError:
+                    # deleted since the check above: a better one was committed meanwhile
+                    if target.exists() or reading == RELISTS:
+                        raise
             # a run in training deletes its old best once a better one is committed, then
             # names that one in the index: read the index again
             time.sleep(0.01)
@@ -172,6 +179,23 @@ def load_latest(run: Path | str, *, names: Iterable[str] | str | None = None,
                 raise
             continue  # deleted while read: a newer one was committed
         return found, tensors, state
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def read_picked(path: Path | str, read: Callable[[Path], _T], *, step: int | None = None,
+                best: bool = False) -> tuple[Path, _T]:
+    """``(folder, read(folder))`` of the checkpoint :func:`find_checkpoint` picks, for a run
+    that another process may be training: the newest or the best one can be deleted by its
+    retention once a newer (or better) one is committed, before or while ``read`` reads it;
+    the pick is then made again (up to :data:`~embedlab.checkpoint.manager.RELISTS` times
+    over). A checkpoint picked by its step is read once: it goes only when a user deletes it."""
+    for attempt in range(RELISTS + 1):
+        found = find_checkpoint(path, step=step, best=best)
+        try:
+            return found, read(found)
+        except (InputError, OSError):
+            if found.exists() or step is not None or attempt == RELISTS:
+                raise
     raise AssertionError("unreachable")  # the last attempt returns or raises
 
 

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -102,6 +103,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         CheckpointManager,
         find_checkpoint,
         load_checkpoint,
+        read_picked,
         tensor_specs,
     )
     from embedlab.errors import InputError
@@ -120,11 +122,16 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     if export.exists() and not export.is_dir():
         raise InputError(f"--export-subset {export} is a file, not a folder; pick a new folder")
     _check_out_place(export, src)
-    # the subset keeps the stored dtypes: torch tensors where NumPy has no type (bfloat16),
-    # which it would widen to float32
-    exact = any(dtype in NOT_NUMPY_DTYPES for _, _, dtype in tensor_specs(src))
-    tensors, state = load_checkpoint(src, names=wanted, rename=rename,
-                                     framework="pt" if exact else "numpy")
+
+    def read(ckpt: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        # the subset keeps the stored dtypes: torch tensors where NumPy has no type
+        # (bfloat16), which it would widen to float32
+        exact = any(dtype in NOT_NUMPY_DTYPES for _, _, dtype in tensor_specs(ckpt))
+        return load_checkpoint(ckpt, names=wanted, rename=rename,
+                               framework="pt" if exact else "numpy")
+
+    # a run in training deletes its older checkpoints: the pick is made again
+    src, (tensors, state) = read_picked(run, read, step=step, best=best)
     vocab_src, vocab_out = src.parent.parent / "vocab.tsv", export / "vocab.tsv"
     src_step = int(state["step"])
     original = _original_names(state.get("original_names"), rename, tensors)

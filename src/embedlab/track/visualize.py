@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,15 +44,18 @@ def _embeddings(path: Path, step: int | None, best: bool
                 ) -> tuple[Path, np.ndarray, int | None]:
     """The checkpoint that ``path`` (a run folder or a checkpoint folder), ``step`` and
     ``best`` pick, as ``embedlab export`` picks it; its input embeddings and its step."""
-    from embedlab.checkpoint import find_checkpoint
+    from embedlab.checkpoint import read_picked
     from embedlab.run.folder import is_linreg_run
     from embedlab.vectors import load_input_embeddings as load_matrix
 
-    ckpt = find_checkpoint(path, step=step, best=best)
-    if is_linreg_run(ckpt.parent.parent):  # RUN/checkpoints/ckpt-N
-        raise InputError(f"{ckpt.parent.parent} is a run of 'embedlab linreg' (a line's w and "
-                         "b), not word vectors; pass a run of 'embedlab train'")
-    matrix, state = load_matrix(ckpt)
+    def read(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
+        if is_linreg_run(ckpt.parent.parent):  # RUN/checkpoints/ckpt-N
+            raise InputError(f"{ckpt.parent.parent} is a run of 'embedlab linreg' (a line's w "
+                             "and b), not word vectors; pass a run of 'embedlab train'")
+        return load_matrix(ckpt)
+
+    # a run in training deletes its older checkpoints: the pick is made again
+    ckpt, (matrix, state) = read_picked(path, read, step=step, best=best)
     step = state.get("step")
     return ckpt, matrix, step if isinstance(step, int) else None
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from embedlab.checkpoint import find_checkpoint, lists_them, load_checkpoint
+from embedlab.checkpoint import lists_them, load_checkpoint, read_picked
 from embedlab.data.vocab import Vocab
 from embedlab.errors import InputError, python_caller, spell
 
@@ -28,10 +28,10 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     if not Path(source).exists():  # find_checkpoint's words would not name the option
         raise InputError(f"{spell('--init-from', source)}: {source} does not exist; pass a run "
                          "folder or a checkpoint folder to copy vectors from")
-    ckpt = find_checkpoint(source)
+    # a source in training deletes its older checkpoints: the newest is found again
+    ckpt, (tensors, state) = read_picked(source, load_checkpoint)
     if used is not None:
         used.append(ckpt)
-    tensors, state = load_checkpoint(ckpt)
     # a subset written with --map NEW=input_embeddings: its record says what each tensor was,
     # as every reader of vectors follows it
     names = state.get("original_names")
