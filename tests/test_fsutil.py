@@ -227,3 +227,27 @@ def test_names_are_stamped_in_utc_whatever_the_time_zone(monkeypatch: pytest.Mon
     time.tzset()
     assert all(re.fullmatch(r"\d{8}-\d{6}Z", s) for s in stamps)
     assert stamps[0] <= stamps[1] <= time.strftime("%Y%m%d-%H%M%SZ", time.gmtime())
+
+
+@pytest.mark.parametrize("links", [True, False], ids=["hard-links", "no-hard-links"])
+def test_a_file_made_meanwhile_is_not_replaced_without_replace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, links: bool) -> None:
+    """Two exports to one new name: the later one is refused, not both told "wrote"."""
+    from embedlab.errors import InputError
+
+    if not links:  # FAT, some FUSE mounts: the check, then the rename
+        def no_link(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(os, "link", no_link)
+    out = tmp_path / "v.txt"
+    refused = pytest.raises(InputError, match=r"was made by another command while this one "
+                                              r"wrote it, and is left as it is; pass --force")
+    with refused, fsutil.atomic_open(out, replace=False) as fh:
+        fh.write(b"mine")
+        out.write_bytes(b"theirs")  # the other command, done first
+    assert out.read_bytes() == b"theirs" and os.listdir(tmp_path) == ["v.txt"]
+    with fsutil.atomic_open(tmp_path / "w.txt", replace=False) as fh:  # nothing there: written
+        fh.write(b"mine")
+    assert (tmp_path / "w.txt").read_bytes() == b"mine"
+    assert sorted(os.listdir(tmp_path)) == ["v.txt", "w.txt"]

@@ -138,8 +138,8 @@ def _names_a_descriptor(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
-                ) -> Iterator[IO[bytes]]:
+def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False,
+                replace: bool = True) -> Iterator[IO[bytes]]:
     """A temporary binary file beside ``path``, renamed into place when the block succeeds.
 
     The temporary is ``.NAME.tmp-<pid>-XXXX``. ``sweep``: first remove those of ``path`` whose
@@ -154,6 +154,10 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
     hide exports and run records from everyone else. A symbolic link is written through (its
     target is replaced); anything but a regular file at ``path`` is refused with an InputError
     (see :func:`output_target`) before anything is created.
+
+    ``replace=False``: a file that another process made at ``path`` while this one wrote is
+    not replaced (an InputError says so): the file goes into place by a hard link, which fails
+    where a name exists, or, on a filesystem without hard links, by a rename after a check.
     """
     path = output_target(Path(path))
     parent = path.parent if str(path.parent) else Path(".")
@@ -169,12 +173,42 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False
             fh.flush()
             if durable:
                 os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _link_into_place(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     if durable:
         fsync_dir(parent)
+
+
+def _link_into_place(tmp: Path, path: Path) -> None:
+    """``tmp`` renamed to ``path`` unless something is there (see :func:`atomic_open`)."""
+    from embedlab.errors import spell
+
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise InputError(f"{path} was made by another command while this one wrote it, and is "
+                         f"left as it is; pass {spell('--force', True)} to replace it, or "
+                         "another name") from None
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        if os.path.lexists(path):  # the same check, without the link's atomicity
+            raise InputError(f"{path} was made by another command while this one wrote it, "
+                             f"and is left as it is; pass {spell('--force', True)} to replace "
+                             "it, or another name") from None
+        os.replace(tmp, path)
+        return
+    tmp.unlink()
+
+
+#: errors of os.link on filesystems without hard links (FAT, some FUSE and network mounts)
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV, errno.EMLINK,
+                  errno.ENOSYS, errno.EACCES}
 
 
 def hidden_prefix(name: str, kind: str) -> str:

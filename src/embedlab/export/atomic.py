@@ -158,11 +158,13 @@ def make_exports_folder(out: Path, example: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_export(path: Path) -> Iterator[IO[bytes]]:
+def atomic_export(path: Path, *, force: bool = False) -> Iterator[IO[bytes]]:
     """:func:`~embedlab.fsutil.atomic_open` for ``--out``: an OSError (permission denied,
-    read-only filesystem, disk full) becomes a one-line InputError; ``path`` is left as it was."""
+    read-only filesystem, disk full) becomes a one-line InputError; ``path`` is left as it was.
+    Without ``force`` a file another command made there meanwhile is not replaced."""
     try:
-        with atomic_open(path, sweep=True) as fh:  # and a killed export's leftovers
+        # and a killed export's leftovers are swept
+        with atomic_open(path, sweep=True, replace=force) as fh:
             yield fh
     except OSError as exc:
         raise write_error(path, exc, _out()) from None

@@ -56,7 +56,8 @@ def write_npy(path: Path, words: Sequence[str], matrix: np.ndarray,
     # Nested, so both temporaries are complete before either is renamed: a failure (disk full
     # while writing the matrix) leaves an earlier pair as it was, never a new vocabulary beside
     # an old matrix.
-    with atomic_export(vocab_path) as vocab_fh, atomic_export(path) as matrix_fh:
+    with atomic_export(vocab_path, force=force) as vocab_fh, \
+            atomic_export(path, force=force) as matrix_fh:
         vocab_fh.write(_vocab_text(words, counts).encode("utf-8"))
         _save(matrix_fh, np.ascontiguousarray(matrix, dtype=np.float32))
     return path, vocab_path

@@ -104,7 +104,7 @@ def write_word2vec(path: Path, words: Sequence[str], matrix: np.ndarray, *,
     check_writable(path, force=force, example="vectors.bin" if binary else "vectors.txt")
     mat = np.ascontiguousarray(matrix, dtype="<f4")
     n, dim = mat.shape
-    with atomic_export(path) as raw, _compressing(raw, path) as fh:
+    with atomic_export(path, force=force) as raw, _compressing(raw, path) as fh:
         fh.write(f"{n} {dim}\n".encode("ascii"))
         if binary:
             for word, row in zip(words, mat, strict=True):

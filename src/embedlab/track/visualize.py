@@ -134,7 +134,7 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         make_exports_folder(out, out.name)
     elif in_exports:  # made as RUN/exports, however --out spells the folder
         make_exports_folder(run_dir / "exports" / out.name, out.name)
-    _save_atomic(fig, out)
+    _save_atomic(fig, out, force)
     return out
 
 
@@ -159,14 +159,16 @@ def _unk_of(run_dir: Path) -> str | None:
     return unk if isinstance(unk, str) else None
 
 
-def _save_atomic(fig: object, out: Path) -> None:
+def _save_atomic(fig: object, out: Path, force: bool) -> None:
     # through fsutil's atomic_open: readers never see half a plot, and the file gets the umask's
     # mode like any other export (mkstemp alone leaves it private, 0600)
     import re
     import warnings
 
     try:
-        with atomic_open(out, sweep=True) as fh, warnings.catch_warnings(record=True) as caught:
+        # without force, a plot another command made there meanwhile is not replaced
+        with atomic_open(out, sweep=True, replace=force) as fh, \
+                warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fig.savefig(fh, format=out.suffix.lower().lstrip("."))  # type: ignore[attr-defined]
     except OSError as exc:
