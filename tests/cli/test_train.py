@@ -907,6 +907,20 @@ def test_restart_of_a_run_in_use_is_refused_before_anything_moves(
     assert not list(copy.parent.glob("run.old-*"))
 
 
+@pytest.mark.parametrize("flags", [["--dim", "50"], ["--from", "best"]],
+                         ids=["other-flags", "from-best"])
+def test_a_run_in_use_is_named_before_its_flags_are_compared(
+        copy: Path, corpus: Path, capsys: pytest.CaptureFixture[str], flags: list[str]) -> None:
+    """A second trainer with other flags was told the config differs; dropping them was then
+    refused as "in use": the holder is the obstacle to name first."""
+    from embedlab.run.lock import RunLock
+
+    with RunLock(copy, argv=["embedlab", "train", "--run", str(copy)]):
+        code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, *flags)
+        assert_refused(code, err, f"run {copy} is in use by pid {os.getpid()}; wait for it to "
+                                  "finish or stop it")
+
+
 def test_a_refused_from_leaves_the_newer_checkpoints(copy: Path, corpus: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # --from moved the newer checkpoints aside before the checks that need the corpus ran

@@ -631,7 +631,7 @@ def test_the_set_up_and_warm_start_name_arguments(corpus: Path, tmp_path: Path) 
     shutil.copytree(find_checkpoint(trained), lone)  # a checkpoint without its run's vocab.tsv
     main(["ckpt", str(hs), "--export-subset", str(tmp_path / "odd"), "--names",
           "input_embeddings,hs_nodes", "--map", "output_embeddings=hs_nodes", "--map",
-          "input_embeddings=input_embeddings"])  # output rows of another shape than the input's
+          "input_embeddings=input_embeddings"])  # hs nodes under the output vectors' name
     new = {"corpus": corpus, "run": tmp_path / "new", **FAST}
     for call, message in [
         ({"probe": ["zzzz"]}, "probe word(s) not in the vocabulary: zzzz; pick words the corpus "
@@ -642,12 +642,14 @@ def test_the_set_up_and_warm_start_name_arguments(corpus: Path, tmp_path: Path) 
         ({"init_from": hs},
          f"init_from={str(hs)!r}: checkpoint {find_checkpoint(hs)} was trained with loss='hs', "
          "whose output vectors are Huffman-tree nodes, not words; warm-start a loss='hs' run "
-         "from it, or pass a run trained with loss='neg' or 'nce'"),
+         "from it (its input vectors only: the nodes are never copied), or pass a run "
+         "trained with loss='neg' or 'nce'"),
         ({"init_from": lone},
          f"no vocab.tsv found next to {lone}; pass a run folder to init_from="),
+        # the subset's record says its output_embeddings are the hs nodes, renamed
         ({"init_from": tmp_path / "odd"},
          f"init_from={str(tmp_path / 'odd')!r}: checkpoint {find_checkpoint(tmp_path / 'odd')} "
-         "holds output embeddings of shape (135, 8) but input embeddings of shape (136, 8); "),
+         "was trained with loss='hs', whose output vectors are Huffman-tree nodes"),
     ]:
         assert refused(**{**new, **call}).startswith(message)
     main(["ckpt", str(trained), "--export-subset", str(tmp_path / "subset"), "--names",

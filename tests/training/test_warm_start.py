@@ -146,3 +146,26 @@ def test_a_restart_says_when_its_warm_start_copies_from_another_checkpoint(
             rf", the old run's copied from {re.escape(str(first))} .*pass "
             rf"init_from='{re.escape(str(first))}' to start from the same vectors")):
         embedlab.train(corpus=corpus, run=run, restart=True, max_steps=2)
+
+
+def test_output_rows_of_another_shape_than_the_input_rows_are_refused(
+        reference: Path, tmp_path: Path) -> None:
+    """A checkpoint put together by hand whose output rows do not match its words."""
+    import shutil
+
+    from embedlab.checkpoint import CheckpointManager
+
+    source = tmp_path / "odd"
+    source.mkdir()
+    shutil.copy(reference / "vocab.tsv", source / "vocab.tsv")
+    src, state = load_checkpoint(find_checkpoint(reference))
+    tensors = {"input_embeddings": src["input_embeddings"],
+               "output_embeddings": src["output_embeddings"][:-1]}
+    CheckpointManager(source).save(1, tensors, {k: v for k, v in state.items()
+                                                if k not in ("step", "metrics")}, {"loss": 1.0})
+    vocab = Vocab(("w0",), np.array([5], dtype=np.int64), None)
+    params = init_params(1, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    n = len(src["input_embeddings"])
+    with pytest.raises(InputError, match=rf"holds output embeddings of shape \({n - 1}, 8\) but "
+                                         rf"input embeddings of shape \({n}, 8\)"):
+        warm_start(_engine(params), vocab, str(source))

@@ -316,6 +316,12 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         cfg = TrainConfig.from_dict(_with_prepared_vocab(apply_preset(preset, explicit)))
         check_new_run(cfg, explicit)
         return cfg.resolve(), None
+    if run_dir is not None:
+        from embedlab.run.lock import RunLock
+
+        # a run another process trains: that is the obstacle to name, not the flags that
+        # differ from its config (dropping them was then refused as "in use")
+        RunLock.refuse_if_held(run_dir)
     made_in = creation_folder(run_dir) if run_dir is not None else None
     stored = _named_there(_anchored(stored, made_in), explicit, made_in)
     explicit = _same_paths_as(explicit, stored)
