@@ -282,3 +282,39 @@ def test_sigterm_while_threads_tokenise_leaves_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt"]
+
+
+
+def test_no_work_runs_once_in_order_is_stopped_even_through_a_second_interrupt(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The work folds words into C tables the caller frees once the generator ends: a Ctrl-C
+    that cut the wait for the running work short let them be freed under it (a segmentation
+    fault, or a thread spinning in freed memory)."""
+    import threading
+    import time
+    from contextlib import closing
+
+    from embedlab.data.native_tokenise import in_order
+
+    finished: list[int] = []
+
+    def work(piece: int) -> int:
+        time.sleep(0.3)
+        finished.append(piece)
+        return piece
+
+    real_join = threading.Thread.join
+
+    def interrupted_join(self: threading.Thread, timeout: float | None = None) -> None:
+        if self.name.startswith("tokenise"):  # the executor's own wait: cut short
+            monkeypatch.setattr(threading.Thread, "join", real_join)
+            raise KeyboardInterrupt
+        real_join(self, timeout)
+
+    with pytest.raises(KeyboardInterrupt), \
+            closing(in_order(iter(range(8)), work, 2)) as results:
+        for _ in results:  # piece 0 is done; pieces 1 and 2 were started
+            monkeypatch.setattr(threading.Thread, "join", interrupted_join)
+            raise KeyboardInterrupt  # the user's Ctrl-C
+    ended = list(finished)  # as the caller frees the tables
+    assert 2 in ended, ended

@@ -21,8 +21,8 @@ import functools
 import io
 import os
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -265,16 +265,43 @@ def in_order(pieces: Iterator[Piece], work: Callable[[Piece], _T],
                 for piece in pieces:
                     pending.append(pool.submit(work, piece))
                     if len(pending) > workers:
-                        yield pending.popleft().result()
+                        yield _first_done(pending)
             except Exception:
                 while pending:
-                    yield pending.popleft().result()
+                    yield _first_done(pending)
                 raise
             while pending:
-                yield pending.popleft().result()
+                yield _first_done(pending)
         finally:  # stopped early (an error, the corpus has too many words, Ctrl-C)
             for future in pending:
                 future.cancel()
+            _until_done(pending)
+
+
+def _first_done(pending: deque[Future[_T]]) -> _T:
+    """The first future's result, taken off ``pending`` only once it has one: a Ctrl-C while
+    waiting for it leaves it among those :func:`_until_done` waits for."""
+    result = pending[0].result()
+    pending.popleft()
+    return result
+
+
+def _until_done(futures: Iterable[Future[Any]]) -> None:
+    """Wait until the running ``futures`` have finished, through Ctrl-C: their work reads and
+    writes C tables (the word table) that the caller frees once this generator ends, and a
+    second Ctrl-C that cut the executor's own wait short let it free them under a thread still
+    folding words (a segmentation fault, or a thread spinning in freed memory for ever). The
+    first interrupt is raised once they are done."""
+    interrupted: BaseException | None = None
+    for future in futures:
+        while True:
+            try:
+                wait([future])
+                break
+            except KeyboardInterrupt as exc:
+                interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def checked(t: Tokenised) -> Tokenised:
