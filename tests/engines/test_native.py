@@ -304,6 +304,40 @@ def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
     assert reason.endswith("set EMBEDLAB_CACHE to a writable folder")
 
 
+def test_a_failed_build_in_a_temporary_folder_leaves_nothing_there(
+        fresh_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unusable cache and a compiler that fails: the temporary folder goes too."""
+    import tempfile
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("keep me\n")
+    monkeypatch.setenv("EMBEDLAB_CACHE", str(blocker))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("CC", "false")
+    reason = native.unavailable_reason()
+    assert reason is not None and "failed to build the kernel" in reason
+    assert list(scratch.iterdir()) == []
+
+
+def test_builds_killed_long_ago_are_swept_from_the_cache(
+        fresh_build: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build killed by SIGKILL leaves its .build-* folder of sources, which nothing else
+    removes; one younger than an hour may be another process's build, and stays."""
+    import os
+    import time
+
+    old, young = fresh_build / ".build-old", fresh_build / ".build-young"
+    for folder in (old, young):
+        folder.mkdir(parents=True)
+        (folder / "_kernel.c").write_text("/* sources */\n")
+    hours_ago = time.time() - 7200
+    os.utime(old, (hours_ago, hours_ago))
+    assert native.unavailable_reason() is None
+    assert not old.exists() and young.exists()
+
+
 def test_cc_with_arguments_is_split_like_make_does(fresh_build: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil

@@ -23,6 +23,7 @@ warning naming the folder and the fix (set ``EMBEDLAB_CACHE`` to a writable fold
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -120,6 +121,7 @@ def _compile(cc: str, args: list[str], sources: dict[str, bytes], folder: Path,
              stem: str) -> Path:
     """Build into ``folder/stem-HASH.so`` atomically; OSError means ``folder`` is not usable."""
     folder.mkdir(parents=True, exist_ok=True)
+    _sweep_dead_builds(folder)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
         files = []
         for name, text in sources.items():
@@ -133,6 +135,17 @@ def _compile(cc: str, args: list[str], sources: dict[str, bytes], folder: Path,
         target = folder / f"{stem}-{_content_hash(out)}.so"
         os.replace(out, target)
     return target
+
+
+def _sweep_dead_builds(folder: Path) -> None:
+    """Remove the ``.build-*`` folders of builds killed (SIGKILL) an hour or more ago: their
+    sources, which nothing else removes. A build takes seconds; a younger one may be running."""
+    import time
+
+    for old in folder.glob(".build-*"):
+        with contextlib.suppress(OSError):
+            if time.time() - old.stat().st_mtime > 3600:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def kernel_sources() -> dict[str, bytes]:
@@ -170,10 +183,18 @@ def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool, d
         problem = f"the kernel cache folder {folder} is not usable ({why})"
     try:
         tmp = Path(tempfile.mkdtemp(prefix="embedlab-kernel-"))
-        path = _compile(cc, args, sources, tmp, stem)
     except OSError as exc:
         raise NativeUnavailable(f"{problem}, nor is a temporary folder ({exc.strerror or exc}); "
                                 "set EMBEDLAB_CACHE to a writable folder") from exc
+    try:
+        path = _compile(cc, args, sources, tmp, stem)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise NativeUnavailable(f"{problem}, nor is a temporary folder ({exc.strerror or exc}); "
+                                "set EMBEDLAB_CACHE to a writable folder") from exc
+    except BaseException:  # a failing compiler, Ctrl-C: the folder is ours alone to remove
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     warn(f"{problem}; built the native kernel in a temporary folder instead (again in each new "
          "process); set EMBEDLAB_CACHE to a writable folder")
     return path, True, identity
