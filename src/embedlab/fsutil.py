@@ -281,6 +281,15 @@ def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -
         raise InputError(f"cannot read {what} {path} ({exc}); {unreadable_fix}") from None
 
 
+def cache_folder() -> Path:
+    """embedlab's cache (the native kernel's builds, the text8 download): ``$EMBEDLAB_CACHE``,
+    else ``$XDG_CACHE_HOME/embedlab``, else ``~/.cache/embedlab``."""
+    if os.environ.get("EMBEDLAB_CACHE"):
+        return Path(os.environ["EMBEDLAB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "embedlab"
+
+
 def name_stamp() -> str:
     """The time now for a name (``RUN.old-<time>``): UTC, ``20261128-050912Z``, so that names
     sort by time whatever the time zone of the shell that made each."""

@@ -251,7 +251,25 @@ def test_cache_dir_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert resolve_cache_dir(tmp_path / "x") == tmp_path / "x"
     monkeypatch.delenv("EMBEDLAB_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     assert resolve_cache_dir() == tmp_path / "home" / ".cache" / "embedlab"
+    # one cache for the download and the native kernel's builds
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    from embedlab.engines.native import cache_dir
+
+    assert resolve_cache_dir() == cache_dir() == tmp_path / "xdg" / "embedlab"
+
+
+def test_text8_downloaded_before_the_cache_followed_xdg_is_still_read(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A text8 in ~/.cache/embedlab is read, not downloaded again (offline: refused)."""
+    monkeypatch.delenv("EMBEDLAB_CACHE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    earlier = tmp_path / "home" / ".cache" / "embedlab" / "text8"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text(" anarchism originated")
+    assert fetch_text8(url="http://127.0.0.1:9/none") == earlier
 
 
 def test_published_constants() -> None:

@@ -33,11 +33,11 @@ CHUNK_BYTES = 1 << 20
 
 
 def resolve_cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """``explicit``, else ``$EMBEDLAB_CACHE``, else ``~/.cache/embedlab``."""
-    if explicit is not None:
-        return Path(explicit)
-    env = os.environ.get("EMBEDLAB_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "embedlab"
+    """``explicit``, else embedlab's cache (:func:`embedlab.fsutil.cache_folder`:
+    ``$EMBEDLAB_CACHE``, ``$XDG_CACHE_HOME/embedlab`` or ``~/.cache/embedlab``)."""
+    from embedlab.fsutil import cache_folder
+
+    return Path(explicit) if explicit is not None else cache_folder()
 
 
 def fetch_text8(
@@ -58,6 +58,11 @@ def fetch_text8(
     url = url or os.environ.get("EMBEDLAB_TEXT8_URL") or TEXT8_URL
     folder = resolve_cache_dir(cache_dir)
     target = folder / TEXT8_MEMBER
+    if not target.is_file() and cache_dir is None and not os.environ.get("EMBEDLAB_CACHE"):
+        # downloaded where the cache was before it followed $XDG_CACHE_HOME: read there
+        earlier = Path.home() / ".cache" / "embedlab" / TEXT8_MEMBER
+        if earlier.is_file():
+            target = earlier
     if target.is_file():
         _note_local_copy(target)
         return target

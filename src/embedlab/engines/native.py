@@ -59,10 +59,10 @@ class NativeUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    if os.environ.get("EMBEDLAB_CACHE"):
-        return Path(os.environ["EMBEDLAB_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "embedlab"
+    """Where builds are kept: :func:`embedlab.fsutil.cache_folder`."""
+    from embedlab.fsutil import cache_folder
+
+    return cache_folder()
 
 
 def _cpu_flags() -> str:
