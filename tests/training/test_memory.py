@@ -418,6 +418,11 @@ def test_a_checkpoint_that_cannot_fit_on_the_disk_is_refused_and_keep_warned(
     with pytest.raises(InputError, match=r"^a checkpoint of this run takes about 2.0 MiB and its "
                                          r"logs up to 4.0 MiB, more than the 5.0 MiB free"):
         memory.check_disk(run, 2 << 20, keep=1)
+    # without TensorBoard, the logs are a metrics.jsonl of kilobytes: 0.6 MiB fits in 1 MiB
+    free[0] = 1 << 20
+    memory.check_disk(run, 600 << 10, keep=1, tensorboard=False)
+    with pytest.raises(InputError, match=r"logs up to 4.0 MiB"):
+        memory.check_disk(run, 600 << 10, keep=1)
 
 
 def test_a_call_that_trains_nothing_checks_no_disk(corpus: Path, tmp_path: Path,

@@ -182,7 +182,8 @@ def _cgroup_folders(controller: str) -> list[Path]:
     return [*folders, root]
 
 
-def check_disk(run_dir: Path, checkpoint_bytes: int, keep: int, *, kept: int = 0) -> None:
+def check_disk(run_dir: Path, checkpoint_bytes: int, keep: int, *, kept: int = 0,
+               tensorboard: bool = True) -> None:
     """Refuse a run whose next checkpoint (about ``checkpoint_bytes``) cannot fit on the disk of
     ``run_dir``: the first save would fail after the training before it. Warn when the ``keep``
     + 1 of them that retention holds while one is saved do not fit, less the ``kept`` ones a
@@ -200,8 +201,9 @@ def check_disk(run_dir: Path, checkpoint_bytes: int, keep: int, *, kept: int = 0
         return
     size = f"about {_size(checkpoint_bytes)}"
     # room for what a run writes beside its checkpoints (metrics, TensorBoard's events, the
-    # status file): a small model needs a few MiB of it, not a fixed 64 MiB
-    margin = min(64 << 20, max(4 << 20, checkpoint_bytes // 2))
+    # status file): a small model needs a few MiB of it, not a fixed 64 MiB; without
+    # TensorBoard (--no-tensorboard) a metrics.jsonl of kilobytes
+    margin = min(64 << 20, max(4 << 20, checkpoint_bytes // 2)) if tensorboard else 256 << 10
     if checkpoint_bytes + margin > free:
         fix = (f"free space there, pass another {spell('--run')}, or a smaller "
                f"{spell('--dim')} or vocabulary" if not kept else

@@ -189,7 +189,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     if trains and (group is None or group.leader):  # process 0 writes the checkpoints
         check_disk(run_dir, memory_need(len(vocab), cfg.model.dim, loss=cfg.model.loss,
                                         window=cfg.model.window).matrices, cfg.checkpoint.keep,
-                   kept=len(manager.index().ours()) if ckpt is not None else 0)
+                   kept=len(manager.index().ours()) if ckpt is not None else 0,
+                   tensorboard=cfg.track.tensorboard)
     state.corpus = fingerprint
     state.vocabulary = vocab.words_sha256().hexdigest()  # state.vocabulary_sha256(vocab.words)
     state.settings = recorded_settings(cfg)
