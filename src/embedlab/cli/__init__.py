@@ -63,6 +63,8 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError as exc:
             raise _PipeClosed from exc
+        except KeyboardInterrupt as exc:  # before click's own handling, which adds a blank line
+            raise click.Abort from exc
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(n for n in COMMANDS if self._load(n) is not None)
@@ -369,7 +371,8 @@ def main(argv: list[str] | None = None) -> Any:
                        err=True)
             sys.exit(128 + exc.__cause__.signum)
         if not _said_by_another():  # every process of a run gets the Ctrl-C
-            click.echo("embedlab: interrupted", err=True)
+            # every command writes its files whole, then renames them into place
+            click.echo("embedlab: interrupted (SIGINT); nothing half-written is left", err=True)
         sys.exit(130)
     except TrainingInterrupted as exc:
         if exc.printed_by_another:
