@@ -445,7 +445,7 @@ def test_wall_time_adds_up_over_resumes_and_a_new_attempt_clears_the_error(
         now[0] += 10.0
         return now[0]
 
-    replace_clock(monkeypatch, time=ticking)
+    replace_clock(monkeypatch, monotonic=ticking)  # the wall time's clock (WallClock)
     run = tmp_path / "run"
     run_train(make_cfg(corpus, max_steps=5), run)
     _, cut = load_checkpoint(find_checkpoint(run))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,24 @@ def test_a_metric_that_is_not_a_number_is_left_out_of_the_checkpoint(
     assert result.finished
     _, state = load_checkpoint(find_checkpoint(tmp_path / "run"))
     assert state["metrics"] == {"loss": 1.5}
+
+
+def test_the_status_says_the_step_of_each_checkpoint(corpus: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """With checkpoints more often than log windows, a kill -9 left status.json at the last
+    window's step, behind the checkpoint it had saved ("runs": step 500, saved 523)."""
+    from embedlab.run import status
+
+    written: list[dict[str, Any]] = []
+    real = status.write_status
+
+    def recorded(run_dir: Path, **fields: Any) -> Any:
+        written.append(fields)
+        return real(run_dir, **fields)
+
+    monkeypatch.setattr(status, "write_status", recorded)
+    run_train(make_cfg(corpus, checkpoint={"every_steps": 3}, track={"log_every": 100},
+                       max_steps=7), tmp_path / "run")
+    saves = [f for f in written if "checkpoint" in f]
+    assert [f["checkpoint"] for f in saves] == [3, 6, 7]
+    assert all(f["step"] == f["checkpoint"] and f["words_seen"] > 0 for f in saves)

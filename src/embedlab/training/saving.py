@@ -135,8 +135,12 @@ class Saver:
         run.manager.save(state.step, tensors, saved, metrics, alongside=summaries)
         if group is None or group.leader:  # committed: a process lost in the wait below does
             self.saved_step = state.step  # not make this checkpoint unsaved
-            # that the run has a checkpoint, where a resume that finds none can read it
-            status.write_status(run.run_dir, checkpoint=state.step)
+            # that the run has a checkpoint, where a resume that finds none can read it; and
+            # the step it is at (log windows write it too, but a kill -9 after a checkpoint
+            # between two of them showed a step behind the one saved)
+            status.write_status(run.run_dir, checkpoint=state.step, step=state.step,
+                                words_seen=state.words_seen, train_seconds=state.train_seconds,
+                                wall_time=state.wall_seconds)
         if group is not None:
             group.wait_for_leader()
         self.last_save = time.perf_counter()
