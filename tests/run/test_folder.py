@@ -543,7 +543,7 @@ def test_another_max_distinct_is_refused_only_for_a_pruned_prepared_folder(
     assert code == 2 and err.strip().splitlines() == [
         f"embedlab: error: prepared corpus {pruned} was built with other vocabulary options: "
         "--max-distinct 70 (prepared with --max-distinct 50); drop those flags or re-run "
-        "'embedlab prepare' with them"]
+        "'embedlab prepare' into it with them and --force"]
     assert not (tmp_path / "r1").exists()
     whole = _prepare(tmp_path / "b", "--min-count", "1")
     code, err = _train(capsys, "--corpus", whole, "--run", tmp_path / "r2", *fast,

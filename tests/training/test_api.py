@@ -1176,3 +1176,39 @@ def test_what_the_final_on_progress_call_raises_reaches_the_caller_as_itself(
         embedlab.train(corpus=corpus, run=tmp_path / "run", **EVERY_3, on_progress=at_the_end)
     assert e.value is error and not isinstance(e.value, TrainingInterrupted)
     assert json.loads((tmp_path / "run" / "status.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.parametrize("same_command", [False, True], ids=["other-settings", "same-command"])
+def test_two_runs_named_alike_at_once_take_two_names(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        same_command: bool) -> None:
+    """Two commands of other settings started together both found the name free; the one
+    that came second was refused as "in use". It takes the next name; the same command twice
+    is one run, in use."""
+    from embedlab.run import folder
+    from embedlab.run.lock import RunLock
+    from embedlab.training import api
+    from embedlab.training.launched import typed_argv
+
+    real, held = folder.choose_run_dir, []
+
+    def chosen_then_taken(runs: Path, *args: Any, **kwargs: Any) -> Path:
+        picked = real(runs, *args, **kwargs)
+        if not held:  # the other command creates the run and locks it, just after
+            picked.mkdir(parents=True)
+            held.append(RunLock(picked, argv=typed_argv() if same_command else ["other"])
+                        .acquire())
+        return picked
+
+    monkeypatch.setattr(api, "choose_run_dir", chosen_then_taken)
+    try:
+        if same_command:
+            with pytest.raises(InputError, match="is in use by"):
+                embedlab.train(corpus=corpus, runs_dir=tmp_path / "runs", **FAST, max_steps=1)
+        else:
+            result = embedlab.train(corpus=corpus, runs_dir=tmp_path / "runs", **FAST,
+                                    max_steps=1)
+            assert result.run_dir.name.endswith("-2")
+            assert result.run_dir.parent == tmp_path / "runs"
+    finally:
+        held[0].release()

@@ -68,6 +68,10 @@ def _lock_exclusive(fd: int) -> None:
             time.sleep(_LOCK_WAIT)
 
 
+class RunInUse(InputError):
+    """The run is locked by another live process (or another call of this one)."""
+
+
 class RunLock:
     """Context manager holding ``RUN/.lock`` for the lifetime of a trainer.
 
@@ -150,17 +154,17 @@ class RunLock:
         if RunLock.held_by(run_dir) is not None:
             raise RunLock(run_dir)._busy()
 
-    def _busy(self) -> InputError:
+    def _busy(self) -> RunInUse:
         holder = read_lock(self.run_dir) or {}
         pid = holder.get("pid", "?")
         host = holder.get("host", "?")
         where = "" if host == socket.gethostname() else f" on host {host}"
         if pid == os.getpid() and not where and python_caller():
             # another thread of the program calling embedlab.train (a notebook's)
-            return InputError(f"run {self.run_dir} is in use by another call in this process "
+            return RunInUse(f"run {self.run_dir} is in use by another call in this process "
                               f"(pid {pid}); wait for that call to return, or use another "
                               f"{spell_name('--run')}")
-        return InputError(f"run {self.run_dir} is in use by pid {pid}{where}; wait for it to "
+        return RunInUse(f"run {self.run_dir} is in use by pid {pid}{where}; wait for it to "
                           "finish or stop it (Ctrl-C saves and exits), or use another "
                           f"{spell_name('--run')}")
 

@@ -49,6 +49,7 @@ from embedlab.run.folder import (
     stored_config,
     stored_config_from_here,
 )
+from embedlab.run.lock import RunInUse
 from embedlab.training import distributed, handshake
 from embedlab.training.launched import typed_argv
 
@@ -358,8 +359,28 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
     if run is None:
         check_runs_dir(Path(runs_dir))
         run_dir = choose_run_dir(Path(runs_dir), explicit, preset)
-    else:
-        run_dir = Path(run)
+        # the name of a run with these settings (to resume), or a free one (a new run)
+        new = not (run_dir / CONFIG_FILE).exists()
+        try:
+            return _run_in(run_dir, explicit, None, preset, restart, from_checkpoint)
+        except RunInUse:
+            # Two commands of other settings, started together, both found the name free;
+            # the other one took it first. Its folder is there now, so the name is chosen
+            # again (the same command twice is refused: one run, in use).
+            from embedlab.run.lock import RunLock
+
+            holder = RunLock.held_by(run_dir) or {}
+            again = choose_run_dir(Path(runs_dir), explicit, preset)
+            if not new or again == run_dir or holder.get("argv") == typed_argv():
+                raise
+            return _run_in(again, explicit, None, preset, restart, from_checkpoint)
+    return _run_in(Path(run), explicit, run, preset, restart, from_checkpoint)
+
+
+def _run_in(run_dir: Path, explicit: dict[str, Any], run: str | os.PathLike[str] | None,
+            preset: str | None, restart: bool,
+            from_checkpoint: str | os.PathLike[str] | None) -> TrainResult:
+    """:func:`_run` in ``run_dir``: the folder ``run`` names, or the one chosen for it."""
     check_run_dir(run_dir)
     if restart and from_checkpoint:
         raise InputError(f"{spell('--restart', True)} and {_from()} exclude each other; pass one")

@@ -88,9 +88,8 @@ from embedlab.training.memory import (
     memory_need,
     noise_bytes,
 )
-from embedlab.training.restart import warn_if_another_warm_start
 from embedlab.training.state import TRAIN_STATE, TrainState
-from embedlab.training.warm_start import VOCAB_FILE, warm_start
+from embedlab.training.warm_start import VOCAB_FILE, warm_start, warn_if_another_warm_start
 
 if TYPE_CHECKING:
     from embedlab.data.tokenise_child import PrepareAhead

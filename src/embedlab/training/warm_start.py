@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,12 +11,46 @@ import numpy as np
 
 from embedlab.checkpoint import lists_them, load_checkpoint, read_picked
 from embedlab.data.vocab import Vocab
-from embedlab.errors import InputError, python_caller, spell
+from embedlab.errors import InputError, python_caller, spell, warn
 
 if TYPE_CHECKING:
     from embedlab.engines.base import Engine
 
 VOCAB_FILE = "vocab.tsv"
+
+#: inside :func:`embedlab.training.restart.old_run_moved_aside`: the checkpoint the old run's
+#: warm start copied from
+EARLIER_WARM_START: ContextVar[Path | None] = ContextVar("embedlab_earlier_warm_start",
+                                                         default=None)
+
+
+def recorded_warm_start(run: Path) -> Path | None:
+    """The checkpoint a run's warm start copied from, as its env.json's ``command`` names it
+    (made absolute from the folder the run was started in); None without one."""
+    import json
+    import shlex
+
+    try:
+        env = json.loads((run / "env.json").read_text(encoding="utf-8"))
+        args = shlex.split(env["command"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if "--init-from" not in args[:-1]:
+        return None
+    path = Path(args[args.index("--init-from") + 1])
+    cwd = env.get("cwd")
+    return path if path.is_absolute() or not isinstance(cwd, str) else Path(cwd) / path
+
+
+def warn_if_another_warm_start(used: Path) -> None:
+    """Say so when a ``--restart``'s warm start copies from another checkpoint than the old
+    run's did: a source run that trained on since, or the same words naming another folder
+    from here. The settings are the same; the start is not."""
+    earlier = EARLIER_WARM_START.get()
+    if earlier is not None and os.path.realpath(earlier) != os.path.realpath(used):
+        warn(f"{spell('--restart', True)}: this warm start copies from {used}, the old run's "
+             f"copied from {earlier} (a run's latest checkpoint changes as it trains on); pass "
+             f"{spell('--init-from', str(earlier))} to start from the same vectors")
 
 
 def warm_start(engine: Engine, vocab: Vocab, source: str, *,
