@@ -275,11 +275,9 @@ def test_a_failing_compiler_is_reported_in_one_line(fresh_build: Path, tmp_path:
     assert not list(fresh_build.glob("*.so"))
 
 
-def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
-        fresh_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    # a file as EMBEDLAB_CACHE (like /dev/full, or HOME set to a file) is the cache's problem,
-    # not a build failure with "install a C compiler" as the fix
+def _file_as_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """EMBEDLAB_CACHE naming a file (the cache is unusable), and an empty folder as the
+    temporary folder the kernel is then built in: (the file, that folder)."""
     import tempfile
 
     blocker = tmp_path / "a-file"
@@ -288,6 +286,17 @@ def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    return blocker, scratch
+
+
+def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
+        fresh_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # a file as EMBEDLAB_CACHE (like /dev/full, or HOME set to a file) is the cache's problem,
+    # not a build failure with "install a C compiler" as the fix
+    import tempfile
+
+    blocker, scratch = _file_as_cache(tmp_path, monkeypatch)
     assert native.unavailable_reason() is None  # built in a temporary folder instead
     err = capsys.readouterr().err
     assert err.startswith("embedlab: warning: the kernel cache folder ") and err.count("\n") == 1
@@ -307,14 +316,7 @@ def test_an_unusable_cache_is_named_and_the_kernel_still_builds(
 def test_a_failed_build_in_a_temporary_folder_leaves_nothing_there(
         fresh_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An unusable cache and a compiler that fails: the temporary folder goes too."""
-    import tempfile
-
-    blocker = tmp_path / "a-file"
-    blocker.write_text("keep me\n")
-    monkeypatch.setenv("EMBEDLAB_CACHE", str(blocker))
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    _, scratch = _file_as_cache(tmp_path, monkeypatch)
     monkeypatch.setenv("CC", "false")
     reason = native.unavailable_reason()
     assert reason is not None and "failed to build the kernel" in reason
