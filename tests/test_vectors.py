@@ -763,3 +763,21 @@ def test_a_pipe_or_fifo_is_refused_in_one_line_before_it_is_opened(
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_evaluation_files_with_lone_carriage_returns_are_read(tmp_path: Path) -> None:
+    """As the command's readers and gensim read them: a spreadsheet on a Mac ends its lines
+    with \\r alone."""
+    rng = np.random.default_rng(0)
+    words = ["king", "queen", "man", "woman", "paris", "france", "berlin", "germany"]
+    v = Vectors(words, rng.standard_normal((len(words), 8)).astype(np.float32))
+    pairs, questions = tmp_path / "pairs.tsv", tmp_path / "q.txt"
+    results = []
+    for ending in ("\n", "\r"):
+        pairs.write_text(ending.join(["king\tqueen\t8", "man\twoman\t7", "paris\tfrance\t3",
+                                      "king\tman\t5"]) + ending)
+        questions.write_text(ending.join([": capitals", "paris france berlin germany",
+                                          ": gender", "man woman king queen"]) + ending)
+        results.append((v.evaluate_similarity(pairs).spearman,
+                        v.evaluate_analogies(questions).total))
+    assert results[0] == results[1]

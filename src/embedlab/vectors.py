@@ -48,7 +48,7 @@ from embedlab.eval.similarity import (
     evaluate_similarity,
     parse_pairs,
 )
-from embedlab.fsutil import clip
+from embedlab.fsutil import clip, text_lines
 from embedlab.vectors_gensim import (
     Key,
     KeyedVectorsDialect,
@@ -437,7 +437,7 @@ class Vectors(KeyedVectorsDialect):
         if not isinstance(questions, QuestionSet):
             path = checked_path("questions", questions, "a questions-words file",
                                 " or a QuestionSet")
-            questions = parse_questions(read_analogy_text(path).split("\n"), str(path))
+            questions = parse_questions(text_lines(read_analogy_text(path)), str(path))
         return evaluate_analogies(self.words, self.matrix, self.norms, questions, method=method,
                                   restrict_vocab=restrict_vocab or len(self))
 
@@ -538,7 +538,7 @@ def _read_pairs(path: PathLike) -> PairSet:
     text = read_text_file(path, what="similarity file",
                           missing_fix="pass the path of a 'word1<TAB>word2<TAB>score' file",
                           unreadable_fix="pass a UTF-8 'word1<TAB>word2<TAB>score' file")
-    return parse_pairs(text.split("\n"), str(path))
+    return parse_pairs(text_lines(text), str(path))
 
 
 def _check_method(method: str) -> None:
@@ -819,7 +819,7 @@ def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
     """
     from embedlab.checkpoint import load_checkpoint
 
-    name = _stored_name(ckpt, INPUT_EMBEDDINGS)
+    name = stored_name(ckpt, INPUT_EMBEDDINGS)
     try:
         tensors, state = load_checkpoint(ckpt, names=[name])
     except InputError:
@@ -849,7 +849,9 @@ def _tensor_names(ckpt: Path) -> list[str] | None:
         return None
 
 
-def _stored_name(ckpt: Path, original: str) -> str:
+def stored_name(ckpt: Path, original: str) -> str:
+    """The name under which checkpoint ``ckpt`` holds the tensor first saved as ``original``:
+    a subset written with ``--map NEW=original`` records it; else ``original`` itself."""
     from embedlab.checkpoint import STATE_FILE
 
     try:

@@ -41,7 +41,7 @@ from embedlab.eval.analogy import case_groups, no_section_yet
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
 from embedlab.export.atomic import path_argument
-from embedlab.fsutil import clip, read_utf8
+from embedlab.fsutil import clip, read_utf8, text_lines
 
 PathLike = str | os.PathLike[str]
 # Real aliases, not strings: typing.get_type_hints() of the methods resolves them (the names
@@ -619,7 +619,7 @@ def read_analogies(path: PathLike, case_insensitive: bool
     names: list[str] = []
     quads: list[tuple[str, ...]] = []
     section_of: list[int] = []
-    for number, line in enumerate(text.split("\n"), 1):
+    for number, line in enumerate(text_lines(text), 1):
         if line.startswith(": "):
             names.append(line.lstrip(": ").strip())
             continue

@@ -771,3 +771,21 @@ def test_export_of_a_folder_that_is_no_run_names_the_folder_not_out(
     code, _, err = run(["export", str(tmp_path / "notes")], capsys)
     assert_one_line_error(code, err, f"{tmp_path / 'notes'} holds no checkpoints")
     assert "--out" not in err
+
+
+def test_export_of_a_checkpoint_folder_without_out_asks_for_it_before_reading_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint folder has no exports/ of its own: --out is asked for at once, without
+    reading its tensors (seconds for a big model) first."""
+    import embedlab.cli.query as query
+
+    run_dir = tmp_path / "run"
+    _tiny_run(run_dir)
+
+    def unread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the checkpoint was read")
+
+    monkeypatch.setattr(query, "_load", unread)
+    code, _, err = run(["export", str(run_dir / "checkpoints" / "ckpt-00000007")], capsys)
+    assert_one_line_error(code, err, "--out is required when exporting from ")

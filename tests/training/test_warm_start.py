@@ -122,7 +122,24 @@ def test_a_subset_with_renamed_tensors_is_a_source(reference: Path, tmp_path: Pa
     params = init_params(2, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
     warm_start(_engine(params), vocab, str(subset))
     src_vocab = Vocab.load_tsv(reference / "vocab.tsv")
-    assert np.array_equal(params.w_in[1], src["input_embeddings"][src_vocab.id("w3")])
+    row = src_vocab.id("w3")
+    assert np.array_equal(params.w_in[1], src["input_embeddings"][row])
+    # swapped names: each tensor is taken by what it was first saved as
+    swapped = tmp_path / "swapped"
+    main(["ckpt", str(reference), "--export-subset", str(swapped), "--names",
+          "input_embeddings,output_embeddings", "--map", "input_embeddings=output_embeddings",
+          "--map", "output_embeddings=input_embeddings"])
+    params = init_params(2, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    warm_start(_engine(params), vocab, str(swapped))
+    assert np.array_equal(params.w_in[1], src["input_embeddings"][row])
+    assert np.array_equal(params.w_out[1], src["output_embeddings"][row])
+    # the output vectors written as the vectors (what the readers suggest to read them)
+    outputs = tmp_path / "outputs"
+    main(["ckpt", str(reference), "--export-subset", str(outputs), "--names",
+          "output_embeddings", "--map", "input_embeddings=output_embeddings"])
+    params = init_params(2, 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    warm_start(_engine(params), vocab, str(outputs))
+    assert np.array_equal(params.w_in[1], src["output_embeddings"][row])
 
 
 def test_a_restart_says_when_its_warm_start_copies_from_another_checkpoint(
@@ -146,6 +163,13 @@ def test_a_restart_says_when_its_warm_start_copies_from_another_checkpoint(
             rf", the old run's copied from {re.escape(str(first))} .*pass "
             rf"init_from='{re.escape(str(first))}' to start from the same vectors")):
         embedlab.train(corpus=corpus, run=run, restart=True, max_steps=2)
+    # another source given to the restart is the user's choice: no word
+    other = tmp_path / "other"
+    embedlab.train(corpus=corpus, run=other, **fast, max_steps=2)
+    with warnings.catch_warnings(record=True) as chosen:
+        warnings.simplefilter("always")
+        embedlab.train(corpus=corpus, run=run, restart=True, init_from=str(other), max_steps=2)
+    assert not [w for w in chosen if "warm start copies" in str(w.message)]
 
 
 def test_output_rows_of_another_shape_than_the_input_rows_are_refused(

@@ -371,7 +371,9 @@ def _run(explicit: dict[str, Any], run: str | os.PathLike[str] | None,
 
             holder = RunLock.held_by(run_dir) or {}
             again = choose_run_dir(Path(runs_dir), explicit, preset)
-            if not new or again == run_dir or holder.get("argv") == typed_argv():
+            # the same command: its words after the program's name (embedlab, python -m ...)
+            same = isinstance(holder.get("argv"), list) and holder["argv"][1:] == typed_argv()[1:]
+            if not new or again == run_dir or same:
                 raise
             return _run_in(again, explicit, None, preset, restart, from_checkpoint)
     return _run_in(Path(run), explicit, run, preset, restart, from_checkpoint)

@@ -575,7 +575,7 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
         started = [f"embedlab: new run {run_dir}"]
         if cfg.init_from:
             started.append(warm_start(engine, vocab, cfg.init_from, used=warm_from))
-            warn_if_another_warm_start(warm_from[-1])
+            warn_if_another_warm_start(cfg.init_from, warm_from[-1])
         return engine, TrainState(), started
     tensors, stored = load_checkpoint(ckpt, state_spec=TRAIN_STATE)
     same_corpus(stored.get("corpus"))

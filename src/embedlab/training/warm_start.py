@@ -18,36 +18,42 @@ if TYPE_CHECKING:
 
 VOCAB_FILE = "vocab.tsv"
 
-#: inside :func:`embedlab.training.restart.old_run_moved_aside`: the checkpoint the old run's
-#: warm start copied from
-EARLIER_WARM_START: ContextVar[Path | None] = ContextVar("embedlab_earlier_warm_start",
-                                                         default=None)
+#: inside :func:`embedlab.training.restart.old_run_moved_aside`: the old run's ``init_from``
+#: setting and the checkpoint its warm start copied from
+EARLIER_WARM_START: ContextVar[tuple[str, Path] | None] = ContextVar(
+    "embedlab_earlier_warm_start", default=None)
 
 
-def recorded_warm_start(run: Path) -> Path | None:
-    """The checkpoint a run's warm start copied from, as its env.json's ``command`` names it
-    (made absolute from the folder the run was started in); None without one."""
+def recorded_warm_start(run: Path) -> tuple[str, Path] | None:
+    """A run's ``init_from`` setting (its config.json's) and the checkpoint its warm start
+    copied from, as its env.json's ``command`` names it (made absolute from the folder the run
+    was started in); None without one."""
     import json
     import shlex
 
     try:
+        setting = json.loads((run / "config.json").read_text(encoding="utf-8"))["init_from"]
         env = json.loads((run / "env.json").read_text(encoding="utf-8"))
         args = shlex.split(env["command"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if "--init-from" not in args[:-1]:
+    if not isinstance(setting, str) or "--init-from" not in args[:-1]:
         return None
     path = Path(args[args.index("--init-from") + 1])
     cwd = env.get("cwd")
-    return path if path.is_absolute() or not isinstance(cwd, str) else Path(cwd) / path
+    return setting, path if path.is_absolute() or not isinstance(cwd, str) else Path(cwd) / path
 
 
-def warn_if_another_warm_start(used: Path) -> None:
-    """Say so when a ``--restart``'s warm start copies from another checkpoint than the old
-    run's did: a source run that trained on since, or the same words naming another folder
-    from here. The settings are the same; the start is not."""
-    earlier = EARLIER_WARM_START.get()
-    if earlier is not None and os.path.realpath(earlier) != os.path.realpath(used):
+def warn_if_another_warm_start(setting: str, used: Path) -> None:
+    """Say so when a ``--restart`` with the old run's ``init_from`` setting (``setting``: this
+    one's) copies from another checkpoint than the old run's did: a source run that trained on
+    since, or the same words naming another folder from here. The settings are the same; the
+    start is not. Another ``--init-from`` given to the restart is the user's choice: no word."""
+    recorded = EARLIER_WARM_START.get()
+    if recorded is None or recorded[0] != setting:
+        return
+    earlier = recorded[1]
+    if os.path.realpath(earlier) != os.path.realpath(used):
         warn(f"{spell('--restart', True)}: this warm start copies from {used}, the old run's "
              f"copied from {earlier} (a run's latest checkpoint changes as it trains on); pass "
              f"{spell('--init-from', str(earlier))} to start from the same vectors")
@@ -59,7 +65,7 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     ``source`` (input vectors, and output vectors and biases where this run has them). Other words
     keep their fresh start. Returns the line that says what was copied; ``used`` gets the
     checkpoint folder the rows came from (a run's latest, which changes as it trains on)."""
-    from embedlab.vectors import check_recorded_words, check_vocab_fits
+    from embedlab.vectors import check_recorded_words, check_vocab_fits, stored_name
 
     if not Path(source).exists():  # find_checkpoint's words would not name the option
         raise InputError(f"{spell('--init-from', source)}: {source} does not exist; pass a run "
@@ -68,13 +74,12 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     ckpt, (tensors, state) = read_picked(source, load_checkpoint)
     if used is not None:
         used.append(ckpt)
-    # a subset written with --map NEW=input_embeddings: its record says what each tensor was,
-    # as every reader of vectors follows it
-    names = state.get("original_names")
-    if isinstance(names, dict):
-        for new, old in names.items():
-            if isinstance(old, str) and new in tensors and old not in tensors:
-                tensors[old] = tensors.pop(new)
+    # a subset written with --map NEW=input_embeddings: the tensor its record names as first
+    # saved under each name, else the one stored under it, as every reader of vectors takes it
+    stored = {name: stored_name(ckpt, name) for name in
+              ("input_embeddings", "output_embeddings", "output_bias", "hs_nodes")}
+    tensors = {name: tensors[held] for name, held in stored.items() if held in tensors} | \
+        {name: t for name, t in tensors.items() if name not in stored.values()}
     params = engine.state_dict()
     # Word rows: input vectors always, output vectors where this run has them. hs_nodes are
     # the inner nodes of a Huffman tree built from the source's own vocabulary: not word rows,
