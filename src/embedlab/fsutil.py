@@ -188,19 +188,18 @@ def _link_into_place(tmp: Path, path: Path) -> None:
     """``tmp`` renamed to ``path`` unless something is there (see :func:`atomic_open`)."""
     from embedlab.errors import spell
 
+    made_meanwhile = InputError(f"{path} was made by another command while this one wrote it, "
+                                f"and is left as it is; pass {spell('--force', True)} to "
+                                "replace it, or another name")
     try:
         os.link(tmp, path)
     except FileExistsError:
-        raise InputError(f"{path} was made by another command while this one wrote it, and is "
-                         f"left as it is; pass {spell('--force', True)} to replace it, or "
-                         "another name") from None
+        raise made_meanwhile from None
     except OSError as exc:
         if exc.errno not in _NO_HARD_LINKS:
             raise
         if os.path.lexists(path):  # the same check, without the link's atomicity
-            raise InputError(f"{path} was made by another command while this one wrote it, "
-                             f"and is left as it is; pass {spell('--force', True)} to replace "
-                             "it, or another name") from None
+            raise made_meanwhile from None
         os.replace(tmp, path)
         return
     tmp.unlink()

@@ -858,6 +858,11 @@ def stored_name(ckpt: Path, original: str) -> str:
         state = json.loads((ckpt / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return original  # load_checkpoint reports the damage, naming the fix
+    return recorded_name(state, original)
+
+
+def recorded_name(state: Any, original: str) -> str:
+    """:func:`stored_name` from a checkpoint's state already read."""
     names = state.get("original_names") if isinstance(state, dict) else None
     if isinstance(names, dict):
         for new, old in names.items():

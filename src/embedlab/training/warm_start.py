@@ -65,7 +65,7 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
     ``source`` (input vectors, and output vectors and biases where this run has them). Other words
     keep their fresh start. Returns the line that says what was copied; ``used`` gets the
     checkpoint folder the rows came from (a run's latest, which changes as it trains on)."""
-    from embedlab.vectors import check_recorded_words, check_vocab_fits, stored_name
+    from embedlab.vectors import check_recorded_words, check_vocab_fits, recorded_name
 
     if not Path(source).exists():  # find_checkpoint's words would not name the option
         raise InputError(f"{spell('--init-from', source)}: {source} does not exist; pass a run "
@@ -76,7 +76,7 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
         used.append(ckpt)
     # a subset written with --map NEW=input_embeddings: the tensor its record names as first
     # saved under each name, else the one stored under it, as every reader of vectors takes it
-    stored = {name: stored_name(ckpt, name) for name in
+    stored = {name: recorded_name(state, name) for name in
               ("input_embeddings", "output_embeddings", "output_bias", "hs_nodes")}
     tensors = {name: tensors[held] for name, held in stored.items() if held in tensors} | \
         {name: t for name, t in tensors.items() if name not in stored.values()}
