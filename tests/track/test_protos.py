@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from embedlab.track.protos import (
     equal_width_counts,
@@ -18,6 +19,7 @@ from embedlab.track.protos import (
     histogram_summary,
     hparam_values,
     hparams_summaries,
+    native_statistics,
     scalar_summary,
     text_summary,
 )
@@ -60,8 +62,9 @@ def test_histogram_has_torchs_layout_and_buckets() -> None:
                                torch.histc(t, bins=60, min=lo, max=hi).tolist()).value
     assert got.tag == want.tag
     g, h = got.histo, want.histo
-    assert (g.min, g.max, g.num, g.sum, g.sum_squares) == (h.min, h.max, h.num, h.sum,
-                                                           h.sum_squares)
+    assert (g.min, g.max, g.num) == (h.min, h.max, h.num)
+    # the native library's sums (where this process has loaded it) are added in another order
+    assert (g.sum, g.sum_squares) == pytest.approx((h.sum, h.sum_squares), rel=1e-12)
     assert len(g.bucket) == len(h.bucket) == 60 and sum(g.bucket) == g.num
     assert g.bucket_limit[-1] == pytest.approx(hi, rel=1e-6)
     np.testing.assert_allclose(g.bucket_limit, h.bucket_limit, rtol=1e-6, atol=1e-6)
@@ -111,6 +114,83 @@ def test_float64_moments_are_exact_sums_of_the_float32_values(values: list[float
     exact = [float(v) for v in a]  # float32 values, summed exactly in Python floats
     assert total == pytest.approx(math.fsum(exact), rel=1e-12, abs=1e-9)
     assert squares == pytest.approx(math.fsum(v * v for v in exact), rel=1e-12, abs=1e-9)
+
+
+# ---- the native library's statistics --------------------------------------------------------
+def _native() -> None:
+    from embedlab.engines import native
+
+    reason = native.unavailable_reason()  # loads it: native_statistics then uses it
+    if reason is not None:
+        pytest.skip(reason)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(np.float32, st.integers(1, 3000),
+                  elements=st.floats(-1e6, 1e6, width=32) | st.sampled_from([0.0, -0.0, 1e-40])),
+       st.integers(1, 3))
+def test_native_statistics_count_as_numpy_does(values: np.ndarray, threads: int) -> None:
+    """The same min, max and buckets as NumPy's path (the same float32 arithmetic, values on
+    the edges included), sums within float64 rounding of the exact ones."""
+    _native()
+    got = native_statistics(values, 60, threads)
+    lo, hi = float(values.min()), float(values.max())
+    if not hi > lo or not 60 / (hi - lo) < 1e30:
+        assert got is None  # NumPy's path: one value, or a span float32 cannot divide
+        return
+    assert got is not None
+    g_lo, g_hi, counts, total, squares = got
+    assert (g_lo, g_hi) == (lo, hi)
+    assert counts.tolist() == equal_width_counts(values, lo, hi, 60).tolist()
+    exact = [float(v) for v in values]
+    assert total == pytest.approx(math.fsum(exact), rel=1e-12, abs=1e-6)
+    assert squares == pytest.approx(math.fsum(v * v for v in exact), rel=1e-12, abs=1e-6)
+
+
+def test_native_statistics_are_the_same_bits_on_any_threads() -> None:
+    _native()
+    # several blocks of 65,536 values and a short one
+    values = np.random.default_rng(3).standard_normal(300_001).astype(np.float32) * 7 + 2
+    runs = [native_statistics(values, 60, threads) for threads in (1, 2, 3, 8)]
+    assert runs[0] is not None
+    for run in runs[1:]:
+        assert run is not None
+        assert run[:2] == runs[0][:2] and run[3:] == runs[0][3:]
+        assert run[2].tolist() == runs[0][2].tolist()
+    assert runs[0][2].sum() == values.size
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_native_statistics_leave_values_that_are_not_finite_to_numpy(bad: float) -> None:
+    _native()
+    values = np.linspace(-1, 1, 200_000, dtype=np.float32)
+    values[123_457] = bad
+    assert native_statistics(values, 60, 2) is None  # NumPy's min and max say NaN and ±inf
+
+
+def test_native_statistics_take_only_contiguous_float32() -> None:
+    _native()
+    w = np.random.default_rng(1).standard_normal((100, 8)).astype(np.float32)
+    assert native_statistics(w.reshape(-1), 60) is not None
+    assert native_statistics(w[:, ::2].reshape(-1)[::2], 60) is None
+    assert native_statistics(w.astype(np.float64).reshape(-1), 60) is None
+    assert native_statistics(w, 60) is None  # 2-D: histogram_summary flattens first
+    assert native_statistics(np.zeros(0, dtype=np.float32), 60) is None
+
+
+def test_histogram_summary_is_the_same_with_and_without_the_native_library(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.track import protos
+
+    _native()
+    w = np.random.default_rng(9).standard_normal((4000, 30), dtype=np.float32)
+    (fast,) = histogram_summary("embeddings/input", w, threads=2).value
+    monkeypatch.setattr(protos, "native_statistics", lambda *a, **k: None)
+    (slow,) = histogram_summary("embeddings/input", w).value
+    f, s = fast.histo, slow.histo
+    assert (f.min, f.max, f.num, list(f.bucket), list(f.bucket_limit)) == \
+        (s.min, s.max, s.num, list(s.bucket), list(s.bucket_limit))
+    assert (f.sum, f.sum_squares) == pytest.approx((s.sum, s.sum_squares), rel=1e-12)
 
 
 def test_hparam_values_flattens_to_plain_types() -> None:

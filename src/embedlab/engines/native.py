@@ -49,7 +49,8 @@ if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no mor
     from embedlab.engines.step import StepConfig
     from embedlab.engines.stepping import Schedule, StepRunner
 
-SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c")  # steps; batches, step loop; tokeniser
+SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c", "_stats.c")  # steps; batches, step loop;
+# tokeniser; histograms' statistics
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 
@@ -307,6 +308,10 @@ def _load(path: Path, temporary: bool) -> ctypes.CDLL:
     lib.w2v_alias_walk.argtypes = [ptr, i64, ptr, i64, ptr, ptr, ptr]
     lib.tk_vocab_columns.restype = i64
     lib.tk_vocab_columns.argtypes = [ptr, i64, i64, ptr, ptr, i64, ptr, ptr, ptr]
+    lib.st_min_max.restype = None
+    lib.st_min_max.argtypes = [ptr, i64, int_, ptr, ptr]
+    lib.st_counts_moments.restype = int_
+    lib.st_counts_moments.argtypes = [ptr, i64, f32, f32, int_, int_, ptr, ptr]
     return lib
 
 
@@ -496,15 +501,24 @@ def threads_here(threads: int) -> int:
     """The threads this process's native engine may run: ``threads``, or 1 in a process forked
     after its parent ran OpenMP threads (1 thread runs no team, and any number of threads gives
     the same bits), with a warning that says how to have them all."""
-    global _parallel_pid
-    threads = max(1, threads)
-    if threads > 1 and _parallel_pid is not None and _parallel_pid != os.getpid():
+    allowed = openmp_threads(threads)
+    if allowed < max(1, threads):
         from embedlab.errors import warn
 
         warn(f"this process was forked from one whose native engine ran OpenMP threads "
              f"(multiprocessing's default 'fork' start), whose thread pool a fork does not "
              f"carry over: it trains on 1 thread, not {threads} (the same bits, slower); start "
              f"it with multiprocessing.get_context('spawn') (or 'forkserver') for all of them")
+    return allowed
+
+
+def openmp_threads(threads: int) -> int:
+    """The threads a call of the native library may run in this process: ``threads``, or 1 in
+    a process forked after its parent ran OpenMP threads (libgomp's pool does not survive a
+    fork: a team started there would wait forever)."""
+    global _parallel_pid
+    threads = max(1, threads)
+    if threads > 1 and _parallel_pid is not None and _parallel_pid != os.getpid():
         return 1
     if threads > 1:
         _parallel_pid = os.getpid()

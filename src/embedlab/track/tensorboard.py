@@ -86,14 +86,18 @@ def word_ids(words: Sequence[str], wanted: Sequence[str]) -> list[int]:
 
 
 def neighbours_markdown(words: Sequence[str], w: np.ndarray, probes: Sequence[str],
-                        k: int = NEIGHBOURS, *, ids: Sequence[int] | None = None) -> str:
+                        k: int = NEIGHBOURS, *, ids: Sequence[int] | None = None,
+                        norms: np.ndarray | None = None) -> str:
     """A markdown table: one row per probe word, its neighbours with cosine similarity.
-    ``ids``: the probes' ids in ``words``, when known (else looked up)."""
+    ``ids``: the probes' ids in ``words``, when known (else looked up); ``norms``: ``w``'s
+    ``row_norms(w, low_memory=True)``, when computed already."""
     ids = word_ids(words, probes) if ids is None else list(ids)
     if not ids or w.shape[0] < 2:
         return "(no probe words in the vocabulary)"
     w = np.asarray(w, dtype=np.float32)  # no copy for the trainer's float32 matrices
-    neighbours = nearest_to_rows(w, row_norms(w, low_memory=True), ids, k)
+    if norms is None:
+        norms = row_norms(w, low_memory=True)
+    neighbours = nearest_to_rows(w, norms, ids, k)
     lines = ["| word | nearest neighbours (cosine) |", "|---|---|"]
     for i, row in zip(ids, neighbours, strict=True):
         cells = ", ".join(f"{markdown_text(words[j])} ({s:.2f})" for j, s in row)
@@ -206,12 +210,19 @@ class TensorBoardSink:
 
     def _checkpoint_summaries(self, step: int, w_in: np.ndarray, w_out: np.ndarray,
                               projector: bool) -> None:
+        threads = max(1, self._cfg.threads)
+        norms = {}
         for name, w in (("input", w_in), ("output", w_out)):
-            self._w.add_summary(step, histogram_summary(f"embeddings/{name}", w))
+            self._w.add_summary(step, histogram_summary(f"embeddings/{name}", w, threads))
+            norms[name] = row_norms(w, low_memory=True)
             self._w.add_summary(step, histogram_summary(f"embeddings/{name}_norm",
-                                                        row_norms(w, low_memory=True)))
+                                                        norms[name], threads))
         if self._probe_ids:
-            text = neighbours_markdown(self._words, w_in, (), ids=self._probe_ids)
+            # the input norms of the histogram above: a second pass over a 1M × 300 matrix
+            # would cost ~0.2 s
+            text = neighbours_markdown(self._words, w_in, (), ids=self._probe_ids,
+                                       norms=norms["input"] if w_in.dtype == np.float32
+                                       else None)
             self._w.add_summary(step, text_summary("neighbours", text))
         self._log_pca(step, w_in)
         if projector or self._cfg.track.projector_each_checkpoint:
