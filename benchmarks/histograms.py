@@ -6,7 +6,8 @@ calls of everything a histogram takes — min, max, the 60 buckets' counts, the 
 and sum of squares — on a float32 matrix of standard normal values (the counts of both paths
 are checked equal first).
 
-    .venv/bin/python benchmarks/histograms.py [--shapes 213816x100,1050000x300] [--reps 3]
+    .venv/bin/python benchmarks/histograms.py [--shapes 213816x100,1050000x300,2300000x100]
+        [--reps 3]
 """
 
 from __future__ import annotations

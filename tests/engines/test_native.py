@@ -481,6 +481,56 @@ print(parent == child)
 """
 
 
+_FORKED_AFTER_PREPARE = """
+import multiprocessing, sys
+import numpy as np
+from embedlab.data.preparing import prepare
+from embedlab.engines.native import library
+from embedlab.track.protos import native_statistics
+
+def histogram(_):
+    library()  # as a native engine's run has it; the histogram is then counted natively
+    return native_statistics(np.linspace(-1, 1, 1_000_000, dtype=np.float32), 60, 2)[2].sum()
+
+prepare(sys.argv[1], sys.argv[2], min_count=1, progress=False)
+with multiprocessing.get_context("fork").Pool(1) as pool:
+    print(pool.apply_async(histogram, (0,)).get(timeout=60))
+"""
+
+
+def test_a_process_forked_after_a_vocabulary_was_sorted_on_two_threads_does_not_hang(
+        tmp_path: Path) -> None:
+    # the sort of a vocabulary over 65,536 words runs an OpenMP team of two: a forked child's
+    # first team of two (here a histogram's) would wait forever for threads the fork left behind
+    corpus = tmp_path / "c.txt"  # 80,000 words, over 1 MiB: the native reader's (and sort's)
+    words = [f"w{i}" for i in range(80_000)] * 3
+    corpus.write_text("\n".join(" ".join(words[i:i + 20]) for i in range(0, len(words), 20))
+                      + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", _FORKED_AFTER_PREPARE, str(corpus),
+                           str(tmp_path / "prepared")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1000000\n"
+
+
+def test_a_native_build_that_failed_is_not_tried_again_for_optional_work(
+        fresh_build: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tries = []
+
+    def failing(*args: object) -> None:
+        tries.append(args)
+        raise native.NativeUnavailable("no compiler here")
+
+    monkeypatch.setattr(native, "_build", failing)
+    assert native.library_if(True) is None and native.library_if(True) is None
+    assert len(tries) == 1
+    with pytest.raises(native.NativeUnavailable):  # the engine's own ask still tries
+        native.library()
+    assert len(tries) == 2
+    native.library.cache_clear()
+    assert native.library_if(True) is None and len(tries) == 3
+
+
 def test_a_process_forked_after_threads_ran_trains_on_one_thread_with_the_same_bits(
         tmp_path: Path) -> None:
     # libgomp's thread pool does not survive fork: a forked child's first parallel region

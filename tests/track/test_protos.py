@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 from embedlab.track.protos import (
     equal_width_counts,
+    float32_span,
     float64_moments,
     histogram_summary,
     hparam_values,
@@ -125,9 +126,11 @@ def _native() -> None:
         pytest.skip(reason)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(hnp.arrays(np.float32, st.integers(1, 3000),
-                  elements=st.floats(-1e6, 1e6, width=32) | st.sampled_from([0.0, -0.0, 1e-40])),
+                  elements=st.floats(-1e6, 1e6, width=32)
+                  | st.floats(width=32, allow_nan=False, allow_infinity=False)
+                  | st.sampled_from([0.0, -0.0, 1e-40, 3e38, -3e38])),
        st.integers(1, 3))
 def test_native_statistics_count_as_numpy_does(values: np.ndarray, threads: int) -> None:
     """The same min, max and buckets as NumPy's path (the same float32 arithmetic, values on
@@ -135,7 +138,7 @@ def test_native_statistics_count_as_numpy_does(values: np.ndarray, threads: int)
     _native()
     got = native_statistics(values, 60, threads)
     lo, hi = float(values.min()), float(values.max())
-    if not hi > lo or not 60 / (hi - lo) < 1e30:
+    if not hi > lo or not float32_span(lo, hi, 60):
         assert got is None  # NumPy's path: one value, or a span float32 cannot divide
         return
     assert got is not None
@@ -145,6 +148,23 @@ def test_native_statistics_count_as_numpy_does(values: np.ndarray, threads: int)
     exact = [float(v) for v in values]
     assert total == pytest.approx(math.fsum(exact), rel=1e-12, abs=1e-6)
     assert squares == pytest.approx(math.fsum(v * v for v in exact), rel=1e-12, abs=1e-6)
+
+
+def test_a_span_wider_than_float32_holds_is_counted_in_float64() -> None:
+    _native()
+    values = np.array([-3e38, 0.0, 1.0, 3e38] * 1000, dtype=np.float32)
+    assert native_statistics(values, 60, 2) is None
+    lo, hi = float(values.min()), float(values.max())
+    counts = equal_width_counts(values, lo, hi, 60)
+    want = np.histogram(values.astype(np.float64), bins=60, range=(lo, hi))[0]
+    assert counts.tolist() == want.tolist()
+    (got,) = histogram_summary("embeddings/input", values.reshape(100, 40), threads=2).value
+    assert sum(got.histo.bucket) == 4000 and got.histo.bucket[0] == got.histo.bucket[-1] == 1000
+
+
+def test_native_statistics_want_a_bucket() -> None:
+    with pytest.raises(ValueError, match="bins must be at least 1, got 0"):
+        native_statistics(np.ones(10, dtype=np.float32), 0)
 
 
 def test_native_statistics_are_the_same_bits_on_any_threads() -> None:

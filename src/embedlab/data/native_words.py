@@ -122,8 +122,12 @@ class _Tables:
         bound = self.lib.tk_id_bound(self.tables, self.ntables)
         ids = np.empty(max(bound, 1), np.int64)
         raw = np.frombuffer((unk or "").encode() + b"\0", np.uint8)
+        from embedlab.engines.native import openmp_threads
+
+        # the sort's two OpenMP threads, recorded: a process forked after them runs one
         n = self.lib.tk_select(self.tables, self.ntables, min_count, addr(raw),
-                               -1 if unk is None else len(raw) - 1, self.workers, addr(ids))
+                               -1 if unk is None else len(raw) - 1,
+                               openmp_threads(self.workers), addr(ids))
         if n < 0:
             raise MemoryError("out of memory while sorting the vocabulary")
         kept = ids[:n]

@@ -70,7 +70,8 @@ void st_min_max(const float *x, int64_t n, int threads, float *out, int64_t *not
     *not_finite = bad;
 }
 
-/* 0 on success, -1 when memory for the per-block sums cannot be had (the caller uses NumPy). */
+/* 0 on success, -1 when memory for the per-block sums cannot be had (the caller uses NumPy).
+ * bins >= 1; (hi - lo) * scale finite in float32 (the caller checks both). */
 int st_counts_moments(const float *x, int64_t n, float origin, float scale, int bins,
                       int threads, int64_t *counts, double *moments) {
     int64_t blocks = (n + ST_BLOCK - 1) / ST_BLOCK;
@@ -114,8 +115,11 @@ int st_counts_moments(const float *x, int64_t n, float origin, float scale, int 
                 int64_t m = stop - start;
                 const float *y = x + start;
                 for (int64_t k = 0; k < m; k++) {
-                    int32_t j = (int32_t)((y[k] - origin) * scale);
-                    bucket[k] = j < last ? j : last;
+                    /* clamped before the conversion, which is undefined past int32's range;
+                     * the same bucket as NumPy's truncation followed by min(j, bins - 1) */
+                    float f = (y[k] - origin) * scale;
+                    f = f < (float)last ? f : (float)last;
+                    bucket[k] = (int32_t)(f > 0.0f ? f : 0.0f);
                 }
                 int64_t k = 0;
                 for (; k + ST_COPIES <= m; k += ST_COPIES)

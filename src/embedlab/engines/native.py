@@ -233,10 +233,13 @@ class _Library:
             return self._lib
 
     def cache_clear(self) -> None:
-        """Forget the loaded kernel: the next call builds or finds it again."""
+        """Forget the loaded kernel (and a failed build): the next call builds or finds it
+        again."""
+        global _optional_build_failed
         with self._lock:
             self._lib = None
             self._identity = None
+            _optional_build_failed = False
 
 
 library = _Library()
@@ -252,13 +255,20 @@ NATIVE_VOCAB_WORDS = 500_000
 def library_if(build: bool) -> ctypes.CDLL | None:
     """The native library for work that Python or NumPy also does, the same values either way:
     built (compiled first if it must be) when ``build``, else only if this process has loaded it
-    already; None where it cannot be built."""
-    if not build:
+    already; None where it cannot be built. A build that failed here is not tried again in this
+    process (each try can cost the seconds of a compiler's run, at every checkpoint's
+    histograms); :func:`library` itself, which the native engine asks, still tries."""
+    global _optional_build_failed
+    if not build or _optional_build_failed:
         return library.loaded()
     try:
         return library()
     except NativeUnavailable:
+        _optional_build_failed = True
         return None
+
+
+_optional_build_failed = False
 
 
 def _load(path: Path, temporary: bool) -> ctypes.CDLL:

@@ -58,8 +58,9 @@ def histogram_summary(tag: str, values: np.ndarray, threads: int = 1) -> Summary
 
 #: float32 arrays from this many values have their histogram counted natively even if the
 #: native library must be compiled first (a few seconds, once per machine: its cache outlives
-#: the process); smaller ones only when the process has loaded it already (NumPy takes ~0.1 s
-#: for a 213k × 100 matrix, ~2 s for 1M × 300 on the 2-core machine)
+#: the process; a build that fails is not tried again in the process); smaller ones only when
+#: the process has loaded it already (NumPy takes ~0.2 s for a 213k × 100 matrix, ~2.7 s for
+#: 1M × 300 on the 2-core machine)
 NATIVE_VALUES = 50_000_000
 
 
@@ -69,11 +70,13 @@ def native_statistics(flat: np.ndarray, bins: int, threads: int = 1
     a 1-D float32 array, in two passes of the native library (``_stats.c``) on ``threads``
     threads; None where NumPy's path must answer: the library is not built (or ``flat`` too
     small to build it for), ``flat`` is not contiguous float32, holds NaN or ±inf, or spans
-    one value or a range too narrow for float32's arithmetic.
+    one value or a range :func:`float32_span` refuses.
 
     The counts are :func:`equal_width_counts`'s (the same float32 arithmetic); the sums are
     added in another order than :func:`float64_moments`' and may differ from them in the last
     bits, the same for any ``threads``."""
+    if bins < 1:
+        raise ValueError(f"bins must be at least 1, got {bins}")
     if flat.dtype != np.float32 or flat.ndim != 1 or not flat.flags.c_contiguous or not flat.size:
         return None
     from embedlab.engines.native import library_if, openmp_threads
@@ -85,7 +88,7 @@ def native_statistics(flat: np.ndarray, bins: int, threads: int = 1
     bounds, bad = np.empty(2, dtype=np.float32), np.zeros(1, dtype=np.int64)
     lib.st_min_max(flat.ctypes.data, flat.size, threads, bounds.ctypes.data, bad.ctypes.data)
     lo, hi = float(bounds[0]), float(bounds[1])
-    if bad[0] or not hi > lo or not bins / (hi - lo) < 1e30:
+    if bad[0] or not hi > lo or not float32_span(lo, hi, bins):
         return None
     counts, moments = np.zeros(bins, dtype=np.int64), np.zeros(2, dtype=np.float64)
     if lib.st_counts_moments(flat.ctypes.data, flat.size, float(np.float32(lo)),
@@ -106,8 +109,11 @@ def equal_width_counts(flat: np.ndarray, lo: float, hi: float, bins: int,
     exactly in float64, took three times as long (0.12–0.15 s against 0.045 s for 21M values,
     a 213k × 100 matrix, on the 2-core machine)."""
     wide = bins / (hi - lo)
-    if not wide < 1e30:  # a span too narrow for float32's arithmetic
-        return np.histogram(flat, bins=bins, range=(lo, hi))[0]
+    if not float32_span(lo, hi, bins):
+        if not wide < 1e30:  # too narrow: np.histogram's arithmetic
+            return np.histogram(flat, bins=bins, range=(lo, hi))[0]
+        # too wide for float32 (hi − lo overflows): in float64, a copy (no embedding does this)
+        return np.histogram(flat.astype(np.float64), bins=bins, range=(lo, hi))[0]
     scale, origin = np.float32(wide), np.float32(lo)
     counts = np.zeros(bins, dtype=np.int64)
     f_buf = np.empty(min(block, flat.size), dtype=np.float32)
@@ -121,6 +127,14 @@ def equal_width_counts(flat: np.ndarray, lo: float, hi: float, bins: int,
         np.minimum(i, bins - 1, out=i)  # hi itself, and what rounding put past it
         counts += np.bincount(i, minlength=bins)
     return counts
+
+
+def float32_span(lo: float, hi: float, bins: int) -> bool:
+    """Whether float32 arithmetic can place values in ``bins`` buckets from ``lo`` to ``hi``
+    (hi > lo): the span neither too narrow (bins / (hi − lo) past 1e30) nor too wide (hi − lo
+    past float32's largest value, as with −3e38 and 3e38)."""
+    with np.errstate(over="ignore"):
+        return bool(bins / (hi - lo) < 1e30 and np.isfinite(np.float32(hi) - np.float32(lo)))
 
 
 def float64_moments(values: np.ndarray, chunk: int = 1 << 16) -> tuple[float, float]:
