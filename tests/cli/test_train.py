@@ -1918,7 +1918,7 @@ def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "3")
     assert code == 0, err
     env = json.loads((run / "env.json").read_text())
-    env["kernel"] = {**env["kernel"], "build": "w2v-0000", "compiler": "cc 1.0"}
+    env["kernel"] = {**env["kernel"], "build": "w2v-0000", "step": "0000", "compiler": "cc 1.0"}
     (run / "env.json").write_text(json.dumps(env))
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "5")
     assert code == 0, err
@@ -1928,7 +1928,7 @@ def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(
             "bits from an uninterrupted run's") in err
     # the same compiler and command: what else differs is named
     env = json.loads((run / "env.json").read_text())
-    env["resumes"][-1]["kernel"]["build"] = "w2v-1111"
+    env["resumes"][-1]["kernel"]["step"] = "1111"
     (run / "env.json").write_text(json.dumps(env))
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "6")
     assert code == 0 and "(the same compiler and command: another CPU, or another embedlab's " \
@@ -1938,6 +1938,19 @@ def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(
     assert "command" not in resumed[0]  # how the run started is the first record's
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "7")
     assert code == 0 and "native kernel" not in err  # the last start's kernel is this one
+    # another library (the tokeniser's or the histograms' sources changed), the same step
+    env = json.loads((run / "env.json").read_text())
+    env["resumes"][-1]["kernel"]["build"] = "w2v-2222"
+    (run / "env.json").write_text(json.dumps(env))
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "8")
+    assert code == 0 and "native kernel" not in err
+    # a record from before "step": its "build" is compared
+    env = json.loads((run / "env.json").read_text())
+    env["resumes"][-1]["kernel"] = {k: v for k, v in env["resumes"][-1]["kernel"].items()
+                                    if k != "step"} | {"build": "w2v-3333"}
+    (run / "env.json").write_text(json.dumps(env))
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "9")
+    assert code == 0 and "the native kernel is built otherwise" in err
 
 
 def test_restart_from_another_working_folder_finds_the_runs_corpus(

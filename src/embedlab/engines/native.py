@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # types only: asking whether the kernel builds imports no mor
 
 SOURCES = ("_kernel.c", "_batches.c", "_tokenise.c", "_stats.c")  # steps; batches, step loop;
 # tokeniser; histograms' statistics
+STEP_SOURCES = ("_kernel.c", "_batches.c")  # those of a run's arithmetic: initial draw to step
 CONTENT_HASH = 16  # hex digits of the built file's sha256 in its name (w2v-KEY-HASH.so)
 FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=gnu11")
 
@@ -163,13 +164,17 @@ def _build(sources: dict[str, bytes], command: list[str]) -> tuple[Path, bool, d
     if cc is None:
         raise NativeUnavailable(f"no C compiler ({program!r} not found)")
     version = _run([cc, *args, "--version"], timeout=30).stdout
-    key = hashlib.sha256(b"\0".join([*sources.values(), shlex.join(args).encode(),
-                                     " ".join(FLAGS).encode(), version.encode(),
-                                     _cpu_flags().encode(), platform.machine().encode()]))
+    machine = [shlex.join(args).encode(), " ".join(FLAGS).encode(), version.encode(),
+               _cpu_flags().encode(), platform.machine().encode()]
+    key = hashlib.sha256(b"\0".join([*sources.values(), *machine]))
     stem = f"w2v-{key.hexdigest()[:20]}"
     # the build's name hashes the sources, the compiler and its flags, and the CPU's features:
-    # two runs whose kernels share it compute the same bits
-    identity = {"build": stem, "compiler": version.splitlines()[0] if version else "",
+    # two runs whose kernels share it compute the same bits. "step" hashes only the sources of
+    # training's arithmetic (the tokeniser's and the histograms' sources change no step).
+    step = hashlib.sha256(b"\0".join([*(sources[n] for n in STEP_SOURCES if n in sources),
+                                      *machine]))
+    identity = {"build": stem, "step": step.hexdigest()[:20],
+                "compiler": version.splitlines()[0] if version else "",
                 "command": shlex.join([program, *args, *FLAGS])}
     folder = cache_dir()
     found = _cached(folder, stem)

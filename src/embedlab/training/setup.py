@@ -768,7 +768,12 @@ def _warn_if_other_kernel(run_dir: Path, kernel: dict[str, str] | None) -> None:
     """A resume whose native kernel was built otherwise (another compiler, its flags, another
     CPU) than the one the run last trained with: the same step may round otherwise."""
     before = last_kernel(run_dir)
-    if kernel is None or before is None or before.get("build") == kernel.get("build"):
+    if kernel is None or before is None:
+        return
+    # "step": the hash of the training arithmetic's sources only; runs recorded before it have
+    # "build", the whole library's
+    key = "step" if "step" in before and "step" in kernel else "build"
+    if before.get(key) == kernel.get(key):
         return
     differ = [f"{what} {before.get(key) or '?'} -> {kernel.get(key) or '?'}"
               for key, what in (("compiler", "compiler"), ("command", "build command"))
