@@ -1,9 +1,11 @@
 """The CUDA engine on a real GPU (skipped where there is none: CI has none; the kernels' logic
 is tested on the CPU through Triton's interpreter in test_cuda_engine.py).
 
-On the GPU: the batches it builds are the specification's; its steps agree with the CPU
-engines' to float32 rounding; the same command twice gives the same bits; a run killed with
-SIGKILL at random steps and re-run ends bit-identical to an uninterrupted one."""
+On the GPU: its steps agree with the native engine's to float32 rounding and give the same
+bits in calls of any size; the same command twice gives the same bits; a run killed with
+SIGKILL at random steps and re-run ends bit-identical to an uninterrupted one; micro-batches on
+2 processes sharing the GPU give the bits of 1 process, also for a run cut on one and resumed
+on two."""
 
 from __future__ import annotations
 
