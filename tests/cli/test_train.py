@@ -2531,3 +2531,21 @@ def test_probe_and_projector_flags_without_tensorboard_are_said_to_do_nothing(
     code, err = train(capsys, "--run", tmp_path / "on", "--corpus", corpus, *logged,
                       "--probe", "w0")
     assert code == 0 and "warning" not in err
+
+
+def test_a_resume_that_leaves_out_tensorboard_says_it_stays_off(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    base = ["--run", run, "--corpus", corpus, *[f for f in FAST if f != "--no-tensorboard"]]
+    code, err = train(capsys, *base, "--max-steps", "2")
+    assert code == 0 and "TensorBoard is off" not in err
+    code, err = train(capsys, *base, "--max-steps", "4", "--no-tensorboard")
+    assert code == 0 and "TensorBoard is off" not in err  # asked for in this command
+    code, err = train(capsys, *base, "--max-steps", "6")  # the same command as at first
+    assert code == 0 and ("embedlab: note: TensorBoard is off for this run (--no-tensorboard "
+                          "is stored in its config.json); pass --tensorboard to write its "
+                          "events again") in err
+    code, err = train(capsys, *base, "--max-steps", "8", "--tensorboard")
+    assert code == 0 and "TensorBoard is off" not in err
+    code, err = train(capsys, *base, "--max-steps", "10")
+    assert code == 0 and "TensorBoard is off" not in err

@@ -380,6 +380,12 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
              f"{stored.threads}); results may differ in the last bits from an uninterrupted run")
     if "cuda" in (stored.engine, requested.engine) and run_dir is not None:
         _warn_if_other_device(run_dir, stored.engine, requested.engine)
+    if not requested.track.tensorboard and explicit.get("track", {}).get("tensorboard") is None:
+        # an option left out takes the run's stored value: one resume with --no-tensorboard
+        # (the disk-full hint's) left every later one writing no events, silently
+        off = "tensorboard=False" if python_caller() else "--no-tensorboard"
+        note(f"TensorBoard is off for this run ({off} is stored in its {CONFIG_FILE}); pass "
+             f"{spell('--tensorboard', True)} to write its events again")
     return requested, stored
 
 
