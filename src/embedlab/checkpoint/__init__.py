@@ -43,6 +43,7 @@ from embedlab.checkpoint.format import (
 from embedlab.checkpoint.index import INDEX_FILE, read_index
 from embedlab.checkpoint.load import (
     find_checkpoint,
+    is_checkpoint_folder,
     lists_them,
     load_checkpoint,
     load_latest,
@@ -61,6 +62,7 @@ __all__ = [
     "CheckpointManager",
     "ckpt_name",
     "find_checkpoint",
+    "is_checkpoint_folder",
     "lists_them",
     "load_checkpoint",
     "load_latest",

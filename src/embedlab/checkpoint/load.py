@@ -50,6 +50,12 @@ from embedlab.fsutil import clip
 _T = TypeVar("_T")
 
 
+def is_checkpoint_folder(path: Path) -> bool:
+    """Whether ``path`` is (or is named as) one checkpoint's folder, ``RUN/checkpoints/ckpt-N``,
+    rather than a run folder: it holds a manifest, or its name is a checkpoint's."""
+    return (path / MANIFEST_FILE).exists() or parse_step(path.name) is not None
+
+
 def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = False) -> Path:
     """A verified checkpoint folder from a run folder or a checkpoint folder.
 
@@ -64,7 +70,7 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     if step is not None and best:
         raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "
                          "pass one of them")
-    if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
+    if is_checkpoint_folder(p):
         own = parse_step(p.name)
         run = p.parent.parent if p.parent.name == CKPT_DIR else None
         pick = f"pass its run folder {run}" if run is not None else "pass the run folder"
@@ -300,7 +306,7 @@ def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
     if not p.is_dir():
         what = "is not a folder" if p.exists() else "does not exist"
         raise InputError(f"{p} {what}; pass a run folder")
-    if (p / MANIFEST_FILE).exists() or parse_step(p.name) is not None:
+    if is_checkpoint_folder(p):
         run = f"its run folder {p.parent.parent}" if p.parent.name == CKPT_DIR else \
             "the run folder that holds it"
         raise InputError(f"{p} is a checkpoint folder; pass {run}")

@@ -109,8 +109,10 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
                          "standard output; pass a file name, e.g. --out vectors.txt")
     fmt = _export_format(fmt, out)
     if out is None:
+        from embedlab.checkpoint import is_checkpoint_folder
+
         if not (source / "checkpoints").is_dir() and source.is_dir() and \
-                not _checkpoint_folder(source):
+                not is_checkpoint_folder(source):
             # a run with no checkpoint yet, or a folder that is no run: that, not --out, is
             # what is wrong (loading a checkpoint or a word2vec file to say so would cost its
             # reading)
@@ -331,13 +333,6 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
         _show(_analogy_title(result), _analogy_table(result))
     if sims:
         _show("word-pair similarity", _similarity_table(sims))
-
-
-def _checkpoint_folder(path: Path) -> bool:
-    """Whether ``path`` is one checkpoint's folder (``RUN/checkpoints/ckpt-N``)."""
-    from embedlab.checkpoint import MANIFEST_FILE, parse_step
-
-    return (path / MANIFEST_FILE).exists() or parse_step(path.name) is not None
 
 
 #: how the tables name standard input (``-``)

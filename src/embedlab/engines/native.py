@@ -215,6 +215,7 @@ class _Library:
         self._lock = threading.Lock()
         self._lib: ctypes.CDLL | None = None
         self._identity: dict[str, str] | None = None
+        self._optional_failed = False  # a build for optional work failed: not tried again
 
     def __call__(self) -> ctypes.CDLL:
         """The loaded kernel (built if needed); :class:`NativeUnavailable` if impossible."""
@@ -232,6 +233,20 @@ class _Library:
         with self._lock:
             return None if self._identity is None else dict(self._identity)
 
+    def optional(self) -> ctypes.CDLL | None:
+        """The kernel, built if needed, for work NumPy or Python also does; None where it
+        cannot be built. A failed build is not tried again through this call (each try can
+        cost the seconds of a compiler's run, at every checkpoint's histograms); the native
+        engine, which asks through :meth:`__call__`, still tries."""
+        if self._optional_failed:
+            return self.loaded()
+        try:
+            return self()
+        except NativeUnavailable:
+            with self._lock:
+                self._optional_failed = True
+            return None
+
     def loaded(self) -> ctypes.CDLL | None:
         """The kernel if this process has loaded it already, else None (nothing is built)."""
         with self._lock:
@@ -240,11 +255,10 @@ class _Library:
     def cache_clear(self) -> None:
         """Forget the loaded kernel (and a failed build): the next call builds or finds it
         again."""
-        global _optional_build_failed
         with self._lock:
             self._lib = None
             self._identity = None
-            _optional_build_failed = False
+            self._optional_failed = False
 
 
 library = _Library()
@@ -260,20 +274,9 @@ NATIVE_VOCAB_WORDS = 500_000
 def library_if(build: bool) -> ctypes.CDLL | None:
     """The native library for work that Python or NumPy also does, the same values either way:
     built (compiled first if it must be) when ``build``, else only if this process has loaded it
-    already; None where it cannot be built. A build that failed here is not tried again in this
-    process (each try can cost the seconds of a compiler's run, at every checkpoint's
-    histograms); :func:`library` itself, which the native engine asks, still tries."""
-    global _optional_build_failed
-    if not build or _optional_build_failed:
-        return library.loaded()
-    try:
-        return library()
-    except NativeUnavailable:
-        _optional_build_failed = True
-        return None
-
-
-_optional_build_failed = False
+    already; None where it cannot be built (:meth:`_Library.optional`: a failed build is not
+    tried again in this process)."""
+    return library.optional() if build else library.loaded()
 
 
 def _load(path: Path, temporary: bool) -> ctypes.CDLL:
