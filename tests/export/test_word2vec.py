@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import bz2
+import gzip
+import lzma
 import os
 import re
 import stat
@@ -448,9 +451,60 @@ def test_gensims_gzip_is_read_whatever_its_name(tmp_path: Path) -> None:
     assert words == ["x", "y"] and np.array_equal(m, np.eye(2))
 
 
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_limit_decompresses_only_as_far_as_its_records(
+        tmp_path: Path, suffix: str, binary: bool) -> None:
+    # gensim's habit load_word2vec_format("GoogleNews-vectors-negative300.bin.gz", limit=N):
+    # the first N of 3M records, not the whole 3.6 GB decompressed first. A stream damaged
+    # after the first records shows whether the rest was decompressed.
+    words = [f"w{i}" for i in range(300)]
+    m = np.random.default_rng(5).standard_normal((300, 20)).astype(np.float32)
+    name = "v.bin" if binary else "v.txt"
+    write_word2vec(tmp_path / name, words, m, binary=binary)
+    write_word2vec(tmp_path / "first", words[:100], m[:100], binary=binary)
+    first = (tmp_path / "first").read_bytes().split(b"\n", 1)[1]
+    plain = (tmp_path / name).read_bytes()
+    cut = plain.index(b"\n") + 1 + len(first)  # where record 101 starts
+    module = {".gz": gzip, ".bz2": bz2, ".xz": lzma}[suffix]
+    rest = module.compress(plain[cut:])
+    path = tmp_path / (name + suffix)  # a first stream, then a second that ends early
+    path.write_bytes(module.compress(plain[:cut]) + rest[:len(rest) // 2])
+    got_words, got = read_word2vec(path, limit=10)
+    assert got_words == words[:10] and np.array_equal(got, m[:10])
+    # gensim's own binary reader reads ahead into the damage; on the whole file, its 10 words
+    (tmp_path / ("whole" + suffix)).write_bytes(module.compress(plain))
+    theirs = KeyedVectors.load_word2vec_format(str(tmp_path / ("whole" + suffix)),
+                                               binary=binary, limit=10)
+    assert theirs.index_to_key == got_words and np.array_equal(theirs.vectors, got)
+    with pytest.raises(InputError, match="is a damaged"):  # the whole file: its damage is seen
+        read_word2vec(path)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_limit_reads_compressed_records_across_many_beginnings(
+        tmp_path: Path, binary: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # each beginning ends at a line break (text is never cut inside "König"), and records cut
+    # at its end are read whole from the next, twice as long
+    monkeypatch.setattr(word2vec, "_FIRST_PREFIX", 16)
+    words = [f"König{i}" for i in range(200)]
+    m = np.random.default_rng(6).standard_normal((200, 7)).astype(np.float32)
+    path = tmp_path / ("v.bin.gz" if binary else "v.txt.gz")
+    write_word2vec(path, words, m, binary=binary)
+    for limit in (1, 37, 199, 200, 500):
+        got_words, got = read_word2vec(path, limit=limit)
+        assert got_words == words[:limit] and np.array_equal(got, m[:limit])
+
+
+def test_a_limit_beyond_a_cut_compressed_file_names_the_records_it_has(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt.gz"
+    path.write_bytes(gzip.compress(b"5 1\na 1\nb 2\n"))
+    with pytest.raises(InputError, match="too few for the 4 words .* the file is cut short"):
+        read_word2vec(path, limit=4)
+
+
 @pytest.mark.parametrize("damage", ["cut", "flipped"])
 def test_a_damaged_compressed_file_is_one_line(tmp_path: Path, damage: str) -> None:
-    import gzip
 
     path = tmp_path / "v.txt.gz"
     good = gzip.compress(b"2 1\na 1\nb 2\n" * 50)

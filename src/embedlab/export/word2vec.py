@@ -18,14 +18,14 @@ import bz2
 import codecs
 import contextlib
 import gzip
+import io
 import lzma
 import mmap
 import os
 import re
-import shutil
 import tempfile
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -164,20 +164,32 @@ def read_word2vec(path: Path, limit: int | None = None) -> tuple[list[str], np.n
     in ``\\r\\n``. Words that are not valid UTF-8 (word2vec.c cuts words at 99 bytes, which can
     split a character) get U+FFFD for the bad bytes, with one warning, as gensim's
     ``unicode_errors="replace"`` gives them. ``limit``: read the first ``limit`` records only,
-    as gensim's ``limit=`` (the rest of a plain file is not read at all).
+    as gensim's ``limit=`` (the rest of a plain file is not read at all, and a compressed file
+    is decompressed only as far as those records go).
     """
-    with _contents(path) as data:
-        n, dim, pos = _parse_header(path, data)
-        whole = limit is None or limit >= n
-        n = n if limit is None else min(n, limit)
-        # Before allocating anything of the header's size: a text row takes at least 2*D+1
-        # bytes ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB
-        # allocation.
-        _check_size(path, data, pos, n, dim, 2 * dim + 1)
-        words, mat, replaced = _read_records(path, data, pos, n, dim, whole=whole)
+    with _contents(path, partial=limit is not None) as prefixes:
+        for data, complete in prefixes:
+            try:
+                words, mat, replaced = _read_all(path, data, limit)
+                break
+            except _CutShort:
+                if complete:
+                    raise  # the whole file is too short: a prefix would have been told more
     if replaced:
         warn(f"{path}: {replaced} words are not valid UTF-8; their bad bytes read as U+FFFD")
     return _drop_duplicates(path, words, mat)
+
+
+def _read_all(path: Path, data: bytes | mmap.mmap,
+              limit: int | None) -> tuple[list[str], np.ndarray, int]:
+    n, dim, pos = _parse_header(path, data)
+    whole = limit is None or limit >= n
+    n = n if limit is None else min(n, limit)
+    # Before allocating anything of the header's size: a text row takes at least 2*D+1 bytes
+    # ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB
+    # allocation.
+    _check_size(path, data, pos, n, dim, 2 * dim + 1)
+    return _read_records(path, data, pos, n, dim, whole=whole)
 
 
 def is_word2vec_file(path: Path) -> bool:
@@ -231,19 +243,24 @@ def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
     return n, dim, end + 1
 
 
+class _CutShort(InputError):
+    """The bytes end before the records asked for: of a whole file, its one-line error; of a
+    compressed file's decompressed beginning, a sign to decompress more."""
+
+
 def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
                 min_record: int) -> None:
     """Refuse, before anything of the header's size is allocated, a file too short for it: cut
     short, or a header whose count is wrong (10^11 words)."""
     if n * min_record > len(data) - pos:
-        raise InputError(f"{path} has {len(data):,} bytes, too few for the {n:,} words × {dim} "
+        raise _CutShort(f"{path} has {len(data):,} bytes, too few for the {n:,} words × {dim} "
                          "dims its header promises: the file is cut short, or the header's "
                          "count is wrong; export the vectors again, or make the header's first "
                          "number the count of rows")
 
 
 def _cut_short(path: Path, read: int, n: int) -> InputError:
-    return InputError(f"{path} ends after {read} of the {n} words its header promises: the file "
+    return _CutShort(f"{path} ends after {read} of the {n} words its header promises: the file "
                       f"is cut short, or the header's count is wrong; export the vectors again, "
                       f"or make the header's first number {read}")
 
@@ -263,46 +280,105 @@ _COMPRESSIONS = ((b"\x1f\x8b", "gzip", gzip.open), (b"BZh", "bzip2", bz2.open),
 
 
 @contextlib.contextmanager
-def _contents(path: Path) -> Iterator[bytes | mmap.mmap]:
-    """The file's bytes, mapped: the readers hand back the pages they are done with (see
-    :func:`_done_with`), so memory holds the matrix and a block, not the file. A compressed
-    file is decompressed into a temporary file first (a GoogleNews .bin.gz held in memory
-    would be its 3.6 GB more). A file system that cannot map is read into memory."""
+def _contents(path: Path, *, partial: bool = False
+              ) -> Iterator[Iterator[tuple[bytes | mmap.mmap, bool]]]:
+    """The file's bytes, mapped, as ``(data, complete)``: the readers hand back the pages they
+    are done with (see :func:`_done_with`), so memory holds the matrix and a block, not the
+    file. A compressed file is decompressed into a temporary file (a GoogleNews .bin.gz held
+    in memory would be its 3.6 GB more); with ``partial``, only a beginning of it at first,
+    ending at a line break (so that text is never cut inside a character), then twice as much
+    each time the reader needs more, until ``complete``. A file system that cannot map is
+    read into memory."""
     with path.open("rb") as fh:
         head = fh.read(6)
         fh.seek(0)
         for magic, name, opener in _COMPRESSIONS:
             if head.startswith(magic):
-                with tempfile.TemporaryFile() as plain:
+                with tempfile.TemporaryFile() as plain, opener(fh, "rb") as stream:
+                    prefixes = _prefixes(path, name, stream, plain, partial)
                     try:
-                        with opener(fh, "rb") as stream:
-                            shutil.copyfileobj(stream, plain, 1 << 20)
-                    except (EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
-                        raise InputError(f"{path} is a damaged {name} file ({exc}); download "
-                                         "or export it again") from None
-                    except OSError as exc:  # gzip's "Not a gzipped file", bz2's "Invalid data"
-                        if exc.errno is not None:
-                            raise  # a full temporary folder: the command's own line names it
-                        raise InputError(f"{path} is a damaged {name} file ({exc}); download "
-                                         "or export it again") from None
-                    plain.flush()
-                    with _mapped(plain) as data:
-                        yield data
+                        yield prefixes
+                    finally:
+                        prefixes.close()  # its mapping goes before the temporary file does
                 return
         with _mapped(fh) as data:
-            yield data
+            yield iter([(data, True)])
+
+
+_FIRST_PREFIX = 4 << 20  # decompressed bytes a limit= read starts from
+
+
+def _prefixes(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes],
+              partial: bool) -> Generator[tuple[bytes | mmap.mmap, bool], None, None]:
+    """``stream`` decompressed into ``plain``, all at once, or (``partial``) a growing
+    beginning at a time. A stream damaged after the beginning a reader needs is no error
+    (gensim's ``limit=`` reads such a file too); the damage is raised when more is asked."""
+    size = _FIRST_PREFIX if partial else -1
+    while True:
+        ended, damage = _fill(path, name, stream, plain, size)
+        if damage is not None and not partial:
+            raise damage
+        length = plain.tell() if ended else _last_line_end(plain)
+        with _mapped(plain, length) as data:
+            yield data, ended
+        if damage is not None:
+            raise damage
+        size *= 2
+
+
+def _fill(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes],
+          size: int) -> tuple[bool, InputError | None]:
+    """Decompress until ``plain`` holds ``size`` bytes (all, for -1): whether the stream ended,
+    and the error that describes its damage, if it is damaged."""
+    damage: Exception | None = None
+    try:
+        while size < 0 or plain.tell() < size:
+            block = stream.read1(1 << 20)  # read() drops what it had when damage follows
+            if not block:
+                plain.flush()
+                return True, None
+            plain.write(block)
+    except (EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
+        damage = exc
+    except OSError as exc:  # gzip's "Not a gzipped file", bz2's "Invalid data"
+        if exc.errno is not None:
+            raise  # a full temporary folder: the command's own line names it
+        damage = exc
+    plain.flush()
+    if damage is None:
+        return False, None
+    return False, InputError(f"{path} is a damaged {name} file ({damage}); download or "
+                             "export it again")
+
+
+def _last_line_end(plain: IO[bytes]) -> int:
+    """The length of ``plain`` up to its last line break: text is never cut inside a character,
+    and the records after it wait for a longer beginning."""
+    length = end = plain.tell()
+    while length > 0:
+        start = max(0, length - (1 << 20))
+        plain.seek(start)
+        cut = plain.read(length - start).rfind(b"\n")
+        if cut >= 0:
+            length = start + cut + 1
+            break
+        length = start
+    plain.seek(end)
+    return length
 
 
 @contextlib.contextmanager
-def _mapped(fh: IO[bytes]) -> Iterator[bytes | mmap.mmap]:
-    if os.fstat(fh.fileno()).st_size == 0:
+def _mapped(fh: IO[bytes], length: int | None = None) -> Iterator[bytes | mmap.mmap]:
+    """The first ``length`` bytes of ``fh`` (all of it for None), mapped."""
+    if (os.fstat(fh.fileno()).st_size if length is None else length) == 0:
         yield b""
         return
     try:
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(fh.fileno(), length or 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # a file system that cannot map (FUSE direct_io): read it
         fh.seek(0)
-        yield fh.read()
+        yield fh.read(-1 if length is None else length)
+        fh.seek(0, os.SEEK_END)
         return
     with mapped as data:
         yield data
