@@ -27,6 +27,9 @@ from embedlab.errors import InputError
 
 from .sample import sample_tensors, save_sample
 
+# these library functions are the commands' own: their messages as the commands give them
+pytestmark = pytest.mark.usefixtures("cli_messages")
+
 
 class Trainer:
     """The other process: saves step after step with ``keep=1``, as a run in training does."""

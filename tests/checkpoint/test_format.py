@@ -28,6 +28,9 @@ from embedlab.errors import InputError
 
 from .sample import FIXTURE_OK, resign, sample_tensors, save_sample
 
+# these library functions are the commands' own: their messages as the commands give them
+pytestmark = pytest.mark.usefixtures("cli_messages")
+
 _SHAPES = st.dictionaries(st.text("abcxyz_", min_size=1, max_size=8),
                           st.lists(st.integers(0, 4), max_size=3), min_size=1, max_size=4)
 _STATES = st.dictionaries(st.text(max_size=5).filter(lambda k: k not in ("step", "metrics")),

@@ -14,6 +14,9 @@ from embedlab.errors import InputError
 
 from .sample import resign, sample_tensors, save_sample
 
+# these library functions are the commands' own: their messages as the commands give them
+pytestmark = pytest.mark.usefixtures("cli_messages")
+
 
 def test_tmp_dirs_are_ignored_and_none_verified_is_clear_error(tmp_path: Path) -> None:
     root = tmp_path / "checkpoints"

@@ -49,6 +49,7 @@ def test_round_trip_layout_and_index(tmp_path: Path) -> None:
     assert not list((tmp_path / "checkpoints").glob("*.tmp-*"))
 
 
+@pytest.mark.usefixtures("cli_messages")  # the messages a run's saves give
 def test_failed_save_enospc_leaves_earlier_checkpoints_and_index(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     m = CheckpointManager(tmp_path, keep=2)
@@ -338,6 +339,7 @@ def test_a_failure_alongside_a_save_commits_nothing(tmp_path: Path,
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000001"]
 
 
+@pytest.mark.usefixtures("cli_messages")  # the messages a run's saves give
 def test_a_changed_best_metric_ranks_the_kept_checkpoints_by_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A resume with another --best-metric: the best is the kept checkpoint best by the new
@@ -359,6 +361,7 @@ def test_a_changed_best_metric_ranks_the_kept_checkpoints_by_it(
     assert read_index(tmp_path).best == 1 and capsys.readouterr().err == ""  # said once
 
 
+@pytest.mark.usefixtures("cli_messages")  # the messages a run's saves give
 def test_a_changed_best_metric_says_which_old_best_may_go(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     first = CheckpointManager(tmp_path, keep=1, best_metric="analogy", best_mode="max")
@@ -387,6 +390,7 @@ def test_a_warning_made_an_error_stops_a_whole_save(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["ckpt-00000003"]
 
 
+@pytest.mark.usefixtures("cli_messages")  # the messages a run's saves give
 def test_a_checkpoint_retention_cannot_delete_is_said(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -513,6 +517,7 @@ def test_forget_after_leaves_a_missing_index_to_the_next_save(tmp_path: Path) ->
     assert index.best == 20 and {10, 20, 30, 31} <= index.ours()
 
 
+@pytest.mark.usefixtures("cli_messages")  # the messages a run's saves give
 def test_a_first_save_that_fails_promises_no_checkpoint_to_resume_from(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It said "resume from the last saved checkpoint (earlier checkpoints are intact)" with

@@ -19,7 +19,8 @@ from embedlab.data import corpus, native_tokenise
 from embedlab.data.preparing import prepare
 from embedlab.errors import InputError
 
-pytestmark = pytest.mark.skipif(native_tokenise.library() is None, reason="no C compiler")
+pytestmark = [pytest.mark.skipif(native_tokenise.library() is None, reason="no C compiler"),
+              pytest.mark.usefixtures("cli_messages")]  # messages as the commands give them
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,9 @@ from embedlab.errors import InputError
 
 from .conftest import TEXT
 
+# these library functions are the commands' own: their messages as the commands give them
+pytestmark = pytest.mark.usefixtures("cli_messages")
+
 #: TEXT (conftest) as a Python user holds it: one list of words per line, the blank one empty
 SENTENCES = [line.split() for line in TEXT.splitlines()]
 

@@ -18,6 +18,9 @@ from embedlab.data.prepared import PreparedCorpus
 from embedlab.data.preparing import prepare
 from embedlab.errors import InputError
 
+# these library functions are the commands' own: their messages as the commands give them
+pytestmark = pytest.mark.usefixtures("cli_messages")
+
 
 def decode(pc: PreparedCorpus) -> list[list[str]]:
     return [[pc.vocab.words[i] for i in s] for s in pc.sentences()]

@@ -499,7 +499,7 @@ def test_a_limit_reads_compressed_records_across_many_beginnings(
 def test_a_limit_beyond_a_cut_compressed_file_names_the_records_it_has(tmp_path: Path) -> None:
     path = tmp_path / "v.txt.gz"
     path.write_bytes(gzip.compress(b"5 1\na 1\nb 2\n"))
-    with pytest.raises(InputError, match="too few for the 4 words .* the file is cut short"):
+    with pytest.raises(InputError, match=r"too few for the 4 words .* the file is cut short"):
         read_word2vec(path, limit=4)
 
 

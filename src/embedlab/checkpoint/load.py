@@ -56,6 +56,7 @@ def is_checkpoint_folder(path: Path) -> bool:
     return (path / MANIFEST_FILE).exists() or parse_step(path.name) is not None
 
 
+@python_entry
 def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = False) -> Path:
     """A verified checkpoint folder from a run folder or a checkpoint folder.
 
@@ -162,6 +163,7 @@ def _newest_of(run: Path) -> Path:
     raise AssertionError("unreachable")  # the last listing returns or raises
 
 
+@python_entry
 def load_latest(run: Path | str, *, names: Iterable[str] | str | None = None,
                 rename: Mapping[str, str] | None = None,
                 state_spec: Mapping[str, Any] | None = None,
@@ -455,6 +457,7 @@ def _checked_names(names: Any) -> list[str] | None:
     return listed
 
 
+@python_entry
 def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
                     names: Iterable[str] | str | None = None,
                     rename: Mapping[str, str] | None = None,
@@ -550,20 +553,24 @@ def _read_tensors(path: Path, names: list[str], framework: Framework, *,
         return {n: f.get_tensor(n) for n in names}
 
 
+def _map_name() -> str:
+    return spell_name("--map", python="rename")
+
+
 def _output_names(wanted: list[str], rename: Mapping[str, str]) -> dict[str, str]:
     """stored name -> output name; refuses two tensors ending up under one name."""
     reverse: dict[str, str] = {}
     for new, old in rename.items():
         if old in reverse:
-            raise InputError(f"--map names {old!r} twice ({reverse[old]!r} and {new!r}); "
-                             "map each stored tensor once")
+            raise InputError(f"{_map_name()} names {old!r} twice ({reverse[old]!r} and "
+                             f"{new!r}); map each stored tensor once")
         reverse[old] = new
     out = {n: reverse.get(n, n) for n in wanted}
     seen: dict[str, str] = {}
     for old, new in out.items():
         if new in seen:
-            raise InputError(f"--map would give two tensors the name {new!r} ({seen[new]!r} and "
-                             f"{old!r}); pick another new name")
+            raise InputError(f"{_map_name()} would give two tensors the name {new!r} "
+                             f"({seen[new]!r} and {old!r}); pick another new name")
         seen[new] = old
     return out
 

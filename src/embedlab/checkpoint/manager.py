@@ -43,6 +43,7 @@ from embedlab.errors import (
     InputError,
     collecting_warnings,
     numpy_bool,
+    python_entry,
     rerun,
     resume_how,
     spell,
@@ -177,12 +178,15 @@ class CheckpointManager:
     is kept while it is the best; ties keep the earlier one.
     """
 
+    @python_entry
     def __init__(self, run_dir: Path | str, *, keep: int = 5, keep_every: int | None = None,
                  best_metric: str = "loss", best_mode: Literal["min", "max"] = "min") -> None:
         if keep < 1:
-            raise InputError(f"--keep must be >= 1, got {keep}; e.g. --keep 5")
+            raise InputError(f"{spell_name('--keep')} must be >= 1, got {keep}; e.g. "
+                             f"{spell('--keep', 5)}")
         if keep_every is not None and keep_every < 1:
-            raise InputError(f"--keep-every must be >= 1, got {keep_every}; e.g. 10000")
+            raise InputError(f"{spell_name('--keep-every')} must be >= 1, got {keep_every}; "
+                             f"e.g. {spell('--keep-every', 10000)}")
         if best_mode not in ("min", "max"):
             raise InputError(f"best mode must be min or max, got {best_mode!r}")
         self.run_dir = Path(run_dir)
@@ -271,6 +275,7 @@ class CheckpointManager:
                                       check and problem is None, problem))
         return out
 
+    @python_entry
     def check_writable(self) -> None:
         """Refuse, before training, a checkpoints folder that a save could not write into (read
         only, on a read-only file system): found only at the first save, it cost the steps
@@ -310,6 +315,7 @@ class CheckpointManager:
         self._protected = step
 
     # -- save --
+    @python_entry
     def save(self, step: int, tensors: Mapping[str, Any], state: Mapping[str, Any],
              metrics: Mapping[str, float] | None = None, *,
              alongside: Callable[[], None] | None = None) -> Path:

@@ -44,7 +44,7 @@ from embedlab.data.prepared import (
     write_meta,
 )
 from embedlab.data.vocab import PruneInfo
-from embedlab.errors import InputError, note, rerun, spell, spell_name, warn
+from embedlab.errors import InputError, note, python_entry, rerun, spell, spell_name, warn
 from embedlab.fsutil import (
     commit_folder,
     hidden_prefix,
@@ -55,6 +55,7 @@ from embedlab.fsutil import (
 from embedlab.training.memory import release_free_memory
 
 
+@python_entry
 def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
             lowercase: bool = False, min_count: int = 5, max_vocab: int | None = None,
             unk: str | None = None, max_distinct: int = 10_000_000, progress: bool = True,
@@ -66,7 +67,7 @@ def prepare(corpus: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
     Out-of-vocabulary tokens are dropped (word2vec) unless ``unk`` is set, then they map to id 0.
     ``out_dir`` must be absent, an empty folder, or (with ``force``) an existing prepared corpus.
     Warnings (invalid UTF-8, pruning) go to stderr, one line each. ``run_dir``: the run folder
-    'train' prepares for (its errors then name the run folder, not --out). ``workers``:
+    'train' prepares for (its errors then name the run folder, not ``out_dir``). ``workers``:
     threads that tokenise (default ``$EMBEDLAB_PREPARE_WORKERS``, else every core); the folder
     is the same for any number. See :func:`prepare_into`.
     """
@@ -138,10 +139,10 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
         remove_empty_folders(made)
         above = next((p for p in out.parents if p.is_file()), None)
         if above is not None:  # --out corpus.txt/x
-            raise InputError(f"cannot create --out {out}: {above} is a file, not a folder; pass "
-                             "a folder path") from None
-        raise InputError(f"cannot create --out {out} ({exc.strerror or exc}); pass a folder "
-                         "in a writable location") from None
+            raise InputError(f"cannot create {_out_name()} {out}: {above} is a file, not a "
+                             "folder; pass a folder path") from None
+        raise InputError(f"cannot create {_out_name()} {out} ({exc.strerror or exc}); pass a "
+                         "folder in a writable location") from None
     try:
         source = _resolve_source(label, tmp / ".source", progress)
         check_not_inside(out, source, run_dir)
@@ -187,7 +188,7 @@ def _write_failed(out: Path, exc: OSError, run_dir: Path | None = None) -> Input
     # numpy and some libraries report a short write with no errno: nearly always a full disk
     why = exc.strerror or f"{exc}: the disk is probably full"
     # train prepares into RUN/prepared: where it goes is --run's (or --runs-dir's) choice
-    where = spell_name("--run") if run_dir is not None else "--out"
+    where = spell_name("--run") if run_dir is not None else _out_name()
     if exc.errno is None or exc.errno in _DISK_FULL:
         fix = f"free disk space or pass {where} on another disk"
     else:
@@ -241,6 +242,11 @@ def _pruned_away(p: PruneInfo, limit: int, total: int, min_count: int) -> str:
             f"raise {spell_name('--max-distinct')}, e.g. {spell('--max-distinct', bigger)}")
 
 
+def _out_name() -> str:
+    """``prepare``'s destination as the caller names it: ``--out`` or ``out_dir``."""
+    return spell_name("--out", python="out_dir")
+
+
 def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
     if run_dir is not None and out.is_dir() and any(out.iterdir()) and not is_prepared(out):
         # train's own RUN/prepared, damaged (its meta.json lost, say): train has no --out
@@ -248,27 +254,27 @@ def _check_out(out: Path, force: bool, run_dir: Path | None = None) -> None:
                          f"remove {out} to prepare the corpus again, or restore it from a "
                          "backup")
     if out.is_file() or (out.exists() and not out.is_dir()):
-        raise InputError(f"--out {out} is a file; pass a new folder name")
+        raise InputError(f"{_out_name()} {out} is a file; pass a new folder name")
     if not out.is_dir() or not any(out.iterdir()):
         return
     if not is_prepared(out) and holds_prepared_files_only(out):
         if force:
             return
-        raise InputError(f"--out {out} holds a damaged prepared corpus; pass --force to "
-                         "replace it, or choose another folder")
+        raise InputError(f"{_out_name()} {out} holds a damaged prepared corpus; pass "
+                         f"{spell('--force', True)} to replace it, or choose another folder")
     if not is_prepared(out):
-        raise InputError(f"--out {out} is a folder that is not empty and holds no prepared "
-                         "corpus; pass a new or empty folder")
+        raise InputError(f"{_out_name()} {out} is a folder that is not empty and holds no "
+                         "prepared corpus; pass a new or empty folder")
     if not force:
-        raise InputError(f"--out {out} already holds a prepared corpus; pass --force to "
-                         "replace it, or choose another folder")
+        raise InputError(f"{_out_name()} {out} already holds a prepared corpus; pass "
+                         f"{spell('--force', True)} to replace it, or choose another folder")
     others = other_entries(out)
     if others:  # --force replaces the whole folder: never files the user put beside it
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3
                                          else "")
-        raise InputError(f"--out {out} holds a prepared corpus and other files ({shown}), which "
-                         "--force would delete with it; move them out of the folder, or choose "
-                         "another folder")
+        raise InputError(f"{_out_name()} {out} holds a prepared corpus and other files "
+                         f"({shown}), which {spell('--force', True)} would delete with it; move "
+                         "them out of the folder, or choose another folder")
 
 
 
