@@ -306,8 +306,7 @@ def test_load_says_what_to_do_with_gensims_options(vec: Vectors, tmp_path: Path)
                                "bytes); drop binary="),
             ({"binary": False, "encoding": "utf8"},
              "binary= is not needed: load tells a binary word2vec file from a text one by its "
-             "content (and gzip, bzip2 or xz by their first bytes); drop binary=; encoding=: "
-             "word2vec files are read as UTF-8; drop encoding="),
+             "content (and gzip, bzip2 or xz by their first bytes); drop binary="),
             ({"fvocab": "vocab.txt"}, "fvocab=: load reads no separate vocabulary file; drop "
                                       "fvocab= (a run folder, or an .npy export with its "
                                       ".vocab.tsv, carries the words' counts)"),
@@ -319,8 +318,8 @@ def test_load_says_what_to_do_with_gensims_options(vec: Vectors, tmp_path: Path)
             ({"unicode_errors": "ignore"}, "unicode_errors=: bytes that are not UTF-8 in a word "
                                            "read as U+FFFD, with a warning (gensim's "
                                            "unicode_errors='replace'); drop unicode_errors="),
-            ({"stpe": 3}, "load() takes no stpe=; its arguments are path, step=, best= and "
-                          "limit="),
+            ({"stpe": 3}, "load() takes no stpe=; its arguments are path, step=, best=, "
+                          "limit= and encoding="),
             ({"limit": 0}, "limit must be None (every word) or an integer >= 1 (the first N "
                            "words), got 0; e.g. limit=100000"),
             ({"limit": True}, "limit must be None (every word) or an integer >= 1 (the first N "
@@ -781,3 +780,23 @@ def test_evaluation_files_with_lone_carriage_returns_are_read(tmp_path: Path) ->
         results.append((v.evaluate_similarity(pairs).spearman,
                         v.evaluate_analogies(questions).total))
     assert results[0] == results[1]
+
+
+def test_load_reads_a_word2vec_file_in_another_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "cp.txt"
+    path.write_bytes("3 2\nкот 1 2\nдом 3 4\nthe 1 1\n".encode("cp1251"))
+    assert load(path, encoding="cp1251").words == ("кот", "дом", "the")
+    with pytest.raises(InputError, match=r"different words became one .* pass its "
+                                         r"encoding= \(e\.g\. 'cp1251'"):
+        load(path)
+    with pytest.raises(InputError, match=r"^encoding='nope' is not an encoding Python knows"):
+        load(path, encoding="nope")
+
+
+def test_vectors_too_long_for_float32_are_refused_at_their_first_query(tmp_path: Path) -> None:
+    # their squares overflow: every cosine with them read 0, with a dozen NumPy warnings
+    vec = Vectors(["x", "y", "z"], np.array([[3e19, 1], [1, 2], [2, 1]], np.float32))
+    assert vec.similarity("y", "z") == pytest.approx(0.8)
+    with pytest.raises(InputError, match=r"^the vector of 'x' is too long for float32 "
+                                         r"arithmetic \(it holds 3e\+19"):
+        vec.most_similar("y")

@@ -279,8 +279,18 @@ class Vectors(KeyedVectorsDialect):
 
     @cached_property
     def norms(self) -> np.ndarray:
-        """Row norms (float32, V, read-only: the queries use them), computed once."""
-        norms = row_norms(self.matrix)
+        """Row norms (float32, V, read-only: the queries use them), computed once. A row too
+        long for float32 (values near 1e19 and up, whose squares overflow) is refused: every
+        cosine with it would read 0."""
+        with np.errstate(over="ignore"):
+            norms = row_norms(self.matrix)
+        if not np.isfinite(norms).all():
+            row = int(np.argmin(np.isfinite(norms)))
+            biggest = float(np.abs(self.matrix[row]).max())
+            raise InputError(f"the vector of {self.words[row]!r} is too long for float32 "
+                             f"arithmetic (it holds {biggest:.3g}; its squared length overflows "
+                             "3.4e38), so its cosines would be wrong; scale the vectors down "
+                             "(divide the matrix by its largest value) and load them again")
         norms.flags.writeable = False
         return norms
 
@@ -550,15 +560,17 @@ def _check_method(method: str) -> None:
 
 @python_entry
 def load(path: PathLike, *, step: int | None = None, best: bool = False,
-         limit: int | None = None, **gensim_options: Any) -> Vectors:
+         limit: int | None = None, encoding: str = "utf-8", **gensim_options: Any) -> Vectors:
     """Load vectors from a run folder, a checkpoint folder, a word2vec text/binary file or a
     ``.npy`` export (with its ``.vocab.tsv``).
 
     For a run folder, ``step`` picks a checkpoint and ``best`` the best one (default: the newest
     verified checkpoint). The input embeddings are used. ``limit``: the first N words only
-    (gensim's ``load_word2vec_format(limit=N)``; a run's N most frequent). Never unpickles.
-    gensim's other ``load_word2vec_format`` options (``binary=``...) are refused in one line
-    that says what to do instead.
+    (gensim's ``load_word2vec_format(limit=N)``; a run's N most frequent). ``encoding``: the
+    words' encoding in a word2vec file (gensim's ``encoding=``: 'cp1251', 'latin-1'...); runs
+    and ``.npy`` exports are UTF-8. Never unpickles. gensim's other
+    ``load_word2vec_format`` options (``binary=``...) are refused in one line that says what to
+    do instead.
     """
     if gensim_options:
         _refuse_gensim_options(gensim_options)
@@ -571,10 +583,15 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False,
                               or limit < 1):
         raise InputError(f"limit must be None (every word) or an integer >= 1 (the first N "
                          f"words), got {clip(repr(limit))}; e.g. limit=100000")
+    utf8 = _checked_encoding(encoding)
     p = Path(path)
     if not p.exists():
         raise MissingFileError(f"{p} does not exist; pass a run folder, a checkpoint folder or "
                                "a word2vec/.npy vectors file", p)
+    if not utf8 and (p.is_dir() or p.suffix.lower() == ".npy"):
+        raise InputError(f"encoding={encoding!r} is for word2vec files, but {p} is a "
+                         f"{'folder' if p.is_dir() else '.npy export'}, whose words are UTF-8; "
+                         "drop encoding=")
     if p.is_dir():
         if step is not None and best:  # said here, not by find_checkpoint, to name arguments
             raise InputError(f"{spell('--step')} and {spell('--best')} are mutually exclusive; "
@@ -597,8 +614,21 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False,
     from embedlab.export.word2vec import read_word2vec
 
     # the first limit records only are read: GoogleNews's 3M words are 3.6 GB
-    words, matrix = read_word2vec(p, limit)
+    words, matrix = read_word2vec(p, limit, encoding)
     return _first(words, matrix, None, str(p), limit)
+
+
+def _checked_encoding(encoding: Any) -> bool:
+    """Refuse an encoding Python does not know; whether it is UTF-8."""
+    import codecs
+
+    try:
+        if not isinstance(encoding, str):
+            raise LookupError
+        return codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        raise InputError(f"encoding={clip(repr(encoding))} is not an encoding Python knows; "
+                         "pass a codec name such as 'utf-8', 'cp1251' or 'latin-1'") from None
 
 
 #: gensim's ``KeyedVectors.load_word2vec_format`` options that ``load`` does without: what to do
@@ -607,7 +637,6 @@ _GENSIM_LOAD_OPTIONS = {
               "content (and gzip, bzip2 or xz by their first bytes); drop binary=",
     "fvocab": "fvocab=: load reads no separate vocabulary file; drop fvocab= (a run folder, or "
               "an .npy export with its .vocab.tsv, carries the words' counts)",
-    "encoding": "encoding=: word2vec files are read as UTF-8; drop encoding=",
     "unicode_errors": "unicode_errors=: bytes that are not UTF-8 in a word read as U+FFFD, with "
                       "a warning (gensim's unicode_errors='replace'); drop unicode_errors=",
     "datatype": "datatype=: vectors load as float32; drop datatype= (vec.matrix.astype(...) is "
@@ -624,7 +653,7 @@ def _refuse_gensim_options(options: dict[str, Any]) -> None:
     if hints:
         raise InputError("; ".join(hints))
     raise InputError(f"load() takes no {', '.join(f'{n}=' for n in options)}; its arguments "
-                     "are path, step=, best= and limit=")
+                     "are path, step=, best=, limit= and encoding=")
 
 
 def _refuse_pickle(path: Path) -> None:

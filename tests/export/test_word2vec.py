@@ -238,8 +238,7 @@ def _read_error(path: Path, content: bytes) -> str:
     return str(e.value)
 
 @pytest.mark.parametrize("content", [b"100000000000 3\na 1 2 3\n",
-                                     b"100000000 300\na \x00\x00\x80?\n",
-                                     b"3 100000000000\na 1 2 3\n"])
+                                     b"100000000 300\na \x00\x00\x80?\n"])
 def test_a_huge_header_is_refused_before_allocating(tmp_path: Path, content: bytes) -> None:
     # the header's word count was trusted: np.empty(10^11 ...) -> "Unable to allocate 745. GiB"
     path = tmp_path / "huge.bin"
@@ -499,7 +498,8 @@ def test_a_limit_reads_compressed_records_across_many_beginnings(
 def test_a_limit_beyond_a_cut_compressed_file_names_the_records_it_has(tmp_path: Path) -> None:
     path = tmp_path / "v.txt.gz"
     path.write_bytes(gzip.compress(b"5 1\na 1\nb 2\n"))
-    with pytest.raises(InputError, match=r"too few for the 4 words .* the file is cut short"):
+    with pytest.raises(InputError, match=r"too few for the first 4 words × 1 dims asked for: "
+                                         "the file is cut short"):
         read_word2vec(path, limit=4)
 
 
@@ -573,3 +573,74 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path: Path,
         write_word2vec(path, words, m, binary=binary)
         got_words, got = read_word2vec(path)
         assert got_words == words and np.array_equal(got, m)
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("g.txt", b"the 1 2 3\nof 4 5 6\n",
+     "{path} has no 'VOCAB_SIZE DIM' first line: its first line is a word and 3 values, as in "
+     "GloVe's files; add that line, e.g. (echo \"$(wc -l < {path}) 3\"; cat {path}) > "
+     "vectors.txt, and pass that"),
+    ("wd.txt", b"2 300\nthe 1 2 3\nof 4 5 6\n",
+     "{path} line 2: word 'the' has 3 values, but the header says 300 per word; make the "
+     "header's second number 3"),
+    ("sp.txt", b"3 2\nb 3 4\nnew york 1 2\nc 5 6\n",
+     "{path} line 3: the word 'new york' holds a space, which word2vec text files cannot store "
+     "(the values are the line's last 2); join its parts, e.g. 'new_york'"),
+    ("cr.txt", b"3 2\rx 1 2\ry 2 3\rz 3 3\r",
+     "{path}'s lines end in a carriage return alone (old Mac line ends); convert them with "
+     "tr '\\r' '\\n' < {path} > vectors.txt, and pass that"),
+    ("v.zip", b"PK\x03\x04" + bytes(40),
+     "{path} is a zip archive, not a word2vec file; unzip it and pass the file inside "
+     "(unzip -l {path} lists it)"),
+    ("u16.txt", "2 2\na 1 2\nb 2 3\n".encode("utf-16"),
+     "{path} is UTF-16 text; word2vec files are UTF-8: convert it with iconv -f UTF-16 -t UTF-8 "
+     "{path} > vectors.txt, and pass that"),
+])
+def test_a_file_of_another_shape_is_named_with_its_fix(tmp_path: Path, name: str,
+                                                       content: bytes, message: str) -> None:
+    # GloVe's header-less files, a header of the wrong dimension (it was "cut short"), a word
+    # with a space (it was "has 3 values"), zip archives and UTF-16 (they were "the first line
+    # must be 'VOCAB_SIZE DIM'")
+    path = tmp_path / name
+    assert _read_error(path, content) == message.format(path=path)
+
+
+def test_binary_records_whose_words_hold_a_nul_name_the_header_dimension(tmp_path: Path) -> None:
+    # gensim 4's layout (no newline after a record) with 3 values a record under a header of
+    # 2: the records' float bytes were read as words, exit 0
+    records = b"".join(w + b" " + np.array(v, "<f4").tobytes()
+                       for w, v in [(b"a", [1, 2, 3]), (b"b", [3, 4, 5]), (b"c", [5, 6, 7])])
+    assert _read_error(tmp_path / "d.bin", b"3 2\n" + records).startswith(
+        f"{tmp_path / 'd.bin'} is not a word2vec file (binary record 2 of 3 has a NUL byte in "
+        "its word: is 2, the header's second number, the count of values per word?)")
+
+
+def test_a_word_with_a_nul_is_not_written(tmp_path: Path) -> None:
+    # a NUL sent the written text file down the binary reader: it could not be read back
+    with pytest.raises(InputError, match="holds a NUL character, which the word2vec formats "
+                                         "cannot store"):
+        write_word2vec(tmp_path / "v.txt", ["s\x00t", "b"], np.ones((2, 2), np.float32))
+    assert not (tmp_path / "v.txt").exists()
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_words_in_another_encoding_are_read_with_it(tmp_path: Path, binary: bool) -> None:
+    words = ["кот", "пёс", "дом", "the"]
+    m = np.arange(8, dtype=np.float32).reshape(4, 2)
+    header = b"4 2\n"
+    rows = [w.encode("cp1251") + (b" " + r.astype("<f4").tobytes() if binary else
+                                   b" %g %g" % tuple(r)) + b"\n"
+            for w, r in zip(words, m, strict=True)]
+    path = tmp_path / ("v.bin" if binary else "v.txt")
+    path.write_bytes(header + b"".join(rows))
+    got, matrix = read_word2vec(path, encoding="cp1251")
+    assert got == words and np.array_equal(matrix, m)
+    theirs = KeyedVectors.load_word2vec_format(str(path), binary=binary, encoding="cp1251")
+    assert theirs.index_to_key == got
+    # read as UTF-8, the three Cyrillic words' bytes all become U+FFFD: refused, not merged
+    with pytest.raises(InputError) as e:
+        read_word2vec(path)
+    assert str(e.value).endswith(
+        "different words became one when their bytes that are not valid UTF-8 read as U+FFFD: "
+        f"the file is in another encoding; convert the file with iconv -f ENCODING -t UTF-8 "
+        f"{path} > vectors.txt")

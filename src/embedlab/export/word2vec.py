@@ -23,6 +23,7 @@ import lzma
 import mmap
 import os
 import re
+import shlex
 import tempfile
 import zlib
 from collections.abc import Generator, Iterator, Sequence
@@ -59,6 +60,10 @@ def validate_words(words: Sequence[str], *, vocab_tsv: bool = False) -> None:
             raise InputError(f"word #{i} {word!r} is empty or contains a space, tab or line "
                              "end, which the word2vec formats cannot store; rename it in the "
                              "vocabulary")
+        if "\x00" in word and not vocab_tsv:  # word2vec.c's C strings end there
+            raise InputError(f"word #{i} {word!r} holds a NUL character, which the word2vec "
+                             "formats cannot store (readers take it for binary data); rename "
+                             "it in the vocabulary")
         try:
             word.encode("utf-8")
         except UnicodeEncodeError:
@@ -153,7 +158,8 @@ def _compressing(raw: IO[bytes], path: Path) -> Iterator[IO[bytes]]:
             yield fh
 
 
-def read_word2vec(path: Path, limit: int | None = None) -> tuple[list[str], np.ndarray]:
+def read_word2vec(path: Path, limit: int | None = None,
+                  encoding: str = "utf-8") -> tuple[list[str], np.ndarray]:
     """Read a word2vec text or binary file (detected from its content), plain or compressed
     with gzip, bzip2 or xz (detected from its first bytes, as GoogleNews' ``.bin.gz`` ships).
 
@@ -163,33 +169,42 @@ def read_word2vec(path: Path, limit: int | None = None) -> tuple[list[str], np.n
     Text rows may separate their fields by runs of spaces or tabs (``%10.6f`` columns), and end
     in ``\\r\\n``. Words that are not valid UTF-8 (word2vec.c cuts words at 99 bytes, which can
     split a character) get U+FFFD for the bad bytes, with one warning, as gensim's
-    ``unicode_errors="replace"`` gives them. ``limit``: read the first ``limit`` records only,
-    as gensim's ``limit=`` (the rest of a plain file is not read at all, and a compressed file
-    is decompressed only as far as those records go).
+    ``unicode_errors="replace"`` gives them. ``encoding``: the words' encoding, as gensim's
+    ``encoding=`` (a file saved in cp1251 or latin-1). ``limit``: read the first ``limit``
+    records only, as gensim's ``limit=`` (the rest of a plain file is not read at all, and a
+    compressed file is decompressed only as far as those records go).
     """
     with _contents(path, partial=limit is not None) as prefixes:
         for data, complete in prefixes:
             try:
-                words, mat, replaced = _read_all(path, data, limit)
+                words, mat, replaced = _read_all(path, data, limit, encoding)
                 break
             except _CutShort:
                 if complete:
                     raise  # the whole file is too short: a prefix would have been told more
-    if replaced:
-        warn(f"{path}: {replaced} words are not valid UTF-8; their bad bytes read as U+FFFD")
-    return _drop_duplicates(path, words, mat)
+    kept = _drop_duplicates(path, words, mat, encoding if replaced else None)
+    if replaced:  # after the refusal of words merged by it, which says more
+        warn(f"{path}: {replaced} words are not valid {_encoding_name(encoding)}; their bad bytes "
+             "read as U+FFFD")
+    return kept
 
 
-def _read_all(path: Path, data: bytes | mmap.mmap,
-              limit: int | None) -> tuple[list[str], np.ndarray, int]:
+def _encoding_name(encoding: str) -> str:
+    return "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+
+
+def _read_all(path: Path, data: bytes | mmap.mmap, limit: int | None,
+              encoding: str) -> tuple[list[str], np.ndarray, int]:
     n, dim, pos = _parse_header(path, data)
     whole = limit is None or limit >= n
     n = n if limit is None else min(n, limit)
     # Before allocating anything of the header's size: a text row takes at least 2*D+1 bytes
     # ("w" and D " 0"), so a header claiming 10^11 words fails here, not in a 745 GiB
     # allocation.
-    _check_size(path, data, pos, n, dim, 2 * dim + 1)
-    return _read_records(path, data, pos, n, dim, whole=whole)
+    if n * (2 * dim + 1) > len(data) - pos:  # too short for the header: its dims, or cut?
+        _check_first_row(path, data, pos, dim)
+    _check_size(path, data, pos, n, dim, 2 * dim + 1, whole)
+    return _read_records(path, data, pos, n, dim, whole=whole, encoding=encoding)
 
 
 def is_word2vec_file(path: Path) -> bool:
@@ -236,7 +251,7 @@ def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
     end = data.find(b"\n")
     parts = data[start:end].split() if end >= 0 else []
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        raise _not_w2v(path, "the first line must be 'VOCAB_SIZE DIM'")
+        raise _header_problem(path, data, start, end)
     n, dim = int(parts[0]), int(parts[1])
     if n < 1 or dim < 1:
         raise _not_w2v(path, f"header says {n} words of dimension {dim}")
@@ -248,21 +263,75 @@ class _CutShort(InputError):
     compressed file's decompressed beginning, a sign to decompress more."""
 
 
+def _header_problem(path: Path, data: bytes | mmap.mmap, start: int, end: int) -> InputError:
+    """What a file without a ``V D`` first line is, where it can be told, and its fix."""
+    quoted = shlex.quote(str(path))
+    if data[:4] == b"PK\x03\x04":
+        return InputError(f"{path} is a zip archive, not a word2vec file; unzip it and pass the "
+                          f"file inside (unzip -l {quoted} lists it)")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data[1:2] == b"\x00":
+        return InputError(f"{path} is UTF-16 text; word2vec files are UTF-8: convert it with "
+                          f"iconv -f UTF-16 -t UTF-8 {quoted} > vectors.txt, and pass that")
+    if end < 0 and b"\r" in data[:256]:
+        return InputError(f"{path}'s lines end in a carriage return alone (old Mac line ends); "
+                          f"convert them with tr '\\r' '\\n' < {quoted} > vectors.txt, and "
+                          "pass that")
+    first = _fields(data[start:end if end >= 0 else min(len(data), 1 << 16)])
+    if len(first) > 2:
+        try:
+            [float(x) for x in first[1:]]
+        except ValueError:
+            pass
+        else:  # a word and its values: GloVe's layout, which has no header line
+            dim = len(first) - 1
+            return InputError(f"{path} has no 'VOCAB_SIZE DIM' first line: its first line is "
+                              f"a word and {dim} values, as in GloVe's files; add that line, "
+                              f"e.g. (echo \"$(wc -l < {quoted}) {dim}\"; cat {quoted}) > "
+                              "vectors.txt, and pass that")
+    return _not_w2v(path, "the first line must be 'VOCAB_SIZE DIM'")
+
+
 def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
-                min_record: int) -> None:
+                min_record: int, whole: bool) -> None:
     """Refuse, before anything of the header's size is allocated, a file too short for it: cut
     short, or a header whose count is wrong (10^11 words)."""
-    if n * min_record > len(data) - pos:
+    if n * min_record <= len(data) - pos:
+        return
+    if whole:
         raise _CutShort(f"{path} has {len(data):,} bytes, too few for the {n:,} words × {dim} "
-                         "dims its header promises: the file is cut short, or the header's "
-                         "count is wrong; export the vectors again, or make the header's first "
-                         "number the count of rows")
+                        "dims its header promises: the file is cut short, or the header's "
+                        "count is wrong; export the vectors again, or make the header's first "
+                        "number the count of rows")
+    raise _CutShort(f"{path} has {len(data):,} bytes, too few for the first {n:,} words × {dim} "
+                    "dims asked for: the file is cut short, or its header is wrong; export the "
+                    "vectors again, or ask for fewer words")
 
 
-def _cut_short(path: Path, read: int, n: int) -> InputError:
-    return _CutShort(f"{path} ends after {read} of the {n} words its header promises: the file "
-                      f"is cut short, or the header's count is wrong; export the vectors again, "
-                      f"or make the header's first number {read}")
+def _cut_short(path: Path, read: int, n: int, whole: bool) -> InputError:
+    if whole:
+        return _CutShort(f"{path} ends after {read} of the {n} words its header promises: the "
+                         "file is cut short, or the header's count is wrong; export the vectors "
+                         f"again, or make the header's first number {read}")
+    return _CutShort(f"{path} ends after {read} of the first {n} words asked for: the file is "
+                     f"cut short; export the vectors again, or ask for at most {read} words")
+
+
+def _check_first_row(path: Path, data: bytes | mmap.mmap, pos: int, dim: int) -> None:
+    """A first row of text with another number of values than the header's: named as such,
+    before the size check blames a header of too many dims on a file cut short."""
+    end = data.find(b"\n", pos, pos + _TEXT_BLOCK)
+    line = data[pos:end if end >= 0 else min(len(data), pos + _TEXT_BLOCK)]
+    parts = _fields(line)
+    if len(parts) < 2 or b"\x00" in line or line[:1].isspace() or len(parts) == dim + 1:
+        return
+    try:
+        [float(x) for x in parts[1:]]
+        line.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return  # binary records, or a row that the text reader names
+    raise InputError(f"{path} line 2: word {_word(parts[0])[0]!r} has {len(parts) - 1} values, "
+                     f"but the header says {dim} per word; make the header's second number "
+                     f"{len(parts) - 1}")
 
 
 def _warn_if_more(path: Path, data: bytes | mmap.mmap, pos: int, n: int) -> None:
@@ -400,7 +469,7 @@ def _fields(line: bytes) -> list[bytes]:
 
 
 def _read_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-                  dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
+                  dim: int, *, whole: bool, encoding: str) -> tuple[list[str], np.ndarray, int]:
     """The records, text or binary. A first row of a word and ``dim`` numbers is text (C
     strings hold no NUL byte, so no word does). Other content that is text (UTF-8 without a
     NUL byte, which binary float32 records practically never are) is read as text, so that a
@@ -408,21 +477,21 @@ def _read_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     spaces did read as binary); only a file named ``.bin`` is first tried as binary then, as
     a few records of binary can happen to be valid UTF-8. The rest is binary."""
     if _first_row_is_text(data, pos, dim):
-        return _read_text(path, data, pos, n, dim, whole=whole)
+        return _read_text(path, data, pos, n, dim, whole=whole, encoding=encoding)
     if not _is_text(data, pos):
-        return _read_binary_records(path, data, pos, n, dim, whole=whole)
+        return _read_binary_records(path, data, pos, n, dim, whole=whole, encoding=encoding)
     if format_suffix(path) == ".bin":
         try:
-            return _read_binary_records(path, data, pos, n, dim, whole=whole)
+            return _read_binary_records(path, data, pos, n, dim, whole=whole, encoding=encoding)
         except InputError:
             pass  # the text reader names what is wrong with the rows
-    return _read_text(path, data, pos, n, dim, whole=whole)
+    return _read_text(path, data, pos, n, dim, whole=whole, encoding=encoding)
 
 
-def _read_binary_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-                         dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
-    _check_size(path, data, pos, n, dim, 4 * dim + 2)  # "w" + " " + D float32
-    words, mat, replaced = _read_binary(path, data, pos, n, dim, whole=whole)
+def _read_binary_records(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int, *,
+                         whole: bool, encoding: str) -> tuple[list[str], np.ndarray, int]:
+    _check_size(path, data, pos, n, dim, 4 * dim + 2, whole)  # "w" + " " + D float32
+    words, mat, replaced = _read_binary(path, data, pos, n, dim, whole=whole, encoding=encoding)
     check_finite(path, words, mat, "record")
     return words, mat, replaced
 
@@ -454,16 +523,16 @@ def _is_text(data: bytes | mmap.mmap, pos: int) -> bool:
     return True
 
 
-def _word(raw: bytes) -> tuple[str, bool]:
-    """``raw`` as a word, and whether bytes that are not UTF-8 were replaced."""
+def _word(raw: bytes, encoding: str = "utf-8") -> tuple[str, bool]:
+    """``raw`` as a word, and whether bytes that are not of ``encoding`` were replaced."""
     try:
-        return raw.decode("utf-8"), False
+        return raw.decode(encoding), False
     except UnicodeDecodeError:
-        return raw.decode("utf-8", errors="replace"), True
+        return raw.decode(encoding, errors="replace"), True
 
 
 def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-               dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
+               dim: int, *, whole: bool, encoding: str) -> tuple[list[str], np.ndarray, int]:
     """Rows parsed a block of lines at a time: memory beyond the matrix stays bounded (one
     Python object per value of the whole file took 10 times the file's size)."""
     words: list[str] = []
@@ -472,7 +541,7 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     row = 0
     while row < n:
         if pos >= len(data):
-            raise _cut_short(path, row, n)
+            raise _cut_short(path, row, n, whole)
         stop = data.rfind(b"\n", pos, pos + _TEXT_BLOCK)
         if stop < 0:  # one row longer than a block
             stop = data.find(b"\n", pos)
@@ -487,11 +556,18 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
                 raise _not_w2v(path, f"line {i + 2} is empty instead of a word and its values")
             if line[:1].isspace():
                 raise _not_w2v(path, f"line {i + 2} starts with whitespace instead of a word")
-            word, bad = _word(parts[0])
+            word, bad = _word(parts[0], encoding)
             replaced += bad
             if len(parts) != dim + 1:
                 if torn and i == row + len(lines) - 1 and len(parts) < dim + 1:
-                    raise _cut_short(path, i, n)
+                    raise _cut_short(path, i, n, whole)
+                if len(parts) > dim + 1 and _numbers(parts[-dim:]) and \
+                        not _numbers(parts[1:len(parts) - dim]):
+                    spaced = " ".join(_word(f)[0] for f in parts[:len(parts) - dim])
+                    raise InputError(f"{path} line {i + 2}: the word {spaced!r} holds a space, "
+                                     "which word2vec text files cannot store (the values are "
+                                     f"the line's last {dim}); join its parts, e.g. "
+                                     f"{spaced.replace(' ', '_')!r}")
                 raise _not_w2v(path, f"line {i + 2}: word {word!r} has {len(parts) - 1} "
                                      f"values, expected {dim}")
             words.append(word)
@@ -515,6 +591,14 @@ def _read_text(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     return words, mat, replaced
 
 
+def _numbers(fields: list[bytes]) -> bool:
+    try:
+        [float(x) for x in fields]
+    except ValueError:
+        return False
+    return True
+
+
 def _first_non_number(words: list[str], values: list[bytes], dim: int, first_row: int) -> str:
     """Which row holds the value numpy could not parse (searched only once parsing failed)."""
     for i, value in enumerate(values):
@@ -529,7 +613,7 @@ def _first_non_number(words: list[str], values: list[bytes], dim: int, first_row
 
 
 def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
-                 dim: int, *, whole: bool) -> tuple[list[str], np.ndarray, int]:
+                 dim: int, *, whole: bool, encoding: str) -> tuple[list[str], np.ndarray, int]:
     """The records, and the count of their words that are not valid UTF-8."""
     width = 4 * dim
     words: list[str] = []
@@ -547,14 +631,20 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
                 pos += 1
             space = data.find(b" ", pos)
             if pos >= len(data):
-                raise _cut_short(path, i, n)
+                raise _cut_short(path, i, n, whole)
             if space < 0 or len(data) - (space + 1) < width:  # the file ends inside it
-                raise _cut_short(path, i, n)
+                raise _cut_short(path, i, n, whole)
             if space == pos:
                 raise _not_w2v(path, f"binary record {i + 1} of {n} has no word")
             if data.find(b"\n", pos, space) >= 0:  # no writer's word holds one: text, misread
-                raise _not_w2v(path, f"binary record {i + 1} of {n} has a line break in its word")
-            word, bad = _word(data[pos:space])
+                raise _not_w2v(path, f"binary record {i + 1} of {n} has a line break in its "
+                                     f"word: is {dim}, the header's second number, the count of "
+                                     "values per word?")
+            if data.find(b"\x00", pos, space) >= 0:  # nor a NUL: float bytes, read as a word
+                raise _not_w2v(path, f"binary record {i + 1} of {n} has a NUL byte in its word: "
+                                     f"is {dim}, the header's second number, the count of values "
+                                     "per word?")
+            word, bad = _word(data[pos:space], encoding)
             words.append(word)
             replaced += bad
             offsets[i % rows] = space + 1
@@ -571,7 +661,9 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     return words, mat, replaced
 
 
-def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray) -> tuple[list[str], np.ndarray]:
+def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray,
+                     replaced_from: str | None = None) -> tuple[list[str], np.ndarray]:
+    """``replaced_from``: the encoding some words were not valid in, if any."""
     if len(set(words)) == len(words):
         return words, mat
     seen: set[str] = set()
@@ -580,6 +672,14 @@ def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray) -> tuple[lis
         if w not in seen:
             seen.add(w)
             keep.append(i)
+    dropped = [words[i] for i in sorted(set(range(len(words))) - set(keep))]
+    if replaced_from is not None and any("\ufffd" in w for w in dropped):
+        # different words whose bad bytes became the same U+FFFD: a file in another encoding
+        how = "pass its encoding= (e.g. 'cp1251', 'latin-1'), or " if python_caller() else ""
+        raise InputError(f"{path}: different words became one when their bytes that are not "
+                         f"valid {_encoding_name(replaced_from)} read as U+FFFD: the file is in "
+                         f"another encoding; {how}convert the file with iconv -f ENCODING "
+                         f"-t UTF-8 {shlex.quote(str(path))} > vectors.txt")
     warn(f"{path}: {len(words) - len(keep)} duplicate words; keeping the first vector of each "
          "(as gensim does)")
     return [words[i] for i in keep], mat[keep]
