@@ -1051,14 +1051,18 @@ def subset(trained: Path, tmp_path: Path) -> Path:
     return out
 
 
-def test_init_from_a_vectors_file_says_it_takes_a_folder(
+def test_init_from_a_vectors_file_takes_its_input_vectors(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     vectors = tmp_path / "vectors.bin"
     vectors.write_bytes(b"1 2\na " + bytes(8) + b"\n")
     code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
                       "--init-from", vectors)
-    assert_refused(code, err, f"{vectors} is a file, not a run or checkpoint folder; pass a run "
-                              "folder or one of its checkpoints/ckpt-* folders")
+    assert_refused(code, err, f"--init-from {vectors} holds vectors of dim 2, this run 8; pass "
+                              "--dim 2")
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
+                      "--dim", "2", "--init-from", vectors, "--max-steps", "1")
+    assert code == 0, err
+    assert f"embedlab: warm start from {vectors}: copied 0 of " in err
 
 
 def test_init_from_a_subset_without_output_vectors_is_one_line(

@@ -62,6 +62,38 @@ def test_warm_start_refuses_another_dim(reference: Path) -> None:
         warm_start(_engine(params), vocab, str(reference))
 
 
+@pytest.mark.parametrize("name", ["pre.txt", "pre.bin.gz", "pre.npy"])
+def test_warm_start_from_a_vectors_file_copies_shared_input_rows(tmp_path: Path,
+                                                                 name: str) -> None:
+    # gensim's intersect_word2vec_format: pretrained input vectors for the words both have;
+    # such a file has no output vectors, which keep their fresh start
+    from embedlab.vectors import Vectors
+
+    pretrained = Vectors(["w3", "w0", "zzz"],
+                         np.arange(24, dtype=np.float32).reshape(3, 8) / 7)
+    path = tmp_path / name
+    if name.endswith(".npy"):
+        pretrained.to_npy(path)
+    else:
+        pretrained.to_word2vec(path)
+    vocab = Vocab(("w0", "new", "w3"), np.array([9, 8, 7], dtype=np.int64), None)
+    params = init_params(len(vocab), 8, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    fresh_in, fresh_out = params.w_in.copy(), params.w_out.copy()
+    used: list[Path] = []
+    message = warm_start(_engine(params), vocab, str(path), used=used)
+    assert message == (f"embedlab: warm start from {path}: copied 2 of 3 words' input vectors "
+                       "(a vectors file holds no output vectors); 1 new words initialised as "
+                       "usual")
+    assert used == [path]
+    assert np.array_equal(params.w_in[0], pretrained.matrix[1])
+    assert np.array_equal(params.w_in[2], pretrained.matrix[0])
+    assert np.array_equal(params.w_in[1], fresh_in[1])
+    assert np.array_equal(params.w_out, fresh_out)
+    params = init_params(len(vocab), 4, init="centered", nce=False, rng=mt19937_rng(1, "init"))
+    with pytest.raises(InputError, match="holds vectors of dim 8, this run 4; pass --dim 8"):
+        warm_start(_engine(params), vocab, str(path))
+
+
 def test_init_from_says_what_was_copied(reference: Path, tmp_path: Path) -> None:
     other = _overlapping_corpus(tmp_path)
     cfg = make_cfg(other, init_from=str(reference), max_steps=1)

@@ -108,8 +108,8 @@ if TYPE_CHECKING:
               help="word-pair similarity file (repeatable).")
 @click.option("--eval-restrict-vocab", type=int, help="Analogies consider the N most frequent "
               "words.  [default: 30000]")
-@click.option("--init-from", help="Warm start: copy rows of shared words from this run or "
-              "checkpoint.")
+@click.option("--init-from", help="Warm start: copy rows of shared words from this run, "
+              "checkpoint or vectors file (word2vec text/binary, .npy).")
 @click.option("--restart", is_flag=True, help="Start the run over; the old folder is moved "
               "aside to RUN.old-<time>, never deleted.")
 @click.option("--from", "from_ckpt", help="Resume from this checkpoint (its step, its name "

@@ -62,14 +62,17 @@ def warn_if_another_warm_start(setting: str, used: Path) -> None:
 def warm_start(engine: Engine, vocab: Vocab, source: str, *,
                used: list[Path] | None = None) -> str:
     """Copy into ``engine`` the rows of the words ``vocab`` shares with the run or checkpoint
-    ``source`` (input vectors, and output vectors and biases where this run has them). Other words
+    ``source`` (input vectors, and output vectors and biases where this run has them), or with
+    the vectors file ``source`` (input vectors only: see :func:`_from_vectors_file`). Other words
     keep their fresh start. Returns the line that says what was copied; ``used`` gets the
     checkpoint folder the rows came from (a run's latest, which changes as it trains on)."""
     from embedlab.vectors import check_recorded_words, check_vocab_fits, recorded_name
 
     if not Path(source).exists():  # find_checkpoint's words would not name the option
         raise InputError(f"{spell('--init-from', source)}: {source} does not exist; pass a run "
-                         "folder or a checkpoint folder to copy vectors from")
+                         "folder, a checkpoint folder or a vectors file to copy vectors from")
+    if not Path(source).is_dir():
+        return _from_vectors_file(engine, vocab, source, used)
     # a source in training deletes its older checkpoints: the newest is found again
     ckpt, (tensors, state) = read_picked(source, load_checkpoint)
     if used is not None:
@@ -132,6 +135,33 @@ def warm_start(engine: Engine, vocab: Vocab, source: str, *,
         "input embeddings"
     return (f"embedlab: warm start from {ckpt}: copied {len(pairs)} of {len(vocab)} words' rows "
             f"({what}); {len(vocab) - len(pairs)} new words initialised as usual")
+
+
+def _from_vectors_file(engine: Engine, vocab: Vocab, source: str,
+                       used: list[Path] | None) -> str:
+    """Input vectors from a word2vec text/binary file (plain or compressed) or a ``.npy``
+    export, as gensim's ``intersect_word2vec_format`` takes them: such a file has no output
+    vectors, so those keep their fresh start (zeros, as word2vec.c's)."""
+    from embedlab.vectors import load
+
+    vectors = load(source)
+    if used is not None:
+        used.append(Path(source))
+    params = engine.state_dict()
+    dim = params["input_embeddings"].shape[1]
+    if vectors.dim != dim:
+        raise InputError(f"{_init_from(source)} holds vectors of dim {vectors.dim}, this run "
+                         f"{dim}; pass {spell('--dim', vectors.dim)}")
+    index = {w: i for i, w in enumerate(vectors.words)}
+    pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
+    if pairs:
+        dst = np.array([p[0] for p in pairs], dtype=np.int64)
+        src = np.array([p[1] for p in pairs], dtype=np.int64)
+        params["input_embeddings"][dst] = vectors.matrix[src]
+        engine.load_state_dict(params)
+    return (f"embedlab: warm start from {source}: copied {len(pairs)} of {len(vocab)} words' "
+            f"input vectors (a vectors file holds no output vectors); "
+            f"{len(vocab) - len(pairs)} new words initialised as usual")
 
 
 def _vocab_of(ckpt: Path) -> Path:
