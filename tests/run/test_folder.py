@@ -108,6 +108,16 @@ def test_resume_takes_the_stored_config(tmp_path: Path) -> None:
     assert cfg.max_steps is None  # a stop point belongs to one invocation
 
 
+def test_the_progress_display_belongs_to_one_invocation(tmp_path: Path) -> None:
+    # a batch job's --no-progress, stored in config.json, left every later resume at a terminal
+    # without its bar, silently
+    stored = TrainConfig.from_dict({"model": {"dim": 8}, "threads": 1,
+                                    "track": {"progress": False}})
+    run = _store(tmp_path / "run", stored)
+    assert resolve_config(run, {}, None)[0].track.progress is True
+    assert resolve_config(run, {"track": {"progress": False}}, None)[0].track.progress is False
+
+
 @pytest.mark.parametrize("explicit", [
     {"max_steps": 5}, {"checkpoint": {"keep": 1}}, {"track": {"log_every": 1}},
     {"optim": {"epochs": 9}}, {"model": {"dim": 8}}, {"eval": {"every_steps": 10}},

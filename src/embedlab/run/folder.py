@@ -19,6 +19,7 @@ from typing import Any
 from embedlab.config import (
     LEGACY_VALUES,
     PRESETS,
+    TrackConfig,
     TrainConfig,
     apply_preset,
     check_new_run,
@@ -328,6 +329,8 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
     stored, explicit = _moved_corpus(run_dir, stored, explicit, say=say)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
+    # so does the display: a --no-progress batch job's run, resumed at a terminal, shows its bar
+    base["track"]["progress"] = TrackConfig().progress
     if preset is not None and preset == stored.preset:
         # the same command again (--preset cs20 re-run after a Ctrl-C) stops where it would
         # have without the stop: the preset's own stop (the lecture's 100,000 steps) is part of
