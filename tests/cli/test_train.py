@@ -2553,3 +2553,40 @@ def test_a_resume_that_leaves_out_tensorboard_says_it_stays_off(
     assert code == 0 and "TensorBoard is off" not in err
     code, err = train(capsys, *base, "--max-steps", "10")
     assert code == 0 and "TensorBoard is off" not in err
+
+
+def test_a_resumed_run_drops_its_evaluation_and_probes(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an evaluation file moved or deleted since stopped every resume, and no flag dropped it
+    # (config.json had to be edited by hand)
+    questions = tmp_path / "q.txt"
+    questions.write_text(": s\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
+                      "--eval-every", "1", "--eval-analogies", questions, "--probe", "w1")
+    assert code == 0, err
+    questions.unlink()
+    code, err = train(capsys, "--run", run, "--max-steps", "3")
+    line = assert_refused(code, err, "analogy file")
+    assert line.endswith("(or pass --no-eval to resume without the run's evaluation)")
+    code, err = train(capsys, "--run", run, "--max-steps", "3", "--no-eval", "--eval-every", "2")
+    assert_refused(code, err, "--no-eval drops the run's evaluation, and --eval-every sets it; "
+                              "pass one or the other")
+    code, err = train(capsys, "--run", run, "--max-steps", "3", "--no-probe", "--probe", "w2")
+    assert_refused(code, err, "--no-probe drops the run's probe words, and --probe sets them")
+    code, err = train(capsys, "--run", run, "--max-steps", "3", "--no-eval", "--no-probe")
+    assert code == 0, err
+    stored = json.loads((run / "config.json").read_text(encoding="utf-8"))
+    assert stored["eval"] == {"every_steps": None, "analogies": None, "similarity": [],
+                              "restrict_vocab": 30000}
+    assert stored["track"]["probe_words"] == []
+    assert read_index(run).latest == 3
+    code, err = train(capsys, "--run", run, "--max-steps", "4")  # and it stays dropped
+    assert code == 0, err
+
+
+def test_a_new_run_without_its_evaluation_file_is_not_told_to_drop_it(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
+                      "--eval-analogies", tmp_path / "nope.txt")
+    assert "--no-eval" not in assert_refused(code, err, "analogy file")

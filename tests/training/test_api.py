@@ -1212,3 +1212,26 @@ def test_two_runs_named_alike_at_once_take_two_names(
             assert result.run_dir.parent == tmp_path / "runs"
     finally:
         held[0].release()
+
+
+def test_no_eval_and_no_probe_drop_a_resumed_runs_settings(tmp_path: Path) -> None:
+    from embedlab import train
+    from embedlab.errors import EmbedlabWarning, InputError
+
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat and the dog sat on the log\n" * 200,
+                      encoding="utf-8")
+    pairs = tmp_path / "ws.tsv"
+    pairs.write_text("cat\tdog\t5\nmat\tlog\t3\nthe\tcat\t1\n", encoding="utf-8")
+    run = tmp_path / "run"
+    options: dict[str, Any] = {"dim": 8, "threads": 1, "min_count": 1, "progress": False,
+                               "tensorboard": False}
+    with pytest.warns(EmbedlabWarning, match="probe logs to TensorBoard alone"):
+        train(corpus, run, max_steps=1, eval_every=1, eval_similarity=[pairs], probe=["cat"],
+              **options)
+    with pytest.raises(InputError, match=r"^no_eval=True drops the run's evaluation, and "
+                                         r"eval_similarity sets it"):
+        train(run=run, max_steps=2, no_eval=True, eval_similarity=[pairs])
+    result = train(run=run, max_steps=2, no_eval=True, no_probe=True, progress=False)
+    assert result.config.eval.similarity == () and result.config.eval.every_steps is None
+    assert result.config.track.probe_words == ()

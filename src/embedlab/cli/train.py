@@ -94,6 +94,7 @@ if TYPE_CHECKING:
 @click.option("--tensorboard/--no-tensorboard", default=None, help="Write TensorBoard events "
               "(metrics.jsonl is always written).  [default: on]")
 @click.option("--probe", multiple=True, help="Probe word whose neighbours are logged (repeat).")
+@click.option("--no-probe", is_flag=True, help="Drop a resumed run's probe words.")
 @click.option("--projector-words", type=int, help="Words in the TensorBoard projector.  "
               "[default: 2000]")
 @click.option("--projector-each-checkpoint/--no-projector-each-checkpoint", default=None,
@@ -102,6 +103,8 @@ if TYPE_CHECKING:
               "terminal (elsewhere a line a minute).  [default: on]")
 @click.option("--eval-every", type=int, help="Evaluate every N steps (needs --eval-analogies "
               "and/or --eval-similarity).")
+@click.option("--no-eval", is_flag=True, help="Drop a resumed run's evaluation (--eval-every "
+              "and its files).")
 @click.option("--eval-analogies", type=click.Path(path_type=str),
               help="questions-words file for evaluation during training.")
 @click.option("--eval-similarity", type=click.Path(path_type=str), multiple=True,

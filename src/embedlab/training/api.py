@@ -68,7 +68,7 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
           restart: bool = False, from_checkpoint: str | os.PathLike[str] | int | None = None, *,
           device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
-          **options: Any) -> TrainResult:
+          no_eval: bool = False, no_probe: bool = False, **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there; ``embedlab train`` in Python.
 
     ``corpus``: ``"demo"`` (built in, the default for a new run), ``"text8"`` (downloaded), a
@@ -92,6 +92,10 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     ``probe=["king", "queen"]``, ``eval_similarity=["ws353.tsv"]`` and so on (see
     :data:`OPTIONS`). An option left out (or None) is the default for a new run and the stored
     value for a resumed one. An unknown name raises :class:`~embedlab.errors.InputError`.
+
+    ``no_eval``, ``no_probe``: drop a resumed run's evaluation (``eval_every``, its analogy and
+    similarity files) or probe words from here on — files since moved or deleted stop the
+    run's resume otherwise.
 
     ``device`` (``"auto"``, ``"cpu"`` or ``"cuda"``): where to train, a second spelling of
     ``engine``: ``"cuda"`` is ``engine="cuda"``, ``"cpu"`` a CPU engine (native where it builds,
@@ -148,6 +152,8 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     as_device = device not in (None, "auto") and options.get("engine") in (None, "auto")
     options = {**options, "engine": requested_engine(options.get("engine"), device)}
     explicit = explicit_options({**options, "corpus": None if sentences is not None else corpus})
+    explicit = _dropped(explicit, no_eval=checked_bool("no_eval", no_eval),
+                        no_probe=checked_bool("no_probe", no_probe))
     if on_progress is not None and not callable(on_progress):
         raise InputError(f"on_progress= must be a function taking a Progress, got "
                          f"{clip(repr(on_progress))}")
@@ -523,6 +529,29 @@ def explicit_options(options: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out.setdefault(section, {})[key] = value
     return out
+
+
+def _dropped(explicit: dict[str, Any], *, no_eval: bool, no_probe: bool) -> dict[str, Any]:
+    """``explicit`` with the run's evaluation (``no_eval``) or probe words (``no_probe``) set
+    to none, which the stored config's would otherwise fill in on a resume."""
+    if no_eval:
+        names = ("eval_every", "eval_analogies", "eval_similarity")
+        given = [name for name in names if OPTIONS[name][1] in explicit.get("eval", {})]
+        if given:
+            raise InputError(f"{spell('--no-eval', True)} drops the run's evaluation, and "
+                             f"{', '.join(spell_name('--' + n.replace('_', '-')) for n in given)}"
+                             " sets it; pass one or the other")
+        none: dict[str, Any] = {"eval_every": None, "eval_analogies": None, "eval_similarity": []}
+        explicit = {**explicit, "eval": {**explicit.get("eval", {}),
+                                         **{OPTIONS[n][1]: none[n] for n in names}}}
+    if no_probe:
+        section, key = OPTIONS["probe"]
+        assert section is not None
+        if key in explicit.get(section, {}):
+            raise InputError(f"{spell('--no-probe', True)} drops the run's probe words, and "
+                             f"{spell_name('--probe')} sets them; pass one or the other")
+        explicit = {**explicit, section: {**explicit.get(section, {}), key: []}}
+    return explicit
 
 
 def _listed(name: str, value: object) -> list[str]:

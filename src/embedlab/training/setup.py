@@ -170,9 +170,16 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     check_pairs_possible(prepared, cfg, keep)
     _check_probe_words(cfg, vocab)
     _say_unlogged(cfg)
-    evaluator = make_evaluator(cfg)
-    if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
-        evaluator.check(vocab.words)
+    try:
+        evaluator = make_evaluator(cfg)
+        if evaluator is not None:  # a file that misses the vocabulary: refused now, not mid-run
+            evaluator.check(vocab.words)
+    except InputError as exc:
+        if ckpt is None:
+            raise
+        # a resumed run's file, moved, deleted or changed since: the way out that keeps the run
+        raise InputError(f"{exc} (or pass {spell('--no-eval', True)} to resume without the "
+                         "run's evaluation)") from None
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
     legacy = _legacy_batches(run_dir, ckpt)
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
