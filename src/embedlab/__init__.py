@@ -42,21 +42,22 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def load(path: str | os.PathLike[str], *, step: int | None = None, best: bool = False,
-         limit: int | None = None, **gensim_options: Any) -> Vectors:
+         limit: int | None = None, encoding: str = "utf-8", **gensim_options: Any) -> Vectors:
     """Load word vectors from a run folder, a checkpoint folder, a word2vec text or binary file
     (also ``.gz``, ``.bz2``, ``.xz``; text or binary is told from the content) or a ``.npy``
     export with its ``.vocab.tsv``: a :class:`~embedlab.vectors.Vectors`, which answers
     gensim's ``KeyedVectors`` calls. For a run folder, ``step`` picks the checkpoint of that
     step and ``best=True`` the best one (default: the newest verified). ``limit=N`` keeps the
     first N words, as gensim's ``load_word2vec_format(limit=N)`` (a run's N most frequent);
-    gensim's other options (``binary=``...) are refused saying what to do instead. See
+    ``encoding``: a word2vec file's words' encoding (gensim's ``encoding=``); gensim's other
+    options (``binary=``...) are refused saying what to do instead. See
     :func:`embedlab.vectors.load`.
 
     Imported lazily so that ``import embedlab`` stays cheap (no torch import).
     """
     from embedlab.vectors import load as _load
 
-    return _load(path, step=step, best=best, limit=limit, **gensim_options)
+    return _load(path, step=step, best=best, limit=limit, encoding=encoding, **gensim_options)
 
 
 def checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
@@ -73,14 +74,15 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
           restart: bool = False, from_checkpoint: str | os.PathLike[str] | int | None = None,
           *, device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
-          **options: Any) -> TrainResult:
+          no_eval: bool = False, no_probe: bool = False, **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there: ``embedlab train`` in Python.
 
     ``corpus``: a file or folder of text, a prepared folder, ``"demo"``, ``"text8"``, or an
     iterable of token lists (gensim's ``sentences``). ``from_checkpoint``: a checkpoint of the
     run to resume from (its step, its folder or ``"best"``). ``device``: ``"auto"``, ``"cpu"``
     or ``"cuda"``. ``on_progress``: called with a ``Progress`` at each logging window and once
-    at the end. Options are the command's flags with underscores (``dim=100``, ``epochs=5``,
+    at the end. ``no_eval``, ``no_probe``: a resumed run drops its evaluation or probe words.
+    Options are the command's flags with underscores (``dim=100``, ``epochs=5``,
     ``threads=2``...). Refusals raise :class:`InputError`; Ctrl-C saves and raises
     :class:`TrainingInterrupted`. See :func:`embedlab.training.api.train`. Imported lazily, so
     that ``import embedlab`` stays cheap.
@@ -98,7 +100,8 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     from embedlab.training.api import train as _train
 
     return _train(corpus, run, runs_dir, preset, restart, from_checkpoint,
-                  device=device, on_progress=on_progress, **options)
+                  device=device, on_progress=on_progress, no_eval=no_eval, no_probe=no_probe,
+                  **options)
 
 
 #: the classes a caller meets (what :func:`load`, :func:`train` and :func:`checkpoints` return,
