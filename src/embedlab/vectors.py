@@ -855,8 +855,14 @@ def load_input_embeddings(ckpt: Path) -> tuple[np.ndarray, dict[str, Any]]:
         held = _tensor_names(ckpt)
         if not held or name in held:
             raise
-        # a subset of other tensors (the output embeddings, say): how to read one as vectors
-        other = held[0]
+        # a subset of other tensors (the output embeddings, say): how to read one as vectors;
+        # hs_nodes (inner nodes of the Huffman tree) and output_bias have no vector a word
+        rows = [t for t in held if t not in ("hs_nodes", "output_bias")]
+        if not rows:
+            raise InputError(f"checkpoint {ckpt} holds no word vectors (it has: "
+                             f"{', '.join(held)}, none of them a vector per word); export the "
+                             "input_embeddings of the run it came from") from None
+        other = rows[0]
         raise InputError(f"checkpoint {ckpt} holds no input embeddings, which are the word "
                          f"vectors; it has: {', '.join(held)}. To read {other} as the vectors, "
                          f"write a subset that names it so: embedlab ckpt {ckpt.parent.parent} "

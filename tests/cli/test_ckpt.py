@@ -183,6 +183,35 @@ def test_a_subset_without_the_input_embeddings_says_how_to_read_another_tensor(
     assert (load(fixed).matrix == 0.0).all()
 
 
+@pytest.fixture
+def hs_run(tmp_path: Path) -> Path:
+    """A hierarchical-softmax run's layout: 4 words, 3 inner nodes of the Huffman tree."""
+    m = CheckpointManager(tmp_path / "hs", keep=2)
+    m.save(1, {"input_embeddings": torch.ones(4, 3), "hs_nodes": torch.zeros(3, 3)},
+           {"epoch": 0}, {"loss": 0.5})
+    _vocab(tmp_path / "hs")
+    return tmp_path / "hs"
+
+
+def test_tensors_without_a_row_per_word_are_not_mapped_to_the_word_vectors(
+        hs_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the subset was written, then every reader refused it blaming an edited vocab.tsv
+    code, _, err = run_cli(["ckpt", str(hs_run), "--export-subset", str(tmp_path / "s"),
+                            "--names", "hs_nodes", "--map", "input_embeddings=hs_nodes"], capsys)
+    assert (code, err) == (2, "embedlab: error: --map input_embeddings=hs_nodes: hs_nodes has "
+                              "shape (3, 3) for 4 words (the inner nodes of the Huffman tree, "
+                              "one fewer than the words), and the readers take input_embeddings "
+                              "as the word vectors, a row per word; export hs_nodes under its "
+                              "own name (drop the --map), or map output_embeddings\n")
+    assert not (tmp_path / "s").exists()
+    # a subset of hs_nodes alone: its readers no longer suggest that --map
+    _invoke(str(hs_run), "--export-subset", str(tmp_path / "nodes"), "--names", "hs_nodes")
+    code, _, err = run_cli(["neighbors", str(tmp_path / "nodes"), "king"], capsys)
+    assert (code, err) == (2, f"embedlab: error: checkpoint {find_checkpoint(tmp_path / 'nodes')}"
+                              " holds no word vectors (it has: hs_nodes, none of them a vector "
+                              "per word); export the input_embeddings of the run it came from\n")
+
+
 @pytest.mark.parametrize("taken", ["file", "vocab", "unwritable"])
 def test_export_subset_refuses_and_damages_nothing(run: Path, tmp_path: Path, taken: str,
                                                    monkeypatch: pytest.MonkeyPatch,

@@ -93,6 +93,30 @@ def _check_out_place(export: Path, src: Path) -> None:
                          f"pick a new or empty folder, e.g. --export-subset {suggest}")
 
 
+def _check_word_rows(tensors: dict[str, Any], rename: dict[str, str],
+                     vocabulary: bytes | None) -> None:
+    """Refuse a tensor mapped to ``input_embeddings`` that has no row per word: every reader
+    takes that name for the word vectors, and hierarchical softmax's ``hs_nodes`` (V - 1 inner
+    nodes of the Huffman tree) or NCE's ``output_bias`` (one number a word) made a subset that
+    each of them then refused with a wrong cause."""
+    from embedlab.errors import InputError
+
+    source = rename.get("input_embeddings")
+    if source is None or source == "input_embeddings" or "input_embeddings" not in tensors:
+        return
+    shape = tuple(tensors["input_embeddings"].shape)
+    words = None if vocabulary is None else len(vocabulary.splitlines())
+    if len(shape) == 2 and (words is None or shape[0] == words):
+        return
+    what = "the inner nodes of the Huffman tree, one fewer than the words" \
+        if source == "hs_nodes" else "not a words × dims matrix"
+    counted = "" if words is None else f" for {words} words"
+    raise InputError(f"--map input_embeddings={source}: {source} has shape {shape}{counted} "
+                     f"({what}), and the readers take input_embeddings as the word vectors, a "
+                     f"row per word; export {source} under its own name (drop the --map), or "
+                     "map output_embeddings")
+
+
 def _export_subset(run: Path, export: Path, step: int | None, best: bool, names: str | None,
                    rename: dict[str, str]) -> None:
     """A new run folder: one verified checkpoint with the chosen tensors, plus the source run's
@@ -147,6 +171,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         except OSError as exc:
             raise InputError(f"cannot read {vocab_src} ({exc.strerror or exc}); make it "
                              "readable, then re-run the export (nothing was written)") from None
+    _check_word_rows(tensors, rename, vocabulary)
     # built in a hidden sibling and renamed into place whole: a subset killed outright (which
     # no clean-up reaches) leaves no half-made OUT that its own re-run would refuse as taken
     made = missing_folders(export.parent)
