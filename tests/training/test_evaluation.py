@@ -306,3 +306,24 @@ def test_evaluation_time_is_not_training_time(files: Path, monkeypatch: pytest.M
     assert read_status(run)["train_seconds"] < 1.0
     # the window of steps 1-10 slept 1.6 s in evaluations at 2, 4, 6 and 8: under 300 words/s
     assert logged(run, "train/words_per_sec")[10] > 2000
+
+
+def test_an_evaluation_that_is_nan_is_said_once(files: Path, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    # a pair and its reverse: every cosine ranks alike, Spearman is nan at every evaluation;
+    # it was logged as "nan" and the run kept no best checkpoint, without a word
+    pairs = tmp_path / "rev.tsv"
+    pairs.write_text("w1\tw2\t5\nw2\tw1\t7\n", encoding="utf-8")
+    run = tmp_path / "run"
+    capsys.readouterr()
+    main(["train", "--run", str(run), "--corpus", str(files / "c.txt"), *FAST,
+          "--no-tensorboard", "--max-steps", "4", "--eval-similarity", str(pairs),
+          "--eval-every", "2", "--checkpoint-every", "2", "--best-metric", "similarity/rev"])
+    said = [line for line in capsys.readouterr().err.splitlines() if "is nan" in line]
+    assert said == ["embedlab: warning: evaluation similarity/rev is nan at step 2: the vectors "
+                    "rank none of its items above another (every pair the same cosine, say, or "
+                    "vectors that overflow); it is logged as nan and left out of the "
+                    "checkpoints, so it makes no checkpoint the best (--best-metric "
+                    "similarity/rev) while it stays so"]
+    assert logged(run, "eval/similarity/rev") == {2: "nan", 4: "nan"}
+    assert read_index(run).best is None

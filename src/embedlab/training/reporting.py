@@ -24,6 +24,8 @@ from embedlab.errors import (
     TrainingKeyboardInterrupt,
     TrainingStoppedByError,
     acting_once_left_out,
+    spell,
+    warn,
 )
 from embedlab.run import status
 from embedlab.training.clocks import TrainingTime, WallClock
@@ -273,6 +275,7 @@ class Reporter:
         self.time = TrainingTime(run.state)
         self._status_at: float | None = None  # when a window last wrote the status
         self._evaluated: tuple[int, dict[str, float]] | None = None  # the last evaluation
+        self._said_not_finite: set[str] = set()  # evaluations said to be nan, once each
         self.lr: float | None = None  # the rate of the last step trained
 
     def close_window(self, lr: float) -> None:
@@ -329,6 +332,27 @@ class Reporter:
         self._evaluated = (state.step, results)
         state.metrics.update(results)
         self.tracker.log_scalars(state.step, {f"eval/{k}": v for k, v in results.items()})
+        self._say_not_finite(state.step, results)
+
+    def _say_not_finite(self, step: int, results: dict[str, float]) -> None:
+        """Once per evaluation: a value that is no number is logged as such (``"nan"`` in
+        metrics.jsonl) and left out of the checkpoints, so it can make none of them the best;
+        silently, a ``--best-metric`` of it kept no best checkpoint at all."""
+        from embedlab.training import distributed
+
+        group = distributed.current()
+        if group is not None and not group.leader:
+            return
+        for name, value in results.items():
+            if np.isfinite(value) or name in self._said_not_finite:
+                continue
+            self._said_not_finite.add(name)
+            best = self.run.cfg.checkpoint.best_name == name
+            warn(f"evaluation {name} is {value} at step {step}: the vectors rank none of its "
+                 "items above another (every pair the same cosine, say, or vectors that "
+                 f"overflow); it is logged as {value} and left out of the checkpoints"
+                 + (f", so it makes no checkpoint the best ({spell('--best-metric', name)}) "
+                    "while it stays so" if best else ""))
 
     def evaluated_at(self, step: int) -> bool:
         """Whether :meth:`evaluate` ran at ``step`` (in this process)."""
