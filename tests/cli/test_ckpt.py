@@ -31,6 +31,24 @@ def _invoke(*args: str) -> str:
     return res.output
 
 
+def test_the_listing_as_json(run: Path) -> None:
+    import json
+
+    data = run / "checkpoints" / "ckpt-00000003" / "tensors.safetensors"
+    data.write_bytes(data.read_bytes()[:-4])
+    listed = json.loads(_invoke(str(run), "--json"))
+    assert [c["step"] for c in listed] == [1, 2, 3, 5]
+    by_step = {c["step"]: c for c in listed}
+    assert by_step[5]["roles"] == ["latest", "kept"] and by_step[5]["verified"] is True
+    assert by_step[5]["path"] == str(run / "checkpoints" / "ckpt-00000005")
+    assert by_step[3]["verified"] is False and "truncated" in by_step[3]["problem"]
+    assert isinstance(by_step[1]["time"], float) and by_step[1]["size"] > 0
+    tensors = json.loads(_invoke(str(run), "--tensors", "--step", "5", "--json"))
+    assert tensors == {"checkpoint": str(run / "checkpoints" / "ckpt-00000005"), "tensors": [
+        {"name": "input_embeddings", "shape": [4, 3], "dtype": "F32"},
+        {"name": "output_embeddings", "shape": [4, 3], "dtype": "F32"}]}
+
+
 def test_list_shows_roles_and_verification(run: Path) -> None:
     data = (run / "checkpoints" / "ckpt-00000003" / "tensors.safetensors")
     data.write_bytes(data.read_bytes()[:-4])

@@ -79,6 +79,26 @@ def test_runs_lists_runs_with_differing_hyperparameters(two_runs: Path,
     assert code == 0 and "model.dim" in out
 
 
+def test_runs_json_gives_programs_every_column_and_setting(
+        two_runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    code, out, _ = run_cli(["runs", str(two_runs), "--json", "--sort", "optim.lr",
+                            "--reverse"], capsys)
+    assert code == 0
+    listed = json.loads(out)
+    assert [r["name"] for r in listed] == ["demo-sg-lr1.0", "demo-sg-lr0.5"]
+    first = listed[0]
+    assert {k: first[k] for k in ("kind", "status", "step", "words_seen")} == {
+        "kind": "word2vec", "status": "finished", "step": 20, "words_seen": 20_000}
+    assert first["hparams"]["optim.lr"] == 1.0 and "model.dim" in first["hparams"]
+    best = first["best"]
+    assert best["metric"] == "train/loss" and isinstance(best["value"], float) and \
+        isinstance(best["step"], int)
+    code, out, _ = run_cli(["runs", str(two_runs), "--json", "--status", "running"], capsys)
+    assert (code, json.loads(out)) == (0, [])
+
+
 def test_the_saved_column_is_where_a_resume_starts(two_runs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     """A killed run's status names the step it reached; a resume starts at its newest checkpoint,

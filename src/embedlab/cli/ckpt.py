@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import shutil
 import tempfile
@@ -245,11 +246,15 @@ def _original_names(previous: object, rename: dict[str, str],
 @click.option("--names", default=None, help="Comma-separated stored tensor names to export.")
 @click.option("--map", "maps", multiple=True, metavar="NEW=STORED",
               help="Export STORED under the name NEW (repeatable).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead of a table: the checkpoints (step, path, time in Unix "
+                   "seconds, size in bytes, roles, verified, problem), or with --tensors the "
+                   "tensors (name, shape, dtype).")
 @click.option("--verify", "strict", is_flag=True,
               help="Exit with status 1 when a listed checkpoint fails its check or is missing "
                    "(for scripts that receive a run).")
 def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Path | None,
-         names: str | None, maps: tuple[str, ...], strict: bool) -> None:
+         names: str | None, maps: tuple[str, ...], as_json: bool, strict: bool) -> None:
     """List the checkpoints of RUN: step, time, size, roles, verified.
 
     \b
@@ -277,11 +282,18 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     if export is not None and show_tensors:
         raise InputError("--tensors lists one checkpoint, --export-subset writes one; run ckpt "
                          "once for each")
+    if export is not None and as_json:
+        raise InputError("--json prints a listing, --export-subset writes a subset; drop one")
     if export is not None:
         _export_subset(run, export, step, best, names, _parse_map(maps))
         return
     if show_tensors or step is not None or best:
         path = find_checkpoint(run, step=step, best=best)
+        if as_json:
+            click.echo(json.dumps({"checkpoint": str(path), "tensors": [
+                {"name": name, "shape": list(shape), "dtype": dtype}
+                for name, shape, dtype in tensor_specs(path)]}))
+            return
         table = Table(title=str(path))
         for col in ("name", "shape", "dtype"):
             table.add_column(col)
@@ -292,7 +304,6 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     if not run.is_dir():
         what = "is not a folder" if run.exists() else "does not exist"
         raise InputError(f"{run} {what}; pass a run folder (see 'embedlab runs')")
-    from embedlab.checkpoint.index import read_index
     from embedlab.checkpoint.load import missing_listed, no_checkpoint
 
     infos = CheckpointManager(run).list()
@@ -301,6 +312,23 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     # missing ones and exits 1, as it does for some missing
     if not infos and not (strict and missing):
         raise no_checkpoint(run)
+    if as_json:
+        _print_listing(run, infos, missing)
+    else:
+        _print_table(console, run, infos, missing)
+    if strict and (missing or not all(info.verified for info in infos)):
+        bad = len(missing) + sum(not info.verified for info in infos)
+        click.echo(f"embedlab: {bad} of {len(infos) + len(missing)} checkpoint(s) of {run} "
+                   f"failed the check (see the {'listing' if as_json else 'table'}); restore them "
+                   "from a backup or a new copy of the run", err=True)
+        raise SystemExit(1)
+
+
+def _print_table(console: Any, run: Path, infos: list[Any], missing: list[int]) -> None:
+    from rich.table import Table
+
+    from embedlab.checkpoint.index import read_index
+
     table = Table(title=f"checkpoints of {run}")
     for col, justify in (("step", "right"), ("time", "left"), ("size", "right"),
                          ("roles", "left"), ("verified", "left")):
@@ -323,9 +351,19 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     for _, row in sorted(rows):
         table.add_row(*row)
     console.print(table)
-    if strict and (missing or not all(info.verified for info in infos)):
-        bad = len(missing) + sum(not info.verified for info in infos)
-        click.echo(f"embedlab: {bad} of {len(infos) + len(missing)} checkpoint(s) of {run} "
-                   "failed the check (see the table); restore them from a backup or a new copy "
-                   "of the run", err=True)
-        raise SystemExit(1)
+
+
+def _print_listing(run: Path, infos: list[Any], missing: list[int]) -> None:
+    """The listing as JSON, one object a checkpoint, oldest first: what a program reads
+    instead of the table (times in Unix seconds, sizes in bytes)."""
+    from embedlab.checkpoint import ckpt_name
+    from embedlab.checkpoint.index import read_index
+
+    index = read_index(run)
+    out = [{"step": i.step, "path": str(i.path), "time": i.time, "size": i.size,
+            "roles": list(i.roles), "verified": i.verified, "problem": i.problem}
+           for i in infos]
+    out += [{"step": gone, "path": str(run / "checkpoints" / ckpt_name(gone)), "time": None,
+             "size": None, "roles": list(index.roles(gone)), "verified": False,
+             "problem": "missing (the index lists it; its folder is gone)"} for gone in missing]
+    click.echo(json.dumps(sorted(out, key=lambda c: c["step"])))

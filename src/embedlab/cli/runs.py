@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -29,8 +30,11 @@ from embedlab.errors import InputError, warn
 @click.option("--status", "statuses", multiple=True,
               type=click.Choice(["running", "finished", "interrupted", "failed", "unknown"]),
               help="List only the runs with this status (repeatable).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON instead of tables: a list of the runs, each with its columns "
+                   "(the best as metric, value and step) and all its stored settings.")
 def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool,
-         statuses: tuple[str, ...]) -> None:
+         statuses: tuple[str, ...], as_json: bool) -> None:
     """Table of the runs under DIRECTORY (default: runs/).
 
     Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
@@ -69,6 +73,9 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
                              f"'embedlab ckpt {shlex.quote(str(directory))}'")
         raise InputError(f"run {directory} has checkpoints but no config.json, which holds its "
                          "settings; restore config.json from a backup")
+    if not infos and as_json:
+        click.echo("[]")
+        return
     if not infos:
         click.echo(f"no runs under {directory} (a run folder holds config.json); "
                    "start one with: embedlab train --corpus demo")
@@ -77,11 +84,17 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
         check_sort_key(infos, sort_key)  # before the filter: a bad key is said whatever is left
     if statuses:
         infos = [i for i in infos if i.status in statuses]
+        if not infos and as_json:
+            click.echo("[]")
+            return
         if not infos:
             click.echo(f"no {' or '.join(statuses)} runs under {directory}")
             return
     if sort_key is not None:
         infos = sort_runs(infos, sort_key, reverse=reverse)
+    if as_json:
+        click.echo(json.dumps([info.to_json() for info in infos]))
+        return
     console = table_console()
     console.print(*runs_tables(infos, all_hparams=all_hparams))
 

@@ -121,6 +121,10 @@ def effective_status(status: dict[str, Any]) -> str:
 # ---- listing ------------------------------------------------------------------------------
 
 
+#: a best value: the tag it is logged under, the value, its step
+BestPoint = tuple[str, float, int]
+
+
 @dataclass
 class RunInfo:
     """One row of ``embedlab runs``."""
@@ -140,6 +144,17 @@ class RunInfo:
     #: the newest checkpoint's step (by its folder's name, not verified): where a resume
     #: starts; None when the run has none
     saved: int | None = None
+    #: ``best`` unrounded: (tag, value, step), None without one
+    best_point: BestPoint | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as ``runs --json`` prints it: every stored setting, the best unrounded."""
+        best = None if self.best_point is None else dict(
+            zip(("metric", "value", "step"), self.best_point, strict=True))
+        return {"name": self.name, "path": str(self.path), "kind": self.kind,
+                "status": self.status, "step": self.step, "saved": self.saved,
+                "words_seen": self.words_seen, "loss": self.loss, "best": best,
+                "wall_time": self.wall_time, "hparams": self.hparams}
 
 
 def no_such_runs_folder(root: Path, command: str) -> InputError:
@@ -185,7 +200,8 @@ def find_runs(root: Path) -> list[Path]:
     return sorted(real.values())
 
 
-def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, float | None]:
+def _best(rows: list[dict[str, Any]], metric: str,
+          index: Index) -> tuple[str, float | None, BestPoint | None]:
     """The "best" cell: the run's best value of ``metric`` (``NAME[:min|max]``) and the step of
     its best checkpoint, e.g. ``train/loss 1.9997 @6420``; and that value as a rank, lower is
     better (negated for a metric to maximise), None without one.
@@ -194,7 +210,8 @@ def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, f
     ``export --best`` take, and the step of the best logged window may have no checkpoint. A
     run whose index names no best checkpoint for the metric (none saved yet, or the index
     deleted) shows the best logged value and the step it was logged at. Five significant
-    digits, as the loss column's four decimals: a loss of 1.9997 must not read "2".
+    digits, as the loss column's four decimals: a loss of 1.9997 must not read "2". Third:
+    the same as ``(tag, value, step)``, unrounded, for ``runs --json``.
     """
     name, mode = split_best_metric(metric)
     tags = [name, f"eval/{name}", f"train/{name}"]
@@ -207,11 +224,11 @@ def _best(rows: list[dict[str, Any]], metric: str, index: Index) -> tuple[str, f
     sign = 1.0 if mode == "min" else -1.0
     if (index.best is not None and index.best_metric == name and index.best_mode == mode
             and value is not None and math.isfinite(value)):
-        return f"{tag} {value:#.5g} @{index.best}", sign * value
+        return f"{tag} {value:#.5g} @{index.best}", sign * value, (tag, value, index.best)
     if not logged[tag]:
-        return "", None
+        return "", None, None
     value, step = (min if mode == "min" else max)(logged[tag], key=lambda p: p[0])
-    return f"{tag} {value:#.5g} @{step}", sign * value
+    return f"{tag} {value:#.5g} @{step}", sign * value, (tag, value, int(step))
 
 
 def _index(run: Path) -> Index:
@@ -282,12 +299,12 @@ def run_info(run: Path, root: Path) -> RunInfo:
         at = [r["train/loss"] for r in losses if r.get("step") == step]
         loss = at[-1] if at else loss
     name = str(run.relative_to(root)) if run != root else run.name
-    best, rank = _best(rows, cfg.checkpoint.best_metric, _index(run))
+    best, rank, point = _best(rows, cfg.checkpoint.best_metric, _index(run))
     return RunInfo(
         name=name, path=run, status=_held(run, effective_status(status)),
         step=status.get("step"), words_seen=status.get("words_seen"),
         loss=loss if _is_number(loss) else None,
-        best=best, best_rank=rank,
+        best=best, best_rank=rank, best_point=point,
         wall_time=status.get("wall_time"), hparams=_hparams(cfg, run), saved=_newest_saved(run),
     )
 
@@ -361,12 +378,12 @@ def _linreg_info(run: Path, root: Path, raw: dict[str, Any]) -> RunInfo:
     if isinstance(raw.get("table_sha256"), str):  # which table: a prefix tells tables apart
         hparams[f"{LINREG}.table_sha256"] = raw["table_sha256"][:12]
     metric = f"{index.best_metric}:{index.best_mode}" if index.best_metric else "loss:min"
-    best, rank = _best(rows, metric, index)
+    best, rank, point = _best(rows, metric, index)
     return RunInfo(
         name=str(run.relative_to(root)) if run != root else run.name, path=run, status=status,
         step=step, words_seen=None, loss=losses[-1] if losses else None,
         best=best, best_rank=rank, wall_time=None, hparams=hparams, kind=LINREG,
-        saved=_newest_saved(run))
+        saved=_newest_saved(run), best_point=point)
 
 
 def changes_result(key: str) -> bool:
