@@ -545,6 +545,7 @@ def test_a_loss_that_is_not_finite_inside_a_call_stops_at_its_step(
     assert f"diverged at step {steps[0] + 4}:" in str(e.value)
 
 
+@pytest.mark.usefixtures("cli_messages")  # the words a command gives
 def test_vectors_that_overflow_are_never_saved_though_the_loss_stays_finite(
         corpus: Path, tmp_path: Path) -> None:
     """Scores are clipped at ±6, so a start far too wide overflows the output vectors to inf/nan
