@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,29 @@ def test_a_full_disk_or_memory_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"embedlab: error: {needle}")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_a_full_standard_output_is_said_as_such(tmp_path: Path) -> None:
+    # an export done, its last line to a stdout on a full disk: "a write failed ... re-run the
+    # same command", which the finished export then refused
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from embedlab.vectors import Vectors
+
+    Vectors(["a", "b"], np.eye(2, dtype=np.float32)).to_word2vec(tmp_path / "v.txt")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "embedlab", "export", str(tmp_path / "v.txt"),
+                               "--out", str(tmp_path / "out.txt")], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr == ("embedlab: error: cannot write to standard output (No space left on "
+                           "device): what the command printed there is incomplete, the files it "
+                           "wrote are complete; send the output where there is room\n")
+    assert (tmp_path / "out.txt").read_text().startswith("2 2\n")
 
 
 def test_other_import_errors_stay_bugs(monkeypatch: pytest.MonkeyPatch) -> None:

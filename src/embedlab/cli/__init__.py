@@ -120,6 +120,25 @@ def loading() -> Iterator[None]:
         raise StoppedWhileLoading from None
 
 
+def _on_stdout(exc: BaseException) -> bool:
+    """Whether ``exc`` came from a write to standard output (``embedlab export ... >
+    /dev/full``, a redirect onto a full disk), not to a file of the command's own: the write
+    that raised it was made by a frame holding a stream on file descriptor 1 (click's ``echo``
+    its ``file``, rich's console its ``file``)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame_locals = tb.tb_frame.f_locals
+        for name in ("file", "stream", "self"):
+            value = frame_locals.get(name)
+            for stream in (value, getattr(value, "file", None)):
+                with contextlib.suppress(Exception):
+                    if stream is not None and callable(getattr(stream, "fileno", None)) and \
+                            stream.fileno() == 1:
+                        return True
+        tb = tb.tb_next
+    return False
+
+
 def _fail(message: str, code: int = 2) -> None:
     # One line, no traceback: the message itself says what to do. A stderr whose reader is
     # gone (2>&1 | true) cannot take it; the status still says what happened.
@@ -391,6 +410,10 @@ def main(argv: list[str] | None = None) -> Any:
         # gets one line too. A full or read-only disk is the user's to fix even when the write
         # that hit it names no file (os.write, fsync, a library's writer). Other errors without
         # a path, or of other kinds, remain bugs: traceback.
+        if exc.filename is None and exc.errno in _DISK_PROBLEMS and _on_stdout(exc):
+            _fail(f"cannot write to standard output ({exc.strerror}): what the command printed "
+                  "there is incomplete, the files it wrote are complete; send the output where "
+                  "there is room")
         if exc.filename is None and exc.errno in _DISK_PROBLEMS:
             _fail(f"a write failed ({exc.strerror}); free space on the disk (or make it "
                   "writable) and re-run the same command: what was saved before is intact, "
