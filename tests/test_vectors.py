@@ -467,6 +467,8 @@ def test_to_word2vec_writes_the_format_its_name_says(vec: Vectors, tmp_path: Pat
                              "read it with binary=True and fail); pass binary=True, or a name "
                              "ending in .txt"),
             ("b.txt", True, "names a text file, but binary=True writes binary; pass "
+                            "binary=False, or a name ending in .bin"),
+            ("b.vec", True, "names a text file, but binary=True writes binary; pass "
                             "binary=False, or a name ending in .bin")]:
         with pytest.raises(InputError) as e:
             vec.to_word2vec(tmp_path / name, binary=binary)

@@ -470,7 +470,8 @@ class Vectors(KeyedVectorsDialect):
 
         ``binary``: None (the default) chooses by the name, as ``embedlab export`` does: binary
         for ``.bin`` (``.bin.gz``...), text otherwise; a ``.bin`` name with ``binary=False`` or a
-        ``.txt`` name with ``binary=True`` is refused, since a reader goes by the name.
+        ``.txt`` or ``.vec`` name with ``binary=True`` is refused, since a reader goes by the
+        name.
         (:meth:`save_word2vec_format` writes what it is told, as gensim's does.)"""
         from embedlab.export.word2vec import format_suffix
 
@@ -483,7 +484,7 @@ class Vectors(KeyedVectorsDialect):
             raise InputError(f"path={os.fspath(path)!r} names a binary file, but binary=False "
                              "writes text (gensim would read it with binary=True and fail); "
                              "pass binary=True, or a name ending in .txt")
-        if suffix == ".txt" and binary:
+        if suffix in (".txt", ".vec") and binary:  # .vec: fastText's text files
             raise InputError(f"path={os.fspath(path)!r} names a text file, but binary=True "
                              "writes binary; pass binary=False, or a name ending in .bin")
         return self._write_word2vec(path, binary, checked_bool("force", force))

@@ -369,6 +369,10 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
     (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.txt"],
      ["x.txt names a text file, but --format word2vec-binary writes binary; pass --format "
       "word2vec, or --out ", "x.bin"]),
+    # fastText's .vec is text too: gensim read it with binary=False and failed
+    (["export", "{v}", "--format", "word2vec-binary", "--out", "{tmp}/x.vec"],
+     ["x.vec names a text file, but --format word2vec-binary writes binary; pass --format "
+      "word2vec, or --out ", "x.bin"]),
     (["export", "{tmp}/nosuch", "--out", "{tmp}/x.txt"],
      ["nosuch does not exist; pass a run folder, a checkpoint folder or a word2vec/.npy "
       "vectors file"]),

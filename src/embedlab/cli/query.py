@@ -163,7 +163,7 @@ def _export_format(fmt: str | None, out: Path | None) -> str:
         raise InputError(f"--out {out} names a binary file, but --format word2vec writes text "
                          "(gensim would read it with binary=True and fail); pass --format "
                          f"word2vec-binary, or --out {_renamed(out, '.txt')}")
-    if fmt == "word2vec-binary" and suffix == ".txt":
+    if fmt == "word2vec-binary" and suffix in (".txt", ".vec"):  # .vec: fastText's text
         raise InputError(f"--out {out} names a text file, but --format word2vec-binary writes "
                          f"binary; pass --format word2vec, or --out {_renamed(out, '.bin')}")
     return fmt
