@@ -165,6 +165,8 @@ def test_a_text_file_named_npy_is_not_taken_for_a_pickle(tmp_path: Path) -> None
                      "vocabulary file"),
     ("a\nb c\n", "line 2: word 'b c' contains whitespace; regenerate the vocabulary file"),
     ("a\n\nb\n", "line 2 has no word; regenerate the vocabulary file"),
+    # counts on some lines only were dropped for all, silently
+    ("a\t5\nb\n", "line 2 has no count, but line 1 has one; give every word its count"),
 ])
 def test_bad_vocabulary_is_one_input_error(tmp_path: Path, vocab: str, problem: str) -> None:
     path = tmp_path / "v.npy"
@@ -173,6 +175,15 @@ def test_bad_vocabulary_is_one_input_error(tmp_path: Path, vocab: str, problem: 
     with pytest.raises(InputError) as e:
         read_npy(path)
     assert str(e.value).startswith(f"{vocab_path_for(path)} {problem}")
+
+
+def test_windows_line_ends_are_read(tmp_path: Path) -> None:
+    # "count '5\r' is not a non-negative integer" for a file saved on Windows
+    path = tmp_path / "v.npy"
+    np.save(path, np.zeros((2, 2), np.float32))
+    vocab_path_for(path).write_bytes(b"a\t5\r\nb\t3\r\n")
+    words, _, counts = read_npy(path)
+    assert words == ["a", "b"] and counts is not None and counts.tolist() == [5, 3]
 
 
 def test_largest_int64_count_is_fine(tmp_path: Path) -> None:

@@ -129,6 +129,9 @@ def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    # a file saved on Windows: "\r\n" line ends, as a word2vec text file may have them (no
+    # word holds a "\r": whitespace is refused in words)
+    lines = [line.removesuffix("\r") for line in lines]
     words: list[str] = []
     counts: list[int] = []
     seen: dict[str, int] = {}
@@ -159,6 +162,11 @@ def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
         warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its first "
              f"word {words[0]!r}; if an editor added it, save the file as UTF-8 without a "
              "byte-order mark")
+    if counts and len(counts) != len(words):  # some lines with a count and some without
+        bare = next(i for i, line in enumerate(lines) if "\t" not in line)
+        with_count = next(i for i, line in enumerate(lines) if "\t" in line)
+        raise InputError(f"{path} line {bare + 1} has no count, but line {with_count + 1} "
+                         "has one; give every word its count ('word<TAB>count') or none")
     have_counts = len(counts) == len(words) and len(words) > 0
     return words, (np.asarray(counts, dtype=np.int64) if have_counts else None)
 
