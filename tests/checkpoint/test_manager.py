@@ -189,6 +189,19 @@ def test_crash_between_commit_and_index_adopts_new_folder(tmp_path: Path) -> Non
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["ckpt-00000003"]
 
 
+def test_a_checkpoint_adopted_after_a_crash_is_ranked_for_the_best(tmp_path: Path) -> None:
+    # committed, then killed before the index rewrite: adopted by the next save, but never
+    # ranked, so a better loss than the listed best stayed out of --from best for good
+    save_sample(CheckpointManager(tmp_path, keep=5), 1, loss=2.0)
+    index = (tmp_path / "checkpoint").read_text()
+    save_sample(CheckpointManager(tmp_path, keep=5), 2, loss=1.0)
+    (tmp_path / "checkpoint").write_text(index)  # as if the process died before the rewrite
+    save_sample(CheckpointManager(tmp_path, keep=5), 3, loss=1.5)
+    assert read_index(tmp_path).best == 2
+    save_sample(CheckpointManager(tmp_path, keep=5), 4, loss=0.5)  # a better one still wins
+    assert read_index(tmp_path).best == 4
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(steps=st.lists(st.integers(1, 60), min_size=1, max_size=14, unique=True).map(sorted),
        losses=st.lists(st.floats(0, 10, allow_nan=False), min_size=14, max_size=14),

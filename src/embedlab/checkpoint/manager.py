@@ -469,6 +469,13 @@ class CheckpointManager:
             # by the metrics their state.json recorded, so that neither a deleted index nor a
             # changed --best-metric costs the run its best checkpoint by the metric it now names.
             best, value = self._best_on_disk(sorted(ours - {step}))
+        else:
+            # committed by a process killed before it rewrote the index (adopted by _retain):
+            # never ranked at its own save, so ranked now, by what its state.json recorded
+            adopted = sorted(s for s in ours - old.ours() - self._committed if s != step)
+            found, at = self._best_on_disk(adopted) if adopted else (None, None)
+            if found is not None and at is not None and _better(at, value, self.best_mode):
+                best, value = found, at
         new_value = metrics.get(self.best_metric)
         if new_value is not None and _better(float(new_value), value, self.best_mode):
             best, value = step, float(new_value)
