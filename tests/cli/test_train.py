@@ -186,7 +186,7 @@ BAD = [
     (["--corpus", "{corpus}", "--restart", "--from", "best"],
      "--restart and --from exclude each other; pass one"),
     (["--corpus", "{corpus}", "--init-from", "{tmp}/nowhere"],
-     "nowhere does not exist; pass a run folder or a checkpoint folder"),
+     "nowhere does not exist; pass a run folder, a checkpoint folder or a vectors file"),
     (["--corpus", "{corpus}", "--init-from", "{trained}", "--dim", "4"],
      "has dim 8, this run 4; pass a matching --dim"),
     # refused only once the corpus is read: they must not reach an existing run's config.json
@@ -2590,3 +2590,29 @@ def test_a_new_run_without_its_evaluation_file_is_not_told_to_drop_it(
     code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, *FAST,
                       "--eval-analogies", tmp_path / "nope.txt")
     assert "--no-eval" not in assert_refused(code, err, "analogy file")
+
+
+def test_a_kill_after_the_final_commit_is_finished_in_the_index_and_status(
+        copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # killed between the final checkpoint's commit and its index rewrite: the next command said
+    # "already finished", yet the index kept naming the checkpoint before as the latest and
+    # status.json the step it had saved before
+    final = read_index(copy).latest
+    assert final is not None
+    steps = sorted(int(p.name.split("-")[1]) for p in (copy / "checkpoints").iterdir())
+    before = steps[-2]
+    index = (copy / "checkpoint").read_text(encoding="utf-8")
+    (copy / "checkpoint").write_text(index.replace(f"latest: ckpt-{final:08d}",
+                                                   f"latest: ckpt-{before:08d}"),
+                                     encoding="utf-8")
+    status = json.loads((copy / "status.json").read_text(encoding="utf-8"))
+    finished = dict(status)
+    status.update(status="running", checkpoint=before, raw_words=1)
+    (copy / "status.json").write_text(json.dumps(status), encoding="utf-8")
+    code, err = train(capsys, "--run", copy, *FAST, "--checkpoint-every", "10", "--keep", "50",
+                      "--best-metric", "loss:max")
+    assert code == 0 and "already finished" in err, err
+    assert read_index(copy).latest == final
+    now = json.loads((copy / "status.json").read_text(encoding="utf-8"))
+    for key in ("status", "checkpoint", "step", "raw_words", "words_seen"):
+        assert now[key] == finished[key], key

@@ -488,6 +488,26 @@ class CheckpointManager:
                  f"{spell_name('--keep')} or {spell_name('--keep-every')} keeps it")
         return best, value
 
+    def finish_save(self, step: int) -> None:
+        """What a save of ``step`` does after its commit — retention and the index rewrite — for
+        a checkpoint committed by a process killed before it rewrote the index (the run's
+        final one, say, which no later save of the run adopts). Nothing when the index lists
+        ``step`` as the latest already."""
+        old = self.index()
+        path = self.root / ckpt_name(step)
+        if old.latest == step or not path.is_dir():
+            return
+        try:
+            recorded = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+            metrics = checked_metrics(recorded.get("metrics") or {})
+        except (OSError, ValueError, AttributeError, InputError):
+            metrics = {}
+        self._committed.add(step)
+        with collecting_warnings() as said:
+            self._retain(step, old, metrics)
+        for message in said:
+            warn(message)
+
     def forget_after(self, step: int) -> None:
         """Rewrite the index without the checkpoints newer than ``step``, which ``--from`` moved
         aside: ``step`` is the latest (the resume point), and a best among those moved is chosen

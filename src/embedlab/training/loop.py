@@ -323,10 +323,13 @@ def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
     without ``--run`` names, whether or not a shorter run with the other flags exists.
     """
     state = run.state
-    if status.read_status(run.run_dir).get("status") != "finished":
-        status.write_status(run.run_dir, status="finished", step=state.step,
-                            words_seen=state.words_seen, loss=state.last_loss,
-                            train_seconds=state.train_seconds)
+    # a kill after the final checkpoint's commit: its index rewrite, and its status, are made
+    # now (the index still named the checkpoint before it as the latest)
+    run.manager.finish_save(state.step)
+    now = status.read_status(run.run_dir)
+    if now.get("status") != "finished" or now.get("checkpoint") != state.step:
+        status.write_status(run.run_dir, status="finished", **progress_fields(run),
+                            checkpoint=state.step, wall_time=state.wall_seconds)
     epochs = run.cfg.optim.epochs
     print(f"embedlab: {run.run_dir} already finished at step {state.step} ({epochs} "
           f"epoch{'s' if epochs != 1 else ''}); {_train_further(run.run_dir, epochs)}", file=out)
