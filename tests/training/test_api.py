@@ -206,11 +206,11 @@ def test_a_bad_value_is_the_commands_message_naming_the_argument(
      "--best-metric must be NAME[:min|max], got 'loss:up'; e.g. --best-metric loss:min or "
      "--best-metric analogy:max"),
     ({"init_from": "nosuch"},
-     "init_from='nosuch': nosuch does not exist; pass a run folder or a checkpoint folder to "
-     "copy vectors from",
+     "init_from='nosuch': nosuch does not exist; pass a run folder, a checkpoint folder or a "
+     "vectors file to copy vectors from",
      ["--init-from", "nosuch"],
-     "--init-from nosuch: nosuch does not exist; pass a run folder or a checkpoint folder to "
-     "copy vectors from"),
+     "--init-from nosuch: nosuch does not exist; pass a run folder, a checkpoint folder or a "
+     "vectors file to copy vectors from"),
     ({"restart": True, "from_checkpoint": "best"},
      "restart=True and from_checkpoint= exclude each other; pass one",
      ["--restart", "--from", "best"],
