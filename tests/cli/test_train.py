@@ -2616,3 +2616,19 @@ def test_a_kill_after_the_final_commit_is_finished_in_the_index_and_status(
     now = json.loads((copy / "status.json").read_text(encoding="utf-8"))
     for key in ("status", "checkpoint", "step", "raw_words", "words_seen"):
         assert now[key] == finished[key], key
+
+
+@pytest.mark.parametrize("name", ["status.json", "metrics.jsonl", "checkpoint", "config.json"])
+def test_a_run_record_that_is_a_link_is_refused_and_its_target_untouched(
+        copy: Path, tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # a run folder from someone else with status.json -> ~/.bashrc: the resume rewrote that
+    # file (metrics.jsonl's was emptied)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes((copy / name).read_bytes())
+    before = victim.read_bytes()
+    (copy / name).unlink()
+    (copy / name).symlink_to(victim)
+    code, err = train(capsys, "--run", copy, "--epochs", "3", "--max-steps", "1000")
+    assert_refused(code, err, f"{copy / name} is a symbolic link (to {victim}), and training "
+                              "rewrites the run's records in place")
+    assert victim.read_bytes() == before

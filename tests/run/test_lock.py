@@ -194,3 +194,16 @@ def test_a_lock_file_that_cannot_be_removed_does_not_hide_the_error_that_ended_t
     assert (tmp_path / LOCK_FILE).exists()
     with RunLock(tmp_path) as again:  # not held by anyone: taken
         assert again.held
+
+
+def test_a_lock_that_is_a_link_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    # a run folder from someone else with .lock -> ~/.bashrc: acquiring it truncated and
+    # rewrote that file
+    run = tmp_path / "run"
+    run.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (run / ".lock").symlink_to(victim)
+    with pytest.raises(InputError, match=r"\.lock is a symbolic link, not the run's lock file"):
+        RunLock(run).acquire()
+    assert victim.read_text() == "precious\n"

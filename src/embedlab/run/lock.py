@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import shlex
 import socket
 import sys
 import time
@@ -89,8 +90,15 @@ class RunLock:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         while True:
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                # O_NOFOLLOW: a .lock that is a symbolic link (a run folder received from
+                # someone) would have this process truncate and write the file it points to
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise InputError(f"{self.path} is a symbolic link, not the run's lock file "
+                                     "(which would write through it to the file it points "
+                                     f"to); remove the link (rm {shlex.quote(str(self.path))}) "
+                                     "and re-run") from None
                 if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                     raise
                 # a read-only run folder: training writes into it; reading it does not
@@ -131,7 +139,7 @@ class RunLock:
         nothing: a shared lock asked for and given back at once, which only a trainer's
         exclusive one refuses."""
         try:
-            fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY)
+            fd = os.open(Path(run_dir) / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
             return None
         try:

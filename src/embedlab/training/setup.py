@@ -641,7 +641,16 @@ def _check_run_files(run_dir: Path) -> None:
 
     for name in (CONFIG_FILE, ENV_FILE, STATUS_FILE, METRICS_FILE, VOCAB_FILE, INDEX_FILE,
                  PROJECTOR_CONFIG):
-        output_target(run_dir / name, fix=f"move it out of the run folder, then {rerun()}")
+        path = run_dir / name
+        if path.is_symlink():
+            # a run's records are its own: through a link (a run folder received from someone)
+            # training would rewrite, or empty, the file it points to outside the run
+            raise InputError(f"{path} is a symbolic link (to {path.readlink()}), and training "
+                             "rewrites the run's records in place; replace the link with a copy "
+                             f"of its file (cp --remove-destination \"$(readlink -f "
+                             f"{shlex.quote(str(path))})\" {shlex.quote(str(path))}), then "
+                             f"{rerun()}")
+        output_target(path, fix=f"move it out of the run folder, then {rerun()}")
 
 
 def _check_settings(run_dir: Path, ckpt: Path, cfg: TrainConfig, recorded: str | None) -> None:
