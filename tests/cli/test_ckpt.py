@@ -596,3 +596,26 @@ def test_a_subset_is_built_aside_and_what_a_killed_one_left_is_removed(
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".sub")) == []
     tensors, _ = load_checkpoint(find_checkpoint(tmp_path / "sub"))
     assert sorted(tensors) == ["input_embeddings", "output_embeddings"]
+
+
+def test_a_subset_copies_only_the_vocabulary_its_checkpoint_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # vocab.tsv edited, replaced, or linked to a file outside the run was copied into the
+    # subset as it was (the readers refuse such a vocabulary; the subset carried it on)
+    from embedlab.training.state import vocabulary_sha256
+
+    run = tmp_path / "run"
+    words = ["the", "king", "queen", "man"]
+    CheckpointManager(run).save(1, {"input_embeddings": torch.ones(4, 3)},
+                                {"epoch": 0, "vocabulary": vocabulary_sha256(words)}, {})
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the\t9\nking\t5\nqueen\t4\nwoman\t3\n")  # four words, one of them other
+    (run / "vocab.tsv").symlink_to(secret)
+    code, _, err = run_cli(["ckpt", str(run), "--export-subset", str(tmp_path / "s")], capsys)
+    assert code == 2 and f"{run / 'vocab.tsv'} is not the vocabulary ckpt-00000001 was " \
+        "trained with" in err
+    assert not (tmp_path / "s").exists()
+    (run / "vocab.tsv").unlink()
+    (run / "vocab.tsv").write_text("the\t9\nking\t5\nqueen\t4\nman\t3\n")
+    _invoke(str(run), "--export-subset", str(tmp_path / "s"))
+    assert (tmp_path / "s" / "vocab.tsv").read_text() == (run / "vocab.tsv").read_text()

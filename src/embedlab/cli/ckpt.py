@@ -94,6 +94,18 @@ def _check_out_place(export: Path, src: Path) -> None:
                          f"pick a new or empty folder, e.g. --export-subset {suggest}")
 
 
+def _check_vocabulary(vocab_src: Path, ckpt: Path, state: dict[str, Any]) -> None:
+    """The run's vocab.tsv is copied into the subset only when it is the vocabulary the
+    checkpoint was trained with, as every reader checks it: a file edited, replaced, or linked
+    to another file (a run folder from someone else) would give the vectors other words'
+    names, or carry that file's text into a subset to be shared."""
+    from embedlab.data.vocab import Vocab
+    from embedlab.vectors import check_recorded_words
+
+    check_recorded_words(vocab_src, Vocab.load_tsv(vocab_src).words, ckpt,
+                         state.get("vocabulary"))
+
+
 def _check_word_rows(tensors: dict[str, Any], rename: dict[str, str],
                      vocabulary: bytes | None) -> None:
     """Refuse a tensor mapped to ``input_embeddings`` that has no row per word: every reader
@@ -172,6 +184,8 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         except OSError as exc:
             raise InputError(f"cannot read {vocab_src} ({exc.strerror or exc}); make it "
                              "readable, then re-run the export (nothing was written)") from None
+    if vocabulary is not None:
+        _check_vocabulary(vocab_src, src, state)
     _check_word_rows(tensors, rename, vocabulary)
     # built in a hidden sibling and renamed into place whole: a subset killed outright (which
     # no clean-up reaches) leaves no half-made OUT that its own re-run would refuse as taken
