@@ -94,6 +94,30 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK,
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
 
+#: the most a small record of a run (a manifest, an index, a lock, status.json) may hold
+RECORD_LIMIT = 16 << 20
+
+
+def read_record(path: Path, limit: int = RECORD_LIMIT) -> bytes:
+    """The bytes of a small record file, read only if it is a regular file of at most ``limit``
+    bytes: a FIFO there (a run folder from someone else) would block the reader for ever, and a
+    link to /dev/zero fill its memory. Raises ``FileNotFoundError`` when it is missing and
+    ``OSError`` (errno EINVAL) naming what it is otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without a writer
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _KINDS if test(st.st_mode)), "a special file")
+            raise OSError(errno.EINVAL, f"not a regular file but {kind}", str(path))
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{st.st_size:,} bytes, more than such a file holds "
+                          f"({limit:,})", str(path))
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(limit + 1)
+    finally:
+        os.close(fd)
+
+
 def output_target(path: Path, fix: str = "remove it or choose another file path") -> Path:
     """The file that an atomic write of ``path`` replaces: ``path`` itself, or the regular file a
     symbolic link at ``path`` points to (so the link survives, as with a plain ``open()``).

@@ -224,3 +224,39 @@ def test_names_sort_by_step_and_only_committed_folders_count(tmp_path: Path) -> 
         (root / name).mkdir(parents=True)
     (root / "ckpt-00000004").write_text("a file, not a folder")
     assert ckpt_format.committed_folders(root) == {2: root / "ckpt-00000002"}
+
+
+def test_a_listed_file_that_is_no_regular_file_fails_verification_without_reading(
+        tmp_path: Path) -> None:
+    # a FIFO (or a link to /dev/zero) listed in a crafted manifest: ckpt --verify, which the
+    # docs recommend for a run received from someone, hashed it for ever
+    ckpt = save_sample(CheckpointManager(tmp_path), 1)
+    manifest = json.loads((ckpt / "MANIFEST.json").read_text())
+    manifest["files"]["extra"] = {"sha256": "0" * 64, "size": 0}
+    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest))
+    os.mkfifo(ckpt / "extra")
+    ckpt_format._VERIFIED.clear()
+    assert verify(ckpt) == "extra is not a regular file"
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    ("[" * 5000 + "]" * 5000, "nested too deeply"),
+    (None, "not a regular file but a FIFO"),
+])
+def test_a_manifest_that_cannot_be_read_safely_fails_verification(
+        tmp_path: Path, content: str | None, why: str) -> None:
+    ckpt = save_sample(CheckpointManager(tmp_path), 1)
+    (ckpt / "MANIFEST.json").unlink()
+    if content is None:
+        os.mkfifo(ckpt / "MANIFEST.json")  # reading it blocked for ever
+    else:
+        (ckpt / "MANIFEST.json").write_text(content)  # RecursionError: a traceback
+    ckpt_format._VERIFIED.clear()
+    assert verify(ckpt) == f"MANIFEST.json is unreadable ({why})"
+
+
+@pytest.mark.parametrize("name", [f"ckpt-{'9' * 5000}", f"ckpt-{2**63}", f"ckpt-{2**64 - 1}"])
+def test_folder_names_beyond_a_step_are_no_checkpoints(name: str) -> None:
+    # int() refused 5,000 digits with a ValueError; 2^63 broke the event files' purge
+    assert ckpt_format.parse_step(name) is None
+    assert ckpt_format.parse_step(f"ckpt-{2**63 - 1}") == 2**63 - 1

@@ -68,15 +68,17 @@ def test_a_garbled_index_is_refused_up_front_and_deleting_it_is_the_fix(tmp_path
 
 def test_an_unreadable_index_still_names_permissions(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from embedlab.checkpoint import index as ckpt_index
+
     save_sample(CheckpointManager(tmp_path), 1)
-    real = Path.read_text
+    real = ckpt_index.read_record
 
-    def denied(self: Path, *args: object, **kwargs: object) -> str:
-        if self.name == "checkpoint":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+    def denied(path: Path, *args: object, **kwargs: object) -> bytes:
+        if path.name == "checkpoint":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Path, "read_text", denied)
+    monkeypatch.setattr(ckpt_index, "read_record", denied)
     with pytest.raises(CheckpointError, match=r"cannot read .*checkpoint \(Permission denied\); "
                                               "fix its permissions or delete it"):
         CheckpointManager(tmp_path).check_index()

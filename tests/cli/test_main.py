@@ -421,3 +421,28 @@ def test_sigterm_to_a_writing_command_removes_its_partial_output(
         "embedlab: terminated (SIGTERM); the partial output is removed\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize(("name", "content", "needle"), [
+    ("status.json", "[" * 5000 + "]" * 5000,
+     "a JSON file the command read nests too deeply to be read"),
+    ("metrics.jsonl", '{"step": ' + "9" * 5000 + "}\n",
+     "a file the command read holds a number of thousands of digits"),
+])
+def test_crafted_json_in_a_run_is_one_line(tmp_path: Path, name: str, content: str,
+                                           needle: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # a run folder from someone else: RecursionError and int()'s digit limit were tracebacks
+    import json
+
+    from embedlab.config import TrainConfig
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(TrainConfig().to_dict()))
+    (run / name).write_text(content)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["runs", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert err.count("\n") == 1 and err.startswith(f"embedlab: error: {needle}")

@@ -8,6 +8,7 @@ import re
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -644,3 +645,22 @@ def test_words_in_another_encoding_are_read_with_it(tmp_path: Path, binary: bool
         "different words became one when their bytes that are not valid UTF-8 read as U+FFFD: "
         f"the file is in another encoding; convert the file with iconv -f ENCODING -t UTF-8 "
         f"{path} > vectors.txt")
+
+
+def test_a_compressed_file_is_decompressed_no_further_than_its_header_can_take(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 KB of gzip that decompress to 64 MB of line breaks after 2 records: all of it was
+    # written to a temporary file (1.5 KB of bzip2 made 2 GiB, 37 s and 2 GB of memory)
+    path = tmp_path / "bomb.txt.gz"
+    path.write_bytes(gzip.compress(b"2 3\nw 1 2 3\nv 1 2 3\n" + b"\n" * (64 << 20), 1))
+    sizes: list[int] = []
+    mapped = word2vec._mapped
+
+    def spy(fh: Any, length: int | None = None) -> Any:
+        sizes.append(os.fstat(fh.fileno()).st_size)
+        return mapped(fh, length)
+
+    monkeypatch.setattr(word2vec, "_mapped", spy)
+    words, matrix = read_word2vec(path)
+    assert words == ["w", "v"] and matrix.tolist() == [[1, 2, 3], [1, 2, 3]]
+    assert sizes and max(sizes) < 8 << 20

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,7 +25,7 @@ from safetensors import SafetensorError
 
 from embedlab.checkpoint import tensor_file
 from embedlab.errors import InputError
-from embedlab.fsutil import current_umask, file_digest, fsync_dir
+from embedlab.fsutil import current_umask, file_digest, fsync_dir, read_record
 
 TENSORS_FILE = "tensors.safetensors"
 STATE_FILE = "state.json"
@@ -57,10 +58,10 @@ def parse_step(name: str) -> int | None:
     :func:`ckpt_name` writes, so that a folder renamed by hand (``ckpt-5000``) is not taken
     for the step's checkpoint, listed beside it, or deleted by retention in its place."""
     m = _NAME_RE.match(name)
-    if m is None:
+    if m is None or len(m.group(1)) > 19:  # int() refuses 4,300 digits; a step fits int64
         return None
     step = int(m.group(1))
-    return step if ckpt_name(step) == name else None
+    return step if ckpt_name(step) == name and step < 2**63 else None
 
 
 def committed_folders(ckpt_root: Path) -> dict[int, Path]:
@@ -170,11 +171,14 @@ def read_manifest(ckpt_dir: Path) -> dict[str, Any]:
     """
     path = Path(ckpt_dir) / MANIFEST_FILE
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = json.loads(read_record(path).decode("utf-8"))
     except FileNotFoundError:
         raise ValueError("MANIFEST.json is missing (an incomplete save)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"MANIFEST.json is unreadable ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"MANIFEST.json is unreadable ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ValueError(f"MANIFEST.json is unreadable ({why})") from None
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if (not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT
             or not isinstance(files, dict)):
@@ -243,7 +247,10 @@ def verify(ckpt_dir: Path) -> str | None:
     for name, entry in sorted(files.items()):
         path = Path(ckpt_dir) / name
         try:
-            size = path.stat().st_size
+            st = path.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO would block the hash for ever
+                return f"{name} is not a regular file"
+            size = st.st_size
             if size != entry["size"]:
                 how = "truncated?" if size < entry["size"] else "appended to?"
                 return f"{name} has {size} bytes, the manifest says {entry['size']} ({how})"

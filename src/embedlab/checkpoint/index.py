@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from embedlab.checkpoint.format import CheckpointError, ckpt_name, parse_step
+from embedlab.fsutil import read_record
 
 INDEX_FILE = "checkpoint"
 
@@ -114,7 +115,7 @@ def read_index(run_dir: Path) -> Index:
     """
     path = Path(run_dir) / INDEX_FILE
     try:
-        return Index.parse(path.read_text(encoding="utf-8"))
+        return Index.parse(read_record(path).decode("utf-8"))
     except FileNotFoundError:
         return Index()
     except UnicodeDecodeError:

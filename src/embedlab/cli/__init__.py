@@ -430,6 +430,19 @@ def main(argv: list[str] | None = None) -> Any:
               "its parents are folders, that you may write there, and that the disk has room")
     except MemoryError:
         _fail(_OUT_OF_MEMORY)
+    except RecursionError:
+        # json's parser on arrays nested thousands deep: a record of a run (or a vectors
+        # folder) damaged, or made so by someone; which one, the parser does not say
+        _fail("a JSON file the command read nests too deeply to be read (damaged, or made so "
+              "on purpose): restore the run's files (config.json, env.json, status.json, "
+              "metrics.jsonl, its checkpoints' MANIFEST.json and state.json) from a backup")
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+        # a number of thousands of digits in a JSON record: Python refuses to convert it
+        _fail("a file the command read holds a number of thousands of digits, which no record "
+              "of embedlab's has (damaged, or made so on purpose): restore the run's files "
+              "from a backup")
     except RuntimeError as exc:
         # torch reports a failed CPU allocation as a RuntimeError, not MemoryError
         if "can't allocate memory" in str(exc):

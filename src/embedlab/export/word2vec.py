@@ -381,10 +381,18 @@ def _prefixes(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes]
               partial: bool) -> Generator[tuple[bytes | mmap.mmap, bool], None, None]:
     """``stream`` decompressed into ``plain``, all at once, or (``partial``) a growing
     beginning at a time. A stream damaged after the beginning a reader needs is no error
-    (gensim's ``limit=`` reads such a file too); the damage is raised when more is asked."""
-    size = _FIRST_PREFIX if partial else -1
+    (gensim's ``limit=`` reads such a file too); the damage is raised when more is asked.
+    Past its first block, no more is decompressed than the header's words and dims can take
+    (:func:`_size_cap`): a few KB that decompress to gigabytes are not written out whole."""
+    size, cap = _FIRST_PREFIX, None
     while True:
-        ended, damage = _fill(path, name, stream, plain, size)
+        ended, damage = _fill(path, name, stream, plain, size, cap)
+        if cap is None:
+            cap = _size_cap(plain)
+            if cap is None:
+                ended = True  # no header: the reader refuses the file from what is here
+            elif not partial and not ended and damage is None:
+                ended, damage = _fill(path, name, stream, plain, -1, cap)
         if damage is not None and not partial:
             raise damage
         length = plain.tell() if ended else _last_line_end(plain)
@@ -395,10 +403,25 @@ def _prefixes(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes]
         size *= 2
 
 
+def _size_cap(plain: IO[bytes]) -> int | None:
+    """The most bytes the header's ``V D`` can take: a word of up to 1 KiB a row and 64 bytes
+    a value (``%.9g`` text takes at most 16), beyond which the file is no word2vec file of that
+    header; None without a header."""
+    end = plain.tell()
+    plain.seek(0)
+    first = plain.readline(256).removeprefix(codecs.BOM_UTF8).split()
+    plain.seek(end)
+    if len(first) != 2 or not all(f.isdigit() for f in first):
+        return None
+    words, dim = int(first[0]), int(first[1])
+    return 256 + words * (1024 + 64 * dim)
+
+
 def _fill(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes],
-          size: int) -> tuple[bool, InputError | None]:
-    """Decompress until ``plain`` holds ``size`` bytes (all, for -1): whether the stream ended,
-    and the error that describes its damage, if it is damaged."""
+          size: int, cap: int | None = None) -> tuple[bool, InputError | None]:
+    """Decompress until ``plain`` holds ``size`` bytes (all, for -1, or ``cap``): whether the
+    stream ended (or reached ``cap``), and the error that describes its damage, if it is
+    damaged."""
     damage: Exception | None = None
     try:
         while size < 0 or plain.tell() < size:
@@ -407,6 +430,11 @@ def _fill(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes],
                 plain.flush()
                 return True, None
             plain.write(block)
+            if cap is not None and plain.tell() >= cap:
+                # what follows cannot belong to the header's records: not decompressed (a few
+                # KB can decompress to gigabytes), as gensim reads no further either
+                plain.flush()
+                return True, None
     except (EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
         damage = exc
     except OSError as exc:  # gzip's "Not a gzipped file", bz2's "Invalid data"
