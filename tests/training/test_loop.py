@@ -640,3 +640,35 @@ def test_the_same_evaluation_file_spelled_relative_is_no_unapplied_setting(
     run_train(make_cfg(corpus, eval={"analogies": "qw.txt"}), run)
     _, said = run_train(make_cfg(corpus, eval={"analogies": str(tmp_path / "qw.txt")}), run)
     assert "not applied" not in said
+
+
+def test_a_signal_during_a_periodic_save_stops_at_that_save(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the run trained on to the next call's end and saved a second time: a shutdown twice as
+    # long as the scheduler's kill-wait had to allow
+    import os
+
+    from embedlab.errors import TrainingInterrupted
+    from embedlab.training.saving import Saver
+
+    cfg = make_cfg(corpus, **{**MANY, "checkpoint": {"every_steps": 40, "every_secs": 3600}},
+                   optim={"epochs": 2})
+    run_train(cfg, tmp_path / "whole")
+    real = Saver.save
+
+    def save(self: Saver, *args: Any, **kwargs: Any) -> float:
+        if not kwargs.get("stopping") and self.run.state.step == 40:
+            os.kill(os.getpid(), 15)  # as if SIGTERM came while the checkpoint was written
+        return real(self, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(Saver, "save", save)
+        with pytest.raises(TrainingInterrupted) as stopped:
+            run_train(cfg, tmp_path / "cut")
+    assert stopped.value.exit_code == 143
+    assert sorted(p.name for p in (tmp_path / "cut" / "checkpoints").iterdir()) == \
+        ["ckpt-00000040"]
+    result, _ = run_train(cfg, tmp_path / "cut")
+    assert result.finished
+    assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
+    assert logged(tmp_path / "cut") == logged(tmp_path / "whole")

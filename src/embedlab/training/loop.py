@@ -263,8 +263,15 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
         _save_and_stop(run, reporter, saver, stop, at_max_steps=ends)
     if due:
         reporter.time.lap()
-        saver.save(reporter.tracker)
+        saved_wall = saver.save(reporter.tracker)
         reporter.time.restart()
+        if group is None and stop and not last:
+            # a signal during this save: the step it stops at is saved already; another step
+            # and another save would double the time a scheduler's kill-wait must allow
+            reporter.bar.close()
+            status.write_status(run.run_dir, status="interrupted", **progress_fields(run),
+                                wall_time=saved_wall)
+            raise stop.error(state.step)
 
 
 def log_due(cfg: TrainConfig, step: int) -> bool:
