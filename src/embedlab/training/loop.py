@@ -147,6 +147,12 @@ class _Stop:
     def __bool__(self) -> bool:
         return bool(self.flag) or self.sink.failure is not None
 
+    def by_signal(self) -> bool:
+        """Whether the stop is a signal's (not a callback's)."""
+        if self.sink.failure is not None:
+            return False
+        return self.flag.signum is not None or self.agreed not in (0, distributed.CALLBACK_STOP)
+
     def code(self) -> int:
         """This process's stop code: a signal number, a callback's stop, or 0."""
         if self.flag.signum is not None:
@@ -259,13 +265,16 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
         stopping, due = bool(stop), not ends and saver.due(state.step)
     else:
         stopping = bool(stop.agreed)
-    if stopping and not last:
+    if stopping and not last and not (ends and stop.by_signal()):
+        # a signal at --max-steps' step (while it was evaluated, say): the loop ends there
+        # anyway, and the end saves the step and exits 0, as at the data's end; "re-run to
+        # resume" would only have said the same again
         _save_and_stop(run, reporter, saver, stop, at_max_steps=ends)
     if due:
         reporter.time.lap()
         saved_wall = saver.save(reporter.tracker)
         reporter.time.restart()
-        if group is None and stop and not last:
+        if group is None and stop and not ends:
             # a signal during this save: the step it stops at is saved already; another step
             # and another save would double the time a scheduler's kill-wait must allow
             reporter.bar.close()
