@@ -360,3 +360,22 @@ def test_out_elsewhere_in_a_missing_folder_is_still_refused(tmp_path: Path) -> N
                                                        "create it first")):
             visualize(run, words=10, out=out)
     assert not (run / "exports").exists() and not (tmp_path / "other" / "exports").exists()
+
+
+@pytest.mark.parametrize(("vectors", "needle"), [
+    ("nan", "holds nan or inf values in the vectors of the words to plot"),
+    ("no dim", "holds vectors of no dimension (shape (67, 0))"),
+])
+def test_vectors_that_cannot_be_projected_are_one_line(tmp_path: Path, vectors: str,
+                                                       needle: str) -> None:
+    # a diverged or re-signed checkpoint: the SVD "did not converge", or an IndexError
+    import numpy as np
+
+    run = tmp_path / "run"
+    vocab = fake_vocab()
+    write_run_files(run, make_config(), vocab)
+    w = embeddings_at(vocab, 10, 10)
+    w = np.full_like(w, np.nan) if vectors == "nan" else w[:, :0]
+    CheckpointManager(run).save(10, {"input_embeddings": w}, {"step": 10})
+    with pytest.raises(InputError, match=re.escape(needle)):
+        visualize(run, words=30)

@@ -105,6 +105,7 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         _check_replaceable(out, force)
     from embedlab.vectors import check_vocab_fits, load
 
+    vectors = None
     if run_dir.is_dir():
         ckpt, emb, step = _embeddings(run_dir, step, best)
         run_dir = ckpt.parent.parent  # RUN/checkpoints/ckpt-N: the run, when given the folder
@@ -124,7 +125,16 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
         raise InputError(f"{run_dir} has {len(ids)} word{'s' if len(ids) != 1 else ''} to "
                          f"plot{kept}, and a 2-D projection needs at least 3; train on a "
                          "corpus with more distinct words, or a lower --min-count")
-    points = project_2d(emb[ids], method)
+    chosen = np.asarray(emb[ids], dtype=np.float32)
+    source = f"checkpoint {ckpt}" if vectors is None else str(run_dir)
+    if chosen.shape[1] < 1:  # a checkpoint's state re-signed by hand, say: IndexError
+        raise InputError(f"{source} holds vectors of no dimension (shape {tuple(emb.shape)}); "
+                         "pick another checkpoint (--step N) or vectors file")
+    if not np.isfinite(chosen).all():  # the SVD "did not converge": a traceback
+        raise InputError(f"{source} holds nan or inf values in the vectors of the words to plot "
+                         "(a run that diverged, or a damaged file); pick another checkpoint "
+                         "(--step N) or vectors file")
+    points = project_2d(chosen, method)
     label = "t-SNE" if method == "tsne" else "PCA"
     at = f", step {step}" if step is not None else ""
     fig = plot_words([vocab[i] for i in ids], points,
