@@ -2632,3 +2632,18 @@ def test_a_run_record_that_is_a_link_is_refused_and_its_target_untouched(
     assert_refused(code, err, f"{copy / name} is a symbolic link (to {victim}), and training "
                               "rewrites the run's records in place")
     assert victim.read_bytes() == before
+
+
+def test_a_larger_epochs_that_trains_nothing_leaves_a_finished_run_as_it_was(
+        copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --epochs raised with a --max-steps already reached: the final/* rows and events were
+    # dropped and the run called interrupted, for a call that trained nothing
+    metrics = (copy / "metrics.jsonl").read_bytes()
+    config = (copy / "config.json").read_bytes()
+    status = json.loads((copy / "status.json").read_text(encoding="utf-8"))
+    code, err = train(capsys, "--run", copy, "--epochs", "3", "--max-steps", str(status["step"]))
+    assert code == 0, err
+    assert (copy / "metrics.jsonl").read_bytes() == metrics
+    assert b"final/" in metrics
+    assert (copy / "config.json").read_bytes() == config
+    assert json.loads((copy / "status.json").read_text(encoding="utf-8"))["status"] == "finished"

@@ -67,6 +67,13 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
     state = run.state
     if state.cursor.epoch >= run.cfg.optim.epochs:
         return _already_finished(run, out)
+    if run.resumed and run.cfg.max_steps is not None and state.step >= run.cfg.max_steps:
+        # nothing to train: the run's records stay as they are. Opening the writers would
+        # have dropped a finished run's final/* records (given a larger --epochs, it trains
+        # on from its end) and called it interrupted, for a call that trains nothing.
+        run.forget_this_call()
+        progress_sink().end(final_progress(run))
+        return _result(run, False)
     wall = WallClock(state.wall_seconds)
     saver = Saver(run, wall)
     resumed_at, ended = saver.saved_step, False
