@@ -46,3 +46,20 @@ def test_an_id_that_names_no_word_is_refused_by_whoever_reads_it(
     with pytest.raises(InputError, match=f"ids.u32 holds id 1,000,000,000 at position {at:,}"):
         run_train(make_cfg(folder, engine=engine, data={"min_count": 1}), tmp_path / "r")
     assert scans == ([] if engine == "native" else [folder])
+
+
+def test_a_linked_prepared_copy_of_other_flags_is_not_deleted(tmp_path: Path) -> None:
+    # RUN/prepared linked to a corpus prepared with other flags: rebuilding it called
+    # shutil.rmtree on the link, a traceback (and, through a resolved path, another folder)
+    from embedlab.data.preparing import prepare
+
+    corpus = write_corpus(tmp_path / "c.txt")
+    other = tmp_path / "other"
+    prepare(corpus, other, min_count=1, progress=False)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "prepared").symlink_to(other)
+    with pytest.raises(InputError, match=r"prepared is a symbolic link to another prepared "
+                                         r"corpus \(made with other data flags\)"):
+        run_train(make_cfg(corpus, data={"min_count": 3}, max_steps=1), run)
+    assert (other / "meta.json").is_file()

@@ -7,6 +7,7 @@ corpus prepared with others is refused (a new run) or kept (a trained run's own 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,7 +17,7 @@ import numpy as np
 from embedlab.data.prepared import SPECIAL_CORPORA, VOCAB_OPTIONS, PreparedCorpus, is_prepared
 from embedlab.data.preparing import prepare
 from embedlab.data.sentences import is_label
-from embedlab.errors import InputError, python_caller, spell, spell_name
+from embedlab.errors import InputError, python_caller, rerun, spell, spell_name
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
@@ -51,6 +52,10 @@ def open_corpus(cfg: TrainConfig, run_dir: Path, *, progress: bool,
         # Left by an attempt with other data flags that never trained (a run that did has a
         # config.json pinning them, and resolve_config refuses other flags): it is derived
         # data of this run folder, so it is rebuilt, never reused for the wrong corpus.
+        if local.is_symlink():  # another folder's prepared corpus: not this run's to delete
+            raise InputError(f"{local} is a symbolic link to another prepared corpus (made with "
+                             "other data flags), and this run would prepare its own there; "
+                             f"remove the link (rm {shlex.quote(str(local))}) and {rerun()}")
         shutil.rmtree(local)
     if not fresh and corpus not in SPECIAL_CORPORA and not is_label(corpus) and \
             not Path(corpus).exists():
