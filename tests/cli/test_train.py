@@ -2647,3 +2647,25 @@ def test_a_larger_epochs_that_trains_nothing_leaves_a_finished_run_as_it_was(
     assert b"final/" in metrics
     assert (copy / "config.json").read_bytes() == config
     assert json.loads((copy / "status.json").read_text(encoding="utf-8"))["status"] == "finished"
+
+
+def test_a_checkpoint_altered_to_hold_nan_is_refused_at_resume(
+        copy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # resumed, it "diverged at step N", with the fix of a learning rate too high
+    import hashlib
+
+    from safetensors.numpy import load_file, save_file
+
+    status = json.loads((copy / "status.json").read_text(encoding="utf-8"))
+    ckpt = find_checkpoint(copy)
+    tensors = load_file(str(ckpt / "tensors.safetensors"))
+    tensors["input_embeddings"][3] = np.nan
+    save_file(tensors, str(ckpt / "tensors.safetensors"), metadata={"step": str(status["step"])})
+    manifest = json.loads((ckpt / "MANIFEST.json").read_text(encoding="utf-8"))
+    for name in manifest["files"]:  # re-signed, as by someone who altered it
+        data = (ckpt / name).read_bytes()
+        manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (ckpt / "MANIFEST.json").write_text(json.dumps(manifest), encoding="utf-8")
+    code, err = train(capsys, "--run", copy, "--epochs", "3")
+    assert_refused(code, err, f"checkpoint {ckpt} holds nan or inf values in input_embeddings, "
+                              "which no save of a run writes")

@@ -730,6 +730,14 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
                              f"{wanted[name]} F32; resume from another checkpoint ('embedlab "
                              "ckpt RUN' lists them) or pass "
                              f"{spell('--restart', True)} to start over")
+    from embedlab.training.saving import non_finite
+
+    bad = non_finite({name: tensors[name] for name in needed})
+    if bad is not None:  # never saved by a run (its save refuses them): altered, re-signed
+        raise InputError(f"checkpoint {ckpt} holds nan or inf values in {bad}, which no save of "
+                         "a run writes (the file was altered behind a re-signed manifest); "
+                         f"resume from another checkpoint ({lists_them(ckpt)}) or pass "
+                         f"{spell('--restart', True)} to start over")
 
 
 def reproducing_command(cfg: TrainConfig, run_dir: Path, *, init_from: Path | None = None
