@@ -802,3 +802,10 @@ def test_vectors_too_long_for_float32_are_refused_at_their_first_query(tmp_path:
     with pytest.raises(InputError, match=r"^the vector of 'x' is too long for float32 "
                                          r"arithmetic \(it holds 3e\+19"):
         vec.most_similar("y")
+
+
+def test_an_encoding_that_decodes_no_text_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt"
+    path.write_text("1 2\na 1 2\n")
+    with pytest.raises(InputError, match=r"^encoding='hex' is not an encoding Python knows"):
+        load(path, encoding="hex")

@@ -626,6 +626,7 @@ def _checked_encoding(encoding: Any) -> bool:
     try:
         if not isinstance(encoding, str):
             raise LookupError
+        b"a".decode(encoding, errors="replace")  # 'hex', 'rot13', 'base64': codecs of no text
         return codecs.lookup(encoding).name == "utf-8"
     except LookupError:
         raise InputError(f"encoding={clip(repr(encoding))} is not an encoding Python knows; "

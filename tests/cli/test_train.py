@@ -2669,3 +2669,19 @@ def test_a_checkpoint_altered_to_hold_nan_is_refused_at_resume(
     code, err = train(capsys, "--run", copy, "--epochs", "3")
     assert_refused(code, err, f"checkpoint {ckpt} holds nan or inf values in input_embeddings, "
                               "which no save of a run writes")
+
+
+def test_a_kill_after_the_max_steps_commit_is_repaired_by_the_same_command(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # killed after --max-steps' checkpoint was committed, before the status said so: the
+    # same command again trains nothing, and now says the run is interrupted, not "running"
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "5")
+    assert code == 0, err
+    status = json.loads((run / "status.json").read_text(encoding="utf-8"))
+    status.update(status="running", pid=2**22 + 7)
+    (run / "status.json").write_text(json.dumps(status), encoding="utf-8")
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "5")
+    assert code == 0, err
+    now = json.loads((run / "status.json").read_text(encoding="utf-8"))
+    assert (now["status"], now["checkpoint"], now["step"]) == ("interrupted", 5, 5)

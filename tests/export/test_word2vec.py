@@ -664,3 +664,38 @@ def test_a_compressed_file_is_decompressed_no_further_than_its_header_can_take(
     words, matrix = read_word2vec(path)
     assert words == ["w", "v"] and matrix.tolist() == [[1, 2, 3], [1, 2, 3]]
     assert sizes and max(sizes) < 8 << 20
+
+
+def test_words_cut_inside_a_character_stay_duplicates_not_another_encoding(
+        tmp_path: Path) -> None:
+    # word2vec.c's 99-byte cut splits a character: two words ending in different broken bytes
+    # read alike; that is no file in another encoding (gensim keeps the first too)
+    path = tmp_path / "cut.txt"
+    path.write_bytes(b"3 2\n" + b"a" * 97 + "中".encode()[:2] + b" 1 2\n" + b"a" * 97
+                     + "乐".encode()[:2] + b" 3 4\nok 5 6\n")
+    words, matrix = read_word2vec(path)
+    assert len(words) == 2 and words[1] == "ok" and matrix[0].tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("limit", [None, 5])
+def test_a_compressed_file_damaged_before_its_header_is_said_damaged(
+        tmp_path: Path, limit: int | None) -> None:
+    path = tmp_path / "v.txt.gz"
+    path.write_bytes(gzip.compress(b"2 1\na 1\nb 2\n" * 50)[:15])
+    with pytest.raises(InputError, match="is a damaged gzip file"):
+        read_word2vec(path, limit=limit)
+
+
+def test_a_header_of_thousands_of_digits_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "v.txt"
+    message = _read_error(path, b"9" * 5000 + b" 3\nw 1 2 3\n")
+    assert message.startswith(f"{path} is not a word2vec file (the header's numbers are too "
+                              "large to be a word count and a dimension)")
+
+
+def test_a_compressed_glove_file_is_told_the_commands_that_read_its_text(tmp_path: Path) -> None:
+    path = tmp_path / "g.txt.gz"
+    path.write_bytes(gzip.compress(b"the 1 2 3\nof 4 5 6\n"))
+    assert _read_error(path, path.read_bytes()).endswith(
+        f"add that line, e.g. (echo \"$(zcat {path} | wc -l) 3\"; zcat {path}) > vectors.txt, "
+        "and pass that")

@@ -207,3 +207,14 @@ def test_a_lock_that_is_a_link_is_refused_and_its_target_untouched(tmp_path: Pat
     with pytest.raises(InputError, match=r"\.lock is a symbolic link, not the run's lock file"):
         RunLock(run).acquire()
     assert victim.read_text() == "precious\n"
+
+
+def test_a_fifo_lock_or_status_is_not_read(tmp_path: Path) -> None:
+    # a run folder from someone else: reading the holder's record blocked for ever
+    from embedlab.run.status import read_status
+
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / LOCK_FILE)
+    os.mkfifo(run / "status.json")
+    assert read_lock(run) is None and read_status(run) == {}

@@ -673,27 +673,3 @@ def test_a_signal_during_a_periodic_save_stops_at_that_save(
     assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
     assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
 
-
-def test_a_signal_at_the_max_steps_step_ends_as_the_stop_there_does(
-        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # SIGTERM while --max-steps' step was evaluated: exit 143 and "re-run the same command to
-    # resume", which then trained nothing; a job chain took the run for interrupted
-    import os
-
-    from embedlab.training.reporting import Reporter
-
-    questions = tmp_path / "q.txt"
-    questions.write_text(": s\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
-    cfg = make_cfg(corpus, **MANY, optim={"epochs": 2}, max_steps=40,
-                   eval={"every_steps": 40, "analogies": str(questions)})
-    real = Reporter.evaluate
-
-    def evaluate(self: Reporter) -> None:
-        os.kill(os.getpid(), 15)  # as if SIGTERM came during the evaluation
-        real(self)
-
-    monkeypatch.setattr(Reporter, "evaluate", evaluate)
-    result, _ = run_train(cfg, tmp_path / "run")
-    assert result.step == 40 and not result.finished
-    status = json.loads((tmp_path / "run" / "status.json").read_text())
-    assert (status["status"], status["checkpoint"]) == ("interrupted", 40)

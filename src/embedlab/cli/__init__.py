@@ -120,6 +120,16 @@ def loading() -> Iterator[None]:
         raise StoppedWhileLoading from None
 
 
+def _raised_in_json(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of the standard library's JSON decoder."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("json/decoder.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _on_stdout(exc: BaseException) -> bool:
     """Whether ``exc`` came from a write to standard output (``embedlab export ... >
     /dev/full``, a redirect onto a full disk), not to a file of the command's own: the write
@@ -430,9 +440,11 @@ def main(argv: list[str] | None = None) -> Any:
               "its parents are folders, that you may write there, and that the disk has room")
     except MemoryError:
         _fail(_OUT_OF_MEMORY)
-    except RecursionError:
-        # json's parser on arrays nested thousands deep: a record of a run (or a vectors
-        # folder) damaged, or made so by someone; which one, the parser does not say
+    except RecursionError as exc:
+        # json's parser on arrays nested thousands deep: a record of a run damaged, or made so
+        # by someone; which one, the parser does not say. Any other recursion is a bug.
+        if not _raised_in_json(exc):
+            raise
         _fail("a JSON file the command read nests too deeply to be read (damaged, or made so "
               "on purpose): restore the run's files (config.json, env.json, status.json, "
               "metrics.jsonl, its checkpoints' MANIFEST.json and state.json) from a backup")

@@ -62,8 +62,8 @@ def validate_words(words: Sequence[str], *, vocab_tsv: bool = False) -> None:
                              "vocabulary")
         if "\x00" in word and not vocab_tsv:  # word2vec.c's C strings end there
             raise InputError(f"word #{i} {word!r} holds a NUL character, which the word2vec "
-                             "formats cannot store (readers take it for binary data); rename "
-                             "it in the vocabulary")
+                             "formats cannot store (readers take it for binary data); export "
+                             "the npy format, which stores any word")
         try:
             word.encode("utf-8")
         except UnicodeEncodeError:
@@ -252,6 +252,9 @@ def _parse_header(path: Path, data: bytes | mmap.mmap) -> tuple[int, int, int]:
     parts = data[start:end].split() if end >= 0 else []
     if len(parts) != 2 or not all(p.isdigit() for p in parts):
         raise _header_problem(path, data, start, end)
+    if any(len(p) > 18 for p in parts):  # int() refuses 4,300 digits; no file holds 10^18 words
+        raise _not_w2v(path, "the header's numbers are too large to be a word count and a "
+                             "dimension")
     n, dim = int(parts[0]), int(parts[1])
     if n < 1 or dim < 1:
         raise _not_w2v(path, f"header says {n} words of dimension {dim}")
@@ -266,16 +269,20 @@ class _CutShort(InputError):
 def _header_problem(path: Path, data: bytes | mmap.mmap, start: int, end: int) -> InputError:
     """What a file without a ``V D`` first line is, where it can be told, and its fix."""
     quoted = shlex.quote(str(path))
+    cat = _decompressor(path)  # the hints' commands read the text, not the compressed bytes
+    text = f"{cat} {quoted} | " if cat != "cat" else ""
     if data[:4] == b"PK\x03\x04":
         return InputError(f"{path} is a zip archive, not a word2vec file; unzip it and pass the "
                           f"file inside (unzip -l {quoted} lists it)")
     if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data[1:2] == b"\x00":
+        source = "" if text else f" {quoted}"
         return InputError(f"{path} is UTF-16 text; word2vec files are UTF-8: convert it with "
-                          f"iconv -f UTF-16 -t UTF-8 {quoted} > vectors.txt, and pass that")
+                          f"{text}iconv -f UTF-16 -t UTF-8{source} > vectors.txt, and pass that")
     if end < 0 and b"\r" in data[:256]:
+        source = "" if text else f" < {quoted}"
         return InputError(f"{path}'s lines end in a carriage return alone (old Mac line ends); "
-                          f"convert them with tr '\\r' '\\n' < {quoted} > vectors.txt, and "
-                          "pass that")
+                          f"convert them with {text}tr '\\r' '\\n'{source} > vectors.txt, "
+                          "and pass that")
     first = _fields(data[start:end if end >= 0 else min(len(data), 1 << 16)])
     if len(first) > 2:
         try:
@@ -284,11 +291,24 @@ def _header_problem(path: Path, data: bytes | mmap.mmap, start: int, end: int) -
             pass
         else:  # a word and its values: GloVe's layout, which has no header line
             dim = len(first) - 1
+            count = f"{cat} {quoted} | wc -l" if text else f"wc -l < {quoted}"
             return InputError(f"{path} has no 'VOCAB_SIZE DIM' first line: its first line is "
                               f"a word and {dim} values, as in GloVe's files; add that line, "
-                              f"e.g. (echo \"$(wc -l < {quoted}) {dim}\"; cat {quoted}) > "
+                              f"e.g. (echo \"$({count}) {dim}\"; {cat} {quoted}) > "
                               "vectors.txt, and pass that")
     return _not_w2v(path, "the first line must be 'VOCAB_SIZE DIM'")
+
+
+def _decompressor(path: Path) -> str:
+    """The command that prints ``path``'s text: ``zcat``, ``bzcat``, ``xzcat`` or ``cat``."""
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(6)
+    except OSError:
+        return "cat"
+    commands = {"gzip": "zcat", "bzip2": "bzcat", "xz": "xzcat"}
+    return next((commands[name] for magic, name, _ in _COMPRESSIONS if head.startswith(magic)),
+                "cat")
 
 
 def _check_size(path: Path, data: bytes | mmap.mmap, pos: int, n: int, dim: int,
@@ -389,6 +409,8 @@ def _prefixes(path: Path, name: str, stream: io.BufferedIOBase, plain: IO[bytes]
         ended, damage = _fill(path, name, stream, plain, size, cap)
         if cap is None:
             cap = _size_cap(plain)
+            if cap is None and damage is not None:
+                raise damage  # damaged before its header: that is what to say
             if cap is None:
                 ended = True  # no header: the reader refuses the file from what is here
             elif not partial and not ended and damage is None:
@@ -411,7 +433,7 @@ def _size_cap(plain: IO[bytes]) -> int | None:
     plain.seek(0)
     first = plain.readline(256).removeprefix(codecs.BOM_UTF8).split()
     plain.seek(end)
-    if len(first) != 2 or not all(f.isdigit() for f in first):
+    if len(first) != 2 or not all(f.isdigit() and len(f) <= 18 for f in first):
         return None
     words, dim = int(first[0]), int(first[1])
     return 256 + words * (1024 + 64 * dim)
@@ -689,6 +711,14 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
     return words, mat, replaced
 
 
+def _cut_short_word(word: str) -> bool:
+    """Whether ``word``'s U+FFFD are a character split by word2vec.c's cut at 99 bytes: a valid
+    beginning of nearly that length, then U+FFFD alone (two such words read alike, as they do
+    in gensim and word2vec.c: duplicates, not a file in another encoding)."""
+    kept = word.rstrip("\ufffd")
+    return "\ufffd" not in kept and len(kept.encode("utf-8")) >= 96
+
+
 def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray,
                      replaced_from: str | None = None) -> tuple[list[str], np.ndarray]:
     """``replaced_from``: the encoding some words were not valid in, if any."""
@@ -701,7 +731,8 @@ def _drop_duplicates(path: Path, words: list[str], mat: np.ndarray,
             seen.add(w)
             keep.append(i)
     dropped = [words[i] for i in sorted(set(range(len(words))) - set(keep))]
-    if replaced_from is not None and any("\ufffd" in w for w in dropped):
+    if replaced_from is not None and any("\ufffd" in w and not _cut_short_word(w)
+                                         for w in dropped):
         # different words whose bad bytes became the same U+FFFD: a file in another encoding
         how = "pass its encoding= (e.g. 'cp1251', 'latin-1'), or " if python_caller() else ""
         raise InputError(f"{path}: different words became one when their bytes that are not "

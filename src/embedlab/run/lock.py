@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from embedlab.errors import InputError, python_caller, spell_name, warn
+from embedlab.fsutil import read_record
 
 LOCK_FILE = ".lock"
 
@@ -43,8 +44,9 @@ def pid_alive(pid: int) -> bool:
 def read_lock(run_dir: Path | str) -> dict[str, Any] | None:
     """The holder recorded in ``RUN/.lock`` (None when absent or unreadable)."""
     try:
-        data = json.loads((Path(run_dir) / LOCK_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        # a regular file only: a FIFO .lock (a run folder from someone else) blocked for ever
+        data = json.loads(read_record(Path(run_dir) / LOCK_FILE).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 

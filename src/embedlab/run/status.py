@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from embedlab.fsutil import atomic_write_text
+from embedlab.fsutil import atomic_write_text, read_record
 
 STATUS_FILE = "status.json"
 STATUSES = ("running", "finished", "interrupted", "failed")
@@ -57,7 +57,8 @@ def note_status(run_dir: Path, **fields: Any) -> None:
 def read_status(run_dir: Path) -> dict[str, Any]:
     """The stored status dict; ``{}`` when the file is missing or unreadable."""
     try:
-        data = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        # a regular file only: a FIFO there (a run folder from someone else) blocked for ever
+        data = json.loads(read_record(Path(run_dir) / STATUS_FILE).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

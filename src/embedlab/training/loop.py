@@ -72,6 +72,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         # have dropped a finished run's final/* records (given a larger --epochs, it trains
         # on from its end) and called it interrupted, for a call that trains nothing.
         run.forget_this_call()
+        _repair_after_a_kill(run, finished=False)
         progress_sink().end(final_progress(run))
         return _result(run, False)
     wall = WallClock(state.wall_seconds)
@@ -153,12 +154,6 @@ class _Stop:
 
     def __bool__(self) -> bool:
         return bool(self.flag) or self.sink.failure is not None
-
-    def by_signal(self) -> bool:
-        """Whether the stop is a signal's (not a callback's)."""
-        if self.sink.failure is not None:
-            return False
-        return self.flag.signum is not None or self.agreed not in (0, distributed.CALLBACK_STOP)
 
     def code(self) -> int:
         """This process's stop code: a signal number, a callback's stop, or 0."""
@@ -272,10 +267,7 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
         stopping, due = bool(stop), not ends and saver.due(state.step)
     else:
         stopping = bool(stop.agreed)
-    if stopping and not last and not (ends and stop.by_signal()):
-        # a signal at --max-steps' step (while it was evaluated, say): the loop ends there
-        # anyway, and the end saves the step and exits 0, as at the data's end; "re-run to
-        # resume" would only have said the same again
+    if stopping and not last:
         _save_and_stop(run, reporter, saver, stop, at_max_steps=ends)
     if due:
         reporter.time.lap()
@@ -346,18 +338,30 @@ def _already_finished(run: TrainingRun, out: TextIO) -> TrainResult:
     without ``--run`` names, whether or not a shorter run with the other flags exists.
     """
     state = run.state
-    # a kill after the final checkpoint's commit: its index rewrite, and its status, are made
-    # now (the index still named the checkpoint before it as the latest)
-    run.manager.finish_save(state.step)
-    now = status.read_status(run.run_dir)
-    if now.get("status") != "finished" or now.get("checkpoint") != state.step:
-        status.write_status(run.run_dir, status="finished", **progress_fields(run),
-                            checkpoint=state.step, wall_time=state.wall_seconds)
+    _repair_after_a_kill(run, finished=True)
     epochs = run.cfg.optim.epochs
     print(f"embedlab: {run.run_dir} already finished at step {state.step} ({epochs} "
           f"epoch{'s' if epochs != 1 else ''}); {_train_further(run.run_dir, epochs)}", file=out)
     progress_sink().end(final_progress(run))  # on_progress hears every call end, this one too
     return _result(run, True)
+
+
+def _repair_after_a_kill(run: TrainingRun, *, finished: bool) -> None:
+    """A call that trains nothing, at the checkpoint the run stopped at: where a kill came after
+    that checkpoint's commit, its index rewrite and status are made now (the index named the
+    checkpoint before as the latest; status.json said "running" for a process long gone). By
+    process 0 alone, which writes the run's records."""
+    group = distributed.current()
+    if group is not None and not group.leader:
+        return
+    state = run.state
+    run.manager.finish_save(state.step)
+    now = status.read_status(run.run_dir)
+    was = now.get("status")
+    target = "finished" if finished else "interrupted" if was in (None, "running") else was
+    if was != target or now.get("checkpoint") != state.step:
+        status.write_status(run.run_dir, status=target, **progress_fields(run),
+                            checkpoint=state.step, wall_time=state.wall_seconds)
 
 
 def _train_further(run_dir: Path, epochs: int) -> str:

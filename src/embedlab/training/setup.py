@@ -734,9 +734,10 @@ def _check_tensors(tensors: dict[str, np.ndarray], ckpt: Path, vocab_size: int, 
 
     bad = non_finite({name: tensors[name] for name in needed})
     if bad is not None:  # never saved by a run (its save refuses them): altered, re-signed
-        raise InputError(f"checkpoint {ckpt} holds nan or inf values in {bad}, which no save of "
-                         "a run writes (the file was altered behind a re-signed manifest); "
-                         f"resume from another checkpoint ({lists_them(ckpt)}) or pass "
+        raise InputError(f"checkpoint {ckpt} holds nan or inf values in {bad} (vectors that "
+                         "overflowed, saved by an older version, or a file altered behind a "
+                         "re-signed manifest), from which no step can train; resume from "
+                         f"another checkpoint ({lists_them(ckpt)}) or pass "
                          f"{spell('--restart', True)} to start over")
 
 
