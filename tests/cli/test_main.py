@@ -424,7 +424,7 @@ def test_sigterm_to_a_writing_command_removes_its_partial_output(
 
 
 @pytest.mark.parametrize(("name", "content", "needle"), [
-    ("status.json", "[" * 5000 + "]" * 5000,
+    ("metrics.jsonl", "[" * 5000 + "]" * 5000 + "\n",
      "a JSON file the command read nests too deeply to be read"),
     ("metrics.jsonl", '{"step": ' + "9" * 5000 + "}\n",
      "a file the command read holds a number of thousands of digits"),
