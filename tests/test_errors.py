@@ -81,7 +81,7 @@ def test_refusals_are_value_errors_reachable_from_the_package() -> None:
     # help() shows the arguments (and gensim's load_word2vec_format options, refused in one
     # line each), not a bare **kwargs
     assert list(inspect.signature(embedlab.load).parameters) == \
-        ["path", "step", "best", "limit", "gensim_options"]
+        ["path", "step", "best", "limit", "encoding", "gensim_options"]
     assert {"device", "on_progress", "from_checkpoint"} <= set(
         inspect.signature(embedlab.train).parameters)
 

@@ -2667,8 +2667,10 @@ def test_a_checkpoint_altered_to_hold_nan_is_refused_at_resume(
         manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
     (ckpt / "MANIFEST.json").write_text(json.dumps(manifest), encoding="utf-8")
     code, err = train(capsys, "--run", copy, "--epochs", "3")
-    assert_refused(code, err, f"checkpoint {ckpt} holds nan or inf values in input_embeddings, "
-                              "which no save of a run writes")
+    assert_refused(code, err, f"checkpoint {ckpt} holds nan or inf values in input_embeddings "
+                              "(vectors that overflowed, saved by an older version, or a file "
+                              "altered behind a re-signed manifest), from which no step can "
+                              "train")
 
 
 def test_a_kill_after_the_max_steps_commit_is_repaired_by_the_same_command(
