@@ -19,6 +19,7 @@ try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl
     import re
     import signal
     from collections.abc import Iterator
+    from types import FrameType
     from typing import Any
 
     import click
@@ -120,14 +121,18 @@ def loading() -> Iterator[None]:
         raise StoppedWhileLoading from None
 
 
-def _raised_in_json(exc: BaseException) -> bool:
-    """Whether ``exc`` came out of the standard library's JSON decoder."""
+def _frames(exc: BaseException) -> Iterator[FrameType]:
+    """The frames ``exc`` passed through, outermost first."""
     tb = exc.__traceback__
     while tb is not None:
-        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("json/decoder.py"):
-            return True
+        yield tb.tb_frame
         tb = tb.tb_next
-    return False
+
+
+def _raised_in_json(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of the standard library's JSON decoder."""
+    return any(frame.f_code.co_filename.replace("\\", "/").endswith("json/decoder.py")
+               for frame in _frames(exc))
 
 
 def _on_stdout(exc: BaseException) -> bool:
@@ -135,9 +140,8 @@ def _on_stdout(exc: BaseException) -> bool:
     /dev/full``, a redirect onto a full disk), not to a file of the command's own: the write
     that raised it was made by a frame holding a stream on file descriptor 1 (click's ``echo``
     its ``file``, rich's console its ``file``)."""
-    tb = exc.__traceback__
-    while tb is not None:
-        frame_locals = tb.tb_frame.f_locals
+    for frame in _frames(exc):
+        frame_locals = frame.f_locals
         for name in ("file", "stream", "self"):
             value = frame_locals.get(name)
             for stream in (value, getattr(value, "file", None)):
@@ -145,7 +149,6 @@ def _on_stdout(exc: BaseException) -> bool:
                     if stream is not None and callable(getattr(stream, "fileno", None)) and \
                             stream.fileno() == 1:
                         return True
-        tb = tb.tb_next
     return False
 
 

@@ -152,7 +152,7 @@ def _from_vectors_file(engine: Engine, vocab: Vocab, source: str,
     if vectors.dim != dim:
         raise InputError(f"{_init_from(source)} holds vectors of dim {vectors.dim}, this run "
                          f"{dim}; pass {spell('--dim', vectors.dim)}")
-    index = {w: i for i, w in enumerate(vectors.words)}
+    index = vectors.key_to_index
     pairs = [(i, index[w]) for i, w in enumerate(vocab.words) if w in index]
     if pairs:
         dst = np.array([p[0] for p in pairs], dtype=np.int64)
