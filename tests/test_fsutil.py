@@ -251,3 +251,32 @@ def test_a_file_made_meanwhile_is_not_replaced_without_replace(
         fh.write(b"mine")
     assert (tmp_path / "w.txt").read_bytes() == b"mine"
     assert sorted(os.listdir(tmp_path)) == ["v.txt", "w.txt"]
+
+
+def test_a_small_record_is_read_without_a_buffer_of_the_limit(tmp_path: Path) -> None:
+    # status.json is read at every status write of a run: a buffer of the 16 MiB limit each
+    # time raised the training process's peak RSS by ~18 MiB (glibc kept such blocks)
+    path = tmp_path / "status.json"
+    path.write_text('{"status": "running"}')
+    tracemalloc.start()
+    try:
+        data = fsutil.read_record(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == b'{"status": "running"}'
+    assert peak < 1 << 20, f"reading 21 bytes allocated {peak / 2**20:.1f} MiB at once"
+
+
+@pytest.mark.parametrize("size", [0, 1, 1 << 16, (1 << 16) + 1, 200_000])
+def test_a_record_up_to_its_limit_is_read_whole_and_one_byte_more_refused(
+        tmp_path: Path, size: int) -> None:
+    path = tmp_path / "r.json"
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    path.write_bytes(body)
+    assert fsutil.read_record(path, limit=size) == body
+    assert fsutil.read_record(path, limit=size + 70_000) == body
+    if size:
+        with pytest.raises(OSError) as exc:
+            fsutil.read_record(path, limit=size - 1)
+        assert exc.value.errno == errno.EFBIG
