@@ -98,7 +98,7 @@ def test_construction_checks_that_pass() -> None:
     assert np.array_equal(Vectors(("a", "b", "c"), big).matrix, big)
     words = Vectors(np.array(["a", "b"]), np.eye(2))  # NumPy's str: Python's in the tuple
     assert words.words == ("a", "b") and all(type(w) is str for w in words.words)
-    with pytest.raises(InputError, match=r"^matrix= must be numbers, a row of floats per word"):
+    with pytest.raises(InputError, match=r"^matrix= holds text \(dtype <U1\), not real numbers"):
         Vectors(("a",), [["x", "y"]])
     with pytest.raises(InputError) as info:
         Vectors(("a", "b"), np.eye(2), np.array([1]))
@@ -809,3 +809,96 @@ def test_an_encoding_that_decodes_no_text_is_refused(tmp_path: Path) -> None:
     path.write_text("1 2\na 1 2\n")
     with pytest.raises(InputError, match=r"^encoding='hex' is not an encoding Python knows"):
         load(path, encoding="hex")
+
+
+# ---- arguments a typed caller gets wrong ------------------------------------------------------
+
+def _many() -> Vectors:
+    """300 words: b"w1"'s bytes, 119 and 49, are rows that exist."""
+    rng = np.random.default_rng(0)
+    return Vectors([f"w{i}" for i in range(300)], rng.standard_normal((300, 4)).astype(np.float32))
+
+
+@pytest.mark.parametrize("call", [
+    lambda v: v.most_similar(b"w1", topn=2),
+    lambda v: v.most_similar("w1", negative=b"w2"),
+    lambda v: v.most_similar_cosmul(b"w1"),
+    lambda v: v.doesnt_match(b"w12"),
+    lambda v: v.distances("w1", b"w2"),
+    lambda v: v.distances(b"w1"),
+    lambda v: v.n_similarity(b"w1", ["w2"]),
+    lambda v: v.n_similarity(["w1"], bytearray(b"w2")),
+    lambda v: v.most_similar_to_given("w1", b"w2"),
+])
+def test_bytes_are_refused_where_words_are_not_read_as_rows_per_byte(call: Any) -> None:
+    # iterated, b"w1" is rows 119 and 49: a query of two unrelated words, answered silently
+    with pytest.raises(UnknownWordError, match=r"^(bytearray\()?b'w\d+'\)? is not a word or a "
+                                                r"row number; pass a str \(or an int row\)$"):
+        call(_many())
+
+
+@pytest.mark.parametrize("call", [
+    lambda v: v.most_similar(np.full(4, np.nan, np.float32), topn=2),
+    lambda v: v.most_similar(np.array([1.0, np.inf, 0.0, 0.0])),
+    lambda v: v.similar_by_vector(np.full(4, np.nan, np.float32)),
+    lambda v: v.most_similar_cosmul(positive=[np.full(4, np.nan, np.float32)]),
+    lambda v: v.distances(np.full(4, np.inf, np.float32)),
+])
+def test_a_query_vector_of_nan_or_inf_is_refused(call: Any) -> None:
+    with pytest.raises(InputError, match=r"^a query vector holds nan or inf values"):
+        call(_many())
+
+
+@pytest.mark.parametrize("weight", [float("inf"), float("nan"), -np.inf])
+def test_a_weight_of_nan_or_inf_is_refused(weight: float) -> None:
+    with pytest.raises(InputError, match=r"^a \(word, weight\) pair needs a finite weight"):
+        _many().most_similar([("w1", weight)])
+
+
+def test_k_and_topn_together_are_refused_even_topn_10() -> None:
+    v = _many()
+    with pytest.raises(TypeError, match=r"pass k or topn, not both \(got k=2, topn=10\)"):
+        v.most_similar("w1", k=2, topn=10)
+    with pytest.raises(TypeError, match="a second positional integer is the count k"):
+        v.most_similar("w1", 3, topn=10)
+    assert v.most_similar("w1", k=2) == v.most_similar("w1", topn=2) == v.most_similar("w1", 2)
+    assert v.most_similar("w1", topn=np.int64(0)) == []  # as topn=0: gensim's nothing
+
+
+@pytest.mark.parametrize(("matrix", "said"), [
+    (np.ones((2, 2), complex), "complex numbers"),
+    ([[1, 2], [3, 1j]], "complex numbers"),
+    ([["1", "2"], ["3", "4"]], "text"),
+    (np.array([[b"1", b"2"], [b"3", b"4"]]), "text"),
+    ([[1, 2], [3, None]], "NoneType None"),
+    ([[1.0, 2.0], [3.0, "x"]], "text"),
+])
+def test_a_matrix_of_what_is_not_real_numbers_is_refused(matrix: Any, said: str) -> None:
+    # NumPy would drop the imaginary parts, parse the text, read None as NaN
+    with pytest.raises(InputError, match=f"^matrix= holds {said} "):
+        Vectors(["a", "b"], matrix)
+    assert Vectors(["a", "b"], np.array([[1, 2], [3, 4.5]], dtype=object)).matrix[1, 1] == 4.5
+
+
+def test_a_count_beyond_int64_says_so() -> None:
+    with pytest.raises(InputError, match=r"^counts\[0\] is 1180591620717411303424, more than a "
+                                         r"count holds \(at most 9,223,372,036,854,775,807"):
+        Vectors(["a", "b"], np.eye(2), [2**70, 1])
+
+
+def test_evaluations_name_python_arguments(tmp_path: Path) -> None:
+    v = Vectors(list("abcdef"), np.random.default_rng(0).standard_normal((6, 4)))
+    questions = tmp_path / "q.txt"
+    questions.write_text(": s\na b c d\nb c d e\n")
+    with pytest.raises(InputError, match=r"or raise restrict_vocab=$"):
+        v.evaluate_analogies(questions, restrict_vocab=2)
+    pairs = tmp_path / "p.tsv"
+    pairs.write_text("a\tb\t1\nc\td\t2\ne\tf\t3\n")
+    for kwargs, message in [({"delimiter": ""}, r"^delimiter='' must be a non-empty str"),
+                            ({"delimiter": b"\t"}, r"^delimiter=b'\\t' must be a non-empty str"),
+                            ({"encoding": b"utf8"}, r"^encoding=b'utf8' must be a str")]:
+        with pytest.raises(InputError, match=message):
+            v.evaluate_word_pairs(pairs, **kwargs)
+    spaced = tmp_path / "s.txt"
+    spaced.write_text("a b 1\nc  d 2\ne f 3\n")
+    assert v.evaluate_word_pairs(spaced, delimiter=None, case_insensitive=False)[2] == 0.0

@@ -796,6 +796,12 @@ assert by_word[0][0] == "c" and every.shape == (4,)
 nearest: list[tuple[str, float]] = vec.most_similar(1, topn=2) + vec.most_similar_cosmul(1)
 row: int = vec.index(np.int64(1))
 unit: np.ndarray = vec.get_vector(1, norm=True)
+n = np.int64(2)  # NumPy's integers count as Python's, for the type checker too
+counted: list[tuple[str, float]] = (vec.most_similar("a", topn=n) + vec.most_similar("a", k=n)
+                                    + vec.analogy("a", "b", "c", k=n)
+                                    + vec.similar_by_word("a", topn=n, restrict_vocab=n)
+                                    + vec.most_similar_cosmul("a", topn=n))
+assert len(counted) == 8, counted  # 2 + 2 + 1 (a, b, c excluded) + 1 (of 2 words) + 2
 '''
 
 #: calls that fail at run time, which mypy must refuse: (line, call)

@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from embedlab.errors import InputError
 
@@ -126,6 +126,19 @@ def read_record(path: Path, limit: int = RECORD_LIMIT) -> bytes:
         return b"".join(parts)
     finally:
         os.close(fd)
+
+
+def checked_path(name: str, value: Any, what: str, also: str = "") -> str | os.PathLike[str]:
+    """A Python call's path argument ``name`` (the path of ``what``; ``also``: what else it
+    takes), refused in one line unless a str or os.PathLike: a NumPy or Path call's TypeError
+    names neither the argument nor the fix, and ``open`` reads an int as a file descriptor."""
+    if isinstance(value, str | os.PathLike):
+        return value
+    if isinstance(value, bytes | bytearray):
+        raise InputError(f"{name}= is bytes ({clip(repr(value))}); pass the path as a str "
+                         f"({name}={os.fsdecode(bytes(value))!r})")
+    raise InputError(f"{name}= must be the path of {what} (a str or os.PathLike){also}, got "
+                     f"{type(value).__name__} {clip(repr(value))}")
 
 
 def output_target(path: Path, fix: str = "remove it or choose another file path") -> Path:

@@ -50,6 +50,7 @@ from embedlab.eval.similarity import (
 )
 from embedlab.fsutil import clip, text_lines
 from embedlab.vectors_gensim import (
+    Count,
     Key,
     KeyedVectorsDialect,
     Keys,
@@ -103,8 +104,14 @@ def _checked_matrix(matrix: Any, words: tuple[str, ...]) -> np.ndarray:
     """``Vectors``' matrix as float32 (C order, no copy when it is already), one row of finite
     values per word; anything else is a one-line :class:`InputError`."""
     try:
+        given = matrix if isinstance(matrix, np.ndarray) else np.asarray(matrix)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"matrix= must be numbers, a row of floats per word ({exc}); pass a "
+                         f"2-D float array of shape ({len(words)}, DIM)") from None
+    _refuse_non_numbers(given)
+    try:
         with np.errstate(over="ignore"):  # a float64 beyond float32's range: refused below
-            matrix = np.array(matrix, dtype=np.float32, copy=None, order="C")
+            matrix = np.array(given, dtype=np.float32, copy=None, order="C")
     except (TypeError, ValueError) as exc:
         raise InputError(f"matrix= must be numbers, a row of floats per word ({exc}); pass a "
                          f"2-D float array of shape ({len(words)}, DIM)") from None
@@ -131,6 +138,23 @@ def _checked_matrix(matrix: Any, words: tuple[str, ...]) -> np.ndarray:
                              "finite float32 number (NaN, infinite or beyond ±3.4e38), which "
                              "would poison every query; fix or drop that row")
     return matrix
+
+
+def _refuse_non_numbers(given: np.ndarray) -> None:
+    """Refuse what NumPy would turn into float32 silently or wrongly: text ("1.5" read as a
+    number), complex values (their imaginary parts dropped), None (read as NaN)."""
+    kind: str = given.dtype.kind
+    odd: list[Any] = []
+    if kind == "O":  # items of any type: the first that is not a real number, if any
+        odd = [x for x in given.ravel().tolist() if not isinstance(x, numbers.Real)][:1]
+        kind = "" if not odd else "c" if isinstance(odd[0], complex) else "O"
+    what = {"U": "text", "S": "text", "c": "complex numbers", "M": "dates", "m": "time spans",
+            "V": "records"}.get(kind)
+    if kind == "O":
+        what = f"{type(odd[0]).__name__} {clip(repr(odd[0]))}"
+    if what is not None:
+        raise InputError(f"matrix= holds {what} (dtype {given.dtype}), not real numbers; pass "
+                         "a 2-D float array of shape (words, DIM)")
 
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -180,6 +204,11 @@ def _checked_counts(counts: Any, words: int) -> np.ndarray | None:
     if not good.all():
         i = int(np.flatnonzero(~good)[0])
         value = items[i].item() if isinstance(items[i], np.generic) else items[i]
+        if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) and \
+                float(value) >= 2.0**63:
+            raise InputError(f"counts[{i}] is {clip(repr(value))}, more than a count holds "
+                             f"(at most {_INT64_MAX:,}, int64); pass each word's count (how "
+                             "often it occurs), or counts=None")
         raise InputError(f"counts[{i}] is {type(value).__name__} {clip(repr(value))}, not a "
                          "whole number >= 0; pass each word's count (how often it occurs) as "
                          "an integer, or counts=None")
@@ -199,6 +228,13 @@ def _refuse_duplicate(words: tuple[str, ...]) -> None:
         first[word] = i
 
 
+class _Default(int):
+    """An argument's default, told apart from the same value given (``topn=10``)."""
+
+
+_TOPN = _Default(10)
+
+
 def _count_as_second_argument(method: Callable[_P, _R]) -> Callable[_P, _R]:
     """embedlab's ``most_similar(word, 10)``: an integer as the second and last positional
     argument is the count ``k``. By name (``negative=3``), or followed by more positional
@@ -208,7 +244,7 @@ def _count_as_second_argument(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         count = args[2] if len(args) == 3 else None  # (self, positive, count)
         if isinstance(count, int | np.integer) and not isinstance(count, bool):
-            if kwargs.get("topn", 10) != 10:
+            if "topn" in kwargs:
                 raise TypeError(f"a second positional integer is the count k, and topn= is a "
                                 f"count too; pass one of them (negative={int(count)}, by name, "
                                 f"is row {int(count)} as a negative key, as in gensim)")
@@ -323,24 +359,24 @@ class Vectors(KeyedVectorsDialect):
 
     # ---- queries ---------------------------------------------------------------------------
     @overload
-    def most_similar(self, positive: Keys = None, negative: Keys = None, topn: int = 10,
-                     clip_start: int = 0, clip_end: int | None = None,
-                     restrict_vocab: int | None = None, indexer: None = None, *,
-                     k: int | None = None, word: Keys = None, metric: Metric = "cosine"
+    def most_similar(self, positive: Keys = None, negative: Keys = None, topn: Count = 10,
+                     clip_start: Count = 0, clip_end: Count | None = None,
+                     restrict_vocab: Count | None = None, indexer: None = None, *,
+                     k: Count | None = None, word: Keys = None, metric: Metric = "cosine"
                      ) -> list[tuple[str, float]]: ...
 
     @overload
     def most_similar(self, positive: Keys = None, negative: Keys = None, *, topn: None,
-                     clip_start: int = 0, clip_end: int | None = None,
-                     restrict_vocab: int | None = None, indexer: None = None
+                     clip_start: Count = 0, clip_end: Count | None = None,
+                     restrict_vocab: Count | None = None, indexer: None = None
                      ) -> np.ndarray: ...
 
     @_count_as_second_argument
     def most_similar(self, positive: Keys = None, negative: Keys = None,
-                     topn: int | None = 10, clip_start: int = 0, clip_end: int | None = None,
-                     restrict_vocab: int | None = None, indexer: None = None, *,
-                     k: int | None = None, word: Keys = None, metric: Metric = "cosine"
-                     ) -> list[tuple[str, float]] | np.ndarray:
+                     topn: Count | None = _TOPN, clip_start: Count = 0,
+                     clip_end: Count | None = None, restrict_vocab: Count | None = None,
+                     indexer: None = None, *, k: Count | None = None, word: Keys = None,
+                     metric: Metric = "cosine") -> list[tuple[str, float]] | np.ndarray:
         """The nearest words to a word (or to the mean of several words), best first.
 
         Scores are cosine similarities (``metric="cosine"``, higher = closer) or Euclidean
@@ -360,11 +396,11 @@ class Vectors(KeyedVectorsDialect):
         check_metric(metric)  # before the query's checks, whose hints assume a known metric
         positive = one_of("positive", positive, "word", word)
         if k is not None:
-            if topn != 10:  # topn's default: one of the two counts was meant, not both
+            if topn is not _TOPN:  # given, even as 10: one of the two counts was meant
                 raise TypeError(f"pass k or topn, not both (got k={k!r}, topn={topn!r})")
             _check_k(k)
             topn = k
-        elif isinstance(topn, int) and topn < 1:
+        elif isinstance(topn, int | np.integer) and topn < 1:
             return []
         if indexer is not None:
             raise InputError(f"indexer={clip(repr(indexer))}: approximate indexes (gensim's "
@@ -377,7 +413,7 @@ class Vectors(KeyedVectorsDialect):
                 raise InputError(f"topn=None returns cosine similarities; drop metric={metric!r} "
                                  "or pass an integer topn")
             return cosine_to_all(self.matrix[start:end], self.norms[start:end], query[None])[0]
-        found = nearest(self.matrix[start:end], self.norms[start:end], query, topn,
+        found = nearest(self.matrix[start:end], self.norms[start:end], query, int(topn),
                         metric=metric, exclude=[r - start for r in rows if start <= r < end])
         return [(self.words[start + i], s) for i, s in found]
 
@@ -417,7 +453,7 @@ class Vectors(KeyedVectorsDialect):
         # the rounding of a word with itself can give 1 + 2e-16 (np.clip keeps a NaN)
         return float(np.clip(float(va @ vb) / den, -1.0, 1.0)) if den > 0 else 0.0
 
-    def analogy(self, a: Key, b: Key, c: Key, k: int = 10, *,
+    def analogy(self, a: Key, b: Key, c: Key, k: Count = 10, *,
                 method: Method = "3cosadd") -> list[tuple[str, float]]:
         """"``a`` is to ``b`` as ``c`` is to ?": the ``k`` best answers, best first.
 
@@ -430,14 +466,15 @@ class Vectors(KeyedVectorsDialect):
         scores = analogy_scores(self.matrix, self.norms, ids[0], ids[1], ids[2], len(self),
                                 method)[0]
         scores[ids[:, 0].tolist()] = float("-inf")
-        k = min(k, len(self) - len(set(ids[:, 0].tolist())))
+        k = min(int(k), len(self) - len(set(ids[:, 0].tolist())))
         if k <= 0:
             return []
         return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
 
     # ---- evaluation ------------------------------------------------------------------------
+    @python_entry
     def evaluate_analogies(self, questions: PathLike | QuestionSet,
-                           restrict_vocab: int | None = 30_000,
+                           restrict_vocab: Count | None = 30_000,
                            method: Method = "3cosadd") -> AnalogyResult:
         """Accuracy on a questions-words file, per section and in total (gensim's semantics; see
         :mod:`embedlab.eval.analogy`). Only the ``restrict_vocab`` most frequent words count
@@ -449,17 +486,18 @@ class Vectors(KeyedVectorsDialect):
                                 " or a QuestionSet")
             questions = parse_questions(text_lines(read_analogy_text(path)), str(path))
         return evaluate_analogies(self.words, self.matrix, self.norms, questions, method=method,
-                                  restrict_vocab=restrict_vocab or len(self))
+                                  restrict_vocab=int(restrict_vocab or len(self)))
 
+    @python_entry
     def evaluate_similarity(self, pairs: PathLike | PairSet,
-                            restrict_vocab: int | None = DEFAULT_RESTRICT) -> SimilarityResult:
+                            restrict_vocab: Count | None = DEFAULT_RESTRICT) -> SimilarityResult:
         """Spearman/Pearson correlation with human scores (gensim's ``evaluate_word_pairs``;
         see :mod:`embedlab.eval.similarity`); ``None`` for ``restrict_vocab``: all words."""
         restricted(restrict_vocab, len(self))
         ps = pairs if isinstance(pairs, PairSet) else _read_pairs(
             checked_path("pairs", pairs, "a 'word1<TAB>word2<TAB>score' file", " or a PairSet"))
         return evaluate_similarity(self.words, self.matrix, self.norms, ps,
-                                   restrict_vocab=restrict_vocab or len(self))
+                                   restrict_vocab=int(restrict_vocab or len(self)))
 
     # ---- export ----------------------------------------------------------------------------
     @python_entry
@@ -539,7 +577,7 @@ def _holds_exports(folder: Path) -> bool:
         (folder / CKPT_DIR).is_dir() and (folder / INDEX_FILE).is_file())
 
 
-def _check_k(k: int) -> None:
+def _check_k(k: Count) -> None:
     if not isinstance(k, int | np.integer) or isinstance(k, bool) or k < 1:
         raise InputError(f"k must be a positive integer, got {k!r}; e.g. k=10")
 
@@ -560,8 +598,8 @@ def _check_method(method: str) -> None:
 # ---- loading --------------------------------------------------------------------------------
 
 @python_entry
-def load(path: PathLike, *, step: int | None = None, best: bool = False,
-         limit: int | None = None, encoding: str = "utf-8", **gensim_options: Any) -> Vectors:
+def load(path: PathLike, *, step: Count | None = None, best: bool = False,
+         limit: Count | None = None, encoding: str = "utf-8", **gensim_options: Any) -> Vectors:
     """Load vectors from a run folder, a checkpoint folder, a word2vec text/binary file or a
     ``.npy`` export (with its ``.vocab.tsv``).
 
@@ -584,6 +622,7 @@ def load(path: PathLike, *, step: int | None = None, best: bool = False,
                               or limit < 1):
         raise InputError(f"limit must be None (every word) or an integer >= 1 (the first N "
                          f"words), got {clip(repr(limit))}; e.g. limit=100000")
+    limit = None if limit is None else int(limit)
     utf8 = _checked_encoding(encoding)
     p = Path(path)
     if not p.exists():

@@ -27,6 +27,7 @@ Where the dialect departs from gensim, on purpose:
 from __future__ import annotations
 
 import errno
+import math
 import numbers
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -41,13 +42,15 @@ from embedlab.eval.analogy import case_groups, no_section_yet
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
 from embedlab.export.atomic import path_argument
-from embedlab.fsutil import clip, read_utf8, text_lines
+from embedlab.fsutil import checked_path, clip, read_utf8, text_lines
 
 PathLike = str | os.PathLike[str]
 # Real aliases, not strings: typing.get_type_hints() of the methods resolves them (the names
 # of a string alias would be looked up in the module of each method that uses it).
 #: a word or a row number, gensim's "key"
 Key: TypeAlias = str | int | np.integer
+#: a count or a row bound: NumPy's integers count as Python's
+Count: TypeAlias = int | np.integer
 #: several keys: a list or tuple of them, or a NumPy array of words or row numbers
 KeyList: TypeAlias = Sequence[Key] | np.ndarray
 #: a term of a query: a key, or a vector (1-D array) used as it is
@@ -211,7 +214,11 @@ class KeyedVectorsDialect:
             if key.size != self.dim:
                 raise InputError(f"a query vector must have {self.dim} values (the vectors' "
                                  f"dimension), got one of shape {key.shape}")
-            return np.asarray(key, dtype=np.float32).reshape(self.dim), None
+            vector = np.asarray(key, dtype=np.float32).reshape(self.dim)
+            if not np.isfinite(vector).all():  # every score would be nan, ranked anyhow
+                raise InputError("a query vector holds nan or inf values, which give no "
+                                 "similarity; pass a vector of finite values")
+            return vector, None
         row = (lookup or self._key_row)(key)
         return self.matrix[row] / safe(self.norms[row : row + 1])[0], row
 
@@ -227,6 +234,9 @@ class KeyedVectorsDialect:
                 if not _is_weight(weight):
                     raise InputError(f"a (word, weight) pair needs a number as its weight, got "
                                      f"{item!r}; e.g. ({key!r}, 0.5)")
+                if not math.isfinite(float(weight)):
+                    raise InputError(f"a (word, weight) pair needs a finite weight, got "
+                                     f"{item!r}; e.g. ({key!r}, 0.5)")
                 term, row = self._query_term(key, lookup)
                 terms.append(term)
                 weights.append(weight)
@@ -237,15 +247,15 @@ class KeyedVectorsDialect:
 
     # ---- similarities --------------------------------------------------------------------
     @overload
-    def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None, topn: int = 10,
-                            restrict_vocab: int | None = None) -> list[tuple[str, float]]: ...
+    def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None, topn: Count = 10,
+                            restrict_vocab: Count | None = None) -> list[tuple[str, float]]: ...
 
     @overload
     def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None, *, topn: None,
-                            restrict_vocab: int | None = None) -> np.ndarray: ...
+                            restrict_vocab: Count | None = None) -> np.ndarray: ...
 
     def most_similar_cosmul(self, positive: Keys = None, negative: Keys = None,
-                            topn: int | None = 10, restrict_vocab: int | None = None
+                            topn: Count | None = 10, restrict_vocab: Count | None = None
                             ) -> list[tuple[str, float]] | np.ndarray:
         """Levy & Goldberg's 3CosMul generalised (gensim's ``most_similar_cosmul``): rank by
         the product of the shifted cosines (1 + cos) / 2 with the ``positive`` words over
@@ -291,42 +301,43 @@ class KeyedVectorsDialect:
         return [(self.words[i], float(scores[i])) for i in top_k(scores, k).tolist()]
 
     @overload
-    def similar_by_word(self, word: Key, topn: int = 10, restrict_vocab: int | None = None
+    def similar_by_word(self, word: Key, topn: Count = 10, restrict_vocab: Count | None = None
                         ) -> list[tuple[str, float]]: ...
 
     @overload
-    def similar_by_word(self, word: Key, topn: None, restrict_vocab: int | None = None
+    def similar_by_word(self, word: Key, topn: None, restrict_vocab: Count | None = None
                         ) -> np.ndarray: ...
 
-    def similar_by_word(self, word: Key, topn: int | None = 10,
-                        restrict_vocab: int | None = None) -> list[tuple[str, float]] | np.ndarray:
+    def similar_by_word(self, word: Key, topn: Count | None = 10,
+                        restrict_vocab: Count | None = None
+                        ) -> list[tuple[str, float]] | np.ndarray:
         """``most_similar(positive=[word], topn=topn, restrict_vocab=restrict_vocab)``."""
         return self.similar_by_key(word, topn, restrict_vocab)
 
     @overload
-    def similar_by_key(self, key: Term, topn: int = 10, restrict_vocab: int | None = None
+    def similar_by_key(self, key: Term, topn: Count = 10, restrict_vocab: Count | None = None
                        ) -> list[tuple[str, float]]: ...
 
     @overload
-    def similar_by_key(self, key: Term, topn: None, restrict_vocab: int | None = None
+    def similar_by_key(self, key: Term, topn: None, restrict_vocab: Count | None = None
                        ) -> np.ndarray: ...
 
-    def similar_by_key(self, key: Term, topn: int | None = 10, restrict_vocab: int | None = None
+    def similar_by_key(self, key: Term, topn: Count | None = 10, restrict_vocab: Count | None = None
                        ) -> list[tuple[str, float]] | np.ndarray:
         """``most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)``: ``key`` a
         word or a row number."""
         return self.most_similar(positive=[key], topn=topn, restrict_vocab=restrict_vocab)
 
     @overload
-    def similar_by_vector(self, vector: np.ndarray, topn: int = 10,
-                          restrict_vocab: int | None = None) -> list[tuple[str, float]]: ...
+    def similar_by_vector(self, vector: np.ndarray, topn: Count = 10,
+                          restrict_vocab: Count | None = None) -> list[tuple[str, float]]: ...
 
     @overload
     def similar_by_vector(self, vector: np.ndarray, topn: None,
-                          restrict_vocab: int | None = None) -> np.ndarray: ...
+                          restrict_vocab: Count | None = None) -> np.ndarray: ...
 
-    def similar_by_vector(self, vector: np.ndarray, topn: int | None = 10,
-                          restrict_vocab: int | None = None
+    def similar_by_vector(self, vector: np.ndarray, topn: Count | None = 10,
+                          restrict_vocab: Count | None = None
                           ) -> list[tuple[str, float]] | np.ndarray:
         """The words nearest to ``vector`` by cosine (none excluded), best first."""
         return self.most_similar(positive=[vector], topn=topn, restrict_vocab=restrict_vocab)
@@ -357,11 +368,14 @@ class KeyedVectorsDialect:
     def most_similar_to_given(self, key1: Key, keys_list: KeyList) -> Key:
         """The key of ``keys_list`` most similar to ``key1`` (the first of equals), as given: a
         row number given is returned as that number, not as its word."""
+        refuse_bytes(keys_list)
         sims = [self.similarity(key1, key) for key in keys_list]
         return keys_list[int(np.argmax(sims))]
 
     def n_similarity(self, ws1: KeyList, ws2: KeyList) -> float:
         """Cosine similarity of the mean vectors of two lists of words."""
+        refuse_bytes(ws1)
+        refuse_bytes(ws2)
         if not (len(ws1) and len(ws2)):
             raise EmptyListError("At least one of the passed list is empty.")
         mean1 = self.matrix[[self._key_row(w) for w in ws1]].mean(axis=0)
@@ -376,6 +390,7 @@ class KeyedVectorsDialect:
 
     def doesnt_match(self, words: KeyList) -> Key:
         """The key of ``words`` least similar to the mean of their unit vectors, as given."""
+        refuse_bytes(words)
         if len(words) == 0:  # a NumPy array of words has no truth value
             raise ValueError("cannot select a word from an empty list")
         units = np.stack([self._query_term(w)[0] for w in words])
@@ -390,6 +405,8 @@ class KeyedVectorsDialect:
     def distances(self, word_or_vector: Term, other_words: KeyList = ()) -> np.ndarray:
         """Cosine distances (float32) from a word or vector to ``other_words``, or to every
         word (itself included) when ``other_words`` is empty."""
+        refuse_bytes(word_or_vector)
+        refuse_bytes(other_words)
         query = (self.get_vector(word_or_vector)
                  if isinstance(word_or_vector, str | int | np.integer)
                  else self._query_term(np.asarray(word_or_vector))[0])
@@ -425,7 +442,7 @@ class KeyedVectorsDialect:
 
     # ---- evaluation ----------------------------------------------------------------------
     def evaluate_word_analogies(self, analogies: PathLike,
-                                restrict_vocab: int | None = GENSIM_RESTRICT,
+                                restrict_vocab: Count | None = GENSIM_RESTRICT,
                                 case_insensitive: bool = True, dummy4unknown: bool = False,
                                 similarity_function: str = "most_similar"
                                 ) -> tuple[float, list[dict[str, Any]]]:
@@ -464,8 +481,9 @@ class KeyedVectorsDialect:
         answered = len(total["correct"]) + len(total["incorrect"])
         return (len(total["correct"]) / answered if answered else 0.0), [*sections, total]
 
-    def evaluate_word_pairs(self, pairs: PathLike, delimiter: str = "\t", encoding: str = "utf8",
-                            restrict_vocab: int | None = GENSIM_RESTRICT,
+    def evaluate_word_pairs(self, pairs: PathLike, delimiter: str | None = "\t",
+                            encoding: str = "utf8",
+                            restrict_vocab: Count | None = GENSIM_RESTRICT,
                             case_insensitive: bool = True, dummy4unknown: bool = False
                             ) -> tuple[tuple[float, float], tuple[float, float], float]:
         """gensim's ``evaluate_word_pairs``: ``((pearson, p), (spearman, p), oov_ratio)``,
@@ -501,11 +519,22 @@ class KeyedVectorsDialect:
 
 # ---- helpers ----------------------------------------------------------------------------------
 
+def refuse_bytes(value: object) -> None:
+    """Raise for ``bytes`` given where words are: iterated, they are row numbers, one per byte
+    (``most_similar(b"king")`` would be a query of rows 107, 105, ...)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        from embedlab.vectors import UnknownWordError
+
+        raise UnknownWordError(f"{clip(repr(value))} is not a word or a row number; pass a str "
+                               "(or an int row)")
+
+
 def as_list(value: Keys) -> list[Any]:
     """gensim's reading of ``positive``/``negative``: nothing, one word, row number or vector,
     or several."""
     if value is None:
         return []
+    refuse_bytes(value)
     if isinstance(value, np.ndarray) and value.ndim == 1 and _holds_words(value):
         return value.tolist()  # words, as NumPy holds them: several, not one vector
     if isinstance(value, str | int | np.integer) or (isinstance(value, np.ndarray) and
@@ -524,19 +553,6 @@ def check_topn(topn: object) -> None:
     """``topn``: an integer or None (gensim's ``topn=0`` and below return nothing)."""
     if topn is not None and (not isinstance(topn, int | np.integer) or isinstance(topn, bool)):
         raise InputError(f"topn must be an integer or None, got {topn!r}; e.g. topn=10")
-
-
-def checked_path(name: str, value: Any, what: str, also: str = "") -> PathLike:
-    """A Python call's path argument ``name`` (the path of ``what``; ``also``: what else it
-    takes), refused in one line unless a str or os.PathLike: a NumPy or Path call's TypeError
-    names neither the argument nor the fix, and ``open`` reads an int as a file descriptor."""
-    if isinstance(value, str | os.PathLike):
-        return value
-    if isinstance(value, bytes | bytearray):
-        raise InputError(f"{name}= is bytes ({clip(repr(value))}); pass the path as a str "
-                         f"({name}={os.fsdecode(bytes(value))!r})")
-    raise InputError(f"{name}= must be the path of {what} (a str or os.PathLike){also}, got "
-                     f"{type(value).__name__} {clip(repr(value))}")
 
 
 def one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
@@ -562,7 +578,7 @@ def _is_weight(value: Any) -> bool:
     return True
 
 
-def restricted(restrict_vocab: int | None, words: int) -> int:
+def restricted(restrict_vocab: Count | None, words: int) -> int:
     """How many words a ``restrict_vocab`` lets count (``None``: all of them)."""
     if restrict_vocab is None:
         return words
@@ -570,10 +586,10 @@ def restricted(restrict_vocab: int | None, words: int) -> int:
             or restrict_vocab < 1:
         raise InputError(f"restrict_vocab must be None or an integer >= 1, got {restrict_vocab!r}; "
                          f"e.g. restrict_vocab={GENSIM_RESTRICT}")
-    return min(restrict_vocab, words)
+    return min(int(restrict_vocab), words)
 
 
-def candidate_rows(clip_start: int, clip_end: int | None, restrict_vocab: int | None,
+def candidate_rows(clip_start: Count, clip_end: Count | None, restrict_vocab: Count | None,
                    words: int) -> tuple[int, int]:
     """The rows ``most_similar`` ranks, ``(start, end)``: rows ``clip_start`` to ``clip_end - 1``
     (``None``: to the last), or the first ``restrict_vocab``, as gensim's arguments say."""
@@ -665,11 +681,17 @@ def solve_analogies(matrix: np.ndarray, norms: np.ndarray, ids: np.ndarray, grou
     return hits
 
 
-def read_pairs(path: PathLike, delimiter: str, encoding: str, case_insensitive: bool
+def read_pairs(path: PathLike, delimiter: str | None, encoding: str, case_insensitive: bool
                ) -> list[tuple[str, str, float]]:
     """``(word1, word2, score)`` of each ``word1 word2 score`` line, split on ``delimiter`` and
     upper-cased when ``case_insensitive``, as gensim reads them (words are not stripped);
     ``#`` comments and other lines are skipped."""
+    if delimiter is not None and (not isinstance(delimiter, str) or not delimiter):
+        raise InputError(f"delimiter={clip(repr(delimiter))} must be a non-empty str, or None "
+                         "for any whitespace (as str.split); e.g. delimiter='\\t'")
+    if not isinstance(encoding, str):
+        raise InputError(f"encoding={clip(repr(encoding))} must be a str naming an encoding; "
+                         "e.g. encoding='utf8'")
     try:
         with open(path, encoding=encoding) as fh:
             lines = fh.readlines()
