@@ -244,3 +244,17 @@ def test_shuffled_corpus_fails_the_quality_bar(questions: Path) -> None:
     width = len(sentences[0])
     shuffled = [flat[i:i + width].tolist() for i in range(0, len(flat), width)]
     assert _gensim_accuracy(shuffled, questions) < QUALITY_THRESHOLD / 3
+
+
+def test_numpy_integers_count_as_python_integers(tmp_path: Path) -> None:
+    a = demo.write_demo_corpus(tmp_path / "a.txt", seed=np.int64(2), tokens=np.int32(2_000))
+    b = demo.write_demo_corpus(tmp_path / "b.txt", seed=2, tokens=2_000)
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("path", [b"x.txt", None, 3])
+def test_a_path_of_the_wrong_type_is_one_line(path: object) -> None:
+    with pytest.raises(InputError, match=r"^path= (is bytes|must be the path of the corpus)"):
+        demo.write_demo_corpus(path)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"^path= (is bytes|must be the path of the questions)"):
+        demo.write_questions(path)  # type: ignore[arg-type]

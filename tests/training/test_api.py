@@ -7,6 +7,7 @@ import dataclasses
 import errno
 import hashlib
 import json
+import os
 import pickle
 import re
 import shutil
@@ -1235,3 +1236,15 @@ def test_no_eval_and_no_probe_drop_a_resumed_runs_settings(tmp_path: Path) -> No
     result = train(run=run, max_steps=2, no_eval=True, no_probe=True, progress=False)
     assert result.config.eval.similarity == () and result.config.eval.every_steps is None
     assert result.config.track.probe_words == ()
+
+
+@pytest.mark.parametrize("name", ["demo", "text8"])
+def test_a_path_object_named_like_a_built_in_corpus_is_the_file_here(
+        name: str, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Path("./demo") is Path("demo"): it trained the built-in corpus (or downloaded text8)
+    monkeypatch.chdir(tmp_path)
+    Path(name).write_bytes(corpus.read_bytes())
+    result = embedlab.train(corpus=Path(f"./{name}"), run=tmp_path / "run", **FAST,
+                            min_count=1, max_steps=1)
+    assert result.config.data.corpus == os.path.join(".", name)
+    assert len(result.vectors) == len(set(corpus.read_text().split()))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from embedlab.errors import InputError
+from embedlab.errors import InputError, python_caller
 
 #: bytes read from a (decompressed) file per piece; bounds the size of a block.
 PIECE_BYTES = 1 << 20
@@ -45,6 +45,16 @@ COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
 PREPARED_FORMAT = "embedlab-prepared"
 #: --corpus names that are not paths (use ``./text8`` for a local file called text8)
 SPECIAL_CORPORA = ("text8", "demo")
+
+
+def corpus_label(corpus: str | os.PathLike[str]) -> str:
+    """A corpus argument as a label: a str as given ('demo' and 'text8' name the built-in
+    corpora), an ``os.PathLike`` always a path — ``Path("./demo")`` is the file demo here,
+    which the str 'demo' cannot name (a Path drops the "./")."""
+    label = os.fspath(corpus)
+    if not isinstance(corpus, str) and label in SPECIAL_CORPORA:
+        return os.path.join(os.curdir, label)
+    return label
 
 Block = tuple[list[str], bool]
 
@@ -125,8 +135,10 @@ def list_files(path: Path) -> list[Path]:
                          f"(damaged); {remake_fix(path)}")
     if (path / "meta.json").is_file() and (path / "ids.u32").is_file():
         if says_prepared(path / "meta.json"):
-            raise InputError(f"{path} is a prepared corpus, not raw text; pass it to 'train "
-                             "--corpus' or pass the original text file to 'prepare'")
+            train, prepare = (("train(corpus=...)", "prepare()") if python_caller() else
+                              ("'train --corpus'", "'prepare'"))
+            raise InputError(f"{path} is a prepared corpus, not raw text; pass it to {train} "
+                             f"or pass the original text file to {prepare}")
         raise InputError(f"{path} looks like a damaged prepared corpus (its meta.json is not "
                          f"readable as one); {remake_fix(path)}")
     if (path / "config.json").is_file() and (path / "checkpoints").is_dir():
@@ -145,8 +157,9 @@ def list_files(path: Path) -> list[Path]:
                          "(plain, .gz, .bz2 or .xz)")
     for meta in (f for f in files if f.name == "meta.json" and says_prepared(f)):
         # its ids.u32 would be read as text and refused as binary
+        train = "train(corpus=...)" if python_caller() else "'train --corpus'"
         raise InputError(f"corpus folder {path} holds a prepared corpus, {meta.parent}; move "
-                         "it out of the folder (or pass it to 'train --corpus' on its own)")
+                         f"it out of the folder (or pass it to {train} on its own)")
     return files
 
 

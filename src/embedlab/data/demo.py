@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ import numpy as np
 
 from embedlab.data.demo_lexicon import lexicon
 from embedlab.errors import InputError, make_folder
-from embedlab.fsutil import atomic_write_text
+from embedlab.fsutil import atomic_write_text, checked_path
 from embedlab.seeding import numpy_rng
 
 DEFAULT_TOKENS = 1_000_000  # ~1M tokens: trains in well under a minute on 2 cores
@@ -93,6 +94,7 @@ def write_questions(path: str | os.PathLike[str]) -> Path:
             lines.append(f": {sec}")
             section = sec
         lines.append(f"{a} {b} {c} {d}")
+    path = checked_path("path", path, "the questions file to write")
     return _write_atomic(Path(path), "\n".join(lines) + "\n")
 
 
@@ -103,12 +105,15 @@ def write_demo_corpus(path: str | os.PathLike[str], seed: int = 0, *,
     Deterministic in ``(seed, tokens)``. The file is written to a temporary sibling and renamed
     into place, so an existing file at ``path`` is either fully replaced or left untouched.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    # NumPy's integers count as Python's; a bool, 1e6 (a float) or "1000" (text) does not
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"demo seed must be an integer >= 0, got {seed!r}; pass e.g. seed=1")
-    if not isinstance(tokens, int) or isinstance(tokens, bool):  # 1e6 is a float, "1000" text
+    if not isinstance(tokens, numbers.Integral) or isinstance(tokens, bool):
         got = f"the {type(tokens).__name__} {tokens!r}"
         raise InputError(f"demo corpus size tokens= must be an integer, got {got}; pass e.g. "
                          f"tokens={DEFAULT_TOKENS} (the default)")
+    seed, tokens = int(seed), int(tokens)
+    path = checked_path("path", path, "the corpus file to write")
     if tokens < 10 * _SENTENCE_LEN:
         raise InputError(f"demo corpus size must be at least {10 * _SENTENCE_LEN} tokens, "
                          f"got {tokens!r}; use the default ({DEFAULT_TOKENS:,})")

@@ -340,5 +340,6 @@ def check_not_inside(out: Path, source: Path, run_dir: Path | None = None) -> No
                          f"files would be read as corpus text — pass {spell_name('--run')} or "
                          f"{spell_name('--runs-dir')} outside it")
     if out.resolve().is_relative_to(root):
-        raise InputError(f"--out {out} is inside the corpus folder {source}; the output would "
-                         "be read as corpus text — pass a folder outside it")
+        raise InputError(f"{spell_name('--out', python='out_dir')} {out} is inside the corpus "
+                         f"folder {source}; the output would be read as corpus text — pass a "
+                         "folder outside it")

@@ -28,6 +28,7 @@ from embedlab.data import native_tokenise, sentences, token_ids
 from embedlab.data.corpus import (
     SPECIAL_CORPORA,
     ReadStats,
+    corpus_label,
     holds_prepared_files_only,
     list_files,
     other_entries,
@@ -44,8 +45,18 @@ from embedlab.data.prepared import (
     write_meta,
 )
 from embedlab.data.vocab import PruneInfo
-from embedlab.errors import InputError, note, python_entry, rerun, spell, spell_name, warn
+from embedlab.errors import (
+    InputError,
+    checked_bool,
+    note,
+    python_entry,
+    rerun,
+    spell,
+    spell_name,
+    warn,
+)
 from embedlab.fsutil import (
+    checked_path,
     commit_folder,
     hidden_prefix,
     missing_folders,
@@ -98,7 +109,12 @@ def prepare_into(
     ``max_distinct`` distinct words; then two more: count with word2vec-style pruning (bounded
     memory), then encode.
     """
-    label = os.fspath(corpus)
+    force, progress = checked_bool("force", force), checked_bool("progress", progress)
+    corpus = checked_path("corpus", corpus, "a text file or folder", ", 'demo' or 'text8'")
+    out_dir = checked_path("out_dir", out_dir, "the folder to prepare into")
+    if run_dir is not None:
+        run_dir = Path(checked_path("run_dir", run_dir, "the run folder"))
+    label = corpus_label(corpus)
     DataConfig(corpus=label, lowercase=lowercase, min_count=min_count, max_vocab=max_vocab,
                unk=unk, max_distinct=max_distinct)  # validates the options, one message each
     out = Path(out_dir)

@@ -54,6 +54,8 @@ from embedlab.training import distributed, handshake
 from embedlab.training.launched import typed_argv
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from embedlab.config import TrainConfig
     from embedlab.data.tokenise_child import PrepareAhead
     from embedlab.training.reporting import Progress
@@ -66,7 +68,8 @@ Corpus = str | os.PathLike[str] | Iterable[Sequence[str]]
 @python_entry
 def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
-          restart: bool = False, from_checkpoint: str | os.PathLike[str] | int | None = None, *,
+          restart: bool = False,
+          from_checkpoint: str | os.PathLike[str] | int | np.integer | None = None, *,
           device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
           no_eval: bool = False, no_probe: bool = False, **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there; ``embedlab train`` in Python.
@@ -146,6 +149,10 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
                          f"{clip(repr(preset))}; e.g. preset='cs20'")
     from_checkpoint = _checked_from(from_checkpoint)
     sentences = None if corpus is None or isinstance(corpus, (str, os.PathLike)) else corpus
+    if isinstance(corpus, os.PathLike):
+        from embedlab.data.corpus import corpus_label
+
+        corpus = corpus_label(corpus)
     if sentences is not None:
         _check_iterable(sentences)
     # a cuda engine refused for a call that asked for device='cuda' says device=, as asked
