@@ -45,7 +45,7 @@ from embedlab.errors import (
     spell,
     spell_name,
 )
-from embedlab.fsutil import clip
+from embedlab.fsutil import checked_path, clip
 
 _T = TypeVar("_T")
 
@@ -64,7 +64,7 @@ def find_checkpoint(path: Path | str, *, step: int | None = None, best: bool = F
     bool) the index's best, otherwise the newest verified one (skipping bad ones with a
     warning). Raises :class:`InputError` naming the fix.
     """
-    p = Path(path)
+    p = Path(checked_path("path", path, "a run folder or a checkpoint folder"))
     step, best = checked_step("step", step, p), checked_bool("best", best)
     if not p.exists():
         raise InputError(f"{p} does not exist; pass a run folder or a checkpoint folder")
@@ -175,6 +175,7 @@ def load_latest(run: Path | str, *, names: Iterable[str] | str | None = None,
     one found can go before or while it is read: the newer one is then found and read (up to
     :data:`~embedlab.checkpoint.manager.RELISTS` times over). The arguments are
     :func:`load_checkpoint`'s."""
+    run = Path(checked_path("run", run, "a run folder"))
     names = _checked_names(names)  # read once, whatever the attempts
     framework = _checked_framework(framework)
     for attempt in range(RELISTS + 1):
@@ -388,6 +389,21 @@ def _spec_problem(value: Any, spec: Any) -> str | None:
     return None if isinstance(value, spec) else f"a {spec.__name__}"
 
 
+def _checked_spec(spec: Any, where: str = "state_spec") -> None:
+    """A ``state_spec`` of :func:`load_checkpoint` (its shapes as :func:`check_state` reads
+    them), refused in one line: a wrong spec would otherwise fail while a checkpoint is read."""
+    if isinstance(spec, tuple):
+        for i, sub in enumerate(spec):
+            _checked_spec(sub, f"{where}[{i}]")
+    elif isinstance(spec, Mapping):
+        for key, sub in spec.items():
+            _checked_spec(sub, f"{where}[{key!r}]")
+    elif spec is not None and spec not in (int, float, str, bool, list, dict):
+        raise InputError(f"{where} is {clip(repr(spec))}; a field's shape is int, float, str, "
+                         "bool, list, dict, None, a tuple of them or a dict of fields, e.g. "
+                         "state_spec={'epoch': int}")
+
+
 def check_state(ckpt_dir: Path | str, state: Mapping[str, Any],
                 spec: Mapping[str, Any]) -> None:
     """Raise :class:`InputError` when a field of ``state`` does not have the shape ``spec`` gives.
@@ -482,8 +498,14 @@ def load_checkpoint(ckpt_dir: Path | str, *, verify: bool = True,
     whose retention deletes a checkpoint once a newer one is committed), is a one-line
     :class:`InputError` saying so; :func:`load_latest` reads the newer one instead.
     """
-    ckpt_dir = Path(ckpt_dir)
+    ckpt_dir = Path(checked_path("ckpt_dir", ckpt_dir, "a checkpoint folder"))
     wanted, chosen = _checked_names(names), _checked_framework(framework)
+    verify = checked_bool("verify", verify)
+    if state_spec is not None:
+        if not isinstance(state_spec, Mapping):
+            raise InputError(f"state_spec must be a dict of field names to shapes, got "
+                             f"{clip(repr(state_spec))}; e.g. state_spec={{'epoch': int}}")
+        _checked_spec(state_spec)
     there = ckpt_dir.is_dir()
     try:
         return _load_one(ckpt_dir, verify=verify, names=wanted, rename=rename,

@@ -16,12 +16,15 @@ import numbers
 import os
 import secrets
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from embedlab.checkpoint.format import (
     CKPT_DIR,
@@ -51,7 +54,7 @@ from embedlab.errors import (
     step_number,
     warn,
 )
-from embedlab.fsutil import atomic_write_text, clip, commit_folder, limit_fix
+from embedlab.fsutil import atomic_write_text, checked_path, clip, commit_folder, limit_fix
 
 #: how many times a reader lists a run's checkpoints again when the one it chose is deleted
 #: before it is read: a run in training deletes each (its retention) once a newer one is
@@ -118,6 +121,38 @@ def checked_metrics(metrics: Any) -> dict[str, int | float]:
     return out
 
 
+def checked_contents(tensors: Any, state: Any) -> None:
+    """``tensors`` and ``state`` for :meth:`CheckpointManager.save`, refused in one line of
+    :class:`InputError` before anything is written: a dict of str names to NumPy arrays or torch
+    tensors, and a dict that JSON can write (state.json)."""
+    example = "e.g. {'input_embeddings': matrix}"
+    if not isinstance(tensors, Mapping):
+        raise InputError(f"tensors must be a dict of names to arrays, not "
+                         f"{type(tensors).__name__}; pass {example}")
+    for name, value in tensors.items():
+        if not isinstance(name, str) or not name:
+            raise InputError(f"tensors has the key {clip(repr(name))}, not a name (a non-empty "
+                             f"str); name each array, {example}")
+        if not (isinstance(value, np.ndarray | np.generic) or _is_torch_tensor(value)):
+            raise InputError(f"tensors[{name!r}] is a {type(value).__name__}, not a NumPy "
+                             "array or a torch tensor; pass np.asarray(...) of it")
+    if not isinstance(state, Mapping):
+        raise InputError(f"state must be a dict (written as state.json), not "
+                         f"{type(state).__name__}; pass e.g. {{'epoch': 1}}")
+    try:  # step and metrics are written as save()'s own arguments (checked apart)
+        json.dumps({k: v for k, v in state.items() if k not in ("step", "metrics")},
+                   sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InputError(f"state cannot be written as JSON ({exc}); pass a dict of numbers, "
+                         "str, bools, None, lists and dicts of them") from None
+
+
+def _is_torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor, without importing torch (a run may not have it)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor)
+
+
 def _is_leftover(name: str) -> bool:
     """A folder name that only an unfinished save leaves in ``checkpoints/``."""
     return ((name.startswith("ckpt-") and ".tmp-" in name)
@@ -181,15 +216,20 @@ class CheckpointManager:
     @python_entry
     def __init__(self, run_dir: Path | str, *, keep: int = 5, keep_every: int | None = None,
                  best_metric: str = "loss", best_mode: Literal["min", "max"] = "min") -> None:
-        if keep < 1:
-            raise InputError(f"{spell_name('--keep')} must be >= 1, got {keep}; e.g. "
-                             f"{spell('--keep', 5)}")
-        if keep_every is not None and keep_every < 1:
-            raise InputError(f"{spell_name('--keep-every')} must be >= 1, got {keep_every}; "
-                             f"e.g. {spell('--keep-every', 10000)}")
+        if step_number(keep) is None or keep < 1:
+            raise InputError(f"{spell_name('--keep')} must be a whole number >= 1, got "
+                             f"{clip(repr(keep))}; e.g. {spell('--keep', 5)}")
+        if keep_every is not None and (step_number(keep_every) is None or keep_every < 1):
+            raise InputError(f"{spell_name('--keep-every')} must be a whole number >= 1 or "
+                             f"None, got {clip(repr(keep_every))}; e.g. "
+                             f"{spell('--keep-every', 10000)}")
+        if not isinstance(best_metric, str) or not best_metric:
+            raise InputError(f"best_metric must be the name of a metric passed to save() (a "
+                             f"str), got {clip(repr(best_metric))}; e.g. best_metric='loss'")
         if best_mode not in ("min", "max"):
             raise InputError(f"best mode must be min or max, got {best_mode!r}")
-        self.run_dir = Path(run_dir)
+        keep, keep_every = int(keep), None if keep_every is None else int(keep_every)
+        self.run_dir = Path(checked_path("run_dir", run_dir, "a run folder"))
         self.root = self.run_dir / CKPT_DIR
         self.keep = keep
         self.keep_every = keep_every
@@ -312,7 +352,11 @@ class CheckpointManager:
 
     def protect(self, step: int) -> None:
         """Never delete checkpoint ``step`` until a checkpoint with a higher step is committed."""
-        self._protected = step
+        number = step_number(step)
+        if number is None:
+            raise InputError(f"step must be a whole number >= 0, got {clip(repr(step))}; pass "
+                             "the step of a checkpoint of the run, e.g. 2000")
+        self._protected = number
 
     # -- save --
     @python_entry
@@ -335,6 +379,7 @@ class CheckpointManager:
                              "the number of steps trained, e.g. 2000")
         step = number
         metrics = checked_metrics(metrics)  # before anything is written
+        checked_contents(tensors, state)
         started = time.perf_counter()
         final = self.root / ckpt_name(step)
         try:
