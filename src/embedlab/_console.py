@@ -49,6 +49,16 @@ def _unencodable_escaped() -> None:
     """A stdout or stderr that cannot encode every character (``PYTHONIOENCODING=ascii``, a
     C locale's terminal) writes the others as ``\\xe9``, not a UnicodeEncodeError traceback
     for a word such as café or a table's ×."""
+    import codecs
+
     for stream in (sys.stdout, sys.stderr):
-        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+        errors = getattr(stream, "errors", None)
+        try:
+            utf = codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith(
+                "utf")
+        except LookupError:
+            utf = False
+        # a C locale's stdout is ASCII with surrogateescape, which still raises for a ×
+        if (errors == "strict" or (errors == "surrogateescape" and not utf)) and \
+                hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")

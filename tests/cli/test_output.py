@@ -175,3 +175,17 @@ def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path: Path) -> No
     done = embedlab("neighbors", tmp_path / "no\nsuch\x1b[31m", "king")
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "no\\nsuch\\x1b[31m" in done.stderr, done.stderr
+
+
+def test_a_c_locale_escapes_what_ascii_cannot_write_and_reads_typed_words_as_utf8(
+        tmp_path: Path) -> None:
+    """LC_ALL=C: stdout is ASCII with surrogateescape, which raised for thé or ×; café typed
+    arrived as 'caf\\udcc3\\udca9' and was not found in the UTF-8 vocabulary."""
+    path = tmp_path / "v.txt"
+    path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
+    env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    done = embedlab("neighbors", path, "café", env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "th\\xe9" in done.stdout
+    done = embedlab("analogy", path, "b", "café", "thé", "-k", "1", env=env)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr

@@ -180,3 +180,38 @@ def test_a_run_folder_that_is_not_utf8_is_refused_before_the_run_starts(
     assert info.value.code == 2 and err.count("\n") == 1 and "new run" not in err
     assert "is not valid UTF-8, which TensorBoard's writer needs" in err
     assert not Path(run).exists()
+
+
+def test_events_are_trimmed_in_a_folder_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    # A --from resume with --no-tensorboard (the fix the refusal above names) trims the
+    # events: TensorBoard's loader encodes its path as UTF-8 and raised UnicodeEncodeError
+    import os
+    import shutil
+
+    from embedlab.track.events import truncate_event_files
+
+    run = tmp_path / "run"
+    simulate(run, steps=50, ckpt_every=25, final=False)
+    moved = Path(os.fsdecode(os.fsencode(tmp_path) + b"/mv\xff"))
+    shutil.move(run, moved)
+    truncate_event_files(moved, 25)
+    shutil.move(moved, run)
+    assert [e.step for e in load_events(run).Scalars("train/loss")] == list(range(5, 26, 5))
+
+
+def test_a_record_cut_short_ends_the_file_as_the_loader_reads_it(tmp_path: Path) -> None:
+    from embedlab.track.events import truncate_event_files
+
+    run = tmp_path / "run"
+    simulate(run, steps=50, ckpt_every=25, final=False)
+    (path,) = event_files(run)
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole[:30])  # a writer killed inside its next record
+    truncate_event_files(run, 40)
+    assert [e.step for e in load_events(run).Scalars("train/loss")] == list(range(5, 41, 5))
+    damaged = bytearray(path.read_bytes())
+    damaged[-3] ^= 0xFF  # the last record's data CRC no longer matches
+    path.write_bytes(bytes(damaged))
+    truncate_event_files(run, 40)
+    kept = [e.step for e in load_events(run).Scalars("train/loss")]
+    assert kept == list(range(5, 41, 5))[: len(kept)] and len(kept) >= 7

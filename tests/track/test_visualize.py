@@ -124,8 +124,8 @@ def test_labels_the_font_lacks_are_one_warning_line(
         out = visualize(source, words=5, out=tmp_path / "v.png")  # matplotlib's own font
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Glyph" not in err and "UserWarning" not in err
-    assert err.startswith("embedlab: warning: 6 character(s) of the labels are not in "
-                          "matplotlib's font (京, 大, 日 and 3 more): they are drawn as boxes "
+    assert err.startswith("embedlab: warning: 6 character(s) of the words or the title are not "
+                          "in matplotlib's font (京, 大, 日 and 3 more): they are drawn as boxes "
                           f"in {out}")
 
 
@@ -379,3 +379,13 @@ def test_vectors_that_cannot_be_projected_are_one_line(tmp_path: Path, vectors: 
     CheckpointManager(run).save(10, {"input_embeddings": w}, {"step": 10})
     with pytest.raises(InputError, match=re.escape(needle)):
         visualize(run, words=30)
+
+
+def test_a_run_folder_whose_name_is_not_utf8_is_plotted(tmp_path: Path) -> None:
+    # its name, in the title, held surrogates that matplotlib refused with a TypeError
+    import os
+
+    run = Path(os.fsdecode(os.fsencode(tmp_path) + b"/bad\xff\xfe"))
+    make_trained_run(run)
+    out = visualize(run, words=30, out=tmp_path / "v.png")
+    assert imread(out).shape[0] >= 800

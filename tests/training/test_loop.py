@@ -615,6 +615,10 @@ def test_a_call_that_trains_nothing_names_the_settings_it_did_not_apply(
     assert "note: --best-metric, --keep not applied: this call trains nothing" in said
     _, said = run_train(make_cfg(corpus), run)
     assert "not applied" not in said
+    watched = tmp_path / "watched"
+    run_train(make_cfg(corpus, track={"tensorboard": True}), watched)
+    _, said = run_train(make_cfg(corpus, track={"tensorboard": False}), watched)
+    assert "note: --no-tensorboard not applied" in said  # as given, not --tensorboard
 
 
 def test_keep_every_zero_on_a_resume_archives_no_more(corpus: Path, tmp_path: Path) -> None:

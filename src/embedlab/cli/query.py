@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -199,6 +200,7 @@ def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...]
     same command.
     """
     _check_k(k)
+    words = tuple(map(typed_word, words))
     vectors = _load(source, step, best)
     found = vectors.most_similar(list(words) if len(words) > 1 else words[0], k, metric=metric)
     shown = " + ".join(words)
@@ -214,6 +216,17 @@ def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...]
         table.add_row(str(rank), w, f"{s:.4f}")
     title = " + ".join(repr(w) for w in words)
     _show(f"nearest to {title} ({metric}, {vectors.source})", table)
+
+
+def typed_word(word: str) -> str:
+    """A word typed on the command line, as the vocabulary holds it: UTF-8. Python decodes the
+    arguments in the locale's encoding; in a C locale (ASCII) café's bytes arrive as
+    'caf\\udcc3\\udca9', which no UTF-8 vocabulary holds. Bytes that are not UTF-8 stay as
+    they came."""
+    try:
+        return os.fsencode(word).decode("utf-8")
+    except UnicodeError:
+        return word
 
 
 @click.command(short_help="A is to B as C is to what? (3CosAdd or 3CosMul)")
@@ -233,6 +246,7 @@ def analogy(source: Path, step: int | None, best: bool, a: str, b: str, c: str, 
     The K best answers (A, B and C excluded) by 3CosAdd (cos with B - A + C) or 3CosMul.
     """
     _check_k(k)
+    a, b, c = typed_word(a), typed_word(b), typed_word(c)
     vectors = _load(source, step, best)
     found = vectors.analogy(a, b, c, k, method=method)
     if as_json:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from embedlab.errors import InputError, warn
+from embedlab.errors import InputError, printable, warn
 
 
 @click.command()
@@ -166,6 +166,12 @@ def tensorboard(directory: Path, port: int | None) -> None:
         from embedlab.track.runs import no_such_runs_folder
 
         raise no_such_runs_folder(directory, "tensorboard")
+    try:  # TensorBoard's loader (Rust) panics on such a path and serves an empty page
+        os.fsencode(directory.resolve()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"the path of {printable(os.fsdecode(directory))} is not valid UTF-8, "
+                         "which TensorBoard needs; rename the folder (or a folder above it) "
+                         "to a UTF-8 name") from None
     if not port:  # none, or 0 as many servers read it: a free one
         port = free_port()
     else:

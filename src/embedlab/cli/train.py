@@ -130,6 +130,10 @@ def train(run: str | None, runs_dir: str, preset: str | None, restart: bool,
         from embedlab.training.api import train as train_run
     if nproc is not None:
         _launch(nproc)
+    if params.get("probe"):  # words, as neighbors takes them (UTF-8 in a C locale too)
+        from embedlab.cli.query import typed_word
+
+        params["probe"] = tuple(map(typed_word, params["probe"]))
     result = train_run(run=run, runs_dir=runs_dir, preset=preset, restart=restart,
                        from_checkpoint=from_ckpt, **params)
     if result.config.data.corpus == "demo" and result.finished \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -97,11 +98,10 @@ def _is_experiment(event: Any) -> bool:
 
 def _rewrite_events(path: Path, keep: Callable[[Any], bool]) -> bool:
     """Rewrite one event file with the events ``keep`` accepts (atomic); False if all are."""
-    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
     from tensorboard.compat.proto import event_pb2
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    records = list(RawEventFileLoader(str(path)).Load())
+    records = list(_records(path))
     kept = [raw for raw in records if keep(event_pb2.Event.FromString(raw))]
     if len(kept) == len(records):
         return False
@@ -115,6 +115,25 @@ def _rewrite_events(path: Path, keep: Callable[[Any], bool]) -> bool:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return True
+
+
+def _records(path: Path) -> Iterator[bytes]:
+    """The records of one event file (TFRecord framing: length, its masked CRC-32C, data, its
+    masked CRC-32C), up to the first one cut short or damaged, as TensorBoard's loader reads
+    them. Read through Python's open(): TensorBoard's loader encodes its path as UTF-8, which
+    a folder name that is not (or, in a C locale, any non-ASCII name) cannot be."""
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    with open(path, "rb") as f:
+        while len(head := f.read(12)) == 12:
+            (length,), (crc,) = struct.unpack("<Q", head[:8]), struct.unpack("<I", head[8:])
+            if masked_crc32c(head[:8]) != crc:
+                return
+            data, tail = f.read(length), f.read(4)
+            if len(data) < length or len(tail) < 4 or \
+                    masked_crc32c(data) != struct.unpack("<I", tail)[0]:
+                return  # a writer killed mid-record: the events before it are kept
+            yield data
 
 
 def check_writable_name(run_dir: Path) -> None:

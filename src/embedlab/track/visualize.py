@@ -6,6 +6,7 @@ Loads the latest *verified* checkpoint with :func:`embedlab.checkpoint.find_chec
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,11 @@ def visualize(run_dir: Path, *, method: Method = "pca", words: int = 300,
     points = project_2d(chosen, method)
     label = "t-SNE" if method == "tsne" else "PCA"
     at = f", step {step}" if step is not None else ""
+    # "." has no name of its own; a name's bytes as UTF-8 (in a C locale too), those that are
+    # not UTF-8 as \xff: matplotlib refuses the surrogates Python decodes them to
+    name = os.fsencode(run_dir.resolve().name).decode("utf-8", "backslashreplace")
     fig = plot_words([vocab[i] for i in ids], points,
-                     title=f"{label} of the {len(ids)} most frequent words — "
-                           f"{run_dir.resolve().name}{at}")  # "." has no name of its own
+                     title=f"{label} of the {len(ids)} most frequent words — {name}{at}")
     if default_out:
         make_exports_folder(out, out.name)
     elif in_exports:  # made as RUN/exports, however --out spells the folder
@@ -194,6 +197,7 @@ def _save_atomic(fig: object, out: Path, force: bool) -> None:
 
         shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3
                                           else "")
-        warn(f"{len(missing)} character(s) of the labels are not in matplotlib's font ({shown}): "
+        warn(f"{len(missing)} character(s) of the words or the title are not in matplotlib's "
+             f"font ({shown}): "
              f"they are drawn as boxes in {out}; a font that has them (matplotlibrc's "
              "font.family) draws them")

@@ -620,7 +620,14 @@ def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
 
     a, b = flatten(stored.to_dict()), flatten(cfg.to_dict())
     # what persists in the run's bookkeeping; not threads or max_steps, which are per call
-    changed = [option_spelled(k) for k in sorted(b) if k in a and not same(k, a[k], b[k])
+    def shown(key: str) -> str:  # --no-tensorboard as given, not --tensorboard
+        name, value = option_spelled(key), b[key]
+        if not isinstance(value, bool) or name == key:
+            return name
+        return (name if value else f"--no-{name[2:]}") if name.startswith("--") else \
+            f"{name}={value}"
+
+    changed = [shown(k) for k in sorted(b) if k in a and not same(k, a[k], b[k])
                and k.startswith(("checkpoint.", "track.", "eval.")) and k != "track.progress"]
     if changed:
         note(f"{', '.join(changed)} not applied: this call trains nothing, and the run keeps its "
