@@ -220,7 +220,7 @@ def test_tensors_without_a_row_per_word_are_not_mapped_to_the_word_vectors(
                               "shape (3, 3) for 4 words (the inner nodes of the Huffman tree, "
                               "one fewer than the words), and the readers take input_embeddings "
                               "as the word vectors, a row per word; export hs_nodes under its "
-                              "own name (drop the --map), or map output_embeddings\n")
+                              "own name (drop the --map)\n")  # it has no output_embeddings
     assert not (tmp_path / "s").exists()
     # a subset of hs_nodes alone: its readers no longer suggest that --map
     _invoke(str(hs_run), "--export-subset", str(tmp_path / "nodes"), "--names", "hs_nodes")
@@ -619,3 +619,15 @@ def test_a_subset_copies_only_the_vocabulary_its_checkpoint_recorded(
     (run / "vocab.tsv").write_text("the\t9\nking\t5\nqueen\t4\nman\t3\n")
     _invoke(str(run), "--export-subset", str(tmp_path / "s"))
     assert (tmp_path / "s" / "vocab.tsv").read_text() == (run / "vocab.tsv").read_text()
+
+
+def test_the_output_vectors_are_offered_only_where_the_checkpoint_has_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = CheckpointManager(tmp_path / "nce", keep=2)
+    m.save(1, {"input_embeddings": torch.ones(4, 3), "output_embeddings": torch.ones(4, 3),
+               "output_bias": torch.zeros(4)}, {"epoch": 0}, {"loss": 0.5})
+    _vocab(tmp_path / "nce")
+    code, _, err = run_cli(["ckpt", str(tmp_path / "nce"), "--export-subset", str(tmp_path / "s"),
+                            "--names", "output_bias", "--map", "input_embeddings=output_bias"],
+                           capsys)
+    assert code == 2 and err.endswith("(drop the --map), or map output_embeddings\n"), err

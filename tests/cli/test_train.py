@@ -2687,3 +2687,30 @@ def test_a_kill_after_the_max_steps_commit_is_repaired_by_the_same_command(
     assert code == 0, err
     now = json.loads((run / "status.json").read_text(encoding="utf-8"))
     assert (now["status"], now["checkpoint"], now["step"]) == ("interrupted", 5, 5)
+
+
+def test_a_corpus_given_as_an_argument_is_told_to_come_with_corpus(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # prepare takes CORPUS as its argument, train --corpus: the slip got click's bare message
+    code, err = train(capsys, "c.txt")
+    assert (code, err) == (2, "embedlab: error: Got unexpected extra argument (c.txt): the "
+                              "corpus comes with --corpus, e.g. --corpus c.txt (see 'embedlab "
+                              "train --help')\n")
+    code, err = train(capsys, "--corpus", "c.txt", "d.txt")
+    assert code == 2 and "e.g. --corpus" not in err
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    # its own fix, --eval-analogies FILE, is what --no-eval refuses
+    (["--no-eval", "--best-metric", "analogy"],
+     "--no-eval drops the run's evaluation, and --best-metric analogy chooses the best "
+     "checkpoint by it; pass --best-metric loss, or drop --no-eval"),
+    (["--probe", ""], "--probe words must be non-empty tokens without spaces, got ''; pass "
+                      "e.g. --probe king"),
+])
+def test_contradicting_or_empty_settings_get_a_fix_that_works(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
+    corpus = write_corpus(tmp_path / "c.txt")
+    code, err = train(capsys, "--corpus", corpus, "--run", tmp_path / "r", *args)
+    assert (code, err) == (2, f"embedlab: error: {said}\n")
+    assert not (tmp_path / "r").exists()

@@ -205,6 +205,11 @@ def _usage_message(exc: click.UsageError) -> str:
         if "--analogies" not in _invoked:
             fixes.append("the questions come with --analogies FILE (- reads standard input)")
         return f"{message}: {', and '.join(fixes)}"
+    extra = re.fullmatch(r"Got unexpected extra argument \((.+)\)", message)
+    if extra and exc.ctx is not None and exc.ctx.info_name == "train" and \
+            "--corpus" not in _invoked:
+        # prepare takes its corpus as an argument, train by --corpus
+        return f"{message}: the corpus comes with --corpus, e.g. --corpus {extra.group(1)}"
     return message
 
 

@@ -107,7 +107,7 @@ def _check_vocabulary(vocab_src: Path, ckpt: Path, state: dict[str, Any]) -> Non
 
 
 def _check_word_rows(tensors: dict[str, Any], rename: dict[str, str],
-                     vocabulary: bytes | None) -> None:
+                     vocabulary: bytes | None, stored: list[str]) -> None:
     """Refuse a tensor mapped to ``input_embeddings`` that has no row per word: every reader
     takes that name for the word vectors, and hierarchical softmax's ``hs_nodes`` (V - 1 inner
     nodes of the Huffman tree) or NCE's ``output_bias`` (one number a word) made a subset that
@@ -126,8 +126,8 @@ def _check_word_rows(tensors: dict[str, Any], rename: dict[str, str],
     counted = "" if words is None else f" for {words} words"
     raise InputError(f"--map input_embeddings={source}: {source} has shape {shape}{counted} "
                      f"({what}), and the readers take input_embeddings as the word vectors, a "
-                     f"row per word; export {source} under its own name (drop the --map), or "
-                     "map output_embeddings")
+                     f"row per word; export {source} under its own name (drop the --map)"
+                     + (", or map output_embeddings" if "output_embeddings" in stored else ""))
 
 
 def _export_subset(run: Path, export: Path, step: int | None, best: bool, names: str | None,
@@ -186,7 +186,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
                              "readable, then re-run the export (nothing was written)") from None
     if vocabulary is not None:
         _check_vocabulary(vocab_src, src, state)
-    _check_word_rows(tensors, rename, vocabulary)
+    _check_word_rows(tensors, rename, vocabulary, [name for name, _, _ in tensor_specs(src)])
     # built in a hidden sibling and renamed into place whole: a subset killed outright (which
     # no clean-up reaches) leaves no half-made OUT that its own re-run would refuse as taken
     made = missing_folders(export.parent)

@@ -37,7 +37,8 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
          statuses: tuple[str, ...], as_json: bool) -> None:
     """Table of the runs under DIRECTORY (default: runs/).
 
-    Columns: name, kind (when not all are word2vec runs: linreg runs are listed too), status
+    Columns: run (its folder; "name" in --json), kind (when not all are word2vec runs: linreg
+    runs are listed too), status
     (running / finished / interrupted / failed / unknown), step, saved (the newest checkpoint's
     step, where a resume starts; - when there is none), words seen, latest loss, the best
     checkpoint (its value of the run's --best-metric @ its step; before a run's first

@@ -548,6 +548,14 @@ def _dropped(explicit: dict[str, Any], *, no_eval: bool, no_probe: bool) -> dict
             raise InputError(f"{spell('--no-eval', True)} drops the run's evaluation, and "
                              f"{', '.join(spell_name('--' + n.replace('_', '-')) for n in given)}"
                              " sets it; pass one or the other")
+        section, key = OPTIONS["best_metric"]
+        best = explicit.get(section or "", {}).get(key)
+        if isinstance(best, str) and best.split(":")[0] != "loss":
+            # its own fix would be to pass an evaluation file, which --no-eval refuses
+            raise InputError(f"{spell('--no-eval', True)} drops the run's evaluation, and "
+                             f"{spell('--best-metric', best)} chooses the best checkpoint by "
+                             f"it; pass {spell('--best-metric', 'loss')}, or drop "
+                             f"{spell_name('--no-eval')}")
         none: dict[str, Any] = {"eval_every": None, "eval_analogies": None, "eval_similarity": []}
         explicit = {**explicit, "eval": {**explicit.get("eval", {}),
                                          **{OPTIONS[n][1]: none[n] for n in names}}}
