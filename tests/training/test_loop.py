@@ -17,6 +17,7 @@ import pytest
 from embedlab.checkpoint import find_checkpoint, load_checkpoint
 from embedlab.config import TrainConfig
 from embedlab.data.pairs import PIECE_TOKENS
+from embedlab.errors import TrainingInterrupted
 from embedlab.testing import wrap_steps
 
 from .small_runs import (
@@ -677,3 +678,78 @@ def test_a_signal_during_a_periodic_save_stops_at_that_save(
     assert final_bytes(tmp_path / "cut") == final_bytes(tmp_path / "whole")
     assert logged(tmp_path / "cut") == logged(tmp_path / "whole")
 
+
+
+def _end_records(run: Path) -> tuple[list[Any], list[tuple[int, str]]]:
+    """final/* rows of metrics.jsonl, and (step, tag) of the events' final/* and hparams."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    from embedlab.track.jsonl import METRICS_FILE, read_metrics
+
+    rows = [r for r in read_metrics(run / METRICS_FILE) if any(k.startswith("final/") for k in r)]
+    tags = sorted((e.step, v.tag) for path in sorted(run.glob("events.out.tfevents.*"))
+                  for e in EventFileLoader(str(path)).Load() for v in e.summary.value
+                  if v.tag.startswith(("final/", "_hparams_/")))
+    return [{k: v for k, v in r.items() if k != "time"} for r in rows], tags
+
+
+def test_an_epochs_raise_stopped_before_it_saved_keeps_the_finished_runs_end_records(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while a finished run's larger --epochs opened its writers: they had dropped its
+    final/* records and hparams, the config went back to the old --epochs, and a re-run found
+    the run finished and wrote them no more: the run left TensorBoard's HParams table."""
+    import os
+    import signal
+
+    from embedlab.run.status import read_status
+
+    run = tmp_path / "run"
+    cfg = make_cfg(corpus, track={"tensorboard": True})
+    run_train(cfg, run)
+    rows, tags = _end_records(run)
+    assert rows and ("_hparams_/session_start_info" in {t for _, t in tags})
+    before = {name: (run / name).read_bytes() for name in ("config.json", "env.json")}
+
+    import embedlab.track.tracker as summaries
+
+    real = summaries.open_tracker
+
+    def opened_then_stopped(*args: Any, **kwargs: Any) -> Any:
+        tracker = real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # what the trainer's handler catches
+        return tracker
+
+    monkeypatch.setattr(summaries, "open_tracker", opened_then_stopped)
+    with pytest.raises(TrainingInterrupted, match=r"^stopped before training on: the run is "
+                                                  r"as it was, finished at step"):
+        run_train(make_cfg(corpus, optim={"epochs": 2}, track={"tensorboard": True}), run)
+    monkeypatch.undo()
+    assert {name: (run / name).read_bytes() for name in before} == before
+    assert _end_records(run) == (rows, tags)
+    assert read_status(run)["status"] == "finished"
+
+
+@pytest.mark.parametrize("where", ["set_up", "loop"])
+def test_a_stop_between_the_set_up_and_the_loop_leaves_the_config_as_it_was(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A signal just after the "--epochs N (was M)" line: config.json kept the new --epochs,
+    and the command that made the run was refused as "a different config"."""
+    from embedlab.training import setup, trainer
+
+    run = tmp_path / "run"
+    run_train(make_cfg(corpus), run)
+    before = {name: (run / name).read_bytes() for name in ("config.json", "env.json")}
+
+    def stopped(*args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    if where == "set_up":
+        monkeypatch.setattr(setup, "write_env_json", stopped)
+    else:
+        monkeypatch.setattr(trainer, "train_loop", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run_train(make_cfg(corpus, optim={"epochs": 2}), run)
+    monkeypatch.undo()
+    assert {name: (run / name).read_bytes() for name in before} == before
+    result, said = run_train(make_cfg(corpus), run)  # the run's own command
+    assert result.finished and "already finished" in said

@@ -34,16 +34,21 @@ def exit_code_for(signum: int) -> int:
     return 128 + int(signum)
 
 
-def interrupted(signum: int, step: int, *, saved: bool = True) -> TrainingInterrupted:
+def interrupted(signum: int, step: int, *, saved: bool = True,
+                finished: bool = False) -> TrainingInterrupted:
     """The exception a loop raises after saving step ``step`` because of ``signum``.
 
     ``saved=False``: stopped before anything was trained or saved (a new run's first moments).
+    ``finished``: a finished run given a larger --epochs, stopped before it trained on.
     """
     kind = TrainingKeyboardInterrupt if signum == signal.SIGINT and python_caller() else \
         TrainingInterrupted
     if not saved:
         return kind("stopped before training began; no checkpoint was saved",
                     exit_code_for(signum))
+    if finished:
+        return kind(f"stopped before training on: the run is as it was, finished at step "
+                    f"{step}", exit_code_for(signum))
     return kind(f"saved step {step} — {resume_how()} to resume", exit_code_for(signum))
 
 

@@ -30,6 +30,7 @@ from embedlab.errors import (
     rerun,
     resume_how,
     spell,
+    warn,
 )
 from embedlab.run import status
 from embedlab.run.folder import ABANDONED
@@ -78,6 +79,9 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
     wall = WallClock(state.wall_seconds)
     saver = Saver(run, wall)
     resumed_at, ended = saver.saved_step, False
+    # a finished run given a larger --epochs: its writers drop its end records (final/*, the
+    # hparams) as they open, which a stop before its next save must write again
+    was_finished = run.resumed and state.finished
     sink = progress_sink()
     bar: Any = NoBar()
     tracker: Tracker | None = None
@@ -103,7 +107,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             if signum:  # nothing was trained by this process: the checkpoint is where it stands
                 status.write_status(run.run_dir, status="interrupted", step=state.step,
                                     wall_time=wall.before)
-                raise interrupted(signum, state.step, saved=run.resumed)
+                raise interrupted(signum, state.step, saved=run.resumed, finished=was_finished)
             state.window.start()
             ABANDONED.set(None)  # a stop from here saves: the line says so, not the --from move
             reporter = Reporter(run, tracker, bar, wall, sink)
@@ -136,12 +140,38 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         raise
     finally:
         bar.close()
+        unsaved = not ended and run.resumed and saver.saved_step == resumed_at
         if tracker is not None:
+            if unsaved and was_finished:
+                _end_records_again(run, tracker)
             tracker.close()
-        if not ended and run.resumed and saver.saved_step == resumed_at:
+        if unsaved:
             run.forget_this_call()  # stopped with nothing saved: the run is as it was
     sink.end(final_progress(run))  # all saved and closed: a callback that raises loses nothing
     return _result(run, finished)
+
+
+def _end_records_again(run: TrainingRun, tracker: Tracker) -> None:
+    """A finished run whose --epochs raise stopped before it saved (a Ctrl-C while its writers
+    opened, or at its first step): the end records that opening the writers dropped — final/*
+    in metrics.jsonl and the events, the hparams record — written again as its final save wrote
+    them, with the run's settings as they were (its config.json is put back next), and its
+    status said finished again. Without them the run left TensorBoard's HParams table for good:
+    a re-run finds it finished and writes nothing."""
+    import json
+
+    before = run.records_before.get("config.json")
+    try:
+        hparams = json.loads(before) if before else run.cfg.to_dict()
+        state, engine = run.state, run.engine
+        with np.errstate(over="ignore", invalid="ignore"):
+            tracker.log_final(state.step, engine.input_vectors, engine.output_vectors, hparams,
+                              state.metrics)
+        status.write_status(run.run_dir, status="finished", **progress_fields(run),
+                            checkpoint=state.step, wall_time=state.wall_seconds)
+    except Exception as exc:  # the stop's own message and exit come first
+        warn(f"the end records of {run.run_dir} (final/* and the hparams) could not be "
+             f"written again ({exc}); they come back when the run trains on to a new end")
 
 
 class _Stop:

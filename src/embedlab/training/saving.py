@@ -133,6 +133,7 @@ class Saver:
                                       run.cfg.to_dict(), state.metrics)
 
         run.manager.save(state.step, tensors, saved, metrics, alongside=summaries)
+        run.records_before = {}  # saved: this call's config.json and env.json are the run's
         if group is None or group.leader:  # committed: a process lost in the wait below does
             self.saved_step = state.step  # not make this checkpoint unsaved
             # that the run has a checkpoint, where a resume that finds none can read it; and

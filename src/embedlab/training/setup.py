@@ -126,12 +126,7 @@ class TrainingRun:
         does: its flags (a larger --epochs, another --best-metric) recorded would make the
         command that made the run "a different config", though the stop said the run is as it
         was."""
-        for name, data in self.records_before.items():
-            with contextlib.suppress(OSError):  # the stop's own message comes first
-                if data is None:
-                    (self.run_dir / name).unlink(missing_ok=True)
-                else:
-                    atomic_write_bytes(self.run_dir / name, data)
+        _put_back(self.run_dir, self.records_before)
         self.records_before = {}
 
     @property
@@ -228,33 +223,47 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
     # or the command that made the run would be refused as "a different config" next time, and
     # config.json would name a --best-metric that the index's best checkpoint was not chosen by.
     records_before = _records(run_dir) if ckpt is not None and trains else {}
-    if ckpt is None or trains:
-        write_config_json(run_dir, cfg)
-    elif group is None or group.leader:
-        _say_unapplied(run_dir, cfg)
-    kernel = _kernel_identity(cfg.engine)
-    if ckpt is not None:
-        manager.protect(state.step)
-        _warn_if_other_step_revision(run_dir, cfg.engine, loss=cfg.model.loss)
-        _warn_if_other_kernel(run_dir, kernel)
-    # the streams the batches draw from: the batch specification's one key, or, for a run
-    # started before it, the separate streams of that generator
-    streams = LEGACY_STREAMS if legacy else ("init", SPEC_STREAM)
-    # how the run started, as one command: written by the start that creates the run
-    command = None if ckpt is not None else reproducing_command(
-        cfg, run_dir, init_from=warm_from[0] if warm_from else None)
-    if ckpt is None or trains:  # a call that trains nothing is no resume of the run
-        write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
-                       processes=1 if group is None else group.size, step=state.step,
-                       command=command, kernel=kernel, start=ckpt is None)
-    vocab.save_tsv(run_dir / VOCAB_FILE)
-    for line in started:
-        print(line, file=out)
+    try:
+        if ckpt is None or trains:
+            write_config_json(run_dir, cfg)
+        elif group is None or group.leader:
+            _say_unapplied(run_dir, cfg)
+        kernel = _kernel_identity(cfg.engine)
+        if ckpt is not None:
+            manager.protect(state.step)
+            _warn_if_other_step_revision(run_dir, cfg.engine, loss=cfg.model.loss)
+            _warn_if_other_kernel(run_dir, kernel)
+        # the streams the batches draw from: the batch specification's one key, or, for a run
+        # started before it, the separate streams of that generator
+        streams = LEGACY_STREAMS if legacy else ("init", SPEC_STREAM)
+        # how the run started, as one command: written by the start that creates the run
+        command = None if ckpt is not None else reproducing_command(
+            cfg, run_dir, init_from=warm_from[0] if warm_from else None)
+        if ckpt is None or trains:  # a call that trains nothing is no resume of the run
+            write_env_json(run_dir, argv=argv, threads=cfg.threads, seed=cfg.seed, streams=streams,
+                           processes=1 if group is None else group.size, step=state.step,
+                           command=command, kernel=kernel, start=ckpt is None)
+        vocab.save_tsv(run_dir / VOCAB_FILE)
+        for line in started:
+            print(line, file=out)
+    except BaseException:  # a stop (or a failure) before the run is handed over
+        _put_back(run_dir, records_before)
+        raise
     return TrainingRun(cfg, run_dir, vocab, stream, steps, engine, evaluator, manager, state,
                        resumed=ckpt is not None, n_tokens=n_tokens,
                        raw_per_token=prepared.raw_tokens / max(1, n_tokens), progress=progress,
                        progress_lines=cfg.track.progress and not progress and
                        not said_by_another_process(), records_before=records_before)
+
+
+def _put_back(run_dir: Path, records: dict[str, bytes | None]) -> None:
+    """Write ``records`` (:func:`_records`) back as they were."""
+    for name, data in records.items():
+        with contextlib.suppress(OSError):  # the stop's own message comes first
+            if data is None:
+                (run_dir / name).unlink(missing_ok=True)
+            else:
+                atomic_write_bytes(run_dir / name, data)
 
 
 def _records(run_dir: Path) -> dict[str, bytes | None]:

@@ -80,11 +80,14 @@ def train(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str 
         held.callback(lambda: remove_empty_folders(discard))  # runs after the release below
         held.callback(lock.release)
         held.enter_context(threadpool_limits(1, user_api="blas"))
+        run = None
         try:
             run = set_up(cfg, run_dir, argv=argv, resume_from=resume_from, out=out, ahead=ahead,
                          abandon_newer=abandon_newer)
             return train_loop(run, out)
         except BaseException:
+            if run is not None:  # a stop before the loop's own handling: nothing was saved
+                run.forget_this_call()
             # Refused, Ctrl-C or SIGTERM before training began (once it has, they save and
             # stop), or a failure (out of memory, a full disk, a bug) before the first
             # checkpoint: nothing of a new run is worth keeping, not even the --runs-dir it was
