@@ -189,3 +189,16 @@ def test_a_c_locale_escapes_what_ascii_cannot_write_and_reads_typed_words_as_utf
     assert "th\\xe9" in done.stdout
     done = embedlab("analogy", path, "b", "café", "thé", "-k", "1", env=env)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_lines_of_the_commands_are_escaped_like_the_tables_in_an_ascii_stream(
+        tmp_path: Path) -> None:
+    """click.echo swapped an ASCII stdout for a UTF-8 one of its own: export's 'wrote ... ×'
+    line came out as raw UTF-8 bytes while tables and warnings were escaped."""
+    path = tmp_path / "v.txt"
+    path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "embedlab", "export", str(path), "--out",
+                           str(tmp_path / "y é.txt")], capture_output=True, timeout=120,
+                          env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.isascii() and b"y \\xe9.txt (3 words \\xd7 2 dims)" in done.stdout

@@ -24,6 +24,7 @@ try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl
 
     import click
 
+    from embedlab.cli.output import echo
     from embedlab.engines import limit_openmp_spinning
     from embedlab.errors import (
         InputError,
@@ -156,7 +157,7 @@ def _fail(message: str, code: int = 2) -> None:
     # One line, no traceback: the message itself says what to do. A stderr whose reader is
     # gone (2>&1 | true) cannot take it; the status still says what happened.
     with contextlib.suppress(OSError):
-        click.echo(f"embedlab: error: {printable(message)}", err=True)
+        echo(f"embedlab: error: {printable(message)}", err=True)
     sys.exit(code)
 
 
@@ -384,7 +385,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.exceptions.NoArgsIsHelpError as exc:
         # a usage error's help: on stderr, as every refusal (stdout holds results only)
         with contextlib.suppress(OSError):
-            click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+            echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
         sys.exit(2)
     except click.UsageError as exc:
         sub = exc.ctx.info_name if exc.ctx and exc.ctx.info_name != "embedlab" else \
@@ -397,25 +398,25 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(exc.exit_code)
     except StoppedWhileLoading:
         if not _said_by_another():
-            click.echo("embedlab: stopped by SIGINT while starting; nothing was done", err=True)
+            echo("embedlab: stopped by SIGINT while starting; nothing was done", err=True)
         sys.exit(130)
     except click.Abort as exc:
         from embedlab.run.signals import Terminated
 
         if isinstance(exc.__cause__, Terminated):  # see _writers_stopped_cleanly
             name = signal.Signals(exc.__cause__.signum).name
-            click.echo(f"embedlab: terminated ({name}); the partial output is removed",
+            echo(f"embedlab: terminated ({name}); the partial output is removed",
                        err=True)
             sys.exit(128 + exc.__cause__.signum)
         if not _said_by_another():  # every process of a run gets the Ctrl-C
             # every command writes its files whole, then renames them into place
-            click.echo("embedlab: interrupted (SIGINT); nothing half-written is left", err=True)
+            echo("embedlab: interrupted (SIGINT); nothing half-written is left", err=True)
         sys.exit(130)
     except TrainingInterrupted as exc:
         if exc.printed_by_another:
             sys.exit(exc.exit_code)
         prefix = "embedlab: error: " if isinstance(exc, ProcessLost) else ""
-        click.echo(f"{prefix}{exc}", err=True)
+        echo(f"{prefix}{exc}", err=True)
         sys.exit(exc.exit_code)
     except (BrokenPipeError, _PipeClosed):
         if _reader_gone():  # embedlab ... | head -1: ends as a program killed by SIGPIPE would

@@ -14,6 +14,8 @@ from typing import Any
 
 import click
 
+from embedlab.cli.output import echo
+
 
 def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -225,9 +227,9 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         raise
     out = export / saved.relative_to(building)
     copied = vocabulary is not None
-    click.echo(f"exported {', '.join(sorted(tensors))} to {out}")
+    echo(f"exported {', '.join(sorted(tensors))} to {out}")
     if not copied:
-        click.echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
+        echo(f"note: {vocab_src} does not exist, so {export} holds tensors only; "
                    "neighbors/analogy/eval/export need a vocab.tsv beside its checkpoints/")
 
 
@@ -304,7 +306,7 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
     if show_tensors or step is not None or best:
         path = find_checkpoint(run, step=step, best=best)
         if as_json:
-            click.echo(json.dumps({"checkpoint": str(path), "tensors": [
+            echo(json.dumps({"checkpoint": str(path), "tensors": [
                 {"name": name, "shape": list(shape), "dtype": dtype}
                 for name, shape, dtype in tensor_specs(path)]}))
             return
@@ -332,7 +334,7 @@ def ckpt(run: Path, show_tensors: bool, step: int | None, best: bool, export: Pa
         _print_table(console, run, infos, missing)
     if strict and (missing or not all(info.verified for info in infos)):
         bad = len(missing) + sum(not info.verified for info in infos)
-        click.echo(f"embedlab: {bad} of {len(infos) + len(missing)} checkpoint(s) of {run} "
+        echo(f"embedlab: {bad} of {len(infos) + len(missing)} checkpoint(s) of {run} "
                    f"failed the check (see the {'listing' if as_json else 'table'}); restore them "
                    "from a backup or a new copy of the run", err=True)
         raise SystemExit(1)
@@ -380,4 +382,4 @@ def _print_listing(run: Path, infos: list[Any], missing: list[int]) -> None:
     out += [{"step": gone, "path": str(run / "checkpoints" / ckpt_name(gone)), "time": None,
              "size": None, "roles": list(index.roles(gone)), "verified": False,
              "problem": "missing (the index lists it; its folder is gone)"} for gone in missing]
-    click.echo(json.dumps(sorted(out, key=lambda c: c["step"])))
+    echo(json.dumps(sorted(out, key=lambda c: c["step"])))

@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from embedlab.cli.output import echo
+
 
 @click.command()
 @click.argument("table", type=click.Path(path_type=Path))
@@ -46,8 +48,8 @@ def linreg(table: Path, run_dir: Path, steps: int | None, lr: float | None,
                                 **{k: v for k, v in given.items() if v is not None}}
     cfg = LinRegConfig(**settings)
     result = train_linreg(table, run_dir, cfg, argv=sys.argv, max_steps=max_steps)
-    click.echo(f"step {result.step}: w={result.w:.6g} b={result.b:.6g} mse={result.loss:.6g}")
-    click.echo(f"checkpoint: {result.checkpoint}")
+    echo(f"step {result.step}: w={result.w:.6g} b={result.b:.6g} mse={result.loss:.6g}")
+    echo(f"checkpoint: {result.checkpoint}")
 
 
 def _stored_settings(run_dir: Path) -> dict[str, Any]:

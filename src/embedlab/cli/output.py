@@ -7,6 +7,8 @@ import shutil
 import sys
 from typing import Any
 
+import click
+
 #: a terminal narrower than this still gets tables this wide (the terminal wraps the lines):
 #: at 20 columns rich cut every cell to "…"
 MIN_WIDTH = 60
@@ -47,3 +49,10 @@ def table_console() -> Any:
     tty = out is not None and out.isatty()
     width = max(shutil.get_terminal_size().columns, MIN_WIDTH) if tty else PIPE_WIDTH
     return _TableConsole(soft_wrap=True, highlight=False, markup=False, width=width)
+
+
+def echo(message: str, *, err: bool = False) -> None:
+    """``click.echo`` to the stream Python set up. Without a file, click replaces an ASCII
+    stdout or stderr with a UTF-8 one of its own: those lines came out as raw UTF-8 bytes
+    while the rest of the output (tables, warnings) escaped what ASCII cannot write."""
+    click.echo(message, file=sys.stderr if err else sys.stdout)

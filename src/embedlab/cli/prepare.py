@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from embedlab.cli.output import echo
 from embedlab.config import DataConfig
 from embedlab.errors import InputError
 
@@ -69,7 +70,7 @@ def prepare(corpus: str, out: str | Path, lowercase: bool, min_count: int, max_v
         late = "; Ctrl-C came once it was complete, and it is kept"
     seconds = time.perf_counter() - start
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-    click.echo(f"prepared {out}: {meta['raw_tokens']:,} tokens read, {meta['tokens']:,} kept, "
+    echo(f"prepared {out}: {meta['raw_tokens']:,} tokens read, {meta['tokens']:,} kept, "
                f"{meta['sentences']:,} sentence{'s' if meta['sentences'] != 1 else ''} "
                f"(lines), {meta['vocab_size']:,} word{'s' if meta['vocab_size'] != 1 else ''} "
                "in the vocabulary "

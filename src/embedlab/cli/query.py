@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from embedlab.cli.output import echo
 from embedlab.errors import InputError, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -138,7 +139,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
         shape = f"{len(vectors):,} words" if i > 0 else \
             f"{len(vectors):,} words × {vectors.dim} dims"
         # from which checkpoint (or file): what the export holds, said where it is made
-        click.echo(f"wrote {path} ({shape}) from {vectors.source}")
+        echo(f"wrote {path} ({shape}) from {vectors.source}")
 
 
 def _export_format(fmt: str | None, out: Path | None) -> str:
@@ -206,7 +207,7 @@ def neighbors(source: Path, step: int | None, best: bool, words: tuple[str, ...]
     shown = " + ".join(words)
     if as_json:
         several = {"words": list(words)} if len(words) > 1 else {}
-        click.echo(json.dumps({"word": shown, **several, "metric": metric,
+        echo(json.dumps({"word": shown, **several, "metric": metric,
                                "vectors": vectors.source,
                                "neighbors": [{"word": w, "score": s} for w, s in found]}))
         return
@@ -250,7 +251,7 @@ def analogy(source: Path, step: int | None, best: bool, a: str, b: str, c: str, 
     vectors = _load(source, step, best)
     found = vectors.analogy(a, b, c, k, method=method)
     if as_json:
-        click.echo(json.dumps({"a": a, "b": b, "c": c, "method": method, "vectors": vectors.source,
+        echo(json.dumps({"a": a, "b": b, "c": c, "method": method, "vectors": vectors.source,
                                "answers": [{"word": w, "score": s} for w, s in found]}))
         return
     table = _table([("#", "right"), ("word", "left"), ("score", "right")])
@@ -338,7 +339,7 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
                  "all get the same cosine, so no correlation is defined (nan, as gensim gives); "
                  "check the vectors (all zero?) or use a file of other pairs")
     if as_json:
-        click.echo(json.dumps({"vectors": vectors.source, "words": len(vectors), "dim": vectors.dim,
+        echo(json.dumps({"vectors": vectors.source, "words": len(vectors), "dim": vectors.dim,
                                "analogies": [r.to_dict() for r in ana],
                                "similarity": [s.to_dict() for s in sims]}))
         return

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from embedlab.cli.output import echo
 from embedlab.errors import InputError, printable, warn
 
 
@@ -75,10 +76,10 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
         raise InputError(f"run {directory} has checkpoints but no config.json, which holds its "
                          "settings; restore config.json from a backup")
     if not infos and as_json:
-        click.echo("[]")
+        echo("[]")
         return
     if not infos:
-        click.echo(f"no runs under {directory} (a run folder holds config.json); "
+        echo(f"no runs under {directory} (a run folder holds config.json); "
                    "start one with: embedlab train --corpus demo")
         return
     if sort_key is not None:
@@ -86,15 +87,15 @@ def runs(directory: Path, all_hparams: bool, sort_key: str | None, reverse: bool
     if statuses:
         infos = [i for i in infos if i.status in statuses]
         if not infos and as_json:
-            click.echo("[]")
+            echo("[]")
             return
         if not infos:
-            click.echo(f"no {' or '.join(statuses)} runs under {directory}")
+            echo(f"no {' or '.join(statuses)} runs under {directory}")
             return
     if sort_key is not None:
         infos = sort_runs(infos, sort_key, reverse=reverse)
     if as_json:
-        click.echo(json.dumps([info.to_json() for info in infos]))
+        echo(json.dumps([info.to_json() for info in infos]))
         return
     console = table_console()
     console.print(*runs_tables(infos, all_hparams=all_hparams))
@@ -217,7 +218,7 @@ def _drop_old_experiment_summaries(directory: Path) -> None:
         finally:
             lock.release()
     if fixed:
-        click.echo(f"embedlab: removed the HParams experiment summary an older embedlab wrote "
+        echo(f"embedlab: removed the HParams experiment summary an older embedlab wrote "
                    f"from {fixed} run(s), so the table shows every run's metrics", err=True)
 
 
@@ -260,7 +261,7 @@ def serve(cmd: list[str], banner: str,
         try:
             proc = subprocess.Popen([sys.executable, "-c", _ENDS_WITH_PARENT, str(os.getpid()),
                                      *cmd])
-            click.echo(banner)
+            echo(banner)
             sys.stdout.flush()
             seconds, task = every or (None, _nothing)
             while True:
@@ -328,4 +329,4 @@ def visualize(run: Path, method: str, words: int, out: Path | None, force: bool,
 
     path = draw(run, method="tsne" if method == "tsne" else "pca", words=words, out=out,
                 force=force, step=step, best=best)
-    click.echo(f"wrote {path}")
+    echo(f"wrote {path}")

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from embedlab.cli.output import echo
+
 if TYPE_CHECKING:
     from embedlab.training.state import TrainResult
 
@@ -197,14 +199,14 @@ def _demo_report(result: TrainResult) -> None:
                  "--min-count cut them)")
             return
     total = res.total
-    click.echo(f"\nplanted analogies (3CosAdd): {res.accuracy:.1%} "
+    echo(f"\nplanted analogies (3CosAdd): {res.accuracy:.1%} "
                f"({total.correct} correct of {total.answered} answered, {total.skipped} "
                "skipped)")
     for sec in res.sections:
-        click.echo(f"  {sec.name:<24} {sec.accuracy:6.1%}  ({sec.correct}/{sec.answered})")
+        echo(f"  {sec.name:<24} {sec.accuracy:6.1%}  ({sec.correct}/{sec.answered})")
     from embedlab.data.demo import planted_analogies
 
-    click.echo("\nexamples (a : b :: c : ?, best answer):")
+    echo("\nexamples (a : b :: c : ?, best answer):")
     shown: set[str] = set()
     for section, a, b, c, d in planted_analogies():
         if section in shown or not all(w in vectors for w in (a, b, c)):
@@ -212,14 +214,14 @@ def _demo_report(result: TrainResult) -> None:
         shown.add(section)
         answer = vectors.analogy(a, b, c, k=1)[0][0]
         mark = "✓" if answer == d else f"✗ (expected {d})"
-        click.echo(f"  {a} : {b} :: {c} : {answer}  {mark}")
-    click.echo("\nnearest neighbours (cosine):")
+        echo(f"  {a} : {b} :: {c} : {answer}  {mark}")
+    echo("\nnearest neighbours (cosine):")
     for word in demo_probe_words():
         if word in vectors:
             near = ", ".join(f"{w} {s:.2f}" for w, s in vectors.most_similar(word, k=5))
-            click.echo(f"  {word:<10} → {near}")
+            echo(f"  {word:<10} → {near}")
     # the way this process was started (`make demo` runs .venv/bin/embedlab, which need not
     # be on PATH), so the hint can be pasted as it is
     prog = sys.argv[0] if Path(sys.argv[0]).name == "embedlab" else f"{sys.executable} -m embedlab"
-    click.echo(f"\nnext: {prog} neighbors {result.run_dir} king   ·   "
+    echo(f"\nnext: {prog} neighbors {result.run_dir} king   ·   "
                f"{prog} tensorboard {result.run_dir.parent}")
