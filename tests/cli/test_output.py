@@ -202,3 +202,13 @@ def test_lines_of_the_commands_are_escaped_like_the_tables_in_an_ascii_stream(
                           env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.isascii() and b"y \\xe9.txt (3 words \\xd7 2 dims)" in done.stdout
+
+
+def test_a_table_lines_up_what_an_ascii_stream_escapes(tmp_path: Path) -> None:
+    """The columns were measured before the escaping made café 'caf\\xe9': rows went askew."""
+    path = tmp_path / "v.txt"
+    path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
+    done = embedlab("neighbors", path, "b", env={"PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()[1:]  # the header and the rows, cosines right-aligned
+    assert len(lines) == 3 and len({len(line.rstrip()) for line in lines}) == 1, done.stdout

@@ -34,12 +34,25 @@ def table_console() -> Any:
 
     from embedlab.errors import printable
 
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+
+    def writable(text: str) -> str:
+        """``text`` as the stream writes it: what its encoding lacks (café in ASCII) escaped
+        here, so that the columns are measured on what is shown, not on the shorter text."""
+        try:
+            text.encode(encoding)
+        except UnicodeEncodeError:
+            return text.encode(encoding, "backslashreplace").decode(encoding)
+        except LookupError:
+            pass
+        return text
+
     class _TableConsole(Console):
         def render_str(self, text: str, **how: Any) -> Any:
             # a word or a folder name holding ESC, a bidirectional override or a line break is
             # shown escaped, not acted on by the terminal (cells and printed lines come through
             # here, each one line)
-            return super().render_str(printable(text), **how)
+            return super().render_str(writable(printable(text)), **how)
 
         def on_broken_pipe(self) -> None:
             self.quiet = True  # nothing more to write there
