@@ -215,3 +215,18 @@ def test_a_record_cut_short_ends_the_file_as_the_loader_reads_it(tmp_path: Path)
     truncate_event_files(run, 40)
     kept = [e.step for e in load_events(run).Scalars("train/loss")]
     assert kept == list(range(5, 41, 5))[: len(kept)] and len(kept) >= 7
+
+
+def test_a_reader_open_during_a_resume_shows_each_step_once(tmp_path: Path) -> None:
+    """The server's reader (--load_fast=false) ignores a run's first SessionLog START: the first
+    resume's purge went unheeded by a reader that had the abandoned steps already."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    simulate(run, steps=45, ckpt_every=25, final=False)  # killed at 45, saved at 25
+    live = EventAccumulator(str(run), size_guidance={"tensors": 0})
+    live.Reload()
+    assert [e.step for e in live.Tensors("train/loss")] == list(range(5, 46, 5))
+    simulate(run, steps=50, ckpt_every=25, start=25)
+    live.Reload()
+    assert [e.step for e in live.Tensors("train/loss")] == list(range(5, 51, 5))

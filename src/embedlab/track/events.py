@@ -165,6 +165,17 @@ class EventWriter:
         self._path = getattr(self._file, "_file_name", str(run_dir))  # for messages
         if purge_step is not None:
             self._purge_from(purge_step)
+        else:
+            self._session_start()
+
+    def _session_start(self) -> None:
+        # A new run's session START. The server's reader (--load_fast=false) takes the first
+        # START it sees in a run for the session's start and the later ones for restarts that
+        # purge what they abandon; without this one, a reader open during the first resume
+        # kept the abandoned steps beside the resumed ones (a kill -9, --from), twice over.
+        from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+        self._add(Event(step=0, session_log=SessionLog(status=SessionLog.START)))
 
     def _purge_from(self, step: int) -> None:
         # SummaryWriter(purge_step=S)'s two events: TensorBoard's event accumulator, reading a
