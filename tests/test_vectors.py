@@ -902,3 +902,25 @@ def test_evaluations_name_python_arguments(tmp_path: Path) -> None:
     spaced = tmp_path / "s.txt"
     spaced.write_text("a b 1\nc  d 2\ne f 3\n")
     assert v.evaluate_word_pairs(spaced, delimiter=None, case_insensitive=False)[2] == 0.0
+
+
+def test_numbers_of_any_size_or_kind_get_one_line_or_are_taken() -> None:
+    from decimal import Decimal
+
+    for count in (10**400, -(10**400)):
+        with pytest.raises(InputError, match=r"^counts\[0\] is "):
+            Vectors(["a", "b"], np.eye(2), [count, 1])
+    v = Vectors(["a", "b"], [[Decimal("1.5"), Decimal(2)], [Decimal(3), Decimal(4)]])
+    assert v.matrix.tolist() == [[1.5, 2.0], [3.0, 4.0]]  # Decimals are real numbers
+    with pytest.raises(InputError, match=r"needs a finite weight"):
+        v.most_similar([("a", 10**400)])
+    # a buffer is a vector, not bytes
+    assert v.distances(memoryview(np.asarray(v["a"]))).shape == (2,)
+
+
+def test_a_word_pairs_file_in_utf16_without_a_bom_is_one_line(tmp_path: Path) -> None:
+    v = Vectors(list("abcdef"), np.random.default_rng(0).standard_normal((6, 4)))
+    pairs = tmp_path / "p.tsv"
+    pairs.write_text("a\tb\t1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"^cannot read word-pairs file .* \(UTF-16 stream "):
+        v.evaluate_word_pairs(pairs, encoding="utf-16")

@@ -445,7 +445,7 @@ def check_best_metric(cfg: TrainConfig) -> None:
     analogies, similarities = spell_metavar("--eval-analogies", "FILE"), "--eval-similarity"
     if name == "analogy":
         fix = (f"pass {analogies} too (evaluated at {spell_name('--eval-every')} and at the "
-               "end)")
+               f"end), or {spell('--best-metric', 'loss')}")
     elif name.startswith("similarity/"):
         given = name.split("/", 1)[1]
         stem = f"similarity/{PurePath(given).stem}" if given else ""

@@ -132,6 +132,9 @@ def checked_path(name: str, value: Any, what: str, also: str = "") -> str | os.P
     """A Python call's path argument ``name`` (the path of ``what``; ``also``: what else it
     takes), refused in one line unless a str or os.PathLike: a NumPy or Path call's TypeError
     names neither the argument nor the fix, and ``open`` reads an int as a file descriptor."""
+    if isinstance(value, os.PathLike):  # os.scandir(b".")'s entries give bytes
+        spelled = os.fspath(value)
+        value = value if isinstance(spelled, str) else spelled
     if isinstance(value, str | os.PathLike):
         return value
     if isinstance(value, bytes | bytearray):

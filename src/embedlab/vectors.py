@@ -145,8 +145,8 @@ def _refuse_non_numbers(given: np.ndarray) -> None:
     number), complex values (their imaginary parts dropped), None (read as NaN)."""
     kind: str = given.dtype.kind
     odd: list[Any] = []
-    if kind == "O":  # items of any type: the first that is not a real number, if any
-        odd = [x for x in given.ravel().tolist() if not isinstance(x, numbers.Real)][:1]
+    if kind == "O":  # items of any type: the first that is not a number, if any
+        odd = [x for x in given.ravel().tolist() if not _is_number(x)][:1]
         kind = "" if not odd else "c" if isinstance(odd[0], complex) else "O"
     what = {"U": "text", "S": "text", "c": "complex numbers", "M": "dates", "m": "time spans",
             "V": "records"}.get(kind)
@@ -155,6 +155,18 @@ def _refuse_non_numbers(given: np.ndarray) -> None:
     if what is not None:
         raise InputError(f"matrix= holds {what} (dtype {given.dtype}), not real numbers; pass "
                          "a 2-D float array of shape (words, DIM)")
+
+
+def _is_number(value: Any) -> bool:
+    """An item of an object array NumPy reads as a float for what it is: a real number of any
+    kind (int, float, Decimal, Fraction, NumPy's); not text, None or a complex number."""
+    if isinstance(value, str | bytes | complex | np.complexfloating) or value is None:
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
 
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -205,7 +217,8 @@ def _checked_counts(counts: Any, words: int) -> np.ndarray | None:
         i = int(np.flatnonzero(~good)[0])
         value = items[i].item() if isinstance(items[i], np.generic) else items[i]
         if isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_) and \
-                float(value) >= 2.0**63:
+                (int(value) > _INT64_MAX if isinstance(value, numbers.Integral)
+                 else float(value) >= 2.0**63):
             raise InputError(f"counts[{i}] is {clip(repr(value))}, more than a count holds "
                              f"(at most {_INT64_MAX:,}, int64); pass each word's count (how "
                              "often it occurs), or counts=None")
@@ -480,7 +493,7 @@ class Vectors(KeyedVectorsDialect):
         :mod:`embedlab.eval.analogy`). Only the ``restrict_vocab`` most frequent words count
         (``None``: all)."""
         _check_method(method)
-        restricted(restrict_vocab, len(self))
+        restricted(restrict_vocab, len(self))  # checked; the result records what was asked
         if not isinstance(questions, QuestionSet):
             path = checked_path("questions", questions, "a questions-words file",
                                 " or a QuestionSet")
@@ -493,7 +506,7 @@ class Vectors(KeyedVectorsDialect):
                             restrict_vocab: Count | None = DEFAULT_RESTRICT) -> SimilarityResult:
         """Spearman/Pearson correlation with human scores (gensim's ``evaluate_word_pairs``;
         see :mod:`embedlab.eval.similarity`); ``None`` for ``restrict_vocab``: all words."""
-        restricted(restrict_vocab, len(self))
+        restricted(restrict_vocab, len(self))  # checked; the result records what was asked
         ps = pairs if isinstance(pairs, PairSet) else _read_pairs(
             checked_path("pairs", pairs, "a 'word1<TAB>word2<TAB>score' file", " or a PairSet"))
         return evaluate_similarity(self.words, self.matrix, self.norms, ps,

@@ -234,7 +234,7 @@ class KeyedVectorsDialect:
                 if not _is_weight(weight):
                     raise InputError(f"a (word, weight) pair needs a number as its weight, got "
                                      f"{item!r}; e.g. ({key!r}, 0.5)")
-                if not math.isfinite(float(weight)):
+                if not _finite(weight):
                     raise InputError(f"a (word, weight) pair needs a finite weight, got "
                                      f"{item!r}; e.g. ({key!r}, 0.5)")
                 term, row = self._query_term(key, lookup)
@@ -522,7 +522,7 @@ class KeyedVectorsDialect:
 def refuse_bytes(value: object) -> None:
     """Raise for ``bytes`` given where words are: iterated, they are row numbers, one per byte
     (``most_similar(b"king")`` would be a query of rows 107, 105, ...)."""
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, bytes | bytearray):  # a memoryview may be a vector's buffer
         from embedlab.vectors import UnknownWordError
 
         raise UnknownWordError(f"{clip(repr(value))} is not a word or a row number; pass a str "
@@ -560,6 +560,14 @@ def one_of(name: str, value: Any, alias: str, alias_value: Any) -> Any:
     if value is not None and alias_value is not None:
         raise TypeError(f"pass {name} or {alias}, not both")
     return alias_value if value is None else value
+
+
+def _finite(value: Any) -> bool:
+    """Whether a weight is a finite number (an int beyond float's range is not)."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _is_weight(value: Any) -> bool:
@@ -698,7 +706,7 @@ def read_pairs(path: PathLike, delimiter: str | None, encoding: str, case_insens
     except FileNotFoundError:
         raise MissingFileError(f"word-pairs file {path} does not exist; pass the path of a "
                                "'word1<TAB>word2<TAB>score' file", path) from None
-    except (OSError, UnicodeDecodeError, LookupError) as exc:
+    except (OSError, UnicodeError, LookupError) as exc:  # UTF-16 without a BOM: UnicodeError
         raise InputError(f"cannot read word-pairs file {path} ({exc}); pass a readable file "
                          "and its encoding, e.g. encoding='utf8'") from None
     out = []

@@ -101,3 +101,20 @@ def test_load_checkpoint_refuses_options_of_the_wrong_type(tmp_path: Path, kwarg
         load_checkpoint(ckpt, **kwargs)
     assert load_checkpoint(ckpt, state_spec={"epoch": (int, None), "cursor": int})[1]["cursor"] \
         == 10
+
+
+def test_a_spec_is_checked_by_identity_and_takes_nonetype(tmp_path: Path) -> None:
+    ckpt = save_sample(CheckpointManager(tmp_path), 1)
+    for spec in (np.dtype("int64"), np.array([1, 2])):  # == int, or no truth value
+        with pytest.raises(InputError, match=r"^state_spec\['epoch'\] is "):
+            load_checkpoint(ckpt, state_spec={"epoch": spec})
+    load_checkpoint(ckpt, state_spec={"epoch": (int, type(None))})
+
+
+def test_a_path_object_spelled_in_bytes_is_one_line(tmp_path: Path) -> None:
+    class BytesPath:
+        def __fspath__(self) -> bytes:
+            return bytes(tmp_path)
+
+    with pytest.raises(InputError, match=r"^path= is bytes"):
+        find_checkpoint(BytesPath())  # type: ignore[arg-type]

@@ -2692,12 +2692,15 @@ def test_a_kill_after_the_max_steps_commit_is_repaired_by_the_same_command(
 def test_a_corpus_given_as_an_argument_is_told_to_come_with_corpus(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # prepare takes CORPUS as its argument, train --corpus: the slip got click's bare message
-    code, err = train(capsys, "c.txt")
-    assert (code, err) == (2, "embedlab: error: Got unexpected extra argument (c.txt): the "
-                              "corpus comes with --corpus, e.g. --corpus c.txt (see 'embedlab "
-                              "train --help')\n")
-    code, err = train(capsys, "--corpus", "c.txt", "d.txt")
-    assert code == 2 and "e.g. --corpus" not in err
+    corpus = write_corpus(tmp_path / "my c.txt")
+    code, err = train(capsys, corpus)
+    assert (code, err) == (2, "embedlab: error: Got unexpected extra argument "
+                              f"({corpus}): the corpus comes with --corpus, e.g. --corpus "
+                              f"'{corpus}' (see 'embedlab train --help')\n")
+    for args in (["--corpus", corpus, corpus], [f"--corpus={corpus}", corpus],
+                 ["--probe", "w1", "w2"]):  # a corpus given, or no file named
+        code, err = train(capsys, *args)
+        assert code == 2 and "e.g. --corpus" not in err, err
 
 
 @pytest.mark.parametrize(("args", "said"), [

@@ -1248,3 +1248,11 @@ def test_a_path_object_named_like_a_built_in_corpus_is_the_file_here(
                             min_count=1, max_steps=1)
     assert result.config.data.corpus == os.path.join(".", name)
     assert len(result.vectors) == len(set(corpus.read_text().split()))
+
+
+def test_a_path_object_named_demo_with_no_such_file_here_is_the_built_in_corpus(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # as before: runs made with Path("demo") keep resuming with the same call
+    monkeypatch.chdir(tmp_path)
+    result = embedlab.train(corpus=Path("demo"), run=tmp_path / "run", **FAST, max_steps=1)
+    assert result.config.data.corpus == "demo"

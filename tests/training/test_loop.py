@@ -753,3 +753,28 @@ def test_a_stop_between_the_set_up_and_the_loop_leaves_the_config_as_it_was(
     assert {name: (run / name).read_bytes() for name in before} == before
     result, said = run_train(make_cfg(corpus), run)  # the run's own command
     assert result.finished and "already finished" in said
+
+
+def test_an_epochs_raise_that_trained_then_failed_says_failed(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a stop before any step writes the end records again: a run that trained on and
+    failed at its save is failed, at the step it saved last, with no final/* beyond it."""
+    import errno
+
+    from embedlab.checkpoint import CheckpointManager
+    from embedlab.run.status import read_status
+
+    run = tmp_path / "run"
+    first, _ = run_train(make_cfg(corpus, track={"tensorboard": True}), run)
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(CheckpointManager, "save", full)
+    with pytest.raises(Exception):  # noqa: B017 - the disk's error, however it is worded
+        run_train(make_cfg(corpus, optim={"epochs": 2}, track={"tensorboard": True}), run)
+    monkeypatch.undo()
+    now = read_status(run)
+    assert now["status"] == "failed" and now["checkpoint"] == first.step
+    rows, _ = _end_records(run)
+    assert all(r["step"] <= first.step for r in rows)

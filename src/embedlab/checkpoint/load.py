@@ -398,7 +398,8 @@ def _checked_spec(spec: Any, where: str = "state_spec") -> None:
     elif isinstance(spec, Mapping):
         for key, sub in spec.items():
             _checked_spec(sub, f"{where}[{key!r}]")
-    elif spec is not None and spec not in (int, float, str, bool, list, dict):
+    elif spec is not None and not any(spec is t for t in (int, float, str, bool, list, dict,
+                                                          type(None))):
         raise InputError(f"{where} is {clip(repr(spec))}; a field's shape is int, float, str, "
                          "bool, list, dict, None, a tuple of them or a dict of fields, e.g. "
                          "state_spec={'epoch': int}")

@@ -16,7 +16,9 @@ try:  # a Ctrl-C in the tenth of a second Python takes to import these is a Ctrl
     import errno
     import importlib
     import itertools
+    import os
     import re
+    import shlex
     import signal
     from collections.abc import Iterator
     from types import FrameType
@@ -208,9 +210,12 @@ def _usage_message(exc: click.UsageError) -> str:
         return f"{message}: {', and '.join(fixes)}"
     extra = re.fullmatch(r"Got unexpected extra argument \((.+)\)", message)
     if extra and exc.ctx is not None and exc.ctx.info_name == "train" and \
-            "--corpus" not in _invoked:
-        # prepare takes its corpus as an argument, train by --corpus
-        return f"{message}: the corpus comes with --corpus, e.g. --corpus {extra.group(1)}"
+            not any(a == "--corpus" or a.startswith("--corpus=") for a in _invoked) and \
+            os.path.exists(extra.group(1)):
+        # prepare takes its corpus as an argument, train by --corpus (a second --probe word
+        # or a number is another slip: no corpus is named there)
+        return (f"{message}: the corpus comes with --corpus, e.g. --corpus "
+                f"{shlex.quote(extra.group(1))}")
     return message
 
 

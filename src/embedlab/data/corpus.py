@@ -49,12 +49,14 @@ SPECIAL_CORPORA = ("text8", "demo")
 
 def corpus_label(corpus: str | os.PathLike[str]) -> str:
     """A corpus argument as a label: a str as given ('demo' and 'text8' name the built-in
-    corpora), an ``os.PathLike`` always a path — ``Path("./demo")`` is the file demo here,
-    which the str 'demo' cannot name (a Path drops the "./")."""
+    corpora); an ``os.PathLike`` spelled so names the file or folder of that name here where
+    there is one — ``Path("./demo")`` is ``Path("demo")``, and the str './demo' that names the
+    file is what a Path cannot spell. With none here it is the built-in corpus, as before."""
     label = os.fspath(corpus)
-    if not isinstance(corpus, str) and label in SPECIAL_CORPORA:
+    if not isinstance(corpus, str) and label in SPECIAL_CORPORA and os.path.lexists(label):
         return os.path.join(os.curdir, label)
     return label
+
 
 Block = tuple[list[str], bool]
 
@@ -196,12 +198,19 @@ def remake_fix(path: Path) -> str:
     folder = path if path.is_dir() or path.suffix == "" else path.parent
     if folder.name == "prepared" and (folder.parent / "config.json").is_file():
         return f"delete {folder}: resuming the run prepares it again from its corpus"
+    python = python_caller()
+
+    def prepare(force: bool) -> str:
+        if python:
+            return f"prepare(CORPUS, {os.fspath(folder)!r}{', force=True' if force else ''})"
+        return f"'embedlab prepare CORPUS --out {folder}{' --force' if force else ''}'"
+
     if holds_prepared_files_only(folder):
-        return f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'"
+        return f"re-create it with {prepare(True)}"
     if says_prepared(folder / "meta.json"):  # and other files, which --force would delete
         return (f"move the files that are not the prepared corpus's out of {folder}, then "
-                f"re-create it with 'embedlab prepare CORPUS --out {folder} --force'")
-    return f"delete {folder}, then re-create it with 'embedlab prepare CORPUS --out {folder}'"
+                f"re-create it with {prepare(True)}")
+    return f"delete {folder}, then re-create it with {prepare(False)}"
 
 
 #: the files of a prepared folder (embedlab.data.prepared names each)

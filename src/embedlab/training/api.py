@@ -19,7 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from embedlab.config import LISTS, OPTIONS  # the call's options: the command's flags
+from embedlab.config import (  # the call's options: the command's flags
+    LISTS,
+    OPTIONS,
+    split_best_metric,
+)
 from embedlab.engines import limit_openmp_spinning, requested_engine
 from embedlab.errors import (
     InputError,
@@ -550,7 +554,7 @@ def _dropped(explicit: dict[str, Any], *, no_eval: bool, no_probe: bool) -> dict
                              " sets it; pass one or the other")
         section, key = OPTIONS["best_metric"]
         best = explicit.get(section or "", {}).get(key)
-        if isinstance(best, str) and best.split(":")[0] != "loss":
+        if isinstance(best, str) and split_best_metric(best)[0] != "loss":
             # its own fix would be to pass an evaluation file, which --no-eval refuses
             raise InputError(f"{spell('--no-eval', True)} drops the run's evaluation, and "
                              f"{spell('--best-metric', best)} chooses the best checkpoint by "

@@ -142,7 +142,7 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         bar.close()
         unsaved = not ended and run.resumed and saver.saved_step == resumed_at
         if tracker is not None:
-            if unsaved and was_finished:
+            if unsaved and was_finished and state.step == resumed_at:  # nothing trained
                 _end_records_again(run, tracker)
             tracker.close()
         if unsaved:
