@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -631,3 +632,37 @@ def test_the_output_vectors_are_offered_only_where_the_checkpoint_has_them(
                             "--names", "output_bias", "--map", "input_embeddings=output_bias"],
                            capsys)
     assert code == 2 and err.endswith("(drop the --map), or map output_embeddings\n"), err
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o022])
+def test_a_subset_folder_gets_the_mode_the_umask_gives(run: Path, tmp_path: Path,
+                                                       umask: int) -> None:
+    # it was built by mkdtemp (0700) and renamed into place: colleagues could not open it
+    import os
+
+    _vocab(run)
+    old = os.umask(umask)
+    try:
+        _invoke(str(run), "--export-subset", str(tmp_path / "sub"))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "sub").stat().st_mode & 0o777 == 0o777 & ~umask
+
+
+def test_a_checkpoint_folder_that_cannot_be_entered_is_listed_as_failing(
+        run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the whole listing was one error (the Python call a PermissionError) for one folder
+    from embedlab import checkpoints
+
+    shut = run / "checkpoints" / "ckpt-00000005"
+    real = Path.iterdir
+
+    def iterdir(self: Path) -> Any:
+        if self == shut:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    listed = {info.step: info for info in checkpoints(run)}
+    assert not listed[5].verified and "cannot be read (Permission denied)" in str(listed[5].problem)
+    assert listed[3].verified

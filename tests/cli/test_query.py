@@ -254,6 +254,24 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
     assert code == 0
 
 
+def test_an_existing_export_in_a_folder_not_writable_names_another_out(
+        vecfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a shared, read-only run: --force, suggested first, was refused next (root may write)
+    import os
+
+    out_path = tmp_path / "v.txt"
+    out_path.write_text("taken")
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if mode == os.W_OK and
+                        Path(p) == tmp_path else real(p, mode, **kw))
+    for command in (["export", str(vecfile), "--out", str(out_path)],):
+        code, _, err = run(command, capsys)
+        assert_one_line_error(code, err, "already exists, in a folder this user may not write "
+                                         "to; pass --out in a writable folder")
+    assert out_path.read_text() == "taken"
+
+
 @pytest.mark.parametrize(("name", "binary"), [
     ("o.bin", True), ("o.BIN", True), ("o.txt", False), ("o.vec", False),
     # written compressed (o.bin.gz held uncompressed text, which gensim could not read)

@@ -309,6 +309,10 @@ class CheckpointManager:
                 size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
             except FileNotFoundError:
                 continue  # deleted by a training run's retention while listed
+            except OSError as exc:  # a folder this user may not enter: listed, as failing
+                saved = created if created is not None else 0.0
+                size = 0
+                problem = problem or f"cannot be read ({exc.strerror or exc})"
             if problem is not None and not path.exists():
                 continue
             out.append(CheckpointInfo(step, path, saved, size, index.roles(step),

@@ -148,6 +148,7 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
     from embedlab.errors import InputError
     from embedlab.fsutil import (
         atomic_write_bytes,
+        current_umask,
         fsync_dir,
         hidden_prefix,
         missing_folders,
@@ -197,6 +198,8 @@ def _export_subset(run: Path, export: Path, step: int | None, best: bool, names:
         remove_dead_leftovers(export)  # a build killed outright
         building = Path(tempfile.mkdtemp(prefix=hidden_prefix(export.name, "tmp"),
                                          dir=export.parent))
+        # mkdtemp's mode is 0700: the subset gets the umask's, as a run folder does
+        os.chmod(building, 0o777 & ~current_umask())
     except OSError as exc:
         remove_empty_folders(made)
         raise write_error(export, exc, "--export-subset") from None

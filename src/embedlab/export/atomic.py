@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -68,10 +69,13 @@ def check_writable(path: Path, *, force: bool, example: str, beside: Path | None
                             f"there), or pass another {_out_name('name')}")
     else:
         output_target(path, f"move it away or pick another {_out_name('file path')}")
+    parent = path.parent if str(path.parent) else Path(".")
     if path.exists() and not force:
+        if not os.access(parent, os.W_OK):  # a shared run, read-only: --force cannot help
+            raise InputError(f"{path} already exists, in a folder this user may not write to; "
+                             f"pass {_out_name()} in a writable folder")
         raise InputError(f"{path} already exists; pass {spell('--force', True)} to overwrite it "
                          f"or choose another {_out_name()}")
-    parent = path.parent if str(path.parent) else Path(".")
     if parent.exists() and not parent.is_dir():
         raise InputError(f"cannot write {path} ({parent} is a file, not a folder); "
                          f"pass {_out()} in a folder")

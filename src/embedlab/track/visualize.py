@@ -156,6 +156,9 @@ def _check_replaceable(out: Path, force: bool) -> None:
     regular file always, an existing file unless ``force``."""
     refuse_inside_saved(out, f"--out {out}", out.name)
     output_target(out, "move it away or pick another --out file path")
+    if out.exists() and not force and not os.access(out.parent, os.W_OK):
+        raise InputError(f"{out} already exists, in a folder this user may not write to; pass "
+                         "--out in a writable folder")
     if out.exists() and not force:
         raise InputError(f"{out} already exists; pass --force to replace it or choose "
                          "another --out")
