@@ -388,3 +388,44 @@ def test_a_huge_loss_is_written_with_an_exponent() -> None:
 
     assert _loss_cell(1.99974) == "1.9997"
     assert _loss_cell(3.9297735583613104e34) == "3.9298e+34"
+
+
+def test_files_this_user_may_not_read_are_said_so_not_called_damaged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared run's status.json was 'not a JSON object: cut short?', its config.json a raw
+    '[Errno 13] Permission denied: ...' (root reads everything: the denial is simulated)."""
+    import builtins
+
+    from embedlab.track.runs import checked_status, run_info
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps(TrainConfig().to_dict()))
+    write_status(run, status="finished", step=1)
+    denied = {run / "status.json", run / "config.json"}
+    real_open, real_os_open = builtins.open, os.open
+
+    def no(path: object) -> bool:
+        return isinstance(path, (str, os.PathLike)) and Path(os.fspath(path)) in denied
+
+    def guarded_open(path: object, *args: object, **kwargs: object) -> object:
+        if no(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+
+    def guarded_os_open(path: object, *args: object, **kwargs: object) -> int:
+        if no(path):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_os_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    import io
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    monkeypatch.setattr(io, "open", guarded_open)  # pathlib's
+    monkeypatch.setattr(os, "open", guarded_os_open)
+    with pytest.raises(InputError, match=r"status.json is unreadable \(Permission denied\); "
+                                         r"give your user permission to read it$"):
+        checked_status(run)
+    with pytest.raises(InputError, match=r"config.json is unreadable \(Permission denied\); "
+                                         r"give your user permission to read it$"):
+        run_info(run, tmp_path)

@@ -97,6 +97,12 @@ def checked_status(run_dir: Path) -> dict[str, Any]:
     path = Path(run_dir) / STATUS_FILE
     status = read_status(run_dir)
     if not status and path.exists():
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:  # not damaged: this user may not read it (a shared run)
+            raise InputError(f"{path} is unreadable ({exc.strerror or exc}); give your user "
+                             "permission to read it") from None
         raise InputError(f"{path} is unreadable (not a JSON object: cut short?); the run's next "
                          "train command rewrites it")
     for key, (ok, must) in _STATUS_FIELDS.items():
@@ -278,7 +284,10 @@ def run_info(run: Path, root: Path) -> RunInfo:
         raise
     # AttributeError: a field of the wrong type (best_metric 5) met a str method in the config's
     # checks; RecursionError: absurdly nested JSON
-    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as exc:
+    except OSError as exc:  # not damaged: this user may not read it (a shared run, say)
+        raise InputError(f"{run / 'config.json'} is unreadable ({exc.strerror or exc}); give "
+                         "your user permission to read it") from exc
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
         raise InputError(f"{run / 'config.json'} is unreadable ({exc}); "
                          "fix or remove that run folder") from exc
     try:
