@@ -802,6 +802,9 @@ counted: list[tuple[str, float]] = (vec.most_similar("a", topn=n) + vec.most_sim
                                     + vec.similar_by_word("a", topn=n, restrict_vocab=n)
                                     + vec.most_similar_cosmul("a", topn=n))
 assert len(counted) == 8, counted  # 2 + 2 + 1 (a, b, c excluded) + 1 (of 2 words) + 2
+if vec.words == ("z",):  # never true: typed, not run (load and train need files)
+    embedlab.load("run", step=n, limit=n)
+    embedlab.train(run="run", from_checkpoint=n)
 '''
 
 #: calls that fail at run time, which mypy must refuse: (line, call)

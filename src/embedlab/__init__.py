@@ -31,6 +31,8 @@ os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
     from embedlab.checkpoint.manager import CheckpointInfo
     from embedlab.eval.analogy import AnalogyResult
     from embedlab.eval.similarity import SimilarityResult
@@ -41,8 +43,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from embedlab.vectors_gensim import MissingFileError
 
 
-def load(path: str | os.PathLike[str], *, step: int | None = None, best: bool = False,
-         limit: int | None = None, encoding: str = "utf-8", **gensim_options: Any) -> Vectors:
+def load(path: str | os.PathLike[str], *, step: int | np.integer | None = None,
+         best: bool = False, limit: int | np.integer | None = None, encoding: str = "utf-8",
+         **gensim_options: Any) -> Vectors:
     """Load word vectors from a run folder, a checkpoint folder, a word2vec text or binary file
     (also ``.gz``, ``.bz2``, ``.xz``; text or binary is told from the content) or a ``.npy``
     export with its ``.vocab.tsv``: a :class:`~embedlab.vectors.Vectors`, which answers
@@ -72,7 +75,8 @@ def checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
 
 def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = None,
           runs_dir: str | os.PathLike[str] = "runs", preset: str | None = None,
-          restart: bool = False, from_checkpoint: str | os.PathLike[str] | int | None = None,
+          restart: bool = False,
+          from_checkpoint: str | os.PathLike[str] | int | np.integer | None = None,
           *, device: str | None = None, on_progress: Callable[[Progress], object] | None = None,
           no_eval: bool = False, no_probe: bool = False, **options: Any) -> TrainResult:
     """Train word2vec into a run folder, or resume the run there: ``embedlab train`` in Python.
