@@ -1890,6 +1890,8 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
     ["--model", "cbow", "--loss", "nce", "--window", "3", "--lr", "0.05", "--interleave", "1"],
     ["--loss", "hs", "--negative", "0", "--lowercase", "--min-count", "2", "--seed", "7"],
     ["--preset", "cs20", "--max-steps", "5"],  # the batch's mean loss, and the preset's stop
+    # the preset's --init-scale 1 was written beside --init uniform, a pair a new run refuses
+    ["--preset", "cs20", "--init", "uniform", "--max-steps", "5"],
     ["--engine", "torch", "--threads", "2"],  # its sums depend on the threads
     ["--log-every", "3"],  # the logged loss is its window's mean
 ])
@@ -2717,3 +2719,43 @@ def test_contradicting_or_empty_settings_get_a_fix_that_works(
     code, err = train(capsys, "--corpus", corpus, "--run", tmp_path / "r", *args)
     assert (code, err) == (2, f"embedlab: error: {said}\n")
     assert not (tmp_path / "r").exists()
+
+
+def test_the_same_command_with_relative_paths_resumes_from_another_folder(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # --corpus corpus.txt names nothing from there, and the run's corpus from the folder the
+    # run was made in, as the docs say; it was "a different config" (and the analogy file
+    # "does not exist")
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    shutil.copy(corpus, here / "c.txt")
+    (here / "q.txt").write_text(": s\nw1 w2 w3 w4\n")
+    monkeypatch.chdir(here)
+    same = ["--run", tmp_path / "run", "--corpus", "c.txt", *FAST, "--eval-analogies", "q.txt"]
+    code, err = train(capsys, *same, "--max-steps", "2")
+    assert code == 0, err
+    monkeypatch.chdir(there)
+    code, err = train(capsys, *same, "--max-steps", "4")
+    assert code == 0 and "step 4," in err, err
+
+
+def test_a_run_whose_best_is_by_analogy_is_told_both_flags_that_drop_its_evaluation(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # --no-eval alone was then refused: its best checkpoint is chosen by the analogy accuracy
+    questions = tmp_path / "q.txt"
+    questions.write_text(": s\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
+    run = tmp_path / "run"
+    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
+                      "--eval-every", "1", "--eval-analogies", questions, "--best-metric",
+                      "analogy")
+    assert code == 0, err
+    questions.unlink()
+    code, err = train(capsys, "--run", run, "--max-steps", "3")
+    line = assert_refused(code, err, "analogy file")
+    assert line.endswith("(or pass --no-eval --best-metric loss to resume without the run's "
+                         "evaluation)")
+    code, err = train(capsys, "--run", run, "--max-steps", "3", "--no-eval", "--best-metric",
+                      "loss")
+    assert code == 0, err

@@ -325,7 +325,7 @@ def resolve_config(run_dir: Path | None, explicit: dict[str, Any], preset: str |
         RunLock.refuse_if_held(run_dir)
     made_in = creation_folder(run_dir) if run_dir is not None else None
     stored = _named_there(_anchored(stored, made_in), explicit, made_in)
-    explicit = _same_paths_as(explicit, stored)
+    explicit = _same_paths_as(explicit, stored, made_in)
     stored, explicit = _moved_corpus(run_dir, stored, explicit, say=say)
     base = stored.to_dict()
     base["max_steps"] = None  # a stop point belongs to one invocation, not to the run
@@ -493,24 +493,31 @@ def _named_there(stored: TrainConfig, explicit: dict[str, Any], folder: Path | N
     return stored
 
 
-def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig) -> dict[str, Any]:
+def _same_paths_as(explicit: dict[str, Any], stored: TrainConfig, folder: Path | None = None
+                   ) -> dict[str, Any]:
     """``explicit`` with a ``--corpus`` (or ``--init-from``) that names the stored one's file or
     folder (another spelling: ``./prep/``, an absolute path, a path from another working folder)
-    replaced by the stored value, and other relative evaluation files made absolute from here."""
+    replaced by the stored value, and other relative evaluation files made absolute from here.
+    A relative path that names nothing from here is read from ``folder``, the one the run was
+    made in (the same command re-run from elsewhere), where something is there."""
+
+    def here_or_there(path: str) -> str:
+        return path if os.path.exists(path) else typed_in(folder, path) or path
+
     out = {section: dict(values) if isinstance(values, dict) else values
            for section, values in explicit.items()}
     corpus = out.get("data", {}).get("corpus")
     if isinstance(corpus, str) and corpus not in _LABELS and stored.data.corpus not in _LABELS \
-            and same_file(corpus, stored.data.corpus):
+            and same_file(here_or_there(corpus), stored.data.corpus):
         out["data"]["corpus"] = stored.data.corpus
     warm = out.get("init_from")  # --init-from ./srcA/ is the run's srcA
     if isinstance(warm, str) and stored.init_from and same_file(warm, stored.init_from):
         out["init_from"] = stored.init_from
     ev = out.get("eval", {})
     if isinstance(ev.get("analogies"), str):
-        ev["analogies"] = os.path.abspath(ev["analogies"])
+        ev["analogies"] = os.path.abspath(here_or_there(ev["analogies"]))
     if isinstance(ev.get("similarity"), list | tuple):
-        ev["similarity"] = [os.path.abspath(p) if isinstance(p, str) else p
+        ev["similarity"] = [os.path.abspath(here_or_there(p)) if isinstance(p, str) else p
                             for p in ev["similarity"]]
     return out
 

@@ -173,8 +173,12 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         if ckpt is None:
             raise
         # a resumed run's file, moved, deleted or changed since: the way out that keeps the run
-        raise InputError(f"{exc} (or pass {spell('--no-eval', True)} to resume without the "
-                         "run's evaluation)") from None
+        # a best checkpoint chosen by an evaluation needs another metric without it
+        loss = "" if cfg.checkpoint.best_name == "loss" else \
+            f" {spell('--best-metric', 'loss')}" if not python_caller() else \
+            f", {spell('--best-metric', 'loss')}"
+        raise InputError(f"{exc} (or pass {spell('--no-eval', True)}{loss} to resume without "
+                         "the run's evaluation)") from None
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
     legacy = _legacy_batches(run_dir, ckpt)
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
@@ -786,6 +790,8 @@ def reproducing_command(cfg: TrainConfig, run_dir: Path, *, init_from: Path | No
             continue
         if name == "threads" and cfg.engine != "torch":
             continue  # the native engine's bits do not depend on it, nor the cuda engine's
+        if name == "init_scale" and cfg.model.init == "uniform":
+            continue  # the lecture's U[0, 1) has no width: a new run refuses the flag with it
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):  # --lowercase/--no-lowercase, the one such setting
             args.append(flag if value else f"--no-{flag[2:]}")
