@@ -1959,15 +1959,22 @@ def test_a_resume_on_a_kernel_built_otherwise_says_its_bits_may_differ(
     assert code == 0 and "the native kernel is built otherwise" in err
 
 
-def test_restart_from_another_working_folder_finds_the_runs_corpus(
-        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    """As a resume does: the corpus typed as relative is read from the run's creation folder."""
+def _here_and_there(tmp_path: Path, corpus: Path,
+                    monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """Two working folders, the corpus as c.txt in the first, which is the current one."""
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir()
     there.mkdir()
     shutil.copy(corpus, here / "c.txt")
     monkeypatch.chdir(here)
+    return here, there
+
+
+def test_restart_from_another_working_folder_finds_the_runs_corpus(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """As a resume does: the corpus typed as relative is read from the run's creation folder."""
+    here, there = _here_and_there(tmp_path, corpus, monkeypatch)
     code, err = train(capsys, "--run", "source", "--corpus", "c.txt", *FAST)
     assert code == 0, err
     code, err = train(capsys, "--run", "run", "--corpus", "c.txt", *FAST, "--init-from",
@@ -2727,12 +2734,8 @@ def test_the_same_command_with_relative_paths_resumes_from_another_folder(
     # --corpus corpus.txt names nothing from there, and the run's corpus from the folder the
     # run was made in, as the docs say; it was "a different config" (and the analogy file
     # "does not exist")
-    here, there = tmp_path / "here", tmp_path / "there"
-    here.mkdir()
-    there.mkdir()
-    shutil.copy(corpus, here / "c.txt")
+    here, there = _here_and_there(tmp_path, corpus, monkeypatch)
     (here / "q.txt").write_text(": s\nw1 w2 w3 w4\n")
-    monkeypatch.chdir(here)
     same = ["--run", tmp_path / "run", "--corpus", "c.txt", *FAST, "--eval-analogies", "q.txt"]
     code, err = train(capsys, *same, "--max-steps", "2")
     assert code == 0, err
