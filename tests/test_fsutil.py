@@ -255,7 +255,7 @@ def test_a_file_made_meanwhile_is_not_replaced_without_replace(
 
 def test_a_small_record_is_read_without_a_buffer_of_the_limit(tmp_path: Path) -> None:
     # status.json is read at every status write of a run: a buffer of the 16 MiB limit each
-    # time raised the training process's peak RSS by ~18 MiB (glibc kept such blocks)
+    # time would raise the training process's peak RSS by ~18 MiB (glibc keeps such blocks)
     path = tmp_path / "status.json"
     path.write_text('{"status": "running"}')
     tracemalloc.start()

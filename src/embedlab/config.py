@@ -366,7 +366,7 @@ class TrackConfig:
         _check_types(self)
         _positive("log_every", self.log_every)
         _positive("projector_words", self.projector_words)
-        for word in self.probe_words:  # '' was listed as an unknown word, shown as nothing
+        for word in self.probe_words:  # '' would be listed as an unknown word, shown as nothing
             if not word or any(c.isspace() for c in word):
                 raise InputError(f"{_flag('probe')} words must be non-empty tokens without "
                                  f"spaces, got {word!r}; pass e.g. {_flag('probe', 'king')}")

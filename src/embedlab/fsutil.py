@@ -113,9 +113,9 @@ def read_record(path: Path, limit: int = RECORD_LIMIT) -> bytes:
         if st.st_size > limit:
             raise OSError(errno.EFBIG, f"{st.st_size:,} bytes, more than such a file holds "
                           f"({limit:,})", str(path))
-        # in pieces: one read of limit + 1 bytes allocated 16 MiB for every status.json, and
-        # glibc's malloc, after the first such block, keeps later blocks of that size on the
-        # heap instead of handing them back (its mmap threshold rises): +18 MiB of peak RSS
+        # in pieces: one read of limit + 1 bytes would allocate 16 MiB for every status.json,
+        # and glibc's malloc, after the first such block, keeps later blocks of that size on
+        # the heap instead of handing them back (its mmap threshold rises): +18 MiB of peak RSS
         parts, total = [], 0
         while part := os.read(fd, min(_RECORD_PIECE, limit + 1 - total)):
             parts.append(part)

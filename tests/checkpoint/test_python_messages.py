@@ -19,7 +19,7 @@ from .sample import save_sample
     ({"keep": 0}, "keep must be a whole number >= 1, got 0; e.g. keep=5"),
     ({"keep_every": 0}, "keep_every must be a whole number >= 1 or None, got 0; e.g. "
                         "keep_every=10000"),
-    # True was keep=1: a retention that deletes every checkpoint but the newest
+    # True would be keep=1: a retention that deletes every checkpoint but the newest
     ({"keep": True}, "keep must be a whole number >= 1, got True; e.g. keep=5"),
     ({"keep": 2.5}, "keep must be a whole number >= 1, got 2.5; e.g. keep=5"),
     ({"keep": "5"}, "keep must be a whole number >= 1, got '5'; e.g. keep=5"),

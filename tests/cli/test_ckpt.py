@@ -637,7 +637,7 @@ def test_the_output_vectors_are_offered_only_where_the_checkpoint_has_them(
 @pytest.mark.parametrize("umask", [0o002, 0o022])
 def test_a_subset_folder_gets_the_mode_the_umask_gives(run: Path, tmp_path: Path,
                                                        umask: int) -> None:
-    # it was built by mkdtemp (0700) and renamed into place: colleagues could not open it
+    # built by mkdtemp (0700) and renamed into place, colleagues could not open it
     import os
 
     _vocab(run)
@@ -651,7 +651,7 @@ def test_a_subset_folder_gets_the_mode_the_umask_gives(run: Path, tmp_path: Path
 
 def test_a_checkpoint_folder_that_cannot_be_entered_is_listed_as_failing(
         run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # the whole listing was one error (the Python call a PermissionError) for one folder
+    # one folder must not make the whole listing one error (in Python a PermissionError)
     from embedlab import checkpoints
 
     shut = run / "checkpoints" / "ckpt-00000005"

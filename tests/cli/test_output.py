@@ -179,8 +179,8 @@ def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path: Path) -> No
 
 def test_a_c_locale_escapes_what_ascii_cannot_write_and_reads_typed_words_as_utf8(
         tmp_path: Path) -> None:
-    """LC_ALL=C: stdout is ASCII with surrogateescape, which raised for thé or ×; café typed
-    arrived as 'caf\\udcc3\\udca9' and was not found in the UTF-8 vocabulary."""
+    """LC_ALL=C: stdout is ASCII with surrogateescape, which raises for thé or ×; café typed
+    arrives as 'caf\\udcc3\\udca9', which the UTF-8 vocabulary holds as café."""
     path = tmp_path / "v.txt"
     path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
     env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
@@ -193,8 +193,8 @@ def test_a_c_locale_escapes_what_ascii_cannot_write_and_reads_typed_words_as_utf
 
 def test_lines_of_the_commands_are_escaped_like_the_tables_in_an_ascii_stream(
         tmp_path: Path) -> None:
-    """click.echo swapped an ASCII stdout for a UTF-8 one of its own: export's 'wrote ... ×'
-    line came out as raw UTF-8 bytes while tables and warnings were escaped."""
+    """click.echo without a file swaps an ASCII stdout for a UTF-8 one of its own: export's
+    'wrote ... ×' line must be escaped as tables and warnings are, not raw UTF-8 bytes."""
     path = tmp_path / "v.txt"
     path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "embedlab", "export", str(path), "--out",
@@ -205,7 +205,7 @@ def test_lines_of_the_commands_are_escaped_like_the_tables_in_an_ascii_stream(
 
 
 def test_a_table_lines_up_what_an_ascii_stream_escapes(tmp_path: Path) -> None:
-    """The columns were measured before the escaping made café 'caf\\xe9': rows went askew."""
+    """The columns are measured on 'caf\\xe9' as shown, not on café: rows stay aligned."""
     path = tmp_path / "v.txt"
     path.write_text("3 2\ncafé 1 0\nthé 0.9 0.1\nb 0 1\n", encoding="utf-8")
     done = embedlab("neighbors", path, "b", env={"PYTHONIOENCODING": "ascii"})

@@ -257,7 +257,7 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
 def test_an_existing_export_in_a_folder_not_writable_names_another_out(
         vecfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # a shared, read-only run: --force, suggested first, was refused next (root may write)
+    # a shared, read-only run: --force cannot help there (root may write: access is faked)
     import os
 
     out_path = tmp_path / "v.txt"

@@ -289,7 +289,7 @@ def test_tensorboard_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, _, err = run_cli(["tensorboard", str(tmp_path), "--port", "65536"], capsys)
     assert_one_line_error(code, err, "'--port': 65536 is not in the range 0<=x<=65535",
                           "(see 'embedlab tensorboard --help')")  # 0: a free one
-    # TensorBoard's loader panicked on it, served nothing, and the command exited 0
+    # TensorBoard's loader panics on such a path and serves nothing: refused up front
     bad = os.fsdecode(os.fsencode(tmp_path) + b"/tbd\xff")
     os.mkdir(bad)
     code, _, err = run_cli(["tensorboard", bad], capsys)

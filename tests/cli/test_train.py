@@ -1890,7 +1890,8 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
     ["--model", "cbow", "--loss", "nce", "--window", "3", "--lr", "0.05", "--interleave", "1"],
     ["--loss", "hs", "--negative", "0", "--lowercase", "--min-count", "2", "--seed", "7"],
     ["--preset", "cs20", "--max-steps", "5"],  # the batch's mean loss, and the preset's stop
-    # the preset's --init-scale 1 was written beside --init uniform, a pair a new run refuses
+    # the preset's --init-scale 1 must not be written beside --init uniform (a new run
+    # refuses the pair)
     ["--preset", "cs20", "--init", "uniform", "--max-steps", "5"],
     ["--engine", "torch", "--threads", "2"],  # its sums depend on the threads
     ["--log-every", "3"],  # the logged loss is its window's mean
@@ -2564,17 +2565,24 @@ def test_a_resume_that_leaves_out_tensorboard_says_it_stays_off(
     assert code == 0 and "TensorBoard is off" not in err
 
 
-def test_a_resumed_run_drops_its_evaluation_and_probes(
-        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # an evaluation file moved or deleted since stopped every resume, and no flag dropped it
-    # (config.json had to be edited by hand)
+def _evaluated_run_whose_file_is_gone(capsys: pytest.CaptureFixture[str], corpus: Path,
+                                      tmp_path: Path, *flags: str) -> Path:
+    """A run of 2 steps evaluated on an analogy file at every step, the file deleted since."""
     questions = tmp_path / "q.txt"
     questions.write_text(": s\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
     run = tmp_path / "run"
     code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
-                      "--eval-every", "1", "--eval-analogies", questions, "--probe", "w1")
+                      "--eval-every", "1", "--eval-analogies", questions, *flags)
     assert code == 0, err
     questions.unlink()
+    return run
+
+
+def test_a_resumed_run_drops_its_evaluation_and_probes(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an evaluation file moved or deleted since stopped every resume, and no flag dropped it
+    # (config.json had to be edited by hand)
+    run = _evaluated_run_whose_file_is_gone(capsys, corpus, tmp_path, "--probe", "w1")
     code, err = train(capsys, "--run", run, "--max-steps", "3")
     line = assert_refused(code, err, "analogy file")
     assert line.endswith("(or pass --no-eval to resume without the run's evaluation)")
@@ -2700,7 +2708,7 @@ def test_a_kill_after_the_max_steps_commit_is_repaired_by_the_same_command(
 
 def test_a_corpus_given_as_an_argument_is_told_to_come_with_corpus(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # prepare takes CORPUS as its argument, train --corpus: the slip got click's bare message
+    # prepare takes CORPUS as its argument, train --corpus: the slip is told the flag
     corpus = write_corpus(tmp_path / "my c.txt")
     code, err = train(capsys, corpus)
     assert (code, err) == (2, "embedlab: error: Got unexpected extra argument "
@@ -2731,9 +2739,8 @@ def test_contradicting_or_empty_settings_get_a_fix_that_works(
 def test_the_same_command_with_relative_paths_resumes_from_another_folder(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    # --corpus corpus.txt names nothing from there, and the run's corpus from the folder the
-    # run was made in, as the docs say; it was "a different config" (and the analogy file
-    # "does not exist")
+    # --corpus c.txt names nothing from there, and the run's corpus from the folder the run
+    # was made in: the same run, as the docs say, and the same analogy file
     here, there = _here_and_there(tmp_path, corpus, monkeypatch)
     (here / "q.txt").write_text(": s\nw1 w2 w3 w4\n")
     same = ["--run", tmp_path / "run", "--corpus", "c.txt", *FAST, "--eval-analogies", "q.txt"]
@@ -2746,15 +2753,9 @@ def test_the_same_command_with_relative_paths_resumes_from_another_folder(
 
 def test_a_run_whose_best_is_by_analogy_is_told_both_flags_that_drop_its_evaluation(
         corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # --no-eval alone was then refused: its best checkpoint is chosen by the analogy accuracy
-    questions = tmp_path / "q.txt"
-    questions.write_text(": s\nw1 w2 w3 w4\nw5 w6 w7 w8\n", encoding="utf-8")
-    run = tmp_path / "run"
-    code, err = train(capsys, "--run", run, "--corpus", corpus, *FAST, "--max-steps", "2",
-                      "--eval-every", "1", "--eval-analogies", questions, "--best-metric",
-                      "analogy")
-    assert code == 0, err
-    questions.unlink()
+    # --no-eval alone is refused: its best checkpoint is chosen by the analogy accuracy
+    run = _evaluated_run_whose_file_is_gone(capsys, corpus, tmp_path, "--best-metric",
+                                            "analogy")
     code, err = train(capsys, "--run", run, "--max-steps", "3")
     line = assert_refused(code, err, "analogy file")
     assert line.endswith("(or pass --no-eval --best-metric loss to resume without the run's "

@@ -39,7 +39,7 @@ def test_warnings_are_embedlab_warnings(tmp_path: Path) -> None:
 ])
 def test_options_of_the_wrong_type_are_refused_before_anything_is_replaced(
         corpus_file: Path, tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
-    # force="no" is truthy: it replaced the prepared corpus it was meant to keep
+    # force="no" is truthy: taken as is, it would replace the corpus it means to keep
     out = tmp_path / "p"
     preparing.prepare(corpus_file, out, min_count=1, progress=False)
     before = (out / "vocab.tsv").read_bytes()
@@ -73,7 +73,7 @@ def test_the_corpus_folder_messages_name_python_arguments(tmp_path: Path) -> Non
 
 def test_a_path_object_named_demo_is_the_file_here(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # Path("./demo") is Path("demo"): only a str "./demo" could name the file before
+    # Path("./demo") is Path("demo"): with a file demo here, it names that file
     monkeypatch.chdir(tmp_path)
     Path("demo").write_text("here here here words words\n")
     prepared = preparing.prepare(Path("./demo"), tmp_path / "p", min_count=1, progress=False)

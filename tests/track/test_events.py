@@ -184,7 +184,7 @@ def test_a_run_folder_that_is_not_utf8_is_refused_before_the_run_starts(
 
 def test_events_are_trimmed_in_a_folder_whose_name_is_not_utf8(tmp_path: Path) -> None:
     # A --from resume with --no-tensorboard (the fix the refusal above names) trims the
-    # events: TensorBoard's loader encodes its path as UTF-8 and raised UnicodeEncodeError
+    # events: TensorBoard's loader encodes its path as UTF-8, which raises UnicodeEncodeError
     import os
     import shutil
 
@@ -218,8 +218,8 @@ def test_a_record_cut_short_ends_the_file_as_the_loader_reads_it(tmp_path: Path)
 
 
 def test_a_reader_open_during_a_resume_shows_each_step_once(tmp_path: Path) -> None:
-    """The server's reader (--load_fast=false) ignores a run's first SessionLog START: the first
-    resume's purge went unheeded by a reader that had the abandoned steps already."""
+    """The server's reader (--load_fast=false) ignores a run's first SessionLog START, so a new
+    run writes one: the first resume's START then purges the abandoned steps it has read."""
     from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
     run = tmp_path / "run"

@@ -392,7 +392,7 @@ def test_a_huge_loss_is_written_with_an_exponent() -> None:
 
 def test_files_this_user_may_not_read_are_said_so_not_called_damaged(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A shared run's status.json was 'not a JSON object: cut short?', its config.json a raw
+    """A shared run's unreadable status.json is not 'cut short?', nor its config.json a raw
     '[Errno 13] Permission denied: ...' (root reads everything: the denial is simulated)."""
     import builtins
 

@@ -382,7 +382,7 @@ def test_vectors_that_cannot_be_projected_are_one_line(tmp_path: Path, vectors: 
 
 
 def test_a_run_folder_whose_name_is_not_utf8_is_plotted(tmp_path: Path) -> None:
-    # its name, in the title, held surrogates that matplotlib refused with a TypeError
+    # its name, in the title, holds surrogates that matplotlib refuses with a TypeError
     import os
 
     run = Path(os.fsdecode(os.fsencode(tmp_path) + b"/bad\xff\xfe"))

@@ -1241,7 +1241,7 @@ def test_no_eval_and_no_probe_drop_a_resumed_runs_settings(tmp_path: Path) -> No
 @pytest.mark.parametrize("name", ["demo", "text8"])
 def test_a_path_object_named_like_a_built_in_corpus_is_the_file_here(
         name: str, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Path("./demo") is Path("demo"): it trained the built-in corpus (or downloaded text8)
+    # Path("./demo") is Path("demo"): with such a file here, the file, not the built-in corpus
     monkeypatch.chdir(tmp_path)
     Path(name).write_bytes(corpus.read_bytes())
     result = embedlab.train(corpus=Path(f"./{name}"), run=tmp_path / "run", **FAST,
@@ -1252,7 +1252,7 @@ def test_a_path_object_named_like_a_built_in_corpus_is_the_file_here(
 
 def test_a_path_object_named_demo_with_no_such_file_here_is_the_built_in_corpus(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # as before: runs made with Path("demo") keep resuming with the same call
+    # so runs made with Path("demo") and no such file resume with the same call
     monkeypatch.chdir(tmp_path)
     result = embedlab.train(corpus=Path("demo"), run=tmp_path / "run", **FAST, max_steps=1)
     assert result.config.data.corpus == "demo"

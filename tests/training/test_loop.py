@@ -695,9 +695,9 @@ def _end_records(run: Path) -> tuple[list[Any], list[tuple[int, str]]]:
 
 def test_an_epochs_raise_stopped_before_it_saved_keeps_the_finished_runs_end_records(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Ctrl-C while a finished run's larger --epochs opened its writers: they had dropped its
-    final/* records and hparams, the config went back to the old --epochs, and a re-run found
-    the run finished and wrote them no more: the run left TensorBoard's HParams table."""
+    """Ctrl-C while a finished run's larger --epochs opens its writers, which drop its final/*
+    records and hparams: the config goes back to the old --epochs, and a re-run finds the run
+    finished and writes nothing, so the stop must write them again."""
     import os
     import signal
 
@@ -732,8 +732,8 @@ def test_an_epochs_raise_stopped_before_it_saved_keeps_the_finished_runs_end_rec
 @pytest.mark.parametrize("where", ["set_up", "loop"])
 def test_a_stop_between_the_set_up_and_the_loop_leaves_the_config_as_it_was(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
-    """A signal just after the "--epochs N (was M)" line: config.json kept the new --epochs,
-    and the command that made the run was refused as "a different config"."""
+    """A signal just after the "--epochs N (was M)" line leaves config.json as it was: with the
+    new --epochs kept, the command that made the run would be "a different config"."""
     from embedlab.training import setup, trainer
 
     run = tmp_path / "run"

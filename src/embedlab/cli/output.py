@@ -66,6 +66,6 @@ def table_console() -> Any:
 
 def echo(message: str, *, err: bool = False) -> None:
     """``click.echo`` to the stream Python set up. Without a file, click replaces an ASCII
-    stdout or stderr with a UTF-8 one of its own: those lines came out as raw UTF-8 bytes
+    stdout or stderr with a UTF-8 one of its own: those lines would be raw UTF-8 bytes
     while the rest of the output (tables, warnings) escaped what ASCII cannot write."""
     click.echo(message, file=sys.stderr if err else sys.stdout)

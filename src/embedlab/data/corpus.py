@@ -51,7 +51,7 @@ def corpus_label(corpus: str | os.PathLike[str]) -> str:
     """A corpus argument as a label: a str as given ('demo' and 'text8' name the built-in
     corpora); an ``os.PathLike`` spelled so names the file or folder of that name here where
     there is one — ``Path("./demo")`` is ``Path("demo")``, and the str './demo' that names the
-    file is what a Path cannot spell. With none here it is the built-in corpus, as before."""
+    file is what a Path cannot spell. With none here it names the built-in corpus."""
     label = os.fspath(corpus)
     if not isinstance(corpus, str) and label in SPECIAL_CORPORA and os.path.lexists(label):
         return os.path.join(os.curdir, label)

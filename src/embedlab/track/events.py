@@ -172,7 +172,7 @@ class EventWriter:
         # A new run's session START. The server's reader (--load_fast=false) takes the first
         # START it sees in a run for the session's start and the later ones for restarts that
         # purge what they abandon; without this one, a reader open during the first resume
-        # kept the abandoned steps beside the resumed ones (a kill -9, --from), twice over.
+        # would keep the abandoned steps beside the resumed ones (a kill -9, --from).
         from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
         self._add(Event(step=0, session_log=SessionLog(status=SessionLog.START)))

@@ -156,8 +156,8 @@ def _end_records_again(run: TrainingRun, tracker: Tracker) -> None:
     opened, or at its first step): the end records that opening the writers dropped — final/*
     in metrics.jsonl and the events, the hparams record — written again as its final save wrote
     them, with the run's settings as they were (its config.json is put back next), and its
-    status said finished again. Without them the run left TensorBoard's HParams table for good:
-    a re-run finds it finished and writes nothing."""
+    status says finished again. Without them the run would leave TensorBoard's HParams table
+    for good: a re-run finds it finished and writes nothing."""
     import json
 
     before = run.records_before.get("config.json")
