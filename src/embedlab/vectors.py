@@ -48,7 +48,7 @@ from embedlab.eval.similarity import (
     evaluate_similarity,
     parse_pairs,
 )
-from embedlab.fsutil import clip, text_lines
+from embedlab.fsutil import checked_path, clip, text_lines
 from embedlab.vectors_gensim import (
     Count,
     Key,
@@ -58,7 +58,6 @@ from embedlab.vectors_gensim import (
     as_list,
     candidate_rows,
     check_topn,
-    checked_path,
     one_of,
     read_analogy_text,
     read_text_file,

@@ -44,7 +44,7 @@ def pid_alive(pid: int) -> bool:
 def read_lock(run_dir: Path | str) -> dict[str, Any] | None:
     """The holder recorded in ``RUN/.lock`` (None when absent or unreadable)."""
     try:
-        # a regular file only: a FIFO .lock (a run folder from someone else) blocked for ever
+        # a regular file only: a FIFO .lock (a run folder from someone else) blocks for ever
         data = json.loads(read_record(Path(run_dir) / LOCK_FILE).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None

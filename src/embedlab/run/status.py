@@ -57,7 +57,7 @@ def note_status(run_dir: Path, **fields: Any) -> None:
 def read_status(run_dir: Path) -> dict[str, Any]:
     """The stored status dict; ``{}`` when the file is missing or unreadable."""
     try:
-        # a regular file only: a FIFO there (a run folder from someone else) blocked for ever
+        # a regular file only: a FIFO there (a run folder from someone else) blocks for ever
         data = json.loads(read_record(Path(run_dir) / STATUS_FILE).decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
