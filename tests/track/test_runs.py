@@ -380,6 +380,10 @@ def test_sorting_puts_the_best_first_and_what_has_no_number_last() -> None:
     assert [i.name for i in sort_runs(runs, "best")] == ["e", "d", "c", "a", "b"]
     # numbers before text, whatever the kinds of run mix
     assert [i.name for i in sort_runs(runs, "optim.lr")] == ["a", "b", "c", "d", "e"]
+    for alias, column in (("name", "run"), ("words_seen", "words"), ("wall_time", "wall")):
+        # --json's names of the columns
+        assert sort_runs(runs, alias, reverse=True) == sort_runs(runs, column, reverse=True)
+    assert [i.name for i in sort_runs(runs, "name", reverse=True)] == ["e", "d", "c", "b", "a"]
 
 
 def test_a_huge_loss_is_written_with_an_exponent() -> None:

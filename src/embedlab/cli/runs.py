@@ -25,8 +25,8 @@ from embedlab.errors import InputError, printable, warn
                    "too), not only the hyperparameters that differ between runs.")
 @click.option("--sort", "sort_key", default=None, metavar="COLUMN",
               help="Order the runs by a column (run, status, step, saved, words, loss, wall; "
-                   "best: the best first) or a hyperparameter (optim.lr); runs without a value "
-                   "last.")
+                   "best: the best first; --json's names name, words_seen, wall_time too) or a "
+                   "hyperparameter (optim.lr); runs without a value last.")
 @click.option("--reverse", is_flag=True, help="With --sort: the other way round.")
 @click.option("--status", "statuses", multiple=True,
               type=click.Choice(["running", "finished", "interrupted", "failed", "unknown"]),

@@ -439,13 +439,16 @@ def _hparam_cell(v: Any) -> str:
 
 #: the columns ``embedlab runs --sort`` takes besides the hyperparameters' keys
 SORT_COLUMNS = ("run", "status", "step", "saved", "words", "loss", "best", "wall")
+#: ``runs --json``'s names of those columns, taken by ``--sort`` as well
+SORT_ALIASES = {"name": "run", "words_seen": "words", "wall_time": "wall"}
 #: runs side by side in one hyperparameters table: more are split over several tables
 RUNS_PER_TABLE = 6
 
 
 def check_sort_key(infos: Sequence[RunInfo], key: str) -> None:
     """Refuse a ``--sort`` key that is no column and no hyperparameter of ``infos``."""
-    if key not in SORT_COLUMNS and not any(key in i.hparams for i in infos):
+    if key not in SORT_COLUMNS and key not in SORT_ALIASES and not any(
+            key in i.hparams for i in infos):
         keys = sorted({k for i in infos for k in i.hparams})
         example = next((k for k in differing_keys(infos)), keys[0] if keys else "optim.lr")
         raise InputError(f"--sort {key}: no such column or hyperparameter; pass one of "
@@ -458,6 +461,7 @@ def sort_runs(infos: Sequence[RunInfo], key: str, *, reverse: bool = False) -> l
     direction (a loss low, an accuracy high). Runs without a value, or with one that is not a
     finite number (a diverged loss), come last, in their order."""
     check_sort_key(infos, key)
+    key = SORT_ALIASES.get(key, key)
 
     def value(i: RunInfo) -> Any:
         columns = {"run": i.name, "status": i.status, "step": i.step, "saved": i.saved,
