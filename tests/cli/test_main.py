@@ -334,6 +334,31 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     (["export", "run", "--binary", "1", "--out", "v.bin"],
      "No such option '--binary': the --out name picks it (vectors.bin: binary, vectors.txt: "
      "text), or --format word2vec-binary (see 'embedlab export --help')"),
+    # word2vec.c's vocabulary flags, where they belong
+    (["prepare", "c.txt", "--out", "d", "-save-vocab", "v.txt"],
+     "-save-vocab is word2vec.c's flag: prepare writes the vocabulary, with its counts, to "
+     "DIR/vocab.tsv (see 'embedlab prepare --help')"),
+    (["prepare", "c.txt", "--out", "d", "--read-vocab", "v.txt"],
+     "No such option '--read-vocab': train reads a prepared folder's vocabulary with --corpus "
+     "DIR (see 'embedlab prepare --help')"),
+    (["prepare", "-train", "c.txt", "-save-vocab", "v.txt", "-min-count", "1"],
+     "word2vec.c's flags, with embedlab's meanings: -train: the corpus is prepare's argument "
+     "(embedlab prepare CORPUS --out DIR); -save-vocab: prepare writes the vocabulary, with its "
+     "counts, to DIR/vocab.tsv; -min-count is --min-count (embedlab's flags start with two "
+     "dashes; see 'embedlab prepare --help')"),
+    # a one-dash name that is no flag anywhere is named as typed, not as a short option (-t)
+    (["train", "--corpus", "c.txt", "-thread", "1"],
+     "No such option '-thread'; did you mean --threads? (embedlab's flags start with two "
+     "dashes; see 'embedlab train --help')"),
+    (["train", "--corpus", "c.txt", "-thread", "1", "-size", "3"],
+     "word2vec.c's flags, with embedlab's meanings: -size is --dim; -thread: no such flag (did "
+     "you mean --threads?) (embedlab's flags start with two dashes; see 'embedlab train "
+     "--help')"),
+    (["neighbors", "v.txt", "-kk", "3", "w"],
+     "No such option '-kk'; did you mean -k? (see 'embedlab neighbors --help')"),
+    (["neighbors", "v.txt", "-ly"],
+     "No such option '-ly' (embedlab's flags start with two dashes; a word that starts with - "
+     "goes after --, as in '-- -ly'; see 'embedlab neighbors --help')"),
 ])
 def test_a_long_flag_with_one_dash_is_named_with_two(argv: list[str], message: str,
                                                      tmp_path: Path,

@@ -64,6 +64,17 @@ def test_neighbors_table_and_json(vecfile: Path, capsys: pytest.CaptureFixture[s
     assert code == 0 and len(json.loads(out)["neighbors"]) == 9
 
 
+def test_a_word_that_starts_with_a_dash_is_asked_for_after_two_dashes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    vec = Vectors(["-ly", "-re", "un-", "x"], m).to_word2vec(tmp_path / "v.txt")
+    code, out, _ = run(["neighbors", str(vec), "-k", "1", "--json", "--", "-ly"], capsys)
+    assert code == 0 and json.loads(out)["neighbors"][0]["word"] == \
+        load(vec).most_similar("-ly", 1)[0][0]
+    code, out, _ = run(["analogy", str(vec), "--json", "--", "-ly", "-re", "un-"], capsys)
+    assert code == 0 and [a["word"] for a in json.loads(out)["answers"]] == ["x"]
+
+
 def test_euclidean_neighbors_of_several_words_are_by_distance_to_their_raw_mean(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the help and the docs said "the mean of their unit vectors" for every metric; euclidean

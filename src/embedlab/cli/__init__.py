@@ -228,7 +228,12 @@ _FOREIGN_FLAGS = {
     "eval": {"-threshold": "--restrict-vocab (compute-accuracy's threshold)"},
     "prepare": {"-train": "no option: the corpus is prepare's argument (embedlab prepare "
                           "CORPUS --out DIR)",
-                "-output": "--out"},
+                "-output": "--out",
+                "-save-vocab": "no option: prepare writes the vocabulary, with its counts, to "
+                               "DIR/vocab.tsv",
+                "-read-vocab": "no option: train reads a prepared folder's vocabulary with "
+                               "--corpus DIR",
+                "-size": "no option: the vectors' size is train's --dim"},
     # TensorBoard's own flag, as its users type it
     "tensorboard": {"-logdir": "no option: the folder of runs is the argument (embedlab "
                                "tensorboard DIR)"},
@@ -263,7 +268,10 @@ def _one_dash_flags(args: list[str]) -> str | None:
     command line is told everything in one go). A value that follows an option (``--probe
     -window``) is not taken for a flag."""
 
-    words = [a for a in args if a != "--"]
+    # torchrun's `-m embedlab -- train ...` leads with --; after the command's own --, every
+    # argument is a positional one (a word that starts with -)
+    words = args[1:] if args[:1] == ["--"] else list(args)
+    words = words[:words.index("--")] if "--" in words else words
     command = LazyGroup._load(words[0]) if words and words[0] in COMMANDS else None
     if command is None:
         return None
@@ -272,6 +280,7 @@ def _one_dash_flags(args: list[str]) -> str | None:
     flags = {name for p in command.params if isinstance(p, click.Option) and p.is_flag
              for name in (*p.opts, *p.secondary_opts)}
     told: list[tuple[str, str]] = []  # (the flag typed, what it means)
+    unknown: list[str] = []  # one-dash names that are no flag of any program
     # gensim's names typed with two dashes (--vector-size 50 --workers 4): told with the rest
     # when there are several, as click would name only the first
     double: list[tuple[str, str]] = []
@@ -289,12 +298,27 @@ def _one_dash_flags(args: list[str]) -> str | None:
         known = _foreign(words[0], arg)
         if known is None and "-" + arg in options:
             known = "-" + arg
-        if known is not None and arg not in (a for a, _ in told):
+        if known is None:  # no flag by any name: click would name a short option (-t)
+            unknown.append(arg)
+        elif arg not in (a for a, _ in told):
             told.append((arg, known))
+    see = f"see 'embedlab {words[0]} --help'"
+    if unknown and not told and len(double) < 2:
+        close = difflib.get_close_matches("-" + unknown[0], sorted(options), n=1)
+        guess = f"; did you mean {close[0]}?" if close else ""
+        takes_words = words[0] in ("neighbors", "analogy")
+        word = f"a word that starts with - goes after --, as in '-- {unknown[0]}'; " \
+            if takes_words and not close else ""
+        dashes = "" if close and not close[0].startswith("--") else \
+            "embedlab's flags start with two dashes; "
+        return f"No such option '{unknown[0]}'{guess} ({dashes}{word}{see})"
+    for arg in unknown:
+        close = difflib.get_close_matches("-" + arg, sorted(options), n=1)
+        told.append((arg, "no option: no such flag" + (f" (did you mean {close[0]}?)"
+                                                       if close else "")))
     if not told and len(double) < 2:
         return None
     told += double
-    see = f"see 'embedlab {words[0]} --help'"
     foreign = any(_foreign(words[0], a) for a, _ in told)
     if len(told) == 1:
         arg, known = told[0]
