@@ -500,9 +500,13 @@ class TrainConfig:
         if self.optim.micro_batches > 1:
             self._check_micro_batches()
         if self.engine == "cuda" and self.model.loss not in CUDA_LOSSES:
+            from embedlab.engines import asked_for_device
+
+            fix = (f"{_flag('device', 'cpu')}" if asked_for_device() else
+                   f"{_flag('engine', 'native')} or {_flag('engine', 'torch')}")
             raise InputError(f"{_flag('loss', self.model.loss)} does not train on the cuda "
-                             "engine, which trains negative sampling and NCE only; pass "
-                             f"{_flag('engine', 'native')} or {_flag('engine', 'torch')} for it")
+                             f"engine, which trains negative sampling and NCE only; pass {fix} "
+                             "for it")
 
     def _check_micro_batches(self) -> None:
         """Steps of several micro-batches: the torch and cuda engines' negative sampling and

@@ -1513,7 +1513,10 @@ def _no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
      "--device cuda and --engine native contradict each other; pass one of them"),
     (["--device", "cpu", "--engine", "cuda"],
      "--device cpu and --engine cuda contradict each other; pass one of them"),
-    (["--device", "cuda", "--loss", "hs"],
+    (["--device", "cuda", "--loss", "hs"],  # not --engine native, which --device contradicts
+     "--loss hs does not train on the cuda engine, which trains negative sampling and NCE "
+     "only; pass --device cpu for it"),
+    (["--engine", "cuda", "--loss", "hs"],
      "--loss hs does not train on the cuda engine, which trains negative sampling and NCE "
      "only; pass --engine native or --engine torch for it"),
     (["--engine", "cuda", "--micro-batches", "2"],  # the native engine trains no micro-batches

@@ -730,7 +730,10 @@ def test_device_and_the_cuda_engine_name_arguments(corpus: Path, tmp_path: Path,
     assert refused(**new, device="gpu") == "device= must be auto, cpu or cuda, got 'gpu'"
     assert refused(**new, engine="cpu").startswith("engine='cpu' is not an engine; pass "
                                                    "device='cpu' ")
-    assert refused(**new, device="cuda", loss="hs") == (
+    assert refused(**new, device="cuda", loss="hs") == (  # its fix is no contradiction
+        "loss='hs' does not train on the cuda engine, which trains negative sampling and NCE "
+        "only; pass device='cpu' for it")
+    assert refused(**new, engine="cuda", loss="hs") == (
         "loss='hs' does not train on the cuda engine, which trains negative sampling and NCE "
         "only; pass engine='native' or engine='torch' for it")
     for call, asked, fix in (({"engine": "cuda"}, "engine='cuda'", "engine='native'"),

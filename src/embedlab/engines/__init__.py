@@ -218,6 +218,12 @@ def asked_as_device(yes: bool) -> Iterator[None]:
         _AS_DEVICE.reset(token)
 
 
+def asked_for_device() -> bool:
+    """Whether the cuda engine was asked for as ``--device cuda`` (``device='cuda'``): a refusal
+    then names the device, as asked, and ``--device cpu`` as its fix."""
+    return _AS_DEVICE.get()
+
+
 def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = False) -> str:
     """The engine that trains for ``requested`` (an engine, ``auto`` or :data:`CPU_REQUEST`), or
     an :class:`~embedlab.errors.InputError` naming why it cannot train here and the fix.
@@ -261,7 +267,7 @@ def choose_engine(requested: str, *, loss: str, say: bool = True, micro: bool = 
             cpu_engine = "torch" if micro else "native"
             hint = install_hint("cuda", reason, cpu_engine=cpu_engine)
             asked = spell("--engine", "cuda")
-            if _AS_DEVICE.get():  # the caller asked for the GPU with --device cuda: answered so
+            if asked_for_device():  # the caller asked for the GPU with --device cuda: answered so
                 asked = spell("--device", "cuda")
                 hint = hint.replace(spell("--engine", cpu_engine), spell("--device", "cpu"))
             raise InputError(f"{asked} is unavailable: {reason}; {hint}")
