@@ -114,12 +114,13 @@ def test_refuses_to_overwrite_and_keeps_the_old_file(tmp_path: Path) -> None:
 def test_bad_words_fail_before_anything_is_written(tmp_path: Path) -> None:
     path = tmp_path / "v.txt"
     path.write_text("precious")
-    for word in ["not ok", "tab\tword", "", "cr\rword"]:
+    for word, flaw in [("not ok", "contains a space"), ("tab\tword", "contains a tab"),
+                       ("", "is empty"), ("cr\rword", "contains a carriage return (\\r)"),
+                       ("\x0cff", "starts with whitespace ('\\x0c')")]:
         with pytest.raises(InputError) as e:
             write_word2vec(path, ["ok", word], np.ones((2, 2), np.float32), force=True)
-        assert str(e.value) == (f"word #1 {word!r} is empty or contains a space, tab or line "
-                                "end, which the word2vec formats cannot store; rename it in the "
-                                "vocabulary")
+        assert str(e.value) == (f"word #1 {word!r} {flaw}, which the word2vec formats cannot "
+                                "store; give it another name where the words come from")
     assert path.read_text() == "precious"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.txt"]
 
@@ -127,23 +128,27 @@ def test_bad_words_fail_before_anything_is_written(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name, binary", [("v.txt", False), ("v.bin", True)])
 def test_words_with_other_whitespace_round_trip_as_in_gensim(
         tmp_path: Path, name: str, binary: bool) -> None:
-    """word2vec.c ends a word at a space, tab or newline only: a no-break space, U+2028 or a
-    form's separator are part of a word in its files, in gensim's, and in embedlab's; only a
-    vocab.tsv (.npy export) refuses them, naming the format that keeps them."""
+    """word2vec.c ends a word at a space, tab or newline only: a no-break space, U+2028, a form
+    feed or a form's separator are part of a word in its files, in gensim's, and in embedlab's;
+    only a vocab.tsv (.npy export) refuses them, naming the format that keeps them."""
     from gensim.models import KeyedVectors
 
     from embedlab.export.npy import write_npy
 
-    words = ["new\xa0york", "x\u2028y", "a\x85b", "u\x1cv", "ideo\u3000graphic"]
-    m = np.arange(10, dtype=np.float32).reshape(5, 2)
+    words = ["new\xa0york", "x\u2028y", "a\x85b", "u\x1cv", "ideo\u3000graphic", "form\x0cfeed",
+             "v\x0btab\x0c"]
+    m = np.arange(14, dtype=np.float32).reshape(7, 2)
     path = write_word2vec(tmp_path / name, words, m, binary=binary)
     got, matrix = read_word2vec(path)
     assert list(got) == words and np.array_equal(matrix, m)
     assert KeyedVectors.load_word2vec_format(path, binary=binary).index_to_key == words
-    with pytest.raises(InputError, match=r"^word #0 'new\\xa0york' is empty or contains "
-                                         r"whitespace, which a vocab.tsv cannot store; export it "
-                                         r"as a word2vec file \(.txt or .bin\)"):
+    with pytest.raises(InputError, match=r"^word #0 'new\\xa0york' contains whitespace "
+                                         r"\('\\xa0'\), which a vocab.tsv cannot store; export "
+                                         r"it as a word2vec file \(.txt or .bin\)"):
         write_npy(tmp_path / "v.npy", words, m)
+    with pytest.raises(InputError, match=r"^word #0 '' is empty, which a vocab.tsv and the "
+                                         r"word2vec formats cannot store; give it another name"):
+        write_npy(tmp_path / "v.npy", ["", "b"], m[:2])  # no way out named that is none
 
 
 def test_missing_folder(tmp_path: Path) -> None:

@@ -41,25 +41,42 @@ _GATHER_BYTES = 1 << 20  # bytes of binary records gathered at a time (8 per byt
 
 
 #: what ends a word in word2vec.c's reader (space, tab, newline; a carriage return is dropped)
-#: and in gensim's and embedlab's; other whitespace (a no-break space) is part of a word there
-WORD2VEC_SEPARATORS = frozenset(" \t\n\r\v\f")
+#: and in gensim's and embedlab's; other whitespace (a form feed, a no-break space) is part of
+#: a word there
+WORD2VEC_SEPARATORS = frozenset(" \t\n\r")
+_SEPARATOR_NAMES = {" ": "a space", "\t": "a tab", "\n": "a line end (\\n)",
+                    "\r": "a carriage return (\\r)"}
+
+
+def _word2vec_flaw(word: str) -> str | None:
+    """Why ``word`` cannot be a word of a word2vec file, or None."""
+    if not word:
+        return "is empty"
+    ch = next((c for c in word if c in WORD2VEC_SEPARATORS), None)
+    if ch is not None:
+        return f"contains {_SEPARATOR_NAMES[ch]}"
+    if word[0] in "\v\f":  # a text row that starts with whitespace is no row of a word
+        return f"starts with whitespace ({word[0]!r})"
+    return None
 
 
 def validate_words(words: Sequence[str], *, vocab_tsv: bool = False) -> None:
     """Raise :class:`InputError` unless every word can be stored in the word2vec formats, or with
     ``vocab_tsv`` in a ``vocab.tsv``, whose words hold no whitespace at all (a corpus's tokens
     never do)."""
+    rename = "give it another name where the words come from"
     for i, word in enumerate(words):
-        if not word or any(ch.isspace() if vocab_tsv else ch in WORD2VEC_SEPARATORS
-                           for ch in word):
-            if vocab_tsv:
-                raise InputError(f"word #{i} {word!r} is empty or contains whitespace, which "
-                                 "a vocab.tsv cannot store; export it as a word2vec file (.txt "
-                                 "or .bin), which keeps words with a no-break space, or rename "
-                                 "it in the vocabulary")
-            raise InputError(f"word #{i} {word!r} is empty or contains a space, tab or line "
-                             "end, which the word2vec formats cannot store; rename it in the "
-                             "vocabulary")
+        flaw = _word2vec_flaw(word)
+        if vocab_tsv and flaw is None and any(ch.isspace() for ch in word):
+            space = next(ch for ch in word if ch.isspace())
+            raise InputError(f"word #{i} {word!r} contains whitespace ({space!r}), which a "
+                             "vocab.tsv cannot store; export it as a word2vec file (.txt or "
+                             f".bin), which keeps such words, or {rename}")
+        if flaw is not None:
+            formats = "a vocab.tsv and the word2vec formats" if vocab_tsv else \
+                "the word2vec formats"
+            raise InputError(f"word #{i} {word!r} {flaw}, which {formats} cannot store; "
+                             f"{rename}")
         if "\x00" in word and not vocab_tsv:  # word2vec.c's C strings end there
             raise InputError(f"word #{i} {word!r} holds a NUL character, which the word2vec "
                              "formats cannot store (readers take it for binary data); export "
