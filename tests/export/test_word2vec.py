@@ -621,6 +621,16 @@ def test_binary_records_whose_words_hold_a_nul_name_the_header_dimension(tmp_pat
         "its word: is 2, the header's second number, the count of values per word?)")
 
 
+def test_binary_records_that_end_in_cr_lf_are_named_so(tmp_path: Path) -> None:
+    # read as a line break in the second word, blamed on the header's dimension
+    records = b"".join(w + b" " + np.array(v, "<f4").tobytes() + b"\r\n"
+                       for w, v in [(b"a", [1, 2]), (b"b", [3, 4])])
+    assert _read_error(tmp_path / "d.bin", b"2 2\n" + records).startswith(
+        f"{tmp_path / 'd.bin'} is not a word2vec file (binary record 2 of 2 starts with a "
+        "carriage return: its records end in CR LF, as after a conversion to Windows line ends, "
+        "which changes values' bytes too)")
+
+
 def test_a_word_with_a_nul_is_not_written(tmp_path: Path) -> None:
     # a NUL sent the written text file down the binary reader: it could not be read back
     with pytest.raises(InputError, match="holds a NUL character, which the word2vec formats "

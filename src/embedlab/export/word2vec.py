@@ -703,6 +703,10 @@ def _read_binary(path: Path, data: bytes | mmap.mmap, pos: int, n: int,
                 raise _cut_short(path, i, n, whole)
             if space == pos:
                 raise _not_w2v(path, f"binary record {i + 1} of {n} has no word")
+            if i > 0 and data[pos:pos + 2] == b"\r\n":  # the line ends converted to CR LF
+                raise _not_w2v(path, f"binary record {i + 1} of {n} starts with a carriage "
+                                     "return: its records end in CR LF, as after a conversion "
+                                     "to Windows line ends, which changes values' bytes too")
             if data.find(b"\n", pos, space) >= 0:  # no writer's word holds one: text, misread
                 raise _not_w2v(path, f"binary record {i + 1} of {n} has a line break in its "
                                      f"word: is {dim}, the header's second number, the count of "
