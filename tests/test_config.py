@@ -178,8 +178,8 @@ def test_best_metric_must_be_recorded() -> None:
             check_best_metric(cfg)
         with pytest.raises(InputError, match=re.escape(needle)):
             check_best_metric(cfg)
-    ev = EvalConfig(analogies="q.txt", similarity=("data/ws.tsv",))
-    for metric in ("loss", "analogy:max", "similarity/ws"):
+    ev = EvalConfig(analogies="q.txt", similarity=("data/ws.tsv", "data/simlex.txt.gz"))
+    for metric in ("loss", "analogy:max", "similarity/ws", "similarity/simlex"):
         check_best_metric(TrainConfig(checkpoint=CheckpointConfig(best_metric=metric), eval=ev))
 
 

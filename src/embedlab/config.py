@@ -29,6 +29,7 @@ from embedlab.errors import (
     spell_name,
     warn,
 )
+from embedlab.fsutil import bare_stem
 
 ModelKind = Literal["skipgram", "cbow"]
 LossKind = Literal["neg", "nce", "hs"]
@@ -436,10 +437,8 @@ def check_best_metric(cfg: TrainConfig) -> None:
     Checked when a run trains, not when a config is built: a stored config.json written before
     this check must still load (to be listed, and resumed with a --best-metric that fixes it).
     """
-    from pathlib import PurePath
-
     name, ev = cfg.checkpoint.best_name, cfg.eval
-    similarity = [f"similarity/{PurePath(p).stem}" for p in ev.similarity]
+    similarity = [f"similarity/{bare_stem(p)}" for p in ev.similarity]
     if name == "loss" or (name == "analogy" and ev.analogies) or name in similarity:
         return
     analogies, similarities = spell_metavar("--eval-analogies", "FILE"), "--eval-similarity"
@@ -448,7 +447,7 @@ def check_best_metric(cfg: TrainConfig) -> None:
                f"end), or {spell('--best-metric', 'loss')}")
     elif name.startswith("similarity/"):
         given = name.split("/", 1)[1]
-        stem = f"similarity/{PurePath(given).stem}" if given else ""
+        stem = f"similarity/{bare_stem(given)}" if given else ""
         known = ", ".join(similarity) or \
             f"none: no {spell_name(similarities)} file is given"
         if stem in similarity:  # the file's whole name given: the metric is named by its stem

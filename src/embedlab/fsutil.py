@@ -317,13 +317,46 @@ def file_digest(path: Path, algorithm: str) -> str:
         return hashlib.file_digest(f, algorithm).hexdigest()
 
 
-def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -> str:
-    """A user-named input file's text; a missing or undecodable file is a one-line InputError
-    ``"<what> PATH does not exist; <missing_fix>"`` / ``"cannot read <what> PATH (why); <fix>"``.
-    A byte-order mark at the start (Notepad and spreadsheets save one) is not text: dropped, so
-    that the first line reads as typed."""
+#: the compressions a small input file (questions, pairs) may have, by its name's suffix, as
+#: gensim's utils.open reads them, and the module that decompresses each
+_DECOMPRESSORS = {".gz": "gzip", ".bz2": "bz2", ".xz": "lzma"}
+
+
+def bare_stem(path: str | os.PathLike[str]) -> str:
+    """``path``'s name without its suffix, nor a compression's before it (``ws353.tsv.gz``:
+    ``ws353``): the name a similarity file's metric goes by."""
+    p = Path(path)
+    return Path(p.stem).stem if p.suffix.lower() in _DECOMPRESSORS else p.stem
+
+
+def file_bytes(path: Path, *, what: str) -> bytes:
+    """``path``'s bytes, decompressed when its name ends in .gz, .bz2 or .xz; a damaged
+    compressed file is a one-line InputError. OSError of the read itself propagates."""
+    data = path.read_bytes()
+    module = _DECOMPRESSORS.get(path.suffix.lower())
+    if module is None:
+        return data
+    import importlib
+    import lzma
+    import zlib
+
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        decompressed: bytes = importlib.import_module(module).decompress(data)
+    except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error) as exc:
+        raise InputError(f"cannot decompress {what} {path} ({exc}); the file is damaged or not "
+                         f"{module}-compressed as its name says: pass the file it was made "
+                         "from") from None
+    return decompressed
+
+
+def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -> str:
+    """A user-named input file's text (decompressed for a name ending in .gz, .bz2 or .xz); a
+    missing or undecodable file is a one-line InputError ``"<what> PATH does not exist;
+    <missing_fix>"`` / ``"cannot read <what> PATH (why); <fix>"``. A byte-order mark at the
+    start (Notepad and spreadsheets save one) is not text: dropped, so that the first line reads
+    as typed."""
+    try:
+        return file_bytes(path, what=what).decode("utf-8-sig")
     except FileNotFoundError:
         raise InputError(f"{what} {path} does not exist; {missing_fix}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -346,9 +379,10 @@ def name_stamp() -> str:
 
 
 def text_lines(text: str) -> list[str]:
-    """``text``'s lines at \\n, \\r\\n or a lone \\r, as Python's text mode and so gensim read
-    them: a spreadsheet on a Mac saves its tab-separated text with \\r alone. Other characters
-    that str.splitlines() breaks at (\\x1c, \\u2028...) stay inside a line, as in a word."""
+    """``text``'s lines at \\n, \\r\\n or a lone \\r, as Python's text mode reads them (and so
+    gensim its pairs files): a spreadsheet on a Mac saves its tab-separated text with \\r
+    alone. Other characters that str.splitlines() breaks at (\\x1c, \\u2028...) stay inside a
+    line, as in a word."""
     return _LINE_BREAK.split(text)
 
 

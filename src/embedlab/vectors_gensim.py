@@ -27,6 +27,7 @@ Where the dialect departs from gensim, on purpose:
 from __future__ import annotations
 
 import errno
+import io
 import math
 import numbers
 import os
@@ -42,7 +43,7 @@ from embedlab.eval.analogy import case_groups, no_section_yet
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
 from embedlab.export.atomic import path_argument
-from embedlab.fsutil import checked_path, clip, read_utf8, text_lines
+from embedlab.fsutil import checked_path, clip, file_bytes, read_utf8, text_lines
 
 PathLike = str | os.PathLike[str]
 # Real aliases, not strings: typing.get_type_hints() of the methods resolves them (the names
@@ -512,7 +513,8 @@ class KeyedVectorsDialect:
             raise InputError(f"{len(gold)} usable word pairs in {pairs} (a correlation needs 2); "
                              f"check delimiter={delimiter!r}, case_insensitive and restrict_vocab")
         pearson, spearman = stats.pearsonr(gold, model), stats.spearmanr(gold, model)
-        oov_ratio = 100.0 * oov / (len(gold) if dummy4unknown else len(gold) + oov)
+        # in gensim's order of operations, so that the float is gensim's to the last bit
+        oov_ratio = float(oov) / (len(gold) if dummy4unknown else len(gold) + oov) * 100
         return ((float(pearson.statistic), float(pearson.pvalue)),
                 (float(spearman.statistic), float(spearman.pvalue)), oov_ratio)
 
@@ -701,8 +703,9 @@ def read_pairs(path: PathLike, delimiter: str | None, encoding: str, case_insens
         raise InputError(f"encoding={clip(repr(encoding))} must be a str naming an encoding; "
                          "e.g. encoding='utf8'")
     try:
-        with open(path, encoding=encoding) as fh:
-            lines = fh.readlines()
+        # decompressed by the name's suffix and read in text mode, as gensim's utils.open does
+        data = file_bytes(Path(path), what="word-pairs file")
+        lines = io.TextIOWrapper(io.BytesIO(data), encoding=encoding).readlines()
     except FileNotFoundError:
         raise MissingFileError(f"word-pairs file {path} does not exist; pass the path of a "
                                "'word1<TAB>word2<TAB>score' file", path) from None

@@ -87,6 +87,19 @@ def test_metrics_names_and_values(planted: Planted, tmp_path: Path) -> None:
     assert stats.pearsonr(np.exp(6 * np.array(cos)), cos).statistic < 0.99
 
 
+def test_a_compressed_pairs_file_is_named_without_its_suffixes(planted: Planted,
+                                                               tmp_path: Path) -> None:
+    import gzip
+
+    packed = tmp_path / "pairs.tsv.gz"
+    packed.write_bytes(gzip.compress(planted.pairs.read_bytes()))
+    plain = make_evaluator(EvalConfig(similarity=(str(planted.pairs),)))
+    ev = make_evaluator(EvalConfig(analogies=str(planted.questions), similarity=(str(packed),)))
+    out = ev(planted.words, planted.matrix)
+    assert set(out) == {"analogy", "similarity/pairs"}
+    assert out["similarity/pairs"] == plain(planted.words, planted.matrix)["similarity/pairs"]
+
+
 def test_reads_files_once_and_touches_nothing(planted: Planted) -> None:
     ev = make_evaluator(EvalConfig(analogies=str(planted.questions),
                                    similarity=(str(planted.pairs),)))

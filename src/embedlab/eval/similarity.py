@@ -25,7 +25,7 @@ import numpy as np
 
 from embedlab.errors import InputError
 from embedlab.eval.analogy import case_groups, looked_for
-from embedlab.fsutil import read_utf8, text_lines
+from embedlab.fsutil import bare_stem, read_utf8, text_lines
 
 DEFAULT_RESTRICT = 300_000
 
@@ -41,8 +41,9 @@ class PairSet:
 
     @property
     def name(self) -> str:
-        """Short name used in metric keys: the file stem (``wordsim353``)."""
-        return Path(self.source).stem
+        """Short name used in metric keys: the file stem (``wordsim353``; of
+        ``wordsim353.tsv.gz`` too)."""
+        return bare_stem(self.source)
 
 
 @dataclass(frozen=True)
@@ -201,5 +202,6 @@ def evaluate_similarity(words: Sequence[str], matrix: np.ndarray, norms: np.ndar
         spearman = float(stats.spearmanr(gold, model).statistic)
         pearson = float(stats.pearsonr(gold, model).statistic)
     oov = len(ids) - used
-    return SimilarityResult(pairs.source, spearman, pearson, 100.0 * oov / len(ids), used, oov,
+    # gensim's order of operations: its oov_ratio to the last bit
+    return SimilarityResult(pairs.source, spearman, pearson, oov / len(ids) * 100, used, oov,
                             restrict_vocab, pairs.invalid_lines)
