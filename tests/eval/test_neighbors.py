@@ -20,11 +20,15 @@ def test_suggest_orders_case_then_prefix_then_spelling() -> None:
 
 
 def test_suggest_spells_in_lower_case() -> None:
-    """A capitalised typo finds what its lower case finds: the most frequent case variant of
-    each close spelling."""
-    assert suggest("Kimg", WORDS)[0] == "king" and "King" not in suggest("Kimg", WORDS)
-    assert suggest("Qeen", WORDS) == ["queen"]
-    assert suggest("Kimg", WORDS) == suggest("kimg", WORDS)
+    """A capitalised typo finds the spellings its lower case finds, each by one case variant:
+    the one cased as the typo, else the most frequent."""
+    assert suggest("Kimg", WORDS)[0] == "King" and "king" not in suggest("Kimg", WORDS)
+    assert suggest("kimg", WORDS)[0] == "king" and "King" not in suggest("kimg", WORDS)
+    assert suggest("Qeen", WORDS) == ["queen"]  # no Queen: the most frequent variant
+    assert [w.lower() for w in suggest("Kimg", WORDS)] == suggest("kimg", WORDS)
+    # the exact-case word is not hidden behind a more frequent variant
+    assert suggest("kinq", ["the", "King", "of", "king", "KING"]) == ["king"]
+    assert suggest("KINQ", ["the", "King", "of", "king", "KING"]) == ["KING"]
 
 
 def test_nearest_excludes_and_orders() -> None:

@@ -85,11 +85,20 @@ def suggest(word: str, words: Sequence[str], n: int = 5) -> list[str]:
     if len(out) < n:
         # Length prefilter: difflib's ratio needs similar lengths anyway, and it is slow per word.
         # compared in lower case, so that "Kingg" finds king as "kingg" does; of the case
-        # variants of a close spelling, the most frequent
+        # variants of a close spelling, the one cased as the query ("kinq": king, not a more
+        # frequent King), else the most frequent
         near: dict[str, str] = {}
         for w in pool:
             if abs(len(w) - len(word)) <= 2:
-                near.setdefault(w.lower(), w)
+                low_w = w.lower()
+                if low_w not in near or (_casing(w) == _casing(word) and
+                                         _casing(near[low_w]) != _casing(word)):
+                    near[low_w] = w
         close = difflib.get_close_matches(low, list(near), n=n, cutoff=0.75)
         out += [near[c] for c in close if near[c] not in out]
     return out[:n]
+
+
+def _casing(word: str) -> tuple[bool, bool, bool]:
+    """How ``word`` is cased: lower, upper, title."""
+    return word.islower(), word.isupper(), word.istitle()
