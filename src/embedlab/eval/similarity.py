@@ -134,14 +134,16 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
                              "fix or remove that line")
         pairs.append((a.upper(), b.upper()))
         gold.append(value)
+    if len(pairs) < 2 and first_invalid is not None and first_invalid[1] > 3:
+        # SimLex-999 and others keep more columns than the pair and its score (a line or two
+        # that has only those is no file of pairs either: a correlation needs 2)
+        n, columns = first_invalid
+        held = "holds 1 word pair, and its other lines" if pairs else \
+            "holds no word pairs: its lines"
+        raise InputError(f"{source} {held} have more than 3 columns (line {n} has {columns}), "
+                         "and a pair is 'word1<TAB>word2<TAB>score'; keep the two words and "
+                         "the score, e.g. cut -f1,2,4 for SimLex-999's")
     if not pairs:
-        if first_invalid is not None and first_invalid[1] > 3:
-            # SimLex-999 and others keep more columns than the pair and its score
-            n, columns = first_invalid
-            raise InputError(f"{source} holds no word pairs: its lines have more than 3 columns "
-                             f"(line {n} has {columns}), and a pair is 'word1<TAB>word2<TAB>"
-                             "score'; keep the two words and the score, e.g. cut -f1,2,4 for "
-                             "SimLex-999's")
         raise InputError(f"{source} holds no word pairs; "
                          "expected 'word1<TAB>word2<TAB>score' lines")
     return PairSet(tuple(pairs), np.asarray(gold, dtype=np.float64), invalid, source)
