@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -949,6 +950,57 @@ def test_ctrl_c_in_a_callback_is_a_keyboard_interrupt_too(corpus: Path, tmp_path
     with pytest.raises(TrainingInterrupted) as e:
         embedlab.train(corpus=corpus, run=tmp_path / "b", **EVERY_3, on_progress=leave)
     assert e.value.exit_code == 3 and not isinstance(e.value, KeyboardInterrupt)
+
+
+def test_ctrl_c_stops_a_callback_that_hangs(corpus: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A Ctrl-C while on_progress runs reaches it as KeyboardInterrupt (a notebook's "interrupt
+    kernel" while a plot hangs); the flag the loop checks between steps would wait for it."""
+    import signal
+    import threading
+
+    def hang(progress: Progress) -> None:
+        if progress.step == 3:
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+            raise AssertionError("the Ctrl-C did not reach the callback")
+
+    with pytest.raises(KeyboardInterrupt) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "a", **EVERY_3, on_progress=hang)
+    assert str(e.value) == ("on_progress raised KeyboardInterrupt; saved step 3 — call "
+                            "embedlab.train again with the same arguments to resume")
+    assert "still saving" not in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_while_the_end_is_saved_stops_the_call_once_all_is_saved(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The signal was said to be heard, then the call returned as if none came: a notebook cell
+    went on. Everything is saved first, and the run is finished."""
+    import signal
+
+    from embedlab.training import loop
+
+    write = loop.status.write_status
+
+    def signalled(*args: Any, **kwargs: Any) -> None:
+        if kwargs.get("status") == "finished":  # the end's last record
+            os.kill(os.getpid(), signal.SIGINT)
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(loop.status, "write_status", signalled)
+    calls: list[Progress] = []
+    with pytest.raises(KeyboardInterrupt) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "a", **EVERY_3, on_progress=calls.append)
+    assert isinstance(e.value, TrainingInterrupted) and e.value.exit_code == 130
+    done = embedlab.checkpoints(tmp_path / "a")[-1].step
+    assert str(e.value) == f"stopped by SIGINT as the call ended; finished at step {done}"
+    assert not any(c.final for c in calls)
+    monkeypatch.undo()
+    again = embedlab.train(corpus=corpus, run=tmp_path / "a", **EVERY_3)
+    assert again.finished and again.step == done
 
 
 def test_restart_names_the_run_as_it_was_given(corpus: Path, tmp_path: Path,

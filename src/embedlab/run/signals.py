@@ -52,6 +52,17 @@ def interrupted(signum: int, step: int, *, saved: bool = True,
     return kind(f"saved step {step} — {resume_how()} to resume", exit_code_for(signum))
 
 
+def stopped_at_the_end(signum: int, step: int, *, finished: bool) -> TrainingInterrupted:
+    """The exception of a Python call that a signal reached while it saved its end (the final
+    checkpoint, the summaries): everything is saved, and the caller's program, asked to stop,
+    stops (a notebook cell goes no further) rather than going on as if nothing came."""
+    kind = TrainingKeyboardInterrupt if signum == signal.SIGINT else TrainingInterrupted
+    where = f"finished at step {step}" if finished else \
+        f"saved step {step} — {resume_how()} to resume"
+    return kind(f"stopped by {signal.Signals(signum).name} as the call ended; {where}",
+                exit_code_for(signum))
+
+
 class SignalFlag:
     """Context manager: SIGINT/SIGTERM set :attr:`signum` instead of interrupting.
 
@@ -106,6 +117,28 @@ class SignalFlag:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         self._previous.clear()
+
+
+@contextlib.contextmanager
+def interruptible_by_ctrl_c() -> Iterator[None]:
+    """Within the block, Ctrl-C raises KeyboardInterrupt where a :class:`SignalFlag` would only
+    raise its flag: for a caller's own code run from the loop (``on_progress``), which a flag
+    checked between steps cannot stop while it runs (a stuck plot, a notebook's "interrupt
+    kernel"). Where the flag has risen already, or another handler is in place, nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    flag = getattr(handler, "__self__", None)
+    if not isinstance(flag, SignalFlag) or flag:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from embedlab.errors import (
 )
 from embedlab.run import status
 from embedlab.run.folder import ABANDONED
-from embedlab.run.signals import SignalFlag, interrupted
+from embedlab.run.signals import SignalFlag, interrupted, stopped_at_the_end
 from embedlab.training import distributed
 from embedlab.training.clocks import WallClock
 from embedlab.training.reporting import (
@@ -147,6 +147,10 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             tracker.close()
         if unsaved:
             run.forget_this_call()  # stopped with nothing saved: the run is as it was
+    if flag.signum is not None and python_caller():
+        # a signal while the end was saved, which it let finish: the call stops as asked (the
+        # command's process ends here anyway, with the run's own status)
+        raise stopped_at_the_end(flag.signum, run.state.step, finished=finished)
     sink.end(final_progress(run))  # all saved and closed: a callback that raises loses nothing
     return _result(run, finished)
 

@@ -28,6 +28,7 @@ from embedlab.errors import (
     warn,
 )
 from embedlab.run import status
+from embedlab.run.signals import interruptible_by_ctrl_c
 from embedlab.training.clocks import TrainingTime, WallClock
 from embedlab.training.schedule import linear_lr
 from embedlab.training.state import LogWindow
@@ -182,7 +183,8 @@ class ProgressCallback:
     def window(self, progress: Progress, time: TrainingTime) -> None:
         time.lap()
         try:
-            self.callback(progress)
+            with interruptible_by_ctrl_c():  # a callback that hangs is stopped by Ctrl-C
+                self.callback(progress)
         except BaseException as exc:  # raised by the loop once it has saved the step
             self.failure = exc
         finally:
