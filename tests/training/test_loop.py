@@ -613,9 +613,18 @@ def test_a_call_that_trains_nothing_names_the_settings_it_did_not_apply(
     run = tmp_path / "run"
     run_train(make_cfg(corpus), run)
     _, said = run_train(make_cfg(corpus, checkpoint={"best_metric": "loss:max", "keep": 1}), run)
-    assert "note: --best-metric, --keep not applied: this call trains nothing" in said
+    assert "note: --best-metric, --keep not applied: this call trains nothing, and the run " \
+        "keeps its settings (they take effect in a call that trains, e.g. with a larger " \
+        "--epochs)" in said
     _, said = run_train(make_cfg(corpus), run)
     assert "not applied" not in said
+    # a run at its --max-steps trains on with more of them, not with more epochs
+    halfway = tmp_path / "halfway"
+    run_train(make_cfg(corpus, max_steps=3), halfway)
+    _, said = run_train(make_cfg(corpus, max_steps=3, track={"log_every": 7}), halfway)
+    assert "note: --log-every not applied: this call trains nothing, and the run keeps its " \
+        "settings (they take effect in a call that trains, e.g. with a larger --max-steps or " \
+        "none)" in said
     watched = tmp_path / "watched"
     run_train(make_cfg(corpus, track={"tensorboard": True}), watched)
     _, said = run_train(make_cfg(corpus, track={"tensorboard": False}), watched)

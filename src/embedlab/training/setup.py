@@ -231,7 +231,7 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         if ckpt is None or trains:
             write_config_json(run_dir, cfg)
         elif group is None or group.leader:
-            _say_unapplied(run_dir, cfg)
+            _say_unapplied(run_dir, cfg, finished=state.finished)
         kernel = _kernel_identity(cfg.engine)
         if ckpt is not None:
             manager.protect(state.step)
@@ -611,10 +611,10 @@ def _engine_and_state(cfg: TrainConfig, run_dir: Path, ckpt: Path | None, vocab:
     return engine, state, [f"embedlab: resuming {run_dir} from {ckpt.name} (step {state.step})"]
 
 
-def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
+def _say_unapplied(run_dir: Path, cfg: TrainConfig, *, finished: bool) -> None:
     """Name the settings a call that trains nothing was given but did not record (another
     --best-metric or --keep for a finished run): they apply only to training, which a larger
-    --epochs or --max-steps would do."""
+    --epochs (a ``finished`` run) or --max-steps (one at its --max-steps) would do."""
     from embedlab.config import flatten, option_spelled
     from embedlab.errors import note
     from embedlab.run.folder import same_file, stored_config_from_here
@@ -643,9 +643,10 @@ def _say_unapplied(run_dir: Path, cfg: TrainConfig) -> None:
     changed = [shown(k) for k in sorted(b) if k in a and not same(k, a[k], b[k])
                and k.startswith(("checkpoint.", "track.", "eval.")) and k != "track.progress"]
     if changed:
+        further = f"a larger {spell_name('--epochs')}" if finished else \
+            f"a larger {spell_name('--max-steps')} or none"
         note(f"{', '.join(changed)} not applied: this call trains nothing, and the run keeps its "
-             f"settings (they take effect in a call that trains, e.g. with a larger "
-             f"{spell_name('--epochs')})")
+             f"settings (they take effect in a call that trains, e.g. with {further})")
 
 
 def _check_run_files(run_dir: Path) -> None:
