@@ -1887,6 +1887,30 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
     code, err = train(capsys, "--run", tmp_path / "new", *FAST, "--from", "500")  # no --corpus
     assert_refused(code, err, f"--from 500: run {tmp_path / 'new'} does not exist")
     assert "demo corpus" not in err  # no note of a new run that is then refused
+    for role in ("best", "latest"):  # 'best' was told to "pass a run or a checkpoint folder"
+        code, err = train(capsys, "--run", tmp_path / "new", "--corpus", corpus, *FAST,
+                          "--from", role)
+        assert_refused(code, err, f"--from {role}: run {tmp_path / 'new'} does not exist; --from "
+                                  "resumes an existing run")
+    assert not (tmp_path / "new").exists()
+
+
+def test_from_latest_is_where_a_plain_resume_starts(corpus: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`ckpt` lists a checkpoint's role 'latest'; --from takes it as it takes 'best'."""
+    for name in ("a", "b"):
+        code, _ = train(capsys, "--run", tmp_path / name, "--corpus", corpus, *FAST,
+                        "--checkpoint-every", "2", "--keep", "5", "--max-steps", "5")
+        assert code == 0
+    code, err = train(capsys, "--run", tmp_path / "a", *FAST, "--from", "latest")
+    assert code == 0 and "from ckpt-00000005" in err, err
+    code, _ = train(capsys, "--run", tmp_path / "b", *FAST)
+    assert code == 0 and final_bytes(tmp_path / "a") == final_bytes(tmp_path / "b")
+    empty = tmp_path / "empty"
+    (empty / "checkpoints").mkdir(parents=True)
+    code, err = train(capsys, "--run", empty, "--corpus", corpus, *FAST, "--from", "latest")
+    assert_refused(code, err, f"--from latest: {empty} has no checkpoints; leave --from out to "
+                              "start the run")
 
 
 @pytest.mark.parametrize("flags", [

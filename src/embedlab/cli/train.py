@@ -118,7 +118,7 @@ if TYPE_CHECKING:
 @click.option("--restart", is_flag=True, help="Start the run over; the old folder is moved "
               "aside to RUN.old-<time>, never deleted.")
 @click.option("--from", "from_ckpt", help="Resume from this checkpoint (its step, its name "
-              "or folder, or 'best'); newer checkpoints are moved aside.")
+              "or folder, 'best' or 'latest'); newer checkpoints are moved aside.")
 @click.option("--nproc", type=int, help="Train with N processes on this machine, started as "
               "torchrun starts them; needs --micro-batches M with N dividing M. Across machines, "
               "start torchrun yourself: torchrun ... -m embedlab -- train ...")

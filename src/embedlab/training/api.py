@@ -707,10 +707,20 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
     from embedlab.checkpoint import CheckpointManager, find_checkpoint
     from embedlab.checkpoint.load import listing_command
 
-    if from_ckpt == "best":
+    if not run.exists():  # 'best' too: find_checkpoint's "pass a run folder" does not fit
+        raise InputError(f"{_from(from_ckpt)}: run {run} does not exist; {_from()} resumes an "
+                         f"existing run from one of its checkpoints (leave it out to start "
+                         "the run)")
+    if from_ckpt in ("best", "latest"):
         from embedlab.checkpoint import INDEX_FILE, ckpt_name, read_index
 
         index = read_index(run) if (run / "checkpoints").is_dir() else None
+    if from_ckpt == "latest":  # the role `ckpt` lists: where a resume without --from starts
+        if index is None or index.latest is None:
+            raise InputError(f"{_from(from_ckpt)}: {run} has no checkpoints; leave {_from()} "
+                             "out to start the run")
+        from_ckpt = ckpt_name(index.latest)
+    if from_ckpt == "best":
         if index is not None and index.best is None and index.latest is not None:
             # find_checkpoint's fix names --best and --step, which train does not take
             raise InputError(f"{_from(from_ckpt)}: {run} has no best checkpoint recorded in "
@@ -718,10 +728,6 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
                              f"{_from(ckpt_name(index.latest))}, or leave {_from()} out to "
                              "resume from the latest")
         return str(find_checkpoint(run, best=True))
-    if not run.exists():
-        raise InputError(f"{_from(from_ckpt)}: run {run} does not exist; {_from()} resumes an "
-                         f"existing run from one of its checkpoints (leave it out to start "
-                         "the run)")
     path = Path(from_ckpt)
     if not path.exists() and (run / "checkpoints" / from_ckpt).exists():
         path = run / "checkpoints" / from_ckpt
