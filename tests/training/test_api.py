@@ -952,6 +952,27 @@ def test_ctrl_c_in_a_callback_is_a_keyboard_interrupt_too(corpus: Path, tmp_path
     assert e.value.exit_code == 3 and not isinstance(e.value, KeyboardInterrupt)
 
 
+def test_a_call_leaves_the_callers_process_as_it_was(corpus: Path, tmp_path: Path) -> None:
+    """What docs/training.md says a call leaves as it was."""
+    import logging
+    import random
+    import signal
+    import warnings
+
+    import torch
+
+    def state() -> tuple[Any, ...]:
+        return (list(warnings.filters), np.get_printoptions(), np.geterr(),
+                torch.get_num_threads(), random.getstate(), np.random.get_state()[1].tolist(),
+                torch.random.get_rng_state().tolist(), list(logging.getLogger().handlers),
+                logging.getLogger().level, os.getcwd(),
+                [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)])
+
+    before = state()
+    embedlab.train(corpus=corpus, run=tmp_path / "a", **{**FAST, "tensorboard": True})
+    assert state() == before
+
+
 def test_ctrl_c_stops_a_callback_that_hangs(corpus: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A Ctrl-C while on_progress runs reaches it as KeyboardInterrupt (a notebook's "interrupt
