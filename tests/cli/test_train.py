@@ -6,6 +6,7 @@ an existing run folder byte for byte as it was.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
@@ -760,6 +761,28 @@ def test_a_restart_warm_started_from_itself_is_refused_first(
                               "aside; copy from another run, or restart without --init-from")
     assert "moved the old run" not in err
     assert snapshot(copy) == before
+
+
+@pytest.mark.parametrize("code, fix", [(errno.ENOSPC, "free disk space"),
+                                       (errno.EDQUOT, "free space within your disk quota")])
+def test_a_restart_whose_first_save_fails_is_told_to_restart_again(
+        copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], code: int, fix: str) -> None:
+    """The old run is put back: the same command with --restart starts over (the line said
+    "without --restart", which resumed the old run instead)."""
+    from embedlab.checkpoint import tensor_file
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(tensor_file, "write", full)
+    before = snapshot(copy)
+    status, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--restart")
+    assert f"put the old run back at {copy}" in err
+    assert err.splitlines()[-1] == (
+        f"embedlab: error: could not save checkpoint at step 10 in {copy / 'checkpoints'}: "
+        f"{os.strerror(code)}; {fix}, then re-run the same command"), err
+    assert status == 2 and snapshot(copy) == before
 
 
 def test_ctrl_c_before_training_puts_a_restarted_run_back(

@@ -425,14 +425,17 @@ class CheckpointManager:
         why = exc.strerror or str(exc)
         if exc.errno == errno.ENOSPC:
             fix = "free disk space"
+        elif exc.errno == errno.EDQUOT:  # a shared disk's usual limit
+            fix = "free space within your disk quota"
         elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             fix = f"make {self.root} writable"
         else:
             fix = limit_fix(exc) or f"check {self.root}"
         with contextlib.suppress(Exception):  # an unreadable index: the words below stay true
             if not self.list(check=False):  # nothing saved yet: nothing to resume from
+                # the same command: the new run is removed, or --restart's old one put back
                 error = CheckpointError(f"could not save checkpoint at step {step} in "
-                                        f"{self.root}: {why}; {fix}, then {resume_how()}")
+                                        f"{self.root}: {why}; {fix}, then {rerun()}")
                 error.os_error = exc
                 return error
         error = CheckpointError(f"could not save checkpoint at step {step} in {self.root}: "
