@@ -280,3 +280,17 @@ def test_a_record_up_to_its_limit_is_read_whole_and_one_byte_more_refused(
         with pytest.raises(OSError) as exc:
             fsutil.read_record(path, limit=size - 1)
         assert exc.value.errno == errno.EFBIG
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EIO])
+def test_atomic_open_names_the_file_a_disk_error_hit(tmp_path: Path, code: int) -> None:
+    """os.write and fsync name no file: "a write failed (No space left on device)" left an
+    operator with several disks to guess which one is full."""
+    target = tmp_path / "status.json"
+    with pytest.raises(OSError) as failed, fsutil.atomic_open(target):
+        raise OSError(code, os.strerror(code))
+    assert failed.value.filename == str(target) and failed.value.errno == code
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError) as failed, fsutil.atomic_open(target):
+        raise OSError(errno.EBADF, "Bad file descriptor")  # not the disk's: left as it is
+    assert failed.value.filename is None

@@ -70,6 +70,25 @@ def limit_fix(exc: OSError) -> str | None:
     return None
 
 
+def disk_fix(exc: OSError) -> str | None:
+    """The fix of a write that failed on its disk (full, over a quota, read-only, failing) or on
+    a limit of this process (:func:`limit_fix`); else None."""
+    if exc.errno == errno.ENOSPC:
+        return "free space on the disk"
+    if exc.errno == errno.EDQUOT:
+        return "free space within your disk quota"
+    if exc.errno == errno.EROFS:
+        return "make the disk writable (it is mounted read-only)"
+    if exc.errno == errno.EIO:
+        return "check the disk (an input/output error: a failing disk, or a network file " \
+            "system that went away)"
+    return limit_fix(exc)
+
+
+#: the errors of a disk, not of a path, that a write names no file for (os.write, fsync)
+DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
 def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
                 note: str = "") -> InputError:
     """The one-line error for an output ``path`` (named by ``flag``) that cannot be written.
@@ -227,8 +246,10 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False,
             os.replace(tmp, path)
         else:
             _link_into_place(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno in DISK_ERRORS:
+            exc.filename = os.fspath(path)  # the file it failed to write, for the message
         raise
     if durable:
         fsync_dir(parent)

@@ -71,10 +71,19 @@ def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) 
 @pytest.mark.parametrize(("error", "needle"), [
     # a full disk hit by a write that names no file (os.write, fsync, TensorBoard's writer)
     (OSError(errno.ENOSPC, "No space left on device"),
-     "a write failed (No space left on device); free space on the disk (or make it writable) "
-     "and re-run the same command: what was saved before is intact, and a training run resumes "
-     "from its last checkpoint"),
-    (OSError(errno.EROFS, "Read-only file system"), "a write failed (Read-only file system)"),
+     "a write failed (No space left on device); free space on the disk and re-run the same "
+     "command: what was saved before is intact, and a training run resumes from its last "
+     "checkpoint"),
+    (OSError(errno.EROFS, "Read-only file system"), "a write failed (Read-only file system); "
+     "make the disk writable (it is mounted read-only) and re-run"),
+    (OSError(errno.EDQUOT, "Disk quota exceeded"), "a write failed (Disk quota exceeded); free "
+     "space within your disk quota and re-run"),
+    # a failing disk or a network file system gone: no traceback either
+    (OSError(errno.EIO, "Input/output error"), "a read or write failed (Input/output error); "
+     "check the disk (an input/output error: a failing disk, or a network file system that "
+     "went away) and re-run"),
+    (OSError(errno.ENOSPC, "No space left on device", "runs/x/status.json"),
+     "a write to runs/x/status.json failed (No space left on device); free space on the disk"),
     (MemoryError(), "out of memory; free memory or, for train, lower --dim, --batch-size, "
                     "--window or --max-vocab, and re-run: what was saved before is intact"),
     # torch's failed CPU allocation is a RuntimeError
@@ -86,7 +95,8 @@ def test_an_oserror_without_a_path_stays_a_bug(monkeypatch: pytest.MonkeyPatch) 
     # a shared library that cannot be mapped under ulimit -v
     (ImportError("/x/_imaging.cpython-311-x86_64-linux-gnu.so: failed to map segment from "
                  "shared object"), "out of memory;"),
-], ids=["disk-full", "read-only", "MemoryError", "torch-alloc", "no-thread", "import-mmap"])
+], ids=["disk-full", "read-only", "quota", "io-error", "disk-full-file", "MemoryError",
+        "torch-alloc", "no-thread", "import-mmap"])
 def test_a_full_disk_or_memory_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str],
                                            error: BaseException, needle: str) -> None:

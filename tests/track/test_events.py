@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,34 @@ def test_a_full_disk_is_one_line_without_the_writer_threads_traceback(
         "the disk (or pass --no-tensorboard), then re-run the same command: the run resumes "
         "from its last checkpoint")
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("code, fix", [
+    (errno.EROFS, "make the disk writable (it is mounted read-only)"),
+    (errno.EDQUOT, "free space within your disk quota"),
+    (errno.EIO, "check the disk (an input/output error: a failing disk, or a network file "
+                "system that went away)")])
+def test_a_write_that_fails_otherwise_is_told_its_own_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fix: str) -> None:
+    # each was told to free space on the disk
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from embedlab.errors import InputError
+
+    def failing(self: Any, data: bytes) -> None:
+        raise OSError(code, os.strerror(code))
+
+    writer = EventWriter(tmp_path, None)
+    monkeypatch.setattr(RecordWriter, "write", failing)
+    with pytest.raises(InputError) as failed:
+        for step in range(100):
+            writer.add_summary(step, scalar_summary("train/loss", 1.0))
+            writer.flush()
+    path = next(iter(event_files(tmp_path)))
+    assert str(failed.value) == (
+        f"could not write TensorBoard events to {path} ({os.strerror(code)}); {fix} (or pass "
+        "--no-tensorboard), then re-run the same command: the run resumes from its last "
+        "checkpoint")
 
 
 def test_too_many_open_files_is_not_called_a_full_disk(tmp_path: Path,

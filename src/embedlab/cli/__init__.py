@@ -458,14 +458,21 @@ def main(argv: list[str] | None = None) -> Any:
         # gets one line too. A full or read-only disk is the user's to fix even when the write
         # that hit it names no file (os.write, fsync, a library's writer). Other errors without
         # a path, or of other kinds, remain bugs: traceback.
-        if exc.filename is None and exc.errno in _DISK_PROBLEMS and _on_stdout(exc):
+        from embedlab.fsutil import DISK_ERRORS, disk_fix  # not loaded for --help
+
+        if exc.filename is None and exc.errno in DISK_ERRORS and _on_stdout(exc):
             _fail(f"cannot write to standard output ({exc.strerror}): what the command printed "
                   "there is incomplete, the files it wrote are complete; send the output where "
                   "there is room")
-        if exc.filename is None and exc.errno in _DISK_PROBLEMS:
-            _fail(f"a write failed ({exc.strerror}); free space on the disk (or make it "
-                  "writable) and re-run the same command: what was saved before is intact, "
-                  "and a training run resumes from its last checkpoint")
+        if exc.errno in DISK_ERRORS:
+            # the file named where the error names it (atomic_open adds it to its writes); an
+            # input/output error may be a read's
+            what = "a read or write" if exc.errno == errno.EIO else "a write"
+            where = "" if exc.filename is None else \
+                f" {'of' if exc.errno == errno.EIO else 'to'} {exc.filename}"
+            _fail(f"{what}{where} failed ({exc.strerror}); {disk_fix(exc)} and re-run the same "
+                  "command: what was saved before is intact, and a training run resumes from "
+                  "its last checkpoint")
         if exc.filename is None or exc.errno not in _USER_FIXABLE:
             raise
         if exc.errno in (errno.EMFILE, errno.ENFILE):  # the process's limit, not the path
@@ -509,7 +516,6 @@ def main(argv: list[str] | None = None) -> Any:
     return None
 
 
-_DISK_PROBLEMS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 _OUT_OF_MEMORY = ("out of memory; free memory or, for train, lower --dim, --batch-size, --window "
                   "or --max-vocab, and re-run: what was saved before is intact")
 _NO_THREAD = ("cannot start a thread: the limit on the user's processes (ulimit -u) or on "

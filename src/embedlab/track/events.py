@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embedlab.errors import InputError, python_caller, resume_how, spell
-from embedlab.fsutil import limit_fix
+from embedlab.fsutil import disk_fix
 from embedlab.track.jsonl import FINAL_PREFIX
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class EventWriter:
             yield
         except OSError as exc:
             off = "tensorboard=False" if python_caller() else "--no-tensorboard"
-            fix = limit_fix(exc) or "free space on the disk"  # EMFILE is no full disk
+            fix = disk_fix(exc) or f"check {os.path.dirname(self._path) or '.'}"
             raise InputError(f"could not write TensorBoard events to {self._path} "
                              f"({exc.strerror or exc}); {fix} (or pass {off}), "
                              f"then {resume_how()}: the run resumes from its last "
