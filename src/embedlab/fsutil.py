@@ -89,6 +89,13 @@ def disk_fix(exc: OSError) -> str | None:
 DISK_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
 
 
+def name_disk_error(exc: BaseException, path: Path | str) -> None:
+    """Give a disk's error of a write to ``path`` that names no file (os.write, fsync) its
+    file, for the message that tells it."""
+    if isinstance(exc, OSError) and exc.filename is None and exc.errno in DISK_ERRORS:
+        exc.filename = os.fspath(path)
+
+
 def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
                 note: str = "") -> InputError:
     """The one-line error for an output ``path`` (named by ``flag``) that cannot be written.
@@ -248,8 +255,7 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False,
             _link_into_place(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno in DISK_ERRORS:
-            exc.filename = os.fspath(path)  # the file it failed to write, for the message
+        name_disk_error(exc, path)
         raise
     if durable:
         fsync_dir(parent)

@@ -76,3 +76,21 @@ def test_damaged_lines_dropped_at_a_resume_are_said_and_kept(
         f"embedlab: warning: {path} has 2 line(s) that are not metrics rows (the first is line "
         f"2); the rewrite at this resume drops them, and the file as it was is kept in "
         f"{copy}\n")
+
+
+def test_a_full_disk_names_metrics_jsonl(tmp_path: Path) -> None:
+    import errno
+
+    sink = JsonlSink(tmp_path)
+
+    class Full:
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self) -> None: ...
+
+    real, sink._f = sink._f, Full()  # type: ignore[assignment]
+    with pytest.raises(OSError) as failed:
+        sink.log_scalars(1, {"train/loss": 1.0})
+    assert failed.value.filename == str(tmp_path / METRICS_FILE)
+    real.close()

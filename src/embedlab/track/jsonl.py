@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from embedlab.fsutil import atomic_write_text, name_stamp
+from embedlab.fsutil import atomic_write_text, name_disk_error, name_stamp
 
 METRICS_FILE = "metrics.jsonl"
 FINAL_PREFIX = "final/"
@@ -116,13 +116,18 @@ class JsonlSink:
     """Appends one JSON object per scalar call to ``RUN/metrics.jsonl`` (line-buffered)."""
 
     def __init__(self, run_dir: Path) -> None:
-        self._f = (run_dir / METRICS_FILE).open("a", encoding="utf-8")
+        self._path = run_dir / METRICS_FILE
+        self._f = self._path.open("a", encoding="utf-8")
 
     def log_scalars(self, step: int, values: Mapping[str, float]) -> None:
         row: dict[str, Any] = {"step": int(step)}
         row.update({k: _json_number(v) for k, v in values.items()})
-        self._f.write(json.dumps(row) + "\n")
-        self._f.flush()
+        try:
+            self._f.write(json.dumps(row) + "\n")
+            self._f.flush()
+        except OSError as exc:  # a full disk: said with the file's name
+            name_disk_error(exc, self._path)
+            raise
 
     def log_checkpoint(self, step: int, w_in: np.ndarray, w_out: np.ndarray, *,
                        projector: bool = False) -> None:
