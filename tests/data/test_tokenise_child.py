@@ -74,6 +74,25 @@ def test_a_bad_corpus_gives_the_in_process_error(tmp_path: Path) -> None:
     assert private_folders(tmp_path) == []
 
 
+def test_the_childs_error_names_the_runs_folder_not_its_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk met by the child was told with its private folder, gone by then (a run
+    prepared in this process names RUN/prepared)."""
+    corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
+    run = tmp_path / "r"
+    job = PrepareAhead.start(DataConfig(corpus=str(corpus)), run, progress=False)
+    assert job is not None
+    private = job.folder / tokenise_child.OUT_DIR
+    monkeypatch.setattr(tokenise_child, "_read_result", lambda path: {
+        "error": f"cannot write the prepared corpus {private} (No space left on device); free "
+                 "disk space"})
+    with pytest.raises(InputError) as failed:
+        job.take(run / "prepared")
+    assert str(failed.value) == (f"cannot write the prepared corpus {run / 'prepared'} (No space "
+                                 "left on device); free disk space")
+    assert private_folders(tmp_path) == []
+
+
 def test_the_childs_warnings_reach_this_stderr(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     corpus = tmp_path / "c.txt"

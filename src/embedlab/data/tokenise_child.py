@@ -121,7 +121,10 @@ class PrepareAhead:
             for message in said if isinstance(said, list) else ():
                 warn(str(message))
             if "error" in result:
-                raise InputError(str(result["error"]))
+                # the child wrote into its private folder, which is gone by now: the message
+                # names the folder the prepared corpus goes to, as in-process preparation does
+                error = str(result["error"]).replace(str(self.folder / OUT_DIR), str(dest))
+                raise InputError(error)
             if self._proc.returncode != 0 or not result.get("ok") or dest.exists():
                 return False
             os.replace(self.folder / OUT_DIR, dest)
