@@ -402,9 +402,9 @@ def test_a_checkpoint_that_cannot_fit_on_the_disk_is_refused_and_keep_warned(
     with pytest.raises(InputError) as info:
         memory.check_disk(run, 12 << 30, keep=5)
     assert str(info.value) == (
-        f"a checkpoint of this run takes about 12.0 GiB and its logs up to 64.0 MiB, more than "
-        f"the 10.0 GiB free on the disk of {tmp_path}; free space there, pass another --run, or "
-        "a smaller --dim or vocabulary")
+        f"a checkpoint of this run takes about 12.0 GiB, and its logs 64.0 MiB to start with, "
+        f"more than the 10.0 GiB free on the disk of {tmp_path}; free space there, pass another "
+        "--run, or a smaller --dim or vocabulary")
     # a resumed run's kept checkpoints are on the disk already: one more is what it needs
     memory.check_disk(run, 2 << 30, keep=5, kept=5)
     assert capsys.readouterr().err == ""
@@ -415,13 +415,14 @@ def test_a_checkpoint_that_cannot_fit_on_the_disk_is_refused_and_keep_warned(
     free[0] = 44 << 20
     memory.check_disk(run, 2 << 20, keep=5)
     free[0] = 5 << 20
-    with pytest.raises(InputError, match=r"^a checkpoint of this run takes about 2.0 MiB and its "
-                                         r"logs up to 4.0 MiB, more than the 5.0 MiB free"):
+    with pytest.raises(InputError, match=r"^a checkpoint of this run takes about 2.0 MiB, and its "
+                                         r"logs 4.0 MiB to start with, more than the 5.0 MiB "
+                                         r"free"):
         memory.check_disk(run, 2 << 20, keep=1)
     # without TensorBoard, the logs are a metrics.jsonl of kilobytes: 0.6 MiB fits in 1 MiB
     free[0] = 1 << 20
     memory.check_disk(run, 600 << 10, keep=1, tensorboard=False)
-    with pytest.raises(InputError, match=r"logs up to 4.0 MiB"):
+    with pytest.raises(InputError, match=r"logs 4.0 MiB to start with"):
         memory.check_disk(run, 600 << 10, keep=1)
 
 

@@ -208,9 +208,10 @@ def check_disk(run_dir: Path, checkpoint_bytes: int, keep: int, *, kept: int = 0
         fix = (f"free space there, pass another {spell('--run')}, or a smaller "
                f"{spell('--dim')} or vocabulary" if not kept else
                "free space there: the run's dimensions and vocabulary are its own")
-        raise InputError(f"a checkpoint of this run takes {size} and its logs up to "
-                         f"{_size(margin)}, more than the {_size(free)} free on the disk of "
-                         f"{folder}; {fix}")
+        # the margin is a start, not a bound: TensorBoard's events grow as the run goes
+        raise InputError(f"a checkpoint of this run takes {size}, and its logs "
+                         f"{_size(margin)} to start with, more than the {_size(free)} free on "
+                         f"the disk of {folder}; {fix}")
     if max(1, keep + 1 - kept) * checkpoint_bytes > free:
         warn(f"{spell('--keep', keep)} keeps up to {keep + 1} checkpoints of {size} while one is "
              f"saved ({_size((keep + 1) * checkpoint_bytes)}), more than the "
