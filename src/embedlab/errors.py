@@ -180,6 +180,11 @@ _UNSHOWN = re.compile(f"[{_ACTED_ON}]")
 _UNSHOWN_OR_BREAK = re.compile(f"[{_ACTED_ON}\n\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029]")
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun`` for a message: ``1 word``, ``2,000 words``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def printable(text: str, *, one_line: bool = True) -> str:
     r"""``text`` to show on a terminal: what the terminal would act on instead of showing
     written as Python's escapes (``\x1b``, ``\u202e``, ``\udcff``), so that a word or a path

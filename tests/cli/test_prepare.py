@@ -43,6 +43,12 @@ def test_prepare_prints_a_summary(corpus: Path, tmp_path: Path,
                              "8 words in the vocabulary (")
     pc = PreparedCorpus.open(out)
     assert pc.vocab.words[0] == "the" and pc.meta["min_count"] == 5
+    one = tmp_path / "one.txt"
+    one.write_text("a\n")
+    code, stdout, _ = run(["prepare", str(one), "--out", str(tmp_path / "p1"), "--min-count", "1",
+                           "--no-progress"], capsys)
+    assert code == 0 and stdout.startswith(f"prepared {tmp_path / 'p1'}: 1 token read, 1 kept, "
+                                           "1 sentence (lines), 1 word in the vocabulary (")
 
 
 def test_options_reach_the_vocabulary(corpus: Path, tmp_path: Path,

@@ -260,6 +260,10 @@ def test_export_round_trips(vecfile: Path, tmp_path: Path, fmt: str, name: str,
     assert_one_line_error(code, err, "already exists; pass --force to overwrite it or choose "
                                      "another --out")
     assert out_path.read_bytes() == before
+    one = Vectors(["w"], np.ones((1, 1), np.float32)).to_word2vec(tmp_path / "one.txt")
+    code, out, _ = run(["export", str(one), "--format", fmt, "--out",
+                        str(tmp_path / f"one-{name}")], capsys)
+    assert code == 0 and f" (1 word × 1 dim) from {one}" in out.splitlines()[0]
     code, _, _ = run(["export", str(vecfile), "--format", fmt, "--out", str(out_path),
                       "--force"], capsys)
     assert code == 0
@@ -367,10 +371,10 @@ def test_export_run_folder_default_out(tmp_path: Path, capsys: pytest.CaptureFix
      ["nope.tsv does not exist; pass the path of an existing 'word1<TAB>word2<TAB>score' "
       "file"]),
     (["eval", "{v}", "--analogies", "{tmp}/oov.txt"],  # the limit is past the vocabulary
-     ["all 1 questions", "outside the vocabulary (10 words); check the file's language/case, or "
+     ["the 1 question", "outside the vocabulary (10 words); check the file's language/case, or "
                          "train on a corpus that holds its words\n"]),
     (["eval", "{v}", "--analogies", "{tmp}/oov.txt", "--restrict-vocab", "3"],
-     ["all 1 questions", "outside the first 3 words of the vocabulary; check the file's "
+     ["the 1 question", "outside the first 3 words of the vocabulary; check the file's "
                          "language/case or raise --restrict-vocab\n"]),
     (["eval", "{v}", "--similarity", "{tmp}/oov.txt"],
      ["no word pairs; expected 'word1<TAB>word2<TAB>score' lines"]),

@@ -202,7 +202,7 @@ def test_empty_file(tmp_path: Path) -> None:
 
 def test_all_oov_says_so(planted: Planted) -> None:
     qs = parse_questions([": s", "zz1 zz2 zz3 zz4"], "q.txt")
-    with pytest.raises(InputError, match="all 1 questions"):
+    with pytest.raises(InputError, match="the 1 question"):
         evaluate_analogies(planted.words, planted.matrix, row_norms(planted.matrix), qs)
 
 

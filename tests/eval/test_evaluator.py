@@ -165,7 +165,7 @@ def test_check_refuses_files_that_miss_the_vocabulary_before_any_vectors(planted
     assert str(early.value).startswith(f"only 1 of 3 pairs in {few} ")
     foreign = tmp_path / "foreign.txt"
     foreign.write_text(": s\nzz yy xx ww\n", encoding="utf-8")
-    with pytest.raises(InputError, match="all 1 questions"):
+    with pytest.raises(InputError, match="the 1 question"):
         make_evaluator(EvalConfig(analogies=str(foreign))).check(planted.words)
     # files that fit pass the check
     make_evaluator(EvalConfig(analogies=str(planted.questions),

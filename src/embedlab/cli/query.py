@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from embedlab.cli.output import echo
-from embedlab.errors import InputError, warn
+from embedlab.errors import InputError, counted, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -136,8 +136,8 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
                             f"vectors{SUFFIX[fmt]}")  # type: ignore[index]
     written = export_vectors(vectors, fmt, out, force=force)  # type: ignore[arg-type]
     for i, path in enumerate(written):  # npy: the matrix, then its vocabulary file (words only)
-        shape = f"{len(vectors):,} words" if i > 0 else \
-            f"{len(vectors):,} words × {vectors.dim} dims"
+        shape = counted(len(vectors), "word") if i > 0 else \
+            f"{counted(len(vectors), 'word')} × {counted(vectors.dim, 'dim')}"
         # from which checkpoint (or file): what the export holds, said where it is made
         echo(f"wrote {path} ({shape}) from {vectors.source}")
 
@@ -343,7 +343,8 @@ def eval_cmd(source: Path, step: int | None, best: bool, analogies: Path | None,
                                "analogies": [r.to_dict() for r in ana],
                                "similarity": [s.to_dict() for s in sims]}))
         return
-    _console().print(f"{vectors.source}: {len(vectors):,} words × {vectors.dim} dims")
+    _console().print(f"{vectors.source}: {counted(len(vectors), 'word')} × "
+                     f"{counted(vectors.dim, 'dim')}")
     for result in ana:
         _show(_analogy_title(result), _analogy_table(result))
     if sims:

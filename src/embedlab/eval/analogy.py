@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from embedlab.errors import InputError, spell
+from embedlab.errors import InputError, counted, spell
 from embedlab.eval.scoring import Method, cosmul, safe, top_k, unit_rows
 from embedlab.fsutil import clip, read_utf8, text_lines
 
@@ -199,11 +199,13 @@ def question_ids(words: Sequence[str], questions: QuestionSet, restrict_vocab: i
     ids = np.array([[lookup.get(w, -1) for w in q] for q in questions.words], dtype=np.int64)
     known: np.ndarray = np.all(ids >= 0, axis=1)
     if not known.any():
+        every = "the 1 question" if len(questions) == 1 else f"all {len(questions)} questions"
+        use = "uses" if len(questions) == 1 else "use"
         if n == len(words):  # already the whole vocabulary: a larger limit changes nothing
-            raise InputError(f"all {len(questions)} questions in {questions.source} use words "
-                             f"outside the vocabulary ({n} words); check the file's "
+            raise InputError(f"{every} in {questions.source} {use} words "
+                             f"outside the vocabulary ({counted(n, 'word')}); check the file's "
                              "language/case, or train on a corpus that holds its words")
-        raise InputError(f"all {len(questions)} questions in {questions.source} use words outside "
+        raise InputError(f"{every} in {questions.source} {use} words outside "
                          f"the first {n} words of the vocabulary; check the file's language/case "
                          f"or raise {spell(flag)}")
     return ids, known, group
