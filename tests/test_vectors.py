@@ -163,6 +163,25 @@ def test_unknown_word_suggests(vec: Vectors) -> None:
         vec.analogy("man", "king", "woman", method="3cosfoo")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("held, asked", [("NFC", "NFD"), ("NFD", "NFC")])
+def test_a_word_in_another_normal_form_is_named_with_it(held: str, asked: str) -> None:
+    """The two print alike: "check the spelling or the case" left the user staring at the
+    same word."""
+    import unicodedata
+
+    word = "r\u00e9sum\u00e9"
+    vec = Vectors([unicodedata.normalize(held, word), "x"], np.eye(2, dtype=np.float32))
+    query = unicodedata.normalize(asked, word)
+    with pytest.raises(InputError) as e:
+        vec.most_similar(query)
+    other = unicodedata.normalize(held, word)
+    assert str(e.value) == (f"{query!a} is not in the vocabulary (2 words), but "
+                            f"{other!a}, the same text in Unicode's {held} form, is: words "
+                            f"are matched exactly, not normalised; pass "
+                            f"unicodedata.normalize({held!r}, word)")
+    assert vec.most_similar(unicodedata.normalize(held, query), 1)[0][0] == "x"
+
+
 def test_gensim_argument_names_are_aliases(vec: Vectors) -> None:
     # most_similar(word, k) and gensim's most_similar(positive, negative, topn) are one method
     expect = vec.most_similar("king", k=4)

@@ -302,6 +302,11 @@ def python_caller() -> bool:
     return _CALLER.get() == "python"
 
 
+def on_command_line() -> bool:
+    """Whether the ``embedlab`` command is running (not a library call from Python code)."""
+    return _CALLER.get() == "cli"
+
+
 def spell(flag: str, value: Any = _NO_VALUE, *, python: str | None = None) -> str:
     """``flag`` (``"--dim"``) as the caller passes it (see :func:`messages_for`).
 

@@ -37,7 +37,14 @@ from typing import Any, ParamSpec, TypeVar, overload
 import numpy as np
 from numpy.typing import ArrayLike
 
-from embedlab.errors import InputError, checked_bool, checked_step, python_entry, spell
+from embedlab.errors import (
+    InputError,
+    checked_bool,
+    checked_step,
+    on_command_line,
+    python_entry,
+    spell,
+)
 from embedlab.eval.analogy import AnalogyResult, QuestionSet, evaluate_analogies, parse_questions
 from embedlab.eval.neighbors import Metric, check_metric, nearest, suggest
 from embedlab.eval.scoring import Method, analogy_scores, cosine_to_all, row_norms, top_k, unit_rows
@@ -364,6 +371,16 @@ class Vectors(KeyedVectorsDialect):
         return self.matrix[self.index(word)]
 
     def _unknown_message(self, word: str) -> str:
+        import unicodedata
+
+        for form in ("NFC", "NFD"):  # looks the same, and is another sequence of code points
+            other = unicodedata.normalize(form, word)
+            if other != word and other in self:  # escaped: the two print alike
+                fix = f"pass the word in {form} form" if on_command_line() else \
+                    f"pass unicodedata.normalize({form!r}, word)"
+                return (f"{word!a} is not in the vocabulary ({len(self)} words), but "
+                        f"{other!a}, the same text in Unicode's {form} form, is: words are "
+                        f"matched exactly, not normalised; {fix}")
         close = suggest(word, self.words)
         hint = (f"did you mean {', '.join(close)}?" if close
                 else "check the spelling or the case; words are matched exactly")

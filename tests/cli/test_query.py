@@ -75,6 +75,16 @@ def test_a_word_that_starts_with_a_dash_is_asked_for_after_two_dashes(
     assert code == 0 and [a["word"] for a in json.loads(out)["answers"]] == ["x"]
 
 
+def test_a_word_in_another_normal_form_is_told_which_form_to_type(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    vec = Vectors(["caf\u00e9", "x"], np.eye(2, dtype=np.float32)).to_word2vec(tmp_path / "v.txt")
+    code, _, err = run(["neighbors", str(vec), "cafe\u0301"], capsys)
+    assert_one_line_error(code, err, "'cafe\\u0301' is not in the vocabulary (2 words), but "
+                                     "'caf\\xe9', the same text in Unicode's NFC form, is: words "
+                                     "are matched exactly, not normalised; pass the word in NFC "
+                                     "form")
+
+
 def test_euclidean_neighbors_of_several_words_are_by_distance_to_their_raw_mean(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the help and the docs said "the mean of their unit vectors" for every metric; euclidean
