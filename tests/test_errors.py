@@ -176,6 +176,11 @@ def test_a_stop_by_a_signal_is_no_exception_a_stop_by_an_error_is() -> None:
     ("\x00\x07\x7f\x9b", False, "\\x00\\x07\\x7f\\x9b"),
     ("abc\u202edef\u2066", False, "abc\\u202edef\\u2066"),
     ("bad\udcff", True, "bad\\udcff"),  # one character measured, four written: escaped first
+    # invisible: words that differ only by one printed alike
+    ("wo\u00adrd \u200bw w\u2060 \ufeffw", True, "wo\\xadrd \\u200bw w\\u2060 \\ufeffw"),
+    # the joiners shape scripts and emoji: shown as they are
+    ("\U0001f468\u200d\U0001f469 \u0915\u094d\u200d", True,
+     "\U0001f468\u200d\U0001f469 \u0915\u094d\u200d"),
 ])
 def test_printable_escapes_what_a_terminal_acts_on(text: str, one_line: bool,
                                                    shown: str) -> None:
