@@ -171,6 +171,28 @@ def test_run_folders_with_line_breaks_or_undecodable_bytes_print_escaped(
     assert not any(c in done.stdout for c in "\r\x0b\x0c\x85")
 
 
+def test_the_lines_that_say_what_was_made_keep_a_line_break_in_a_name_escaped(
+        tmp_path: Path) -> None:
+    """prepare's summary, train's new-run and end lines and export's line printed a folder
+    named with a line break on two lines, where errors and tables escape it."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("x y z x y\n")
+    out, run, vec = tmp_path / "o\nut", tmp_path / "r\nnl", tmp_path / "e\nx.vec"
+    done = embedlab("prepare", corpus, "--out", out, "--min-count", "1", "--no-progress")
+    assert done.returncode == 0 and done.stdout.startswith("prepared ")
+    assert done.stdout.count("\n") == 1 and "o\\nut: " in done.stdout, done.stdout
+    done = embedlab("train", "--corpus", corpus, "--min-count", "1", "--sample", "0", "--dim", "4",
+                    "--epochs", "1", "--threads", "1", "--no-tensorboard", "--no-progress",
+                    "--run", run)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].endswith("new run " + str(tmp_path) + "/r\\nnl"), lines
+    assert lines[-1].endswith("vectors in " + str(tmp_path) + "/r\\nnl"), lines
+    done = embedlab("export", run, "--out", vec)
+    assert done.returncode == 0 and done.stdout.count("\n") == 1, done.stdout
+    assert "e\\nx.vec (3 words × 4 dims)" in done.stdout
+
+
 def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path: Path) -> None:
     done = embedlab("neighbors", tmp_path / "no\nsuch\x1b[31m", "king")
     assert done.returncode == 2

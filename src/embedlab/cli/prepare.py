@@ -10,7 +10,7 @@ import click
 
 from embedlab.cli.output import echo
 from embedlab.config import DataConfig
-from embedlab.errors import InputError, counted
+from embedlab.errors import InputError, counted, printable
 
 _D = DataConfig()
 
@@ -70,9 +70,10 @@ def prepare(corpus: str, out: str | Path, lowercase: bool, min_count: int, max_v
         late = "; Ctrl-C came once it was complete, and it is kept"
     seconds = time.perf_counter() - start
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-    echo(f"prepared {out}: {counted(meta['raw_tokens'], 'token')} read, {meta['tokens']:,} "
-         f"kept, {counted(meta['sentences'], 'sentence')} (lines), "
-         f"{counted(meta['vocab_size'], 'word')} in the vocabulary ({seconds:.1f} s){late}")
+    echo(printable(f"prepared {out}: {counted(meta['raw_tokens'], 'token')} read, "
+                   f"{meta['tokens']:,} kept, {counted(meta['sentences'], 'sentence')} (lines), "
+                   f"{counted(meta['vocab_size'], 'word')} in the vocabulary ({seconds:.1f} s)"
+                   f"{late}"))
 
 
 def _identity(out: Path) -> tuple[int, int, int] | None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import click
 
 from embedlab.cli.output import echo
-from embedlab.errors import InputError, counted, warn
+from embedlab.errors import InputError, counted, printable, warn
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,7 +139,7 @@ def export(source: Path, step: int | None, best: bool, fmt: str | None, out: Pat
         shape = counted(len(vectors), "word") if i > 0 else \
             f"{counted(len(vectors), 'word')} × {counted(vectors.dim, 'dim')}"
         # from which checkpoint (or file): what the export holds, said where it is made
-        echo(f"wrote {path} ({shape}) from {vectors.source}")
+        echo(printable(f"wrote {path} ({shape}) from {vectors.source}"))
 
 
 def _export_format(fmt: str | None, out: Path | None) -> str:

@@ -329,4 +329,4 @@ def visualize(run: Path, method: str, words: int, out: Path | None, force: bool,
 
     path = draw(run, method="tsne" if method == "tsne" else "pca", words=words, out=out,
                 force=force, step=step, best=best)
-    echo(f"wrote {path}")
+    echo(printable(f"wrote {path}"))

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from embedlab.checkpoint import CheckpointManager, ckpt_name, load_checkpoint
-from embedlab.errors import InputError, diverged, import_torch
+from embedlab.errors import InputError, diverged, import_torch, printable
 from embedlab.fsutil import missing_folders, remove_all_but, remove_empty_folders, write_error
 from embedlab.linreg.config import LINREG_FIXED_ON_RESUME, LINREG_MODEL, LinRegConfig
 from embedlab.run import provenance
@@ -286,7 +286,8 @@ def _start(run: Path, cfg: LinRegConfig, table: Table, manager: CheckpointManage
         return init_params(cfg.seed), 0, None
     tensors, state = loaded
     step = int(state["step"])
-    print(f"embedlab: resuming {run} from {ckpt_name(step)} (step {step})", file=sys.stderr)
+    print(printable(f"embedlab: resuming {run} from {ckpt_name(step)} (step {step})"),
+          file=sys.stderr)
     manager.protect(step)
     # metric lines past the resumed step are work lost with the interrupted process
     truncate_metrics(run / METRICS_FILE, step)

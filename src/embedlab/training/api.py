@@ -32,6 +32,7 @@ from embedlab.errors import (
     acting_once,
     checked_bool,
     note,
+    printable,
     python_caller,
     python_entry,
     rerun,
@@ -678,7 +679,7 @@ def _train(run: Path, explicit: dict[str, Any], preset: str | None, from_ckpt: s
                            abandon_newer=resume_from is not None)
     finally:
         gc.unfreeze()  # in-process callers (tests, notebooks) get their collector back
-    print(_summary(result, cfg), file=sys.stderr)
+    print(printable(_summary(result, cfg)), file=sys.stderr)  # a folder's line break escaped
     return result
 
 

@@ -55,6 +55,7 @@ from embedlab.engines.step import step_config
 from embedlab.engines.stepping import Schedule
 from embedlab.errors import (
     InputError,
+    printable,
     python_caller,
     rerun,
     said_by_another_process,
@@ -248,8 +249,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
                            processes=1 if group is None else group.size, step=state.step,
                            command=command, kernel=kernel, start=ckpt is None)
         vocab.save_tsv(run_dir / VOCAB_FILE)
-        for line in started:
-            print(line, file=out)
+        for line in started:  # a run folder named with a line break stays on its line
+            print(printable(line), file=out)
     except BaseException:  # a stop (or a failure) before the run is handed over
         _put_back(run_dir, records_before)
         raise
