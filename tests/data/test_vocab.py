@@ -490,6 +490,18 @@ def test_a_byte_order_mark_before_the_first_word_is_said(tmp_path: Path) -> None
             embedlab.errors.messages_for("python"):
         v = Vocab.load_tsv(path)
     assert v.words == ("\ufeffthe", "of")
+    # a prepared or run folder's vocabulary is embedlab's: the word is its corpus's own (files
+    # joined with their marks), not an editor's
+    import warnings
+
+    for marker in ("meta.json", "config.json"):
+        folder = tmp_path / marker.split(".")[0]
+        folder.mkdir()
+        (folder / marker).write_text("{}")
+        (folder / "vocab.tsv").write_bytes(path.read_bytes())
+        with warnings.catch_warnings(), embedlab.errors.messages_for("python"):
+            warnings.simplefilter("error")
+            assert Vocab.load_tsv(folder / "vocab.tsv").words == ("\ufeffthe", "of")
 
 
 def test_the_words_hash_is_the_checkpoints_vocabulary_hash_and_pickles() -> None:

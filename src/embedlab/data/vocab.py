@@ -276,15 +276,25 @@ class Vocab:
             why = _first_repeat(words) if "duplicate" in str(exc) else str(exc)
             raise InputError(f"invalid vocabulary {path} ({why}); "
                              f"{vocabulary_fix(path)}") from None
-        if words and words[0].startswith("\ufeff"):
-            # prepare never writes one (its reader drops a file's mark): an editor that saves
-            # "UTF-8 with BOM" put it there, and the most frequent word is now another
-            warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its "
-                 f"first word {words[0]!r}; if an editor added it, save the file as UTF-8 "
-                 "without a byte-order mark")
+        warn_of_a_leading_mark(Path(path), words)
         if canonical:
             object.__setattr__(vocab, "_source", (Path(path), identity))
         return vocab
+
+
+def warn_of_a_leading_mark(path: Path, words: Sequence[str]) -> None:
+    """Warn of a vocabulary file whose first word starts with U+FEFF, kept as part of it: an
+    editor that saves "UTF-8 with BOM" puts one there, and the most frequent word then looks
+    like one it is not. Not for the vocab.tsv of a prepared or run folder, which embedlab
+    wrote: a corpus made by joining files holds their marks inside its text (each file's own
+    is dropped only at its start), and such a word is the corpus's own."""
+    if not words or not words[0].startswith("\ufeff"):
+        return
+    if (path.parent / "meta.json").is_file() or (path.parent / "config.json").is_file():
+        return
+    warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its first word "
+         f"{words[0]!r}; if an editor added it, save the file as UTF-8 without a byte-order "
+         "mark (a word of a corpus made by joining files may start with one, and is right)")
 
 
 def _first_repeat(words: Sequence[str]) -> str:

@@ -14,8 +14,8 @@ from typing import IO
 
 import numpy as np
 
-from embedlab.data.vocab import check_count_fits
-from embedlab.errors import InputError, python_caller, warn
+from embedlab.data.vocab import check_count_fits, warn_of_a_leading_mark
+from embedlab.errors import InputError, python_caller
 from embedlab.export.atomic import atomic_export, check_writable
 from embedlab.export.word2vec import check_finite, validate_words
 
@@ -156,12 +156,7 @@ def read_vocab_tsv(path: Path) -> tuple[list[str], np.ndarray | None]:
             check_count_fits(count, f"{path} line {i + 1}",
                              "fix the count or regenerate the vocabulary file")
             counts.append(int(count))
-    if words and words[0].startswith("\ufeff"):
-        # kept (a first word may begin with U+FEFF), but an editor that saves "UTF-8 with
-        # BOM" puts it there, and the word then looks like one it is not
-        warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its first "
-             f"word {words[0]!r}; if an editor added it, save the file as UTF-8 without a "
-             "byte-order mark")
+    warn_of_a_leading_mark(Path(path), words)
     if counts and len(counts) != len(words):  # some lines with a count and some without
         bare = next(i for i, line in enumerate(lines) if "\t" not in line)
         with_count = next(i for i, line in enumerate(lines) if "\t" in line)
