@@ -75,6 +75,7 @@ class SignalFlag:
         self.signals = signals
         self.signum: int | None = None
         self.count = 0
+        self.raising = 0  # inside interruptible_by_ctrl_c: a SIGINT raises as well
         self._previous: dict[int, _Handler] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -82,17 +83,18 @@ class SignalFlag:
         first = self.signum is None
         if first:
             self.signum = signum
-        if said_by_another_process():  # every process of the run gets the signal
-            return
+        # every process of the run gets the signal: one of them says so
         with contextlib.suppress(OSError):  # a terminal that hung up (SIGHUP) takes no more
-            if first:
+            if first and not said_by_another_process():
                 # a new line ends a terminal's progress bar (and its ^C); a log file has neither
                 lead = "\n" if sys.stderr.isatty() else ""
                 print(f"{lead}embedlab: {signal.Signals(signum).name} received; finishing the "
                       "current step and saving", file=sys.stderr, flush=True)
-            else:
+            elif not self.raising and not said_by_another_process():
                 print("embedlab: still saving; the checkpoint is written atomically, please "
                       "wait", file=sys.stderr, flush=True)
+        if self.raising and signum == signal.SIGINT:  # the caller's code runs: stop it too
+            raise KeyboardInterrupt
 
     def __bool__(self) -> bool:
         return self.signum is not None
@@ -121,24 +123,21 @@ class SignalFlag:
 
 @contextlib.contextmanager
 def interruptible_by_ctrl_c() -> Iterator[None]:
-    """Within the block, Ctrl-C raises KeyboardInterrupt where a :class:`SignalFlag` would only
-    raise its flag: for a caller's own code run from the loop (``on_progress``), which a flag
-    checked between steps cannot stop while it runs (a stuck plot, a notebook's "interrupt
-    kernel"). Where the flag has risen already, or another handler is in place, nothing
-    changes."""
-    if threading.current_thread() is not threading.main_thread():
+    """Within the block, a Ctrl-C raises the :class:`SignalFlag` in place and then
+    KeyboardInterrupt too: for a caller's own code run from the loop (``on_progress``), which a
+    flag checked between steps cannot stop while it runs (a stuck plot, a notebook's "interrupt
+    kernel"). The flag stops the run at the next step boundary even when that code swallows the
+    KeyboardInterrupt. Where another handler is in place, nothing changes."""
+    flag = getattr(signal.getsignal(signal.SIGINT), "__self__", None) \
+        if threading.current_thread() is threading.main_thread() else None
+    if not isinstance(flag, SignalFlag):
         yield
         return
-    handler = signal.getsignal(signal.SIGINT)
-    flag = getattr(handler, "__self__", None)
-    if not isinstance(flag, SignalFlag) or flag:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    flag.raising += 1
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, handler)
+        flag.raising -= 1
 
 
 @contextlib.contextmanager

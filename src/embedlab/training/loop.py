@@ -196,8 +196,9 @@ class _Stop:
         return distributed.CALLBACK_STOP if self.sink.failure is not None else 0
 
     def error(self, step: int) -> BaseException:
-        """What the loop raises once it has saved ``step``."""
-        if self.sink.failure is not None:
+        """What the loop raises once it has saved ``step``: a signal's stop before a callback's
+        (a Ctrl-C while on_progress ran raises in it too, see interruptible_by_ctrl_c)."""
+        if self.sink.failure is not None and self.flag.signum is None:
             return stopped_by(self.sink.failure, step)
         signum = self.flag.signum or self.agreed
         if signum == distributed.CALLBACK_STOP:
