@@ -24,7 +24,7 @@ import pytest
 
 import embedlab.training.trainer  # noqa: F401  (imported before any capsys test binds stderr)
 from embedlab import train as python_train
-from embedlab.checkpoint import find_checkpoint, load_checkpoint, read_index
+from embedlab.checkpoint import INDEX_FILE, find_checkpoint, load_checkpoint, read_index
 from embedlab.cli import main
 from embedlab.data.vocab import Vocab
 from embedlab.engines.params import default_init_scale
@@ -723,7 +723,7 @@ def test_from_a_missing_checkpoint_is_refused(copy: Path, corpus: Path,
     code, err = train(capsys, "--run", copy, "--corpus", corpus, *FAST, "--from", given)
     newest = ", ".join(sorted(p.name for p in (copy / "checkpoints").iterdir())[-3:])
     assert_refused(code, err, f"--from {given}: no such checkpoint ({copy} has {newest} "
-                              "and older); pass one of them (or its step), 'best' or a "
+                              "and older); pass one of them (or its step), 'best', 'latest' or a "
                               f"checkpoint folder (list them: embedlab ckpt {copy})")
     assert snapshot(copy) == before
 
@@ -1929,6 +1929,16 @@ def test_from_latest_is_where_a_plain_resume_starts(corpus: Path, tmp_path: Path
     assert code == 0 and "from ckpt-00000005" in err, err
     code, _ = train(capsys, "--run", tmp_path / "b", *FAST)
     assert code == 0 and final_bytes(tmp_path / "a") == final_bytes(tmp_path / "b")
+    # found as that resume finds it: without the index, and past a damaged newest checkpoint
+    for name in ("c", "d"):
+        code, _ = train(capsys, "--run", tmp_path / name, "--corpus", corpus, *FAST,
+                        "--checkpoint-every", "2", "--keep", "5", "--max-steps", "5")
+    (tmp_path / "c" / INDEX_FILE).unlink()
+    (tmp_path / "d" / "checkpoints" / "ckpt-00000005" / "tensors.safetensors").write_bytes(b"x")
+    for name, start in (("c", "ckpt-00000005"), ("d", "ckpt-00000004")):
+        code, err = train(capsys, "--run", tmp_path / name, *FAST, "--from", "latest",
+                          "--max-steps", "6")
+        assert code == 0 and f"from {start}" in err, err
     empty = tmp_path / "empty"
     (empty / "checkpoints").mkdir(parents=True)
     code, err = train(capsys, "--run", empty, "--corpus", corpus, *FAST, "--from", "latest")

@@ -239,8 +239,8 @@ def test_python_messages_list_checkpoints_and_make_folders_in_python(
     with pytest.raises(InputError) as e:
         embedlab.train(run=run, from_checkpoint=999, **FAST)
     assert str(e.value) == (f"from_checkpoint=999: no such checkpoint ({run} has "
-                            f"ckpt-00000002); pass one of them (or its step), 'best' or a "
-                            f"checkpoint folder (list them: embedlab.checkpoints({str(run)!r}))")
+                            f"ckpt-00000002); pass one of them (or its step), 'best', 'latest' or "
+                            f"a checkpoint folder (list them: embedlab.checkpoints({str(run)!r}))")
     with pytest.raises(InputError) as e:
         result.vectors.save_word2vec_format(tmp_path / "nodir" / "v.txt")
     assert str(e.value) == (f"folder {tmp_path / 'nodir'} does not exist; create it first "
@@ -838,7 +838,7 @@ def test_numpy_numbers_are_options_like_any_number(corpus: Path, tmp_path: Path)
     ({"restart": "no"}, "restart= must be True or False, got the str 'no'; pass e.g. "
                         "restart=True"),
     ({"from_checkpoint": 2.5}, "from_checkpoint= must be a checkpoint of the run (its step, its "
-                               "folder or 'best'), got float 2.5"),
+                               "folder, 'best' or 'latest'), got float 2.5"),
     ({"model": 1}, "model= must be a str, got 1; pass e.g. model='skipgram'"),
     ({"probe": 5}, "probe= takes words (a str or a list of them), got int 5; pass e.g. "
                    "probe=['king', 'queen']"),

@@ -92,7 +92,8 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     and a call with the same options resumes it. ``preset``: a named configuration
     (``"cs20"``); options override it. ``restart``: start the run over, moving the old folder
     aside to ``RUN.old-<time>``. ``from_checkpoint``: resume from this checkpoint of the run
-    (its step as an int, its folder or name, or ``"best"``), moving newer ones aside.
+    (its step as an int, its folder or name, ``"best"``, or ``"latest"``: where a resume
+    without it starts), moving newer ones aside.
 
     ``options``: the other flags of ``embedlab train``, named with underscores and taking the
     same values — ``dim=100``, ``window=5``, ``epochs=5``, ``model="cbow"``, ``loss="nce"``,
@@ -254,15 +255,16 @@ def _check_iterable(corpus: object) -> None:
 
 
 def _checked_from(value: object) -> str | os.PathLike[str] | None:
-    """``from_checkpoint=``: a checkpoint folder, its name, ``"best"`` or its step (an int)."""
+    """``from_checkpoint=``: a checkpoint folder, its name, ``"best"``, ``"latest"`` or its step
+    (an int)."""
     if value is None or isinstance(value, (str, os.PathLike)):
         return value
     step = step_number(value)
     if step is not None:
         return str(step)  # the step, as --from STEP takes it
-    raise InputError(f"from_checkpoint= must be a checkpoint of the run (its step, its folder "
-                     f"or 'best'), got {type(value).__name__} {clip(repr(value))}; pass e.g. "
-                     "from_checkpoint=1000 (list them: embedlab.checkpoints(run))")
+    raise InputError(f"from_checkpoint= must be a checkpoint of the run (its step, its folder, "
+                     f"'best' or 'latest'), got {type(value).__name__} {clip(repr(value))}; pass "
+                     "e.g. from_checkpoint=1000 (list them: embedlab.checkpoints(run))")
 
 
 def _train_call(explicit: dict[str, Any], sentences: Iterable[Sequence[str]] | None,
@@ -704,7 +706,10 @@ def _summary(result: TrainResult, cfg: TrainConfig) -> str:
             f"{loss}, {result.train_seconds:.1f} s training; vectors in {result.run_dir}")
 
 
-def _resolve_from(run: Path, from_ckpt: str) -> str:
+def _resolve_from(run: Path, from_ckpt: str) -> str | None:
+    """The checkpoint ``--from`` names, checked; None for ``latest``, which is where a resume
+    without ``--from`` starts (the newest checkpoint that verifies, found as that resume finds
+    it)."""
     from embedlab.checkpoint import CheckpointManager, find_checkpoint
     from embedlab.checkpoint.load import listing_command
 
@@ -712,16 +717,15 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         raise InputError(f"{_from(from_ckpt)}: run {run} does not exist; {_from()} resumes an "
                          f"existing run from one of its checkpoints (leave it out to start "
                          "the run)")
-    if from_ckpt in ("best", "latest"):
+    if from_ckpt == "latest":  # the role `ckpt` lists
+        if not CheckpointManager(run).list(check=False):
+            raise InputError(f"{_from(from_ckpt)}: {run} has no checkpoints; leave {_from()} "
+                             "out to start the run")
+        return None
+    if from_ckpt == "best":
         from embedlab.checkpoint import INDEX_FILE, ckpt_name, read_index
 
         index = read_index(run) if (run / "checkpoints").is_dir() else None
-    if from_ckpt == "latest":  # the role `ckpt` lists: where a resume without --from starts
-        if index is None or index.latest is None:
-            raise InputError(f"{_from(from_ckpt)}: {run} has no checkpoints; leave {_from()} "
-                             "out to start the run")
-        from_ckpt = ckpt_name(index.latest)
-    if from_ckpt == "best":
         if index is not None and index.best is None and index.latest is not None:
             # find_checkpoint's fix names --best and --step, which train does not take
             raise InputError(f"{_from(from_ckpt)}: {run} has no best checkpoint recorded in "
@@ -745,7 +749,7 @@ def _resolve_from(run: Path, from_ckpt: str) -> str:
         listed = (f"{run} has {', '.join(have[-3:])}{' and older' if len(have) > 3 else ''}"
                   if have else f"{run} has no checkpoints")
         raise InputError(f"{_from(from_ckpt)}: no such checkpoint ({listed}); pass one of "
-                         f"them (or its step), 'best' or a checkpoint folder (list them: "
+                         f"them (or its step), 'best', 'latest' or a checkpoint folder (list them: "
                          f"{listing_command(run)})")
     ckpt = find_checkpoint(path)
     # Another run's checkpoint would continue that run's weights under this run's name, config
