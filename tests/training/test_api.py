@@ -1035,6 +1035,17 @@ def test_a_signal_while_the_end_is_saved_stops_the_call_once_all_is_saved(
     monkeypatch.undo()
     again = embedlab.train(corpus=corpus, run=tmp_path / "a", **EVERY_3)
     assert again.finished and again.step == done
+    # at max_steps: a larger one trains on (the same call would train nothing)
+    def at_max_steps(*args: Any, **kwargs: Any) -> None:
+        if kwargs.get("status") == "interrupted" and kwargs.get("step") == 4:
+            os.kill(os.getpid(), signal.SIGINT)
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(loop.status, "write_status", at_max_steps)
+    with pytest.raises(KeyboardInterrupt) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "b", **EVERY_3, max_steps=4)
+    assert str(e.value) == ("stopped by SIGINT as the call ended; saved step 4, its max_steps "
+                            "(a larger one trains on)")
 
 
 def test_restart_names_the_run_as_it_was_given(corpus: Path, tmp_path: Path,

@@ -24,6 +24,7 @@ from embedlab.errors import (
     python_caller,
     resume_how,
     said_by_another_process,
+    spell_name,
 )
 
 _Handler = Callable[[int, FrameType | None], Any] | int | None
@@ -55,10 +56,11 @@ def interrupted(signum: int, step: int, *, saved: bool = True,
 def stopped_at_the_end(signum: int, step: int, *, finished: bool) -> TrainingInterrupted:
     """The exception of a Python call that a signal reached while it saved its end (the final
     checkpoint, the summaries): everything is saved, and the caller's program, asked to stop,
-    stops (a notebook cell goes no further) rather than going on as if nothing came."""
+    stops (a notebook cell goes no further) rather than going on as if nothing came. Not
+    ``finished``: the call stopped at its --max-steps, which a larger one trains on from."""
     kind = TrainingKeyboardInterrupt if signum == signal.SIGINT else TrainingInterrupted
     where = f"finished at step {step}" if finished else \
-        f"saved step {step} — {resume_how()} to resume"
+        f"saved step {step}, its {spell_name('--max-steps')} (a larger one trains on)"
     return kind(f"stopped by {signal.Signals(signum).name} as the call ended; {where}",
                 exit_code_for(signum))
 

@@ -24,8 +24,14 @@ from embedlab.data.pairs import keep_probabilities
 from embedlab.data.prepared import PreparedCorpus, is_prepared
 from embedlab.engines import engine_for_config
 from embedlab.engines.stepping import Schedule
-from embedlab.errors import InputError, ProcessLost, TrainingInterrupted, resume_how
-from embedlab.run.signals import SignalFlag, interrupted
+from embedlab.errors import (
+    InputError,
+    ProcessLost,
+    TrainingInterrupted,
+    python_caller,
+    resume_how,
+)
+from embedlab.run.signals import SignalFlag, interrupted, stopped_at_the_end
 from embedlab.training import distributed, handshake
 from embedlab.training.loop import evaluation_due, log_due
 from embedlab.training.setup import batches_for
@@ -136,6 +142,8 @@ def _train(part: _Part, group: Group) -> TrainResult:
             part.steps.close()
         if saved != state.step:  # process 0 saves where the loop ended (_finish)
             _save(part, group)
+    if flag.signum is not None and python_caller():  # as process 0's loop ends the call
+        raise stopped_at_the_end(flag.signum, state.step, finished=state.cursor.epoch >= epochs)
     return _result(part, state.cursor.epoch >= epochs)
 
 
