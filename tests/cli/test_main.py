@@ -136,6 +136,31 @@ def test_a_full_standard_output_is_said_as_such(tmp_path: Path) -> None:
     assert (tmp_path / "out.txt").read_text().startswith("2 2\n")
 
 
+def test_a_terminal_that_went_away_is_not_called_a_full_disk(tmp_path: Path) -> None:
+    import pty
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from embedlab.vectors import Vectors
+
+    Vectors(["a", "b"], np.eye(2, dtype=np.float32)).to_word2vec(tmp_path / "v.txt")
+    controller, terminal = pty.openpty()
+    os.close(controller)  # the window closed: writes to the terminal fail with EIO
+    try:
+        done = subprocess.run([sys.executable, "-m", "embedlab", "neighbors",
+                               str(tmp_path / "v.txt"), "a"], stdout=terminal,
+                              stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    finally:
+        os.close(terminal)
+    assert done.returncode == 2
+    assert done.stderr == ("embedlab: error: cannot write to standard output (Input/output "
+                           "error): what the command printed there is incomplete, the files it "
+                           "wrote are complete; send the output to a terminal or a disk that "
+                           "works\n")
+
+
 def test_other_import_errors_stay_bugs(monkeypatch: pytest.MonkeyPatch) -> None:
     import embedlab.cli.query as query
 

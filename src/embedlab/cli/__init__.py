@@ -461,9 +461,11 @@ def main(argv: list[str] | None = None) -> Any:
         from embedlab.fsutil import DISK_ERRORS, disk_fix  # not loaded for --help
 
         if exc.filename is None and exc.errno in DISK_ERRORS and _on_stdout(exc):
+            where = "to a terminal or a disk that works" if exc.errno == errno.EIO else \
+                "where there is room"  # a terminal gone (its window closed) gives EIO
             _fail(f"cannot write to standard output ({exc.strerror}): what the command printed "
-                  "there is incomplete, the files it wrote are complete; send the output where "
-                  "there is room")
+                  f"there is incomplete, the files it wrote are complete; send the output "
+                  f"{where}")
         if exc.errno in DISK_ERRORS:
             # the file named where the error names it (atomic_open adds it to its writes); an
             # input/output error may be a read's
