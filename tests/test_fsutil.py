@@ -150,7 +150,11 @@ def test_a_device_is_refused_without_telling_the_user_to_move_it() -> None:
 
 @pytest.mark.parametrize(("code", "fix"), [
     (errno.ENOSPC, "free disk space or pass --out on another disk"),
-    (errno.EDQUOT, "free disk space or pass --out on another disk"),
+    (errno.EDQUOT, "free space within your disk quota, or pass --out on another disk"),
+    (errno.EROFS, "make the disk writable (it is mounted read-only), or pass --out on another "
+                  "disk"),
+    (errno.EIO, "check the disk (an input/output error: a failing disk, or a network file system "
+                "that went away), or pass --out on another disk"),
     (errno.EFBIG, "raise the file size limit (ulimit -f unlimited) or pass --out on a file "
                   "system that takes larger files"),
     (errno.EACCES, "pass --out in a writable folder"),

@@ -104,8 +104,10 @@ def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
     message whatever the cause (e.g. " (OUT is left as it was)").
     """
     why = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+    if exc.errno == errno.ENOSPC:
         fix = f"free disk space or pass {flag} on another disk{retry}"
+    elif exc.errno in (errno.EDQUOT, errno.EROFS, errno.EIO):  # said as what they are
+        fix = f"{disk_fix(exc)}, or pass {flag} on another disk{retry}"
     elif exc.errno == errno.EFBIG:  # the shell's file size limit, or the file system's
         fix = (f"raise the file size limit (ulimit -f unlimited) or pass {flag} on a file "
                f"system that takes larger files{retry}")

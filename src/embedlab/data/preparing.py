@@ -56,8 +56,10 @@ from embedlab.errors import (
     warn,
 )
 from embedlab.fsutil import (
+    DISK_ERRORS,
     checked_path,
     commit_folder,
+    disk_fix,
     hidden_prefix,
     missing_folders,
     remove_dead_leftovers,
@@ -196,8 +198,7 @@ def _prepare_into(label: str, out: Path, lowercase: bool, min_count: int, max_vo
 
 #: errors of a write into the temporary folder that the user fixes by freeing space or by
 #: choosing another --out (corpus files that cannot be read are reported where they are read)
-_DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-_WRITE_PROBLEMS = _DISK_FULL | {errno.EROFS, errno.EACCES, errno.EPERM}
+_WRITE_PROBLEMS = DISK_ERRORS | {errno.EACCES, errno.EPERM}
 
 
 def _write_failed(out: Path, exc: OSError, run_dir: Path | None = None) -> InputError:
@@ -205,8 +206,10 @@ def _write_failed(out: Path, exc: OSError, run_dir: Path | None = None) -> Input
     why = exc.strerror or f"{exc}: the disk is probably full"
     # train prepares into RUN/prepared: where it goes is --run's (or --runs-dir's) choice
     where = spell_name("--run") if run_dir is not None else _out_name()
-    if exc.errno is None or exc.errno in _DISK_FULL:
+    if exc.errno is None or exc.errno == errno.ENOSPC:
         fix = f"free disk space or pass {where} on another disk"
+    elif exc.errno in DISK_ERRORS:
+        fix = f"{disk_fix(exc)}, or pass {where} on another disk"
     else:
         fix = f"pass {where} in a writable folder"
     kept = "the prepared corpus already there is unchanged" if _has_files(out) else \
