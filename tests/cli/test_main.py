@@ -394,6 +394,9 @@ def test_gensim_and_word2vec_c_names_are_told_embedlabs(
     (["neighbors", "v.txt", "-ly"],
      "No such option '-ly' (embedlab's flags start with two dashes; a word that starts with - "
      "goes after --, as in '-- -ly'; see 'embedlab neighbors --help')"),
+    (["neighbours", "v.txt", "-ly"],  # the alias: the same words, naming the command
+     "No such option '-ly' (embedlab's flags start with two dashes; a word that starts with - "
+     "goes after --, as in '-- -ly'; see 'embedlab neighbors --help')"),
 ])
 def test_a_long_flag_with_one_dash_is_named_with_two(argv: list[str], message: str,
                                                      tmp_path: Path,
@@ -406,6 +409,12 @@ def test_a_long_flag_with_one_dash_is_named_with_two(argv: list[str], message: s
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == f"embedlab: error: {message}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_short_options_run_together_are_left_to_click(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    main(["neighbors", "v.txt", "-hk", "1"])  # -h -k 1: the help
+    assert "Usage: embedlab neighbors" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv", [

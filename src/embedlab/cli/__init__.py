@@ -272,6 +272,8 @@ def _one_dash_flags(args: list[str]) -> str | None:
     # argument is a positional one (a word that starts with -)
     words = args[1:] if args[:1] == ["--"] else list(args)
     words = words[:words.index("--")] if "--" in words else words
+    if words and words[0] in ALIASES:  # neighbours: neighbors
+        words = [ALIASES[words[0]], *words[1:]]
     command = LazyGroup._load(words[0]) if words and words[0] in COMMANDS else None
     if command is None:
         return None
@@ -295,6 +297,8 @@ def _one_dash_flags(args: list[str]) -> str | None:
             continue
         if not re.fullmatch(r"-[a-z][a-z-]{1,}", arg) or arg in options:
             continue
+        if all(f"-{c}" in flags | {"-h"} for c in arg[1:-1]) and f"-{arg[-1]}" in options | {"-h"}:
+            continue  # short options run together, as click reads them: -hk is -h -k
         known = _foreign(words[0], arg)
         if known is None and "-" + arg in options:
             known = "-" + arg
