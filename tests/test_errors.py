@@ -176,7 +176,7 @@ def test_a_stop_by_a_signal_is_no_exception_a_stop_by_an_error_is() -> None:
     ("\x00\x07\x7f\x9b", False, "\\x00\\x07\\x7f\\x9b"),
     ("abc\u202edef\u2066", False, "abc\\u202edef\\u2066"),
     ("bad\udcff", True, "bad\\udcff"),  # one character measured, four written: escaped first
-    # invisible: words that differ only by one printed alike
+    # invisible: words that differ only by one would print alike
     ("wo\u00adrd \u200bw w\u2060 \ufeffw", True, "wo\\xadrd \\u200bw w\\u2060 \\ufeffw"),
     # the joiners shape scripts and emoji: shown as they are
     ("\U0001f468\u200d\U0001f469 \u0915\u094d\u200d", True,

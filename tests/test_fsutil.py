@@ -288,8 +288,8 @@ def test_a_record_up_to_its_limit_is_read_whole_and_one_byte_more_refused(
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EIO])
 def test_atomic_open_names_the_file_a_disk_error_hit(tmp_path: Path, code: int) -> None:
-    """os.write and fsync name no file: "a write failed (No space left on device)" left an
-    operator with several disks to guess which one is full."""
+    """os.write and fsync name no file: the message names the file, so that an operator with
+    several disks knows which one is full."""
     target = tmp_path / "status.json"
     with pytest.raises(OSError) as failed, fsutil.atomic_open(target):
         raise OSError(code, os.strerror(code))

@@ -227,7 +227,9 @@ def atomic_open(path: Path, *, durable: bool = True, sweep: bool = False,
     content survives a power cut; without it a reader still sees the old or the new file whole
     (for progress reports rewritten many times a second, where losing the last one is harmless).
 
-    On any exception the temporary file is removed and ``path`` is left untouched. The file gets
+    On any exception the temporary file is removed and ``path`` is left untouched; a disk's
+    error that names no file (os.write, fsync) gets ``path`` as its file, so the block is for
+    writing the file and no other I/O. The file gets
     the mode a plain ``open()`` would give a new file (``0o666 & ~umask``): mkstemp's 0600 would
     hide exports and run records from everyone else. A symbolic link is written through (its
     target is replaced); anything but a regular file at ``path`` is refused with an InputError

@@ -173,8 +173,8 @@ def test_run_folders_with_line_breaks_or_undecodable_bytes_print_escaped(
 
 def test_the_lines_that_say_what_was_made_keep_a_line_break_in_a_name_escaped(
         tmp_path: Path) -> None:
-    """prepare's summary, train's new-run and end lines and export's line printed a folder
-    named with a line break on two lines, where errors and tables escape it."""
+    """prepare's summary, train's new-run and end lines and export's line escape a line break
+    in a folder's name, as errors and tables do: each stays one line."""
     corpus = tmp_path / "c.txt"
     corpus.write_text("x y z x y\n")
     out, run, vec = tmp_path / "o\nut", tmp_path / "r\nnl", tmp_path / "e\nx.vec"

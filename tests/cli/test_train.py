@@ -768,8 +768,8 @@ def test_a_restart_warm_started_from_itself_is_refused_first(
 def test_a_restart_whose_first_save_fails_is_told_to_restart_again(
         copy: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], code: int, fix: str) -> None:
-    """The old run is put back: the same command with --restart starts over (the line said
-    "without --restart", which resumed the old run instead)."""
+    """The old run is put back: the same command, --restart included, starts over (without
+    --restart it would resume the old run)."""
     from embedlab.checkpoint import tensor_file
 
     def full(*args: object, **kwargs: object) -> None:
@@ -1910,7 +1910,7 @@ def test_from_a_run_that_does_not_exist_says_so(corpus: Path, tmp_path: Path,
     code, err = train(capsys, "--run", tmp_path / "new", *FAST, "--from", "500")  # no --corpus
     assert_refused(code, err, f"--from 500: run {tmp_path / 'new'} does not exist")
     assert "demo corpus" not in err  # no note of a new run that is then refused
-    for role in ("best", "latest"):  # 'best' was told to "pass a run or a checkpoint folder"
+    for role in ("best", "latest"):  # the run's absence, not "pass a checkpoint folder"
         code, err = train(capsys, "--run", tmp_path / "new", "--corpus", corpus, *FAST,
                           "--from", role)
         assert_refused(code, err, f"--from {role}: run {tmp_path / 'new'} does not exist; --from "

@@ -76,8 +76,8 @@ def test_a_bad_corpus_gives_the_in_process_error(tmp_path: Path) -> None:
 
 def test_the_childs_error_names_the_runs_folder_not_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A full disk met by the child was told with its private folder, gone by then (a run
-    prepared in this process names RUN/prepared)."""
+    """A full disk met by the child is told with RUN/prepared, as preparing in this process
+    tells it, not with the child's private folder, which is gone by then."""
     corpus = write_zipf_corpus(tmp_path / "c.txt", lines=50)
     run = tmp_path / "r"
     job = PrepareAhead.start(DataConfig(corpus=str(corpus)), run, progress=False)

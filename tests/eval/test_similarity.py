@@ -162,15 +162,15 @@ def test_a_file_of_more_columns_says_which_to_keep(tmp_path: Path) -> None:
         f"{f} holds no word pairs: its lines have more than 3 columns (line 1 has 5), and a "
         "pair is 'word1<TAB>word2<TAB>score'; keep the two words and the score, e.g. cut "
         "-f1,2,4 for SimLex-999's")
-    # one line of three columns among them: still no file of pairs, and said as such (the
-    # refusal named only the one pair and a header)
+    # one line of three columns among them: still no file of pairs, and the columns are the
+    # reason named (not a header, nor the one pair alone)
     f.write_text("old\tnew\tA\t1.58\nsmart\tintelligent\tA\t9.2\nking\tqueen\t8\n")
     with pytest.raises(InputError) as e:
         read_pairs(f)
     assert str(e.value) == (
-        f"{f} holds 1 word pair, and its other lines have more than 3 columns (line 1 has 4), "
-        "and a pair is 'word1<TAB>word2<TAB>score'; keep the two words and the score, e.g. cut "
-        "-f1,2,4 for SimLex-999's")
+        f"{f} holds 1 word pair, and line 1 has 4 columns, and a pair is "
+        "'word1<TAB>word2<TAB>score'; keep the two words and the score, e.g. cut -f1,2,4 for "
+        "SimLex-999's")
 
 
 def test_a_header_line_is_no_malformed_line() -> None:

@@ -622,7 +622,7 @@ def test_binary_records_whose_words_hold_a_nul_name_the_header_dimension(tmp_pat
 
 
 def test_binary_records_that_end_in_cr_lf_are_named_so(tmp_path: Path) -> None:
-    # read as a line break in the second word, blamed on the header's dimension
+    # the CR LF named, not a line break in the second word nor the header's dimension
     records = b"".join(w + b" " + np.array(v, "<f4").tobytes() + b"\r\n"
                        for w, v in [(b"a", [1, 2]), (b"b", [3, 4])])
     assert _read_error(tmp_path / "d.bin", b"2 2\n" + records).startswith(

@@ -121,7 +121,7 @@ def test_a_full_disk_is_one_line_without_the_writer_threads_traceback(
                 "system that went away)")])
 def test_a_write_that_fails_otherwise_is_told_its_own_fix(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fix: str) -> None:
-    # each was told to free space on the disk
+    # not "free space on the disk": each error's own fix
     from tensorboard.summary.writer.record_writer import RecordWriter
 
     from embedlab.errors import InputError

@@ -1011,8 +1011,8 @@ def test_ctrl_c_stops_a_callback_that_hangs(corpus: Path, tmp_path: Path,
 
 def test_a_signal_while_the_end_is_saved_stops_the_call_once_all_is_saved(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The signal was said to be heard, then the call returned as if none came: a notebook cell
-    went on. Everything is saved first, and the run is finished."""
+    """The signal is said to be heard, so the call does not return as if none came (a notebook
+    cell must not go on): everything is saved first, and the run is finished."""
     import signal
 
     from embedlab.training import loop

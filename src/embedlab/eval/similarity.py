@@ -138,11 +138,10 @@ def parse_pairs(lines: Sequence[str], source: str = "<pairs>") -> PairSet:
         # SimLex-999 and others keep more columns than the pair and its score (a line or two
         # that has only those is no file of pairs either: a correlation needs 2)
         n, columns = first_invalid
-        held = "holds 1 word pair, and its other lines" if pairs else \
-            "holds no word pairs: its lines"
-        raise InputError(f"{source} {held} have more than 3 columns (line {n} has {columns}), "
-                         "and a pair is 'word1<TAB>word2<TAB>score'; keep the two words and "
-                         "the score, e.g. cut -f1,2,4 for SimLex-999's")
+        held = f"holds 1 word pair, and line {n} has {columns} columns" if pairs else \
+            f"holds no word pairs: its lines have more than 3 columns (line {n} has {columns})"
+        raise InputError(f"{source} {held}, and a pair is 'word1<TAB>word2<TAB>score'; keep the "
+                         "two words and the score, e.g. cut -f1,2,4 for SimLex-999's")
     if not pairs:
         raise InputError(f"{source} holds no word pairs; "
                          "expected 'word1<TAB>word2<TAB>score' lines")
