@@ -298,3 +298,23 @@ def test_atomic_open_names_the_file_a_disk_error_hit(tmp_path: Path, code: int) 
     with pytest.raises(OSError) as failed, fsutil.atomic_open(target):
         raise OSError(errno.EBADF, "Bad file descriptor")  # not the disk's: left as it is
     assert failed.value.filename is None
+
+
+def test_a_signal_after_a_folder_is_committed_still_removes_the_old_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C while the new folder's rename is made durable must not leave the old folder (a
+    whole prepared corpus) hidden beside it, where nothing would remove it."""
+    final, new = tmp_path / "out", tmp_path / ".out.tmp"
+    final.mkdir()
+    (final / "old.bin").write_bytes(b"old")
+    new.mkdir()
+    (new / "new.bin").write_bytes(b"new")
+
+    def interrupted(path: Path) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fsutil, "fsync_dir", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fsutil.commit_folder(new, final)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert (final / "new.bin").read_bytes() == b"new"

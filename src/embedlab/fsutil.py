@@ -490,9 +490,16 @@ def commit_folder(tmp: Path, final: Path) -> None:
         if old is not None:
             old.rename(final)
         raise
-    fsync_dir(final.parent)
-    if old is None:
-        return
+    try:
+        fsync_dir(final.parent)
+    finally:  # a Ctrl-C or SIGTERM from here on: the old folder goes all the same, then it stops
+        if old is not None:
+            _remove_replaced(old)
+
+
+def _remove_replaced(old: Path) -> None:
+    """Remove the folder (or link) that :func:`commit_folder` moved aside, finishing the removal
+    if a signal interrupts it."""
     if old.is_symlink():
         old.unlink()
         return
