@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +211,35 @@ def test_a_failed_prepare_removes_the_parent_folders_it_made(
     (tmp_path / "kept").mkdir()
     run(["prepare", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "kept" / "o")], capsys)
     assert (tmp_path / "kept").is_dir()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_once_the_folder_is_complete_is_named_as_it_came(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, signum: int) -> None:
+    """SIGTERM or SIGHUP after the commit keeps the complete folder as Ctrl-C does, and names
+    itself; before the commit it leaves nothing and exits 128 + its number."""
+    import time
+
+    from embedlab.data import preparing
+
+    def late(*args: object) -> None:  # runs after the folder is committed
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler raises first
+        raise AssertionError("the signal did not stop the command")
+
+    monkeypatch.setattr(preparing, "_warn_about", late)
+    code, out, _ = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "p")], capsys)
+    name = signal.Signals(signum).name
+    assert code == 0 and out.rstrip().endswith(f"; {name} came once it was complete, and it "
+                                               "is kept"), out
+    PreparedCorpus.open(tmp_path / "p")
+    monkeypatch.setattr(preparing, "commit_folder", late)
+    code, _, err = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "q")], capsys)
+    assert (code, err) == (128 + signum, f"embedlab: terminated ({name}); the partial output is "
+                                         "removed\n")
+    assert not (tmp_path / "q").exists()
+    assert signal.getsignal(signum) == signal.SIG_DFL
 
 
 def test_ctrl_c_once_the_folder_is_complete_keeps_it_and_says_so(

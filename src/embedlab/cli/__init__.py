@@ -343,10 +343,10 @@ def _one_dash_flags(args: list[str]) -> str | None:
 
 
 #: the commands that write files, and the signals that stop them as Ctrl-C does (their own
-#: clean-up removes what is half written); prepare turns SIGTERM into its own exit, and train
-#: takes every signal over itself
+#: clean-up removes what is half written, and prepare says which signal came once its folder
+#: was complete); train takes every signal over itself
 _WRITERS = {"export": (signal.SIGTERM, signal.SIGHUP), "visualize": (signal.SIGTERM, signal.SIGHUP),
-            "ckpt": (signal.SIGTERM, signal.SIGHUP), "prepare": (signal.SIGHUP,)}
+            "ckpt": (signal.SIGTERM, signal.SIGHUP), "prepare": (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _writers_stopped_cleanly() -> contextlib.AbstractContextManager[None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import click
 from embedlab.cli.output import echo
 from embedlab.config import DataConfig
 from embedlab.errors import InputError, counted, printable
+from embedlab.run.signals import Terminated
 
 _D = DataConfig()
 
@@ -61,13 +63,15 @@ def prepare(corpus: str, out: str | Path, lowercase: bool, min_count: int, max_v
         prepare_into(corpus, out, lowercase=lowercase, min_count=min_count,
                      max_vocab=max_vocab, unk=unk, max_distinct=max_distinct, progress=progress,
                      force=force)
-    except KeyboardInterrupt:
-        # a Ctrl-C in the moment after the folder was committed: it is complete, and a re-run
-        # would be refused as --out already prepared; say so instead of "interrupted"
+    except KeyboardInterrupt as exc:
+        # a Ctrl-C (or SIGTERM, SIGHUP: Terminated) in the moment after the folder was
+        # committed: it is complete, and a re-run would be refused as --out already prepared;
+        # say so instead of "interrupted"
         after = _identity(out)
         if after is None or after == before:  # nothing committed: the old folder, or none
             raise
-        late = "; Ctrl-C came once it was complete, and it is kept"
+        which = signal.Signals(exc.signum).name if isinstance(exc, Terminated) else "Ctrl-C"
+        late = f"; {which} came once it was complete, and it is kept"
     seconds = time.perf_counter() - start
     meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
     echo(printable(f"prepared {out}: {counted(meta['raw_tokens'], 'token')} read, "
