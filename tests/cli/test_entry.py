@@ -85,3 +85,38 @@ def test_a_library_that_cannot_be_mapped_while_starting_is_one_line() -> None:
     assert out.returncode == 2
     assert out.stderr.startswith("embedlab: error: out of memory while starting")
     assert out.stderr.count("\n") == 1 and "ulimit -v" in out.stderr
+
+
+def test_a_ctrl_c_stops_the_shell_loop_that_runs_the_command(tmp_path: Path) -> None:
+    """A shell, make or xargs stops its loop only for a child that SIGINT ended (an exit status
+    of 130 reads as a child that handled it): the command saves, says so, then ends as SIGINT's
+    default action would, and the loop's next command never starts."""
+    import json
+    import os
+    import shlex
+    import signal
+    import time
+
+    corpus = write_zipf_corpus(tmp_path / "c.txt")
+    train = " ".join(shlex.quote(str(a)) for a in [
+        *CMD, "train", "--corpus", corpus, "--dim", "8", "--epochs", "500", "--threads", "1",
+        "--no-progress", "--no-tensorboard", "--checkpoint-every", "100000"])
+    script = (f"for run in a b; do {train} --run {shlex.quote(str(tmp_path))}/$run; "
+              "echo \"went on after $?\"; done")
+    proc = subprocess.Popen(["bash", "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    status = tmp_path / "a" / "status.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # stepping: the trainer's handlers are in place
+        try:
+            if json.loads(status.read_text()).get("step", 0) >= 2:
+                break
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGINT, (out, err)
+    assert "saved step" in err and "went on" not in out, (out, err)
+    assert not (tmp_path / "b").exists()

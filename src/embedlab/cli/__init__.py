@@ -567,4 +567,8 @@ def run() -> None:
         # a closed pipe (embedlab ... | head) has nothing left to save
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+    if code == 130:  # a Ctrl-C, saved and said: end as SIGINT's, so that a calling shell stops
+        from embedlab.run.signals import end_as_interrupted
+
+        end_as_interrupted()
     os._exit(code or 0)

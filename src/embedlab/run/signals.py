@@ -53,6 +53,35 @@ def interrupted(signum: int, step: int, *, saved: bool = True,
     return kind(f"saved step {step} — {resume_how()} to resume", exit_code_for(signum))
 
 
+#: set by a launcher of processes (train --nproc) whose processes stopped for a SIGINT that it
+#: did not get itself (a kill of one of them): it exits 130 without ending as SIGINT's
+_NOT_OURS: list[bool] = []
+
+
+def sigint_came_elsewhere() -> None:
+    """Say that this process's exit status 130 is another process's SIGINT, not its own."""
+    _NOT_OURS.append(True)
+
+
+def end_as_interrupted() -> None:
+    """End this process as SIGINT's default action would, after its own clean exit (status
+    130): a shell running it in a loop, make or xargs then stop as well, which they do only for
+    a child that a SIGINT ended (they take a status of 130 for a signal the child handled and
+    go on). Not for a process that a launcher (train --nproc, torchrun) started, whose status
+    the launcher reads, nor where the SIGINT came to another process."""
+    import os
+
+    from embedlab.training.launched import LAUNCHER_PID
+
+    if _NOT_OURS or LAUNCHER_PID in os.environ or "TORCHELASTIC_RUN_ID" in os.environ:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)  # returns only where SIGINT is blocked: the exit follows
+
+
 def stopped_at_the_end(signum: int, step: int, *, finished: bool) -> TrainingInterrupted:
     """The exception of a Python call that a signal reached while it saved its end (the final
     checkpoint, the summaries): everything is saved, and the caller's program, asked to stop,

@@ -94,6 +94,10 @@ def run_processes(nproc: int, args: Sequence[str]) -> int:
         print(f"embedlab: stopped by {signal.Signals(received[0]).name} before training "
               "began; the run's checkpoints are as they were — re-run the same command",
               file=sys.stderr, flush=True)
+    if signal.SIGINT not in received:  # a SIGINT sent to one of the processes alone
+        from embedlab.run.signals import sigint_came_elsewhere
+
+        sigint_came_elsewhere()
     return codes[0] or next((code for rank, code in enumerate(codes)
                              if code and rank not in stopped), 0)
 
