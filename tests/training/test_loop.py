@@ -787,3 +787,27 @@ def test_an_epochs_raise_that_trained_then_failed_says_failed(
     assert now["status"] == "failed" and now["checkpoint"] == first.step
     rows, _ = _end_records(run)
     assert all(r["step"] <= first.step for r in rows)
+
+
+def test_a_lost_process_leaves_a_status_of_one_moment(corpus: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """status.json after another process is lost: the step, its words and its loss are those of
+    the last step trained (the words and loss of the last logged window beside a later step
+    disagree in `embedlab runs`)."""
+    from embedlab.errors import ProcessLost
+    from embedlab.training import loop
+
+    cfg = make_cfg(corpus, track={"log_every": 7}, checkpoint={"every_steps": 2})
+    done, _ = run_train(cfg, tmp_path / "whole")
+    whole = json.loads((tmp_path / "whole" / "status.json").read_text())
+    assert done.step % 7  # the last step is in no logged window
+
+    def lost(*args: Any, **kwargs: Any) -> None:
+        raise ProcessLost("another process of the run stopped", 1)
+
+    monkeypatch.setattr(loop, "_finish", lost)
+    with pytest.raises(ProcessLost):
+        run_train(cfg, tmp_path / "lost")
+    status = json.loads((tmp_path / "lost" / "status.json").read_text())
+    assert status["status"] == "interrupted" and status["step"] == whole["step"]
+    assert status["words_seen"] == whole["words_seen"]

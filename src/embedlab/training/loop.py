@@ -117,7 +117,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
             ended = True
     except ProcessLost as exc:  # another process of the run stopped: resume from the last save
         distributed.finish_exit()
-        status.note_status(run.run_dir, status="interrupted", step=state.step,
+        # the step, its words and its loss from one moment: the last step trained
+        status.note_status(run.run_dir, status="interrupted", **progress_fields(run),
                            error=str(exc)[:500])
         # a new run with no checkpoint is removed (trainer.train): re-run, it starts again
         again = "to resume" if saver.saved_step > 0 else "to start it again"
