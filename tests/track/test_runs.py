@@ -340,7 +340,17 @@ def test_the_noise_settings_of_hierarchical_softmax_runs_are_no_difference(
                         fake_vocab())
     infos = [run_info(r, tmp_path) for r in find_runs(tmp_path)]
     assert differing_keys(infos) == ["model.loss"]
-    assert "model.negative" not in infos[0].hparams and infos[1].hparams["model.negative"] == 5
+    # every stored setting is the run's all the same: --json and --all list it
+    assert infos[0].hparams["model.negative"] == 0 and infos[1].hparams["model.negative"] == 5
+    assert infos[0].to_json()["hparams"]["model.negative"] == 0
+    # two hs runs that differ only there are told apart (their folders are two)
+    model = dataclasses.replace(ModelConfig(), loss="hs", negative=5)
+    write_run_files(tmp_path / "hs5", dataclasses.replace(TrainConfig(), model=model),
+                    fake_vocab())
+    infos = [run_info(r, tmp_path) for r in find_runs(tmp_path)]
+    assert differing_keys(infos) == ["model.loss"]  # unread, so no difference in the table
+    table = runs_tables(infos, all_hparams=True)[-1]
+    assert "model.negative" in [c for c in table.columns[0].cells]
     config = json.loads((tmp_path / "hs" / "config.json").read_text())
     assert "model.negative" not in table_hparams(config)
     assert "model.noise_exponent" in table_hparams(

@@ -362,7 +362,7 @@ def _hparams(cfg: TrainConfig, run: Path) -> dict[str, Any]:
     resume from another folder writes the absolute path of a corpus typed as relative)."""
     from embedlab.run.folder import PATH_KEYS, paths_from_creation
 
-    flat = paths_from_creation(without_unused(flatten(cfg.to_dict())), run)
+    flat = paths_from_creation(flatten(cfg.to_dict()), run)
     for key in PATH_KEYS:
         value = flat.get(key)
         if isinstance(value, str) and os.path.isabs(value):
@@ -406,11 +406,13 @@ def differing_keys(infos: Sequence[RunInfo]) -> list[str]:
     """Hyperparameter keys whose values differ between the listed runs that have them.
 
     Per-invocation settings (:func:`changes_result`) are not hyperparameters. A key of one kind
-    of run (``optim.lr``, ``linreg.lr``) is compared among the runs of that kind only.
+    of run (``optim.lr``, ``linreg.lr``) is compared among the runs of that kind only, and one
+    that a run's training does not read (the noise words' of ``--loss hs``) among the runs that
+    read it: its value would look like a difference that changed nothing.
     """
-    keys = sorted({k for i in infos for k in i.hparams if changes_result(k)})
-    return [k for k in keys
-            if len({json.dumps(i.hparams[k]) for i in infos if k in i.hparams}) > 1]
+    used = [without_unused(i.hparams) for i in infos]
+    keys = sorted({k for u in used for k in u if changes_result(k)})
+    return [k for k in keys if len({json.dumps(u[k]) for u in used if k in u}) > 1]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -431,6 +433,12 @@ def format_count(n: int | None) -> str:
 
 
 MAX_INLINE_HPARAMS = 6  # more differing keys than this go to a separate, transposed table
+
+
+def _settings(info: RunInfo, all_hparams: bool) -> dict[str, Any]:
+    """The settings of ``info`` the table shows: every stored one with ``--all``, else those its
+    training reads (an hs run's noise settings are left blank beside runs that use theirs)."""
+    return info.hparams if all_hparams else without_unused(info.hparams)
 
 
 def _hparam_cell(v: Any) -> str:
@@ -504,7 +512,7 @@ def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[
                  "" if i.step is None else str(i.step), "-" if i.saved is None else str(i.saved),
                  format_count(i.words_seen), "" if i.loss is None else _loss_cell(i.loss),
                  i.best, format_duration(i.wall_time)]
-        runs.add_row(*cells, *(_hparam_cell(i.hparams.get(k)) for k in inline))
+        runs.add_row(*cells, *(_hparam_cell(_settings(i, all_hparams).get(k)) for k in inline))
     tables = [runs]
     if keys and not inline:
         title = "hyperparameters" if all_hparams else "differing hyperparameters"
@@ -517,6 +525,6 @@ def runs_tables(infos: Sequence[RunInfo], *, all_hparams: bool = False) -> list[
             for i in group:
                 hp.add_column(i.name)
             for k in keys:
-                hp.add_row(k, *(_hparam_cell(i.hparams.get(k)) for i in group))
+                hp.add_row(k, *(_hparam_cell(_settings(i, all_hparams).get(k)) for i in group))
             tables.append(hp)
     return tables
