@@ -199,7 +199,8 @@ def test_a_run_that_does_not_fit_is_refused_by_the_command(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("embedlab: error: this run needs about ")
-    assert "more than the 0.0 GiB available (MemAvailable); pass a smaller --dim or " \
+    # below a GiB in MiB: "0.0 GiB available" read as none at all
+    assert "more than the 20.0 MiB available (MemAvailable); pass a smaller --dim or " \
            "--max-vocab" in err[0] and err[0].endswith("or a larger --min-count")
     assert "words x 8000 dimensions: vectors" in err[0]
     assert not run.exists()  # nothing of the run was left behind
@@ -348,8 +349,8 @@ def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatc
         memory.check_memory(2_300_000, 100, loss="neg", window=5)
     message = str(info.value)
     assert message.startswith("this run needs about 1.9 GiB of memory (2,300,000 words x 100 "
-                              "dimensions: vectors 1.7 GiB, vocabulary tables 0.2 GiB, batches "
-                              "0.03 GiB)")
+                              "dimensions: vectors 1.7 GiB, vocabulary tables 157.9 MiB, "
+                              "batches 26.2 MiB)")
     assert "more than the 1.0 GiB available (the cgroup's memory limit)" in message
     assert "(--max-vocab 1000000 would fit)" in message
     memory.check_memory(1_000_000, 100, loss="neg", window=5)  # that one does, with a margin
@@ -358,7 +359,8 @@ def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatc
         memory.check_memory(2_300_000, 100, loss="neg", window=5, shape="prepared")
     assert str(info.value).endswith(
         "; pass a smaller --dim, or run 'embedlab prepare' again with a smaller --max-vocab "
-        "(--max-vocab 1000000 would fit) or a larger --min-count")
+        "(--max-vocab 1000000 would fit) or a larger --min-count (and --force, to replace the "
+        "folder)")  # without --force, prepare refuses the folder that is there
 
 
 @pytest.mark.parametrize("shape", ["raw", "prepared"])

@@ -248,8 +248,8 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
             if shape != "resumed" else \
             "resume it where more memory is free: its noise words are those it was started with"
         raise InputError(
-            f"this run needs about {need.total / GIB:.1f} GiB of memory, {noise / GIB:.1f} GiB "
-            f"of it for the noise words of its batches, more than the {room / GIB:.1f} GiB "
+            f"this run needs about {_size(need.total)} of memory, {_size(noise)} "
+            f"of it for the noise words of its batches, more than the {_size(room)} "
             f"available ({source}); {fix}")
     step = step_bytes(batch_size, dim, window, engine)
     # --batch-size, not the model, is what to shrink: where a step holds most of it and the
@@ -259,8 +259,8 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
         fits = _round_down((room * 0.9 - (need.total - step)) / per_centre)
         example = f" ({spell('--batch-size', fits)} would fit)" if fits >= 1 else ""
         raise InputError(
-            f"this run needs about {need.total / GIB:.1f} GiB of memory, {step / GIB:.1f} GiB "
-            f"of it for a step of {batch_size:,} centres, more than the {room / GIB:.1f} GiB "
+            f"this run needs about {_size(need.total)} of memory, {_size(step)} "
+            f"of it for a step of {batch_size:,} centres, more than the {_size(room)} "
             f"available ({source}); pass a smaller {spell('--batch-size')}{example}")
     per_word = (need.matrices + need.tables) / max(1, vocab_size)
     fixed = need.batches
@@ -280,16 +280,16 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
     elif shape == "prepared":  # its vocabulary flags would be refused against the folder's
         advice = (f"pass a smaller {spell('--dim')}, or run 'embedlab prepare' again with a "
                   f"smaller --max-vocab{fits_with(f'--max-vocab {fits}')} or a larger "
-                  "--min-count")
+                  "--min-count (and --force, to replace the folder)")
     else:
         advice = (f"pass a smaller {spell('--dim')} or {spell('--max-vocab')}"
                   f"{fits_with(spell('--max-vocab', fits))}, or a larger "
                   f"{spell('--min-count')}")
     raise InputError(
-        f"this run needs about {need.total / GIB:.1f} GiB of memory ({vocab_size:,} words x "
-        f"{dim} dimensions: vectors {need.matrices / GIB:.1f} GiB, vocabulary tables "
-        f"{need.tables / GIB:.1f} GiB, batches {need.batches / GIB:.2f} GiB), more than the "
-        f"{room / GIB:.1f} GiB available ({source}); {advice}")
+        f"this run needs about {_size(need.total)} of memory ({vocab_size:,} words x "
+        f"{dim} dimensions: vectors {_size(need.matrices)}, vocabulary tables "
+        f"{_size(need.tables)}, batches {_size(need.batches)}), more than the "
+        f"{_size(room)} available ({source}); {advice}")
 
 
 def _usual_window_that_fits(vocab_size: int, dim: int, loss: str, window: int, chunks: int,
