@@ -243,7 +243,8 @@ def test_a_prepared_corpus_that_does_not_fit_is_told_to_prepare_again(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("embedlab: error: this run needs about ")
     assert err[0].endswith("(MemAvailable); pass a smaller --dim, or run 'embedlab prepare' "
-                           "again with a smaller --max-vocab or a larger --min-count")
+                           "again with a smaller --max-vocab or a larger --min-count (and "
+                           "--force, to replace the folder)")
     assert not run.exists()
 
 
