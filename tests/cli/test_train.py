@@ -1578,6 +1578,24 @@ def test_nproc_is_taken_out_of_the_command_torchrun_repeats() -> None:
     assert _without_nproc(["train", "--nproc=4", "--run", "r"]) == ["train", "--run", "r"]
 
 
+def test_nproc_that_cannot_split_the_micro_batches_is_refused_before_any_process(
+        corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Each process imports torch: 4 of them started on 2 cores to refuse would take seconds,
+    and warn about the cores beside a fix that keeps 4."""
+    from embedlab.training import launch
+
+    def started(*args: object) -> int:
+        raise AssertionError("processes were started")
+
+    monkeypatch.setattr(launch, "run_processes", started)
+    code, err = train(capsys, "--run", tmp_path / "run", "--corpus", corpus, "--nproc", "4",
+                      "--micro-batches", "2", "--engine", "torch")
+    assert_refused(code, err, "embedlab: error: 4 processes share a step of 2 micro-batches, "
+                              "which they cannot split evenly; pass --micro-batches 4")
+    assert not (tmp_path / "run").exists()
+
+
 
 @pytest.mark.parametrize(("limit", "message"), [
     ([], "use words outside the vocabulary ("),

@@ -131,7 +131,7 @@ def train(run: str | None, runs_dir: str, preset: str | None, restart: bool,
         from embedlab.training import distributed
         from embedlab.training.api import train as train_run
     if nproc is not None:
-        _launch(nproc)
+        _launch(nproc, params.get("micro_batches"))
     if params.get("probe"):  # words, as neighbors takes them (UTF-8 in a C locale too)
         from embedlab.cli.query import typed_word
 
@@ -147,8 +147,10 @@ def train(run: str | None, runs_dir: str, preset: str | None, restart: bool,
 MAX_PROCESSES = 1024
 
 
-def _launch(nproc: int) -> None:
-    """``--nproc N``: this command again as N processes of one run; exits with their status."""
+def _launch(nproc: int, micro_batches: int | None) -> None:
+    """``--nproc N``: this command again as N processes of one run; exits with their status.
+    A ``--micro-batches`` they cannot split is refused before any process starts (each imports
+    torch: seconds, and N of them on a small machine)."""
     from embedlab.cli import invoked_args
     from embedlab.errors import InputError, import_torch
     from embedlab.training import distributed
@@ -160,6 +162,12 @@ def _launch(nproc: int) -> None:
     if distributed.launched_by_torchrun():  # its processes would wait for others forever
         raise InputError("--nproc starts the processes of a run, and this command already runs "
                          "as one of them; drop --nproc (torchrun's --nproc-per-node sets them)")
+    if micro_batches is not None and micro_batches > 1:
+        from embedlab.training.launch import uneven_split
+
+        uneven = uneven_split(nproc, micro_batches)
+        if uneven is not None:
+            raise uneven
     if importlib.util.find_spec("torch") is None:  # said as the processes would say it; not
         import_torch("--nproc")  # imported here: the launcher stays light, its signals prompt
     sys.stdout.flush()

@@ -22,6 +22,7 @@ import numpy as np
 
 from embedlab.data.prepared import SPECIAL_CORPORA, PreparedCorpus
 from embedlab.errors import InputError, ProcessLost, spell
+from embedlab.training.launch import uneven_split
 
 if TYPE_CHECKING:
     from embedlab.config import TrainConfig
@@ -80,12 +81,9 @@ def check_config(size: int, cfg: TrainConfig, *, resumed: bool = False) -> None:
                          f"{cfg.engine}; pass {spell('--engine', 'torch')} or "
                          f"{spell('--engine', 'cuda')} (and {spell('--micro-batches', size)} or "
                          "a multiple)")
-    if m % size:
-        raise InputError(f"{size} processes share a step of {m} micro-batches, which they "
-                         f"cannot split evenly; pass "
-                         f"{spell('--micro-batches', max(size, (m + size - 1) // size * size))} "
-                         f"(a multiple of {size}; keep it × {spell('--batch-size')} near 2048) "
-                         "or start a number of processes that divides it")
+    uneven = uneven_split(size, m)
+    if uneven is not None:
+        raise uneven
 
 
 @contextlib.contextmanager

@@ -32,8 +32,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from embedlab.training.launched import LAUNCHER_ARGV, LAUNCHER_PID
+
+if TYPE_CHECKING:
+    from embedlab.errors import InputError
 
 #: seconds beyond the step's time limit that the launcher waits for a process to end by itself,
 #: and then between its SIGTERM and its SIGKILL
@@ -156,3 +160,18 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def uneven_split(size: int, m: int) -> InputError | None:
+    """The refusal of ``size`` processes sharing steps of ``m`` (> 1) micro-batches that they
+    cannot split evenly; None where they can. The launcher of ``--nproc`` says it before it
+    starts any process, where ``--micro-batches`` is given."""
+    if m % size == 0:
+        return None
+    from embedlab.errors import InputError, spell
+
+    return InputError(f"{size} processes share a step of {m} micro-batches, which they cannot "
+                      f"split evenly; pass "
+                      f"{spell('--micro-batches', max(size, (m + size - 1) // size * size))} "
+                      f"(a multiple of {size}; keep it × {spell('--batch-size')} near 2048) or "
+                      "start a number of processes that divides it")
