@@ -443,6 +443,28 @@ def test_on_progress_gets_what_metrics_jsonl_gets(corpus: Path, tmp_path: Path) 
     assert logged(tmp_path / "run") == logged(tmp_path / "plain")
 
 
+def test_on_progress_gets_the_latest_evaluation(corpus: Path, tmp_path: Path) -> None:
+    """A notebook stops early or plots on the evaluation: the callback has metrics.jsonl's
+    eval/ values, an evaluation due at its window's step coming first."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("w0\tw1\t9\nw2\tw3\t5\nw4\tw5\t1\nw1\tw6\t3\n")
+    calls: list[Progress] = []
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **{**EVERY_3, "log_every": 2}, eval_similarity=[pairs],
+                   eval_every=4, on_progress=calls.append)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evaluated = {r["step"]: r["eval/similarity/pairs"] for r in rows
+                 if "eval/similarity/pairs" in r}
+    assert calls[0].step == 2 and calls[0].evaluation is None  # none yet
+    end = calls[-1].step  # evaluated once more at the end, after the last window: the final call
+    for c in calls:
+        latest = max((s for s in evaluated if s <= c.step and (s < end or c.final)), default=None)
+        assert c.evaluated_step == latest, (c.step, c.evaluated_step)
+        if latest is not None:
+            assert c.evaluation == {"similarity/pairs": evaluated[latest]}
+    assert calls[-1].final and calls[-1].evaluated_step == max(evaluated)
+
+
 def test_a_stop_after_a_restart_says_to_resume_without_it(corpus: Path, tmp_path: Path) -> None:
     """restart=True typed again would start the run over a second time."""
     run = tmp_path / "run"

@@ -152,7 +152,8 @@ def train_loop(run: TrainingRun, out: TextIO) -> TrainResult:
         # a signal while the end was saved, which it let finish: the call stops as asked (the
         # command's process ends here anyway, with the run's own status)
         raise stopped_at_the_end(flag.signum, run.state.step, finished=finished)
-    sink.end(final_progress(run))  # all saved and closed: a callback that raises loses nothing
+    # all saved and closed: a callback that raises loses nothing
+    sink.end(final_progress(run, reporter))
     return _result(run, finished)
 
 
@@ -299,6 +300,7 @@ def _after_steps(run: TrainingRun, reporter: Reporter, saver: Saver, stop: _Stop
             group.wait_for_leader()
         state.window.pause(time.perf_counter() - began)
         reporter.time.restart()
+    reporter.report_window()  # after this step's evaluation: on_progress gets it too
     if group is None:
         stopping, due = bool(stop), not ends and saver.due(state.step)
     else:

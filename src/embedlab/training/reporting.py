@@ -10,9 +10,10 @@ The progress bar is shown only on a terminal (and with ``--progress``); elsewher
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
@@ -138,6 +139,10 @@ class Progress:
     """What ``embedlab.train(on_progress=...)`` is called with: at the end of every logging window
     (``log_every`` steps) the numbers metrics.jsonl gets for it, and once more when the call ends
     by training to the end or to ``max_steps`` (``final``), after the last checkpoint is saved.
+    ``evaluation``: the latest evaluation of the run's files (``eval_analogies``,
+    ``eval_similarity``) so far, by metric (``analogy``, ``similarity/NAME``: metrics.jsonl's
+    ``eval/`` values), taken at step ``evaluated_step`` (one due at this step comes first);
+    None before the first, or in a call that evaluates nothing.
     """
 
     step: int  # global step
@@ -147,6 +152,8 @@ class Progress:
     words_per_sec: float  # corpus words per second of training: over the window; final: the run
     progress: float  # share of the run's positions trained, 0 to 1
     final: bool = False
+    evaluation: Mapping[str, float] | None = None
+    evaluated_step: int | None = None
 
 
 class ProgressSink(Protocol):
@@ -249,13 +256,15 @@ def progress_sink() -> ProgressSink:
     return _SINK.get() or NoProgress()
 
 
-def final_progress(run: TrainingRun) -> Progress:
-    """The :class:`Progress` of a call that ends: where the run stands."""
+def final_progress(run: TrainingRun, reporter: Reporter | None = None) -> Progress:
+    """The :class:`Progress` of a call that ends: where the run stands (with the ``reporter``'s
+    latest evaluation, where it has one)."""
     s, optim = run.state, run.cfg.optim
+    evaluated = reporter.latest_evaluation() if reporter is not None else (None, None)
     return Progress(s.step, s.words_seen, s.last_loss,
                     linear_lr(optim.lr, optim.min_lr_ratio, s.words_seen, run.total_words),
                     s.words_seen * run.raw_per_token / max(1e-9, s.train_seconds),
-                    s.words_seen / run.total_words, final=True)
+                    s.words_seen / run.total_words, True, *evaluated)
 
 
 class Reporter:
@@ -279,6 +288,7 @@ class Reporter:
         self._evaluated: tuple[int, dict[str, float]] | None = None  # the last evaluation
         self._said_not_finite: set[str] = set()  # evaluations said to be nan, once each
         self.lr: float | None = None  # the rate of the last step trained
+        self._window: Progress | None = None  # closed, not yet handed to the sink
 
     def close_window(self, lr: float) -> None:
         """Log the logging window that ends with this step, and open the next."""
@@ -294,15 +304,32 @@ class Reporter:
         state.metrics["loss"] = state.last_loss
         self.tracker.log_scalars(state.step, scalars)
         self.bar.set_postfix(loss=f"{state.last_loss:.4f}", lr=f"{lr:.2e}", refresh=False)
-        self.sink.window(Progress(state.step, state.words_seen, state.last_loss, lr,
-                                  scalars["train/words_per_sec"], scalars["train/progress"]),
-                         self.time)
+        # told once an evaluation due at this step has run (report_window), so that the
+        # callback has it
+        self._window = Progress(state.step, state.words_seen, state.last_loss, lr,
+                                scalars["train/words_per_sec"], scalars["train/progress"])
         state.window = LogWindow.opening_now()
         now = time.monotonic()
         if self._status_at is None or now - self._status_at >= self.status_every_s:
             self._status_at = now
             status.write_status(run.run_dir, **progress_fields(run),
                                 wall_time=self.wall.seconds(), durable=False)
+
+    def report_window(self) -> None:
+        """Hand the window closed at this step to the progress sink, with the latest
+        evaluation (see :class:`Progress`)."""
+        if self._window is None:
+            return
+        evaluation, step = self.latest_evaluation()
+        window, self._window = self._window, None
+        self.sink.window(dataclasses.replace(window, evaluation=evaluation,
+                                             evaluated_step=step), self.time)
+
+    def latest_evaluation(self) -> tuple[dict[str, float] | None, int | None]:
+        """The results of the latest evaluation in this call and its step, or (None, None)."""
+        if self._evaluated is None:
+            return None, None
+        return dict(self._evaluated[1]), self._evaluated[0]
 
     def close_last_window(self) -> None:
         """Log the last, partial window: only at the natural end, so that a run sliced by
