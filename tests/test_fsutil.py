@@ -9,6 +9,7 @@ import stat
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -318,3 +319,19 @@ def test_a_signal_after_a_folder_is_committed_still_removes_the_old_one(
         fsutil.commit_folder(new, final)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert (final / "new.bin").read_bytes() == b"new"
+    monkeypatch.undo()
+    # a signal handled as the rename itself returns: the same
+    newer = tmp_path / ".out.tmp2"
+    newer.mkdir()
+    (newer / "newer.bin").write_bytes(b"newer")
+    replace = os.replace
+
+    def replaced_then_interrupted(src: Any, dst: Any) -> None:
+        replace(src, dst)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fsutil.os, "replace", replaced_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fsutil.commit_folder(newer, final)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert (final / "newer.bin").read_bytes() == b"newer"

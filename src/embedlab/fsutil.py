@@ -487,8 +487,12 @@ def commit_folder(tmp: Path, final: Path) -> None:
     try:
         os.replace(tmp, final)
     except BaseException:
-        if old is not None:
+        # a signal handled as the rename returns arrives here with the new folder in place
+        if old is not None and os.path.lexists(tmp):  # not renamed: the old one goes back
             old.rename(final)
+            raise
+        if old is not None:
+            _remove_replaced(old)
         raise
     try:
         fsync_dir(final.parent)
