@@ -1031,6 +1031,22 @@ def test_ctrl_c_stops_a_callback_that_hangs(corpus: Path, tmp_path: Path,
                             "to resume")
 
 
+def test_a_callbacks_error_is_its_own_beside_a_signal(corpus: Path, tmp_path: Path) -> None:
+    """A signal pending while on_progress raises an error does not hide the error: the stop is
+    the callback's, caused by it."""
+    import signal
+
+    def broken(progress: Progress) -> None:
+        if progress.step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise ValueError("bug")
+
+    with pytest.raises(TrainingInterrupted) as e:
+        embedlab.train(corpus=corpus, run=tmp_path / "a", **EVERY_3, on_progress=broken)
+    assert str(e.value).startswith("on_progress raised ValueError: bug; saved step 3")
+    assert isinstance(e.value.__cause__, ValueError)
+
+
 def test_a_signal_while_the_end_is_saved_stops_the_call_once_all_is_saved(
         corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The signal is said to be heard, so the call does not return as if none came (a notebook

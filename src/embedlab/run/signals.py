@@ -106,7 +106,7 @@ class SignalFlag:
         self.signals = signals
         self.signum: int | None = None
         self.count = 0
-        self.raising = 0  # inside interruptible_by_ctrl_c: a SIGINT raises as well
+        self.raising = 0  # inside call_interruptibly: a SIGINT raises as well
         self._previous: dict[int, _Handler] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
@@ -152,23 +152,25 @@ class SignalFlag:
         self._previous.clear()
 
 
-@contextlib.contextmanager
-def interruptible_by_ctrl_c() -> Iterator[None]:
-    """Within the block, a Ctrl-C raises the :class:`SignalFlag` in place and then
-    KeyboardInterrupt too: for a caller's own code run from the loop (``on_progress``), which a
-    flag checked between steps cannot stop while it runs (a stuck plot, a notebook's "interrupt
-    kernel"). The flag stops the run at the next step boundary even when that code swallows the
-    KeyboardInterrupt. Where another handler is in place, nothing changes."""
+def call_interruptibly(function: Callable[[], object]) -> None:
+    """Call ``function`` so that a Ctrl-C raises the :class:`SignalFlag` in place and then
+    KeyboardInterrupt in it too: for a caller's own code run from the loop (``on_progress``),
+    which a flag checked between steps cannot stop while it runs (a stuck plot, a notebook's
+    "interrupt kernel"). The flag stops the run at the next step boundary even when that code
+    swallows the KeyboardInterrupt. Where another handler is in place, a plain call. (No
+    context manager: a signal between its entry and its block would leave the flag raising.)
+    """
     flag = getattr(signal.getsignal(signal.SIGINT), "__self__", None) \
         if threading.current_thread() is threading.main_thread() else None
     if not isinstance(flag, SignalFlag):
-        yield
+        function()
         return
-    flag.raising += 1
-    try:
-        yield
+    before = flag.raising
+    try:  # set inside: a signal at any point leaves the count as it was found
+        flag.raising = before + 1
+        function()
     finally:
-        flag.raising -= 1
+        flag.raising = before
 
 
 @contextlib.contextmanager

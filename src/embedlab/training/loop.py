@@ -198,10 +198,13 @@ class _Stop:
         return distributed.CALLBACK_STOP if self.sink.failure is not None else 0
 
     def error(self, step: int) -> BaseException:
-        """What the loop raises once it has saved ``step``: a signal's stop before a callback's
-        (a Ctrl-C while on_progress ran raises in it too, see interruptible_by_ctrl_c)."""
-        if self.sink.failure is not None and self.flag.signum is None:
-            return stopped_by(self.sink.failure, step)
+        """What the loop raises once it has saved ``step``: a callback's error as its own; a
+        KeyboardInterrupt it raised while the flag rose as the signal's stop (a Ctrl-C while
+        on_progress ran raises there too, see call_interruptibly)."""
+        failure = self.sink.failure
+        if failure is not None and not (isinstance(failure, KeyboardInterrupt) and
+                                        self.flag.signum is not None):
+            return stopped_by(failure, step)
         signum = self.flag.signum or self.agreed
         if signum == distributed.CALLBACK_STOP:
             return TrainingInterrupted(f"process 0 stopped the run at step {step} (saved) — "

@@ -29,7 +29,7 @@ from embedlab.errors import (
     warn,
 )
 from embedlab.run import status
-from embedlab.run.signals import interruptible_by_ctrl_c
+from embedlab.run.signals import call_interruptibly
 from embedlab.training.clocks import TrainingTime, WallClock
 from embedlab.training.schedule import linear_lr
 from embedlab.training.state import LogWindow
@@ -190,8 +190,8 @@ class ProgressCallback:
     def window(self, progress: Progress, time: TrainingTime) -> None:
         time.lap()
         try:
-            with interruptible_by_ctrl_c():  # a callback that hangs is stopped by Ctrl-C
-                self.callback(progress)
+            # a callback that hangs is stopped by Ctrl-C
+            call_interruptibly(lambda: self.callback(progress))
         except BaseException as exc:  # raised by the loop once it has saved the step
             self.failure = exc
         finally:
