@@ -205,7 +205,7 @@ def test_a_similarity_file_given_whole_is_told_its_metric_name() -> None:
     ev = EvalConfig(similarity=("data/ws.tsv",))
     cfg = TrainConfig(checkpoint=CheckpointConfig(best_metric="similarity/ws.tsv"), eval=ev)
     with pytest.raises(InputError, match=re.escape(
-            "the name is the file's stem: pass --best-metric similarity/ws")):
+            "the name is the file's without its suffix: pass --best-metric similarity/ws")):
         check_best_metric(cfg)
 
 

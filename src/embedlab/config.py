@@ -451,10 +451,10 @@ def check_best_metric(cfg: TrainConfig) -> None:
         known = ", ".join(similarity) or \
             f"none: no {spell_name(similarities)} file is given"
         if stem in similarity:  # the file's whole name given: the metric is named by its stem
-            fix = f"the name is the file's stem: pass {spell('--best-metric', stem)}"
+            fix = f"the name is the file's without its suffix: pass {spell('--best-metric', stem)}"
         else:
             fix = (f"pass {spell_metavar(similarities, (given or 'NAME') + '.tsv')} (the name "
-                   f"is the file's stem) too; this run's similarity metrics: {known}")
+                   f"is the file's without its suffix) too; this run's similarity metrics: {known}")
     else:
         fix = (f"use loss, analogy (with {spell_name('--eval-analogies')}) or similarity/NAME "
                f"(with {spell_metavar(similarities, 'NAME.tsv')})")

@@ -90,8 +90,8 @@ if TYPE_CHECKING:
 @click.option("--keep-every", type=int, help="Archive (never delete) checkpoints at multiples "
               "of N steps (0: none, which a resume may set).")
 @click.option("--best-metric", help="Keep the best checkpoint by NAME[:min|max] (loss, analogy, "
-              "similarity/<file name without its suffixes>; loss is minimised, evaluations "
-              "maximised).  [default: loss:min]")
+              "similarity/<file name without its suffix and a compression's>; loss is "
+              "minimised, evaluations maximised).  [default: loss:min]")
 @click.option("--log-every", type=int, help="Steps per logging window.  [default: 100]")
 @click.option("--tensorboard/--no-tensorboard", default=None, help="Write TensorBoard events "
               "(metrics.jsonl is always written).  [default: on]")

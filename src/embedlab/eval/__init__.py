@@ -28,7 +28,8 @@ class Evaluator:
 
     Metric names: ``analogy`` (3CosAdd total accuracy in [0, 1], restricted to the
     ``cfg.restrict_vocab`` most frequent words) and ``similarity/<name>`` (Spearman), the
-    name being the file's without its suffixes (:func:`embedlab.fsutil.bare_stem`).
+    name being the file's without its suffix and a compression's
+    (:func:`embedlab.fsutil.bare_stem`).
     A call only reads ``matrix`` (a V×D NumPy array of any float dtype, or anything
     ``np.asarray`` turns into one, such as a CPU torch tensor that does not require grad; row
     i = ``words[i]``) and draws no random numbers. :meth:`check` needs the vocabulary only:
