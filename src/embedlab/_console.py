@@ -19,7 +19,12 @@ def run() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("embedlab: stopped by SIGINT while starting; nothing was done\n")
         sys.stderr.flush()
+        end_by_sigint()
         raise SystemExit(130) from None
+    except SystemExit as exc:  # the command line's own words for a Ctrl-C while it loads
+        if exc.code == 130:
+            end_by_sigint()
+        raise
     except ImportError as exc:
         from embedlab.errors import out_of_memory_loading
 
@@ -31,6 +36,28 @@ def run() -> None:
         sys.stderr.flush()
         raise SystemExit(2) from None
     run_command()
+
+
+def end_by_sigint() -> None:
+    """End this process as SIGINT's default action would, once its Ctrl-C is said (its exit
+    status would be 130): a shell running it in a loop, make or xargs then stop as well, which
+    they do only for a child that a SIGINT ended (a status of 130 reads as a signal the child
+    handled, and they go on). Not in a process that a launcher (``train --nproc``, torchrun)
+    started, whose status the launcher reads. Standard library only: it runs before the
+    command line has loaded."""
+    import contextlib
+    import os
+    import signal
+
+    from embedlab.training.launched import LAUNCHER_PID  # standard library only
+
+    if LAUNCHER_PID in os.environ or "TORCHELASTIC_RUN_ID" in os.environ:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a stream that cannot take it has nothing to save
+            stream.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)  # returns only where SIGINT is blocked: the exit follows
 
 
 def _closed_streams_to_devnull() -> None:

@@ -64,22 +64,12 @@ def sigint_came_elsewhere() -> None:
 
 
 def end_as_interrupted() -> None:
-    """End this process as SIGINT's default action would, after its own clean exit (status
-    130): a shell running it in a loop, make or xargs then stop as well, which they do only for
-    a child that a SIGINT ended (they take a status of 130 for a signal the child handled and
-    go on). Not for a process that a launcher (train --nproc, torchrun) started, whose status
-    the launcher reads, nor where the SIGINT came to another process."""
-    import os
+    """End this process as SIGINT's default action would after its own clean exit (status 130;
+    :func:`embedlab._console.end_by_sigint`), unless the SIGINT came to another process."""
+    from embedlab._console import end_by_sigint
 
-    from embedlab.training.launched import LAUNCHER_PID
-
-    if _NOT_OURS or LAUNCHER_PID in os.environ or "TORCHELASTIC_RUN_ID" in os.environ:
-        return
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGINT)  # returns only where SIGINT is blocked: the exit follows
+    if not _NOT_OURS:
+        end_by_sigint()
 
 
 def stopped_at_the_end(signum: int, step: int, *, finished: bool) -> TrainingInterrupted:
