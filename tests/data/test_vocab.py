@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -494,14 +495,23 @@ def test_a_byte_order_mark_before_the_first_word_is_said(tmp_path: Path) -> None
     # joined with their marks), not an editor's
     import warnings
 
-    for marker in ("meta.json", "config.json"):
+    for marker, record in (("meta.json", {"format": "embedlab-prepared"}),
+                           ("config.json", {"data": {}, "model": {}, "optim": {}})):
         folder = tmp_path / marker.split(".")[0]
         folder.mkdir()
-        (folder / marker).write_text("{}")
+        (folder / marker).write_text(json.dumps(record))
         (folder / "vocab.tsv").write_bytes(path.read_bytes())
         with warnings.catch_warnings(), embedlab.errors.messages_for("python"):
             warnings.simplefilter("error")
             assert Vocab.load_tsv(folder / "vocab.tsv").words == ("\ufeffthe", "of")
+    # another program's config.json beside it (a model folder) is no run of embedlab's
+    other = tmp_path / "model"
+    other.mkdir()
+    (other / "config.json").write_text('{"architectures": ["x"]}')
+    (other / "vocab.tsv").write_bytes(path.read_bytes())
+    with pytest.warns(embedlab.EmbedlabWarning, match=said), \
+            embedlab.errors.messages_for("python"):
+        Vocab.load_tsv(other / "vocab.tsv")
 
 
 def test_the_words_hash_is_the_checkpoints_vocabulary_hash_and_pickles() -> None:

@@ -290,7 +290,10 @@ def warn_of_a_leading_mark(path: Path, words: Sequence[str]) -> None:
     is dropped only at its start), and such a word is the corpus's own."""
     if not words or not words[0].startswith("\ufeff"):
         return
-    if (path.parent / "meta.json").is_file() or (path.parent / "config.json").is_file():
+    from embedlab.data.corpus import says_prepared
+    from embedlab.run.folder import is_a_run
+
+    if says_prepared(path.parent / "meta.json") or is_a_run(path.parent):  # embedlab's own
         return
     warn(f"{path} starts with a UTF-8 byte-order mark (U+FEFF), read as part of its first word "
          f"{words[0]!r}; if an editor added it, save the file as UTF-8 without a byte-order "
