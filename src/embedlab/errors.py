@@ -176,9 +176,10 @@ def collecting_warnings() -> Iterator[list[str]]:
 #: one-line message, the line breaks as well. Also the format characters that show nothing
 #: (a soft hyphen, a zero-width space, a word joiner, U+FEFF, the direction marks): words that
 #: differ only by one would print alike ('word' and 'wo\xadrd'); not the zero-width joiner and
-#: non-joiner, which shape the letters of many scripts and the emoji sequences.
+#: non-joiner and the Mongolian vowel separator, which shape the letters of their scripts and
+#: the emoji sequences.
 _ACTED_ON = ("\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f\u202a-\u202e\u2066-\u2069"
-             "\ud800-\udfff\u00ad\u061c\u180e\u200b\u200e\u200f\u2060-\u2064\ufeff")
+             "\ud800-\udfff\u00ad\u061c\u200b\u200e\u200f\u2060-\u2064\ufeff")
 _UNSHOWN = re.compile(f"[{_ACTED_ON}]")
 _UNSHOWN_OR_BREAK = re.compile(f"[{_ACTED_ON}\n\r\x0b\x0c\x1c-\x1f\x85\u2028\u2029]")
 

@@ -41,6 +41,7 @@ from embedlab.errors import (
     InputError,
     checked_bool,
     checked_step,
+    counted,
     on_command_line,
     python_entry,
     spell,
@@ -378,7 +379,7 @@ class Vectors(KeyedVectorsDialect):
             if other != word and other in self:  # escaped: the two print alike
                 fix = f"pass the word in {form} form" if on_command_line() else \
                     f"pass unicodedata.normalize({form!r}, word)"
-                return (f"{word!a} is not in the vocabulary ({len(self)} words), but "
+                return (f"{word!a} is not in the vocabulary ({counted(len(self), 'word')}), but "
                         f"{other!a}, the same text in Unicode's {form} form, is: words are "
                         f"matched exactly, not normalised; {fix}")
         close = suggest(word, self.words)

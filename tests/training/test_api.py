@@ -465,6 +465,23 @@ def test_on_progress_gets_the_latest_evaluation(corpus: Path, tmp_path: Path) ->
     assert calls[-1].final and calls[-1].evaluated_step == max(evaluated)
 
 
+def test_a_stop_after_from_latest_says_to_call_again_as_it_was(corpus: Path,
+                                                                tmp_path: Path) -> None:
+    """from_checkpoint='latest' is where a plain resume starts: no need to leave it out."""
+    run = tmp_path / "run"
+    embedlab.train(corpus=corpus, run=run, **EVERY_3, max_steps=3)
+
+    def ctrl_c_at_6(progress: Progress) -> None:
+        if progress.step == 6:
+            raise KeyboardInterrupt
+
+    with pytest.raises(TrainingInterrupted) as e:
+        embedlab.train(corpus=corpus, run=run, **EVERY_3, from_checkpoint="latest",
+                       on_progress=ctrl_c_at_6)
+    assert str(e.value) == ("on_progress raised KeyboardInterrupt; saved step 6 — call "
+                            "embedlab.train again with the same arguments to resume")
+
+
 def test_a_stop_after_a_restart_says_to_resume_without_it(corpus: Path, tmp_path: Path) -> None:
     """restart=True typed again would start the run over a second time."""
     run = tmp_path / "run"

@@ -177,7 +177,8 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
     abandoned = ABANDONED.set(None)
     try:
         once = (*(("--restart",) if restart else ()),
-                *(("--from",) if from_checkpoint is not None else ()))
+                # --from latest is where a plain resume starts: typed again, it resumes alike
+                *(("--from",) if from_checkpoint not in (None, "latest") else ()))
         with asked_as_device(as_device), acting_once(*once):
             return _train_call(explicit, sentences, run, runs_dir, preset, restart,
                                from_checkpoint, on_progress)
