@@ -104,18 +104,24 @@ def write_error(path: Path | str, exc: OSError, flag: str, *, retry: str = "",
     message whatever the cause (e.g. " (OUT is left as it was)").
     """
     why = exc.strerror or str(exc)
-    if exc.errno == errno.ENOSPC:
-        fix = f"free disk space or pass {flag} on another disk{retry}"
-    elif exc.errno in (errno.EDQUOT, errno.EROFS, errno.EIO):  # said as what they are
-        fix = f"{disk_fix(exc)}, or pass {flag} on another disk{retry}"
-    elif exc.errno == errno.EFBIG:  # the shell's file size limit, or the file system's
-        fix = (f"raise the file size limit (ulimit -f unlimited) or pass {flag} on a file "
-               f"system that takes larger files{retry}")
-    elif exc.errno in (errno.EMFILE, errno.ENFILE):
-        fix = f"{limit_fix(exc)}{retry}"
-    else:
-        fix = f"pass {flag} in a writable folder"
+    fix = elsewhere_fix(exc, flag)
+    fix = f"{fix}{retry}" if fix is not None else f"pass {flag} in a writable folder"
     return InputError(f"cannot write {path} ({why}); {fix}{note}")
+
+
+def elsewhere_fix(exc: OSError, flag: str) -> str | None:
+    """The fix of a write that failed on its disk or a limit, with the other disk ``flag``
+    names as the way round it; None for another error (permissions: the folder is the fix)."""
+    if exc.errno == errno.ENOSPC:
+        return f"free disk space or pass {flag} on another disk"
+    if exc.errno in (errno.EDQUOT, errno.EROFS, errno.EIO):  # said as what they are
+        return f"{disk_fix(exc)}, or pass {flag} on another disk"
+    if exc.errno == errno.EFBIG:  # the shell's file size limit, or the file system's
+        return (f"raise the file size limit (ulimit -f unlimited) or pass {flag} on a file "
+                "system that takes larger files")
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return limit_fix(exc)
+    return None
 
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),

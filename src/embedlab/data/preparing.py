@@ -59,7 +59,7 @@ from embedlab.fsutil import (
     DISK_ERRORS,
     checked_path,
     commit_folder,
-    disk_fix,
+    elsewhere_fix,
     hidden_prefix,
     missing_folders,
     remove_dead_leftovers,
@@ -206,12 +206,8 @@ def _write_failed(out: Path, exc: OSError, run_dir: Path | None = None) -> Input
     why = exc.strerror or f"{exc}: the disk is probably full"
     # train prepares into RUN/prepared: where it goes is --run's (or --runs-dir's) choice
     where = spell_name("--run") if run_dir is not None else _out_name()
-    if exc.errno is None or exc.errno == errno.ENOSPC:
-        fix = f"free disk space or pass {where} on another disk"
-    elif exc.errno in DISK_ERRORS:
-        fix = f"{disk_fix(exc)}, or pass {where} on another disk"
-    else:
-        fix = f"pass {where} in a writable folder"
+    fix = elsewhere_fix(OSError(errno.ENOSPC, "") if exc.errno is None else exc, where) or \
+        f"pass {where} in a writable folder"
     kept = "the prepared corpus already there is unchanged" if _has_files(out) else \
         "nothing was left behind"
     return InputError(f"cannot write the prepared corpus {out} ({why}); {fix} ({kept})")
