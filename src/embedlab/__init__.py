@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from embedlab.errors import (
     EmbedlabWarning,
     InputError,
+    MissingFileError,
     TrainingInterrupted,
     TrainingStoppedByError,
 )
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from embedlab.training.reporting import Progress
     from embedlab.training.state import TrainResult
     from embedlab.vectors import UnknownWordError, Vectors
-    from embedlab.vectors_gensim import MissingFileError
 
 
 def load(path: str | os.PathLike[str], *, step: int | np.integer | None = None,
@@ -114,7 +114,6 @@ def train(corpus: Corpus | None = None, run: str | os.PathLike[str] | None = Non
 _LAZY = {
     "Vectors": "embedlab.vectors",
     "UnknownWordError": "embedlab.vectors",
-    "MissingFileError": "embedlab.vectors_gensim",
     "TrainResult": "embedlab.training.state",
     "Progress": "embedlab.training.reporting",
     "CheckpointInfo": "embedlab.checkpoint.manager",

@@ -21,6 +21,7 @@ directly, as their tests do) messages spell flags.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import re
@@ -59,6 +60,32 @@ def diverged(step: int, loss: float, saved_step: int, fix: str) -> InputError:
     kept = f"checkpoints up to step {saved_step} are intact" if saved_step > 0 else \
         "no checkpoint was written"
     return InputError(f"training diverged at step {step}: the loss became {loss}; {kept}. {fix}")
+
+
+class MissingFileError(InputError, FileNotFoundError):
+    """A file named by the caller that does not exist: an :class:`InputError` (one line naming
+    the fix) that is also the ``FileNotFoundError`` gensim raises, so that ``except OSError``
+    or ``except FileNotFoundError`` written for gensim catches it. ``filename`` is the path."""
+
+    __str__ = Exception.__str__  # the message alone, not OSError's "[Errno 2] ..."
+
+    def __init__(self, message: str, path: str | os.PathLike[str]) -> None:
+        super().__init__(message)
+        self.errno, self.strerror = errno.ENOENT, os.strerror(errno.ENOENT)
+        self.filename = os.fspath(path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # __init__'s two arguments: pickle (a multiprocessing worker's error reaching its
+        # parent) and copy rebuild it with them
+        return type(self), (self.args[0] if self.args else "", self.filename), self.__dict__
+
+
+def restated(exc: InputError, message: str) -> InputError:
+    """``exc`` in other words (a prefix naming the option, a way out added), of its kind: a
+    :class:`MissingFileError` stays one, with its ``filename``."""
+    if isinstance(exc, MissingFileError):
+        return MissingFileError(message, exc.filename)
+    return InputError(message)
 
 
 class TrainingInterrupted(BaseException):

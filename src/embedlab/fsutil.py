@@ -395,7 +395,9 @@ def read_utf8(path: Path, *, what: str, missing_fix: str, unreadable_fix: str) -
     try:
         return file_bytes(path, what=what).decode("utf-8-sig")
     except FileNotFoundError:
-        raise InputError(f"{what} {path} does not exist; {missing_fix}") from None
+        from embedlab.errors import MissingFileError  # an InputError and a FileNotFoundError
+
+        raise MissingFileError(f"{what} {path} does not exist; {missing_fix}", path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {what} {path} ({exc}); {unreadable_fix}") from None
 

@@ -26,7 +26,6 @@ Where the dialect departs from gensim, on purpose:
 
 from __future__ import annotations
 
-import errno
 import io
 import math
 import numbers
@@ -38,7 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 import numpy as np
 
-from embedlab.errors import InputError, checked_bool, python_entry
+from embedlab.errors import InputError, MissingFileError, checked_bool, python_entry
 from embedlab.eval.analogy import case_groups, no_section_yet
 from embedlab.eval.scoring import COSMUL_EPS, analogy_scores, cosine_to_all, safe, top_k
 from embedlab.eval.similarity import _cosine as gensim_cosine
@@ -63,24 +62,6 @@ _K = TypeVar("_K", bound=Key)  # the type of the keys given, which a method retu
 GENSIM_RESTRICT = 300_000  # the restrict_vocab default of gensim's evaluate_word_* methods
 _TOP = 5  # gensim's evaluate_word_analogies looks at this many answers per question
 _SCORE_BUDGET = 1 << 25  # analogy scores held at once (128 MiB of float32)
-
-
-class MissingFileError(InputError, FileNotFoundError):
-    """A file named by the caller that does not exist: an :class:`InputError` (one line naming
-    the fix) that is also the ``FileNotFoundError`` gensim raises, so that ``except OSError``
-    or ``except FileNotFoundError`` written for gensim catches it. ``filename`` is the path."""
-
-    __str__ = Exception.__str__  # the message alone, not OSError's "[Errno 2] ..."
-
-    def __init__(self, message: str, path: PathLike) -> None:
-        super().__init__(message)
-        self.errno, self.strerror = errno.ENOENT, os.strerror(errno.ENOENT)
-        self.filename = os.fspath(path)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # __init__'s two arguments: pickle (a multiprocessing worker's error reaching its
-        # parent) and copy rebuild it with them
-        return type(self), (self.args[0] if self.args else "", self.filename), self.__dict__
 
 
 def read_text_file(path: PathLike, *, what: str, missing_fix: str, unreadable_fix: str) -> str:

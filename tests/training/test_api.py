@@ -443,6 +443,25 @@ def test_on_progress_gets_what_metrics_jsonl_gets(corpus: Path, tmp_path: Path) 
     assert logged(tmp_path / "run") == logged(tmp_path / "plain")
 
 
+def test_a_missing_file_is_a_file_not_found_error_too(corpus: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """`except OSError` (or FileNotFoundError) catches a missing corpus, evaluation file or run
+    folder, as it catches embedlab.load's; each is an InputError still, naming the file."""
+    monkeypatch.chdir(tmp_path)
+    calls = [lambda: embedlab.train(corpus="nope.txt", run="a", **FAST),
+             lambda: embedlab.train(corpus=corpus, run="b", **FAST, eval_analogies="nope.txt",
+                                    eval_every=5),
+             lambda: embedlab.train(corpus=corpus, run="c", **FAST, eval_similarity=["nope.txt"],
+                                    eval_every=5),
+             lambda: embedlab.checkpoints("nope.txt")]
+    for call in calls:
+        with pytest.raises(FileNotFoundError) as e:
+            call()
+        assert isinstance(e.value, InputError) and e.value.filename == "nope.txt"
+        assert "nope.txt" in str(e.value) and "[Errno" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_on_progress_gets_the_latest_evaluation(corpus: Path, tmp_path: Path) -> None:
     """A notebook stops early or plots on the evaluation: the callback has metrics.jsonl's
     eval/ values, an evaluation due at its window's step coming first."""

@@ -37,6 +37,7 @@ from embedlab.checkpoint.index import INDEX_FILE, read_index
 from embedlab.checkpoint.manager import RELISTS, CheckpointInfo, CheckpointManager
 from embedlab.errors import (
     InputError,
+    MissingFileError,
     checked_bool,
     checked_step,
     import_torch,
@@ -307,8 +308,9 @@ def list_checkpoints(run: str | os.PathLike[str]) -> list[CheckpointInfo]:
                          f"{type(run).__name__} {run!r}")
     p = Path(run)
     if not p.is_dir():
-        what = "is not a folder" if p.exists() else "does not exist"
-        raise InputError(f"{p} {what}; pass a run folder")
+        if not p.exists():  # also a FileNotFoundError, for a Python caller's except OSError
+            raise MissingFileError(f"{p} does not exist; pass a run folder", p)
+        raise InputError(f"{p} is not a folder; pass a run folder")
     if is_checkpoint_folder(p):
         run = f"its run folder {p.parent.parent}" if p.parent.name == CKPT_DIR else \
             "the run folder that holds it"

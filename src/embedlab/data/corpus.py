@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
-from embedlab.errors import InputError, python_caller
+from embedlab.errors import InputError, MissingFileError, python_caller
 
 #: bytes read from a (decompressed) file per piece; bounds the size of a block.
 PIECE_BYTES = 1 << 20
@@ -122,8 +122,9 @@ def list_files(path: Path) -> list[Path]:
             raise InputError(f"corpus {path} is a symbolic link to nothing that exists (a "
                              f"loop, or its target {os.readlink(path)} is gone); pass the file "
                              "or folder itself")
-        raise InputError(f"corpus not found: {path}; pass an existing file or folder, "
-                         "'text8' (downloads it) or 'demo'")
+        # also a FileNotFoundError: a Python caller's `except OSError` catches it
+        raise MissingFileError(f"corpus not found: {path}; pass an existing file or folder, "
+                               "'text8' (downloads it) or 'demo'", path)
     if path.is_file():
         return [path]
     if not path.is_dir():

@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from embedlab.config import EvalConfig
-from embedlab.errors import InputError, spell_name
+from embedlab.errors import InputError, restated, spell_name
 from embedlab.eval.analogy import QuestionSet, evaluate_analogies, question_ids, read_questions
 from embedlab.eval.scoring import row_norms
 from embedlab.eval.similarity import PairSet, evaluate_similarity, pair_ids, read_pairs
@@ -76,13 +76,13 @@ def make_evaluator(cfg: EvalConfig) -> Evaluator:
     try:  # named by the option that gave the file (on a resume, config.json's)
         questions = read_questions(cfg.analogies) if cfg.analogies else None
     except InputError as exc:
-        raise InputError(f"{spell_name('--eval-analogies')}: {exc}") from None
+        raise restated(exc, f"{spell_name('--eval-analogies')}: {exc}") from None
     pair_sets = []
     for path in cfg.similarity:
         try:
             pair_sets.append(read_pairs(path))
         except InputError as exc:
-            raise InputError(f"{spell_name('--eval-similarity')}: {exc}") from None
+            raise restated(exc, f"{spell_name('--eval-similarity')}: {exc}") from None
     names = [f"similarity/{ps.name}" for ps in pair_sets]
     if len(set(names)) != len(names):
         paths = [str(p) for p in cfg.similarity]

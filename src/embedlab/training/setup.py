@@ -58,6 +58,7 @@ from embedlab.errors import (
     printable,
     python_caller,
     rerun,
+    restated,
     said_by_another_process,
     spell,
     spell_metavar,
@@ -178,8 +179,8 @@ def set_up(cfg: TrainConfig, run_dir: Path, *, argv: list[str], resume_from: str
         loss = "" if cfg.checkpoint.best_name == "loss" else \
             f" {spell('--best-metric', 'loss')}" if not python_caller() else \
             f", {spell('--best-metric', 'loss')}"
-        raise InputError(f"{exc} (or pass {spell('--no-eval', True)}{loss} to resume without "
-                         "the run's evaluation)") from None
+        raise restated(exc, f"{exc} (or pass {spell('--no-eval', True)}{loss} to resume "
+                            "without the run's evaluation)") from None
     noise = NoiseDistribution(vocab.counts, cfg.model.noise_exponent)
     legacy = _legacy_batches(run_dir, ckpt)
     stream = batches_for(cfg, prepared, keep, noise, legacy=legacy)
