@@ -281,6 +281,13 @@ def test_an_archive_is_named_with_how_to_open_it(tmp_path: Path, head: bytes, me
     # UTF-32's mark starts with UTF-16's: converted as UTF-16 it gave nonsense
     ("notes.txt", "hello".encode("utf-32"), "is UTF-32 text, not UTF-8; convert it (e.g. iconv "
      "-f utf-32 -t utf-8) into a new file outside the corpus's folder, and pass that"),
+    # no byte-order mark (iconv -t utf-16le writes none): every other byte NUL
+    ("notes.txt", "hello world\n".encode("utf-16-le") * 3, "is UTF-16LE text, not UTF-8; "
+     "convert it (e.g. iconv -f utf-16le -t utf-8) into a new file outside the corpus's folder, "
+     "and pass that"),
+    ("notes.txt", "hello world\n".encode("utf-16-be") * 3, "is UTF-16BE text, not UTF-8; "
+     "convert it (e.g. iconv -f utf-16be -t utf-8) into a new file outside the corpus's folder, "
+     "and pass that"),
     ("notes.txt.gz", gzip.compress("hello".encode("utf-16")),
      "is UTF-16 text, not UTF-8; decompress it, convert the text (e.g. iconv -f utf-16 -t "
      "utf-8) into a new file outside the corpus's folder, and pass that"),

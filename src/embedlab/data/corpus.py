@@ -319,6 +319,28 @@ _COMPRESSED = ((b"\x1f\x8b", ".gz", "gzip", "gunzip"), (b"BZh", ".bz2", "bzip2",
                (b"\xfd7zXZ\x00", ".xz", "xz", "unxz"))
 
 
+def _unmarked_utf16(head: bytes) -> str | None:
+    """``utf-16le`` or ``utf-16be`` for text in that encoding without a byte-order mark
+    (``iconv -t utf-16le`` writes none): mostly Latin text, whose every other byte is NUL
+    (``looks binary`` would send the user the wrong way); else None."""
+    sample = head[:4096]
+    if len(sample) < 16:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+
+    def zeros(half: bytes) -> float:
+        return half.count(0) / len(half)
+
+    def text(half: bytes) -> float:  # printable ASCII and whitespace: the letters' low bytes
+        return sum(32 <= b < 127 or b in b"\t\n\r" for b in half) / len(half)
+
+    if zeros(odd) > 0.9 and text(even) > 0.9:
+        return "utf-16le"
+    if zeros(even) > 0.9 and text(odd) > 0.9:
+        return "utf-16be"
+    return None
+
+
 def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     """A corpus file that is not UTF-8 text, in the words that fit what it is: an archive
     (text8.zip), text in another encoding (Latin-1: invalid sequences, no NUL), or binary."""
@@ -337,7 +359,7 @@ def _binary_error(path: Path, why: str, head: bytes = b"") -> InputError:
     # the byte-order marks of UTF-32 (first: UTF-16's is the start of its little-endian one)
     # and UTF-16 (the one Windows writes); a compressed file's are those of its text
     encoding = "utf-32" if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")) else \
-        "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else None
+        "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else _unmarked_utf16(head)
     if encoding is not None:
         compressed = path.suffix.lower() in _DECOMPRESSORS
         how = "decompress it, convert the text" if compressed else "convert it"
@@ -426,7 +448,7 @@ def _file_blocks(
             data = _read(stream, path)
             final = not data
             if first and b"\x00" in data:
-                raise _binary_error(path, "it contains NUL bytes", data[:8])
+                raise _binary_error(path, "it contains NUL bytes", data[:4096])
             text, bad = _decode(decoder, data, final)
             if first and bad >= BINARY_MIN_INVALID and bad > len(text) * BINARY_REPLACEMENT_SHARE:
                 raise _binary_error(path, f"{bad:,} invalid UTF-8 sequences in its first "

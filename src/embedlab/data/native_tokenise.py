@@ -148,7 +148,7 @@ class Piece:
 def _check_binary(path: Path, head: bytes) -> None:
     """The Python reader's test on a file's first piece (:func:`embedlab.data.corpus`)."""
     if b"\x00" in head:
-        raise corpus._binary_error(path, "it contains NUL bytes", head[:8])
+        raise corpus._binary_error(path, "it contains NUL bytes", head[:4096])
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors=corpus._ERRORS)
     text, bad = corpus._decode(decoder, head, not head)
     if bad >= corpus.BINARY_MIN_INVALID and bad > len(text) * corpus.BINARY_REPLACEMENT_SHARE:
