@@ -270,3 +270,20 @@ def test_ctrl_c_once_the_folder_is_complete_keeps_it_and_says_so(
     code, _, err = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "p"), "--force"],
                            capsys)
     assert code == 130 and "interrupted" in err
+
+
+def test_counting_again_with_pruning_is_said_where_progress_is_shown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The reading bar starts over at 0 % for the pruned passes: a note says why."""
+    corpus = tmp_path / "many.txt"
+    corpus.write_text("".join(" ".join(f"w{(i * 7 + j) % 300}" for j in range(10)) + "\n"
+                              for i in range(200)))
+    code, _, err = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "p"),
+                            "--max-distinct", "100", "--min-count", "1"], capsys)
+    assert code == 0, err
+    assert "embedlab: note: the corpus holds more than 100 distinct words (--max-distinct): " \
+           "reading it again, counting with word2vec's pruning" in err
+    code, _, err = run_cli(["prepare", str(corpus), "--out", str(tmp_path / "q"),
+                            "--max-distinct", "100", "--min-count", "1", "--no-progress"],
+                           capsys)
+    assert code == 0 and "reading it again" not in err

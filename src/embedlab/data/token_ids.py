@@ -28,7 +28,7 @@ from embedlab.data.corpus import ReadStats, iter_blocks, list_files
 from embedlab.data.native_words import Encoded
 from embedlab.data.prepared import ENDS_FILE, IDS_FILE, VOCAB_FILE, file_chunks, map_file
 from embedlab.data.vocab import PruneInfo, Vocab, WordCounter, build, build_from_arrays
-from embedlab.errors import InputError
+from embedlab.errors import InputError, note, spell
 
 _FLUSH_TOKENS = 1 << 18  # encode this many tokens per numpy call
 
@@ -361,6 +361,10 @@ def count(source: Path, lowercase: bool, max_distinct: int, tmp: Path, progress:
     found = scan(source, lowercase, max_distinct, tmp, progress, workers)
     if found is not None:
         return found
+    if progress:  # the bar starts over: said, or the work so far would seem lost for nothing
+        note(f"the corpus holds more than {max_distinct:,} distinct words "
+             f"({spell('--max-distinct')}): reading it again, counting with word2vec's pruning, "
+             "then once more to write its ids")
     if native_tokenise.usable(list_files(source)):
         try:
             return _NativePruned(source, lowercase, max_distinct, progress, workers)
