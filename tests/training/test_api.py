@@ -1430,3 +1430,18 @@ def test_a_path_object_named_demo_with_no_such_file_here_is_the_built_in_corpus(
     monkeypatch.chdir(tmp_path)
     result = embedlab.train(corpus=Path("demo"), run=tmp_path / "run", **FAST, max_steps=1)
     assert result.config.data.corpus == "demo"
+
+
+def test_a_numbered_run_folder_says_which_settings_the_taken_name_holds(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sweep run extended with more epochs: re-running the sweep's line makes NAME-2, and
+    says why, where the -2 alone reads as part of the last tag."""
+    runs = tmp_path / "runs"
+    first = embedlab.train(corpus=corpus, runs_dir=runs, **FAST)
+    embedlab.train(run=first.run_dir, **{**FAST, "epochs": 3})
+    capsys.readouterr()
+    again = embedlab.train(corpus=corpus, runs_dir=runs, **FAST)
+    assert again.run_dir.name == first.run_dir.name + "-2"
+    assert (f"embedlab: note: {first.run_dir} holds a run of other settings (epochs 3 there, 2 "
+            f"here): this is a new run, {again.run_dir} (run={str(first.run_dir)!r} names that "
+            "one)") in capsys.readouterr().err

@@ -7,6 +7,7 @@ change the result (:func:`embedlab.config.diff_for_resume`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -655,9 +656,31 @@ def choose_run_dir(runs_dir: Path, explicit: dict[str, Any], preset: str | None)
         candidate = runs_dir / (base if i == 1 else f"{base}-{i}")
         if not candidate.exists() or _resumes(candidate, cfg, explicit):
             _check_outside_corpus(candidate, cfg.data.corpus)
+            if i > 1 and not candidate.exists():
+                _say_why_numbered(runs_dir / base, cfg, candidate)
             return candidate
     raise InputError(f"too many runs named {base}* in {runs_dir}; pass "
                      f"{spell_metavar('--run', 'DIR')}")
+
+
+def _say_why_numbered(taken: Path, cfg: TrainConfig, candidate: Path) -> None:
+    """A new run named ``NAME-2``: say which settings of the run at ``NAME`` differ (one
+    extended with --epochs, say), or the -2 reads as part of the last tag, and the sweep that
+    meant to resume it trains a duplicate unseen."""
+    from embedlab.config import changed_settings, option_spelled
+
+    with contextlib.suppress(InputError, OSError):
+        stored, _ = _stored(taken)
+        if stored is None:
+            return
+        there, here = flatten(stored.to_dict()), flatten(cfg.to_dict())
+        keys = changed_settings(there, here)
+        if not keys:
+            return
+        shown = ", ".join(f"{option_spelled(k)} {there.get(k)!r} there, {here.get(k)!r} here"
+                          for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
+        note(f"{taken} holds a run of other settings ({shown}): this is a new run, {candidate} "
+             f"({spell('--run', str(taken))} names that one)")
 
 
 def _resumes(candidate: Path, cfg: TrainConfig, explicit: dict[str, Any]) -> bool:
