@@ -1598,8 +1598,8 @@ def test_nproc_that_cannot_split_the_micro_batches_is_refused_before_any_process
 
 
 @pytest.mark.parametrize(("limit", "message"), [
-    ([], "use words outside the vocabulary ("),
-    (["--eval-restrict-vocab", "3"], "use words outside the first 3 words of the vocabulary; "
+    ([], "uses words outside the vocabulary ("),  # its one question
+    (["--eval-restrict-vocab", "3"], "uses words outside the first 3 words of the vocabulary; "
                                      "check the file's language/case or raise "
                                      "--eval-restrict-vocab"),
 ])
