@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -151,3 +152,21 @@ def test_an_edited_resumes_entry_is_read_and_written_past(tmp_path: Path, resume
     env = json.loads((tmp_path / "env.json").read_text())
     assert isinstance(env["resumes"], list) and env["resumes"][-1]["kernel"] == {"id": "b"}
     assert provenance.last_kernel(tmp_path) == {"id": "b"}
+
+
+def test_argv_is_recorded_as_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """python -m embedlab (and torchrun's -m embedlab) leave the path of __main__.py in argv,
+    which runs nothing as written."""
+    main = os.path.join("/x", "site-packages", "embedlab", "__main__.py")
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert provenance.as_typed(["embedlab", "train"]) == ["embedlab", "train"]
+    assert provenance.as_typed([main, "train", "--run", "r"]) == [
+        "python", "-m", "embedlab", "train", "--run", "r"]
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert provenance.as_typed([main, "train"]) == [
+        "torchrun", "--nproc-per-node", "2", "-m", "embedlab", "--", "train"]
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert provenance.as_typed([main, "train"])[:5] == [
+        "torchrun", "--nnodes", "4", "--nproc-per-node", "2"]

@@ -75,6 +75,22 @@ def git_commit(path: Path | None = None, *, timeout: float = 2.0) -> dict[str, A
     return {"commit": commit, "dirty": None if status is None else bool(status)}
 
 
+def as_typed(argv: Sequence[str]) -> list[str]:
+    """``argv`` as its command was typed: Python gives ``python -m embedlab ARGS`` (torchrun's
+    ``-m embedlab`` too) as the path of embedlab's ``__main__.py``, which runs nothing as
+    written. Under torchrun, with the process counts it started (its other options are not
+    known to its processes)."""
+    args = list(argv)
+    if not args or not args[0].endswith(os.path.join("embedlab", "__main__.py")):
+        return args
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return ["python", "-m", "embedlab", *args[1:]]
+    local = os.environ.get("LOCAL_WORLD_SIZE", "1")
+    nodes = int(os.environ.get("WORLD_SIZE", local)) // max(1, int(local))
+    where = ["--nnodes", str(nodes)] if nodes > 1 else []
+    return ["torchrun", *where, "--nproc-per-node", local, "-m", "embedlab", "--", *args[1:]]
+
+
 def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequence[str],
                 device: str = "cpu", processes: int = 1, step: int = 0,
                 command: str | None = None,
@@ -90,7 +106,7 @@ def environment(*, argv: Sequence[str], threads: int, seed: int, streams: Sequen
         affinity = None
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "argv": list(argv),
+        "argv": as_typed(argv),
         "cwd": os.getcwd(),
         "packages": package_versions(),
         "python": sys.version.split()[0],
