@@ -364,6 +364,23 @@ def test_the_refusal_names_a_vocabulary_that_fits(monkeypatch: pytest.MonkeyPatc
         "folder)")  # without --force, prepare refuses the folder that is there
 
 
+def test_where_no_vocabulary_fits_a_narrower_window_is_the_fix(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batches' buffers alone exceed the memory at window 5: --max-vocab could not help,
+    a narrower window does, and the one named fits."""
+    from embedlab.errors import InputError
+    from embedlab.training import memory
+
+    need = memory.memory_need(2, 8, loss="neg", window=5).total
+    room = (need + memory.memory_need(2, 8, loss="neg", window=4).total) // 2
+    monkeypatch.setattr(memory, "available_memory", lambda: (room, "MemAvailable"))
+    with pytest.raises(InputError) as info:
+        memory.check_memory(2, 8, loss="neg", window=5)
+    assert str(info.value).endswith("; pass a smaller --window (batches hold 11 bytes of context "
+                                    "mask per token; --window 4 would fit)")
+    memory.check_memory(2, 8, loss="neg", window=4)  # the fix, followed
+
+
 @pytest.mark.parametrize("shape", ["raw", "prepared"])
 def test_a_window_too_wide_is_named_as_the_cause(monkeypatch: pytest.MonkeyPatch,
                                                  shape: str) -> None:

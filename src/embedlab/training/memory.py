@@ -273,7 +273,9 @@ def check_memory(vocab_size: int, dim: int, *, loss: str, window: int,
         advice = ("resume it where more memory is free: its vocabulary and dimensions are "
                   "those it was started with")
     elif (usual := _usual_window_that_fits(vocab_size, dim, loss, window, chunks, room,
-                                           batch_size, engine)):
+                                           batch_size, engine)) or \
+            (fits < 2 and (usual := _window_that_fits(vocab_size, dim, loss, window, chunks,
+                                                       room, batch_size, engine))):
         # the window, not the vocabulary: its context mask takes 2W+1 bytes per token in flight
         advice = (f"pass a smaller {spell('--window')} (batches hold {2 * window + 1} bytes of "
                   f"context mask per token; {spell('--window', usual)} would fit)")
@@ -302,6 +304,17 @@ def _usual_window_that_fits(vocab_size: int, dim: int, loss: str, window: int, c
                                           chunks=chunks, batch_size=batch_size,
                                           engine=engine).total <= room:
             return usual
+    return None
+
+
+def _window_that_fits(vocab_size: int, dim: int, loss: str, window: int, chunks: int,
+                      room: int, batch_size: int = 0, engine: str = "native") -> int | None:
+    """The widest window narrower than ``window`` with which the run fits in ``room``, where no
+    vocabulary would (the batches' buffers are what is left); None where none does."""
+    for narrower in range(window - 1, 0, -1):
+        if memory_need(vocab_size, dim, loss=loss, window=narrower, chunks=chunks,
+                       batch_size=batch_size, engine=engine).total <= room:
+            return narrower
     return None
 
 
