@@ -9,6 +9,7 @@ import json
 import lzma
 import tempfile
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -319,3 +320,48 @@ def test_no_work_runs_once_in_order_is_stopped_even_through_a_second_interrupt(
             raise KeyboardInterrupt  # the user's Ctrl-C
     ended = list(finished)  # as the caller frees the tables
     assert 2 in ended, ended
+
+
+def test_a_ctrl_c_inside_the_submission_waits_for_the_work_it_queued(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C inside ThreadPoolExecutor.submit must not leave work queued that in_order does
+    not wait for: the caller would free the tables under it (a segmentation fault)."""
+    import signal
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import closing
+
+    from embedlab.data.native_tokenise import in_order
+
+    finished: list[int] = []
+
+    def work(piece: int) -> int:
+        time.sleep(0.2)
+        finished.append(piece)
+        return piece
+
+    real_submit = ThreadPoolExecutor.submit
+
+    def submit_then_ctrl_c(self: ThreadPoolExecutor, fn: Any, /, *args: Any) -> Any:
+        future = real_submit(self, fn, *args)
+        if args == (1,):
+            signal.raise_signal(signal.SIGINT)  # handled before submit returns
+        return future
+
+    import threading
+
+    real_join = threading.Thread.join
+
+    def interrupted_join(self: threading.Thread, timeout: float | None = None) -> None:
+        if self.name.startswith("tokenise"):  # a second Ctrl-C cuts the executor's wait short
+            monkeypatch.setattr(threading.Thread, "join", real_join)
+            raise KeyboardInterrupt
+        real_join(self, timeout)
+
+    monkeypatch.setattr(ThreadPoolExecutor, "submit", submit_then_ctrl_c)
+    monkeypatch.setattr(threading.Thread, "join", interrupted_join)
+    with pytest.raises(KeyboardInterrupt), \
+            closing(in_order(iter(range(8)), work, 2)) as results:
+        list(results)
+    assert 1 in finished, finished  # done before the generator let its caller go on
+    time.sleep(0.5)  # the threads end before the next test

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from embedlab.data import corpus
 from embedlab.data.corpus import ReadStats
 from embedlab.errors import InputError
+from embedlab.run.signals import deferred_interrupt
 
 #: corpora smaller than this (bytes on disk) are read by the Python reader: it takes under a
 #: second for them, less than building the native library the first time, and a small corpus
@@ -263,7 +264,10 @@ def in_order(pieces: Iterator[Piece], work: Callable[[Piece], _T],
         try:
             try:
                 for piece in pieces:
-                    pending.append(pool.submit(work, piece))
+                    # a Ctrl-C inside submit would leave work queued (or a thread half
+                    # started) that nothing waits for, using tables the caller then frees
+                    with deferred_interrupt():
+                        pending.append(pool.submit(work, piece))
                     if len(pending) > workers:
                         yield _first_done(pending)
             except Exception:

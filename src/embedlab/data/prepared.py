@@ -307,9 +307,15 @@ def unknown_id(root: Path, position: int, value: int, vocab_size: int) -> InputE
 def file_chunks(path: Path, dtype: np.dtype[Any]) -> Iterator[npt.NDArray[Any]]:
     """The values of the raw file ``path`` in chunks of at most ``_SCAN_CHUNK``, read with
     plain reads (a memmap's pages would stay resident)."""
+    # readinto, not np.fromfile: a Ctrl-C inside numpy's read of a file object comes out as a
+    # TypeError ("expected str, bytes or os.PathLike object"), a traceback instead of the stop
     with open(path, "rb") as f:
-        while len(chunk := np.fromfile(f, dtype=dtype, count=_SCAN_CHUNK)):
-            yield chunk
+        while True:
+            chunk = np.empty(_SCAN_CHUNK, dtype=dtype)
+            got = f.readinto(chunk.data.cast("B")) // chunk.itemsize
+            if not got:
+                return
+            yield chunk[:got]
 
 
 def write_meta(path: Path, meta: dict[str, Any]) -> None:
