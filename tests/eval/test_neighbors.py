@@ -19,6 +19,12 @@ def test_suggest_orders_case_then_prefix_then_spelling() -> None:
     assert len(suggest("k", WORDS, n=3)) <= 3
 
 
+def test_suggest_puts_the_fewest_edits_first() -> None:
+    """Two letters swapped is one edit, and keeps the word's letters: kign is king first."""
+    assert suggest("kign", ["the", "kin", "krin", "king", "of"])[0] == "king"
+    assert suggest("qeuen", ["the", "queens", "queue", "queen"])[0] == "queen"
+
+
 def test_suggest_spells_in_lower_case() -> None:
     """A capitalised typo finds the spellings its lower case finds, each by one case variant:
     the one cased as the typo, else the most frequent."""

@@ -95,8 +95,26 @@ def suggest(word: str, words: Sequence[str], n: int = 5) -> list[str]:
                                          _casing(near[low_w]) != _casing(word)):
                     near[low_w] = w
         close = difflib.get_close_matches(low, list(near), n=n, cutoff=0.75)
+        # fewest edits first (two letters swapped is one), of those the query's length (its
+        # letters kept: "kign" is king before kin), then difflib's similarity, in its order
+        close.sort(key=lambda c: (_edits(low, c), abs(len(c) - len(low))))
         out += [near[c] for c in close if near[c] not in out]
     return out[:n]
+
+
+def _edits(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of neighbouring letters that turn ``a``
+    into ``b`` (the optimal string alignment distance; short words only)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        row = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], prev2[j - 2] + 1)
+        prev2, prev = prev, row
+    return prev[-1]
 
 
 def _casing(word: str) -> tuple[bool, bool, bool]:
