@@ -86,42 +86,18 @@ def test_an_older_runs_experiment_summary_is_removed(tmp_path: Path) -> None:
     assert drop_experiment_summaries(run) is False  # nothing left to do: no rewrite
 
 
-def test_a_full_disk_is_one_line_without_the_writer_threads_traceback(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    # the writer's thread printed "Exception in thread ..." and a traceback, and the main
-    # thread's error named no file
-    import errno
-
-    from tensorboard.summary.writer.record_writer import RecordWriter
-
-    from embedlab.errors import InputError
-
-    def full(self: Any, data: bytes) -> None:
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    writer = EventWriter(tmp_path, None)
-    monkeypatch.setattr(RecordWriter, "write", full)
-    with pytest.raises(InputError) as failed:
-        for step in range(100):  # the thread fails on its first write; a later call says so
-            writer.add_summary(step, scalar_summary("train/loss", 1.0))
-            writer.flush()
-    path = next(iter(event_files(tmp_path)))
-    assert str(failed.value) == (
-        f"could not write TensorBoard events to {path} (No space left on device); free space on "
-        "the disk (or pass --no-tensorboard), then re-run the same command: the run resumes "
-        "from its last checkpoint")
-    assert "Traceback" not in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("code, fix", [
+    (errno.ENOSPC, "free space on the disk"),
     (errno.EROFS, "make the disk writable (it is mounted read-only)"),
     (errno.EDQUOT, "free space within your disk quota"),
     (errno.EIO, "check the disk (an input/output error: a failing disk, or a network file "
                 "system that went away)")])
-def test_a_write_that_fails_otherwise_is_told_its_own_fix(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, fix: str) -> None:
-    # not "free space on the disk": each error's own fix
+def test_a_failed_write_is_one_line_with_its_own_fix_and_no_thread_traceback(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        code: int, fix: str) -> None:
+    """The writer's thread fails on its first write; a later call says so in one line naming
+    the file and the error's own fix (not "free space" for a read-only or failing disk), with
+    no "Exception in thread" traceback of the thread."""
     from tensorboard.summary.writer.record_writer import RecordWriter
 
     from embedlab.errors import InputError
@@ -140,6 +116,7 @@ def test_a_write_that_fails_otherwise_is_told_its_own_fix(
         f"could not write TensorBoard events to {path} ({os.strerror(code)}); {fix} (or pass "
         "--no-tensorboard), then re-run the same command: the run resumes from its last "
         "checkpoint")
+    assert "Traceback" not in capsys.readouterr().err
 
 
 def test_too_many_open_files_is_not_called_a_full_disk(tmp_path: Path,
