@@ -475,7 +475,9 @@ def test_nproc_starts_torchrun_on_this_machine(corpus: Path, tmp_path: Path,
     assert code == 0, out
     assert out.count("embedlab: new run") == 1
     assert _final(run) == reference
-    assert json.loads((run / "env.json").read_text())["argv"][1:4] == ["train", "--nproc", "2"]
+    # the launcher's command line as typed (python -m embedlab, not __main__.py's path)
+    assert json.loads((run / "env.json").read_text())["argv"][:6] == [
+        "python", "-m", "embedlab", "train", "--nproc", "2"]
 
 
 def test_another_corpus_on_one_machine_is_refused(corpus: Path, tmp_path: Path) -> None:
