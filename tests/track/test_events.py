@@ -225,8 +225,9 @@ def test_a_record_cut_short_ends_the_file_as_the_loader_reads_it(tmp_path: Path)
 
 
 def test_a_reader_open_during_a_resume_shows_each_step_once(tmp_path: Path) -> None:
-    """The server's reader (--load_fast=false) ignores a run's first SessionLog START, so a new
-    run writes one: the first resume's START then purges the abandoned steps it has read."""
+    """TensorBoard's reader (--load_fast=false) takes a run's first SessionLog START for its
+    start and purges nothing at it: each run's event file opens with one, so that the START of
+    the first resume purges the abandoned steps the reader holds."""
     from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
     run = tmp_path / "run"
